@@ -1,0 +1,1 @@
+//! `laminar bench`: load generator and reports for any Kafka-compatible broker.

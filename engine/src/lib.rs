@@ -1,0 +1,11 @@
+//! Laminar's storage engine.
+//!
+//! The engine knows partitions, logs, shards and files. It knows nothing of sockets or of Kafka
+//! requests; the only wire type it understands is the Kafka RecordBatch v2, because that is also
+//! the on-disk format (DESIGN.md invariant 3).
+//!
+//! - [`log`]: RecordBatch view and validation, segments, sparse indexes, recovery, retention.
+//! - [`partition`]: one partition replica: its log, group commit, offsets, append notification.
+//! - [`shard`]: one pinned executor per core, the partition→shard table, cross-shard messages.
+//! - [`io`]: the storage I/O seam (glommio-backed; a fault-injecting variant for tests).
+//! - [`cluster`]: topic metadata (single writer, published read-only to every shard).

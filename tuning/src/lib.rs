@@ -1,0 +1,1 @@
+//! Host checks and tuners, the disk probe and the systemd unit.
