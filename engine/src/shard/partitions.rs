@@ -1,0 +1,1 @@
+//! The partitions one shard owns.

@@ -1,0 +1,238 @@
+//! Starts one pinned glommio executor per shard and connects them with a message mesh.
+//!
+//! Cross-shard work travels as closures over bounded channels (`submit_to`), in the spirit of
+//! Seastar's `smp::submit_to`: the closure runs on the target shard with that shard's context,
+//! and its result comes back over a oneshot channel. Nothing on the data path takes a lock.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use glommio::{LocalExecutorBuilder, Placement};
+
+/// A shard's index, `0..shard_count`. One shard per core.
+pub type ShardId = usize;
+
+/// Jobs queued per shard before senders wait: cross-shard traffic is bounded (invariant 9).
+const JOB_QUEUE_DEPTH: usize = 1024;
+
+type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
+type Job<S> = Box<dyn FnOnce(Rc<ShardContext<S>>) -> LocalFuture + Send>;
+
+/// The target shard no longer accepts work (it is shutting down or has stopped).
+#[derive(Debug, thiserror::Error)]
+#[error("shard {0} has stopped")]
+pub struct ShardGone(pub ShardId);
+
+/// What a shard knows about itself and how it reaches the others.
+///
+/// Owned by one shard; not Send. `state` is the per-shard state of the layer above (for the
+/// broker: its open partitions and connections).
+pub struct ShardContext<S> {
+    id: ShardId,
+    senders: Arc<Vec<async_channel::Sender<Job<S>>>>,
+    pub state: S,
+}
+
+impl<S: 'static> ShardContext<S> {
+    pub fn id(&self) -> ShardId {
+        self.id
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Runs `work` on `shard` with that shard's context and returns its result. Work for the
+    /// current shard runs inline, without a hop.
+    pub async fn submit_to<R, F, Fut>(self: &Rc<Self>, shard: ShardId, work: F) -> Result<R, ShardGone>
+    where
+        F: FnOnce(Rc<ShardContext<S>>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+        R: Send + 'static,
+    {
+        assert!(shard < self.shard_count(), "shard {shard} out of range");
+        if shard == self.id {
+            return Ok(work(self.clone()).await);
+        }
+        let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
+        let job: Job<S> = Box::new(move |ctx| {
+            Box::pin(async move {
+                let _ = reply_tx.send(work(ctx).await);
+            })
+        });
+        self.senders[shard]
+            .send(job)
+            .await
+            .map_err(|_| ShardGone(shard))?;
+        reply_rx.await.map_err(|_| ShardGone(shard))
+    }
+}
+
+/// How to start the shards.
+#[derive(Debug, Clone)]
+pub struct ShardRuntimeConfig {
+    pub shard_count: usize,
+    /// Pin each shard to its own CPU (round-robin over the online CPUs).
+    pub pin: bool,
+    /// Busy-poll this long before the executor sleeps: lower cross-shard latency, more CPU.
+    pub spin_before_park: Option<Duration>,
+}
+
+/// The running shards. Dropping it does not stop them; call [`ShardRuntime::join`].
+pub struct ShardRuntime {
+    handles: Vec<glommio::ExecutorJoinHandle<()>>,
+}
+
+impl ShardRuntime {
+    /// Starts `config.shard_count` executors. On each, `init(id)` builds the shard state (on that
+    /// shard's own thread, so it need not be Send), then `main(ctx)` runs. A shard whose `main`
+    /// returns keeps serving other shards' jobs until every shard's `main` has returned, so a
+    /// shutdown on one shard never strands a request forwarded from another.
+    pub fn start<S, Init, Main, Fut>(
+        config: ShardRuntimeConfig,
+        init: Init,
+        main: Main,
+    ) -> std::io::Result<Self>
+    where
+        S: 'static,
+        Init: Fn(ShardId) -> S + Send + Sync + 'static,
+        Main: Fn(Rc<ShardContext<S>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        assert!(config.shard_count > 0, "a broker runs at least one shard");
+        install_shard_panic_hook();
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..config.shard_count)
+            .map(|_| async_channel::bounded::<Job<S>>(JOB_QUEUE_DEPTH))
+            .unzip();
+        let senders = Arc::new(senders);
+        let init = Arc::new(init);
+        let main = Arc::new(main);
+        let running_mains = Arc::new(AtomicUsize::new(config.shard_count));
+        let cpus = online_cpus();
+        let mut handles = Vec::with_capacity(config.shard_count);
+        for (id, jobs) in receivers.into_iter().enumerate() {
+            let placement = if config.pin && !cpus.is_empty() {
+                Placement::Fixed(cpus[id % cpus.len()])
+            } else {
+                Placement::Unbound
+            };
+            let mut builder = LocalExecutorBuilder::new(placement).name(&format!("laminar-shard-{id}"));
+            if let Some(spin) = config.spin_before_park {
+                builder = builder.spin_before_park(spin);
+            }
+            let (senders, init, main, running_mains) =
+                (senders.clone(), init.clone(), main.clone(), running_mains.clone());
+            let handle = builder
+                .spawn(move || async move {
+                    let ctx = Rc::new(ShardContext {
+                        id,
+                        senders,
+                        state: init(id),
+                    });
+                    let job_loop = glommio::spawn_local(serve_jobs(ctx.clone(), jobs));
+                    main(ctx).await;
+                    running_mains.fetch_sub(1, Ordering::AcqRel);
+                    // Shutdown only: a bounded wait, polled, while this shard keeps serving jobs.
+                    while running_mains.load(Ordering::Acquire) > 0 {
+                        glommio::timer::sleep(Duration::from_millis(5)).await;
+                    }
+                    drop(job_loop);
+                })
+                .map_err(|e| std::io::Error::other(format!("cannot start shard {id}: {e}")))?;
+            handles.push(handle);
+        }
+        Ok(Self { handles })
+    }
+
+    /// Waits for every shard to stop.
+    pub fn join(self) -> Result<(), String> {
+        for (id, handle) in self.handles.into_iter().enumerate() {
+            handle.join().map_err(|e| format!("shard {id} failed: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+async fn serve_jobs<S: 'static>(ctx: Rc<ShardContext<S>>, jobs: async_channel::Receiver<Job<S>>) {
+    while let Ok(job) = jobs.recv().await {
+        glommio::spawn_local(job(ctx.clone())).detach();
+    }
+}
+
+fn online_cpus() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|core| core.id)
+        .collect()
+}
+
+/// A panic is a bug. One shard dead while the others serve would silently lose its partitions,
+/// so a panic on any shard thread ends the whole process, loudly, after the default report.
+fn install_shard_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default_hook(info);
+            let on_shard = std::thread::current()
+                .name()
+                .is_some_and(|name| name.starts_with("laminar-shard-"));
+            if on_shard {
+                eprintln!("laminar: a shard panicked (a bug); stopping the process");
+                std::process::exit(70);
+            }
+        }));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn work_submitted_to_another_shard_runs_there_with_its_state() {
+        let config = ShardRuntimeConfig {
+            shard_count: 2,
+            pin: false,
+            spin_before_park: None,
+        };
+        let answers = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let answers_in = answers.clone();
+        let runtime = ShardRuntime::start(
+            config,
+            |id| Cell::new(id * 100),
+            move |ctx: Rc<ShardContext<Cell<usize>>>| {
+                let answers = answers_in.clone();
+                async move {
+                    let other = (ctx.id() + 1) % ctx.shard_count();
+                    for _ in 0..50 {
+                        let seen = ctx
+                            .submit_to(other, |there| async move {
+                                there.state.set(there.state.get() + 1);
+                                (there.id(), there.state.get())
+                            })
+                            .await
+                            .expect("the other shard is alive until every main returns");
+                        assert_eq!(seen.0, other);
+                    }
+                    let local = ctx
+                        .submit_to(ctx.id(), |here| async move { here.id() })
+                        .await
+                        .unwrap();
+                    answers.lock().unwrap().push((ctx.id(), local));
+                }
+            },
+        )
+        .unwrap();
+        runtime.join().unwrap();
+        let mut answers = answers.lock().unwrap().clone();
+        answers.sort_unstable();
+        assert_eq!(answers, vec![(0, 0), (1, 1)]);
+    }
+}
