@@ -1,1 +1,87 @@
-//! The partitions one shard owns.
+//! The partitions one shard owns, opened on first use (or at start) and closed on shutdown.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::io::GlommioStorage;
+use crate::partition::{LogConfig, LogError, Partition};
+
+/// A partition replica's name: topic and index.
+pub type PartitionKey = (String, i32);
+
+/// The open partitions of one shard. Owned by one shard; not Send.
+pub struct ShardPartitions {
+    log_dir: PathBuf,
+    storage: Rc<GlommioStorage>,
+    open: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    /// Serialises opens and removals, so that two requests never open one partition twice.
+    lifecycle: futures::lock::Mutex<()>,
+}
+
+/// `<log.dirs>/<topic>-<partition>`, Kafka's directory name for a partition.
+pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    log_dir.join(format!("{topic}-{partition}"))
+}
+
+impl ShardPartitions {
+    pub fn new(log_dir: PathBuf, storage: Rc<GlommioStorage>) -> Self {
+        Self { log_dir, storage, open: RefCell::default(), lifecycle: futures::lock::Mutex::new(()) }
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.open.borrow().get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// Returns the open partition, opening (and recovering) it with `config` if needed.
+    pub async fn get_or_open(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: impl FnOnce() -> LogConfig,
+    ) -> Result<Rc<Partition>, LogError> {
+        if let Some(open) = self.get(topic, partition) {
+            return Ok(open);
+        }
+        let _lifecycle = self.lifecycle.lock().await;
+        if let Some(open) = self.get(topic, partition) {
+            return Ok(open);
+        }
+        let dir = partition_dir(&self.log_dir, topic, partition);
+        let opened = Rc::new(Partition::open(self.storage.clone(), dir, config()).await?);
+        self.open.borrow_mut().insert((topic.to_string(), partition), opened.clone());
+        Ok(opened)
+    }
+
+    /// Closes and deletes a partition's files, whether or not it was open.
+    pub async fn remove(&self, topic: &str, partition: i32) -> Result<(), LogError> {
+        let _lifecycle = self.lifecycle.lock().await;
+        let removed = self.open.borrow_mut().remove(&(topic.to_string(), partition));
+        match removed {
+            Some(open) => open.delete().await,
+            None => {
+                let dir = partition_dir(&self.log_dir, topic, partition);
+                crate::io::remove_dir_if_exists(&dir).await.map_err(LogError::Io)
+            }
+        }
+    }
+
+    /// Every open partition, for retention, flushing and metrics.
+    pub fn all(&self) -> Vec<(PartitionKey, Rc<Partition>)> {
+        self.open.borrow().iter().map(|(k, p)| (k.clone(), p.clone())).collect()
+    }
+
+    /// Flushes and closes every partition (clean-shutdown marker); returns the failures.
+    pub async fn close_all(&self) -> Vec<(PartitionKey, LogError)> {
+        let _lifecycle = self.lifecycle.lock().await;
+        let open: Vec<_> = self.open.borrow_mut().drain().collect();
+        let mut failures = Vec::new();
+        for (key, partition) in open {
+            if let Err(e) = partition.close().await {
+                failures.push((key, e));
+            }
+        }
+        failures
+    }
+}

@@ -1,0 +1,160 @@
+//! The broker's state: what every shard shares, what each shard owns, and how a request reaches
+//! the shard that owns a partition.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use laminar_engine::cluster::{MetadataStore, TopicMetadata};
+use laminar_engine::partition::{LogConfig, LogError, Partition};
+use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
+
+use crate::config::BrokerConfig;
+
+/// State every shard shares. Shared read-only across shards (the topic table has its own
+/// single-writer discipline).
+pub struct BrokerShared {
+    pub config: BrokerConfig,
+    pub metadata: MetadataStore,
+    pub log_dir: PathBuf,
+    pub cluster_id: String,
+    pub shutdown: ShutdownSignal,
+}
+
+/// Per-shard broker state. Owned by one shard; not Send.
+pub struct BrokerShard {
+    pub shared: Arc<BrokerShared>,
+    pub partitions: ShardPartitions,
+    pub connections_active: Cell<usize>,
+}
+
+pub type BrokerCtx = ShardContext<BrokerShard>;
+
+/// Why a partition could not be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionAccessError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    ShardGone(#[from] ShardGone),
+}
+
+/// A topic partition named by a request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl BrokerShared {
+    /// The log settings of one topic: its overrides over the broker's defaults.
+    pub fn log_config_for(&self, topic: &TopicMetadata) -> LogConfig {
+        crate::config::engine::log_config(&topic.configs, &self.config)
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+}
+
+impl BrokerShard {
+    /// The open partition `tp`, which must be owned by this shard.
+    pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
+        let table = self.shared.metadata.current();
+        let topic = table.get(&tp.topic).ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
+        if tp.partition < 0 || tp.partition >= topic.partition_count {
+            return Err(PartitionAccessError::UnknownTopicOrPartition);
+        }
+        let config = || self.shared.log_config_for(topic);
+        Ok(self.partitions.get_or_open(&tp.topic, tp.partition, config).await?)
+    }
+}
+
+/// The shard that owns `tp` in a broker running `shard_count` shards.
+pub fn owner_of(tp: &TopicPartition, shard_count: usize) -> ShardId {
+    shard_of_partition(&tp.topic, tp.partition, shard_count)
+}
+
+/// Runs `work` for every item on the shard that owns its partition: one message per shard,
+/// items of one shard run concurrently there, and the results come back in the input's order
+/// (DESIGN.md invariant 2: split by owning shard, forwarded, reassembled).
+pub async fn on_owning_shards<T, R, F, Fut>(
+    ctx: &Rc<BrokerCtx>,
+    items: Vec<(TopicPartition, T)>,
+    work: F,
+) -> Vec<(TopicPartition, Result<R, PartitionAccessError>)>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: Fn(Rc<BrokerCtx>, TopicPartition, T) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<R, PartitionAccessError>> + 'static,
+{
+    let shard_count = ctx.shard_count();
+    let mut by_shard: BTreeMap<ShardId, Vec<(usize, TopicPartition, T)>> = BTreeMap::new();
+    let item_count = items.len();
+    for (index, (tp, item)) in items.into_iter().enumerate() {
+        by_shard.entry(owner_of(&tp, shard_count)).or_default().push((index, tp, item));
+    }
+    let per_shard = by_shard.into_iter().map(|(shard, batch)| {
+        let work = work.clone();
+        let names: Vec<(usize, TopicPartition)> = batch.iter().map(|(i, tp, _)| (*i, tp.clone())).collect();
+        async move {
+            let done = ctx
+                .submit_to(shard, move |there| async move {
+                    let runs = batch.into_iter().map(|(index, tp, item)| {
+                        let there = there.clone();
+                        let work = work.clone();
+                        async move { (index, tp.clone(), work(there, tp, item).await) }
+                    });
+                    futures::future::join_all(runs).await
+                })
+                .await;
+            match done {
+                Ok(results) => results,
+                Err(gone) => names
+                    .into_iter()
+                    .map(|(i, tp)| (i, tp, Err(PartitionAccessError::ShardGone(ShardGone(gone.0)))))
+                    .collect(),
+            }
+        }
+    });
+    let mut results: Vec<_> = futures::future::join_all(per_shard).await.into_iter().flatten().collect();
+    results.sort_unstable_by_key(|(index, _, _)| *index);
+    assert_eq!(results.len(), item_count, "every item gets exactly one result");
+    results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
+}
+
+/// Tells every shard to stop: closing the channel wakes every waiter on every thread.
+#[derive(Clone)]
+pub struct ShutdownSignal {
+    closed: async_channel::Receiver<()>,
+    _keep_open: async_channel::Sender<()>,
+}
+
+impl Default for ShutdownSignal {
+    fn default() -> Self {
+        let (sender, receiver) = async_channel::bounded(1);
+        Self { closed: receiver, _keep_open: sender }
+    }
+}
+
+impl ShutdownSignal {
+    pub fn trigger(&self) {
+        self.closed.close();
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        self.closed.is_closed()
+    }
+
+    /// Resolves once [`ShutdownSignal::trigger`] has been called (on any thread).
+    pub async fn wait(&self) {
+        while self.closed.recv().await.is_ok() {}
+    }
+}

@@ -1,0 +1,175 @@
+//! Starts the broker: the shards, a listener on every shard (SO_REUSEPORT), and the shutdown
+//! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
+
+use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use glommio::net::TcpListener;
+use laminar_engine::cluster::MetadataStore;
+use laminar_engine::io::GlommioStorage;
+use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_engine::shard::runtime::ShardRuntimeConfig;
+use laminar_engine::shard::{shard_of_partition, ShardRuntime};
+
+use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
+use crate::config::BrokerConfig;
+use crate::connection;
+
+/// How long shutdown waits for connections to finish their current request.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A broker that has started: its shards run until [`ShutdownSignal::trigger`].
+pub struct RunningBroker {
+    pub shared: Arc<BrokerShared>,
+    pub listen_addr: SocketAddr,
+    runtime: ShardRuntime,
+}
+
+impl RunningBroker {
+    /// Waits until every shard has stopped.
+    pub fn join(self) -> Result<(), String> {
+        self.runtime.join()
+    }
+}
+
+/// Starts a broker with `config`. Returns once every shard listens.
+pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
+    let log_dir = config.log_dirs.first().cloned().ok_or_else(|| anyhow::anyhow!("log.dirs is empty"))?;
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
+    let metadata = MetadataStore::open(&log_dir)?;
+    let listen_addr = resolve_listen_addr(&config)?;
+    let cluster_id = cluster_id(&log_dir)?;
+    let shard_count = config.laminar_cores.max(1);
+    let shared = Arc::new(BrokerShared {
+        config,
+        metadata,
+        log_dir: log_dir.clone(),
+        cluster_id,
+        shutdown: ShutdownSignal::default(),
+    });
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let init_shared = shared.clone();
+    let runtime = ShardRuntime::start(
+        ShardRuntimeConfig { shard_count, pin: true, spin_before_park: None },
+        move |_id| BrokerShard {
+            shared: init_shared.clone(),
+            partitions: ShardPartitions::new(init_shared.log_dir.clone(), Rc::new(GlommioStorage::new())),
+            connections_active: Default::default(),
+        },
+        move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
+    )?;
+    for _ in 0..shard_count {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                shared.shutdown.trigger();
+                let _ = runtime.join();
+                anyhow::bail!("{e}");
+            }
+            Err(_) => anyhow::bail!("a shard stopped during start-up"),
+        }
+    }
+    Ok(RunningBroker { shared, listen_addr, runtime })
+}
+
+async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc::Sender<Result<(), String>>) {
+    open_owned_partitions(&ctx).await;
+    let listener = match TcpListener::bind(addr) {
+        Ok(listener) => listener,
+        Err(e) => {
+            let _ = ready.send(Err(format!("listeners: cannot listen on {addr}: {e}")));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
+    accept_until_shutdown(&ctx, &listener).await;
+    drop(listener);
+    drain_connections(&ctx).await;
+    drop(background);
+    for ((topic, partition), error) in ctx.state.partitions.close_all().await {
+        tracing::error!(topic, partition, %error, "partition did not close cleanly");
+    }
+}
+
+async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
+    let shutdown = ctx.state.shared.shutdown.clone();
+    loop {
+        let accepted = {
+            let accept = std::pin::pin!(listener.accept());
+            let stop = std::pin::pin!(shutdown.wait());
+            match select(accept, stop).await {
+                Either::Left((accepted, _)) => accepted,
+                Either::Right(_) => return,
+            }
+        };
+        match accepted {
+            Ok(stream) => {
+                glommio::spawn_local(connection::serve(ctx.clone(), stream)).detach();
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn drain_connections(ctx: &Rc<BrokerCtx>) {
+    let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
+    while ctx.state.connections_active.get() > 0 && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Opens (and so recovers) every partition this shard owns, before it serves.
+async fn open_owned_partitions(ctx: &Rc<BrokerCtx>) {
+    let table = ctx.state.shared.metadata.current();
+    for topic in table.topics.values() {
+        for partition in 0..topic.partition_count {
+            if shard_of_partition(&topic.name, partition, ctx.shard_count()) != ctx.id() {
+                continue;
+            }
+            let tp = crate::broker::TopicPartition { topic: topic.name.clone(), partition };
+            if let Err(error) = ctx.state.partition(&tp).await {
+                tracing::error!(topic = tp.topic, partition, %error, "cannot open partition");
+            }
+        }
+    }
+}
+
+/// The first listener's address. Port 0 picks a free port once, so every shard binds the same.
+fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
+    let listener = config.listeners.first().ok_or_else(|| anyhow::anyhow!("listeners is empty"))?;
+    let mut addr = (listener.host.as_str(), listener.port)
+        .to_socket_addrs()
+        .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
+    if addr.port() == 0 {
+        let probe = StdTcpListener::bind(addr)?;
+        addr.set_port(probe.local_addr()?.port());
+    }
+    Ok(addr)
+}
+
+/// A stable cluster id, made on first start and kept in the data directory.
+fn cluster_id(log_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = log_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
+            return Ok(id.trim().to_string());
+        }
+    }
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
+    let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(id)
+}
