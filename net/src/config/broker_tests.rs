@@ -1,0 +1,263 @@
+use super::*;
+use crate::config::broker_keys::BROKER_KEYS;
+
+fn load(text: &str, overrides: &[&str]) -> Result<LoadedBrokerConfig, ConfigError> {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    BrokerConfig::from_properties(text, &overrides)
+}
+
+fn config(text: &str, overrides: &[&str]) -> BrokerConfig {
+    load(text, overrides).unwrap().config
+}
+
+#[test]
+fn defaults_are_kafkas() {
+    let c = BrokerConfig::default();
+    assert_eq!(c.node_id, 1);
+    assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
+    assert_eq!(c.listeners[0].to_string(), "PLAINTEXT://0.0.0.0:9092");
+    assert_eq!(
+        c.advertised_listeners[0].to_string(),
+        "PLAINTEXT://127.0.0.1:9092"
+    );
+    assert_eq!(c.num_partitions, 1);
+    assert_eq!(c.default_replication_factor, 1);
+    assert_eq!(c.min_insync_replicas, 1);
+    assert!(c.auto_create_topics_enable);
+    assert!(c.delete_topic_enable);
+    assert_eq!(c.message_max_bytes, 1_048_588);
+    assert_eq!(c.socket_request_max_bytes, 104_857_600);
+    assert_eq!(c.log_segment_bytes, 1_073_741_824);
+    assert_eq!(c.log_roll_ms, 168 * 3_600_000);
+    assert_eq!(c.log_retention_ms, 168 * 3_600_000);
+    assert_eq!(c.log_retention_bytes, -1);
+    assert_eq!(c.log_index_interval_bytes, 4096);
+    assert_eq!(c.log_retention_check_interval_ms, 300_000);
+    assert_eq!(c.log_message_timestamp_type, TimestampType::CreateTime);
+    assert!(c.log_cleanup_policy.delete && !c.log_cleanup_policy.compact);
+    assert_eq!(c.offsets_topic_num_partitions, 50);
+    assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
+    assert_eq!(c.log_flush_interval_messages, i64::MAX);
+    assert_eq!(c.laminar_fsync, FsyncSetting::Always);
+    assert_eq!(c.laminar_http_listen.to_string(), "127.0.0.1:9644");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(c.laminar_cores, cores);
+}
+
+#[test]
+fn file_values_and_overrides_on_top() {
+    let text = "# single node\nnode.id = 7\nlog.dirs: /d1, /d2\nnum.partitions=3\n\
+                listeners=PLAINTEXT://:19092\nlaminar.fsync=interval:50\n";
+    let c = config(
+        text,
+        &["num.partitions=12", "laminar.cores = 2", "log.dirs=/o"],
+    );
+    assert_eq!(c.node_id, 7);
+    assert_eq!(c.num_partitions, 12, "override beats the file");
+    assert_eq!(c.laminar_cores, 2);
+    assert_eq!(c.log_dirs, vec![PathBuf::from("/o")]);
+    assert_eq!(c.listeners[0].host, "");
+    assert_eq!(
+        c.advertised_listeners[0].to_string(),
+        "PLAINTEXT://127.0.0.1:19092"
+    );
+    assert_eq!(c.laminar_fsync, FsyncSetting::IntervalMs(50));
+    let c = config("log.dirs=/d1, /d2,", &[]);
+    assert_eq!(c.log_dirs, vec![PathBuf::from("/d1"), PathBuf::from("/d2")]);
+    // log.dir applies only when log.dirs is unset.
+    assert_eq!(
+        config("log.dir=/x", &[]).log_dirs,
+        vec![PathBuf::from("/x")]
+    );
+    assert_eq!(
+        config("log.dir=/x\nlog.dirs=/y", &[]).log_dirs,
+        vec![PathBuf::from("/y")]
+    );
+    // Later lines win, as in Java.
+    assert_eq!(config("node.id=1\nnode.id=2", &[]).node_id, 2);
+}
+
+#[test]
+fn retention_precedence_ms_then_minutes_then_hours() {
+    assert_eq!(
+        config("log.retention.hours=2", &[]).log_retention_ms,
+        7_200_000
+    );
+    let text = "log.retention.hours=2\nlog.retention.minutes=3";
+    assert_eq!(config(text, &[]).log_retention_ms, 180_000);
+    let c = config(text, &["log.retention.ms=1234"]);
+    assert_eq!(c.log_retention_ms, 1234);
+    assert_eq!(config("log.retention.hours=-1", &[]).log_retention_ms, -1);
+    assert_eq!(config("log.retention.minutes=-1", &[]).log_retention_ms, -1);
+    assert_eq!(config("log.roll.hours=1", &[]).log_roll_ms, 3_600_000);
+    assert_eq!(
+        config("log.roll.hours=1\nlog.roll.ms=5", &[]).log_roll_ms,
+        5
+    );
+}
+
+#[test]
+fn every_error_names_the_key_and_value() {
+    let cases = [
+        ("log.segment.bytes=abc", "log.segment.bytes", "abc"),
+        ("log.segment.bytes=10", "log.segment.bytes", "10"),
+        ("num.partitions=0", "num.partitions", "0"),
+        (
+            "auto.create.topics.enable=yes",
+            "auto.create.topics.enable",
+            "yes",
+        ),
+        ("listeners=SSL://h:9093", "listeners", "SSL://h:9093"),
+        ("listeners=PLAINTEXT://h", "listeners", "PLAINTEXT://h"),
+        (
+            "advertised.listeners=PLAINTEXT://0.0.0.0:9",
+            "advertised.listeners",
+            "0.0.0.0",
+        ),
+        ("laminar.fsync=sometimes", "laminar.fsync", "sometimes"),
+        ("laminar.cores=0", "laminar.cores", "0"),
+        (
+            "laminar.http.listen=localhost",
+            "laminar.http.listen",
+            "localhost",
+        ),
+        ("log.retention.ms=0", "log.retention.ms", "0"),
+        (
+            "log.message.timestamp.type=Now",
+            "log.message.timestamp.type",
+            "Now",
+        ),
+        ("log.cleanup.policy=shred", "log.cleanup.policy", "shred"),
+        ("log.dirs=,", "log.dirs", ","),
+        ("log.dirs=/a,/a", "log.dirs", "/a,/a"),
+        ("node.id=1\nbroker.id=2", "broker.id", "2"),
+        ("no.such.key=1", "no.such.key", "1"),
+        (
+            "laminar.data.dir.lock=true",
+            "laminar.data.dir.lock",
+            "true",
+        ),
+    ];
+    for (text, key, value) in cases {
+        let err = load(text, &[]).unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with("config error: "), "{message}");
+        assert!(message.contains(key), "{text}: {message}");
+        assert!(message.contains(value), "{text}: {message}");
+        assert_eq!(err.key(), Some(key), "{text}");
+    }
+    let err = load("log.segment.bytes=abc", &[]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "config error: log.segment.bytes: expected an integer between 14 and 2147483647, got \"abc\""
+    );
+    let err = load("", &["num.partitions"]).unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::BadOverride {
+            entry: "num.partitions".into()
+        }
+    );
+    let err = load("", &["=3"]).unwrap_err();
+    assert!(matches!(err, ConfigError::BadOverride { .. }));
+    let err = load("", &["log.index.interval.bytes=-4"]).unwrap_err();
+    assert_eq!(err.key(), Some("log.index.interval.bytes"));
+    let err = BrokerConfig::load(Path::new("/nonexistent/server.properties"), &[]).unwrap_err();
+    assert!(
+        err.to_string().contains("/nonexistent/server.properties"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ignored_kafka_keys_warn_by_name() {
+    let text = "zookeeper.connect=localhost:2181\nnum.io.threads=8\n\
+                log.cleaner.threads=2\ntransaction.state.log.replication.factor=1\n\
+                offsets.topic.replication.factor=1\nsocket.send.buffer.bytes=102400\n\
+                log.cleaner.delete.retention.ms=1000\nnode.id=4\n";
+    let loaded = load(text, &[]).unwrap();
+    assert_eq!(loaded.config.node_id, 4);
+    let mut keys: Vec<&str> = loaded.warnings.iter().map(|w| w.key.as_str()).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        vec![
+            "log.cleaner.threads",
+            "num.io.threads",
+            "offsets.topic.replication.factor",
+            "socket.send.buffer.bytes",
+            "transaction.state.log.replication.factor",
+            "zookeeper.connect",
+        ]
+    );
+    // A registered log.cleaner.* key is implemented, not ignored.
+    assert_eq!(
+        loaded
+            .config
+            .value_of("log.cleaner.delete.retention.ms")
+            .as_deref(),
+        Some("1000")
+    );
+    let warning = loaded
+        .warnings
+        .iter()
+        .find(|w| w.key == "num.io.threads")
+        .unwrap();
+    let text = warning.to_string();
+    assert!(text.contains("num.io.threads=\"8\""), "{text}");
+    assert!(text.contains("laminar.cores"), "{text}");
+}
+
+#[test]
+fn describe_lists_every_key_with_sources() {
+    let c = config("log.retention.hours=5\nnum.partitions=3", &["node.id=9"]);
+    let entries = c.describe();
+    assert_eq!(entries.len(), BROKER_KEYS.len());
+    let names: std::collections::BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names.len(), entries.len(), "no duplicate registry names");
+    let get = |name: &str| entries.iter().find(|e| e.name == name).unwrap();
+    assert_eq!(get("num.partitions").source, ConfigSource::StaticBroker);
+    assert_eq!(get("num.partitions").value.as_deref(), Some("3"));
+    assert_eq!(get("node.id").source, ConfigSource::StaticBroker);
+    assert_eq!(get("log.segment.bytes").source, ConfigSource::Default);
+    assert_eq!(
+        get("log.segment.bytes").value.as_deref(),
+        Some("1073741824")
+    );
+    // Derived from a fallback that was set: static, with the fallback among its synonyms.
+    let retention = get("log.retention.ms");
+    assert_eq!(retention.value.as_deref(), Some("18000000"));
+    assert_eq!(retention.source, ConfigSource::StaticBroker);
+    assert_eq!(retention.synonyms[0].name, "log.retention.hours");
+    assert_eq!(retention.synonyms[0].source, ConfigSource::StaticBroker);
+    assert_eq!(retention.synonyms[1].value.as_deref(), Some("168"));
+    assert_eq!(retention.synonyms[1].source, ConfigSource::Default);
+    assert_eq!(get("log.retention.minutes").value, None);
+    assert_eq!(
+        get("advertised.listeners").value.as_deref(),
+        Some("PLAINTEXT://127.0.0.1:9092")
+    );
+    assert_eq!(get("advertised.listeners").source, ConfigSource::Default);
+    assert!(entries
+        .iter()
+        .all(|e| e.read_only && !e.sensitive && !e.doc.is_empty()));
+    // Every key's default value is valid for its own kind.
+    for entry in BrokerConfig::default().describe() {
+        if let Some(value) = &entry.value {
+            let key = find_broker_key(&entry.name).unwrap();
+            key.kind.validate(&entry.name, value).unwrap();
+        }
+    }
+}
+
+#[test]
+fn example_server_properties_loads_without_warnings() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.properties");
+    let loaded = BrokerConfig::load(&path, &[]).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let c = loaded.config;
+    assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
+    assert_eq!(c.listeners[0].port, 9092);
+    assert_eq!(c.laminar_fsync, FsyncSetting::Always);
+    assert_eq!(c.value_of("log.retention.hours").as_deref(), Some("168"));
+}
