@@ -23,7 +23,7 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiSupport {
 pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::Produce, 0, 11),
     api(ApiKey::Fetch, 4, 12),
-    api(ApiKey::ListOffsets, 1, 7),
+    api(ApiKey::ListOffsets, 1, 6),
     api(ApiKey::Metadata, 0, 12),
     api(ApiKey::SaslHandshake, 0, 1),
     api(ApiKey::ApiVersions, 0, 3),

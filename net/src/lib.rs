@@ -1,3 +1,12 @@
 //! Laminar's Kafka protocol layer: framing, the codec, one handler file per Kafka API, and a
 //! Kafka client used by the CLI, the benchmark harness and (later) replication.
+
+pub mod broker;
+pub mod codec;
 pub mod config;
+mod connection;
+mod errors;
+pub mod frame;
+pub mod handlers;
+mod maintenance;
+pub mod server;

@@ -1,0 +1,30 @@
+//! Engine and routing errors as Kafka error codes. Operating errors are logged here once, where
+//! they become a code, so the client's view and the operator's view agree.
+
+use kafka_protocol::error::ResponseError;
+use laminar_engine::partition::LogError;
+
+use crate::broker::PartitionAccessError;
+
+pub fn partition_error_code(error: &PartitionAccessError) -> i16 {
+    let code = match error {
+        PartitionAccessError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        PartitionAccessError::ShardGone(_) => ResponseError::NotLeaderOrFollower,
+        PartitionAccessError::Log(log) => log_error(log),
+    };
+    code.code()
+}
+
+fn log_error(error: &LogError) -> ResponseError {
+    match error {
+        LogError::Batch(batch) if batch.is_corrupt() => ResponseError::CorruptMessage,
+        LogError::Batch(_) => ResponseError::InvalidRecord,
+        LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        LogError::Closed => ResponseError::NotLeaderOrFollower,
+        other => {
+            tracing::error!(error = %other, "storage failure");
+            ResponseError::KafkaStorageError
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! AlterConfigs (replace a topic's overrides) and IncrementalAlterConfigs (set, delete, append,
+//! subtract single keys). Changes are validated whole, persisted, then applied live to the
+//! topic's open partitions. Broker configs are static here (read-only).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker::BrokerCtx;
+use crate::handlers::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::handlers::topic_admin::{push_configs, validate_overrides, AdminError};
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+pub async fn handle_alter(ctx: &Rc<BrokerCtx>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut response = AlterConfigsResponse::default();
+    for resource in &request.resources {
+        let configs = resource
+            .configs
+            .iter()
+            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .collect();
+        let outcome = alter(ctx, resource.resource_type, resource.resource_name.as_str(), request.validate_only, |_| {
+            Ok(configs)
+        })
+        .await;
+        let (code, message) = split(outcome);
+        response.responses.push(
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone())
+                .with_error_code(code)
+                .with_error_message(message),
+        );
+    }
+    response
+}
+
+pub async fn handle_incremental(
+    ctx: &Rc<BrokerCtx>,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for resource in &request.resources {
+        let changes: Vec<(String, i8, Option<String>)> = resource
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.config_operation, c.value.as_ref().map(|v| v.to_string())))
+            .collect();
+        let outcome = alter(ctx, resource.resource_type, resource.resource_name.as_str(), request.validate_only, |current| {
+            apply_incremental(current.clone(), &changes)
+        })
+        .await;
+        let (code, message) = split(outcome);
+        response.responses.push(
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone())
+                .with_error_code(code)
+                .with_error_message(message),
+        );
+    }
+    response
+}
+
+fn split(outcome: Result<(), AdminError>) -> (i16, Option<StrBytes>) {
+    match outcome {
+        Ok(()) => (0, None),
+        Err(e) => (e.code, Some(StrBytes::from_string(e.message))),
+    }
+}
+
+/// Computes the new overrides from the current ones, validates and stores them, and applies them.
+async fn alter(
+    ctx: &Rc<BrokerCtx>,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    new_overrides: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
+) -> Result<(), AdminError> {
+    match resource_type {
+        RESOURCE_TOPIC => {}
+        RESOURCE_BROKER => {
+            return Err(AdminError::new(
+                ResponseError::InvalidRequest,
+                "broker configs are static in Laminar: change server.properties and restart",
+            ))
+        }
+        other => return Err(AdminError::new(ResponseError::InvalidRequest, format!("unknown resource type {other}"))),
+    }
+    let shared = &ctx.state.shared;
+    let current = shared
+        .metadata
+        .current()
+        .get(name)
+        .cloned()
+        .ok_or_else(|| AdminError::new(ResponseError::UnknownTopicOrPartition, format!("no topic '{name}'")))?;
+    let overrides = new_overrides(&current.configs)?;
+    validate_overrides(&overrides)?;
+    if validate_only {
+        return Ok(());
+    }
+    let updated = shared.metadata.set_configs(name, overrides)?;
+    push_configs(ctx, &updated).await;
+    tracing::info!(topic = name, configs = ?updated.configs, "altered topic configs");
+    Ok(())
+}
+
+fn apply_incremental(
+    mut overrides: BTreeMap<String, String>,
+    changes: &[(String, i8, Option<String>)],
+) -> Result<BTreeMap<String, String>, AdminError> {
+    for (name, operation, value) in changes {
+        match (*operation, value) {
+            (OP_SET, Some(value)) => {
+                overrides.insert(name.clone(), value.clone());
+            }
+            (OP_DELETE, _) => {
+                overrides.remove(name);
+            }
+            (OP_APPEND, Some(value)) => {
+                let mut items = list_items(overrides.get(name));
+                items.extend(list_items(Some(value)).into_iter().filter(|v| !overrides_contains(&overrides, name, v)));
+                overrides.insert(name.clone(), items.join(","));
+            }
+            (OP_SUBTRACT, Some(value)) => {
+                let remove = list_items(Some(value));
+                let items: Vec<String> = list_items(overrides.get(name)).into_iter().filter(|v| !remove.contains(v)).collect();
+                overrides.insert(name.clone(), items.join(","));
+            }
+            (operation, _) => {
+                return Err(AdminError::new(
+                    ResponseError::InvalidRequest,
+                    format!("{name}: operation {operation} needs a value or is unknown"),
+                ))
+            }
+        }
+    }
+    Ok(overrides)
+}
+
+fn overrides_contains(overrides: &BTreeMap<String, String>, name: &str, item: &str) -> bool {
+    list_items(overrides.get(name)).iter().any(|v| v == item)
+}
+
+fn list_items(value: Option<&String>) -> Vec<String> {
+    value
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incremental_operations_edit_single_keys() {
+        let current = BTreeMap::from([
+            ("retention.ms".to_string(), "1000".to_string()),
+            ("cleanup.policy".to_string(), "delete".to_string()),
+        ]);
+        let changes = vec![
+            ("retention.ms".to_string(), OP_DELETE, None),
+            ("segment.bytes".to_string(), OP_SET, Some("2048".to_string())),
+            ("cleanup.policy".to_string(), OP_APPEND, Some("compact,delete".to_string())),
+        ];
+        let updated = apply_incremental(current, &changes).unwrap();
+        assert_eq!(updated.get("retention.ms"), None);
+        assert_eq!(updated.get("segment.bytes").map(String::as_str), Some("2048"));
+        assert_eq!(updated.get("cleanup.policy").map(String::as_str), Some("delete,compact"));
+        let subtract = vec![("cleanup.policy".to_string(), OP_SUBTRACT, Some("delete".to_string()))];
+        let updated = apply_incremental(updated, &subtract).unwrap();
+        assert_eq!(updated.get("cleanup.policy").map(String::as_str), Some("compact"));
+        assert!(apply_incremental(BTreeMap::new(), &[("x".to_string(), 9, None)]).is_err());
+    }
+}

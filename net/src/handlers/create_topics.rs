@@ -1,0 +1,106 @@
+//! CreateTopics: new topics with partition counts, replication factor and config overrides;
+//! `validate_only` checks everything and creates nothing.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::StrBytes;
+use laminar_engine::cluster::metadata::validate_topic_name;
+
+use crate::broker::{BrokerCtx, BrokerShared};
+use crate::config::TopicConfig;
+use crate::handlers::topic_admin::{validate_overrides, AdminError};
+
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, _version: i16) -> CreateTopicsResponse {
+    let shared = &ctx.state.shared;
+    let mut response = CreateTopicsResponse::default();
+    for topic in &request.topics {
+        let result = match create(shared, topic, request.validate_only) {
+            Ok(created) => created,
+            Err(e) => CreatableTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_error_code(e.code)
+                .with_error_message(Some(StrBytes::from_string(e.message)))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1),
+        };
+        response.topics.push(result);
+    }
+    response
+}
+
+fn create(shared: &BrokerShared, topic: &CreatableTopic, validate_only: bool) -> Result<CreatableTopicResult, AdminError> {
+    let name = topic.name.as_str();
+    validate_topic_name(name)?;
+    let node_id = shared.node_id();
+    let partition_count = if !topic.assignments.is_empty() {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err(AdminError::new(
+                ResponseError::InvalidRequest,
+                "give either assignments or num_partitions/replication_factor, not both",
+            ));
+        }
+        let foreign = topic.assignments.iter().flat_map(|a| &a.broker_ids).any(|b| b.0 != node_id);
+        if foreign {
+            return Err(AdminError::new(ResponseError::InvalidReplicaAssignment, "unknown broker in assignment"));
+        }
+        topic.assignments.len() as i32
+    } else if topic.num_partitions == -1 {
+        shared.config.num_partitions
+    } else {
+        topic.num_partitions
+    };
+    if partition_count < 1 {
+        return Err(AdminError::new(ResponseError::InvalidPartitions, "partitions must be at least 1"));
+    }
+    let replication_factor =
+        if topic.replication_factor == -1 { shared.config.default_replication_factor } else { topic.replication_factor };
+    if replication_factor != 1 {
+        return Err(AdminError::new(
+            ResponseError::InvalidReplicationFactor,
+            format!("replication factor {replication_factor} is larger than the 1 available broker"),
+        ));
+    }
+    let mut configs = BTreeMap::new();
+    for config in &topic.configs {
+        if let Some(value) = &config.value {
+            configs.insert(config.name.to_string(), value.to_string());
+        }
+    }
+    validate_overrides(&configs)?;
+    let described = describe(&configs, shared);
+    let id = if validate_only {
+        if shared.metadata.current().get(name).is_some() {
+            return Err(AdminError::new(ResponseError::TopicAlreadyExists, format!("topic '{name}' already exists")));
+        }
+        [0u8; 16]
+    } else {
+        let created = shared.metadata.create_topic(name, partition_count, replication_factor, configs)?;
+        tracing::info!(topic = name, partitions = partition_count, "created topic");
+        created.id
+    };
+    Ok(CreatableTopicResult::default()
+        .with_name(topic.name.clone())
+        .with_topic_id(uuid::Uuid::from_bytes(id))
+        .with_num_partitions(partition_count)
+        .with_replication_factor(replication_factor)
+        .with_configs(Some(described)))
+}
+
+fn describe(configs: &BTreeMap<String, String>, shared: &BrokerShared) -> Vec<CreatableTopicConfigs> {
+    TopicConfig::describe(configs, &shared.config)
+        .into_iter()
+        .map(|entry| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_string(entry.name))
+                .with_value(entry.value.map(StrBytes::from_string))
+                .with_read_only(entry.read_only)
+                .with_config_source(entry.source.kafka_code())
+                .with_is_sensitive(entry.sensitive)
+        })
+        .collect()
+}

@@ -1,0 +1,164 @@
+//! Fetch: whole batches from each partition's owning shard, bounded by the request's byte
+//! limits, long-polled by appends (not timers) until `min_bytes` arrive or `max_wait_ms` passes.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{select, select_all, Either};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use laminar_engine::partition::ReadResult;
+
+use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::errors::partition_error_code;
+
+/// Kafka's READ_COMMITTED isolation level.
+const READ_COMMITTED: i8 = 1;
+
+#[derive(Clone, Copy)]
+struct Wanted {
+    offset: i64,
+    max_bytes: usize,
+}
+
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchResponse {
+    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let max_bytes = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
+    let wanted: Vec<(TopicPartition, Wanted)> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(|p| {
+                let tp = TopicPartition { topic: topic.topic.to_string(), partition: p.partition };
+                (tp, Wanted { offset: p.fetch_offset, max_bytes: p.partition_max_bytes.max(0) as usize })
+            })
+        })
+        .collect();
+    loop {
+        let results = read_all(ctx, &wanted).await;
+        let any_error = results.iter().any(|(_, r)| r.is_err());
+        let bytes: usize = results.iter().filter_map(|(_, r)| r.as_ref().ok()).map(read_len).sum();
+        let now = Instant::now();
+        if bytes >= min_bytes.max(1) || any_error || now >= deadline || ctx.state.shared.shutdown.is_triggered() {
+            return respond(results, max_bytes, request.isolation_level);
+        }
+        wait_for_appends(ctx, &wanted, deadline).await;
+    }
+}
+
+async fn read_all(
+    ctx: &Rc<BrokerCtx>,
+    wanted: &[(TopicPartition, Wanted)],
+) -> Vec<(TopicPartition, Result<ReadResult, PartitionAccessError>)> {
+    on_owning_shards(ctx, wanted.to_vec(), |there, tp, want: Wanted| async move {
+        let partition = there.state.partition(&tp).await?;
+        Ok(partition.read(want.offset, want.max_bytes, true).await?)
+    })
+    .await
+}
+
+fn read_len(read: &ReadResult) -> usize {
+    read.data.iter().map(Bytes::len).sum()
+}
+
+/// Returns when any wanted partition grows past its fetch offset, or at the deadline.
+async fn wait_for_appends(ctx: &Rc<BrokerCtx>, wanted: &[(TopicPartition, Wanted)], deadline: Instant) {
+    let shard_count = ctx.shard_count();
+    let waits = wanted.iter().map(|(tp, want)| {
+        let (tp, offset) = (tp.clone(), want.offset);
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let _ = ctx
+                .submit_to(owner_of(&tp, shard_count), move |there| async move {
+                    let Ok(partition) = there.state.partition(&tp).await else { return };
+                    // Same thread as the appender: subscribe, then check, so no append is missed.
+                    loop {
+                        let appended = partition.appended();
+                        if partition.high_watermark() > offset || Instant::now() >= deadline {
+                            return;
+                        }
+                        let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
+                        if let Either::Right(_) = select(std::pin::pin!(appended), std::pin::pin!(timeout)).await {
+                            return;
+                        }
+                    }
+                })
+                .await;
+        })
+    });
+    let waits: Vec<_> = waits.collect();
+    if waits.is_empty() {
+        glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
+        return;
+    }
+    select_all(waits).await;
+}
+
+/// Builds the answer, trimming whole batches to the request's total `max_bytes` in request order;
+/// the first partition with data always returns at least one batch, so a client can progress.
+fn respond(
+    results: Vec<(TopicPartition, Result<ReadResult, PartitionAccessError>)>,
+    max_bytes: usize,
+    isolation_level: i8,
+) -> FetchResponse {
+    let mut budget = max_bytes;
+    let mut first_data = true;
+    let mut response = FetchResponse::default();
+    for (tp, result) in results {
+        let partition = match result {
+            Ok(read) => {
+                let mut taken = Vec::new();
+                for batch in read.data {
+                    if batch.len() > budget && !first_data {
+                        break;
+                    }
+                    budget = budget.saturating_sub(batch.len());
+                    first_data = false;
+                    taken.push(batch);
+                }
+                PartitionData::default()
+                    .with_partition_index(tp.partition)
+                    .with_high_watermark(read.high_watermark)
+                    .with_last_stable_offset(read.high_watermark)
+                    .with_log_start_offset(read.log_start_offset)
+                    .with_aborted_transactions((isolation_level == READ_COMMITTED).then(Vec::new))
+                    .with_preferred_read_replica(BrokerId(-1))
+                    .with_records(Some(concat(taken)))
+            }
+            Err(e) => PartitionData::default()
+                .with_partition_index(tp.partition)
+                .with_error_code(partition_error_code(&e))
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1)
+                .with_preferred_read_replica(BrokerId(-1))
+                .with_records(Some(Bytes::new())),
+        };
+        match response.responses.last_mut() {
+            Some(last) if last.topic.as_str() == tp.topic => last.partitions.push(partition),
+            _ => response.responses.push(
+                FetchableTopicResponse::default()
+                    .with_topic(kafka_protocol::messages::TopicName(tp.topic.clone().into()))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    response
+}
+
+/// Joins whole batches into one buffer; a single batch is passed through without a copy.
+fn concat(mut batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.pop().expect("one batch"),
+        _ => {
+            let mut joined = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for batch in &batches {
+                joined.extend_from_slice(batch);
+            }
+            joined.freeze()
+        }
+    }
+}

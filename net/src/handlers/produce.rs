@@ -1,0 +1,180 @@
+//! Produce: validate each partition's batches, append them on the owning shard, and answer once
+//! durability matches `acks` (DESIGN.md invariant 5).
+
+use std::rc::Rc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::Decodable;
+use laminar_engine::partition::AppendInfo;
+
+use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::config::FsyncSetting;
+use crate::errors::partition_error_code;
+use crate::handlers::Outcome;
+
+const ACKS_NONE: i16 = 0;
+const ACKS_LEADER: i16 = 1;
+const ACKS_ALL: i16 = -1;
+
+/// Returns `None` for acks=0: the client expects no answer at all.
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+    let acks = request.acks;
+    if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
+        return Some(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
+    }
+    let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
+    let mut items = Vec::new();
+    for topic in &request.topic_data {
+        for partition in &topic.partition_data {
+            let tp = TopicPartition { topic: topic.name.to_string(), partition: partition.index };
+            items.push((tp, partition.records.clone()));
+        }
+    }
+    let now_ms = now_ms();
+    let results = on_owning_shards(ctx, items, move |there, tp, records| async move {
+        let records = records.ok_or(PartitionAccessError::Log(
+            laminar_engine::partition::LogError::Batch(laminar_engine::log::batch::BatchError::Empty),
+        ))?;
+        let partition = there.state.partition(&tp).await?;
+        let info = partition.append(records, now_ms).await?;
+        if wait_for_sync {
+            partition.wait_durable(info.last_offset).await?;
+        }
+        Ok(info)
+    })
+    .await;
+    if acks == ACKS_NONE {
+        return None;
+    }
+    let mut response = ProduceResponse::default();
+    for (tp, result) in results {
+        let partition = match result {
+            Ok(info) => appended(tp.partition, &info),
+            Err(e) => failed(tp.partition, partition_error_code(&e)),
+        };
+        push_partition(&mut response, &tp.topic, partition);
+    }
+    Some(response)
+}
+
+fn appended(index: i32, info: &AppendInfo) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_base_offset(info.base_offset)
+        .with_log_append_time_ms(info.log_append_time_ms)
+        .with_log_start_offset(info.log_start_offset)
+}
+
+fn failed(index: i32, error_code: i16) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error_code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+}
+
+fn push_partition(response: &mut ProduceResponse, topic: &str, partition: PartitionProduceResponse) {
+    match response.responses.last_mut() {
+        Some(last) if last.name.as_str() == topic => last.partition_responses.push(partition),
+        _ => response.responses.push(
+            TopicProduceResponse::default()
+                .with_name(TopicName(topic.to_string().into()))
+                .with_partition_responses(vec![partition]),
+        ),
+    }
+}
+
+fn answer_all(request: &ProduceRequest, error_code: i16) -> ProduceResponse {
+    let mut response = ProduceResponse::default();
+    for topic in &request.topic_data {
+        for partition in &topic.partition_data {
+            push_partition(&mut response, topic.name.as_str(), failed(partition.index, error_code));
+        }
+    }
+    response
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Produce v0-2 (message formats 0 and 1) is advertised but refused with UNSUPPORTED_VERSION for
+/// every partition. The codec cannot encode those versions, so the answer is written here:
+/// v0 `[topic: string, [partition: i32, error_code: i16, base_offset: i64]]`, v1 appends
+/// `throttle_time_ms: i32`, v2 adds `log_append_time: i64` after each base offset.
+pub fn refuse_legacy_version(version: i16, correlation_id: i32, body: Bytes) -> Outcome {
+    // A v0-2 request body is a v3 body without the leading transactional id (null = -1 length).
+    let mut as_v3 = BytesMut::with_capacity(body.len() + 2);
+    as_v3.put_i16(-1);
+    as_v3.extend_from_slice(&body);
+    let request = ProduceRequest::decode(&mut as_v3.freeze(), 3).unwrap_or_default();
+    if request.acks == ACKS_NONE {
+        return Outcome::NoResponse;
+    }
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    frame.put_i32(correlation_id);
+    frame.put_i32(request.topic_data.len() as i32);
+    for topic in &request.topic_data {
+        let name = topic.name.as_bytes();
+        frame.put_i16(name.len() as i16);
+        frame.put_slice(name);
+        frame.put_i32(topic.partition_data.len() as i32);
+        for partition in &topic.partition_data {
+            frame.put_i32(partition.index);
+            frame.put_i16(ResponseError::UnsupportedVersion.code());
+            frame.put_i64(-1);
+            if version >= 2 {
+                frame.put_i64(-1);
+            }
+        }
+    }
+    if version >= 1 {
+        frame.put_i32(0);
+    }
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Outcome::Respond(frame.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_produce_gets_unsupported_version_per_partition() {
+        // v2 body: acks=1, timeout=1000, one topic "t" with partition 4 and 0 record bytes
+        let mut body = BytesMut::new();
+        body.put_i16(1); // acks
+        body.put_i32(1000); // timeout_ms
+        body.put_i32(1); // topics
+        body.put_i16(1); // name length
+        body.put_slice(b"t");
+        body.put_i32(1); // partitions
+        body.put_i32(4); // index
+        body.put_i32(0); // records length
+        let Outcome::Respond(frame) = refuse_legacy_version(2, 9, body.freeze()) else {
+            panic!("acks=1 gets an answer");
+        };
+        let expected: &[u8] = &[
+            0, 0, 0, 37, // size
+            0, 0, 0, 9, // correlation id
+            0, 0, 0, 1, // topics
+            0, 1, b't', // name
+            0, 0, 0, 1, // partitions
+            0, 0, 0, 4, // index
+            0, 35, // UNSUPPORTED_VERSION
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // base_offset -1
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // log_append_time -1 (v2)
+            0, 0, 0, 0, // throttle_time_ms (v1+)
+        ];
+        assert_eq!(&frame[..], expected);
+    }
+}

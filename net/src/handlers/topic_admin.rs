@@ -1,0 +1,96 @@
+//! What the topic administration handlers share: config validation with Kafka error codes, and
+//! running an action on every partition of a topic on its owning shard.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::error::ResponseError;
+use laminar_engine::cluster::{MetadataError, TopicMetadata};
+
+use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::config::topic::validate_topic_override;
+
+/// A failed admin request: a Kafka error code and a message for the client.
+#[derive(Debug)]
+pub struct AdminError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl AdminError {
+    pub fn new(code: ResponseError, message: impl Into<String>) -> Self {
+        Self { code: code.code(), message: message.into() }
+    }
+}
+
+impl From<MetadataError> for AdminError {
+    fn from(e: MetadataError) -> Self {
+        let code = match &e {
+            MetadataError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+            MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+            MetadataError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+            MetadataError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+            MetadataError::Io { .. } => {
+                tracing::error!(error = %e, "topic metadata write failed");
+                ResponseError::KafkaStorageError
+            }
+        };
+        AdminError::new(code, e.to_string())
+    }
+}
+
+/// Checks every topic config override; the message names the key.
+pub fn validate_overrides(configs: &BTreeMap<String, String>) -> Result<(), AdminError> {
+    for (name, value) in configs {
+        validate_topic_override(name, value)
+            .map_err(|e| AdminError::new(ResponseError::InvalidConfig, e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Applies the topic's current log settings to its open partitions (configs take effect live).
+pub async fn push_configs(ctx: &Rc<BrokerCtx>, topic: &TopicMetadata) {
+    let results = on_every_partition(ctx, topic, |there, tp| async move {
+        if let Some(partition) = there.state.partitions.get(&tp.topic, tp.partition) {
+            let table = there.state.shared.metadata.current();
+            if let Some(topic) = table.get(&tp.topic) {
+                partition.set_config(there.state.shared.log_config_for(topic)).await;
+            }
+        }
+        Ok(())
+    })
+    .await;
+    log_failures("apply configs", results);
+}
+
+/// Deletes the files of every partition of a removed topic.
+pub async fn delete_partitions(ctx: &Rc<BrokerCtx>, topic: &TopicMetadata) {
+    let results = on_every_partition(ctx, topic, |there, tp| async move {
+        Ok(there.state.partitions.remove(&tp.topic, tp.partition).await?)
+    })
+    .await;
+    log_failures("delete partition", results);
+}
+
+async fn on_every_partition<F, Fut>(
+    ctx: &Rc<BrokerCtx>,
+    topic: &TopicMetadata,
+    work: F,
+) -> Vec<(TopicPartition, Result<(), PartitionAccessError>)>
+where
+    F: Fn(Rc<BrokerCtx>, TopicPartition) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Result<(), PartitionAccessError>> + 'static,
+{
+    let items = (0..topic.partition_count)
+        .map(|partition| (TopicPartition { topic: topic.name.clone(), partition }, ()))
+        .collect();
+    on_owning_shards(ctx, items, move |there, tp, ()| work(there, tp)).await
+}
+
+fn log_failures(action: &str, results: Vec<(TopicPartition, Result<(), PartitionAccessError>)>) {
+    for (tp, result) in results {
+        if let Err(error) = result {
+            tracing::error!(topic = tp.topic, partition = tp.partition, %error, "{action} failed");
+        }
+    }
+}

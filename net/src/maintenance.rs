@@ -1,0 +1,49 @@
+//! Per-shard background work: retention checks and, with `laminar.fsync=interval:<ms>`, the
+//! periodic flush. Each shard looks after only the partitions it owns.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::broker::BrokerCtx;
+use crate::config::FsyncSetting;
+use crate::handlers::produce::now_ms;
+
+pub async fn run(ctx: Rc<BrokerCtx>) {
+    let config = &ctx.state.shared.config;
+    let retention_every = Duration::from_millis(config.log_retention_check_interval_ms.max(1) as u64);
+    let flush_every = match config.laminar_fsync {
+        FsyncSetting::IntervalMs(ms) => Some(Duration::from_millis(ms.max(1))),
+        FsyncSetting::Always | FsyncSetting::Never => None,
+    };
+    let tick = flush_every.map_or(retention_every, |f| f.min(retention_every));
+    let mut since_retention = Duration::ZERO;
+    loop {
+        glommio::timer::sleep(tick).await;
+        since_retention += tick;
+        if flush_every.is_some() {
+            flush_all(&ctx).await;
+        }
+        if since_retention >= retention_every {
+            since_retention = Duration::ZERO;
+            apply_retention(&ctx).await;
+        }
+    }
+}
+
+async fn flush_all(ctx: &Rc<BrokerCtx>) {
+    for ((topic, partition), open) in ctx.state.partitions.all() {
+        if let Err(error) = open.flush().await {
+            tracing::error!(topic, partition, %error, "periodic flush failed");
+        }
+    }
+}
+
+async fn apply_retention(ctx: &Rc<BrokerCtx>) {
+    let now = now_ms();
+    for ((topic, partition), open) in ctx.state.partitions.all() {
+        match open.apply_retention(now).await {
+            Ok(outcome) => tracing::debug!(topic, partition, ?outcome, "retention checked"),
+            Err(error) => tracing::error!(topic, partition, %error, "retention failed"),
+        }
+    }
+}
