@@ -9,3 +9,7 @@
 //! - [`shard`]: one pinned executor per core, the partition→shard table, cross-shard messages.
 //! - [`io`]: the storage I/O seam (glommio-backed; a fault-injecting variant for tests).
 //! - [`cluster`]: topic metadata (single writer, published read-only to every shard).
+
+pub mod io;
+pub mod log;
+pub mod partition;
