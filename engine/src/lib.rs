@@ -12,3 +12,6 @@
 
 pub mod cluster;
 pub mod shard;
+pub mod io;
+pub mod log;
+pub mod partition;

@@ -1,0 +1,302 @@
+//! [`FaultyStorage`]: in-memory files that remember what was synced, for crash and fault tests.
+//!
+//! Each file keeps its current bytes and the bytes as of its last fdatasync. A [`crash`]
+//! replaces every file by its synced bytes plus (depending on [`CrashMode`]) a random prefix of
+//! what was written after, and optionally garbage — what a power cut can leave behind. Errors
+//! can be injected on the Nth write or sync. Directory operations are modelled as immediately
+//! durable (the log syncs directories after creating or removing files anyway).
+//!
+//! [`crash`]: FaultyStorage::crash
+
+use super::{Storage, StorageFile};
+use bytes::Bytes;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// What survives of unsynced writes in a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Exactly the synced bytes.
+    LoseUnsynced,
+    /// Synced bytes plus a random prefix of the unsynced suffix (a torn write).
+    TornTail,
+    /// As `TornTail`, then random garbage appended to files that had unsynced bytes.
+    TornTailWithGarbage,
+}
+
+#[derive(Default)]
+struct Faults {
+    writes: Cell<u64>,
+    syncs: Cell<u64>,
+    fail_write_at: Cell<Option<u64>>,
+    fail_sync_at: Cell<Option<u64>>,
+    rng: Cell<u64>,
+}
+
+impl Faults {
+    fn next_random(&self) -> u64 {
+        // xorshift64*: deterministic from the seed, good enough to pick cut points.
+        let mut x = self.rng.get().max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// An in-memory file. Owned by one shard; not Send.
+pub struct MemFile {
+    data: RefCell<Vec<u8>>,
+    synced: RefCell<Vec<u8>>,
+    faults: Rc<Faults>,
+}
+
+/// In-memory storage with fault injection. Owned by one shard (or test); not Send.
+#[derive(Clone)]
+pub struct FaultyStorage {
+    files: Rc<RefCell<BTreeMap<PathBuf, Rc<MemFile>>>>,
+    dirs: Rc<RefCell<BTreeSet<PathBuf>>>,
+    faults: Rc<Faults>,
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found", path.display()),
+    )
+}
+
+impl FaultyStorage {
+    pub fn new(seed: u64) -> Self {
+        let faults = Faults::default();
+        faults.rng.set(seed ^ 0x9E37_79B9_7F4A_7C15);
+        FaultyStorage {
+            files: Rc::default(),
+            dirs: Rc::default(),
+            faults: Rc::new(faults),
+        }
+    }
+
+    /// The `n`th write from now (1 = the next one) fails with an I/O error.
+    pub fn fail_write_after(&self, n: u64) {
+        self.faults
+            .fail_write_at
+            .set(Some(self.faults.writes.get() + n));
+    }
+
+    /// The `n`th fdatasync from now (1 = the next one) fails with an I/O error.
+    pub fn fail_sync_after(&self, n: u64) {
+        self.faults
+            .fail_sync_at
+            .set(Some(self.faults.syncs.get() + n));
+    }
+
+    pub fn clear_faults(&self) {
+        self.faults.fail_write_at.set(None);
+        self.faults.fail_sync_at.set(None);
+    }
+
+    /// Simulates a power cut. Handles opened before keep pointing at the pre-crash files, so a
+    /// log that is still alive cannot write into the post-crash state.
+    pub fn crash(&self, mode: CrashMode) {
+        let mut files = self.files.borrow_mut();
+        for file in files.values_mut() {
+            let data = file.data.borrow();
+            let mut kept = file.synced.borrow().clone();
+            let extends_synced = data.len() > kept.len() && data.starts_with(&kept);
+            let dirty = *data != kept;
+            if mode != CrashMode::LoseUnsynced && extends_synced {
+                let unsynced = (data.len() - kept.len()) as u64;
+                let keep = (self.faults.next_random() % (unsynced + 1)) as usize;
+                kept.extend_from_slice(&data[kept.len()..kept.len() + keep]);
+            }
+            if mode == CrashMode::TornTailWithGarbage && dirty {
+                let garbage = self.faults.next_random() % 200;
+                for _ in 0..garbage {
+                    kept.push(self.faults.next_random() as u8);
+                }
+            }
+            drop(data);
+            *file = Rc::new(MemFile {
+                synced: RefCell::new(kept.clone()),
+                data: RefCell::new(kept),
+                faults: self.faults.clone(),
+            });
+        }
+    }
+
+    /// Current bytes of a file (for tests that cut or corrupt files by hand).
+    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        self.files
+            .borrow()
+            .get(path)
+            .map(|f| f.data.borrow().clone())
+    }
+
+    /// Replaces a file's bytes, as synced.
+    pub fn set_file_bytes(&self, path: &Path, bytes: Vec<u8>) {
+        let file = Rc::new(MemFile {
+            synced: RefCell::new(bytes.clone()),
+            data: RefCell::new(bytes),
+            faults: self.faults.clone(),
+        });
+        self.files.borrow_mut().insert(path.to_path_buf(), file);
+    }
+}
+
+impl StorageFile for MemFile {
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let data = self.data.borrow();
+        let start = (pos as usize).min(data.len());
+        let end = start.saturating_add(len).min(data.len());
+        Ok(Bytes::copy_from_slice(&data[start..end]))
+    }
+
+    async fn write_at(&self, pos: u64, bytes: Bytes) -> io::Result<()> {
+        let n = self.faults.writes.get() + 1;
+        self.faults.writes.set(n);
+        if self.faults.fail_write_at.get() == Some(n) {
+            return Err(io::Error::other("injected write error"));
+        }
+        let mut data = self.data.borrow_mut();
+        let end = pos as usize + bytes.len();
+        if data.len() < end {
+            data.resize(end, 0);
+        }
+        data[pos as usize..end].copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        let n = self.faults.syncs.get() + 1;
+        self.faults.syncs.set(n);
+        if self.faults.fail_sync_at.get() == Some(n) {
+            return Err(io::Error::other("injected fdatasync error"));
+        }
+        *self.synced.borrow_mut() = self.data.borrow().clone();
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.data.borrow_mut().resize(len as usize, 0);
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.data.borrow().len() as u64
+    }
+
+    async fn close(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Storage for FaultyStorage {
+    type File = MemFile;
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut dirs = self.dirs.borrow_mut();
+        for dir in path.ancestors() {
+            dirs.insert(dir.to_path_buf());
+        }
+        Ok(())
+    }
+
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        if !self.dirs.borrow().contains(path) {
+            return Err(not_found(path));
+        }
+        let files = self.files.borrow();
+        let dirs = self.dirs.borrow();
+        let children = files
+            .keys()
+            .chain(dirs.iter())
+            .filter(|p| p.parent() == Some(path));
+        Ok(children
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect())
+    }
+
+    async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<MemFile>> {
+        let mut files = self.files.borrow_mut();
+        if let Some(f) = files.get(path) {
+            return Ok(f.clone());
+        }
+        let parent = path.parent().unwrap_or(Path::new(""));
+        if !create || !self.dirs.borrow().contains(parent) {
+            return Err(not_found(path));
+        }
+        let file = Rc::new(MemFile {
+            data: RefCell::default(),
+            synced: RefCell::default(),
+            faults: self.faults.clone(),
+        });
+        files.insert(path.to_path_buf(), file.clone());
+        Ok(file)
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.files
+            .borrow_mut()
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path))
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.files.borrow_mut().retain(|p, _| !p.starts_with(path));
+        self.dirs.borrow_mut().retain(|p| !p.starts_with(path));
+        Ok(())
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut files = self.files.borrow_mut();
+        let file = files.remove(from).ok_or_else(|| not_found(from))?;
+        files.insert(to.to_path_buf(), file);
+        Ok(())
+    }
+
+    async fn exists(&self, path: &Path) -> io::Result<bool> {
+        Ok(self.files.borrow().contains_key(path) || self.dirs.borrow().contains(path))
+    }
+
+    async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+
+    #[test]
+    fn crash_keeps_synced_bytes_and_fault_injection_fires() {
+        block_on(async {
+            let s = FaultyStorage::new(1);
+            s.create_dir_all(Path::new("/d")).await.unwrap();
+            let f = s.open(Path::new("/d/a"), true).await.unwrap();
+            f.write_at(0, Bytes::from_static(b"hello")).await.unwrap();
+            f.fdatasync().await.unwrap();
+            f.write_at(5, Bytes::from_static(b" world")).await.unwrap();
+            s.crash(CrashMode::LoseUnsynced);
+            assert_eq!(s.file_bytes(Path::new("/d/a")).unwrap(), b"hello");
+            let f = s.open(Path::new("/d/a"), false).await.unwrap();
+            s.fail_sync_after(1);
+            assert!(f.fdatasync().await.is_err());
+            assert!(f.fdatasync().await.is_ok());
+            s.fail_write_after(2);
+            f.write_at(5, Bytes::from_static(b"!")).await.unwrap();
+            assert!(f.write_at(6, Bytes::from_static(b"?")).await.is_err());
+            assert_eq!(
+                s.list_dir(Path::new("/d")).await.unwrap(),
+                vec!["a".to_string()]
+            );
+        });
+    }
+}

@@ -1,0 +1,290 @@
+//! [`Storage`] on glommio 0.9 files: buffered (page cache) by default, O_DIRECT on request.
+//!
+//! Directory operations (mkdir, readdir, rename, unlink) are rare — segment roll, retention,
+//! topic deletion — and glommio 0.9 offers no io_uring version of most of them, so they use
+//! blocking `std::fs` calls; directory fsync goes through glommio.
+
+use super::{Storage, StorageFile};
+use bytes::Bytes;
+use glommio::io::{BufferedFile, DmaFile, OpenOptions};
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::path::Path;
+use std::rc::Rc;
+
+/// How segment files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// Through the page cache (`BufferedFile`): reads of recent data hit memory.
+    #[default]
+    Buffered,
+    /// O_DIRECT (`DmaFile`): bypasses the page cache; the partial last block is kept in memory
+    /// and rewritten by the next append (read-modify-write without the read).
+    Direct,
+}
+
+/// Opens files on the local file system through glommio. Owned by one shard; not Send.
+#[derive(Debug, Default, Clone)]
+pub struct GlommioStorage {
+    mode: WriteMode,
+}
+
+impl GlommioStorage {
+    pub fn new(mode: WriteMode) -> Self {
+        GlommioStorage { mode }
+    }
+}
+
+enum Handle {
+    Buffered(Rc<BufferedFile>),
+    /// O_DIRECT for writes; a buffered handle for reads (glommio's DMA reads fail with
+    /// EOPNOTSUPP on some devices; the kernel keeps the page cache coherent with direct writes).
+    Direct(Rc<DmaFile>, Rc<BufferedFile>),
+}
+
+impl Clone for Handle {
+    fn clone(&self) -> Self {
+        match self {
+            Handle::Buffered(f) => Handle::Buffered(f.clone()),
+            Handle::Direct(f, r) => Handle::Direct(f.clone(), r.clone()),
+        }
+    }
+}
+
+/// An open glommio file. Owned by one shard; not Send.
+pub struct GlommioFile {
+    handle: RefCell<Option<Handle>>,
+    len: Cell<u64>,
+    /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`.
+    tail_block: RefCell<Vec<u8>>,
+}
+
+fn closed() -> io::Error {
+    io::Error::other("file already closed")
+}
+
+impl GlommioFile {
+    fn handle(&self) -> io::Result<Handle> {
+        self.handle.borrow().clone().ok_or_else(closed)
+    }
+
+    async fn write_direct(
+        &self,
+        file: &DmaFile,
+        reader: &BufferedFile,
+        pos: u64,
+        data: &[u8],
+    ) -> io::Result<()> {
+        let align = file.alignment();
+        let start = file.align_down(pos);
+        let end = pos + data.len() as u64;
+        let aligned_end = file.align_up(end);
+        let mut buf = file.alloc_dma_buffer((aligned_end - start) as usize);
+        let bytes = buf.as_bytes_mut();
+        bytes.fill(0);
+        let len = self.len.get();
+        // The head block before `pos` must keep its old bytes.
+        if pos > start {
+            let head = (pos - start) as usize;
+            if start == file.align_down(len) && self.tail_block.borrow().len() >= head {
+                bytes[..head].copy_from_slice(&self.tail_block.borrow()[..head]);
+            } else {
+                let old = reader.read_at(start, align as usize).await?;
+                let n = head.min(old.len());
+                bytes[..n].copy_from_slice(&old[..n]);
+            }
+        }
+        // Overwriting inside the file: the block after `end` must keep its old bytes too.
+        if end < len && aligned_end > end {
+            let block = aligned_end - align;
+            let old = reader.read_at(block, align as usize).await?;
+            let from = (end - block) as usize;
+            let upto = old.len().min(align as usize);
+            if upto > from {
+                let at = (end - start) as usize;
+                bytes[at..at + (upto - from)].copy_from_slice(&old[from..upto]);
+            }
+        }
+        bytes[(pos - start) as usize..(end - start) as usize].copy_from_slice(data);
+        let new_len = len.max(end);
+        let tail_start = file.align_down(new_len);
+        if tail_start >= start {
+            let from = (tail_start - start) as usize;
+            let upto = (new_len - start) as usize;
+            *self.tail_block.borrow_mut() = bytes[from..upto].to_vec();
+        }
+        let want = buf.len();
+        let written = file.write_at(buf, start).await?;
+        if written != want {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "short O_DIRECT write",
+            ));
+        }
+        self.len.set(new_len);
+        Ok(())
+    }
+}
+
+impl StorageFile for GlommioFile {
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let len = len.min(self.len.get().saturating_sub(pos) as usize);
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        // glommio's ReadResult is Rc-backed; Bytes needs Send, hence one copy.
+        let out = match self.handle()? {
+            Handle::Buffered(f) => Bytes::copy_from_slice(&f.read_at(pos, len).await?),
+            Handle::Direct(_, r) => Bytes::copy_from_slice(&r.read_at(pos, len).await?),
+        };
+        Ok(out)
+    }
+
+    async fn write_at(&self, pos: u64, data: Bytes) -> io::Result<()> {
+        match self.handle()? {
+            Handle::Buffered(f) => {
+                let want = data.len();
+                // Zero-copy when `data` is the only owner of a Vec-backed buffer.
+                let written = f.write_at(Vec::from(data), pos).await?;
+                // A regular file writes short only when the disk is full: an operating error.
+                if written != want {
+                    return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
+                }
+                self.len.set(self.len.get().max(pos + want as u64));
+                Ok(())
+            }
+            Handle::Direct(f, r) => self.write_direct(&f, &r, pos, &data).await,
+        }
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        match self.handle()? {
+            Handle::Buffered(f) => f.fdatasync().await?,
+            Handle::Direct(f, _) => {
+                // O_DIRECT writes whole blocks: cut the zero padding off before syncing.
+                f.truncate(self.len.get()).await?;
+                f.fdatasync().await?
+            }
+        }
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        match self.handle()? {
+            Handle::Buffered(f) => f.truncate(len).await?,
+            Handle::Direct(f, r) => {
+                f.truncate(len).await?;
+                let tail_start = f.align_down(len);
+                let tail = if len > tail_start {
+                    r.read_at(tail_start, (len - tail_start) as usize)
+                        .await?
+                        .to_vec()
+                } else {
+                    Vec::new()
+                };
+                *self.tail_block.borrow_mut() = tail;
+            }
+        }
+        self.len.set(len);
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len.get()
+    }
+
+    async fn close(&self) -> io::Result<()> {
+        let Some(handle) = self.handle.borrow_mut().take() else {
+            return Ok(());
+        };
+        match handle {
+            Handle::Buffered(f) => {
+                if let Ok(f) = Rc::try_unwrap(f) {
+                    f.close().await?;
+                }
+            }
+            Handle::Direct(f, r) => {
+                f.truncate(self.len.get()).await?;
+                if let Ok(f) = Rc::try_unwrap(f) {
+                    f.close().await?;
+                }
+                if let Ok(r) = Rc::try_unwrap(r) {
+                    r.close().await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Storage for GlommioStorage {
+    type File = GlommioFile;
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+
+    async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<GlommioFile>> {
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(create);
+        let (handle, len) = match self.mode {
+            WriteMode::Buffered => {
+                let f = opts.buffered_open(path).await?;
+                let len = f.file_size().await?;
+                (Handle::Buffered(Rc::new(f)), len)
+            }
+            WriteMode::Direct => {
+                let f = opts.dma_open(path).await?;
+                let r = OpenOptions::new().read(true).buffered_open(path).await?;
+                let len = f.file_size().await?;
+                (Handle::Direct(Rc::new(f), Rc::new(r)), len)
+            }
+        };
+        let file = GlommioFile {
+            handle: RefCell::new(Some(handle.clone())),
+            len: Cell::new(len),
+            tail_block: RefCell::new(Vec::new()),
+        };
+        if let Handle::Direct(f, r) = handle {
+            let tail_start = f.align_down(len);
+            if len > tail_start {
+                *file.tail_block.borrow_mut() = r
+                    .read_at(tail_start, (len - tail_start) as usize)
+                    .await?
+                    .to_vec();
+            }
+        }
+        Ok(Rc::new(file))
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    async fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists()
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let dir = glommio::io::Directory::open(path).await?;
+        dir.sync().await?;
+        dir.close().await?;
+        Ok(())
+    }
+}

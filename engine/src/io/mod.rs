@@ -1,0 +1,69 @@
+//! The storage I/O seam. The log reads and writes files only through [`Storage`] and
+//! [`StorageFile`], so glommio can be replaced (or faults injected) without touching it.
+//!
+//! The traits use `async fn` without `Send` bounds on purpose: a shard owns its files and
+//! never moves their futures across threads.
+
+mod faulty;
+mod glommio_storage;
+
+pub use faulty::{CrashMode, FaultyStorage};
+pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
+
+use bytes::Bytes;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// One open file, read+write. Owned by one shard; not Send. Shared as `Rc` so that an
+/// fdatasync can be in flight while appends continue.
+#[allow(async_fn_in_trait)] // single-threaded by design: no Send bound wanted
+pub trait StorageFile {
+    /// Reads up to `len` bytes at `pos`; shorter only at end of file.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
+    /// Writes all of `data` at `pos` (a short write is retried, a zero-length one is an error).
+    async fn write_at(&self, pos: u64, data: Bytes) -> io::Result<()>;
+    async fn fdatasync(&self) -> io::Result<()>;
+    async fn truncate(&self, len: u64) -> io::Result<()>;
+    /// Current length as seen by this process (written bytes, synced or not).
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    async fn close(&self) -> io::Result<()>;
+}
+
+/// A file system. Owned by one shard; not Send.
+#[allow(async_fn_in_trait)] // single-threaded by design: no Send bound wanted
+pub trait Storage {
+    type File: StorageFile;
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries of a directory (not recursive), in no particular order.
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Opens read+write, creating the file when `create` (an existing one is kept).
+    async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<Self::File>>;
+    async fn remove_file(&self, path: &Path) -> io::Result<()>;
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    async fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Makes creations, renames and removals in `path` durable.
+    async fn sync_dir(&self, path: &Path) -> io::Result<()>;
+}
+
+/// Writes `data` to a new file at `path` durably: temp file, fdatasync, rename, sync_dir.
+pub async fn write_file_atomically<S: Storage>(
+    storage: &S,
+    path: &Path,
+    data: Bytes,
+) -> io::Result<()> {
+    let mut tmp = PathBuf::from(path);
+    tmp.set_extension("tmp");
+    let file = storage.open(&tmp, true).await?;
+    file.truncate(0).await?;
+    file.write_at(0, data).await?;
+    file.fdatasync().await?;
+    file.close().await?;
+    storage.rename(&tmp, path).await?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    storage.sync_dir(dir).await
+}

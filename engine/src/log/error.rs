@@ -1,0 +1,34 @@
+//! Errors of the log and partition API.
+
+use super::batch::BatchError;
+
+/// What went wrong with a log operation. `Batch` and `MessageTooLarge` are the client's fault
+/// (the protocol layer maps them to CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE);
+/// `OffsetOutOfRange` is OFFSET_OUT_OF_RANGE; `Io` and `Failed` mean the log dir failed
+/// (KAFKA_STORAGE_ERROR) and the partition accepts nothing more.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("invalid batch: {0}")]
+    Batch(#[from] BatchError),
+    #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    #[error("offset {offset} outside [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+    #[error("storage error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("log failed earlier and accepts no more operations: {reason}")]
+    Failed { reason: String },
+    #[error("log is closed")]
+    Closed,
+}
+
+impl LogError {
+    /// True for errors that mean the storage failed (as opposed to a bad request).
+    pub fn is_storage_failure(&self) -> bool {
+        matches!(self, LogError::Io(_) | LogError::Failed { .. })
+    }
+}

@@ -1,0 +1,449 @@
+//! The log of one partition: a directory of segments (DESIGN.md invariant 4).
+//!
+//! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
+//! `log-start-offset` (see `retention.rs`) and, between a clean close and the next open, the
+//! empty marker file `.laminar-clean-shutdown`.
+
+pub mod batch;
+mod config;
+mod error;
+pub mod index;
+mod recovery;
+mod retention;
+mod scan;
+pub mod segment;
+pub mod timeindex;
+
+pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
+pub use config::LogConfig;
+pub use error::LogError;
+pub use retention::RetentionOutcome;
+
+use crate::io::{Storage, StorageFile};
+use batch::BatchIter;
+use bytes::Bytes;
+use segment::{parse_log_name, Segment};
+use std::cell::RefCell;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Name of the marker a clean close leaves in the partition directory.
+pub const CLEAN_SHUTDOWN_MARKER: &str = ".laminar-clean-shutdown";
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker's timestamp for LogAppendTime topics, -1 for CreateTime.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    pub record_count: u32,
+    pub bytes: u32,
+}
+
+struct LogState<F> {
+    config: LogConfig,
+    /// Sorted by base offset; the last one is the active segment. Never empty.
+    segments: Vec<Rc<Segment<F>>>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    leader_epoch: i32,
+}
+
+/// One partition's segmented log. Owned by one shard; not Send. Writers (append, roll,
+/// retention, truncation, close) are serialized by an async mutex; reads run concurrently
+/// on a snapshot of the segment list and see only fully written batches.
+pub struct Log<S: Storage> {
+    storage: Rc<S>,
+    dir: PathBuf,
+    state: RefCell<LogState<S::File>>,
+    writer: async_lock::Mutex<()>,
+    failure: RefCell<Option<String>>,
+}
+
+impl<S: Storage> Log<S> {
+    /// Opens (creating when missing) the log in `dir`, recovering after a crash.
+    pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
+        assert!(
+            config.segment_bytes <= i32::MAX as u64,
+            "index positions are u32"
+        );
+        storage.create_dir_all(&dir).await?;
+        let names = storage.list_dir(&dir).await?;
+        let clean = names.iter().any(|n| n == CLEAN_SHUTDOWN_MARKER);
+        let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
+        bases.sort_unstable();
+        let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
+        let mut segments = Vec::with_capacity(bases.len());
+        for (i, &base) in bases.iter().enumerate() {
+            let verify = !clean && i + 1 == bases.len();
+            let interval = config.index_interval_bytes;
+            let (segment, _cut) =
+                recovery::open_segment(&*storage, &dir, base, interval, verify).await?;
+            segments.push(Rc::new(segment));
+        }
+        if segments.is_empty() {
+            let base = checkpoint.unwrap_or(0);
+            segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
+            storage.sync_dir(&dir).await?;
+        }
+        let first_base = segments[0].base_offset;
+        let log_end_offset = segments.last().expect("non-empty").meta().next_offset;
+        let log_start_offset = checkpoint
+            .unwrap_or(first_base)
+            .max(first_base)
+            .min(log_end_offset);
+        if clean {
+            // From now on a crash must be recovered, so the marker goes before any write.
+            storage
+                .remove_file(&dir.join(CLEAN_SHUTDOWN_MARKER))
+                .await?;
+            storage.sync_dir(&dir).await?;
+        }
+        let state = LogState {
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            leader_epoch: 0,
+        };
+        Ok(Log {
+            storage,
+            dir,
+            state: RefCell::new(state),
+            writer: async_lock::Mutex::new(()),
+            failure: RefCell::new(None),
+        })
+    }
+
+    async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
+        let files = Segment::open_files(storage, dir, base).await?;
+        Ok(Segment::new(
+            base,
+            files,
+            Vec::new(),
+            Vec::new(),
+            Segment::<S::File>::empty_meta(base),
+        ))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.state.borrow().config.clone()
+    }
+
+    pub fn set_config(&self, config: LogConfig) {
+        assert!(
+            config.segment_bytes <= i32::MAX as u64,
+            "index positions are u32"
+        );
+        self.state.borrow_mut().config = config;
+    }
+
+    /// The leader epoch stamped into every appended batch (KIP-101).
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.state.borrow_mut().leader_epoch = epoch;
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.state.borrow().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.state.borrow().log_end_offset
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.meta().size)
+            .sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.state.borrow().segments.len()
+    }
+
+    fn segments(&self) -> Vec<Rc<Segment<S::File>>> {
+        self.state.borrow().segments.clone()
+    }
+
+    fn active(&self) -> Rc<Segment<S::File>> {
+        self.state
+            .borrow()
+            .segments
+            .last()
+            .expect("never empty")
+            .clone()
+    }
+
+    /// Fails fast once an operating error has been seen (never retried, never hidden).
+    pub fn check_ok(&self) -> Result<(), LogError> {
+        match &*self.failure.borrow() {
+            None => Ok(()),
+            Some(reason) => Err(LogError::Failed {
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    /// Records an operating error: from now on every operation fails.
+    pub fn fail(&self, error: io::Error) -> LogError {
+        tracing::error!(dir = %self.dir.display(), %error, "log failed");
+        self.failure
+            .borrow_mut()
+            .get_or_insert_with(|| error.to_string());
+        LogError::Io(error)
+    }
+
+    /// Validates every batch, then appends all of them (or none) at the log end.
+    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let config = self.config();
+        let max = config.max_message_bytes as usize;
+        let mut headers = Vec::new();
+        for item in BatchIter::new(&records, usize::MAX) {
+            let (_, header) = item?;
+            if header.total_len() > max {
+                return Err(LogError::MessageTooLarge {
+                    size: header.total_len(),
+                    max,
+                });
+            }
+            headers.push(header);
+        }
+        if headers.is_empty() {
+            return Err(BatchError::NeedMore {
+                needed: batch::HEADER_LEN,
+                available: 0,
+            }
+            .into());
+        }
+        let span: i64 = headers.iter().map(|h| h.last_offset_delta as i64 + 1).sum();
+        self.roll_if_needed(&config, records.len() as u64, span, now_ms)
+            .await?;
+        let (mut next, epoch) = {
+            let state = self.state.borrow();
+            (state.log_end_offset, state.leader_epoch)
+        };
+        let base_offset = next;
+        let append_time = config.timestamp_type == TimestampType::LogAppendTime;
+        let mut data = Vec::from(records);
+        let mut position = 0;
+        for h in headers.iter_mut() {
+            let bytes = &mut data[position..position + h.total_len()];
+            batch::set_base_offset(bytes, next);
+            batch::set_partition_leader_epoch(bytes, epoch);
+            if append_time {
+                batch::set_log_append_time(bytes, now_ms);
+            }
+            *h = BatchHeader::parse(bytes).expect("patched a validated batch");
+            position += h.total_len();
+            next = h.next_offset();
+        }
+        let bytes = data.len() as u32;
+        let interval = config.index_interval_bytes;
+        let active = self.active();
+        let appended = active
+            .append(Bytes::from(data), &headers, interval, now_ms)
+            .await;
+        appended.map_err(|e| self.fail(e))?;
+        let mut state = self.state.borrow_mut();
+        state.log_end_offset = next;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: next - 1,
+            log_append_time_ms: if append_time { now_ms } else { -1 },
+            log_start_offset: state.log_start_offset,
+            record_count: headers.iter().map(|h| h.record_count as u32).sum(),
+            bytes,
+        })
+    }
+
+    async fn roll_if_needed(
+        &self,
+        config: &LogConfig,
+        bytes: u64,
+        span: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let active = self.active();
+        let meta = active.meta();
+        let full = meta.size + bytes > config.segment_bytes;
+        let old = meta
+            .rolling_timestamp
+            .is_some_and(|t| now_ms - t > config.segment_ms);
+        let offsets_overflow = meta.next_offset + span - active.base_offset > u32::MAX as i64;
+        if meta.size > 0 && (full || old || offsets_overflow) {
+            self.roll().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at the log end. The old one is fsynced first, so that only
+    /// the active segment ever needs crash recovery. Caller holds the writer lock.
+    async fn roll(&self) -> Result<(), LogError> {
+        let active = self.active();
+        active.sync_all().await.map_err(|e| self.fail(e))?;
+        let base = self.log_end_offset();
+        let segment = Self::new_segment(&self.storage, &self.dir, base).await;
+        let segment = segment.map_err(|e| self.fail(e))?;
+        self.storage
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| self.fail(e))?;
+        self.state.borrow_mut().segments.push(Rc::new(segment));
+        Ok(())
+    }
+
+    /// Whole batches from the one holding `offset`; empty at the log end.
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<Vec<Bytes>, LogError> {
+        self.check_ok()?;
+        let (log_start, log_end, segments) = {
+            let state = self.state.borrow();
+            (
+                state.log_start_offset,
+                state.log_end_offset,
+                state.segments.clone(),
+            )
+        };
+        if offset < log_start || offset > log_end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            });
+        }
+        let first = segments
+            .partition_point(|s| s.base_offset <= offset)
+            .saturating_sub(1);
+        for segment in &segments[first..] {
+            if let Some((position, _)) = segment.find_batch(offset).await? {
+                return Ok(segment
+                    .read_batches(position, max_bytes, min_one_batch)
+                    .await?);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// ListOffsets by timestamp: the first batch whose max timestamp is >= `ts`, as
+    /// (offset, that batch's max timestamp).
+    pub async fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
+        self.check_ok()?;
+        let log_start = self.log_start_offset();
+        for segment in self.segments() {
+            if segment.meta().next_offset <= log_start {
+                continue;
+            }
+            if let Some((_, h)) = segment.find_timestamp(ts).await? {
+                if h.next_offset() > log_start {
+                    return Ok(Some((h.base_offset.max(log_start), h.max_timestamp)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// fdatasyncs the active segment; returns the log end offset it covers. Segments that
+    /// rolled were synced when they rolled.
+    pub async fn sync(&self) -> Result<i64, LogError> {
+        self.check_ok()?;
+        let (active, covered) = (self.active(), self.log_end_offset());
+        active.log.fdatasync().await.map_err(|e| self.fail(e))?;
+        Ok(covered)
+    }
+
+    /// Removes every batch whose last offset is >= `offset` (for replication).
+    pub async fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+        if offset >= log_end {
+            return Ok(());
+        }
+        if offset < log_start {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            });
+        }
+        let result = self.truncate_locked(offset).await;
+        result.map_err(|e| self.fail(e))
+    }
+
+    async fn truncate_locked(&self, offset: i64) -> io::Result<()> {
+        let removed = {
+            let mut state = self.state.borrow_mut();
+            let keep = state
+                .segments
+                .partition_point(|s| s.base_offset <= offset)
+                .max(1);
+            state.segments.split_off(keep)
+        };
+        for segment in &removed {
+            segment.remove_files(&*self.storage, &self.dir).await?;
+        }
+        let active = self.active();
+        let new_end = match active.find_batch(offset).await? {
+            Some((position, h)) => {
+                active.truncate_at(position, h.base_offset).await?;
+                recovery::rebuild(&active, self.config().index_interval_bytes).await?;
+                h.base_offset
+            }
+            None => active.meta().next_offset,
+        };
+        active.sync_all().await?;
+        self.storage.sync_dir(&self.dir).await?;
+        let mut state = self.state.borrow_mut();
+        state.log_end_offset = new_end;
+        state.log_start_offset = state.log_start_offset.min(new_end);
+        Ok(())
+    }
+
+    /// fdatasyncs everything, closes the files and leaves the clean-shutdown marker.
+    pub async fn close(&self) -> Result<(), LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let result = async {
+            let active = self.active();
+            active.sync_all().await?;
+            for segment in self.segments() {
+                segment.close().await?;
+            }
+            let marker = self
+                .storage
+                .open(&self.dir.join(CLEAN_SHUTDOWN_MARKER), true)
+                .await?;
+            marker.fdatasync().await?;
+            marker.close().await?;
+            self.storage.sync_dir(&self.dir).await
+        }
+        .await;
+        result.map_err(|e| self.fail(e))
+    }
+
+    /// Removes the whole directory.
+    pub async fn delete(&self) -> Result<(), LogError> {
+        let _writer = self.writer.lock().await;
+        for segment in self.segments() {
+            segment.close().await.ok();
+        }
+        self.storage.remove_dir_all(&self.dir).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+//! Sequential reading of the batches in a `.log` file, in chunks.
+
+use super::batch::{self, BatchError, BatchHeader};
+use crate::io::StorageFile;
+use bytes::Bytes;
+use std::io;
+
+/// Bytes read per I/O while scanning: a few index intervals.
+const SCAN_CHUNK: usize = 64 * 1024;
+
+/// What the scanner found at its position.
+#[derive(Debug)]
+pub enum Scanned {
+    /// A batch starting at `position` (CRC-checked when verifying).
+    Batch { position: u64, header: BatchHeader },
+    /// Clean end: the position reached the end of the range.
+    End,
+    /// The bytes at `position` are not a (whole, valid) batch.
+    Invalid { position: u64, error: BatchError },
+}
+
+/// Walks batches from `position` to `end` of a file. With `verify`, each batch is read whole
+/// and CRC-checked; otherwise only headers are read and bodies are skipped.
+pub struct BatchScanner<'a, F> {
+    file: &'a F,
+    position: u64,
+    end: u64,
+    verify: bool,
+    buf: Bytes,
+    buf_start: u64,
+}
+
+impl<'a, F: StorageFile> BatchScanner<'a, F> {
+    pub fn new(file: &'a F, position: u64, end: u64, verify: bool) -> Self {
+        BatchScanner {
+            file,
+            position,
+            end,
+            verify,
+            buf: Bytes::new(),
+            buf_start: position,
+        }
+    }
+
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Makes `[position, position + n)` available in `buf` (less at end of range or file).
+    async fn fill(&mut self, n: usize) -> io::Result<Bytes> {
+        let offset_in_buf = self.position.wrapping_sub(self.buf_start) as usize;
+        let have = self.position >= self.buf_start && offset_in_buf + n <= self.buf.len();
+        if !have {
+            let len = n.max(SCAN_CHUNK).min((self.end - self.position) as usize);
+            self.buf = self.file.read_at(self.position, len).await?;
+            self.buf_start = self.position;
+        }
+        let from = (self.position - self.buf_start) as usize;
+        let upto = (from + n).min(self.buf.len());
+        Ok(self.buf.slice(from..upto))
+    }
+
+    pub async fn next(&mut self) -> io::Result<Scanned> {
+        if self.position >= self.end {
+            return Ok(Scanned::End);
+        }
+        let position = self.position;
+        let remaining = (self.end - position) as usize;
+        let head = self.fill(batch::HEADER_LEN.min(remaining)).await?;
+        let header = match BatchHeader::parse(&head) {
+            Ok(h) => h,
+            Err(error) => return Ok(Scanned::Invalid { position, error }),
+        };
+        let total = header.total_len();
+        if total > remaining {
+            let error = BatchError::NeedMore {
+                needed: total,
+                available: remaining,
+            };
+            return Ok(Scanned::Invalid { position, error });
+        }
+        if self.verify {
+            let whole = self.fill(total).await?;
+            if let Err(error) = batch::validate(&whole, usize::MAX) {
+                return Ok(Scanned::Invalid { position, error });
+            }
+        }
+        self.position += total as u64;
+        Ok(Scanned::Batch { position, header })
+    }
+}

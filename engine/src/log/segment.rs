@@ -1,0 +1,323 @@
+//! One segment: `<dir>/<20-digit base offset>.log` plus its `.index` and `.timeindex`.
+//!
+//! The `.log` file is a plain concatenation of RecordBatch v2 batches exactly as stored (see
+//! `batch.rs`), offsets increasing and contiguous from the base offset. Index formats are
+//! documented in `index.rs` and `timeindex.rs`.
+
+use super::batch::{BatchHeader, HEADER_LEN};
+use super::index::{EntryFile, IndexEntry};
+use super::scan::{BatchScanner, Scanned};
+use super::timeindex::TimeEntry;
+use crate::io::{Storage, StorageFile};
+use bytes::Bytes;
+use std::cell::Cell;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+pub const LOG_SUFFIX: &str = "log";
+pub const INDEX_SUFFIX: &str = "index";
+pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+
+pub fn segment_path(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
+    dir.join(format!("{base_offset:020}.{suffix}"))
+}
+
+/// Parses `<20 digits>.log` into its base offset.
+pub fn parse_log_name(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(".log")?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// Mutable facts about a segment, updated after each append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// Bytes of whole batches in the `.log` file.
+    pub size: u64,
+    /// Offset after the last batch (= base offset when empty).
+    pub next_offset: i64,
+    /// Largest batch max timestamp (-1 when none): retention's age of the segment.
+    pub max_timestamp: i64,
+    /// Kafka's rolling-based timestamp: the first batch's max timestamp, or the wall clock at
+    /// the first append when that batch has none. `None` while empty.
+    pub rolling_timestamp: Option<i64>,
+    /// Bytes appended since the last offset-index entry.
+    pub bytes_since_index: u64,
+}
+
+/// One segment of a partition log. Owned by one shard; not Send.
+pub struct Segment<F> {
+    pub base_offset: i64,
+    pub log: Rc<F>,
+    pub index: EntryFile<F, IndexEntry>,
+    pub time_index: EntryFile<F, TimeEntry>,
+    meta: Cell<SegmentMeta>,
+}
+
+/// The index entries a run of batches adds, by the rule documented in `index.rs`.
+pub struct IndexBuilder {
+    pub interval: u64,
+    pub offsets: Vec<IndexEntry>,
+    pub times: Vec<TimeEntry>,
+    last_time: i64,
+    last_indexed_relative: Option<u32>,
+}
+
+impl IndexBuilder {
+    pub fn new(interval: u32, last_time: Option<TimeEntry>, last: Option<IndexEntry>) -> Self {
+        IndexBuilder {
+            interval: interval as u64,
+            offsets: Vec::new(),
+            times: Vec::new(),
+            last_time: last_time.map_or(-1, |t| t.timestamp),
+            last_indexed_relative: last.map(|e| e.relative_offset),
+        }
+    }
+
+    /// Accounts for one batch at `position` and updates `meta` (size excluded).
+    pub fn add(&mut self, meta: &mut SegmentMeta, base: i64, position: u64, h: &BatchHeader) {
+        let relative = (h.base_offset - base) as u32;
+        meta.max_timestamp = meta.max_timestamp.max(h.max_timestamp);
+        let fresh = self.last_indexed_relative.is_none_or(|r| relative > r);
+        if meta.bytes_since_index >= self.interval && fresh && position > 0 {
+            self.offsets.push(IndexEntry {
+                relative_offset: relative,
+                position: position as u32,
+            });
+            self.last_indexed_relative = Some(relative);
+            meta.bytes_since_index = 0;
+            if meta.max_timestamp > self.last_time {
+                let timestamp = meta.max_timestamp;
+                self.times.push(TimeEntry {
+                    timestamp,
+                    relative_offset: relative,
+                });
+                self.last_time = timestamp;
+            }
+        }
+        meta.bytes_since_index += h.total_len() as u64;
+        meta.next_offset = h.next_offset();
+    }
+}
+
+impl<F: StorageFile> Segment<F> {
+    /// Opens (creating when missing) the three files of a segment; metadata is the caller's.
+    pub async fn open_files<S: Storage<File = F>>(
+        storage: &S,
+        dir: &Path,
+        base_offset: i64,
+    ) -> io::Result<(Rc<F>, Rc<F>, Rc<F>)> {
+        let log = storage
+            .open(&segment_path(dir, base_offset, LOG_SUFFIX), true)
+            .await?;
+        let index = storage
+            .open(&segment_path(dir, base_offset, INDEX_SUFFIX), true)
+            .await?;
+        let time = storage
+            .open(&segment_path(dir, base_offset, TIME_INDEX_SUFFIX), true)
+            .await?;
+        Ok((log, index, time))
+    }
+
+    pub fn new(
+        base_offset: i64,
+        files: (Rc<F>, Rc<F>, Rc<F>),
+        index: Vec<IndexEntry>,
+        times: Vec<TimeEntry>,
+        meta: SegmentMeta,
+    ) -> Self {
+        let (log, index_file, time_file) = files;
+        Segment {
+            base_offset,
+            log,
+            index: EntryFile::new(index_file, index),
+            time_index: EntryFile::new(time_file, times),
+            meta: Cell::new(meta),
+        }
+    }
+
+    pub fn empty_meta(base_offset: i64) -> SegmentMeta {
+        SegmentMeta {
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            rolling_timestamp: None,
+            bytes_since_index: 0,
+        }
+    }
+
+    pub fn meta(&self) -> SegmentMeta {
+        self.meta.get()
+    }
+
+    pub fn set_meta(&self, meta: SegmentMeta) {
+        self.meta.set(meta);
+    }
+
+    /// Appends whole, already patched batches; `headers` are their headers in order.
+    pub async fn append(
+        &self,
+        data: Bytes,
+        headers: &[BatchHeader],
+        interval: u32,
+        now_ms: i64,
+    ) -> io::Result<()> {
+        let mut meta = self.meta.get();
+        let mut builder = IndexBuilder::new(interval, self.time_index.last(), self.index.last());
+        let mut position = meta.size;
+        for h in headers {
+            builder.add(&mut meta, self.base_offset, position, h);
+            position += h.total_len() as u64;
+        }
+        assert_eq!(
+            position - meta.size,
+            data.len() as u64,
+            "headers describe the data"
+        );
+        if meta.rolling_timestamp.is_none() {
+            let first = headers.first().map_or(-1, |h| h.max_timestamp);
+            meta.rolling_timestamp = Some(if first >= 0 { first } else { now_ms });
+        }
+        self.log.write_at(meta.size, data).await?;
+        self.index.append(&builder.offsets).await?;
+        self.time_index.append(&builder.times).await?;
+        meta.size = position;
+        self.meta.set(meta);
+        Ok(())
+    }
+
+    /// Position and header of the batch holding `offset`, if this segment has it.
+    pub async fn find_batch(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
+        let meta = self.meta.get();
+        if offset < self.base_offset || offset >= meta.next_offset {
+            return Ok(None);
+        }
+        let relative = (offset - self.base_offset) as u32;
+        let start = self.index.last_where(|e| e.relative_offset <= relative);
+        self.scan_until(start.map_or(0, |e| e.position as u64), |h| {
+            h.last_offset() >= offset
+        })
+        .await
+    }
+
+    /// First batch (position, header) with max timestamp >= `ts`, if any.
+    pub async fn find_timestamp(&self, ts: i64) -> io::Result<Option<(u64, BatchHeader)>> {
+        if self.meta.get().max_timestamp < ts {
+            return Ok(None);
+        }
+        let start = match self.time_index.last_where(|t| t.timestamp < ts) {
+            None => 0,
+            Some(t) => self
+                .index
+                .last_where(|e| e.relative_offset <= t.relative_offset)
+                .map_or(0, |e| e.position as u64),
+        };
+        self.scan_until(start, |h| h.max_timestamp >= ts).await
+    }
+
+    async fn scan_until(
+        &self,
+        start: u64,
+        found: impl Fn(&BatchHeader) -> bool,
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
+        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, false);
+        loop {
+            match scanner.next().await? {
+                Scanned::Batch {
+                    position, header, ..
+                } if found(&header) => return Ok(Some((position, header))),
+                Scanned::Batch { .. } => continue,
+                Scanned::End => return Ok(None),
+                Scanned::Invalid { position, error } => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "segment {} corrupt at {position}: {error}",
+                            self.base_offset
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Whole batches from `position`: as many as fit in `max_bytes`, and at least one when
+    /// `min_one_batch`.
+    pub async fn read_batches(
+        &self,
+        position: u64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> io::Result<Vec<Bytes>> {
+        let size = self.meta.get().size;
+        let want = (max_bytes as u64).min(size - position) as usize;
+        let data = self.log.read_at(position, want).await?;
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Ok(header) = BatchHeader::parse(&data[at..]) {
+            let total = header.total_len();
+            if at + total > data.len() {
+                break;
+            }
+            out.push(data.slice(at..at + total));
+            at += total;
+        }
+        if out.is_empty() && min_one_batch && position < size {
+            let head = self.log.read_at(position, HEADER_LEN).await?;
+            let header = BatchHeader::parse(&head).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad batch at {position}: {e}"),
+                )
+            })?;
+            let whole = self.log.read_at(position, header.total_len()).await?;
+            if whole.len() == header.total_len() {
+                out.push(whole);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Cuts the segment at `position` (a batch boundary) whose first offset is `next_offset`.
+    pub async fn truncate_at(&self, position: u64, next_offset: i64) -> io::Result<()> {
+        let relative = (next_offset - self.base_offset) as u32;
+        self.index.truncate_from(relative).await?;
+        self.time_index.truncate_from(relative).await?;
+        self.log.truncate(position).await?;
+        let mut meta = self.meta.get();
+        meta.size = position;
+        meta.next_offset = next_offset;
+        self.set_meta(meta);
+        Ok(())
+    }
+
+    pub async fn sync_all(&self) -> io::Result<()> {
+        self.log.fdatasync().await?;
+        self.index.file().fdatasync().await?;
+        self.time_index.file().fdatasync().await
+    }
+
+    pub async fn close(&self) -> io::Result<()> {
+        self.log.close().await?;
+        self.index.file().close().await?;
+        self.time_index.file().close().await
+    }
+
+    pub async fn remove_files<S: Storage<File = F>>(
+        &self,
+        storage: &S,
+        dir: &Path,
+    ) -> io::Result<()> {
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let path = segment_path(dir, self.base_offset, suffix);
+            match storage.remove_file(&path).await {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,216 @@
+//! One partition replica: its log, group commit, offsets and append notification. This is the
+//! API the protocol layer codes against.
+
+use crate::io::{GlommioStorage, Storage};
+use crate::log::Log;
+use bytes::Bytes;
+use std::cell::Cell;
+use std::future::Future;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+pub use crate::log::{AppendInfo, LogConfig, LogError, RetentionOutcome, TimestampType};
+
+/// `laminar.fsync`: when acknowledged data must be on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Never wait for fdatasync (the page cache and replication carry durability).
+    Never,
+    /// acks=all waits for fdatasync (group commit).
+    #[default]
+    OnAcksAll,
+    /// A ticker calls [`Partition::flush`] every so many milliseconds; acks do not wait.
+    IntervalMs(u64),
+}
+
+impl FsyncPolicy {
+    /// Parses `never`, `acks_all` or `interval:<ms>`.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim() {
+            "never" => Some(FsyncPolicy::Never),
+            "acks_all" | "on_acks_all" => Some(FsyncPolicy::OnAcksAll),
+            other => other
+                .strip_prefix("interval:")?
+                .parse()
+                .ok()
+                .map(FsyncPolicy::IntervalMs),
+        }
+    }
+}
+
+/// What a read returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches, in offset order.
+    pub data: Vec<Bytes>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// One partition. Owned by one shard; not Send. Used as `Rc<Partition>`; concurrent appends
+/// from several connections are serialized by the log's writer lock.
+pub struct Partition<S: Storage = GlommioStorage> {
+    log: Log<S>,
+    /// Every offset below this is fdatasync'd.
+    durable_offset: Cell<i64>,
+    /// One fdatasync at a time; waiters queue here and usually find their offset covered.
+    sync_lock: async_lock::Mutex<()>,
+    appended: event_listener::Event,
+    closed: Cell<bool>,
+}
+
+impl<S: Storage> Partition<S> {
+    pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
+        let log = Log::open(storage, dir, config).await?;
+        // What recovery kept is what was on disk: durable by definition.
+        let durable = log.log_end_offset();
+        Ok(Partition {
+            log,
+            durable_offset: Cell::new(durable),
+            sync_lock: async_lock::Mutex::new(()),
+            appended: event_listener::Event::new(),
+            closed: Cell::new(false),
+        })
+    }
+
+    fn check_open(&self) -> Result<(), LogError> {
+        if self.closed.get() {
+            return Err(LogError::Closed);
+        }
+        self.log.check_ok()
+    }
+
+    pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
+        self.check_open()?;
+        let info = self.log.append(records, now_ms).await?;
+        self.appended.notify(usize::MAX);
+        Ok(info)
+    }
+
+    /// Group commit: returns once every batch up to `offset` is fdatasync'd. One fdatasync
+    /// covers everything appended before it started; waiters that queue meanwhile share the
+    /// next one. A failed fdatasync fails the partition for good.
+    pub async fn wait_durable(&self, offset: i64) -> Result<(), LogError> {
+        if offset < self.durable_offset.get() {
+            return self.log.check_ok();
+        }
+        let _sync = self.sync_lock.lock().await;
+        self.check_open()?;
+        if offset < self.durable_offset.get() {
+            return Ok(());
+        }
+        let covered = self.log.sync().await?;
+        self.durable_offset
+            .set(self.durable_offset.get().max(covered));
+        assert!(
+            offset < covered,
+            "waited for offset {offset} beyond the log end {covered}"
+        );
+        Ok(())
+    }
+
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
+        self.check_open()?;
+        let data = self.log.read(offset, max_bytes, min_one_batch).await?;
+        Ok(ReadResult {
+            data,
+            high_watermark: self.high_watermark(),
+            log_start_offset: self.log_start_offset(),
+            log_end_offset: self.log_end_offset(),
+        })
+    }
+
+    pub async fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
+        self.check_open()?;
+        self.log.offset_for_timestamp(ts_ms).await
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Single node: every appended batch is committed.
+    pub fn high_watermark(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Offsets below this are known to be fdatasync'd.
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_offset.get()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.log.size_bytes()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.log.segment_count()
+    }
+
+    /// Resolves at the next append after this call (long-poll fetches wait on it).
+    pub fn appended(&self) -> impl Future<Output = ()> + 'static {
+        self.appended.listen()
+    }
+
+    pub async fn set_config(&self, config: LogConfig) {
+        self.log.set_config(config);
+    }
+
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        self.log.set_leader_epoch(epoch);
+    }
+
+    pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
+        self.check_open()?;
+        self.log.apply_retention(now_ms).await
+    }
+
+    pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {
+        self.check_open()?;
+        self.log.delete_records_before(offset).await
+    }
+
+    pub async fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        self.check_open()?;
+        self.log.truncate_to(offset).await?;
+        let end = self.log.log_end_offset();
+        self.durable_offset.set(self.durable_offset.get().min(end));
+        Ok(())
+    }
+
+    /// fdatasyncs everything appended so far.
+    pub async fn flush(&self) -> Result<(), LogError> {
+        let end = self.log_end_offset();
+        if end > 0 {
+            self.wait_durable(end - 1).await?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, closes the files and leaves the clean-shutdown marker.
+    pub async fn close(&self) -> Result<(), LogError> {
+        self.check_open()?;
+        self.flush().await?;
+        self.closed.set(true);
+        self.log.close().await
+    }
+
+    /// Closes and removes the partition directory.
+    pub async fn delete(&self) -> Result<(), LogError> {
+        self.closed.set(true);
+        self.log.delete().await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+use super::*;
+use crate::io::{CrashMode, FaultyStorage};
+use crate::log::batch::testing::BatchBuilder;
+use crate::log::batch::{self, BatchHeader};
+use futures::executor::block_on;
+
+fn dir() -> PathBuf {
+    PathBuf::from("/data/t-0")
+}
+
+fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        index_interval_bytes: 128,
+        ..LogConfig::default()
+    }
+}
+
+fn batch(records: usize, ts: i64) -> Bytes {
+    Bytes::from(BatchBuilder::new(ts).records_of(records, 20).build())
+}
+
+async fn open(storage: &FaultyStorage, config: LogConfig) -> Partition<FaultyStorage> {
+    Partition::open(Rc::new(storage.clone()), dir(), config)
+        .await
+        .unwrap()
+}
+
+/// Every batch from `from` to the log end (a read returns one segment's worth at most).
+async fn read_all<S: Storage>(p: &Partition<S>, from: i64) -> Vec<BatchHeader> {
+    let mut out: Vec<BatchHeader> = Vec::new();
+    let mut next = from;
+    while next < p.log_end_offset() {
+        let r = p.read(next, 1 << 20, true).await.unwrap();
+        out.extend(headers(&r.data));
+        next = out.last().unwrap().next_offset();
+    }
+    out
+}
+
+fn headers(data: &[Bytes]) -> Vec<BatchHeader> {
+    data.iter()
+        .map(|b| batch::validate(b, usize::MAX).unwrap())
+        .collect()
+}
+
+#[test]
+fn append_assigns_offsets_and_reads_back_whole_batches() {
+    block_on(async {
+        let storage = FaultyStorage::new(1);
+        let p = open(&storage, small_config()).await;
+        let mut bases = Vec::new();
+        for i in 0..40 {
+            let info = p
+                .append(batch(1 + i % 3, 1000 + i as i64), 5)
+                .await
+                .unwrap();
+            assert_eq!(info.last_offset - info.base_offset + 1, (1 + i % 3) as i64);
+            assert_eq!(info.log_append_time_ms, -1);
+            bases.push(info.base_offset);
+        }
+        assert!(p.segment_count() > 3, "small segments roll");
+        let end = p.log_end_offset();
+        for offset in 0..end {
+            let r = p.read(offset, 1, true).await.unwrap();
+            let h = headers(&r.data);
+            assert_eq!(h.len(), 1);
+            assert!(h[0].base_offset <= offset && offset <= h[0].last_offset());
+        }
+        let hs = read_all(&p, 0).await;
+        assert_eq!(hs.last().unwrap().next_offset(), end);
+        assert!(hs
+            .windows(2)
+            .all(|w| w[0].next_offset() == w[1].base_offset));
+        assert!(p.read(end, 100, true).await.unwrap().data.is_empty());
+        let err = p.read(end + 1, 100, true).await.unwrap_err();
+        assert!(matches!(err, LogError::OffsetOutOfRange { .. }));
+        let first_late = hs.iter().find(|h| h.max_timestamp >= 1010).unwrap();
+        let found = p.offset_for_timestamp(1010).await.unwrap().unwrap();
+        assert_eq!(found, (first_late.base_offset, first_late.max_timestamp));
+        assert!(bases.contains(&found.0));
+        assert_eq!(p.offset_for_timestamp(99_999).await.unwrap(), None);
+    });
+}
+
+#[test]
+fn invalid_batches_reject_the_whole_append() {
+    block_on(async {
+        let storage = FaultyStorage::new(2);
+        let config = LogConfig {
+            max_message_bytes: 200,
+            ..small_config()
+        };
+        let p = open(&storage, config).await;
+        let good = BatchBuilder::new(0).records_of(1, 10).build();
+        let mut bad = good.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        let err = p
+            .append(Bytes::from([good.clone(), bad].concat()), 0)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LogError::Batch(e) if e.is_corrupt()));
+        let big = BatchBuilder::new(0).records_of(1, 300).build();
+        let err = p.append(Bytes::from(big), 0).await.unwrap_err();
+        assert!(matches!(err, LogError::MessageTooLarge { max: 200, .. }));
+        assert_eq!(p.log_end_offset(), 0);
+        assert!(p.append(Bytes::from(good), 0).await.is_ok());
+    });
+}
+
+#[test]
+fn log_append_time_is_stamped() {
+    block_on(async {
+        let storage = FaultyStorage::new(3);
+        let config = LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..small_config()
+        };
+        let p = open(&storage, config).await;
+        let info = p.append(batch(2, 10), 777).await.unwrap();
+        assert_eq!(info.log_append_time_ms, 777);
+        let r = p.read(0, 1000, true).await.unwrap();
+        let h = headers(&r.data)[0];
+        assert_eq!(
+            (h.max_timestamp, h.timestamp_type()),
+            (777, TimestampType::LogAppendTime)
+        );
+    });
+}
+
+#[test]
+fn group_commit_survives_crash_and_sync_error_fails_the_partition() {
+    block_on(async {
+        let storage = FaultyStorage::new(4);
+        let p = open(&storage, LogConfig::default()).await;
+        p.append(batch(3, 0), 0).await.unwrap();
+        p.wait_durable(2).await.unwrap();
+        p.append(batch(3, 0), 0).await.unwrap();
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, LogConfig::default()).await;
+        assert_eq!(
+            p.log_end_offset(),
+            3,
+            "synced batch kept, unsynced one lost"
+        );
+        p.append(batch(1, 0), 0).await.unwrap();
+        storage.fail_sync_after(1);
+        assert!(p.wait_durable(3).await.is_err());
+        let again = p.wait_durable(3).await.unwrap_err();
+        assert!(again.is_storage_failure(), "never retried into success");
+        assert!(p.append(batch(1, 0), 0).await.is_err());
+    });
+}
+
+#[test]
+fn retention_delete_records_truncate_and_clean_reopen() {
+    block_on(async {
+        let storage = FaultyStorage::new(5);
+        let p = open(&storage, small_config()).await;
+        for i in 0..30 {
+            p.append(batch(2, 1_000 * i), 0).await.unwrap();
+        }
+        let segments = p.segment_count();
+        let outcome = p
+            .apply_retention(12_000 + 7 * 24 * 3_600_000)
+            .await
+            .unwrap();
+        assert!(outcome.segments_deleted > 0 && outcome.segments_deleted < segments);
+        assert_eq!(p.log_start_offset(), outcome.log_start_offset);
+        let start = p.delete_records_before(41).await.unwrap();
+        assert_eq!(start, 41);
+        assert_eq!(p.read(41, 10, true).await.unwrap().data.len(), 1);
+        assert!(p.read(40, 10, true).await.is_err());
+        p.truncate_to(50).await.unwrap();
+        assert_eq!(p.log_end_offset(), 50);
+        p.close().await.unwrap();
+        assert!(matches!(
+            p.append(batch(1, 0), 0).await,
+            Err(LogError::Closed)
+        ));
+        let p = open(&storage, small_config()).await;
+        assert_eq!((p.log_start_offset(), p.log_end_offset()), (41, 50));
+        let hs = read_all(&p, 41).await;
+        assert_eq!(hs.last().unwrap().next_offset(), 50);
+        p.delete().await.unwrap();
+        assert!(!storage.exists(&dir()).await.unwrap());
+    });
+}
+
+#[test]
+fn appended_wakes_waiters() {
+    block_on(async {
+        let storage = FaultyStorage::new(6);
+        let p = open(&storage, small_config()).await;
+        let woken = p.appended();
+        p.append(batch(1, 0), 0).await.unwrap();
+        woken.await;
+    });
+}
+
+#[test]
+fn glommio_storage_round_trip() {
+    use crate::io::{GlommioStorage, WriteMode};
+    for mode in [WriteMode::Buffered, WriteMode::Direct] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t-0");
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let storage = Rc::new(GlommioStorage::new(mode));
+                let p = Partition::open(storage.clone(), path.clone(), small_config())
+                    .await
+                    .unwrap();
+                for i in 0..20 {
+                    p.append(batch(3, i), 0).await.unwrap();
+                }
+                p.wait_durable(59).await.unwrap();
+                assert_eq!(read_all(&p, 0).await.last().unwrap().next_offset(), 60);
+                p.close().await.unwrap();
+                let p = Partition::open(storage, path, small_config())
+                    .await
+                    .unwrap();
+                assert_eq!(p.log_end_offset(), 60);
+                let all = p.read(30, 1 << 20, true).await.unwrap();
+                assert_eq!(headers(&all.data)[0].base_offset, 30);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}
