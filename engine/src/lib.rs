@@ -11,7 +11,7 @@
 //! - [`cluster`]: topic metadata (single writer, published read-only to every shard).
 
 pub mod cluster;
-pub mod shard;
 pub mod io;
 pub mod log;
 pub mod partition;
+pub mod shard;

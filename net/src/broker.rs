@@ -67,12 +67,17 @@ impl BrokerShard {
     /// The open partition `tp`, which must be owned by this shard.
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
         let table = self.shared.metadata.current();
-        let topic = table.get(&tp.topic).ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
+        let topic = table
+            .get(&tp.topic)
+            .ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
         if tp.partition < 0 || tp.partition >= topic.partition_count {
             return Err(PartitionAccessError::UnknownTopicOrPartition);
         }
         let config = || self.shared.log_config_for(topic);
-        Ok(self.partitions.get_or_open(&tp.topic, tp.partition, config).await?)
+        Ok(self
+            .partitions
+            .get_or_open(&tp.topic, tp.partition, config)
+            .await?)
     }
 }
 
@@ -99,7 +104,10 @@ where
     let mut by_shard: BTreeMap<ShardId, Vec<(usize, TopicPartition, T)>> = BTreeMap::new();
     let item_count = items.len();
     for (index, (tp, item)) in items.into_iter().enumerate() {
-        by_shard.entry(owner_of(&tp, shard_count)).or_default().push((index, tp, item));
+        by_shard
+            .entry(owner_of(&tp, shard_count))
+            .or_default()
+            .push((index, tp, item));
     }
     let per_shard = by_shard.into_iter().map(|(shard, batch)| {
         let work = work.clone();
@@ -124,7 +132,11 @@ where
             }
         }
     });
-    let mut results: Vec<_> = futures::future::join_all(per_shard).await.into_iter().flatten().collect();
+    let mut results: Vec<_> = futures::future::join_all(per_shard)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     results.sort_unstable_by_key(|(index, _, _)| *index);
     assert_eq!(results.len(), item_count, "every item gets exactly one result");
     results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
@@ -140,7 +152,10 @@ pub struct ShutdownSignal {
 impl Default for ShutdownSignal {
     fn default() -> Self {
         let (sender, receiver) = async_channel::bounded(1);
-        Self { closed: receiver, _keep_open: sender }
+        Self {
+            closed: receiver,
+            _keep_open: sender,
+        }
     }
 }
 

@@ -74,7 +74,11 @@ pub fn decode_request_header(mut frame: Bytes) -> Result<RequestFrame, HeaderErr
     let header_version = request_header_version(api_key, version);
     let header = RequestHeader::decode(&mut frame, header_version)
         .map_err(|e| HeaderError::Malformed(e.to_string()))?;
-    Ok(RequestFrame { api_key, header, body: frame })
+    Ok(RequestFrame {
+        api_key,
+        header,
+        body: frame,
+    })
 }
 
 /// The header version for a request. ApiVersions requests of versions newer than Laminar knows
@@ -93,12 +97,20 @@ pub fn encode_response(
 ) -> Result<Bytes, String> {
     // ApiVersions always answers with a v0 header, so that a client that sent a version the
     // broker does not know can still read the error (KIP-511).
-    let header_version = if api_key == ApiKey::ApiVersions { 0 } else { response.header_version(version) };
+    let header_version = if api_key == ApiKey::ApiVersions {
+        0
+    } else {
+        response.header_version(version)
+    };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let mut frame = BytesMut::with_capacity(64);
     frame.put_i32(0);
-    header.encode(&mut frame, header_version).map_err(|e| e.to_string())?;
-    response.encode(&mut frame, version).map_err(|e| format!("{api_key:?} v{version}: {e}"))?;
+    header
+        .encode(&mut frame, header_version)
+        .map_err(|e| e.to_string())?;
+    response
+        .encode(&mut frame, version)
+        .map_err(|e| format!("{api_key:?} v{version}: {e}"))?;
     let size = (frame.len() - 4) as i32;
     frame[..4].copy_from_slice(&size.to_be_bytes());
     Ok(frame.freeze())
@@ -113,7 +125,11 @@ mod tests {
     fn every_advertised_range_is_decodable_by_the_codec() {
         for api in SUPPORTED_APIS {
             let codec = api.key.valid_versions();
-            let min_served = if api.key == ApiKey::Produce { PRODUCE_VERSION_MIN_SERVED } else { api.min };
+            let min_served = if api.key == ApiKey::Produce {
+                PRODUCE_VERSION_MIN_SERVED
+            } else {
+                api.min
+            };
             assert!(min_served >= codec.min && api.max <= codec.max, "{:?}", api.key);
             assert!(api.min <= api.max);
         }
@@ -127,7 +143,9 @@ mod tests {
             .with_correlation_id(42)
             .with_client_id(Some(StrBytes::from_static_str("t")));
         let mut buf = BytesMut::new();
-        header.encode(&mut buf, ApiKey::Metadata.request_header_version(9)).unwrap();
+        header
+            .encode(&mut buf, ApiKey::Metadata.request_header_version(9))
+            .unwrap();
         buf.extend_from_slice(b"body");
         let frame = decode_request_header(buf.freeze()).unwrap();
         assert_eq!(frame.api_key, ApiKey::Metadata);
@@ -135,7 +153,13 @@ mod tests {
         assert_eq!(&frame.body[..], b"body");
 
         let unknown = Bytes::from_static(&[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
-        assert!(matches!(decode_request_header(unknown), Err(HeaderError::UnknownApiKey(0x7f00))));
-        assert!(matches!(decode_request_header(Bytes::from_static(&[0, 3])), Err(HeaderError::TooShort(2))));
+        assert!(matches!(
+            decode_request_header(unknown),
+            Err(HeaderError::UnknownApiKey(0x7f00))
+        ));
+        assert!(matches!(
+            decode_request_header(Bytes::from_static(&[0, 3])),
+            Err(HeaderError::TooShort(2))
+        ));
     }
 }

@@ -40,13 +40,20 @@ enum CloseReason {
 }
 
 pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(peer, error = %e, "cannot set TCP_NODELAY");
     }
-    ctx.state.connections_active.set(ctx.state.connections_active.get() + 1);
+    ctx.state
+        .connections_active
+        .set(ctx.state.connections_active.get() + 1);
     let reason = serve_requests(&ctx, &mut stream).await;
-    ctx.state.connections_active.set(ctx.state.connections_active.get() - 1);
+    ctx.state
+        .connections_active
+        .set(ctx.state.connections_active.get() - 1);
     match reason {
         CloseReason::ClientClosed | CloseReason::Shutdown => tracing::debug!(peer, "connection closed"),
         reason => tracing::warn!(peer, %reason, "closing connection"),
@@ -84,7 +91,11 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
 }
 
 /// Reads at least one byte more, or tells why the connection ends.
-async fn read_more(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, buf: &mut BytesMut) -> Result<(), CloseReason> {
+async fn read_more(
+    ctx: &Rc<BrokerCtx>,
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> Result<(), CloseReason> {
     let start = buf.len();
     buf.resize(start + READ_CHUNK.max(buf.capacity() - start), 0);
     let read = {
@@ -95,14 +106,15 @@ async fn read_more(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, buf: &mut BytesM
             Either::Right((reason, _)) => Err(reason),
         }
     };
-    let read = read.map_err(|reason| {
-        buf.truncate(start);
-        reason
-    })?;
+    let read = read.inspect_err(|_| buf.truncate(start))?;
     match read {
         Ok(0) => {
             buf.truncate(start);
-            Err(if start == 0 { CloseReason::ClientClosed } else { CloseReason::Truncated })
+            Err(if start == 0 {
+                CloseReason::ClientClosed
+            } else {
+                CloseReason::Truncated
+            })
         }
         Ok(n) => {
             buf.truncate(start + n);

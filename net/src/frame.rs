@@ -70,7 +70,10 @@ mod tests {
         let mut buf = BytesMut::from(&[0x7fu8, 0xff, 0xff, 0xff][..]);
         assert_eq!(
             split_frame(&mut buf, 100),
-            Err(FrameError::TooLarge { size: i32::MAX as usize, size_max: 100 })
+            Err(FrameError::TooLarge {
+                size: i32::MAX as usize,
+                size_max: 100
+            })
         );
         assert!(buf.capacity() < 1024, "nothing was reserved for a refused frame");
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::cluster::MetadataStore;
-use laminar_engine::io::GlommioStorage;
+use laminar_engine::io::{GlommioStorage, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::{shard_of_partition, ShardRuntime};
@@ -37,7 +37,11 @@ impl RunningBroker {
 
 /// Starts a broker with `config`. Returns once every shard listens.
 pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
-    let log_dir = config.log_dirs.first().cloned().ok_or_else(|| anyhow::anyhow!("log.dirs is empty"))?;
+    let log_dir = config
+        .log_dirs
+        .first()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("log.dirs is empty"))?;
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
     let metadata = MetadataStore::open(&log_dir)?;
@@ -54,10 +58,17 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let init_shared = shared.clone();
     let runtime = ShardRuntime::start(
-        ShardRuntimeConfig { shard_count, pin: true, spin_before_park: None },
+        ShardRuntimeConfig {
+            shard_count,
+            pin: true,
+            spin_before_park: None,
+        },
         move |_id| BrokerShard {
             shared: init_shared.clone(),
-            partitions: ShardPartitions::new(init_shared.log_dir.clone(), Rc::new(GlommioStorage::new())),
+            partitions: ShardPartitions::new(
+                init_shared.log_dir.clone(),
+                Rc::new(GlommioStorage::new(WriteMode::Buffered)),
+            ),
             connections_active: Default::default(),
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
@@ -73,10 +84,18 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             Err(_) => anyhow::bail!("a shard stopped during start-up"),
         }
     }
-    Ok(RunningBroker { shared, listen_addr, runtime })
+    Ok(RunningBroker {
+        shared,
+        listen_addr,
+        runtime,
+    })
 }
 
-async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc::Sender<Result<(), String>>) {
+async fn shard_main(
+    ctx: Rc<BrokerCtx>,
+    addr: SocketAddr,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) {
     open_owned_partitions(&ctx).await;
     let listener = match TcpListener::bind(addr) {
         Ok(listener) => listener,
@@ -135,7 +154,10 @@ async fn open_owned_partitions(ctx: &Rc<BrokerCtx>) {
             if shard_of_partition(&topic.name, partition, ctx.shard_count()) != ctx.id() {
                 continue;
             }
-            let tp = crate::broker::TopicPartition { topic: topic.name.clone(), partition };
+            let tp = crate::broker::TopicPartition {
+                topic: topic.name.clone(),
+                partition,
+            };
             if let Err(error) = ctx.state.partition(&tp).await {
                 tracing::error!(topic = tp.topic, partition, %error, "cannot open partition");
             }
@@ -145,7 +167,10 @@ async fn open_owned_partitions(ctx: &Rc<BrokerCtx>) {
 
 /// The first listener's address. Port 0 picks a free port once, so every shard binds the same.
 fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
-    let listener = config.listeners.first().ok_or_else(|| anyhow::anyhow!("listeners is empty"))?;
+    let listener = config
+        .listeners
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("listeners is empty"))?;
     let mut addr = (listener.host.as_str(), listener.port)
         .to_socket_addrs()
         .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?

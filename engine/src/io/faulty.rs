@@ -64,10 +64,7 @@ pub struct FaultyStorage {
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("{} not found", path.display()),
-    )
+    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
 }
 
 impl FaultyStorage {
@@ -83,16 +80,12 @@ impl FaultyStorage {
 
     /// The `n`th write from now (1 = the next one) fails with an I/O error.
     pub fn fail_write_after(&self, n: u64) {
-        self.faults
-            .fail_write_at
-            .set(Some(self.faults.writes.get() + n));
+        self.faults.fail_write_at.set(Some(self.faults.writes.get() + n));
     }
 
     /// The `n`th fdatasync from now (1 = the next one) fails with an I/O error.
     pub fn fail_sync_after(&self, n: u64) {
-        self.faults
-            .fail_sync_at
-            .set(Some(self.faults.syncs.get() + n));
+        self.faults.fail_sync_at.set(Some(self.faults.syncs.get() + n));
     }
 
     pub fn clear_faults(&self) {
@@ -131,10 +124,7 @@ impl FaultyStorage {
 
     /// Current bytes of a file (for tests that cut or corrupt files by hand).
     pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
-        self.files
-            .borrow()
-            .get(path)
-            .map(|f| f.data.borrow().clone())
+        self.files.borrow().get(path).map(|f| f.data.borrow().clone())
     }
 
     /// Replaces a file's bytes, as synced.
@@ -293,10 +283,7 @@ mod tests {
             s.fail_write_after(2);
             f.write_at(5, Bytes::from_static(b"!")).await.unwrap();
             assert!(f.write_at(6, Bytes::from_static(b"?")).await.is_err());
-            assert_eq!(
-                s.list_dir(Path::new("/d")).await.unwrap(),
-                vec!["a".to_string()]
-            );
+            assert_eq!(s.list_dir(Path::new("/d")).await.unwrap(), vec!["a".to_string()]);
         });
     }
 }

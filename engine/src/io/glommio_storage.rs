@@ -116,10 +116,7 @@ impl GlommioFile {
         let want = buf.len();
         let written = file.write_at(buf, start).await?;
         if written != want {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "short O_DIRECT write",
-            ));
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "short O_DIRECT write"));
         }
         self.len.set(new_len);
         Ok(())
@@ -176,9 +173,7 @@ impl StorageFile for GlommioFile {
                 f.truncate(len).await?;
                 let tail_start = f.align_down(len);
                 let tail = if len > tail_start {
-                    r.read_at(tail_start, (len - tail_start) as usize)
-                        .await?
-                        .to_vec()
+                    r.read_at(tail_start, (len - tail_start) as usize).await?.to_vec()
                 } else {
                     Vec::new()
                 };
@@ -256,10 +251,8 @@ impl Storage for GlommioStorage {
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);
             if len > tail_start {
-                *file.tail_block.borrow_mut() = r
-                    .read_at(tail_start, (len - tail_start) as usize)
-                    .await?
-                    .to_vec();
+                *file.tail_block.borrow_mut() =
+                    r.read_at(tail_start, (len - tail_start) as usize).await?.to_vec();
             }
         }
         Ok(Rc::new(file))

@@ -51,11 +51,7 @@ pub trait Storage {
 }
 
 /// Writes `data` to a new file at `path` durably: temp file, fdatasync, rename, sync_dir.
-pub async fn write_file_atomically<S: Storage>(
-    storage: &S,
-    path: &Path,
-    data: Bytes,
-) -> io::Result<()> {
+pub async fn write_file_atomically<S: Storage>(storage: &S, path: &Path, data: Bytes) -> io::Result<()> {
     let mut tmp = PathBuf::from(path);
     tmp.set_extension("tmp");
     let file = storage.open(&tmp, true).await?;

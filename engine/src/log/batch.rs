@@ -199,9 +199,7 @@ impl BatchHeader {
             });
         }
         if header.magic != MAGIC_V2 {
-            return Err(BatchError::BadMagic {
-                magic: header.magic,
-            });
+            return Err(BatchError::BadMagic { magic: header.magic });
         }
         Ok(header)
     }
@@ -415,10 +413,7 @@ mod tests {
         assert_eq!(h.crc, crc32c::crc32c(&b[21..]));
         assert_eq!(h.last_offset(), 7);
         assert_eq!((h.base_timestamp, h.max_timestamp), (1_000, 1_000));
-        assert_eq!(
-            (h.producer_id, h.producer_epoch, h.base_sequence),
-            (-1, -1, -1)
-        );
+        assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (-1, -1, -1));
         assert_eq!(h.record_count, 1);
         assert_eq!(h.compression().unwrap(), Compression::None);
         assert_eq!(h.timestamp_type(), TimestampType::CreateTime);
@@ -447,10 +442,7 @@ mod tests {
         let b = golden();
         for cut in 0..b.len() {
             let err = validate(&b[..cut], usize::MAX).unwrap_err();
-            assert!(
-                matches!(err, BatchError::NeedMore { .. }),
-                "cut {cut}: {err:?}"
-            );
+            assert!(matches!(err, BatchError::NeedMore { .. }), "cut {cut}: {err:?}");
         }
     }
 
@@ -459,10 +451,7 @@ mod tests {
         let good = golden();
         let mut b = good.clone();
         b[16] = 1;
-        assert_eq!(
-            validate(&b, usize::MAX),
-            Err(BatchError::BadMagic { magic: 1 })
-        );
+        assert_eq!(validate(&b, usize::MAX), Err(BatchError::BadMagic { magic: 1 }));
         let mut b = good.clone();
         b[8..12].copy_from_slice(&10i32.to_be_bytes());
         assert_eq!(
@@ -499,10 +488,7 @@ mod tests {
             validate(&bad_ts, usize::MAX),
             Err(BatchError::InvalidTimestamp { .. })
         ));
-        let codec = BatchBuilder::new(0)
-            .record(None, None, 0)
-            .attributes(7)
-            .build();
+        let codec = BatchBuilder::new(0).record(None, None, 0).attributes(7).build();
         assert_eq!(
             validate(&codec, usize::MAX),
             Err(BatchError::UnknownCompression { codec: 7 })
@@ -535,9 +521,7 @@ mod tests {
             .record(None, None, 1)
             .build();
         let mut buf = [a.clone(), b.clone()].concat();
-        let got: Vec<_> = BatchIter::new(&buf, usize::MAX)
-            .map(|r| r.unwrap().0)
-            .collect();
+        let got: Vec<_> = BatchIter::new(&buf, usize::MAX).map(|r| r.unwrap().0).collect();
         assert_eq!(got, vec![0..a.len(), a.len()..a.len() + b.len()]);
         buf.truncate(buf.len() - 1);
         let got: Vec<_> = BatchIter::new(&buf, usize::MAX).collect();

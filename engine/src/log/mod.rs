@@ -66,10 +66,7 @@ pub struct Log<S: Storage> {
 impl<S: Storage> Log<S> {
     /// Opens (creating when missing) the log in `dir`, recovering after a crash.
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
-        assert!(
-            config.segment_bytes <= i32::MAX as u64,
-            "index positions are u32"
-        );
+        assert!(config.segment_bytes <= i32::MAX as u64, "index positions are u32");
         storage.create_dir_all(&dir).await?;
         let names = storage.list_dir(&dir).await?;
         let clean = names.iter().any(|n| n == CLEAN_SHUTDOWN_MARKER);
@@ -80,8 +77,7 @@ impl<S: Storage> Log<S> {
         for (i, &base) in bases.iter().enumerate() {
             let verify = !clean && i + 1 == bases.len();
             let interval = config.index_interval_bytes;
-            let (segment, _cut) =
-                recovery::open_segment(&*storage, &dir, base, interval, verify).await?;
+            let (segment, _cut) = recovery::open_segment(&*storage, &dir, base, interval, verify).await?;
             segments.push(Rc::new(segment));
         }
         if segments.is_empty() {
@@ -97,9 +93,7 @@ impl<S: Storage> Log<S> {
             .min(log_end_offset);
         if clean {
             // From now on a crash must be recovered, so the marker goes before any write.
-            storage
-                .remove_file(&dir.join(CLEAN_SHUTDOWN_MARKER))
-                .await?;
+            storage.remove_file(&dir.join(CLEAN_SHUTDOWN_MARKER)).await?;
             storage.sync_dir(&dir).await?;
         }
         let state = LogState {
@@ -138,10 +132,7 @@ impl<S: Storage> Log<S> {
     }
 
     pub fn set_config(&self, config: LogConfig) {
-        assert!(
-            config.segment_bytes <= i32::MAX as u64,
-            "index positions are u32"
-        );
+        assert!(config.segment_bytes <= i32::MAX as u64, "index positions are u32");
         self.state.borrow_mut().config = config;
     }
 
@@ -159,12 +150,7 @@ impl<S: Storage> Log<S> {
     }
 
     pub fn size_bytes(&self) -> u64 {
-        self.state
-            .borrow()
-            .segments
-            .iter()
-            .map(|s| s.meta().size)
-            .sum()
+        self.state.borrow().segments.iter().map(|s| s.meta().size).sum()
     }
 
     pub fn segment_count(&self) -> usize {
@@ -176,12 +162,7 @@ impl<S: Storage> Log<S> {
     }
 
     fn active(&self) -> Rc<Segment<S::File>> {
-        self.state
-            .borrow()
-            .segments
-            .last()
-            .expect("never empty")
-            .clone()
+        self.state.borrow().segments.last().expect("never empty").clone()
     }
 
     /// Fails fast once an operating error has been seen (never retried, never hidden).
@@ -197,9 +178,7 @@ impl<S: Storage> Log<S> {
     /// Records an operating error: from now on every operation fails.
     pub fn fail(&self, error: io::Error) -> LogError {
         tracing::error!(dir = %self.dir.display(), %error, "log failed");
-        self.failure
-            .borrow_mut()
-            .get_or_insert_with(|| error.to_string());
+        self.failure.borrow_mut().get_or_insert_with(|| error.to_string());
         LogError::Io(error)
     }
 
@@ -252,9 +231,7 @@ impl<S: Storage> Log<S> {
         let bytes = data.len() as u32;
         let interval = config.index_interval_bytes;
         let active = self.active();
-        let appended = active
-            .append(Bytes::from(data), &headers, interval, now_ms)
-            .await;
+        let appended = active.append(Bytes::from(data), &headers, interval, now_ms).await;
         appended.map_err(|e| self.fail(e))?;
         let mut state = self.state.borrow_mut();
         state.log_end_offset = next;
@@ -296,10 +273,7 @@ impl<S: Storage> Log<S> {
         let base = self.log_end_offset();
         let segment = Self::new_segment(&self.storage, &self.dir, base).await;
         let segment = segment.map_err(|e| self.fail(e))?;
-        self.storage
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|e| self.fail(e))?;
+        self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
         self.state.borrow_mut().segments.push(Rc::new(segment));
         Ok(())
     }
@@ -332,9 +306,7 @@ impl<S: Storage> Log<S> {
             .saturating_sub(1);
         for segment in &segments[first..] {
             if let Some((position, _)) = segment.find_batch(offset).await? {
-                return Ok(segment
-                    .read_batches(position, max_bytes, min_one_batch)
-                    .await?);
+                return Ok(segment.read_batches(position, max_bytes, min_one_batch).await?);
             }
         }
         Ok(Vec::new())
@@ -389,10 +361,7 @@ impl<S: Storage> Log<S> {
     async fn truncate_locked(&self, offset: i64) -> io::Result<()> {
         let removed = {
             let mut state = self.state.borrow_mut();
-            let keep = state
-                .segments
-                .partition_point(|s| s.base_offset <= offset)
-                .max(1);
+            let keep = state.segments.partition_point(|s| s.base_offset <= offset).max(1);
             state.segments.split_off(keep)
         };
         for segment in &removed {

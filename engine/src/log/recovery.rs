@@ -87,9 +87,7 @@ async fn scan<F: StorageFile>(
 /// The rolling timestamp of a non-empty segment: its first batch's max timestamp.
 async fn first_batch_timestamp<F: StorageFile>(log: &F) -> io::Result<Option<i64>> {
     let head = log.read_at(0, HEADER_LEN).await?;
-    Ok(BatchHeader::parse(&head)
-        .ok()
-        .map(|h| h.max_timestamp.max(0)))
+    Ok(BatchHeader::parse(&head).ok().map(|h| h.max_timestamp.max(0)))
 }
 
 /// Opens the segment at `base_offset`. `verify` asks for the crash path (see module docs).
@@ -146,22 +144,11 @@ pub async fn open_segment<S: Storage>(
 
 /// Recomputes a segment's metadata and indexes from its batches (after a truncation).
 pub async fn rebuild<F: StorageFile>(segment: &Segment<F>, interval: u32) -> io::Result<()> {
-    let outcome = scan(
-        &*segment.log,
-        segment.base_offset,
-        interval,
-        None,
-        None,
-        false,
-    )
-    .await?;
+    let outcome = scan(&*segment.log, segment.base_offset, interval, None, None, false).await?;
     if let Some((position, why)) = outcome.invalid {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!(
-                "segment {} invalid at {position}: {why}",
-                segment.base_offset
-            ),
+            format!("segment {} invalid at {position}: {why}", segment.base_offset),
         ));
     }
     segment.index.rewrite(0, &outcome.offsets).await?;

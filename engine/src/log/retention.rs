@@ -78,8 +78,7 @@ impl<S: Storage> Log<S> {
         let mut count = 0;
         for segment in non_active {
             let meta = segment.meta();
-            let expired =
-                config.retention_ms >= 0 && now_ms - meta.max_timestamp > config.retention_ms;
+            let expired = config.retention_ms >= 0 && now_ms - meta.max_timestamp > config.retention_ms;
             let too_big = excess - meta.size as i64 >= 0 && config.retention_bytes >= 0;
             let below_start = meta.next_offset <= log_start;
             if !(expired || too_big || below_start) {
@@ -111,10 +110,7 @@ impl<S: Storage> Log<S> {
             tracing::info!(base_offset = segment.base_offset, dir = %self.dir.display(), "segment deleted");
         }
         if !removed.is_empty() {
-            self.storage
-                .sync_dir(&self.dir)
-                .await
-                .map_err(|e| self.fail(e))?;
+            self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
         }
         Ok(outcome)
     }
@@ -137,11 +133,7 @@ impl<S: Storage> Log<S> {
             return Ok(log_start);
         }
         // The new start must never lie beyond what survives a crash.
-        self.active()
-            .log
-            .fdatasync()
-            .await
-            .map_err(|e| self.fail(e))?;
+        self.active().log.fdatasync().await.map_err(|e| self.fail(e))?;
         let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));
         let path = self.dir.join(START_OFFSET_FILE);
         let written = write_file_atomically(&*self.storage, &path, bytes).await;

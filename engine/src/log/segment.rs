@@ -226,18 +226,15 @@ impl<F: StorageFile> Segment<F> {
         let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, false);
         loop {
             match scanner.next().await? {
-                Scanned::Batch {
-                    position, header, ..
-                } if found(&header) => return Ok(Some((position, header))),
+                Scanned::Batch { position, header, .. } if found(&header) => {
+                    return Ok(Some((position, header)))
+                }
                 Scanned::Batch { .. } => continue,
                 Scanned::End => return Ok(None),
                 Scanned::Invalid { position, error } => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!(
-                            "segment {} corrupt at {position}: {error}",
-                            self.base_offset
-                        ),
+                        format!("segment {} corrupt at {position}: {error}", self.base_offset),
                     ))
                 }
             }
@@ -306,11 +303,7 @@ impl<F: StorageFile> Segment<F> {
         self.time_index.file().close().await
     }
 
-    pub async fn remove_files<S: Storage<File = F>>(
-        &self,
-        storage: &S,
-        dir: &Path,
-    ) -> io::Result<()> {
+    pub async fn remove_files<S: Storage<File = F>>(&self, storage: &S, dir: &Path) -> io::Result<()> {
         for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let path = segment_path(dir, self.base_offset, suffix);
             match storage.remove_file(&path).await {

@@ -101,8 +101,7 @@ impl<S: Storage> Partition<S> {
             return Ok(());
         }
         let covered = self.log.sync().await?;
-        self.durable_offset
-            .set(self.durable_offset.get().max(covered));
+        self.durable_offset.set(self.durable_offset.get().max(covered));
         assert!(
             offset < covered,
             "waited for offset {offset} beyond the log end {covered}"

@@ -51,10 +51,7 @@ fn append_assigns_offsets_and_reads_back_whole_batches() {
         let p = open(&storage, small_config()).await;
         let mut bases = Vec::new();
         for i in 0..40 {
-            let info = p
-                .append(batch(1 + i % 3, 1000 + i as i64), 5)
-                .await
-                .unwrap();
+            let info = p.append(batch(1 + i % 3, 1000 + i as i64), 5).await.unwrap();
             assert_eq!(info.last_offset - info.base_offset + 1, (1 + i % 3) as i64);
             assert_eq!(info.log_append_time_ms, -1);
             bases.push(info.base_offset);
@@ -69,9 +66,7 @@ fn append_assigns_offsets_and_reads_back_whole_batches() {
         }
         let hs = read_all(&p, 0).await;
         assert_eq!(hs.last().unwrap().next_offset(), end);
-        assert!(hs
-            .windows(2)
-            .all(|w| w[0].next_offset() == w[1].base_offset));
+        assert!(hs.windows(2).all(|w| w[0].next_offset() == w[1].base_offset));
         assert!(p.read(end, 100, true).await.unwrap().data.is_empty());
         let err = p.read(end + 1, 100, true).await.unwrap_err();
         assert!(matches!(err, LogError::OffsetOutOfRange { .. }));
@@ -139,11 +134,7 @@ fn group_commit_survives_crash_and_sync_error_fails_the_partition() {
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, LogConfig::default()).await;
-        assert_eq!(
-            p.log_end_offset(),
-            3,
-            "synced batch kept, unsynced one lost"
-        );
+        assert_eq!(p.log_end_offset(), 3, "synced batch kept, unsynced one lost");
         p.append(batch(1, 0), 0).await.unwrap();
         storage.fail_sync_after(1);
         assert!(p.wait_durable(3).await.is_err());
@@ -162,10 +153,7 @@ fn retention_delete_records_truncate_and_clean_reopen() {
             p.append(batch(2, 1_000 * i), 0).await.unwrap();
         }
         let segments = p.segment_count();
-        let outcome = p
-            .apply_retention(12_000 + 7 * 24 * 3_600_000)
-            .await
-            .unwrap();
+        let outcome = p.apply_retention(12_000 + 7 * 24 * 3_600_000).await.unwrap();
         assert!(outcome.segments_deleted > 0 && outcome.segments_deleted < segments);
         assert_eq!(p.log_start_offset(), outcome.log_start_offset);
         let start = p.delete_records_before(41).await.unwrap();
@@ -175,10 +163,7 @@ fn retention_delete_records_truncate_and_clean_reopen() {
         p.truncate_to(50).await.unwrap();
         assert_eq!(p.log_end_offset(), 50);
         p.close().await.unwrap();
-        assert!(matches!(
-            p.append(batch(1, 0), 0).await,
-            Err(LogError::Closed)
-        ));
+        assert!(matches!(p.append(batch(1, 0), 0).await, Err(LogError::Closed)));
         let p = open(&storage, small_config()).await;
         assert_eq!((p.log_start_offset(), p.log_end_offset()), (41, 50));
         let hs = read_all(&p, 41).await;
@@ -217,9 +202,7 @@ fn glommio_storage_round_trip() {
                 p.wait_durable(59).await.unwrap();
                 assert_eq!(read_all(&p, 0).await.last().unwrap().next_offset(), 60);
                 p.close().await.unwrap();
-                let p = Partition::open(storage, path, small_config())
-                    .await
-                    .unwrap();
+                let p = Partition::open(storage, path, small_config()).await.unwrap();
                 assert_eq!(p.log_end_offset(), 60);
                 let all = p.read(30, 1 << 20, true).await.unwrap();
                 assert_eq!(headers(&all.data)[0].base_offset, 30);

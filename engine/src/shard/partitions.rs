@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::io::GlommioStorage;
+use crate::io::{GlommioStorage, Storage};
 use crate::partition::{LogConfig, LogError, Partition};
 
 /// A partition replica's name: topic and index.
@@ -27,7 +27,12 @@ pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
 
 impl ShardPartitions {
     pub fn new(log_dir: PathBuf, storage: Rc<GlommioStorage>) -> Self {
-        Self { log_dir, storage, open: RefCell::default(), lifecycle: futures::lock::Mutex::new(()) }
+        Self {
+            log_dir,
+            storage,
+            open: RefCell::default(),
+            lifecycle: futures::lock::Mutex::new(()),
+        }
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
@@ -50,7 +55,9 @@ impl ShardPartitions {
         }
         let dir = partition_dir(&self.log_dir, topic, partition);
         let opened = Rc::new(Partition::open(self.storage.clone(), dir, config()).await?);
-        self.open.borrow_mut().insert((topic.to_string(), partition), opened.clone());
+        self.open
+            .borrow_mut()
+            .insert((topic.to_string(), partition), opened.clone());
         Ok(opened)
     }
 
@@ -62,14 +69,21 @@ impl ShardPartitions {
             Some(open) => open.delete().await,
             None => {
                 let dir = partition_dir(&self.log_dir, topic, partition);
-                crate::io::remove_dir_if_exists(&dir).await.map_err(LogError::Io)
+                if self.storage.exists(&dir).await? {
+                    self.storage.remove_dir_all(&dir).await?;
+                }
+                Ok(())
             }
         }
     }
 
     /// Every open partition, for retention, flushing and metrics.
     pub fn all(&self) -> Vec<(PartitionKey, Rc<Partition>)> {
-        self.open.borrow().iter().map(|(k, p)| (k.clone(), p.clone())).collect()
+        self.open
+            .borrow()
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect()
     }
 
     /// Flushes and closes every partition (clean-shutdown marker); returns the failures.

@@ -6,13 +6,11 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::broker_keys::{
-    find_broker_key, ignored_key_reason, BrokerDefault, BrokerKey, BROKER_KEYS,
-};
+use super::broker_keys::{find_broker_key, ignored_key_reason, BrokerDefault, BrokerKey, BROKER_KEYS};
 use super::properties::parse_properties;
 use super::value::{
-    parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting,
-    Listener, TimestampType,
+    parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Listener,
+    TimestampType,
 };
 use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
 
@@ -92,10 +90,7 @@ impl BrokerConfig {
     }
 
     /// Parses properties text and applies `overrides` (`key=value` each) on top.
-    pub fn from_properties(
-        text: &str,
-        overrides: &[String],
-    ) -> Result<LoadedBrokerConfig, ConfigError> {
+    pub fn from_properties(text: &str, overrides: &[String]) -> Result<LoadedBrokerConfig, ConfigError> {
         let mut entries: Vec<(String, String)> = parse_properties(text)?
             .into_iter()
             .map(|e| (e.key, e.value))
@@ -104,9 +99,7 @@ impl BrokerConfig {
             let (key, value) = entry
                 .split_once('=')
                 .filter(|(key, _)| !key.trim().is_empty())
-                .ok_or_else(|| ConfigError::BadOverride {
-                    entry: entry.clone(),
-                })?;
+                .ok_or_else(|| ConfigError::BadOverride { entry: entry.clone() })?;
             entries.push((key.trim().to_string(), value.trim().to_string()));
         }
         Self::from_entries(entries)
@@ -142,8 +135,7 @@ impl BrokerConfig {
     ///
     /// Panics on an unregistered name: callers pass names from the registries.
     pub fn value_of(&self, name: &str) -> Option<String> {
-        let key = find_broker_key(name)
-            .unwrap_or_else(|| panic!("{name} is not a registered broker key"));
+        let key = find_broker_key(name).unwrap_or_else(|| panic!("{name} is not a registered broker key"));
         if let Some(value) = self.explicit.get(name) {
             return Some(value.clone());
         }
@@ -171,10 +163,7 @@ impl BrokerConfig {
             .iter()
             .map(|key| {
                 let synonyms = self.broker_synonyms(key.name, key.fallbacks);
-                let source = if synonyms
-                    .iter()
-                    .any(|s| s.source == ConfigSource::StaticBroker)
-                {
+                let source = if synonyms.iter().any(|s| s.source == ConfigSource::StaticBroker) {
                     ConfigSource::StaticBroker
                 } else {
                     ConfigSource::Default
@@ -244,11 +233,10 @@ impl Values<'_> {
     }
 
     fn text(&self, name: &str) -> &str {
-        self.set(name)
-            .unwrap_or_else(|| match registered(name).default {
-                BrokerDefault::Fixed(value) => value,
-                _ => panic!("{name} has no fixed default; resolve it explicitly"),
-            })
+        self.set(name).unwrap_or_else(|| match registered(name).default {
+            BrokerDefault::Fixed(value) => value,
+            _ => panic!("{name} has no fixed default; resolve it explicitly"),
+        })
     }
 
     fn int(&self, name: &str) -> Result<i64, ConfigError> {
@@ -269,14 +257,11 @@ impl Values<'_> {
 
 /// Narrows a validated integer; the registry's range guarantees it fits.
 fn narrow<T: TryFrom<i64>>(name: &str, value: i64) -> T {
-    T::try_from(value)
-        .unwrap_or_else(|_| panic!("{name}={value} passed validation but does not fit"))
+    T::try_from(value).unwrap_or_else(|_| panic!("{name}={value} passed validation but does not fit"))
 }
 
 fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
-    let v = Values {
-        explicit: &explicit,
-    };
+    let v = Values { explicit: &explicit };
     let node_id = match (v.set_int("node.id")?, v.set_int("broker.id")?) {
         (Some(node), Some(broker)) if node != broker => {
             return Err(ConfigError::Rejected {
@@ -320,20 +305,14 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         auto_create_topics_enable: v.parsed("auto.create.topics.enable", parse_bool)?,
         delete_topic_enable: v.parsed("delete.topic.enable", parse_bool)?,
         message_max_bytes: narrow("message.max.bytes", v.int("message.max.bytes")?),
-        socket_request_max_bytes: narrow(
-            "socket.request.max.bytes",
-            v.int("socket.request.max.bytes")?,
-        ),
+        socket_request_max_bytes: narrow("socket.request.max.bytes", v.int("socket.request.max.bytes")?),
         compression_type: v.parsed("compression.type", CompressionType::parse)?,
         log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),
         log_roll_ms,
         log_retention_ms,
         log_retention_bytes: v.int("log.retention.bytes")?,
         log_retention_check_interval_ms: v.int("log.retention.check.interval.ms")?,
-        log_index_interval_bytes: narrow(
-            "log.index.interval.bytes",
-            v.int("log.index.interval.bytes")?,
-        ),
+        log_index_interval_bytes: narrow("log.index.interval.bytes", v.int("log.index.interval.bytes")?),
         log_message_timestamp_type: v.parsed("log.message.timestamp.type", TimestampType::parse)?,
         log_cleanup_policy: v.parsed("log.cleanup.policy", CleanupPolicy::parse)?,
         log_flush_interval_messages: v.int("log.flush.interval.messages")?,
@@ -370,13 +349,11 @@ fn retention_ms(v: &Values<'_>) -> Result<i64, ConfigError> {
 
 fn hours_to_ms(name: &str, hours: i64) -> Result<i64, ConfigError> {
     // The registry bounds hours to i32, so this cannot overflow; checked all the same.
-    hours
-        .checked_mul(3_600_000)
-        .ok_or_else(|| ConfigError::Rejected {
-            key: name.to_string(),
-            value: hours.to_string(),
-            reason: "too large once converted to milliseconds".to_string(),
-        })
+    hours.checked_mul(3_600_000).ok_or_else(|| ConfigError::Rejected {
+        key: name.to_string(),
+        value: hours.to_string(),
+        reason: "too large once converted to milliseconds".to_string(),
+    })
 }
 
 /// Advertised listeners must name listeners that exist.

@@ -35,18 +35,12 @@ const POSITIVE: Kind = Kind::Int {
     min: 1,
     max: i64::MAX,
 };
-const POSITIVE_I32: Kind = Kind::Int {
-    min: 1,
-    max: I32_MAX,
-};
+const POSITIVE_I32: Kind = Kind::Int { min: 1, max: I32_MAX };
 const NON_NEGATIVE: Kind = Kind::Int {
     min: 0,
     max: i64::MAX,
 };
-const NON_NEGATIVE_I32: Kind = Kind::Int {
-    min: 0,
-    max: I32_MAX,
-};
+const NON_NEGATIVE_I32: Kind = Kind::Int { min: 0, max: I32_MAX };
 
 const fn key(
     name: &'static str,
@@ -208,10 +202,7 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
         "inter.broker.listener.name",
         "brokers talk over the single PLAINTEXT listener",
     ),
-    (
-        "listener.security.protocol.map",
-        "only PLAINTEXT listeners exist",
-    ),
+    ("listener.security.protocol.map", "only PLAINTEXT listeners exist"),
     (
         "num.network.threads",
         "one shard per core does all work; see laminar.cores",
@@ -267,16 +258,10 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
         "transactional.id.expiration.ms",
         "transactions are not implemented",
     ),
-    (
-        "transaction.max.timeout.ms",
-        "transactions are not implemented",
-    ),
+    ("transaction.max.timeout.ms", "transactions are not implemented"),
     ("authorizer.class.name", "there is no authorizer"),
     ("super.users", "there is no authorizer"),
-    (
-        "metric.reporters",
-        "metrics are served on laminar.http.listen",
-    ),
+    ("metric.reporters", "metrics are served on laminar.http.listen"),
     ("broker.rack", "rack-aware placement is not implemented"),
     ("cluster.id", "not implemented"),
 ];

@@ -48,10 +48,7 @@ fn defaults_are_kafkas() {
 fn file_values_and_overrides_on_top() {
     let text = "# single node\nnode.id = 7\nlog.dirs: /d1, /d2\nnum.partitions=3\n\
                 listeners=PLAINTEXT://:19092\nlaminar.fsync=interval:50\n";
-    let c = config(
-        text,
-        &["num.partitions=12", "laminar.cores = 2", "log.dirs=/o"],
-    );
+    let c = config(text, &["num.partitions=12", "laminar.cores = 2", "log.dirs=/o"]);
     assert_eq!(c.node_id, 7);
     assert_eq!(c.num_partitions, 12, "override beats the file");
     assert_eq!(c.laminar_cores, 2);
@@ -65,10 +62,7 @@ fn file_values_and_overrides_on_top() {
     let c = config("log.dirs=/d1, /d2,", &[]);
     assert_eq!(c.log_dirs, vec![PathBuf::from("/d1"), PathBuf::from("/d2")]);
     // log.dir applies only when log.dirs is unset.
-    assert_eq!(
-        config("log.dir=/x", &[]).log_dirs,
-        vec![PathBuf::from("/x")]
-    );
+    assert_eq!(config("log.dir=/x", &[]).log_dirs, vec![PathBuf::from("/x")]);
     assert_eq!(
         config("log.dir=/x\nlog.dirs=/y", &[]).log_dirs,
         vec![PathBuf::from("/y")]
@@ -79,10 +73,7 @@ fn file_values_and_overrides_on_top() {
 
 #[test]
 fn retention_precedence_ms_then_minutes_then_hours() {
-    assert_eq!(
-        config("log.retention.hours=2", &[]).log_retention_ms,
-        7_200_000
-    );
+    assert_eq!(config("log.retention.hours=2", &[]).log_retention_ms, 7_200_000);
     let text = "log.retention.hours=2\nlog.retention.minutes=3";
     assert_eq!(config(text, &[]).log_retention_ms, 180_000);
     let c = config(text, &["log.retention.ms=1234"]);
@@ -90,10 +81,7 @@ fn retention_precedence_ms_then_minutes_then_hours() {
     assert_eq!(config("log.retention.hours=-1", &[]).log_retention_ms, -1);
     assert_eq!(config("log.retention.minutes=-1", &[]).log_retention_ms, -1);
     assert_eq!(config("log.roll.hours=1", &[]).log_roll_ms, 3_600_000);
-    assert_eq!(
-        config("log.roll.hours=1\nlog.roll.ms=5", &[]).log_roll_ms,
-        5
-    );
+    assert_eq!(config("log.roll.hours=1\nlog.roll.ms=5", &[]).log_roll_ms, 5);
 }
 
 #[test]
@@ -132,11 +120,7 @@ fn every_error_names_the_key_and_value() {
         ("log.dirs=/a,/a", "log.dirs", "/a,/a"),
         ("node.id=1\nbroker.id=2", "broker.id", "2"),
         ("no.such.key=1", "no.such.key", "1"),
-        (
-            "laminar.data.dir.lock=true",
-            "laminar.data.dir.lock",
-            "true",
-        ),
+        ("laminar.data.dir.lock=true", "laminar.data.dir.lock", "true"),
     ];
     for (text, key, value) in cases {
         let err = load(text, &[]).unwrap_err();
@@ -220,10 +204,7 @@ fn describe_lists_every_key_with_sources() {
     assert_eq!(get("num.partitions").value.as_deref(), Some("3"));
     assert_eq!(get("node.id").source, ConfigSource::StaticBroker);
     assert_eq!(get("log.segment.bytes").source, ConfigSource::Default);
-    assert_eq!(
-        get("log.segment.bytes").value.as_deref(),
-        Some("1073741824")
-    );
+    assert_eq!(get("log.segment.bytes").value.as_deref(), Some("1073741824"));
     // Derived from a fallback that was set: static, with the fallback among its synonyms.
     let retention = get("log.retention.ms");
     assert_eq!(retention.value.as_deref(), Some("18000000"));

@@ -14,6 +14,7 @@
 
 pub mod broker;
 mod broker_keys;
+pub mod engine;
 pub mod properties;
 pub mod topic;
 mod topic_keys;
@@ -21,9 +22,7 @@ pub mod value;
 
 pub use broker::{BrokerConfig, ConfigWarning, LoadedBrokerConfig};
 pub use topic::{ResolvedLogSettings, TopicConfig};
-pub use value::{
-    CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, TimestampType,
-};
+pub use value::{CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, TimestampType};
 
 /// A configuration error. Every variant about a key names the key and the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,9 +60,7 @@ impl ConfigError {
             ConfigError::UnknownKey { key, .. }
             | ConfigError::InvalidValue { key, .. }
             | ConfigError::Rejected { key, .. } => Some(key),
-            ConfigError::Io { .. }
-            | ConfigError::Syntax { .. }
-            | ConfigError::BadOverride { .. } => None,
+            ConfigError::Io { .. } | ConfigError::Syntax { .. } | ConfigError::BadOverride { .. } => None,
         }
     }
 }

@@ -197,20 +197,14 @@ mod tests {
     fn separator_inside_value_is_kept() {
         assert_eq!(
             pairs("listeners=PLAINTEXT://0.0.0.0:9092\na:b=c"),
-            vec![
-                pair("listeners", "PLAINTEXT://0.0.0.0:9092"),
-                pair("a", "b=c")
-            ]
+            vec![pair("listeners", "PLAINTEXT://0.0.0.0:9092"), pair("a", "b=c")]
         );
     }
 
     #[test]
     fn continuation_joins_lines_and_drops_leading_whitespace() {
         let text = "log.dirs=/a,\\\n    /b,\\\r\n\t/c\nnext=1";
-        assert_eq!(
-            pairs(text),
-            vec![pair("log.dirs", "/a,/b,/c"), pair("next", "1")]
-        );
+        assert_eq!(pairs(text), vec![pair("log.dirs", "/a,/b,/c"), pair("next", "1")]);
         // An even number of backslashes is an escaped backslash, not a continuation.
         assert_eq!(
             pairs("path=C:\\\\\nnext=1"),

@@ -100,8 +100,7 @@ impl TopicConfig {
             message_timestamp_before_max_ms: v.int("message.timestamp.before.max.ms")?,
             message_timestamp_difference_max_ms: v.int("message.timestamp.difference.max.ms")?,
             message_timestamp_type: v.parsed("message.timestamp.type", TimestampType::parse)?,
-            min_cleanable_dirty_ratio: v
-                .parsed("min.cleanable.dirty.ratio", |s| s.trim().parse().ok())?,
+            min_cleanable_dirty_ratio: v.parsed("min.cleanable.dirty.ratio", |s| s.trim().parse().ok())?,
             min_compaction_lag_ms: v.int("min.compaction.lag.ms")?,
             min_insync_replicas: v.narrow("min.insync.replicas")?,
             preallocate: v.parsed("preallocate", parse_bool)?,
@@ -111,8 +110,7 @@ impl TopicConfig {
             segment_index_bytes: v.narrow("segment.index.bytes")?,
             segment_jitter_ms: v.int("segment.jitter.ms")?,
             segment_ms: v.int("segment.ms")?,
-            unclean_leader_election_enable: v
-                .parsed("unclean.leader.election.enable", parse_bool)?,
+            unclean_leader_election_enable: v.parsed("unclean.leader.election.enable", parse_bool)?,
         };
         if config.min_compaction_lag_ms > config.max_compaction_lag_ms {
             return Err(ConfigError::Rejected {
@@ -144,10 +142,7 @@ impl TopicConfig {
     /// Every topic config with its effective value and source (DynamicTopic for an override,
     /// StaticBroker when a broker key it defaults to was set, else Default). Override keys that
     /// are not topic configs are not listed (they were rejected when stored).
-    pub fn describe(
-        overrides: &BTreeMap<String, String>,
-        broker: &BrokerConfig,
-    ) -> Vec<ConfigEntry> {
+    pub fn describe(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> Vec<ConfigEntry> {
         let v = TopicValues { overrides, broker };
         TOPIC_KEYS
             .iter()

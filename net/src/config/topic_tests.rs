@@ -94,10 +94,7 @@ fn override_errors_name_the_key() {
     }
     let err = validate_topic_override("log.segment.bytes", "1").unwrap_err();
     assert!(err.to_string().contains("unknown topic config"), "{err}");
-    let o = overrides(&[
-        ("min.compaction.lag.ms", "10"),
-        ("max.compaction.lag.ms", "5"),
-    ]);
+    let o = overrides(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]);
     let err = TopicConfig::resolve(&o, &b).unwrap_err();
     assert_eq!(err.key(), Some("min.compaction.lag.ms"));
     assert!(validate_topic_override("retention.ms", "86400000").is_ok());

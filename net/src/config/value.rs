@@ -75,9 +75,7 @@ impl Kind {
             Kind::Paths => "a non-empty comma-separated list of directories".to_string(),
             Kind::Fsync => "always, never or interval:<milliseconds>".to_string(),
             Kind::SocketAddr => "an address ip:port".to_string(),
-            Kind::ThrottledReplicas => {
-                "empty, * or a comma-separated list of partition:broker".to_string()
-            }
+            Kind::ThrottledReplicas => "empty, * or a comma-separated list of partition:broker".to_string(),
             Kind::FalseOnly => "false (Laminar does not implement this feature)".to_string(),
         }
     }
@@ -228,11 +226,7 @@ impl fmt::Display for Listener {
 }
 
 /// Parses `NAME://host:port[,...]`. Only PLAINTEXT is supported, and names must be unique.
-pub fn parse_listeners(
-    key: &str,
-    value: &str,
-    advertised: bool,
-) -> Result<Vec<Listener>, ConfigError> {
+pub fn parse_listeners(key: &str, value: &str, advertised: bool) -> Result<Vec<Listener>, ConfigError> {
     let kind = if advertised {
         Kind::AdvertisedListeners
     } else {
@@ -249,12 +243,8 @@ pub fn parse_listeners(
     }
     let mut listeners: Vec<Listener> = Vec::new();
     for item in items {
-        let (name, address) = item
-            .split_once("://")
-            .ok_or_else(|| kind.invalid(key, value))?;
-        let (host, port) = address
-            .rsplit_once(':')
-            .ok_or_else(|| kind.invalid(key, value))?;
+        let (name, address) = item.split_once("://").ok_or_else(|| kind.invalid(key, value))?;
+        let (host, port) = address.rsplit_once(':').ok_or_else(|| kind.invalid(key, value))?;
         let port: u16 = port.parse().map_err(|_| kind.invalid(key, value))?;
         let bracketed_ipv6 = host.starts_with('[') && host.ends_with(']');
         if host.contains(['/', ' ']) || (host.contains(':') && !bracketed_ipv6) {
@@ -350,8 +340,7 @@ pub enum CompressionType {
 }
 
 impl CompressionType {
-    pub const NAMES: &'static [&'static str] =
-        &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
+    pub const NAMES: &'static [&'static str] = &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
 
     pub fn parse(value: &str) -> Option<CompressionType> {
         match value.trim() {
@@ -412,10 +401,7 @@ mod tests {
         assert!(unlimited.parse_int("k", "0").is_err());
         assert!(unlimited.parse_int("k", "-2").is_err());
         assert_eq!(positive.config_type(), ConfigType::Long);
-        assert_eq!(
-            Kind::Int { min: 0, max: 100 }.config_type(),
-            ConfigType::Int
-        );
+        assert_eq!(Kind::Int { min: 0, max: 100 }.config_type(), ConfigType::Int);
     }
 
     #[test]
@@ -438,14 +424,10 @@ mod tests {
         }
         let err = parse_listeners("listeners", "SSL://h:9093", false).unwrap_err();
         assert!(err.to_string().contains("only PLAINTEXT"), "{err}");
-        let err =
-            parse_listeners("listeners", "PLAINTEXT://a:1,PLAINTEXT://b:2", false).unwrap_err();
+        let err = parse_listeners("listeners", "PLAINTEXT://a:1,PLAINTEXT://b:2", false).unwrap_err();
         assert!(err.to_string().contains("twice"), "{err}");
-        let err =
-            parse_listeners("advertised.listeners", "PLAINTEXT://0.0.0.0:1", true).unwrap_err();
-        assert!(err
-            .to_string()
-            .starts_with("config error: advertised.listeners"));
+        let err = parse_listeners("advertised.listeners", "PLAINTEXT://0.0.0.0:1", true).unwrap_err();
+        assert!(err.to_string().starts_with("config error: advertised.listeners"));
     }
 
     #[test]
@@ -478,9 +460,7 @@ mod tests {
         assert!(Kind::ThrottledReplicas.validate("t", "0:1, 1:2").is_ok());
         assert!(Kind::ThrottledReplicas.validate("t", "*").is_ok());
         assert!(Kind::ThrottledReplicas.validate("t", "0-1").is_err());
-        assert!(Kind::FalseOnly
-            .validate("remote.storage.enable", "true")
-            .is_err());
+        assert!(Kind::FalseOnly.validate("remote.storage.enable", "true").is_err());
         assert!(Kind::Ratio.validate("r", "0.5").is_ok());
         assert!(Kind::Ratio.validate("r", "1.5").is_err());
     }

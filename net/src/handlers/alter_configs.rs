@@ -29,9 +29,13 @@ pub async fn handle_alter(ctx: &Rc<BrokerCtx>, request: AlterConfigsRequest) -> 
             .iter()
             .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
             .collect();
-        let outcome = alter(ctx, resource.resource_type, resource.resource_name.as_str(), request.validate_only, |_| {
-            Ok(configs)
-        })
+        let outcome = alter(
+            ctx,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+            request.validate_only,
+            |_| Ok(configs),
+        )
         .await;
         let (code, message) = split(outcome);
         response.responses.push(
@@ -54,11 +58,21 @@ pub async fn handle_incremental(
         let changes: Vec<(String, i8, Option<String>)> = resource
             .configs
             .iter()
-            .map(|c| (c.name.to_string(), c.config_operation, c.value.as_ref().map(|v| v.to_string())))
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.config_operation,
+                    c.value.as_ref().map(|v| v.to_string()),
+                )
+            })
             .collect();
-        let outcome = alter(ctx, resource.resource_type, resource.resource_name.as_str(), request.validate_only, |current| {
-            apply_incremental(current.clone(), &changes)
-        })
+        let outcome = alter(
+            ctx,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+            request.validate_only,
+            |current| apply_incremental(current.clone(), &changes),
+        )
         .await;
         let (code, message) = split(outcome);
         response.responses.push(
@@ -95,15 +109,20 @@ async fn alter(
                 "broker configs are static in Laminar: change server.properties and restart",
             ))
         }
-        other => return Err(AdminError::new(ResponseError::InvalidRequest, format!("unknown resource type {other}"))),
+        other => {
+            return Err(AdminError::new(
+                ResponseError::InvalidRequest,
+                format!("unknown resource type {other}"),
+            ))
+        }
     }
     let shared = &ctx.state.shared;
-    let current = shared
-        .metadata
-        .current()
-        .get(name)
-        .cloned()
-        .ok_or_else(|| AdminError::new(ResponseError::UnknownTopicOrPartition, format!("no topic '{name}'")))?;
+    let current = shared.metadata.current().get(name).cloned().ok_or_else(|| {
+        AdminError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("no topic '{name}'"),
+        )
+    })?;
     let overrides = new_overrides(&current.configs)?;
     validate_overrides(&overrides)?;
     if validate_only {
@@ -129,12 +148,19 @@ fn apply_incremental(
             }
             (OP_APPEND, Some(value)) => {
                 let mut items = list_items(overrides.get(name));
-                items.extend(list_items(Some(value)).into_iter().filter(|v| !overrides_contains(&overrides, name, v)));
+                items.extend(
+                    list_items(Some(value))
+                        .into_iter()
+                        .filter(|v| !overrides_contains(&overrides, name, v)),
+                );
                 overrides.insert(name.clone(), items.join(","));
             }
             (OP_SUBTRACT, Some(value)) => {
                 let remove = list_items(Some(value));
-                let items: Vec<String> = list_items(overrides.get(name)).into_iter().filter(|v| !remove.contains(v)).collect();
+                let items: Vec<String> = list_items(overrides.get(name))
+                    .into_iter()
+                    .filter(|v| !remove.contains(v))
+                    .collect();
                 overrides.insert(name.clone(), items.join(","));
             }
             (operation, _) => {
@@ -154,7 +180,13 @@ fn overrides_contains(overrides: &BTreeMap<String, String>, name: &str, item: &s
 
 fn list_items(value: Option<&String>) -> Vec<String> {
     value
-        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -171,13 +203,24 @@ mod tests {
         let changes = vec![
             ("retention.ms".to_string(), OP_DELETE, None),
             ("segment.bytes".to_string(), OP_SET, Some("2048".to_string())),
-            ("cleanup.policy".to_string(), OP_APPEND, Some("compact,delete".to_string())),
+            (
+                "cleanup.policy".to_string(),
+                OP_APPEND,
+                Some("compact,delete".to_string()),
+            ),
         ];
         let updated = apply_incremental(current, &changes).unwrap();
         assert_eq!(updated.get("retention.ms"), None);
         assert_eq!(updated.get("segment.bytes").map(String::as_str), Some("2048"));
-        assert_eq!(updated.get("cleanup.policy").map(String::as_str), Some("delete,compact"));
-        let subtract = vec![("cleanup.policy".to_string(), OP_SUBTRACT, Some("delete".to_string()))];
+        assert_eq!(
+            updated.get("cleanup.policy").map(String::as_str),
+            Some("delete,compact")
+        );
+        let subtract = vec![(
+            "cleanup.policy".to_string(),
+            OP_SUBTRACT,
+            Some("delete".to_string()),
+        )];
         let updated = apply_incremental(updated, &subtract).unwrap();
         assert_eq!(updated.get("cleanup.policy").map(String::as_str), Some("compact"));
         assert!(apply_incremental(BTreeMap::new(), &[("x".to_string(), 9, None)]).is_err());

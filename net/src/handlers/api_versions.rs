@@ -17,11 +17,18 @@ pub fn handle(version: i16) -> ApiVersionsResponse {
     };
     let api_keys = SUPPORTED_APIS
         .iter()
-        .map(|api| ApiVersion::default().with_api_key(api.key as i16).with_min_version(api.min).with_max_version(api.max))
+        .map(|api| {
+            ApiVersion::default()
+                .with_api_key(api.key as i16)
+                .with_min_version(api.min)
+                .with_max_version(api.max)
+        })
         .collect();
     // Feature fields stay at their defaults: they are tagged fields, and librdkafka 2.0.2 cannot
     // parse a response that writes them out (DESIGN.md, Compatibility).
-    ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(api_keys)
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
 }
 
 #[cfg(test)]
@@ -35,13 +42,17 @@ mod tests {
         let response = handle(9);
         assert_eq!(response.error_code, ResponseError::UnsupportedVersion.code());
         assert_eq!(response.api_keys.len(), SUPPORTED_APIS.len());
-        assert!(response.api_keys.iter().any(|a| a.api_key == ApiKey::Produce as i16 && a.min_version == 0));
+        assert!(response
+            .api_keys
+            .iter()
+            .any(|a| a.api_key == ApiKey::Produce as i16 && a.min_version == 0));
     }
 
     /// v3 answer with an empty tag section: librdkafka 2.0.2 reads exactly these bytes.
     #[test]
     fn v3_answer_writes_no_tagged_fields() {
-        let frame = encode_response(ApiKey::ApiVersions, 3, 7, &ResponseKind::ApiVersions(handle(3))).unwrap();
+        let frame =
+            encode_response(ApiKey::ApiVersions, 3, 7, &ResponseKind::ApiVersions(handle(3))).unwrap();
         // size(4) correlation id(4) — v0 response header, no tag section
         assert_eq!(&frame[4..8], &7i32.to_be_bytes());
         // error_code(2), then the compact array length (N+1 as an unsigned varint)

@@ -15,11 +15,11 @@ use crate::broker::{BrokerCtx, BrokerShared};
 use crate::config::TopicConfig;
 use crate::handlers::topic_admin::{validate_overrides, AdminError};
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, _version: i16) -> CreateTopicsResponse {
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let shared = &ctx.state.shared;
     let mut response = CreateTopicsResponse::default();
     for topic in &request.topics {
-        let result = match create(shared, topic, request.validate_only) {
+        let result = match create(shared, topic, request.validate_only, version) {
             Ok(created) => created,
             Err(e) => CreatableTopicResult::default()
                 .with_name(topic.name.clone())
@@ -33,7 +33,12 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, _version:
     response
 }
 
-fn create(shared: &BrokerShared, topic: &CreatableTopic, validate_only: bool) -> Result<CreatableTopicResult, AdminError> {
+fn create(
+    shared: &BrokerShared,
+    topic: &CreatableTopic,
+    validate_only: bool,
+    version: i16,
+) -> Result<CreatableTopicResult, AdminError> {
     let name = topic.name.as_str();
     validate_topic_name(name)?;
     let node_id = shared.node_id();
@@ -44,9 +49,16 @@ fn create(shared: &BrokerShared, topic: &CreatableTopic, validate_only: bool) ->
                 "give either assignments or num_partitions/replication_factor, not both",
             ));
         }
-        let foreign = topic.assignments.iter().flat_map(|a| &a.broker_ids).any(|b| b.0 != node_id);
+        let foreign = topic
+            .assignments
+            .iter()
+            .flat_map(|a| &a.broker_ids)
+            .any(|b| b.0 != node_id);
         if foreign {
-            return Err(AdminError::new(ResponseError::InvalidReplicaAssignment, "unknown broker in assignment"));
+            return Err(AdminError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "unknown broker in assignment",
+            ));
         }
         topic.assignments.len() as i32
     } else if topic.num_partitions == -1 {
@@ -55,10 +67,16 @@ fn create(shared: &BrokerShared, topic: &CreatableTopic, validate_only: bool) ->
         topic.num_partitions
     };
     if partition_count < 1 {
-        return Err(AdminError::new(ResponseError::InvalidPartitions, "partitions must be at least 1"));
+        return Err(AdminError::new(
+            ResponseError::InvalidPartitions,
+            "partitions must be at least 1",
+        ));
     }
-    let replication_factor =
-        if topic.replication_factor == -1 { shared.config.default_replication_factor } else { topic.replication_factor };
+    let replication_factor = if topic.replication_factor == -1 {
+        shared.config.default_replication_factor
+    } else {
+        topic.replication_factor
+    };
     if replication_factor != 1 {
         return Err(AdminError::new(
             ResponseError::InvalidReplicationFactor,
@@ -75,16 +93,25 @@ fn create(shared: &BrokerShared, topic: &CreatableTopic, validate_only: bool) ->
     let described = describe(&configs, shared);
     let id = if validate_only {
         if shared.metadata.current().get(name).is_some() {
-            return Err(AdminError::new(ResponseError::TopicAlreadyExists, format!("topic '{name}' already exists")));
+            return Err(AdminError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("topic '{name}' already exists"),
+            ));
         }
         [0u8; 16]
     } else {
-        let created = shared.metadata.create_topic(name, partition_count, replication_factor, configs)?;
+        let created = shared
+            .metadata
+            .create_topic(name, partition_count, replication_factor, configs)?;
         tracing::info!(topic = name, partitions = partition_count, "created topic");
         created.id
     };
-    Ok(CreatableTopicResult::default()
-        .with_name(topic.name.clone())
+    let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    // The effective configs are part of the answer from v5 on.
+    if version < 5 {
+        return Ok(result);
+    }
+    Ok(result
         .with_topic_id(uuid::Uuid::from_bytes(id))
         .with_num_partitions(partition_count)
         .with_replication_factor(replication_factor)

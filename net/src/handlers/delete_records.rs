@@ -2,7 +2,9 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use crate::broker::{on_owning_shards, BrokerCtx, TopicPartition};
@@ -17,13 +19,23 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> Delet
         .iter()
         .flat_map(|topic| {
             topic.partitions.iter().map(|p| {
-                (TopicPartition { topic: topic.name.to_string(), partition: p.partition_index }, p.offset)
+                (
+                    TopicPartition {
+                        topic: topic.name.to_string(),
+                        partition: p.partition_index,
+                    },
+                    p.offset,
+                )
             })
         })
         .collect();
     let results = on_owning_shards(ctx, items, |there, tp, offset| async move {
         let partition = there.state.partition(&tp).await?;
-        let offset = if offset == HIGH_WATERMARK { partition.high_watermark() } else { offset };
+        let offset = if offset == HIGH_WATERMARK {
+            partition.high_watermark()
+        } else {
+            offset
+        };
         Ok(partition.delete_records_before(offset).await?)
     })
     .await;

@@ -14,21 +14,37 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: 
     let shared = &ctx.state.shared;
     // v6 names topics in `topics` (by name or id); earlier versions in `topic_names`.
     let targets: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
-        request.topics.iter().map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)).collect()
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
+            .collect()
     } else {
-        request.topic_names.iter().map(|n| (Some(n.to_string()), uuid::Uuid::nil())).collect()
+        request
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.to_string()), uuid::Uuid::nil()))
+            .collect()
     };
     let mut response = DeleteTopicsResponse::default();
     for (name, id) in targets {
         let name = name.or_else(|| {
             let table = shared.metadata.current();
-            table.topics.values().find(|t| uuid::Uuid::from_bytes(t.id) == id).map(|t| t.name.clone())
+            table
+                .topics
+                .values()
+                .find(|t| uuid::Uuid::from_bytes(t.id) == id)
+                .map(|t| t.name.clone())
         });
         let outcome = match &name {
-            None => Err(AdminError::new(ResponseError::UnknownTopicId, format!("no topic has id {id}"))),
-            Some(_) if !shared.config.delete_topic_enable => {
-                Err(AdminError::new(ResponseError::TopicDeletionDisabled, "delete.topic.enable is false"))
-            }
+            None => Err(AdminError::new(
+                ResponseError::UnknownTopicId,
+                format!("no topic has id {id}"),
+            )),
+            Some(_) if !shared.config.delete_topic_enable => Err(AdminError::new(
+                ResponseError::TopicDeletionDisabled,
+                "delete.topic.enable is false",
+            )),
             Some(name) => shared.metadata.delete_topic(name).map_err(AdminError::from),
         };
         let result = DeletableTopicResult::default()
@@ -40,7 +56,9 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: 
                 tracing::info!(topic = topic.name, "deleted topic");
                 result.with_topic_id(uuid::Uuid::from_bytes(topic.id))
             }
-            Err(e) => result.with_error_code(e.code).with_error_message(Some(StrBytes::from_string(e.message))),
+            Err(e) => result
+                .with_error_code(e.code)
+                .with_error_message(Some(StrBytes::from_string(e.message))),
         };
         response.responses.push(result);
     }

@@ -31,28 +31,49 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeConfigsRequest, version: i16
                     entries
                         .into_iter()
                         .filter(|e| wanted(resource, &e.name))
-                        .map(|e| encode(e, request.include_synonyms, request.include_documentation, version))
+                        .map(|e| {
+                            encode(
+                                e,
+                                request.include_synonyms,
+                                request.include_documentation,
+                                version,
+                            )
+                        })
                         .collect(),
                 ),
-                Err((code, message)) => {
-                    result.with_error_code(code.code()).with_error_message(Some(StrBytes::from_string(message)))
-                }
+                Err((code, message)) => result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
             }
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn entries(shared: &BrokerShared, resource: &DescribeConfigsResource) -> Result<Vec<ConfigEntry>, (ResponseError, String)> {
+fn entries(
+    shared: &BrokerShared,
+    resource: &DescribeConfigsResource,
+) -> Result<Vec<ConfigEntry>, (ResponseError, String)> {
     let name = resource.resource_name.as_str();
     match resource.resource_type {
         RESOURCE_TOPIC => match shared.metadata.current().get(name) {
             Some(topic) => Ok(TopicConfig::describe(&topic.configs, &shared.config)),
-            None => Err((ResponseError::UnknownTopicOrPartition, format!("no topic '{name}'"))),
+            None => Err((
+                ResponseError::UnknownTopicOrPartition,
+                format!("no topic '{name}'"),
+            )),
         },
-        RESOURCE_BROKER if name.is_empty() || name == shared.node_id().to_string() => Ok(shared.config.describe()),
-        RESOURCE_BROKER => Err((ResponseError::InvalidRequest, format!("this broker is node {}", shared.node_id()))),
-        other => Err((ResponseError::InvalidRequest, format!("resource type {other} has no configs here"))),
+        RESOURCE_BROKER if name.is_empty() || name == shared.node_id().to_string() => {
+            Ok(shared.config.describe())
+        }
+        RESOURCE_BROKER => Err((
+            ResponseError::InvalidRequest,
+            format!("this broker is node {}", shared.node_id()),
+        )),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("resource type {other} has no configs here"),
+        )),
     }
 }
 
@@ -63,7 +84,12 @@ fn wanted(resource: &DescribeConfigsResource, name: &str) -> bool {
     }
 }
 
-fn encode(entry: ConfigEntry, synonyms: bool, documentation: bool, version: i16) -> DescribeConfigsResourceResult {
+fn encode(
+    entry: ConfigEntry,
+    synonyms: bool,
+    documentation: bool,
+    version: i16,
+) -> DescribeConfigsResourceResult {
     let synonyms = if synonyms {
         entry
             .synonyms
@@ -87,7 +113,9 @@ fn encode(entry: ConfigEntry, synonyms: bool, documentation: bool, version: i16)
         .with_synonyms(synonyms);
     if version >= 3 {
         let doc = documentation.then(|| StrBytes::from_static_str(entry.doc));
-        result.with_config_type(entry.config_type as i8).with_documentation(doc)
+        result
+            .with_config_type(entry.config_type as i8)
+            .with_documentation(doc)
     } else {
         result
     }

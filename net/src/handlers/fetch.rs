@@ -25,23 +25,44 @@ struct Wanted {
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchResponse {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let min_bytes = request.min_bytes.max(0) as usize;
-    let max_bytes = if version >= 3 { request.max_bytes.max(0) as usize } else { usize::MAX };
+    let max_bytes = if version >= 3 {
+        request.max_bytes.max(0) as usize
+    } else {
+        usize::MAX
+    };
     let wanted: Vec<(TopicPartition, Wanted)> = request
         .topics
         .iter()
         .flat_map(|topic| {
             topic.partitions.iter().map(|p| {
-                let tp = TopicPartition { topic: topic.topic.to_string(), partition: p.partition };
-                (tp, Wanted { offset: p.fetch_offset, max_bytes: p.partition_max_bytes.max(0) as usize })
+                let tp = TopicPartition {
+                    topic: topic.topic.to_string(),
+                    partition: p.partition,
+                };
+                (
+                    tp,
+                    Wanted {
+                        offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes.max(0) as usize,
+                    },
+                )
             })
         })
         .collect();
     loop {
         let results = read_all(ctx, &wanted).await;
         let any_error = results.iter().any(|(_, r)| r.is_err());
-        let bytes: usize = results.iter().filter_map(|(_, r)| r.as_ref().ok()).map(read_len).sum();
+        let bytes: usize = results
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .map(read_len)
+            .sum();
         let now = Instant::now();
-        if bytes >= min_bytes.max(1) || any_error || now >= deadline || ctx.state.shared.shutdown.is_triggered() {
+        if bytes >= min_bytes.max(1)
+            || any_error
+            || now >= deadline
+            || ctx.state.shared.shutdown.is_triggered()
+        {
             return respond(results, max_bytes, request.isolation_level);
         }
         wait_for_appends(ctx, &wanted, deadline).await;
@@ -72,15 +93,20 @@ async fn wait_for_appends(ctx: &Rc<BrokerCtx>, wanted: &[(TopicPartition, Wanted
         Box::pin(async move {
             let _ = ctx
                 .submit_to(owner_of(&tp, shard_count), move |there| async move {
-                    let Ok(partition) = there.state.partition(&tp).await else { return };
+                    let Ok(partition) = there.state.partition(&tp).await else {
+                        return;
+                    };
                     // Same thread as the appender: subscribe, then check, so no append is missed.
                     loop {
                         let appended = partition.appended();
                         if partition.high_watermark() > offset || Instant::now() >= deadline {
                             return;
                         }
-                        let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-                        if let Either::Right(_) = select(std::pin::pin!(appended), std::pin::pin!(timeout)).await {
+                        let timeout =
+                            glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
+                        if let Either::Right(_) =
+                            select(std::pin::pin!(appended), std::pin::pin!(timeout)).await
+                        {
                             return;
                         }
                     }

@@ -2,7 +2,9 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 
 use crate::broker::{on_owning_shards, BrokerCtx, TopicPartition};
@@ -11,13 +13,19 @@ use crate::errors::partition_error_code;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let items: Vec<(TopicPartition, i64)> = request
         .topics
         .iter()
         .flat_map(|topic| {
             topic.partitions.iter().map(|p| {
-                (TopicPartition { topic: topic.name.to_string(), partition: p.partition_index }, p.timestamp)
+                (
+                    TopicPartition {
+                        topic: topic.name.to_string(),
+                        partition: p.partition_index,
+                    },
+                    p.timestamp,
+                )
             })
         })
         .collect();
@@ -38,7 +46,8 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, _version: 
                 .with_partition_index(tp.partition)
                 .with_offset(offset)
                 .with_timestamp(timestamp)
-                .with_leader_epoch(0),
+                // Leader epochs exist from v4 on; earlier versions must leave the field unset.
+                .with_leader_epoch(if version >= 4 { 0 } else { -1 }),
             Err(e) => ListOffsetsPartitionResponse::default()
                 .with_partition_index(tp.partition)
                 .with_error_code(partition_error_code(&e))

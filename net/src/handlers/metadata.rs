@@ -21,13 +21,28 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16)
     let names: Option<Vec<String>> = match &request.topics {
         // v0 has no "all topics" null: an empty list means all.
         Some(topics) if version == 0 && topics.is_empty() => None,
-        Some(topics) => Some(topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.to_string())).collect()),
+        Some(topics) => Some(
+            topics
+                .iter()
+                .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+                .collect(),
+        ),
         None => None,
     };
-    let auto_create = shared.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
+    let auto_create =
+        shared.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
     let topics = match names {
-        None => shared.metadata.current().topics.values().map(|t| describe_topic(t, node_id)).collect(),
-        Some(names) => names.iter().map(|name| lookup_or_create(shared, name, auto_create, node_id)).collect(),
+        None => shared
+            .metadata
+            .current()
+            .topics
+            .values()
+            .map(|t| describe_topic(t, node_id))
+            .collect(),
+        Some(names) => names
+            .iter()
+            .map(|name| lookup_or_create(shared, name, auto_create, node_id))
+            .collect(),
     };
     let (host, port) = advertised(shared);
     MetadataResponse::default()
@@ -52,7 +67,12 @@ pub fn advertised(shared: &BrokerShared) -> (String, i32) {
     (listener.host.clone(), i32::from(listener.port))
 }
 
-fn lookup_or_create(shared: &BrokerShared, name: &str, auto_create: bool, node_id: BrokerId) -> MetadataResponseTopic {
+fn lookup_or_create(
+    shared: &BrokerShared,
+    name: &str,
+    auto_create: bool,
+    node_id: BrokerId,
+) -> MetadataResponseTopic {
     if let Some(topic) = shared.metadata.current().get(name) {
         return describe_topic(topic, node_id);
     }
@@ -61,7 +81,10 @@ fn lookup_or_create(shared: &BrokerShared, name: &str, auto_create: bool, node_i
     } else {
         let partitions = shared.config.num_partitions;
         let replication = shared.config.default_replication_factor;
-        match shared.metadata.create_topic(name, partitions, replication, Default::default()) {
+        match shared
+            .metadata
+            .create_topic(name, partitions, replication, Default::default())
+        {
             Ok(topic) => {
                 tracing::info!(topic = name, partitions, "auto-created topic");
                 return describe_topic(&topic, node_id);

@@ -29,14 +29,20 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16)
     let mut items = Vec::new();
     for topic in &request.topic_data {
         for partition in &topic.partition_data {
-            let tp = TopicPartition { topic: topic.name.to_string(), partition: partition.index };
+            let tp = TopicPartition {
+                topic: topic.name.to_string(),
+                partition: partition.index,
+            };
             items.push((tp, partition.records.clone()));
         }
     }
     let now_ms = now_ms();
     let results = on_owning_shards(ctx, items, move |there, tp, records| async move {
         let records = records.ok_or(PartitionAccessError::Log(
-            laminar_engine::partition::LogError::Batch(laminar_engine::log::batch::BatchError::Empty),
+            laminar_engine::partition::LogError::Batch(laminar_engine::log::batch::BatchError::NeedMore {
+                needed: laminar_engine::log::batch::HEADER_LEN,
+                available: 0,
+            }),
         ))?;
         let partition = there.state.partition(&tp).await?;
         let info = partition.append(records, now_ms).await?;
@@ -92,7 +98,11 @@ fn answer_all(request: &ProduceRequest, error_code: i16) -> ProduceResponse {
     let mut response = ProduceResponse::default();
     for topic in &request.topic_data {
         for partition in &topic.partition_data {
-            push_partition(&mut response, topic.name.as_str(), failed(partition.index, error_code));
+            push_partition(
+                &mut response,
+                topic.name.as_str(),
+                failed(partition.index, error_code),
+            );
         }
     }
     response
@@ -164,7 +174,7 @@ mod tests {
             panic!("acks=1 gets an answer");
         };
         let expected: &[u8] = &[
-            0, 0, 0, 37, // size
+            0, 0, 0, 41, // size
             0, 0, 0, 9, // correlation id
             0, 0, 0, 1, // topics
             0, 1, b't', // name

@@ -19,7 +19,10 @@ pub struct AdminError {
 
 impl AdminError {
     pub fn new(code: ResponseError, message: impl Into<String>) -> Self {
-        Self { code: code.code(), message: message.into() }
+        Self {
+            code: code.code(),
+            message: message.into(),
+        }
     }
 }
 
@@ -54,7 +57,9 @@ pub async fn push_configs(ctx: &Rc<BrokerCtx>, topic: &TopicMetadata) {
         if let Some(partition) = there.state.partitions.get(&tp.topic, tp.partition) {
             let table = there.state.shared.metadata.current();
             if let Some(topic) = table.get(&tp.topic) {
-                partition.set_config(there.state.shared.log_config_for(topic)).await;
+                partition
+                    .set_config(there.state.shared.log_config_for(topic))
+                    .await;
             }
         }
         Ok(())
@@ -82,7 +87,15 @@ where
     Fut: std::future::Future<Output = Result<(), PartitionAccessError>> + 'static,
 {
     let items = (0..topic.partition_count)
-        .map(|partition| (TopicPartition { topic: topic.name.clone(), partition }, ()))
+        .map(|partition| {
+            (
+                TopicPartition {
+                    topic: topic.name.clone(),
+                    partition,
+                },
+                (),
+            )
+        })
         .collect();
     on_owning_shards(ctx, items, move |there, tp, ()| work(there, tp)).await
 }

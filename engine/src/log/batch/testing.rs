@@ -132,12 +132,7 @@ impl BatchBuilder {
             put_varint(&mut body, rec.len() as i64);
             body.extend_from_slice(&rec);
         }
-        let max_delta = self
-            .records
-            .iter()
-            .map(|r| r.timestamp_delta)
-            .max()
-            .unwrap_or(0);
+        let max_delta = self.records.iter().map(|r| r.timestamp_delta).max().unwrap_or(0);
         let max_timestamp = if self.base_timestamp < 0 {
             self.base_timestamp
         } else {
