@@ -1,1 +1,22 @@
-//! Host checks and tuners, the disk probe and the systemd unit.
+//! Host checks and tuners, the disk probe and the systemd integration.
+//!
+//! - [`probe`]: start-up check for io_uring opcodes and locked memory ([`probe_host`]).
+//! - [`tune`]: `laminar tune` — kernel settings for a broker: [`check_all`], [`apply`],
+//!   [`render_table`], [`render_json`].
+//! - [`iotune`]: `laminar iotune` — measures the data disk and writes `iotune.json`.
+//! - [`sd_notify`]: readiness, watchdog and status messages to systemd.
+//!
+//! Everything here runs on one thread, outside the shards; nothing is shared.
+
+pub mod blockdev;
+mod ffi;
+pub mod hostfs;
+pub mod iotune;
+mod irq;
+pub mod probe;
+pub mod sd_notify;
+pub mod systemd_units;
+pub mod tune;
+
+pub use probe::{probe_host, probe_host_for, HostError, HostReport};
+pub use tune::{apply, check_all, render_json, render_table, TuneCheck, TuneOptions};
