@@ -3,7 +3,11 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "laminar", version, about = "Kafka-compatible streaming storage engine")]
+#[command(
+    name = "laminar",
+    version,
+    about = "Kafka-compatible streaming storage engine"
+)]
 enum Command {}
 
 fn main() {
