@@ -10,3 +10,4 @@ pub mod frame;
 pub mod handlers;
 mod maintenance;
 pub mod server;
+pub mod client;

@@ -1,0 +1,268 @@
+//! Record batches (RecordBatch v2, magic 2) on the client side: encoding with the
+//! `kafka-protocol` crate's encoder, and cheap walks over fetched bytes that read batch headers
+//! (and, for uncompressed batches, record values) without building a `Record` per record.
+//!
+//! Batch header layout (big-endian), 61 bytes before the records:
+//!
+//! | offset | size | field                                           |
+//! |-------:|-----:|-------------------------------------------------|
+//! |      0 |    8 | base offset                                     |
+//! |      8 |    4 | batch length (bytes after this field)           |
+//! |     12 |    4 | partition leader epoch                          |
+//! |     16 |    1 | magic (2)                                       |
+//! |     17 |    4 | CRC-32C of everything from attributes to the end |
+//! |     21 |    2 | attributes (bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control) |
+//! |     23 |    4 | last offset delta                               |
+//! |     27 |    8 | base timestamp                                  |
+//! |     35 |    8 | max timestamp                                   |
+//! |     43 |    8 | producer id                                     |
+//! |     51 |    2 | producer epoch                                  |
+//! |     53 |    4 | base sequence                                   |
+//! |     57 |    4 | record count                                    |
+//!
+//! Each record: length (zig-zag varint), attributes (i8), timestamp delta (varlong), offset delta
+//! (varint), key length (varint, -1 = null) and key, value length and value, header count and
+//! headers.
+
+use bytes::{Bytes, BytesMut};
+use indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+};
+
+use super::error::ClientError;
+
+/// Bytes of a v2 batch header, up to the first record.
+pub const BATCH_HEADER_BYTES: usize = 61;
+/// Bytes before the batch length field's end: base offset + batch length.
+const LOG_OVERHEAD_BYTES: usize = 12;
+
+/// A record to produce with no producer id, sequence or headers (a plain, non-idempotent
+/// producer). `offset` is the offset delta within the batch (0, 1, 2, …).
+///
+/// The crate's encoder starts a new batch whenever `offset - sequence` changes between records
+/// and derives the batch's base sequence from the first record, so the sequence runs one
+/// behind the offset: the records share one batch and its base sequence is -1 (none).
+pub fn plain_record(
+    offset: i64,
+    timestamp_ms: i64,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+        producer_id: NO_PRODUCER_ID,
+        producer_epoch: NO_PRODUCER_EPOCH,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        sequence: (offset as i32).wrapping_add(NO_SEQUENCE),
+        timestamp: timestamp_ms,
+        key,
+        value,
+        headers: IndexMap::new(),
+    }
+}
+
+/// Appends `records` to `out` as one v2 batch per run of compatible records (plain records make
+/// exactly one batch), compressed with `compression`.
+pub fn encode_batch(
+    out: &mut BytesMut,
+    records: &[Record],
+    compression: Compression,
+) -> Result<(), ClientError> {
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(out, records, &options)
+        .map_err(|error| ClientError::Records(format!("encode: {error}")))
+}
+
+/// Decodes every whole batch in `records` (a trailing partial batch, which a fetch may return,
+/// is ignored), decompressing as needed. Allocates per record: use [`batches`] or
+/// [`for_each_value`] on hot paths.
+pub fn decode_records(records: &Bytes) -> Result<Vec<Record>, ClientError> {
+    let whole = records.slice(..whole_batches_len(records)?);
+    let mut buf = whole;
+    let mut decoded = Vec::new();
+    while !buf.is_empty() {
+        let set = RecordBatchDecoder::decode(&mut buf)
+            .map_err(|error| ClientError::Records(format!("decode: {error}")))?;
+        decoded.extend(set.records);
+    }
+    Ok(decoded)
+}
+
+/// A view of one whole batch inside fetched bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchView<'a> {
+    /// The whole batch, header included.
+    pub bytes: &'a [u8],
+}
+
+impl<'a> BatchView<'a> {
+    fn i64_at(&self, at: usize) -> i64 {
+        i64::from_be_bytes(self.bytes[at..at + 8].try_into().expect("8 bytes"))
+    }
+    fn i32_at(&self, at: usize) -> i32 {
+        i32::from_be_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes"))
+    }
+    /// Offset of the first record.
+    pub fn base_offset(&self) -> i64 {
+        self.i64_at(0)
+    }
+    /// Offset of the last record.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset() + i64::from(self.i32_at(23))
+    }
+    /// Records in the batch, as the header says.
+    pub fn record_count(&self) -> i32 {
+        self.i32_at(57)
+    }
+    /// Timestamp of the first record (ms).
+    pub fn base_timestamp(&self) -> i64 {
+        self.i64_at(27)
+    }
+    /// The compression codec bits of the attributes.
+    pub fn compression(&self) -> Result<Compression, ClientError> {
+        Ok(match self.bytes[22] & 0x7 {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => return Err(ClientError::Records(format!("unknown codec {other}"))),
+        })
+    }
+    /// Whether the CRC-32C in the header matches the batch.
+    pub fn crc_is_valid(&self) -> bool {
+        let stored = u32::from_be_bytes(self.bytes[17..21].try_into().expect("4 bytes"));
+        crc32c::crc32c(&self.bytes[21..]) == stored
+    }
+    /// The record bytes after the header (compressed if the batch is).
+    pub fn records(&self) -> &'a [u8] {
+        &self.bytes[BATCH_HEADER_BYTES..]
+    }
+}
+
+/// Iterates the whole v2 batches at the start of `records`; stops before a trailing partial
+/// batch. A batch with an impossible length or magic is an error ("bad bytes"), a short tail is
+/// not ("need more bytes").
+pub fn batches(records: &[u8]) -> Batches<'_> {
+    Batches { rest: records }
+}
+
+/// See [`batches`].
+#[derive(Debug, Clone)]
+pub struct Batches<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Batches<'a> {
+    type Item = Result<BatchView<'a>, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.len() < LOG_OVERHEAD_BYTES {
+            return None;
+        }
+        let length = i32::from_be_bytes(self.rest[8..12].try_into().expect("4 bytes"));
+        let body_min = (BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES) as i32;
+        if length < body_min {
+            self.rest = &[];
+            return Some(Err(ClientError::Records(format!(
+                "batch length {length} is below the header size {body_min}"
+            ))));
+        }
+        let total = LOG_OVERHEAD_BYTES + length as usize;
+        if self.rest.len() < total {
+            return None;
+        }
+        let (batch, rest) = self.rest.split_at(total);
+        self.rest = rest;
+        if batch[16] != 2 {
+            self.rest = &[];
+            return Some(Err(ClientError::Records(format!(
+                "batch magic {} is not 2",
+                batch[16]
+            ))));
+        }
+        Some(Ok(BatchView { bytes: batch }))
+    }
+}
+
+fn whole_batches_len(records: &[u8]) -> Result<usize, ClientError> {
+    let mut len = 0;
+    for batch in batches(records) {
+        len += batch?.bytes.len();
+    }
+    Ok(len)
+}
+
+/// Calls `visit(offset, value)` for each record of `batch` (None for a null value). Uncompressed
+/// batches are walked in place; compressed ones are decoded with the crate's decoder.
+pub fn for_each_value(
+    batch: BatchView<'_>,
+    mut visit: impl FnMut(i64, Option<&[u8]>),
+) -> Result<(), ClientError> {
+    if batch.compression()? != Compression::None {
+        let mut bytes = Bytes::copy_from_slice(batch.bytes);
+        let set = RecordBatchDecoder::decode(&mut bytes)
+            .map_err(|error| ClientError::Records(format!("decode: {error}")))?;
+        for record in &set.records {
+            visit(record.offset, record.value.as_deref());
+        }
+        return Ok(());
+    }
+    let mut rest = batch.records();
+    for _ in 0..batch.record_count() {
+        let length = read_varint(&mut rest)?;
+        let length = usize::try_from(length)
+            .map_err(|_| ClientError::Records(format!("negative record length {length}")))?;
+        if rest.len() < length {
+            return Err(ClientError::Records("record overruns its batch".into()));
+        }
+        let (mut record, after) = rest.split_at(length);
+        rest = after;
+        record = record.get(1..).unwrap_or_default(); // attributes
+        let _timestamp_delta = read_varint(&mut record)?;
+        let offset_delta = read_varint(&mut record)?;
+        let _key = read_bytes(&mut record)?;
+        let value = read_bytes(&mut record)?;
+        visit(batch.base_offset() + offset_delta, value);
+    }
+    Ok(())
+}
+
+fn read_varint(buf: &mut &[u8]) -> Result<i64, ClientError> {
+    let mut raw: u64 = 0;
+    for (index, byte) in buf.iter().enumerate().take(10) {
+        raw |= u64::from(byte & 0x7f) << (7 * index);
+        if byte & 0x80 == 0 {
+            *buf = &buf[index + 1..];
+            return Ok((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    Err(ClientError::Records("truncated or overlong varint".into()))
+}
+
+fn read_bytes<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, ClientError> {
+    let length = read_varint(buf)?;
+    if length < 0 {
+        return Ok(None);
+    }
+    let length = length as usize;
+    if buf.len() < length {
+        return Err(ClientError::Records("field overruns its record".into()));
+    }
+    let (bytes, rest) = buf.split_at(length);
+    *buf = rest;
+    Ok(Some(bytes))
+}
+
+#[cfg(test)]
+#[path = "records_tests.rs"]
+mod tests;
