@@ -54,7 +54,9 @@ async fn scan<F: StorageFile>(
                     None
                 };
                 let relative = header.base_offset - base_offset;
-                let in_order = header.base_offset >= meta.next_offset
+                // Offsets are contiguous; the base offset is outside the CRC, so this is
+                // what catches a damaged one.
+                let in_order = header.base_offset == meta.next_offset
                     && (0..=u32::MAX as i64).contains(&relative)
                     && expected.is_none_or(|r| r as i64 == relative);
                 if !in_order {

@@ -1,0 +1,253 @@
+//! Randomised model test: thousands of operations on a `Partition` over `FaultyStorage`,
+//! checked against a plain `Vec` of batches. Seed from `LAMINAR_SEED` (printed on failure).
+
+use bytes::Bytes;
+use futures::executor::block_on;
+use laminar_engine::io::{CrashMode, FaultyStorage};
+use laminar_engine::log::batch::testing::BatchBuilder;
+use laminar_engine::log::batch::{self, BatchHeader};
+use laminar_engine::partition::{LogConfig, Partition};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+struct Model {
+    /// Batches as the log must return them (base offset and leader epoch patched).
+    batches: Vec<Vec<u8>>,
+    log_start: i64,
+    /// Offsets below this were acknowledged durable.
+    synced: i64,
+}
+
+impl Model {
+    fn end(&self) -> i64 {
+        self.batches
+            .last()
+            .map_or(self.log_start, |b| header(b).next_offset())
+    }
+    fn index_of(&self, offset: i64) -> usize {
+        self.batches
+            .partition_point(|b| header(b).next_offset() <= offset)
+    }
+    fn truncate_at_offset(&mut self, end: i64) {
+        self.batches.retain(|b| header(b).base_offset < end);
+        assert!(
+            self.end() == end || self.batches.is_empty(),
+            "cut at a batch boundary"
+        );
+    }
+}
+
+fn header(b: &[u8]) -> BatchHeader {
+    batch::validate(b, usize::MAX).unwrap()
+}
+
+fn random_batch(rng: &mut StdRng, now: i64) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(now - rng.gen_range(0..1000));
+    for i in 0..rng.gen_range(1..6) {
+        let value: Vec<u8> = (0..rng.gen_range(0..300)).map(|_| rng.gen()).collect();
+        builder = builder.record(Some(b"key"), Some(&value), i);
+    }
+    builder.build()
+}
+
+fn config(rng: &mut StdRng) -> LogConfig {
+    LogConfig {
+        segment_bytes: rng.gen_range(600..4000),
+        segment_ms: 60_000,
+        retention_ms: 3_600_000,
+        retention_bytes: if rng.gen_bool(0.5) {
+            rng.gen_range(2000..20_000)
+        } else {
+            -1
+        },
+        index_interval_bytes: rng.gen_range(0..600),
+        ..LogConfig::default()
+    }
+}
+
+async fn check_read(p: &Partition<FaultyStorage>, model: &Model, rng: &mut StdRng) {
+    let (start, end) = (model.log_start, model.end());
+    assert_eq!((p.log_start_offset(), p.log_end_offset()), (start, end));
+    let offset = rng.gen_range(start..=end);
+    let max_bytes = rng.gen_range(1..3000);
+    let min_one = rng.gen_bool(0.7);
+    let got = p.read(offset, max_bytes, min_one).await.unwrap().data;
+    if offset == end {
+        assert!(got.is_empty());
+        return;
+    }
+    let first = model.index_of(offset);
+    for (i, data) in got.iter().enumerate() {
+        assert_eq!(
+            &data[..],
+            &model.batches[first + i][..],
+            "batch {} of read at {offset}",
+            i
+        );
+    }
+    let total: usize = got.iter().map(Bytes::len).sum();
+    assert!(
+        total <= max_bytes || (got.len() == 1 && min_one),
+        "read respects max_bytes"
+    );
+    if min_one {
+        assert!(!got.is_empty(), "min_one_batch returns a batch at {offset}");
+    }
+    assert!(p.read(end + 1, 10, true).await.is_err());
+}
+
+async fn run(seed: u64, ops: usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let storage = FaultyStorage::new(seed);
+    let dir = PathBuf::from("/logs/model-0");
+    let mut cfg = config(&mut rng);
+    let open = |cfg: LogConfig| {
+        let storage = Rc::new(storage.clone());
+        let dir = dir.clone();
+        async move { Partition::open(storage, dir, cfg).await.unwrap() }
+    };
+    let mut p = open(cfg.clone()).await;
+    let mut model = Model {
+        batches: Vec::new(),
+        log_start: 0,
+        synced: 0,
+    };
+    let mut now: i64 = 1_700_000_000_000;
+    for _ in 0..ops {
+        now += rng.gen_range(0..2_000);
+        let op = rng.gen_range(0..100);
+        if std::env::var("LAMINAR_MODEL_TRACE").is_ok() {
+            eprintln!(
+                "op {op} start {} end {} synced {}",
+                model.log_start,
+                model.end(),
+                model.synced
+            );
+        }
+        match op {
+            0..=39 => {
+                let batches: Vec<Vec<u8>> = (0..rng.gen_range(1..4))
+                    .map(|_| random_batch(&mut rng, now))
+                    .collect();
+                let info = p.append(Bytes::from(batches.concat()), now).await.unwrap();
+                assert_eq!(info.base_offset, model.end());
+                let mut next = info.base_offset;
+                for mut b in batches {
+                    batch::set_base_offset(&mut b, next);
+                    batch::set_partition_leader_epoch(&mut b, 0);
+                    next = header(&b).next_offset();
+                    model.batches.push(b);
+                }
+                assert_eq!(info.last_offset + 1, next);
+            }
+            40..=64 => check_read(&p, &model, &mut rng).await,
+            65..=72 => {
+                p.flush().await.unwrap();
+                model.synced = model.end();
+            }
+            73..=77 => {
+                let outcome = p.apply_retention(now).await.unwrap();
+                let start = outcome.log_start_offset;
+                assert!(start >= model.log_start && start <= model.end());
+                let gone = model.index_of(start);
+                let at_boundary = gone == model.batches.len()
+                    || header(&model.batches[gone]).base_offset == start;
+                assert!(
+                    start == model.log_start || at_boundary,
+                    "whole segments only"
+                );
+                model.batches.drain(..gone);
+                model.log_start = start;
+            }
+            78..=80 => {
+                let offset = rng.gen_range(model.log_start..=model.end());
+                let moved = offset > model.log_start;
+                let start = p.delete_records_before(offset).await.unwrap();
+                assert_eq!(start, offset.max(model.log_start));
+                model.batches.drain(..model.index_of(start));
+                model.log_start = start;
+                if moved {
+                    // The new start offset is only persisted behind a sync of the log.
+                    model.synced = model.end();
+                }
+            }
+            81..=83 => {
+                let first = model.index_of(model.log_start);
+                let candidates: Vec<i64> = model.batches[first..]
+                    .iter()
+                    .map(|b| header(b).base_offset)
+                    .filter(|&o| o >= model.log_start)
+                    .chain([model.end()])
+                    .collect();
+                let to = candidates[rng.gen_range(0..candidates.len())];
+                p.truncate_to(to).await.unwrap();
+                model.truncate_at_offset(to);
+                model.synced = model.synced.min(to);
+            }
+            84..=89 => {
+                p.close().await.unwrap();
+                if rng.gen_bool(0.3) {
+                    cfg = config(&mut rng);
+                }
+                p = open(cfg.clone()).await;
+                model.synced = model.end();
+            }
+            90..=95 => {
+                drop(p);
+                let mode = [
+                    CrashMode::LoseUnsynced,
+                    CrashMode::TornTail,
+                    CrashMode::TornTailWithGarbage,
+                ][rng.gen_range(0..3)];
+                storage.crash(mode);
+                p = open(cfg.clone()).await;
+                let end = p.log_end_offset();
+                assert!(
+                    end >= model.synced,
+                    "crash lost synced data: end {end} < {}",
+                    model.synced
+                );
+                assert!(end <= model.end());
+                model.truncate_at_offset(end);
+                model.synced = end;
+            }
+            _ => {
+                let fresh = LogConfig {
+                    segment_bytes: rng.gen_range(600..4000),
+                    ..cfg.clone()
+                };
+                p.set_config(fresh.clone()).await;
+                cfg = fresh;
+            }
+        }
+    }
+    check_read(&p, &model, &mut rng).await;
+    let mut offset = model.log_start;
+    let mut seen = Vec::new();
+    while offset < model.end() {
+        let got = p.read(offset, 1 << 20, true).await.unwrap().data;
+        offset = header(got.last().unwrap()).next_offset();
+        seen.extend(got);
+    }
+    let first = model.index_of(model.log_start);
+    assert_eq!(seen.len(), model.batches.len() - first);
+}
+
+#[test]
+fn log_matches_model() {
+    let seed = std::env::var("LAMINAR_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    let ops = std::env::var("LAMINAR_MODEL_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    let result = std::panic::catch_unwind(|| block_on(run(seed, ops)));
+    if let Err(panic) = result {
+        eprintln!("log_matches_model failed: rerun with LAMINAR_SEED={seed}");
+        std::panic::resume_unwind(panic);
+    }
+}
