@@ -70,7 +70,13 @@ pub fn default_binary() -> PathBuf {
         .to_path_buf();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .map(|dir| if dir.is_absolute() { dir } else { workspace_root.join(dir) })
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root.join(dir)
+            }
+        })
         .unwrap_or_else(|| workspace_root.join("target"));
     target_dir.join("debug").join("laminar")
 }
@@ -98,7 +104,14 @@ impl Broker {
             .tempdir()
             .context("creating the broker's temporary directory")?;
         fs::create_dir(root.path().join("data")).context("creating the data directory")?;
-        let mut broker = Broker { options, binary, port: free_loopback_port()?, root, child: None, starts: 0 };
+        let mut broker = Broker {
+            options,
+            binary,
+            port: free_loopback_port()?,
+            root,
+            child: None,
+            starts: 0,
+        };
         broker.spawn_and_wait()?;
         Ok(broker)
     }
@@ -157,7 +170,10 @@ impl Broker {
         // another process.
         let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
         if rc != 0 {
-            bail!("SIGTERM to broker {pid} failed: {}", std::io::Error::last_os_error());
+            bail!(
+                "SIGTERM to broker {pid} failed: {}",
+                std::io::Error::last_os_error()
+            );
         }
         let deadline = Instant::now() + self.options.shutdown_timeout;
         loop {
@@ -206,7 +222,11 @@ impl Broker {
             ("log.dirs", self.data_dir().display().to_string()),
             ("laminar.cores", self.options.cores.to_string()),
         ];
-        let extra = self.options.overrides.iter().map(|(k, v)| (k.as_str(), v.clone()));
+        let extra = self
+            .options
+            .overrides
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()));
         for (key, value) in harness.iter().map(|(k, v)| (*k, v.clone())).chain(extra) {
             args.push("--override".into());
             args.push(format!("{key}={value}"));
@@ -215,7 +235,10 @@ impl Broker {
     }
 
     fn spawn_and_wait(&mut self) -> Result<()> {
-        assert!(self.child.is_none(), "spawn_and_wait with a broker still running");
+        assert!(
+            self.child.is_none(),
+            "spawn_and_wait with a broker still running"
+        );
         self.starts += 1;
         let log = File::create(self.log_path(self.starts)).context("creating the stderr log")?;
         let args = self.command_line();
@@ -282,7 +305,10 @@ fn check_runnable(binary: &Path) -> Result<()> {
         )
     })?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        bail!("{} is not an executable file (set {BINARY_ENV} to the laminar binary)", binary.display());
+        bail!(
+            "{} is not an executable file (set {BINARY_ENV} to the laminar binary)",
+            binary.display()
+        );
     }
     Ok(())
 }
@@ -312,13 +338,17 @@ fn probe_api_versions(addr: SocketAddr) -> Result<()> {
     frame.extend_from_slice(&body);
     stream.write_all(&frame)?;
     let mut size = [0u8; 4];
-    stream.read_exact(&mut size).context("reading the ApiVersions response size")?;
+    stream
+        .read_exact(&mut size)
+        .context("reading the ApiVersions response size")?;
     let size = i32::from_be_bytes(size);
     if !(6..=1 << 20).contains(&size) {
         bail!("ApiVersions response size {size} is implausible");
     }
     let mut response = vec![0u8; size as usize];
-    stream.read_exact(&mut response).context("reading the ApiVersions response")?;
+    stream
+        .read_exact(&mut response)
+        .context("reading the ApiVersions response")?;
     let correlation_id = i32::from_be_bytes(response[0..4].try_into().expect("4 bytes"));
     let error_code = i16::from_be_bytes(response[4..6].try_into().expect("2 bytes"));
     if correlation_id != CORRELATION_ID || error_code != 0 {
@@ -335,7 +365,13 @@ fn read_tail(path: &Path) -> std::io::Result<String> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    Ok(if start > 0 { format!("[...]{text}") } else if text.is_empty() { "<empty>".into() } else { text })
+    Ok(if start > 0 {
+        format!("[...]{text}")
+    } else if text.is_empty() {
+        "<empty>".into()
+    } else {
+        text
+    })
 }
 
 fn set_parent_death_signal(command: &mut Command) {
@@ -365,15 +401,24 @@ mod tests {
     }
 
     fn options(binary: PathBuf) -> BrokerOptions {
-        BrokerOptions { binary: Some(binary), startup_timeout: Duration::from_secs(2), ..Default::default() }
+        BrokerOptions {
+            binary: Some(binary),
+            startup_timeout: Duration::from_secs(2),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn missing_binary_is_named_with_the_fix() {
-        let err = Broker::start(options("/nonexistent/laminar".into())).err().expect("must fail");
+        let err = Broker::start(options("/nonexistent/laminar".into()))
+            .err()
+            .expect("must fail");
         let text = format!("{err:#}");
         assert!(text.contains("/nonexistent/laminar"), "{text}");
-        assert!(text.contains("cargo build") && text.contains(BINARY_ENV), "{text}");
+        assert!(
+            text.contains("cargo build") && text.contains(BINARY_ENV),
+            "{text}"
+        );
     }
 
     #[test]
@@ -384,7 +429,10 @@ mod tests {
         let text = format!("{err:#}");
         assert!(text.contains("exit status: 3"), "{text}");
         // The stderr quote proves the harness passed the agreed command line.
-        assert!(text.contains("bad config: broker --override listeners=PLAINTEXT://127.0.0.1:"), "{text}");
+        assert!(
+            text.contains("bad config: broker --override listeners=PLAINTEXT://127.0.0.1:"),
+            "{text}"
+        );
         assert!(text.contains("--override laminar.cores=2"), "{text}");
     }
 
@@ -396,7 +444,10 @@ mod tests {
         let err = Broker::start(options(bin)).err().expect("must fail");
         let text = format!("{err:#}");
         assert!(started.elapsed() < Duration::from_secs(10));
-        assert!(text.contains("did not answer ApiVersions") && text.contains("starting"), "{text}");
+        assert!(
+            text.contains("did not answer ApiVersions") && text.contains("starting"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -406,7 +457,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let responder = dir.path().join("responder.py");
         fs::write(&responder, RESPONDER_PY).unwrap();
-        let bin = script(dir.path(), "laminar", &format!("exec python3 {} \"$@\"", responder.display()));
+        let bin = script(
+            dir.path(),
+            "laminar",
+            &format!("exec python3 {} \"$@\"", responder.display()),
+        );
         let mut broker = Broker::start(options(bin)).expect("fake broker starts");
         assert!(broker.bootstrap().starts_with("127.0.0.1:"));
         assert!(broker.data_dir().is_dir());

@@ -51,7 +51,12 @@ pub fn sample_records(count: usize) -> Vec<TestRecord> {
                 headers.push(("nullable".to_string(), None));
                 headers.push(("index".to_string(), Some(vec![0, 1, 2, 0xff])));
             }
-            TestRecord { key, value, headers, timestamp_ms: BASE_TIMESTAMP_MS + (i as i64) * 1000 }
+            TestRecord {
+                key,
+                value,
+                headers,
+                timestamp_ms: BASE_TIMESTAMP_MS + (i as i64) * 1000,
+            }
         })
         .collect()
 }
@@ -68,22 +73,34 @@ pub fn client_config(bootstrap: &str) -> ClientConfig {
 }
 
 pub fn admin_client(bootstrap: &str) -> Result<AdminClient<DefaultClientContext>> {
-    client_config(bootstrap).create().context("creating an AdminClient")
+    client_config(bootstrap)
+        .create()
+        .context("creating an AdminClient")
 }
 
 pub fn admin_options() -> AdminOptions {
-    AdminOptions::new().operation_timeout(Some(OP_TIMEOUT)).request_timeout(Some(OP_TIMEOUT))
+    AdminOptions::new()
+        .operation_timeout(Some(OP_TIMEOUT))
+        .request_timeout(Some(OP_TIMEOUT))
 }
 
 /// Creates one topic with replication factor 1 and fails with the broker's error code if the
 /// broker refuses.
-pub async fn create_topic(bootstrap: &str, name: &str, partitions: i32, configs: &[(&str, &str)]) -> Result<()> {
+pub async fn create_topic(
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> Result<()> {
     let admin = admin_client(bootstrap)?;
     let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
     for (key, value) in configs {
         topic = topic.set(key, value);
     }
-    let results = admin.create_topics([&topic], &admin_options()).await.context("CreateTopics")?;
+    let results = admin
+        .create_topics([&topic], &admin_options())
+        .await
+        .context("CreateTopics")?;
     for result in results {
         if let Err((topic, code)) = result {
             bail!("CreateTopics {topic}: broker answered {code:?}");
@@ -108,9 +125,14 @@ pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Result<FutureProduce
 }
 
 fn owned_headers(headers: &[(String, Option<Vec<u8>>)]) -> OwnedHeaders {
-    headers.iter().fold(OwnedHeaders::new(), |acc, (key, value)| {
-        acc.insert(Header { key: key.as_str(), value: value.as_deref() })
-    })
+    headers
+        .iter()
+        .fold(OwnedHeaders::new(), |acc, (key, value)| {
+            acc.insert(Header {
+                key: key.as_str(),
+                value: value.as_deref(),
+            })
+        })
 }
 
 /// Sends every record to one partition, all in flight at once, and returns the offsets the
@@ -135,10 +157,17 @@ pub async fn produce_all(
         producer.send(record, OP_TIMEOUT)
     });
     let mut offsets = Vec::with_capacity(records.len());
-    for (i, delivery) in futures::future::join_all(sends).await.into_iter().enumerate() {
+    for (i, delivery) in futures::future::join_all(sends)
+        .await
+        .into_iter()
+        .enumerate()
+    {
         match delivery {
             Ok(delivery) => {
-                assert_eq!(delivery.partition, partition, "record {i} delivered to another partition");
+                assert_eq!(
+                    delivery.partition, partition,
+                    "record {i} delivered to another partition"
+                );
                 offsets.push(delivery.offset);
             }
             Err((err, _)) => bail!("produce of record {i} to {topic}/{partition} failed: {err}"),
@@ -181,7 +210,10 @@ pub fn poll_records(consumer: &BaseConsumer, count: usize) -> Result<Vec<Consume
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
         if Instant::now() >= deadline {
-            bail!("only {} of {count} records arrived within {OP_TIMEOUT:?}", out.len());
+            bail!(
+                "only {} of {count} records arrived within {OP_TIMEOUT:?}",
+                out.len()
+            );
         }
         match consumer.poll(Duration::from_millis(200)) {
             None => {}
@@ -194,11 +226,18 @@ pub fn poll_records(consumer: &BaseConsumer, count: usize) -> Result<Vec<Consume
                     value: message.payload().map(<[u8]>::to_vec),
                     headers: message
                         .headers()
-                        .map(|h| h.iter().map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec))).collect())
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                .collect()
+                        })
                         .unwrap_or_default(),
                     timestamp_ms: match message.timestamp() {
                         Timestamp::CreateTime(ms) => ms,
-                        other => bail!("record at offset {} has timestamp {other:?}", message.offset()),
+                        other => bail!(
+                            "record at offset {} has timestamp {other:?}",
+                            message.offset()
+                        ),
                     },
                 },
             }),
@@ -209,14 +248,21 @@ pub fn poll_records(consumer: &BaseConsumer, count: usize) -> Result<Vec<Consume
 
 /// Asserts that `consumed` is exactly `expected`, at consecutive offsets from `first_offset`,
 /// naming the first field that differs.
-pub fn assert_records_match(expected: &[TestRecord], consumed: &[ConsumedRecord], first_offset: i64) {
+pub fn assert_records_match(
+    expected: &[TestRecord],
+    consumed: &[ConsumedRecord],
+    first_offset: i64,
+) {
     assert_eq!(consumed.len(), expected.len(), "record count");
     for (i, (want, got)) in expected.iter().zip(consumed).enumerate() {
         assert_eq!(got.offset, first_offset + i as i64, "offset of record {i}");
         assert_eq!(got.record.key, want.key, "key of record {i}");
         assert_eq!(got.record.value, want.value, "value of record {i}");
         assert_eq!(got.record.headers, want.headers, "headers of record {i}");
-        assert_eq!(got.record.timestamp_ms, want.timestamp_ms, "timestamp of record {i}");
+        assert_eq!(
+            got.record.timestamp_ms, want.timestamp_ms,
+            "timestamp of record {i}"
+        );
     }
 }
 
@@ -231,5 +277,9 @@ pub fn watermarks(consumer: &BaseConsumer, topic: &str, partition: i32) -> Resul
 pub fn unique_topic(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -13,7 +13,9 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 /// One blocking connection. Owned by one test thread.
 pub struct WireConnection {
@@ -38,7 +40,10 @@ impl WireConnection {
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(WireConnection { stream, next_correlation_id: 1 })
+        Ok(WireConnection {
+            stream,
+            next_correlation_id: 1,
+        })
     }
 
     /// Writes bytes as they are: no size prefix is added.
@@ -49,16 +54,28 @@ impl WireConnection {
     /// Sends a request and decodes its response; fails on a correlation id mismatch.
     pub fn request<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
         let correlation_id = self.send(request, version)?;
-        let mut frame = self.read_frame()?.context("connection closed before the response")?;
+        let mut frame = self
+            .read_frame()?
+            .context("connection closed before the response")?;
         let header_version = R::Response::header_version(version);
         let header = kafka_protocol::messages::ResponseHeader::decode(&mut frame, header_version)?;
         if header.correlation_id != correlation_id {
-            bail!("response correlation id {} for request {correlation_id}", header.correlation_id);
+            bail!(
+                "response correlation id {} for request {correlation_id}",
+                header.correlation_id
+            );
         }
-        let response = R::Response::decode(&mut frame, version)
-            .with_context(|| format!("decoding {} v{version} response", std::any::type_name::<R::Response>()))?;
+        let response = R::Response::decode(&mut frame, version).with_context(|| {
+            format!(
+                "decoding {} v{version} response",
+                std::any::type_name::<R::Response>()
+            )
+        })?;
         if frame.has_remaining() {
-            bail!("{} bytes left after the v{version} response", frame.remaining());
+            bail!(
+                "{} bytes left after the v{version} response",
+                frame.remaining()
+            );
         }
         Ok(response)
     }
@@ -94,7 +111,9 @@ impl WireConnection {
             bail!("response frame size {size}");
         }
         let mut payload = vec![0u8; size as usize];
-        self.stream.read_exact(&mut payload).context("reading a frame payload")?;
+        self.stream
+            .read_exact(&mut payload)
+            .context("reading a frame payload")?;
         Ok(Some(Bytes::from(payload)))
     }
 
@@ -107,7 +126,9 @@ impl WireConnection {
             match self.stream.peek(&mut first) {
                 Ok(0) => break Reaction::Closed,
                 Ok(_) => break Reaction::Frame(self.read_frame()?.context("EOF inside a frame")?),
-                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) =>
+                {
                     break Reaction::Closed
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -119,7 +140,8 @@ impl WireConnection {
                 Err(e) => return Err(e).context("waiting for the broker's reaction"),
             }
         };
-        self.stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))?;
         Ok(result)
     }
 
@@ -151,7 +173,14 @@ pub fn record_batch(values: &[&[u8]], timestamp_ms: i64) -> Result<Bytes> {
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )?;
     Ok(buf.freeze())
 }
 
@@ -170,23 +199,34 @@ pub fn produce(
     batch: Bytes,
     acks: i16,
 ) -> Result<PartitionProduceResponse> {
-    let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
-        TopicProduceData::default().with_name(TopicName(StrBytes::from_string(topic.to_string()))).with_partition_data(
-            vec![PartitionProduceData::default().with_index(partition).with_records(Some(batch))],
-        ),
-    ]);
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]);
     let response = conn.request(&request, 8)?;
     let [topic_response] = &response.responses[..] else {
         bail!("produce response has {} topics", response.responses.len());
     };
     let [partition_response] = &topic_response.partition_responses[..] else {
-        bail!("produce response has {} partitions", topic_response.partition_responses.len());
+        bail!(
+            "produce response has {} partitions",
+            topic_response.partition_responses.len()
+        );
     };
     Ok(partition_response.clone())
 }
 
 /// Fetch v11 (the newest non-flexible version) of one partition from `offset`, without waiting.
-pub fn fetch(conn: &mut WireConnection, topic: &str, partition: i32, offset: i64) -> Result<FetchPartitionData> {
+pub fn fetch(
+    conn: &mut WireConnection,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<FetchPartitionData> {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(0)
@@ -207,13 +247,18 @@ pub fn fetch(conn: &mut WireConnection, topic: &str, partition: i32, offset: i64
         bail!("fetch response has {} topics", response.responses.len());
     };
     let [partition_response] = &topic_response.partitions[..] else {
-        bail!("fetch response has {} partitions", topic_response.partitions.len());
+        bail!(
+            "fetch response has {} partitions",
+            topic_response.partitions.len()
+        );
     };
     Ok(partition_response.clone())
 }
 
 /// Headers of the batches in a fetch answer (decoded without decompressing).
-pub fn batch_infos(data: &FetchPartitionData) -> Result<Vec<kafka_protocol::records::BatchDecodeInfo>> {
+pub fn batch_infos(
+    data: &FetchPartitionData,
+) -> Result<Vec<kafka_protocol::records::BatchDecodeInfo>> {
     let mut records = data.records.clone().unwrap_or_default();
     kafka_protocol::records::RecordBatchDecoder::decode_batch_info(&mut records)
 }

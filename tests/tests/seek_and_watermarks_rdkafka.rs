@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use laminar_tests::rdkafka_client::{
-    admin_client, admin_options, assert_records_match, assigned_consumer, consume, create_topic, poll_records,
-    produce_all, producer, sample_records, unique_topic, watermarks, TestRecord, BASE_TIMESTAMP_MS, OP_TIMEOUT,
+    admin_client, admin_options, assert_records_match, assigned_consumer, consume, create_topic,
+    poll_records, produce_all, producer, sample_records, unique_topic, watermarks, TestRecord,
+    BASE_TIMESTAMP_MS, OP_TIMEOUT,
 };
 use laminar_tests::Broker;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -28,7 +29,9 @@ fn offset_for_time(consumer: &BaseConsumer, topic: &str, timestamp_ms: i64) -> R
     let mut query = TopicPartitionList::new();
     query.add_partition_offset(topic, 0, Offset::Offset(timestamp_ms))?;
     let answer = consumer.offsets_for_times(query, OP_TIMEOUT)?;
-    let element = answer.find_partition(topic, 0).context("partition missing from the answer")?;
+    let element = answer
+        .find_partition(topic, 0)
+        .context("partition missing from the answer")?;
     element.error()?;
     Ok(element.offset())
 }
@@ -39,13 +42,31 @@ async fn watermarks_and_offsets_for_times_follow_the_log() -> Result<()> {
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
     assert_eq!(watermarks(&consumer, &topic, 0)?, (0, 100));
     // Record i has timestamp BASE + i s: the answer is the first record at or after the time.
-    assert_eq!(offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS - 5_000)?, Offset::Offset(0));
-    assert_eq!(offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS)?, Offset::Offset(0));
-    assert_eq!(offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 41_000)?, Offset::Offset(41));
-    assert_eq!(offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 41_500)?, Offset::Offset(42));
-    assert_eq!(offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 99_000)?, Offset::Offset(99));
+    assert_eq!(
+        offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS - 5_000)?,
+        Offset::Offset(0)
+    );
+    assert_eq!(
+        offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS)?,
+        Offset::Offset(0)
+    );
+    assert_eq!(
+        offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 41_000)?,
+        Offset::Offset(41)
+    );
+    assert_eq!(
+        offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 41_500)?,
+        Offset::Offset(42)
+    );
+    assert_eq!(
+        offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 99_000)?,
+        Offset::Offset(99)
+    );
     // Past the newest record there is no offset: Kafka answers -1 (librdkafka: End).
-    assert_eq!(offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 100_000)?, Offset::End);
+    assert_eq!(
+        offset_for_time(&consumer, &topic, BASE_TIMESTAMP_MS + 100_000)?,
+        Offset::End
+    );
     Ok(())
 }
 
@@ -71,7 +92,13 @@ async fn assigning_inside_a_batch_starts_at_that_offset() -> Result<()> {
     let (broker, topic, records) = broker_with_records().await?;
     for start in [1, 57, 99] {
         let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
-        let consumed = consume(&consumer, &topic, 0, Offset::Offset(start), 100 - start as usize)?;
+        let consumed = consume(
+            &consumer,
+            &topic,
+            0,
+            Offset::Offset(start),
+            100 - start as usize,
+        )?;
         assert_records_match(&records[start as usize..], &consumed, start);
     }
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
@@ -86,10 +113,19 @@ async fn delete_records_moves_the_low_watermark() -> Result<()> {
     let admin = admin_client(&broker.bootstrap())?;
     let mut before = TopicPartitionList::new();
     before.add_partition_offset(&topic, 0, Offset::Offset(30))?;
-    let answer = admin.delete_records(&before, &admin_options()).await.context("DeleteRecords")?;
-    let element = answer.find_partition(&topic, 0).context("partition missing from DeleteRecords")?;
+    let answer = admin
+        .delete_records(&before, &admin_options())
+        .await
+        .context("DeleteRecords")?;
+    let element = answer
+        .find_partition(&topic, 0)
+        .context("partition missing from DeleteRecords")?;
     element.error().context("DeleteRecords partition error")?;
-    assert_eq!(element.offset(), Offset::Offset(30), "DeleteRecords low watermark");
+    assert_eq!(
+        element.offset(),
+        Offset::Offset(30),
+        "DeleteRecords low watermark"
+    );
 
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
     assert_eq!(watermarks(&consumer, &topic, 0)?, (30, 100));
@@ -108,7 +144,10 @@ async fn a_waiting_consumer_is_woken_by_a_new_record() -> Result<()> {
     assignment.add_partition_offset(&topic, 0, Offset::End)?;
     consumer.assign(&assignment)?;
     // Let the consumer resolve End and park a fetch at offset 100.
-    assert!(consumer.poll(Duration::from_millis(1500)).is_none(), "nothing to read yet");
+    assert!(
+        consumer.poll(Duration::from_millis(1500)).is_none(),
+        "nothing to read yet"
+    );
 
     let late = sample_records(101).pop().expect("one record");
     let producer = producer(&broker.bootstrap(), &[("linger.ms", "0")])?;
@@ -118,6 +157,9 @@ async fn a_waiting_consumer_is_woken_by_a_new_record() -> Result<()> {
     let consumed = poll_records(&consumer, 1)?;
     let waited = sent_at.elapsed();
     assert_records_match(std::slice::from_ref(&late), &consumed, 100);
-    assert!(waited < Duration::from_millis(2500), "the parked fetch answered only after {waited:?}");
+    assert!(
+        waited < Duration::from_millis(2500),
+        "the parked fetch answered only after {waited:?}"
+    );
     Ok(())
 }

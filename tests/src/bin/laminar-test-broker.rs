@@ -32,7 +32,11 @@ fn parse_args() -> Result<BrokerOptions> {
 }
 
 fn ready_line(broker: &Broker) -> String {
-    format!("ready {} {}", broker.bootstrap(), broker.data_dir().display())
+    format!(
+        "ready {} {}",
+        broker.bootstrap(),
+        broker.data_dir().display()
+    )
 }
 
 fn one_line(err: &anyhow::Error) -> String {
@@ -56,11 +60,23 @@ fn main() -> Result<()> {
         let line = line?;
         let answer = match line.trim() {
             "kill9" => broker.kill9().map(|()| "ok".to_string()),
-            "terminate" => broker.terminate().map(|status| format!("ok exit={}", status.code().unwrap_or(-1))),
+            "terminate" => broker
+                .terminate()
+                .map(|status| format!("ok exit={}", status.code().unwrap_or(-1))),
             "restart" => broker.restart().map(|()| ready_line(&broker)),
             "stop" => {
-                let answer = if broker.is_running() { broker.terminate().map(|_| ()) } else { Ok(()) };
-                writeln!(out, "{}", answer.map(|()| "ok".to_string()).unwrap_or_else(|e| one_line(&e)))?;
+                let answer = if broker.is_running() {
+                    broker.terminate().map(|_| ())
+                } else {
+                    Ok(())
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    answer
+                        .map(|()| "ok".to_string())
+                        .unwrap_or_else(|e| one_line(&e))
+                )?;
                 out.flush()?;
                 return Ok(());
             }
