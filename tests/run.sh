@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The project's test command: sets up what the suites need (idempotently), builds the broker,
+# runs every suite, and ends with one line "N passed, N failed" (tests, across all suites; a
+# setup or build step that fails counts as one failed test). Exit status 0 only if nothing failed.
+#
+#   ./tests/run.sh                  everything
+#   ./tests/run.sh rust python      only those suites (rust | python | node), after setup and build
+#
+# Environment: LAMINAR_BIN (broker binary; default target/debug/laminar), LAMINAR_TEST_GROUPS=1
+# (also run the consumer-group / idempotence suites), CARGO_TARGET_DIR (honoured).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+TESTS="$ROOT/tests"
+LOGS="$(mktemp -d -t laminar-test-logs.XXXXXX)"
+PASSED=0
+FAILED=0
+FAILED_STEPS=()
+
+say() { printf '\n==> %s\n' "$*"; }
+
+count() { # count NAME PASSED FAILED
+  PASSED=$((PASSED + $2))
+  FAILED=$((FAILED + $3))
+  if [ "$3" -gt 0 ]; then FAILED_STEPS+=("$1 ($3 failed)"); fi
+  printf -- '--- %s: %d passed, %d failed\n' "$1" "$2" "$3"
+}
+
+step_failed() { # a step that produced no test counts: one failure
+  count "$1" 0 1
+}
+
+# ---------------------------------------------------------------- setup (idempotent)
+apt_missing=()
+need_pkg() { dpkg -s "$1" >/dev/null 2>&1 || apt_missing+=("$1"); }
+
+setup_system() {
+  # librdkafka (rdkafka crate, bundled source build: make + a C compiler, zlib via pkg-config),
+  # kcat for its suite, Python venv support, Node.js for kafkajs.
+  for pkg in build-essential pkg-config zlib1g-dev kcat ca-certificates; do need_pkg "$pkg"; done
+  command -v python3 >/dev/null || apt_missing+=(python3)
+  if command -v python3 >/dev/null && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    apt_missing+=(python3-venv)
+  fi
+  command -v node >/dev/null || apt_missing+=(nodejs)
+  command -v npm >/dev/null || apt_missing+=(npm)
+  if [ "${#apt_missing[@]}" -gt 0 ]; then
+    say "apt-get install ${apt_missing[*]}"
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "need root to install: ${apt_missing[*]}" >&2
+      return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${apt_missing[@]}" || return 1
+  fi
+}
+
+# Reinstalls only when the pinned list changed (a hash stamp inside the venv / node_modules).
+setup_python() {
+  local venv="$TESTS/.venv" stamp want
+  want="$(sha256sum "$TESTS/python/requirements.txt" | cut -d' ' -f1)"
+  stamp="$venv/.requirements.sha256"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then return 0; fi
+  say "python venv at tests/.venv"
+  python3 -m venv "$venv" || return 1
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$TESTS/python/requirements.txt" || return 1
+  echo "$want" >"$stamp"
+}
+
+setup_node() {
+  local dir="$TESTS/node" stamp want
+  want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+  stamp="$dir/node_modules/.package-lock.sha256"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  say "npm ci in tests/node"
+  # --ignore-scripts: lz4's optional native build is not needed (kafkajs-lz4 uses its JS code).
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || return 1
+  echo "$want" >"$stamp"
+}
+
+# ---------------------------------------------------------------- suites
+run_rust() {
+  say "cargo test --workspace"
+  local log="$LOGS/cargo-test.log"
+  cargo test --workspace --color never -- --test-threads=2 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  local passed failed
+  passed=$(grep -Eo 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+  failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # e.g. a compile error
+  count "rust (cargo test --workspace)" "$passed" "$failed"
+}
+
+run_python() {
+  say "pytest tests/python"
+  local log="$LOGS/pytest.log"
+  (cd "$TESTS" && .venv/bin/python -m pytest python -q -p no:cacheprovider) 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  local summary passed failed
+  summary="$(grep -E '[0-9]+ (passed|failed|errors?|skipped|deselected).* in [0-9.]+s' "$log" | tail -1)"
+  passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | awk '{print $1+0}')
+  failed=$(echo "$summary" | grep -Eo '[0-9]+ (failed|errors?)' | awk '{s+=$1} END {print s+0}')
+  passed=${passed:-0}
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # includes exit 5: no tests ran
+  count "python (pytest)" "$passed" "$failed"
+}
+
+run_node() {
+  say "node --test tests/node"
+  local log="$LOGS/node.log"
+  (cd "$TESTS/node" && node --test --test-concurrency=1) 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  local passed failed
+  passed=$(grep -E '^# pass [0-9]+' "$log" | tail -1 | awk '{print $3+0}')
+  failed=$(grep -E '^# (fail|cancelled) [0-9]+' "$log" | awk '{s+=$3} END {print s+0}')
+  passed=${passed:-0}
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  count "node (kafkajs)" "$passed" "$failed"
+}
+
+# ---------------------------------------------------------------- main
+suites=("$@")
+[ "${#suites[@]}" -eq 0 ] && suites=(rust python node)
+started=$SECONDS
+
+setup_system || step_failed "setup: system packages"
+wants() { local s; for s in "${suites[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+python_ready=1
+node_ready=1
+if wants python; then setup_python || { step_failed "setup: python venv"; python_ready=0; }; fi
+if wants node; then setup_node || { step_failed "setup: npm ci"; node_ready=0; }; fi
+
+say "cargo build (laminar broker and the test broker controller)"
+if cargo build --color never -p laminar --bin laminar && cargo build --color never -p laminar-tests --bins; then
+  built=1
+else
+  step_failed "cargo build"
+  built=0
+fi
+
+if wants rust; then run_rust; fi
+if [ "$built" -eq 1 ]; then
+  if wants python && [ "$python_ready" -eq 1 ]; then run_python; fi
+  if wants node && [ "$node_ready" -eq 1 ]; then run_node; fi
+fi
+
+say "summary after $((SECONDS - started)) s (logs in $LOGS)"
+for step in "${FAILED_STEPS[@]+"${FAILED_STEPS[@]}"}"; do echo "FAILED: $step"; done
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]

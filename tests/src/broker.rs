@@ -1,0 +1,496 @@
+//! One real `laminar broker` process on a free loopback port, with a data directory that survives
+//! `kill9()` / `terminate()` / `restart()` and is removed when the [`Broker`] is dropped.
+//!
+//! Readiness is not "the port is open" but "the broker answered an ApiVersions request": a listener
+//! that accepts but never answers would otherwise make every client test fail in a confusing way.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tempfile::TempDir;
+
+/// Environment variable naming the broker binary; without it, `target/debug/laminar` of the
+/// workspace (honouring `CARGO_TARGET_DIR`) is used.
+pub const BINARY_ENV: &str = "LAMINAR_BIN";
+
+/// How much of the broker's stderr an error message quotes.
+const STDERR_TAIL_BYTES: u64 = 4096;
+
+/// How to start a broker. Every field has a default that suits a black-box test.
+#[derive(Clone, Debug)]
+pub struct BrokerOptions {
+    /// Path of the `laminar` binary; `None` means [`default_binary`].
+    pub binary: Option<PathBuf>,
+    /// Value of `laminar.cores`.
+    pub cores: u32,
+    /// Extra `--override key=value` pairs, in order, after the harness's own.
+    pub overrides: Vec<(String, String)>,
+    /// Passed as `--config FILE` when set.
+    pub config_file: Option<PathBuf>,
+    /// How long the broker may take to answer its first ApiVersions request.
+    pub startup_timeout: Duration,
+    /// How long `terminate()` waits after SIGTERM before it reports a hung shutdown.
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for BrokerOptions {
+    fn default() -> Self {
+        BrokerOptions {
+            binary: None,
+            cores: 2,
+            overrides: Vec::new(),
+            config_file: None,
+            startup_timeout: Duration::from_secs(20),
+            shutdown_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+impl BrokerOptions {
+    /// Adds `--override key=value`.
+    pub fn with_override(mut self, key: &str, value: &str) -> Self {
+        self.overrides.push((key.to_string(), value.to_string()));
+        self
+    }
+}
+
+/// The binary the harness runs when [`BrokerOptions::binary`] is not set.
+pub fn default_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os(BINARY_ENV) {
+        return PathBuf::from(path);
+    }
+    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lives inside the workspace")
+        .to_path_buf();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root.join(dir)
+            }
+        })
+        .unwrap_or_else(|| workspace_root.join("target"));
+    target_dir.join("debug").join("laminar")
+}
+
+/// A running (or stopped, between `kill9()` and `restart()`) broker process.
+///
+/// Owned by the test thread that started it: the child is spawned with PR_SET_PDEATHSIG, so the
+/// broker dies with the thread that (re)started it and never outlives a crashed test run.
+pub struct Broker {
+    options: BrokerOptions,
+    binary: PathBuf,
+    port: u16,
+    root: TempDir,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl Broker {
+    /// Starts a broker and waits until it answers ApiVersions.
+    pub fn start(options: BrokerOptions) -> Result<Broker> {
+        let binary = options.binary.clone().unwrap_or_else(default_binary);
+        check_runnable(&binary)?;
+        let root = tempfile::Builder::new()
+            .prefix("laminar-test-")
+            .tempdir()
+            .context("creating the broker's temporary directory")?;
+        fs::create_dir(root.path().join("data")).context("creating the data directory")?;
+        let mut broker = Broker {
+            options,
+            binary,
+            port: free_loopback_port()?,
+            root,
+            child: None,
+            starts: 0,
+        };
+        broker.spawn_and_wait()?;
+        Ok(broker)
+    }
+
+    /// Starts a broker with default options.
+    pub fn start_default() -> Result<Broker> {
+        Broker::start(BrokerOptions::default())
+    }
+
+    /// `127.0.0.1:<port>`, for `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The socket address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The `log.dirs` directory, kept across restarts.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    /// Process id of the running broker, if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGKILL, then reap: a crash, as far as the broker can tell.
+    pub fn kill9(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            // An already-exited child makes kill() fail with InvalidInput; wait() still reaps it.
+            let _ = child.kill();
+            child.wait().context("reaping the killed broker")?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then wait for exit. Fails (after a SIGKILL) if shutdown exceeds the timeout, so a
+    /// hung shutdown is reported instead of hanging the test.
+    pub fn terminate(&mut self) -> Result<ExitStatus> {
+        let Some(mut child) = self.child.take() else {
+            bail!("terminate(): the broker is not running");
+        };
+        let pid = libc::pid_t::try_from(child.id()).context("pid out of range")?;
+        // SAFETY: kill(2) with a pid we spawned and have not reaped yet, so it cannot name
+        // another process.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        if rc != 0 {
+            bail!(
+                "SIGTERM to broker {pid} failed: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let deadline = Instant::now() + self.options.shutdown_timeout;
+        loop {
+            if let Some(status) = child.try_wait().context("waiting for the broker")? {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "broker did not exit within {:?} of SIGTERM (killed it); its stderr:\n{}",
+                    self.options.shutdown_timeout,
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the broker again on the same port and data directory. A running broker is first
+    /// stopped cleanly.
+    pub fn restart(&mut self) -> Result<()> {
+        if self.child.is_some() {
+            self.terminate()?;
+        }
+        self.spawn_and_wait()
+    }
+
+    /// The last few KiB the current (or last) broker process wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        read_tail(&self.log_path(self.starts)).unwrap_or_else(|e| format!("<no stderr: {e}>"))
+    }
+
+    fn log_path(&self, start: u32) -> PathBuf {
+        self.root.path().join(format!("broker-{start}.stderr"))
+    }
+
+    fn command_line(&self) -> Vec<String> {
+        let mut args = vec!["broker".to_string()];
+        if let Some(config) = &self.options.config_file {
+            args.push("--config".into());
+            args.push(config.display().to_string());
+        }
+        let harness = [
+            ("listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port)),
+            ("log.dirs", self.data_dir().display().to_string()),
+            ("laminar.cores", self.options.cores.to_string()),
+        ];
+        let extra = self
+            .options
+            .overrides
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()));
+        for (key, value) in harness.iter().map(|(k, v)| (*k, v.clone())).chain(extra) {
+            args.push("--override".into());
+            args.push(format!("{key}={value}"));
+        }
+        args
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<()> {
+        assert!(
+            self.child.is_none(),
+            "spawn_and_wait with a broker still running"
+        );
+        self.starts += 1;
+        let log = File::create(self.log_path(self.starts)).context("creating the stderr log")?;
+        let args = self.command_line();
+        let mut command = Command::new(&self.binary);
+        command
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().context("duplicating the log handle")?)
+            .stderr(log)
+            .env("RUST_BACKTRACE", "1");
+        set_parent_death_signal(&mut command);
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {} {}", self.binary.display(), args.join(" ")))?;
+        self.child = Some(child);
+        self.wait_until_serving()
+            .with_context(|| format!("command: {} {}", self.binary.display(), args.join(" ")))
+    }
+
+    fn wait_until_serving(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let timeout = self.options.startup_timeout;
+        loop {
+            let child = self.child.as_mut().expect("spawned above");
+            if let Some(status) = child.try_wait()? {
+                self.child = None;
+                bail!(
+                    "laminar broker exited ({status}) before serving on {}; its stderr:\n{}",
+                    self.bootstrap(),
+                    self.stderr_tail()
+                );
+            }
+            let last_problem = match probe_api_versions(self.addr()) {
+                Ok(()) => return Ok(()),
+                Err(e) => format!("{e:#}"),
+            };
+            if started.elapsed() >= timeout {
+                let _ = self.kill9();
+                bail!(
+                    "laminar broker did not answer ApiVersions on {} within {timeout:?} (last \
+                     attempt: {last_problem}); killed it. Its stderr:\n{}",
+                    self.bootstrap(),
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.kill9();
+    }
+}
+
+fn check_runnable(binary: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = fs::metadata(binary).map_err(|e| {
+        anyhow::anyhow!(
+            "laminar binary not found at {} ({e}): build it with `cargo build` at the workspace \
+             root, or set {BINARY_ENV} to its path",
+            binary.display()
+        )
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        bail!(
+            "{} is not an executable file (set {BINARY_ENV} to the laminar binary)",
+            binary.display()
+        );
+    }
+    Ok(())
+}
+
+/// Asks the OS for a free port. Another process could take it before the broker binds it; the
+/// broker then fails loudly and the error quotes its stderr.
+fn free_loopback_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe socket")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// One ApiVersions v0 round trip: request header v1 (api_key 18, version 0, correlation id,
+/// client id), empty body; the response must echo the correlation id and carry error_code 0.
+fn probe_api_versions(addr: SocketAddr) -> Result<()> {
+    const CORRELATION_ID: i32 = 0x4c41_4d4e;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_nodelay(true)?;
+    let client_id = b"laminar-test-probe";
+    let mut body = Vec::new();
+    body.extend_from_slice(&18i16.to_be_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&CORRELATION_ID.to_be_bytes());
+    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    body.extend_from_slice(client_id);
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame)?;
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .context("reading the ApiVersions response size")?;
+    let size = i32::from_be_bytes(size);
+    if !(6..=1 << 20).contains(&size) {
+        bail!("ApiVersions response size {size} is implausible");
+    }
+    let mut response = vec![0u8; size as usize];
+    stream
+        .read_exact(&mut response)
+        .context("reading the ApiVersions response")?;
+    let correlation_id = i32::from_be_bytes(response[0..4].try_into().expect("4 bytes"));
+    let error_code = i16::from_be_bytes(response[4..6].try_into().expect("2 bytes"));
+    if correlation_id != CORRELATION_ID || error_code != 0 {
+        bail!("ApiVersions answered correlation id {correlation_id:#x}, error code {error_code}");
+    }
+    Ok(())
+}
+
+fn read_tail(path: &Path) -> std::io::Result<String> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(STDERR_TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(if start > 0 {
+        format!("[...]{text}")
+    } else if text.is_empty() {
+        "<empty>".into()
+    } else {
+        text
+    })
+}
+
+fn set_parent_death_signal(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: pre_exec runs between fork and exec in the child; prctl is async-signal-safe and
+    // touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn options(binary: PathBuf) -> BrokerOptions {
+        BrokerOptions {
+            binary: Some(binary),
+            startup_timeout: Duration::from_secs(2),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn missing_binary_is_named_with_the_fix() {
+        let err = Broker::start(options("/nonexistent/laminar".into()))
+            .err()
+            .expect("must fail");
+        let text = format!("{err:#}");
+        assert!(text.contains("/nonexistent/laminar"), "{text}");
+        assert!(
+            text.contains("cargo build") && text.contains(BINARY_ENV),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn early_exit_quotes_stderr_and_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = script(dir.path(), "laminar", "echo \"bad config: $*\" >&2; exit 3");
+        let err = Broker::start(options(bin)).err().expect("must fail");
+        let text = format!("{err:#}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        // The stderr quote proves the harness passed the agreed command line.
+        assert!(
+            text.contains("bad config: broker --override listeners=PLAINTEXT://127.0.0.1:"),
+            "{text}"
+        );
+        assert!(text.contains("--override laminar.cores=2"), "{text}");
+    }
+
+    #[test]
+    fn silent_process_times_out_and_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = script(dir.path(), "laminar", "echo starting >&2; exec sleep 60");
+        let started = Instant::now();
+        let err = Broker::start(options(bin)).err().expect("must fail");
+        let text = format!("{err:#}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            text.contains("did not answer ApiVersions") && text.contains("starting"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn data_dir_and_bootstrap_follow_the_port() {
+        // A listener that answers ApiVersions v0 the way a broker would, to exercise the
+        // readiness probe and restart bookkeeping without a real broker.
+        let dir = tempfile::tempdir().unwrap();
+        let responder = dir.path().join("responder.py");
+        fs::write(&responder, RESPONDER_PY).unwrap();
+        let bin = script(
+            dir.path(),
+            "laminar",
+            &format!("exec python3 {} \"$@\"", responder.display()),
+        );
+        let mut broker = Broker::start(options(bin)).expect("fake broker starts");
+        assert!(broker.bootstrap().starts_with("127.0.0.1:"));
+        assert!(broker.data_dir().is_dir());
+        fs::write(broker.data_dir().join("marker"), b"kept").unwrap();
+        broker.kill9().unwrap();
+        assert!(!broker.is_running());
+        broker.restart().unwrap();
+        assert!(broker.is_running());
+        assert_eq!(fs::read(broker.data_dir().join("marker")).unwrap(), b"kept");
+        let status = broker.terminate().unwrap();
+        assert!(status.success(), "{status}");
+    }
+
+    /// Answers every frame with correlation id + error_code 0, on the port from `listeners=`.
+    const RESPONDER_PY: &str = r#"
+import signal, socket, struct, sys, threading
+port = int([a for a in sys.argv if a.startswith("listeners=")][0].rsplit(":", 1)[1])
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port)); srv.listen()
+def serve(conn):
+    while True:
+        head = conn.recv(4)
+        if len(head) < 4: return
+        body = b""
+        size = struct.unpack(">i", head)[0]
+        while len(body) < size: body += conn.recv(size - len(body))
+        conn.sendall(struct.pack(">iih", 6, struct.unpack(">i", body[4:8])[0], 0))
+while True:
+    c, _ = srv.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+}

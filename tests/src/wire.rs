@@ -1,0 +1,271 @@
+//! A raw Kafka protocol connection for tests that must send what no client would: requests are
+//! encoded with the `kafka-protocol` crate, or written as bytes by hand.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+pub use kafka_protocol::messages::fetch_response::PartitionData as FetchPartitionData;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, RequestHeader, TopicName};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+/// One blocking connection. Owned by one test thread.
+pub struct WireConnection {
+    stream: TcpStream,
+    next_correlation_id: i32,
+}
+
+/// What happened when a test waited for the broker to react to bad input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reaction {
+    /// The broker closed (EOF) or reset the connection.
+    Closed,
+    /// The broker sent a frame (its payload, after the size prefix).
+    Frame(Bytes),
+    /// Nothing within the wait.
+    Silent,
+}
+
+impl WireConnection {
+    pub fn connect(addr: SocketAddr) -> Result<WireConnection> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .with_context(|| format!("connecting to {addr}"))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(WireConnection {
+            stream,
+            next_correlation_id: 1,
+        })
+    }
+
+    /// Writes bytes as they are: no size prefix is added.
+    pub fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.stream.write_all(bytes).context("writing raw bytes")
+    }
+
+    /// Sends a request and decodes its response; fails on a correlation id mismatch.
+    pub fn request<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
+        let correlation_id = self.send(request, version)?;
+        let mut frame = self
+            .read_frame()?
+            .context("connection closed before the response")?;
+        let header_version = R::Response::header_version(version);
+        let header = kafka_protocol::messages::ResponseHeader::decode(&mut frame, header_version)?;
+        if header.correlation_id != correlation_id {
+            bail!(
+                "response correlation id {} for request {correlation_id}",
+                header.correlation_id
+            );
+        }
+        let response = R::Response::decode(&mut frame, version).with_context(|| {
+            format!(
+                "decoding {} v{version} response",
+                std::any::type_name::<R::Response>()
+            )
+        })?;
+        if frame.has_remaining() {
+            bail!(
+                "{} bytes left after the v{version} response",
+                frame.remaining()
+            );
+        }
+        Ok(response)
+    }
+
+    /// Encodes and sends a request with a v1/v2 header as its version requires.
+    pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<i32> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("laminar-wire-test")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, R::header_version(version))?;
+        request.encode(&mut body, version)?;
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        self.write_raw(&frame)?;
+        Ok(correlation_id)
+    }
+
+    /// Reads one size-prefixed frame; `None` on a clean EOF before its first byte.
+    pub fn read_frame(&mut self) -> Result<Option<Bytes>> {
+        let mut size = [0u8; 4];
+        match self.stream.read_exact(&mut size) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e).context("reading a frame size"),
+        }
+        let size = i32::from_be_bytes(size);
+        if !(0..=64 << 20).contains(&size) {
+            bail!("response frame size {size}");
+        }
+        let mut payload = vec![0u8; size as usize];
+        self.stream
+            .read_exact(&mut payload)
+            .context("reading a frame payload")?;
+        Ok(Some(Bytes::from(payload)))
+    }
+
+    /// Waits up to `wait` for the broker to close the connection or answer.
+    pub fn reaction(&mut self, wait: Duration) -> Result<Reaction> {
+        self.stream.set_read_timeout(Some(wait))?;
+        let started = Instant::now();
+        let result = loop {
+            let mut first = [0u8; 1];
+            match self.stream.peek(&mut first) {
+                Ok(0) => break Reaction::Closed,
+                Ok(_) => break Reaction::Frame(self.read_frame()?.context("EOF inside a frame")?),
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) =>
+                {
+                    break Reaction::Closed
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if started.elapsed() >= wait {
+                        break Reaction::Silent;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e).context("waiting for the broker's reaction"),
+            }
+        };
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(result)
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+/// A RecordBatch v2 (magic 2), uncompressed, CreateTime, no producer id, holding `values` as
+/// records with keys `k<i>` and timestamps `timestamp_ms + i`.
+pub fn record_batch(values: &[&[u8]], timestamp_ms: i64) -> Result<Bytes> {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: timestamp_ms + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::copy_from_slice(value)),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )?;
+    Ok(buf.freeze())
+}
+
+/// Byte offset of the CRC-32C field in a RecordBatch v2 header: base offset (8), batch length
+/// (4), partition leader epoch (4), magic (1).
+pub const BATCH_CRC_OFFSET: usize = 17;
+/// The CRC covers everything from the attributes field (just after the CRC) to the batch end.
+pub const BATCH_CRC_COVERED_FROM: usize = 21;
+
+/// Produce v8 (the newest non-flexible version) of one batch to one partition; returns that
+/// partition's answer.
+pub fn produce(
+    conn: &mut WireConnection,
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+    acks: i16,
+) -> Result<PartitionProduceResponse> {
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]);
+    let response = conn.request(&request, 8)?;
+    let [topic_response] = &response.responses[..] else {
+        bail!("produce response has {} topics", response.responses.len());
+    };
+    let [partition_response] = &topic_response.partition_responses[..] else {
+        bail!(
+            "produce response has {} partitions",
+            topic_response.partition_responses.len()
+        );
+    };
+    Ok(partition_response.clone())
+}
+
+/// Fetch v11 (the newest non-flexible version) of one partition from `offset`, without waiting.
+pub fn fetch(
+    conn: &mut WireConnection,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<FetchPartitionData> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(8 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(8 << 20)])]);
+    let response = conn.request(&request, 11)?;
+    if response.error_code != 0 {
+        bail!("fetch answered top-level error {}", response.error_code);
+    }
+    let [topic_response] = &response.responses[..] else {
+        bail!("fetch response has {} topics", response.responses.len());
+    };
+    let [partition_response] = &topic_response.partitions[..] else {
+        bail!(
+            "fetch response has {} partitions",
+            topic_response.partitions.len()
+        );
+    };
+    Ok(partition_response.clone())
+}
+
+/// Headers of the batches in a fetch answer (decoded without decompressing).
+pub fn batch_infos(
+    data: &FetchPartitionData,
+) -> Result<Vec<kafka_protocol::records::BatchDecodeInfo>> {
+    let mut records = data.records.clone().unwrap_or_default();
+    kafka_protocol::records::RecordBatchDecoder::decode_batch_info(&mut records)
+}
+
+/// All records of a fetch answer, decompressed.
+pub fn decode_records(data: &FetchPartitionData) -> Result<Vec<Record>> {
+    let mut records = data.records.clone().unwrap_or_default();
+    let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records)?;
+    Ok(sets.into_iter().flat_map(|set| set.records).collect())
+}
