@@ -189,6 +189,31 @@ fn retention_delete_records_truncate_and_clean_reopen() {
 }
 
 #[test]
+fn concurrent_waiters_share_one_fdatasync() {
+    block_on(async {
+        let storage = FaultyStorage::new(8);
+        let p = open(&storage, LogConfig::default()).await;
+        let mut lasts = Vec::new();
+        for _ in 0..3 {
+            lasts.push(p.append(batch(2, 0), 0).await.unwrap().last_offset);
+        }
+        let before = storage.sync_count();
+        let (a, b, c) = futures::join!(
+            p.wait_durable(lasts[2]),
+            p.wait_durable(lasts[0]),
+            p.wait_durable(lasts[1])
+        );
+        a.and(b).and(c).unwrap();
+        assert_eq!(storage.sync_count() - before, 1);
+        assert_eq!(p.durable_offset(), p.log_end_offset());
+        assert!(
+            p.wait_durable(p.log_end_offset()).await.is_err(),
+            "never acks the unwritten"
+        );
+    });
+}
+
+#[test]
 fn appended_wakes_waiters() {
     block_on(async {
         let storage = FaultyStorage::new(6);
