@@ -214,6 +214,40 @@ fn concurrent_waiters_share_one_fdatasync() {
 }
 
 #[test]
+fn segment_ms_rolls_and_missing_index_is_rebuilt() {
+    block_on(async {
+        let storage = FaultyStorage::new(9);
+        let config = LogConfig {
+            segment_ms: 1000,
+            index_interval_bytes: 64,
+            ..LogConfig::default()
+        };
+        let p = open(&storage, config.clone()).await;
+        for i in 0..10 {
+            p.append(batch(2, 10_000), 10_000 + 100 * i).await.unwrap();
+        }
+        p.append(batch(1, 11_500), 11_500).await.unwrap();
+        assert_eq!(
+            p.segment_count(),
+            2,
+            "the first batch's timestamp ages the segment"
+        );
+        p.close().await.unwrap();
+        let index = dir().join(format!("{:020}.index", 0));
+        let before = storage.file_bytes(&index).unwrap();
+        assert!(!before.is_empty());
+        storage.remove_file(&index).await.unwrap();
+        let p = open(&storage, config).await;
+        assert_eq!(
+            storage.file_bytes(&index).unwrap(),
+            before,
+            "rebuilt byte for byte"
+        );
+        assert_eq!(read_all(&p, 0).await.len(), 11);
+    });
+}
+
+#[test]
 fn appended_wakes_waiters() {
     block_on(async {
         let storage = FaultyStorage::new(6);
