@@ -2,6 +2,7 @@
 //! Kafka client used by the CLI, the benchmark harness and (later) replication.
 
 pub mod broker;
+pub mod client;
 pub mod codec;
 pub mod config;
 mod connection;
@@ -10,4 +11,3 @@ pub mod frame;
 pub mod handlers;
 mod maintenance;
 pub mod server;
-pub mod client;

@@ -235,10 +235,7 @@ impl Broker {
     }
 
     fn spawn_and_wait(&mut self) -> Result<()> {
-        assert!(
-            self.child.is_none(),
-            "spawn_and_wait with a broker still running"
-        );
+        assert!(self.child.is_none(), "spawn_and_wait with a broker still running");
         self.starts += 1;
         let log = File::create(self.log_path(self.starts)).context("creating the stderr log")?;
         let args = self.command_line();
