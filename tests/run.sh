@@ -74,7 +74,7 @@ setup_node() {
   stamp="$dir/node_modules/.package-lock.sha256"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
   say "npm ci in tests/node"
-  # --ignore-scripts: lz4's optional native build is not needed (kafkajs-lz4 uses its JS code).
+  # --ignore-scripts: every codec package used is pure JS / WebAssembly; nothing needs building.
   (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || return 1
   echo "$want" >"$stamp"
 }
