@@ -134,8 +134,8 @@ if wants node; then setup_node || { step_failed "setup: npm ci"; node_ready=0; }
 
 # One build of every target with the features `cargo test --workspace` uses, so the test run
 # rebuilds nothing; it also yields target/debug/laminar and target/debug/laminar-test-broker.
-say "cargo build --workspace --all-targets"
-if cargo build --color never --workspace --all-targets; then
+say "cargo build --workspace (lib, bins, tests, examples: what cargo test builds)"
+if cargo build --color never --workspace --lib --bins --tests --examples; then
   built=1
 else
   step_failed "cargo build"
