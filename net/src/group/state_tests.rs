@@ -1,0 +1,1 @@
+//! Unit tests of the group state machine (in a later commit).
