@@ -21,6 +21,9 @@ pub mod store;
 #[cfg(test)]
 mod state_tests;
 
+#[cfg(test)]
+mod encode_tests;
+
 use std::future::Future;
 use std::rc::Rc;
 
