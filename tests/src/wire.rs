@@ -310,11 +310,7 @@ pub fn fetch_records(
         if data.error_code != 0 {
             bail!("fetch at {next} answered error {}", data.error_code);
         }
-        out.extend(
-            decode_records(&data)?
-                .into_iter()
-                .filter(|r| r.offset >= next),
-        );
+        out.extend(decode_records(&data)?.into_iter().filter(|r| r.offset >= next));
     }
     out.truncate(count);
     Ok(out)
@@ -324,9 +320,8 @@ pub fn fetch_records(
 pub fn auto_create(conn: &mut WireConnection, topic: &str) -> Result<()> {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     let request = kafka_protocol::messages::MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-            TopicName(StrBytes::from_string(topic.to_string())),
-        ))]))
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]))
         .with_allow_auto_topic_creation(true);
     let response = conn.request(&request, 8)?;
     let code = response

@@ -35,10 +35,7 @@ fn a_fetch_returns_every_whole_batch_that_fits() -> Result<()> {
     let (_broker, mut conn, topic) = five_batches()?;
     let data = wire::fetch(&mut conn, &topic, 0, 0)?;
     assert_eq!((data.error_code, data.high_watermark), (0, 15));
-    let bases: Vec<i64> = wire::batch_infos(&data)?
-        .iter()
-        .map(|b| b.min_offset)
-        .collect();
+    let bases: Vec<i64> = wire::batch_infos(&data)?.iter().map(|b| b.min_offset).collect();
     assert_eq!(
         bases,
         [0, 3, 6, 9, 12],
@@ -54,11 +51,7 @@ fn a_fetch_inside_a_batch_returns_that_whole_batch() -> Result<()> {
     let first = wire::batch_infos(&data)?
         .first()
         .map(|b| (b.min_offset, b.record_count));
-    assert_eq!(
-        first,
-        Some((6, 3)),
-        "the batch holding offset 7 starts at 6"
-    );
+    assert_eq!(first, Some((6, 3)), "the batch holding offset 7 starts at 6");
     let records = wire::fetch_records(&mut conn, &topic, 0, 7, 8)?;
     assert_eq!(
         records.iter().map(|r| r.offset).collect::<Vec<_>>(),
@@ -71,10 +64,7 @@ fn a_fetch_inside_a_batch_returns_that_whole_batch() -> Result<()> {
 fn a_fetch_past_the_end_is_offset_out_of_range() -> Result<()> {
     let (_broker, mut conn, topic) = five_batches()?;
     let at_end = wire::fetch(&mut conn, &topic, 0, 15)?;
-    assert_eq!(
-        at_end.error_code, 0,
-        "the log end itself is a valid position"
-    );
+    assert_eq!(at_end.error_code, 0, "the log end itself is a valid position");
     assert!(wire::batch_infos(&at_end)?.is_empty());
     assert_eq!(
         wire::fetch(&mut conn, &topic, 0, 16)?.error_code,
@@ -86,11 +76,7 @@ fn a_fetch_past_the_end_is_offset_out_of_range() -> Result<()> {
 #[test]
 fn list_offsets_by_timestamp_names_the_exact_record() -> Result<()> {
     let (_broker, mut conn, topic) = five_batches()?;
-    assert_eq!(
-        wire::list_offset(&mut conn, &topic, 0, -2)?.1,
-        0,
-        "earliest"
-    );
+    assert_eq!(wire::list_offset(&mut conn, &topic, 0, -2)?.1, 0, "earliest");
     assert_eq!(wire::list_offset(&mut conn, &topic, 0, -1)?.1, 15, "latest");
     // Batch 2 holds offsets 6, 7, 8 at 1020, 1021, 1022.
     assert_eq!(
