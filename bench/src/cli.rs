@@ -99,8 +99,8 @@ pub struct ConsumeArgs {
     /// Consumer threads, one connection each; partitions are dealt round-robin.
     #[arg(long, default_value_t = 1)]
     pub consumers: usize,
-    /// Bytes asked per fetch.
-    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    /// Bytes asked per fetch (split evenly over a consumer's partitions, at least 1 MiB each).
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
     pub fetch_max_bytes: i32,
     /// Give up after this long without a record.
     #[arg(long, default_value_t = 10)]

@@ -111,12 +111,18 @@ impl RunResult {
                 section.measurement.summary_line(section.verb)
             );
             if let Some(limits) = &self.limits {
+                let mb_per_sec = section.measurement.mb_per_sec();
+                let (disk, disk_mb_per_sec) = if section.name == "produce" {
+                    ("write", limits.disk_write_direct_mb_per_sec)
+                } else {
+                    ("read", limits.disk_read_direct_mb_per_sec)
+                };
                 println!(
-                    "  {:.1} % of loopback TCP ({:.0} MB/s), {:.1} % of O_DIRECT disk write ({:.0} MB/s)",
-                    100.0 * section.measurement.mb_per_sec() / limits.loopback_mb_per_sec,
+                    "  {:.1} % of loopback TCP ({:.0} MB/s), {:.1} % of O_DIRECT disk {disk} ({:.0} MB/s)",
+                    100.0 * mb_per_sec / limits.loopback_mb_per_sec,
                     limits.loopback_mb_per_sec,
-                    100.0 * section.measurement.mb_per_sec() / limits.disk_write_direct_mb_per_sec,
-                    limits.disk_write_direct_mb_per_sec
+                    100.0 * mb_per_sec / disk_mb_per_sec,
+                    disk_mb_per_sec
                 );
             }
         }

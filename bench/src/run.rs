@@ -255,7 +255,7 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
         args.consumers,
         OffsetSpec::Latest,
         true,
-        64 << 20,
+        8 << 20,
         Duration::from_secs(10),
     )?;
     let clock = Clock::new();
