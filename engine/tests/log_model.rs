@@ -152,12 +152,9 @@ async fn run(seed: u64, ops: usize) {
                 let start = outcome.log_start_offset;
                 assert!(start >= model.log_start && start <= model.end());
                 let gone = model.index_of(start);
-                let at_boundary = gone == model.batches.len()
-                    || header(&model.batches[gone]).base_offset == start;
-                assert!(
-                    start == model.log_start || at_boundary,
-                    "whole segments only"
-                );
+                let at_boundary =
+                    gone == model.batches.len() || header(&model.batches[gone]).base_offset == start;
+                assert!(start == model.log_start || at_boundary, "whole segments only");
                 model.batches.drain(..gone);
                 model.log_start = start;
             }

@@ -38,9 +38,7 @@ fn write_log() -> (FaultyStorage, Vec<(usize, BatchHeader)>) {
             p.append(Bytes::from(b), 0).await.unwrap();
         }
         p.close().await.unwrap();
-        let log = storage
-            .file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX))
-            .unwrap();
+        let log = storage.file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX)).unwrap();
         let mut at = 0;
         let mut batches = Vec::new();
         while at < log.len() {
@@ -62,9 +60,7 @@ fn reopen_with(storage: &FaultyStorage, log: Vec<u8>) -> (i64, Vec<BatchHeader>)
         if storage.exists(&marker).await.unwrap() {
             storage.remove_file(&marker).await.unwrap();
         }
-        let p = Partition::open(Rc::new(storage), dir(), config())
-            .await
-            .unwrap();
+        let p = Partition::open(Rc::new(storage), dir(), config()).await.unwrap();
         let mut headers = Vec::new();
         let mut offset = 0;
         while offset < p.log_end_offset() {
@@ -103,19 +99,14 @@ fn expect_end_before(batches: &[(usize, BatchHeader)], byte: usize) -> i64 {
 #[test]
 fn every_cut_in_the_last_batches_recovers_to_the_last_whole_batch() {
     let (storage, batches) = write_log();
-    let log = storage
-        .file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX))
-        .unwrap();
+    let log = storage.file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX)).unwrap();
     let from = batches[BATCHES - 3].0;
     for cut in from..=log.len() {
         let (end, headers) = reopen_with(&snapshot(&storage), log[..cut].to_vec());
         assert_eq!(end, expect_end_before(&batches, cut), "cut at byte {cut}");
         assert_eq!(
             headers.len(),
-            batches
-                .iter()
-                .filter(|(_, h)| h.next_offset() <= end)
-                .count()
+            batches.iter().filter(|(_, h)| h.next_offset() <= end).count()
         );
     }
 }
@@ -123,9 +114,7 @@ fn every_cut_in_the_last_batches_recovers_to_the_last_whole_batch() {
 #[test]
 fn flipped_bits_truncate_at_the_damaged_batch() {
     let (storage, batches) = write_log();
-    let log = storage
-        .file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX))
-        .unwrap();
+    let log = storage.file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX)).unwrap();
     for &(start, h) in &batches[BATCHES - 3..] {
         for byte in start..start + h.total_len() {
             // The leader epoch (bytes 12..16) is outside the CRC and not checkable on its own.
@@ -135,10 +124,7 @@ fn flipped_bits_truncate_at_the_damaged_batch() {
             let mut damaged = log.clone();
             damaged[byte] ^= 1 << (byte % 8);
             let (end, _) = reopen_with(&snapshot(&storage), damaged);
-            assert_eq!(
-                end, h.base_offset,
-                "flip at byte {byte} of batch at {start}"
-            );
+            assert_eq!(end, h.base_offset, "flip at byte {byte} of batch at {start}");
         }
     }
 }
@@ -146,9 +132,7 @@ fn flipped_bits_truncate_at_the_damaged_batch() {
 #[test]
 fn garbage_after_the_last_batch_is_cut() {
     let (storage, batches) = write_log();
-    let mut log = storage
-        .file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX))
-        .unwrap();
+    let mut log = storage.file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX)).unwrap();
     log.extend((0..500u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
     let (end, headers) = reopen_with(&snapshot(&storage), log);
     assert_eq!(end, batches.last().unwrap().1.next_offset());

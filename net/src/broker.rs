@@ -30,6 +30,7 @@ pub struct BrokerShard {
     pub shared: Arc<BrokerShared>,
     pub partitions: ShardPartitions,
     pub connections_active: Cell<usize>,
+    pub metrics: crate::metrics::ShardMetrics,
 }
 
 pub type BrokerCtx = ShardContext<BrokerShard>;

@@ -1,7 +1,9 @@
 //! Laminar's Kafka protocol layer: framing, the codec, one handler file per Kafka API, and a
 //! Kafka client used by the CLI, the benchmark harness and (later) replication.
 
+pub mod admin_http;
 pub mod broker;
+pub mod client;
 pub mod codec;
 pub mod config;
 mod connection;
@@ -9,5 +11,5 @@ mod errors;
 pub mod frame;
 pub mod handlers;
 mod maintenance;
+pub mod metrics;
 pub mod server;
-pub mod client;

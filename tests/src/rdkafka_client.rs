@@ -125,14 +125,12 @@ pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Result<FutureProduce
 }
 
 fn owned_headers(headers: &[(String, Option<Vec<u8>>)]) -> OwnedHeaders {
-    headers
-        .iter()
-        .fold(OwnedHeaders::new(), |acc, (key, value)| {
-            acc.insert(Header {
-                key: key.as_str(),
-                value: value.as_deref(),
-            })
+    headers.iter().fold(OwnedHeaders::new(), |acc, (key, value)| {
+        acc.insert(Header {
+            key: key.as_str(),
+            value: value.as_deref(),
         })
+    })
 }
 
 /// Sends every record to one partition, all in flight at once, and returns the offsets the
@@ -157,11 +155,7 @@ pub async fn produce_all(
         producer.send(record, OP_TIMEOUT)
     });
     let mut offsets = Vec::with_capacity(records.len());
-    for (i, delivery) in futures::future::join_all(sends)
-        .await
-        .into_iter()
-        .enumerate()
-    {
+    for (i, delivery) in futures::future::join_all(sends).await.into_iter().enumerate() {
         match delivery {
             Ok(delivery) => {
                 assert_eq!(
@@ -234,10 +228,7 @@ pub fn poll_records(consumer: &BaseConsumer, count: usize) -> Result<Vec<Consume
                         .unwrap_or_default(),
                     timestamp_ms: match message.timestamp() {
                         Timestamp::CreateTime(ms) => ms,
-                        other => bail!(
-                            "record at offset {} has timestamp {other:?}",
-                            message.offset()
-                        ),
+                        other => bail!("record at offset {} has timestamp {other:?}", message.offset()),
                     },
                 },
             }),
@@ -248,11 +239,7 @@ pub fn poll_records(consumer: &BaseConsumer, count: usize) -> Result<Vec<Consume
 
 /// Asserts that `consumed` is exactly `expected`, at consecutive offsets from `first_offset`,
 /// naming the first field that differs.
-pub fn assert_records_match(
-    expected: &[TestRecord],
-    consumed: &[ConsumedRecord],
-    first_offset: i64,
-) {
+pub fn assert_records_match(expected: &[TestRecord], consumed: &[ConsumedRecord], first_offset: i64) {
     assert_eq!(consumed.len(), expected.len(), "record count");
     for (i, (want, got)) in expected.iter().zip(consumed).enumerate() {
         assert_eq!(got.offset, first_offset + i as i64, "offset of record {i}");

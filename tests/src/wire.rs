@@ -13,9 +13,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 /// One blocking connection. Owned by one test thread.
 pub struct WireConnection {
@@ -72,10 +70,7 @@ impl WireConnection {
             )
         })?;
         if frame.has_remaining() {
-            bail!(
-                "{} bytes left after the v{version} response",
-                frame.remaining()
-            );
+            bail!("{} bytes left after the v{version} response", frame.remaining());
         }
         Ok(response)
     }
@@ -126,9 +121,7 @@ impl WireConnection {
             match self.stream.peek(&mut first) {
                 Ok(0) => break Reaction::Closed,
                 Ok(_) => break Reaction::Frame(self.read_frame()?.context("EOF inside a frame")?),
-                Err(e)
-                    if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) =>
-                {
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
                     break Reaction::Closed
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
@@ -140,8 +133,7 @@ impl WireConnection {
                 Err(e) => return Err(e).context("waiting for the broker's reaction"),
             }
         };
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(10)))?;
+        self.stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         Ok(result)
     }
 
@@ -256,9 +248,7 @@ pub fn fetch(
 }
 
 /// Headers of the batches in a fetch answer (decoded without decompressing).
-pub fn batch_infos(
-    data: &FetchPartitionData,
-) -> Result<Vec<kafka_protocol::records::BatchDecodeInfo>> {
+pub fn batch_infos(data: &FetchPartitionData) -> Result<Vec<kafka_protocol::records::BatchDecodeInfo>> {
     let mut records = data.records.clone().unwrap_or_default();
     kafka_protocol::records::RecordBatchDecoder::decode_batch_info(&mut records)
 }

@@ -4,13 +4,13 @@
 
 use anyhow::{Context, Result};
 use laminar_tests::rdkafka_client::{
-    admin_client, admin_options, assigned_consumer, create_topic, produce_all, producer,
-    sample_records, unique_topic, watermarks, OP_TIMEOUT,
+    admin_client, admin_options, assigned_consumer, create_topic, produce_all, producer, sample_records,
+    unique_topic, watermarks, OP_TIMEOUT,
 };
 use laminar_tests::Broker;
 use rdkafka::admin::{
-    AdminClient, AlterConfig, ConfigResource, ConfigSource, NewPartitions, NewTopic,
-    ResourceSpecifier, TopicReplication,
+    AdminClient, AlterConfig, ConfigResource, ConfigSource, NewPartitions, NewTopic, ResourceSpecifier,
+    TopicReplication,
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
@@ -20,11 +20,7 @@ type Admin = AdminClient<DefaultClientContext>;
 /// Every topic name the broker lists (a Metadata request for all topics never auto-creates).
 fn listed_topics(admin: &Admin) -> Result<Vec<String>> {
     let metadata = admin.inner().fetch_metadata(None, OP_TIMEOUT)?;
-    Ok(metadata
-        .topics()
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect())
+    Ok(metadata.topics().iter().map(|t| t.name().to_string()).collect())
 }
 
 fn partition_count(admin: &Admin, topic: &str) -> Result<usize> {
@@ -34,11 +30,7 @@ fn partition_count(admin: &Admin, topic: &str) -> Result<usize> {
         .iter()
         .find(|t| t.name() == topic)
         .context("topic not listed")?;
-    assert!(
-        described.error().is_none(),
-        "{topic}: {:?}",
-        described.error()
-    );
+    assert!(described.error().is_none(), "{topic}: {:?}", described.error());
     Ok(described.partitions().len())
 }
 
@@ -79,30 +71,16 @@ async fn created_topics_are_listed_with_their_partitions_and_leader() -> Result<
             .context("topic not listed")?;
         let mut ids: Vec<i32> = topic.partitions().iter().map(|p| p.id()).collect();
         ids.sort_unstable();
-        assert_eq!(
-            ids,
-            (0..partitions).collect::<Vec<_>>(),
-            "{name}: partition ids"
-        );
+        assert_eq!(ids, (0..partitions).collect::<Vec<_>>(), "{name}: partition ids");
         for partition in topic.partitions() {
-            assert_eq!(
-                partition.leader(),
-                node.id(),
-                "{name}/{}: leader",
-                partition.id()
-            );
+            assert_eq!(partition.leader(), node.id(), "{name}/{}: leader", partition.id());
             assert_eq!(
                 partition.replicas(),
                 [node.id()],
                 "{name}/{}: replicas",
                 partition.id()
             );
-            assert_eq!(
-                partition.isr(),
-                [node.id()],
-                "{name}/{}: isr",
-                partition.id()
-            );
+            assert_eq!(partition.isr(), [node.id()], "{name}/{}: isr", partition.id());
         }
     }
     Ok(())
@@ -118,11 +96,7 @@ async fn create_topics_validates_and_refuses_what_kafka_refuses() -> Result<()> 
     let results = admin
         .create_topics([&new], &admin_options().validate_only(true))
         .await?;
-    assert_eq!(
-        results,
-        vec![Ok(dry.clone())],
-        "validate-only of a valid topic"
-    );
+    assert_eq!(results, vec![Ok(dry.clone())], "validate-only of a valid topic");
     assert!(
         !listed_topics(&admin)?.contains(&dry),
         "validate-only must not create {dry}"
@@ -138,8 +112,7 @@ async fn create_topics_validates_and_refuses_what_kafka_refuses() -> Result<()> 
     );
 
     let bad_config = unique_topic("bad-config");
-    let bad =
-        NewTopic::new(&bad_config, 1, TopicReplication::Fixed(1)).set("no.such.topic.config", "1");
+    let bad = NewTopic::new(&bad_config, 1, TopicReplication::Fixed(1)).set("no.such.topic.config", "1");
     let results = admin.create_topics([&bad], &admin_options()).await?;
     assert_eq!(
         results,
@@ -169,17 +142,11 @@ async fn describe_configs_shows_topic_overrides_and_every_default() -> Result<()
         &broker.bootstrap(),
         &topic,
         1,
-        &[
-            ("retention.ms", "3600000"),
-            ("max.message.bytes", "2000000"),
-        ],
+        &[("retention.ms", "3600000"), ("max.message.bytes", "2000000")],
     )
     .await?;
     let described = describe_topic(&admin, &topic).await?;
-    for (name, set) in [
-        ("retention.ms", "3600000"),
-        ("max.message.bytes", "2000000"),
-    ] {
+    for (name, set) in [("retention.ms", "3600000"), ("max.message.bytes", "2000000")] {
         let entry = described
             .get(name)
             .with_context(|| format!("{name} not described"))?;
@@ -218,10 +185,7 @@ async fn describe_configs_shows_topic_overrides_and_every_default() -> Result<()
         Some("1048588"),
         "broker message.max.bytes default"
     );
-    assert_eq!(
-        value(&broker_configs, "auto.create.topics.enable"),
-        Some("true")
-    );
+    assert_eq!(value(&broker_configs, "auto.create.topics.enable"), Some("true"));
     Ok(())
 }
 
@@ -321,10 +285,7 @@ async fn delete_topics_removes_the_topic_and_its_data() -> Result<()> {
     let results = admin.delete_topics(&[&topic], &admin_options()).await?;
     assert_eq!(
         results,
-        vec![Err((
-            topic.clone(),
-            RDKafkaErrorCode::UnknownTopicOrPartition
-        ))]
+        vec![Err((topic.clone(), RDKafkaErrorCode::UnknownTopicOrPartition))]
     );
 
     // Same name again: a new, empty topic, not the old log.

@@ -32,21 +32,14 @@ fn check_listing(response: &ApiVersionsResponse, version: i16) {
     for (key, name, needed) in SERVED_APIS {
         let listed = response.api_keys.iter().find(|k| k.api_key == key);
         let listed = listed.unwrap_or_else(|| panic!("v{version}: {name} ({key}) not advertised"));
-        assert!(
-            listed.min_version <= listed.max_version,
-            "{name}: {listed:?}"
-        );
+        assert!(listed.min_version <= listed.max_version, "{name}: {listed:?}");
         assert!(
             listed.max_version >= needed,
             "{name} max v{} < v{needed}",
             listed.max_version
         );
     }
-    let produce = response
-        .api_keys
-        .iter()
-        .find(|k| k.api_key == 0)
-        .expect("listed");
+    let produce = response.api_keys.iter().find(|k| k.api_key == 0).expect("listed");
     assert_eq!(
         produce.min_version, 0,
         "Produce must be advertised from v0 (librdkafka < 2.11.1)"
@@ -88,10 +81,7 @@ fn api_versions_v3_ends_with_an_empty_tag_section() -> Result<()> {
         *at += n;
         slice
     };
-    assert_eq!(
-        i32::from_be_bytes(take(&mut at, 4).try_into()?),
-        correlation_id
-    );
+    assert_eq!(i32::from_be_bytes(take(&mut at, 4).try_into()?), correlation_id);
     assert_eq!(i16::from_be_bytes(take(&mut at, 2).try_into()?), 0);
     let count_plus_one = frame[at];
     assert!(

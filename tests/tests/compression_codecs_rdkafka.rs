@@ -5,8 +5,8 @@
 use anyhow::Result;
 use kafka_protocol::records::Compression;
 use laminar_tests::rdkafka_client::{
-    assert_records_match, assigned_consumer, consume, create_topic, produce_all, producer,
-    sample_records, unique_topic, TestRecord,
+    assert_records_match, assigned_consumer, consume, create_topic, produce_all, producer, sample_records,
+    unique_topic, TestRecord,
 };
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::Broker;
@@ -26,8 +26,7 @@ fn compressible_records(count: usize) -> Vec<TestRecord> {
     let mut records = sample_records(count);
     for (i, record) in records.iter_mut().enumerate() {
         if record.value.is_some() {
-            record.value =
-                Some(format!("{i}:{}", "laminar compresses well ".repeat(20)).into_bytes());
+            record.value = Some(format!("{i}:{}", "laminar compresses well ".repeat(20)).into_bytes());
         }
     }
     records
@@ -44,11 +43,7 @@ async fn roundtrip_with_codec(codec: &str, expected: Compression) -> Result<()> 
         &[("compression.type", codec), ("linger.ms", "50")],
     )?;
     let offsets = produce_all(&producer, &topic, 0, &records).await?;
-    assert_eq!(
-        offsets,
-        (0..400).collect::<Vec<i64>>(),
-        "{codec}: acked offsets"
-    );
+    assert_eq!(offsets, (0..400).collect::<Vec<i64>>(), "{codec}: acked offsets");
 
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
     let consumed = consume(&consumer, &topic, 0, Offset::Beginning, records.len())?;

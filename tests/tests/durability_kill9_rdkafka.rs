@@ -5,8 +5,8 @@
 
 use anyhow::{Context, Result};
 use laminar_tests::rdkafka_client::{
-    admin_client, admin_options, assert_records_match, assigned_consumer, consume, create_topic,
-    produce_all, producer, sample_records, unique_topic, watermarks, TestRecord, OP_TIMEOUT,
+    admin_client, admin_options, assert_records_match, assigned_consumer, consume, create_topic, produce_all,
+    producer, sample_records, unique_topic, watermarks, TestRecord, OP_TIMEOUT,
 };
 use laminar_tests::Broker;
 use rdkafka::admin::ResourceSpecifier;
@@ -19,13 +19,7 @@ fn read_back(broker: &Broker, topic: &str, partition: i32, expected: &[TestRecor
         (0, expected.len() as i64),
         "{topic}/{partition} watermarks after restart"
     );
-    let consumed = consume(
-        &consumer,
-        topic,
-        partition,
-        Offset::Beginning,
-        expected.len(),
-    )?;
+    let consumed = consume(&consumer, topic, partition, Offset::Beginning, expected.len())?;
     assert_records_match(expected, &consumed, 0);
     Ok(())
 }
@@ -72,11 +66,7 @@ async fn repeated_kill9_cycles_lose_nothing() -> Result<()> {
     for (round, chunk) in records.chunks(100).enumerate() {
         let offsets = produce_all(&producer(&broker.bootstrap(), &[])?, &topic, 0, chunk).await?;
         let first = (round * 100) as i64;
-        assert_eq!(
-            offsets,
-            (first..first + 100).collect::<Vec<_>>(),
-            "round {round}"
-        );
+        assert_eq!(offsets, (first..first + 100).collect::<Vec<_>>(), "round {round}");
         broker.kill9()?;
         broker.restart()?;
     }
@@ -110,13 +100,7 @@ async fn sigterm_is_a_clean_shutdown_that_keeps_everything() -> Result<()> {
 async fn topic_metadata_survives_kill9() -> Result<()> {
     let mut broker = Broker::start_default()?;
     let (kept, deleted) = (unique_topic("meta-kept"), unique_topic("meta-deleted"));
-    create_topic(
-        &broker.bootstrap(),
-        &kept,
-        3,
-        &[("retention.ms", "123456789")],
-    )
-    .await?;
+    create_topic(&broker.bootstrap(), &kept, 3, &[("retention.ms", "123456789")]).await?;
     create_topic(&broker.bootstrap(), &deleted, 1, &[]).await?;
     let admin = admin_client(&broker.bootstrap())?;
     let results = admin.delete_topics(&[&deleted], &admin_options()).await?;

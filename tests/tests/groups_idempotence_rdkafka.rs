@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use laminar_tests::rdkafka_client::{
-    assert_records_match, assigned_consumer, client_config, consume, create_topic, produce_all,
-    producer, sample_records, unique_topic, OP_TIMEOUT,
+    assert_records_match, assigned_consumer, client_config, consume, create_topic, produce_all, producer,
+    sample_records, unique_topic, OP_TIMEOUT,
 };
 use laminar_tests::{groups_enabled, Broker, GROUPS_ENV};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -20,9 +20,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 fn skip(test: &str) -> bool {
     if !groups_enabled() {
-        eprintln!(
-            "SKIPPED {test}: set {GROUPS_ENV}=1 once the broker serves groups and idempotence"
-        );
+        eprintln!("SKIPPED {test}: set {GROUPS_ENV}=1 once the broker serves groups and idempotence");
         return true;
     }
     false
@@ -59,10 +57,7 @@ fn await_balanced(members: &[&BaseConsumer], partitions: i32) -> Result<Vec<BTre
             .collect::<Result<_, _>>()?;
         let union: BTreeSet<i32> = owned.iter().flatten().copied().collect();
         let total: usize = owned.iter().map(BTreeSet::len).sum();
-        if owned.iter().all(|o| !o.is_empty())
-            && union.len() == partitions as usize
-            && total == union.len()
-        {
+        if owned.iter().all(|o| !o.is_empty()) && union.len() == partitions as usize && total == union.len() {
             return Ok(owned);
         }
         if Instant::now() >= deadline {
@@ -201,20 +196,10 @@ async fn idempotent_producer_writes_each_record_exactly_once_in_order() -> Resul
             "partition {partition}: offsets"
         );
         let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
-        let consumed = consume(
-            &consumer,
-            &topic,
-            partition,
-            Offset::Beginning,
-            records.len(),
-        )?;
+        let consumed = consume(&consumer, &topic, partition, Offset::Beginning, records.len())?;
         assert_records_match(&records, &consumed, 0);
         let (low, high) = consumer.fetch_watermarks(&topic, partition, OP_TIMEOUT)?;
-        assert_eq!(
-            (low, high),
-            (0, 5000),
-            "partition {partition}: no duplicates"
-        );
+        assert_eq!((low, high), (0, 5000), "partition {partition}: no duplicates");
     }
     Ok(())
 }

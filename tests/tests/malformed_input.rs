@@ -11,9 +11,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::protocol::Decodable;
 use laminar_tests::rdkafka_client::{assigned_consumer, consume, unique_topic};
-use laminar_tests::wire::{
-    self, Reaction, WireConnection, BATCH_CRC_COVERED_FROM, BATCH_CRC_OFFSET,
-};
+use laminar_tests::wire::{self, Reaction, WireConnection, BATCH_CRC_COVERED_FROM, BATCH_CRC_OFFSET};
 use laminar_tests::{Broker, BrokerOptions};
 use rdkafka::Offset;
 
@@ -35,9 +33,8 @@ fn seeded_broker(options: BrokerOptions) -> Result<Seeded> {
     let values: Vec<&'static [u8]> = vec![b"first", b"second", &[0, 1, 2, 255]];
     let mut conn = WireConnection::connect(broker.addr())?;
     let metadata = kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
-        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(
-            Some(kafka_protocol::messages::TopicName(topic.clone().into())),
-        ),
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(kafka_protocol::messages::TopicName(topic.clone().into()))),
     ]));
     conn.request(&metadata.with_allow_auto_topic_creation(true), 8)?;
     let answer = wire::produce(
@@ -47,11 +44,7 @@ fn seeded_broker(options: BrokerOptions) -> Result<Seeded> {
         wire::record_batch(&values, 1_700_000_000_000)?,
         -1,
     )?;
-    assert_eq!(
-        (answer.error_code, answer.base_offset),
-        (0, 0),
-        "seed produce"
-    );
+    assert_eq!((answer.error_code, answer.base_offset), (0, 0), "seed produce");
     Ok(Seeded {
         broker,
         topic,
@@ -69,14 +62,8 @@ impl Seeded {
             self.broker.stderr_tail()
         );
         let consumer = assigned_consumer(&self.broker.bootstrap(), &[])?;
-        let consumed = consume(
-            &consumer,
-            &self.topic,
-            0,
-            Offset::Beginning,
-            self.values.len(),
-        )
-        .map_err(|e| e.context(format!("reading seeded records after {after}")))?;
+        let consumed = consume(&consumer, &self.topic, 0, Offset::Beginning, self.values.len())
+            .map_err(|e| e.context(format!("reading seeded records after {after}")))?;
         for (i, (got, want)) in consumed.iter().zip(&self.values).enumerate() {
             assert_eq!(got.offset, i as i64, "after {after}");
             assert_eq!(
@@ -211,9 +198,7 @@ fn unknown_api_versions_version_gets_unsupported_version_with_v0_header() -> Res
     body.extend(4i16.to_be_bytes());
     body.extend(b"test");
     body.push(0); // header tagged fields
-    body.extend([
-        5, b'l', b'a', b'm', b'i', 6, b'0', b'.', b'0', b'.', b'1', 0,
-    ]); // compact strings + tags
+    body.extend([5, b'l', b'a', b'm', b'i', 6, b'0', b'.', b'0', b'.', b'1', 0]); // compact strings + tags
     let mut frame = (body.len() as i32).to_be_bytes().to_vec();
     frame.extend(body);
     conn.write_raw(&frame)?;
@@ -231,14 +216,8 @@ fn unknown_api_versions_version_gets_unsupported_version_with_v0_header() -> Res
         api_versions.min_version == 0 && api_versions.max_version >= 3,
         "{api_versions:?}"
     );
-    assert!(
-        response.api_keys.iter().any(|k| k.api_key == 0),
-        "Produce listed"
-    );
-    assert!(
-        response.api_keys.iter().any(|k| k.api_key == 1),
-        "Fetch listed"
-    );
+    assert!(response.api_keys.iter().any(|k| k.api_key == 0), "Produce listed");
+    assert!(response.api_keys.iter().any(|k| k.api_key == 1), "Fetch listed");
     seeded.assert_healthy("ApiVersions v127")
 }
 
@@ -277,8 +256,7 @@ fn corrupt_crc_is_refused_with_corrupt_message_and_nothing_is_appended() -> Resu
 
 #[test]
 fn record_larger_than_message_max_bytes_is_message_too_large() -> Result<()> {
-    let mut seeded =
-        seeded_broker(BrokerOptions::default().with_override("message.max.bytes", "10000"))?;
+    let mut seeded = seeded_broker(BrokerOptions::default().with_override("message.max.bytes", "10000"))?;
     let mut conn = seeded.connect()?;
     let big = vec![0x42u8; 20_000];
     let answer = wire::produce(

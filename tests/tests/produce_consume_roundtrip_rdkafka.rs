@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 use laminar_tests::rdkafka_client::{
-    assert_records_match, assigned_consumer, consume, create_topic, produce_all, producer,
-    sample_records, unique_topic, watermarks,
+    assert_records_match, assigned_consumer, consume, create_topic, produce_all, producer, sample_records,
+    unique_topic, watermarks,
 };
 use laminar_tests::Broker;
 use rdkafka::consumer::Consumer;
@@ -83,16 +83,11 @@ async fn producing_to_an_unknown_topic_auto_creates_it() -> Result<()> {
         .map_err(|(e, _)| anyhow::anyhow!("produce to an auto-created topic: {e}"))?;
     assert_eq!((delivery.partition, delivery.offset), (0, 0));
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
-    let metadata =
-        consumer.fetch_metadata(Some(&topic), laminar_tests::rdkafka_client::OP_TIMEOUT)?;
+    let metadata = consumer.fetch_metadata(Some(&topic), laminar_tests::rdkafka_client::OP_TIMEOUT)?;
     let described = &metadata.topics()[0];
     assert_eq!(described.name(), topic);
     assert!(described.error().is_none(), "{:?}", described.error());
-    assert_eq!(
-        described.partitions().len(),
-        1,
-        "num.partitions default is 1"
-    );
+    assert_eq!(described.partitions().len(), 1, "num.partitions default is 1");
     let consumed = consume(&consumer, &topic, 0, Offset::Beginning, 1)?;
     assert_eq!(consumed[0].record.value.as_deref(), Some(&b"auto"[..]));
     assert_eq!(consumed[0].record.key.as_deref(), Some(&b"k"[..]));
@@ -106,8 +101,7 @@ async fn auto_create_disabled_refuses_unknown_topics() -> Result<()> {
     )?;
     let topic = unique_topic("no-autocreate");
     let consumer = assigned_consumer(&broker.bootstrap(), &[("allow.auto.create.topics", "true")])?;
-    let metadata =
-        consumer.fetch_metadata(Some(&topic), laminar_tests::rdkafka_client::OP_TIMEOUT)?;
+    let metadata = consumer.fetch_metadata(Some(&topic), laminar_tests::rdkafka_client::OP_TIMEOUT)?;
     let described = &metadata.topics()[0];
     assert_eq!(
         described.error(),

@@ -92,13 +92,7 @@ async fn assigning_inside_a_batch_starts_at_that_offset() -> Result<()> {
     let (broker, topic, records) = broker_with_records().await?;
     for start in [1, 57, 99] {
         let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
-        let consumed = consume(
-            &consumer,
-            &topic,
-            0,
-            Offset::Offset(start),
-            100 - start as usize,
-        )?;
+        let consumed = consume(&consumer, &topic, 0, Offset::Offset(start), 100 - start as usize)?;
         assert_records_match(&records[start as usize..], &consumed, start);
     }
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;

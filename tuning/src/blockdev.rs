@@ -102,10 +102,7 @@ fn collect_disks(fs: &HostFs, node: &str, disks: &mut Vec<BlockDevice>, depth: u
     } else {
         DiskKind::Other
     };
-    let rotational = fs
-        .read(&format!("/sys/block/{name}/queue/rotational"))
-        .as_deref()
-        == Some("1");
+    let rotational = fs.read(&format!("/sys/block/{name}/queue/rotational")).as_deref() == Some("1");
     disks.push(BlockDevice {
         name: name.to_string(),
         kind,
@@ -149,12 +146,8 @@ mod tests {
         .unwrap();
         let mut disks = Vec::new();
         collect_disks(&fs, "/sys/devices/virtual/block/dm-0", &mut disks, 0);
-        let names: Vec<(&str, DiskKind)> =
-            disks.iter().map(|d| (d.name.as_str(), d.kind)).collect();
-        assert_eq!(
-            names,
-            vec![("nvme0n1", DiskKind::Nvme), ("sdb", DiskKind::Scsi)]
-        );
+        let names: Vec<(&str, DiskKind)> = disks.iter().map(|d| (d.name.as_str(), d.kind)).collect();
+        assert_eq!(names, vec![("nvme0n1", DiskKind::Nvme), ("sdb", DiskKind::Scsi)]);
     }
 
     #[test]
@@ -162,10 +155,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         match block_devices_of(&HostFs::real(), &dir.path().join("not-yet-created")) {
             Ok(disks) => assert!(disks.iter().all(|d| !d.name.is_empty())),
-            Err(reason) => assert!(
-                reason.contains("device") || reason.contains("disk"),
-                "{reason}"
-            ),
+            Err(reason) => assert!(reason.contains("device") || reason.contains("disk"), "{reason}"),
         }
     }
 }

@@ -104,6 +104,5 @@ pub fn queue_rw(
     .user_data(user_data);
     // SAFETY: the entry refers to `buf`, which the caller keeps alive and unaliased until its
     // completion is reaped (see above), and to `fd`, which stays open as long as the ring.
-    unsafe { ring.submission().push(&entry) }
-        .map_err(|_| io::Error::other("io_uring submission queue full"))
+    unsafe { ring.submission().push(&entry) }.map_err(|_| io::Error::other("io_uring submission queue full"))
 }

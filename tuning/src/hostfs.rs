@@ -120,9 +120,6 @@ mod tests {
         );
         assert_eq!(fs.list("/proc/sys"), vec!["vm".to_string()]);
         assert_eq!(fs.read("/nope"), None);
-        assert_eq!(
-            nearest_existing(&dir.path().join("a/b/c")),
-            Some(dir.path())
-        );
+        assert_eq!(nearest_existing(&dir.path().join("a/b/c")), Some(dir.path()));
     }
 }

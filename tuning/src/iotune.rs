@@ -150,9 +150,7 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
         .with_context(|| format!("creating {}", options.data_dir.display()))?;
     let pid = std::process::id();
     let data_path = options.data_dir.join(format!(".laminar-iotune-{pid}.tmp"));
-    let fsync_path = options
-        .data_dir
-        .join(format!(".laminar-iotune-fsync-{pid}.tmp"));
+    let fsync_path = options.data_dir.join(format!(".laminar-iotune-fsync-{pid}.tmp"));
     let _scratch = Scratch(vec![data_path.clone(), fsync_path.clone()]);
     let (file, direct_io) = open_scratch(&data_path)?;
 
@@ -185,13 +183,7 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
     let (batch, depth) = recommend(&cases);
     let device = block_devices_of(&HostFs::real(), &options.data_dir)
         .ok()
-        .map(|disks| {
-            disks
-                .iter()
-                .map(|d| d.name.clone())
-                .collect::<Vec<_>>()
-                .join(",")
-        });
+        .map(|disks| disks.iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(","));
     Ok(IoProfile {
         version: 1,
         data_dir: options.data_dir.display().to_string(),
@@ -261,10 +253,7 @@ fn run_case(
     let (mut in_flight, mut done_bytes, mut ops) = (depth, 0u64, 0u64);
     while in_flight > 0 {
         ring.submit_and_wait(1).context("io_uring_enter")?;
-        let completed: Vec<(u64, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data(), c.result()))
-            .collect();
+        let completed: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
         for (slot, result) in completed {
             if result < 0 {
                 return Err(io::Error::from_raw_os_error(-result)).context("disk I/O");
@@ -331,8 +320,7 @@ fn fsync_latencies_us(path: &Path, budget: Duration) -> anyhow::Result<Vec<f64>>
     let mut latencies = Vec::new();
     let mut offset = 0u64;
     while latencies.len() < 10 || started.elapsed() < budget {
-        file.write_all_at(&block, offset)
-            .context("fsync probe append")?;
+        file.write_all_at(&block, offset).context("fsync probe append")?;
         offset += block.len() as u64;
         let t = Instant::now();
         file.sync_data().context("fdatasync")?;
@@ -354,10 +342,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 /// that reaches 80 % of it at that depth.
 fn recommend(cases: &[IoCase]) -> (usize, usize) {
     let writes: Vec<&IoCase> = cases.iter().filter(|c| c.op == "write").collect();
-    let Some(best) = writes
-        .iter()
-        .max_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s))
-    else {
+    let Some(best) = writes.iter().max_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s)) else {
         return (BLOCK_SIZES[BLOCK_SIZES.len() - 1], 1);
     };
     let batch = writes
@@ -423,11 +408,7 @@ mod tests {
         assert!(profile.fdatasync_latency_us_p50 > 0.0);
         assert!(BLOCK_SIZES.contains(&profile.recommended_write_batch_bytes));
         assert!(QUEUE_DEPTHS.contains(&profile.recommended_io_depth));
-        assert!(
-            profile.duration_ms < 5_000,
-            "bounded: {} ms",
-            profile.duration_ms
-        );
+        assert!(profile.duration_ms < 5_000, "bounded: {} ms", profile.duration_ms);
         let leftovers: Vec<_> = std::fs::read_dir(&options.data_dir).unwrap().collect();
         assert!(leftovers.is_empty(), "scratch files removed");
         let path = dir.path().join("iotune.json");

@@ -81,11 +81,7 @@ fn affinity_check(fs: &HostFs, name: &str, irqs: &[u32], online: &[u32]) -> Tune
             "{} irqs on cpus {}{}",
             irqs.len(),
             cpus.join(","),
-            if all_movable {
-                " (movable to any core)"
-            } else {
-                ""
-            }
+            if all_movable { " (movable to any core)" } else { "" }
         ),
         recommended: RECOMMENDED.to_string(),
         why: WHY.to_string(),

@@ -148,11 +148,12 @@ pub fn probe_host_for(executors: u64) -> Result<HostReport, HostError> {
     }
     let memlock = memlock_limit_bytes();
     match &memlock {
-        &Ok(Some(limit_bytes)) if limit_bytes < executors * MEMLOCK_PER_EXECUTOR_BYTES => problems
-            .push(HostProblem::MemlockTooLow {
+        &Ok(Some(limit_bytes)) if limit_bytes < executors * MEMLOCK_PER_EXECUTOR_BYTES => {
+            problems.push(HostProblem::MemlockTooLow {
                 limit_bytes,
                 executors,
-            }),
+            })
+        }
         Ok(_) => {}
         Err(e) => problems.push(HostProblem::MemlockUnreadable {
             reason: e.to_string(),

@@ -93,9 +93,7 @@ mod tests {
     use super::*;
 
     fn receive(listener: &UnixDatagram) -> String {
-        listener
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        listener.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 1024];
         let n = listener.recv(&mut buf).unwrap();
         String::from_utf8(buf[..n].to_vec()).unwrap()

@@ -62,9 +62,6 @@ mod tests {
             output.status.success(),
             "systemd-analyze verify failed:\n{stderr}"
         );
-        assert!(
-            !stderr.contains("laminar"),
-            "warnings about our units:\n{stderr}"
-        );
+        assert!(!stderr.contains("laminar"), "warnings about our units:\n{stderr}");
     }
 }

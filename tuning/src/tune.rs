@@ -118,10 +118,7 @@ pub fn apply(options: &TuneOptions, checks: &[TuneCheck], write: bool) -> Vec<Ap
         .flat_map(|c| c.fix.iter().map(move |w| (c, w)))
         .map(|(check, w)| {
             let result = if write {
-                options
-                    .host
-                    .write(&w.path, &w.value)
-                    .map_err(|e| e.to_string())
+                options.host.write(&w.path, &w.value).map_err(|e| e.to_string())
             } else {
                 Ok(())
             };
@@ -173,10 +170,7 @@ fn nomerges_check(fs: &HostFs, disk: &BlockDevice) -> TuneCheck {
             "the broker already writes large sequential chunks; merge lookups cost CPU on NVMe",
         )
     } else {
-        (
-            "0",
-            "merging adjacent requests helps devices with shallow queues",
-        )
+        ("0", "merging adjacent requests helps devices with shallow queues")
     };
     match fs.read(&path) {
         Some(current) => setting(name, &current, wanted, why, &path),
@@ -206,10 +200,7 @@ fn governor_check(fs: &HostFs) -> TuneCheck {
     let paths: Vec<String> = fs
         .list("/sys/devices/system/cpu")
         .into_iter()
-        .filter(|n| {
-            n.strip_prefix("cpu")
-                .is_some_and(|id| id.parse::<u32>().is_ok())
-        })
+        .filter(|n| n.strip_prefix("cpu").is_some_and(|id| id.parse::<u32>().is_ok()))
         .map(|cpu| format!("/sys/devices/system/cpu/{cpu}/cpufreq/scaling_governor"))
         .filter(|p| fs.exists(p))
         .collect();

@@ -20,10 +20,7 @@ fn fake_host() -> (tempfile::TempDir, HostFs) {
             "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
             "performance",
         ),
-        (
-            "/sys/block/nvme0n1/queue/scheduler",
-            "[mq-deadline] kyber none",
-        ),
+        ("/sys/block/nvme0n1/queue/scheduler", "[mq-deadline] kyber none"),
         ("/sys/block/nvme0n1/queue/nomerges", "0"),
         ("/sys/block/vda/queue/scheduler", "[none] mq-deadline"),
         ("/sys/block/vda/queue/nomerges", "0"),
@@ -85,8 +82,7 @@ fn fake_host_checks_and_apply() {
     let after = check_all(&options);
     assert!(after.iter().all(|c| c.ok), "{}", render_table(&after));
     assert_eq!(
-        fs.read("/sys/kernel/mm/transparent_hugepage/enabled")
-            .as_deref(),
+        fs.read("/sys/kernel/mm/transparent_hugepage/enabled").as_deref(),
         Some("madvise")
     );
 }
@@ -148,10 +144,7 @@ fn a_failed_write_is_reported_not_fatal() {
     let outcomes = apply(&options, &checks, true);
     let bogus = outcomes.iter().find(|o| o.check == "bogus").unwrap();
     assert!(!bogus.written && bogus.error.is_some());
-    assert!(outcomes
-        .iter()
-        .filter(|o| o.check != "bogus")
-        .all(|o| o.written));
+    assert!(outcomes.iter().filter(|o| o.check != "bogus").all(|o| o.written));
 }
 
 #[test]

@@ -6,8 +6,7 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest,
-    TopicName,
+    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -201,12 +200,11 @@ impl Connection {
                         api: ApiKey::CreateTopics,
                         what: t.name.clone(),
                     })?;
-                let outcome =
-                    match KafkaError::from_code(result.error_code, result.error_message.as_deref())
-                    {
-                        None => Ok(()),
-                        Some(error) => Err(error),
-                    };
+                let outcome = match KafkaError::from_code(result.error_code, result.error_message.as_deref())
+                {
+                    None => Ok(()),
+                    Some(error) => Err(error),
+                };
                 Ok((t.name.clone(), outcome))
             })
             .collect()
@@ -228,8 +226,7 @@ impl Connection {
                     .collect(),
             )
         } else {
-            DeleteTopicsRequest::default()
-                .with_topic_names(topics.iter().map(|t| name(t)).collect())
+            DeleteTopicsRequest::default().with_topic_names(topics.iter().map(|t| name(t)).collect())
         }
         .with_timeout_ms(timeout_ms);
         let response = self.request(&request)?;
@@ -244,12 +241,11 @@ impl Connection {
                         api: ApiKey::DeleteTopics,
                         what: (*t).to_owned(),
                     })?;
-                let outcome =
-                    match KafkaError::from_code(result.error_code, result.error_message.as_deref())
-                    {
-                        None => Ok(()),
-                        Some(error) => Err(error),
-                    };
+                let outcome = match KafkaError::from_code(result.error_code, result.error_message.as_deref())
+                {
+                    None => Ok(()),
+                    Some(error) => Err(error),
+                };
                 Ok(((*t).to_owned(), outcome))
             })
             .collect()
@@ -271,16 +267,15 @@ impl Connection {
         resource_name: &str,
         keys: Option<&[&str]>,
     ) -> Result<Vec<ConfigEntry>, ClientError> {
-        let request = DescribeConfigsRequest::default().with_resources(vec![
-            DescribeConfigsResource::default()
+        let request =
+            DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
                 .with_resource_type(resource_type)
                 .with_resource_name(StrBytes::from_string(resource_name.to_owned()))
                 .with_configuration_keys(keys.map(|keys| {
                     keys.iter()
                         .map(|k| StrBytes::from_string((*k).to_owned()))
                         .collect()
-                })),
-        ]);
+                }))]);
         let response = self.request(&request)?;
         let result = response
             .results

@@ -214,10 +214,7 @@ impl Connection {
         )?;
         self.stream.write_all(&self.write_buffer)?;
         if expects_response {
-            self.in_flight.push_back(InFlight {
-                correlation_id,
-                api,
-            });
+            self.in_flight.push_back(InFlight { correlation_id, api });
         }
         Ok(Pending {
             correlation_id,
@@ -228,10 +225,7 @@ impl Connection {
     }
 
     /// Reads the next frame, checks it answers `pending` and returns the body after the header.
-    fn receive_frame<Response>(
-        &mut self,
-        pending: &Pending<Response>,
-    ) -> Result<bytes::Bytes, ClientError> {
+    fn receive_frame<Response>(&mut self, pending: &Pending<Response>) -> Result<bytes::Bytes, ClientError> {
         let oldest = self
             .in_flight
             .front()
@@ -249,13 +243,12 @@ impl Connection {
         };
         let oldest = self.in_flight.pop_front().expect("checked above");
         let header_version = oldest.api.response_header_version(pending.version);
-        let header = ResponseHeader::decode(&mut frame, header_version).map_err(|error| {
-            ClientError::Decode {
+        let header =
+            ResponseHeader::decode(&mut frame, header_version).map_err(|error| ClientError::Decode {
                 api: oldest.api,
                 version: pending.version,
                 message: format!("response header: {error}"),
-            }
-        })?;
+            })?;
         if header.correlation_id != oldest.correlation_id {
             return Err(ClientError::CorrelationMismatch {
                 expected: oldest.correlation_id,

@@ -84,12 +84,11 @@ fn serve_one_connection(listener: TcpListener, swap_correlation_ids: bool) {
             ApiKey::Metadata => {
                 let request = MetadataRequest::decode(&mut frame, version).expect("body");
                 let node_id = request.topics.map_or(0, |topics| topics.len() as i32);
-                let response = MetadataResponse::default().with_brokers(vec![
-                    MetadataResponseBroker::default()
+                let response =
+                    MetadataResponse::default().with_brokers(vec![MetadataResponseBroker::default()
                         .with_node_id(BrokerId(node_id))
                         .with_host(StrBytes::from_static_str("h"))
-                        .with_port(1),
-                ]);
+                        .with_port(1)]);
                 (
                     encode_body(&response, version),
                     api.response_header_version(version),
@@ -158,16 +157,9 @@ fn negotiates_down_and_pipelines_in_order() {
     let first = connection.send(&metadata_for(1)).expect("send");
     let second = connection.send(&metadata_for(2)).expect("send");
     assert_eq!(connection.in_flight(), 2);
+    assert_eq!(connection.receive(first).expect("first").brokers[0].node_id.0, 1);
     assert_eq!(
-        connection.receive(first).expect("first").brokers[0]
-            .node_id
-            .0,
-        1
-    );
-    assert_eq!(
-        connection.receive(second).expect("second").brokers[0]
-            .node_id
-            .0,
+        connection.receive(second).expect("second").brokers[0].node_id.0,
         2
     );
     assert!(matches!(

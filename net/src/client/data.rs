@@ -5,8 +5,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ProduceRequest,
-    ProduceResponse, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ProduceRequest, ProduceResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -149,10 +149,7 @@ impl Connection {
     }
 
     /// Receives the response to a single-partition produce sent by [`Connection::send_produce`].
-    pub fn receive_produce(
-        &mut self,
-        pending: Pending<ProduceResponse>,
-    ) -> Result<ProduceAck, ClientError> {
+    pub fn receive_produce(&mut self, pending: Pending<ProduceResponse>) -> Result<ProduceAck, ClientError> {
         let response = self.receive(pending)?;
         let topic = response.responses.first();
         let partition = topic.and_then(|t| t.partition_responses.first());
@@ -201,10 +198,7 @@ impl Connection {
                 .with_partition(position.partition)
                 .with_fetch_offset(position.offset)
                 .with_partition_max_bytes(position.partition_max_bytes);
-            match topics
-                .iter_mut()
-                .find(|t| t.topic.0.as_str() == position.topic)
-            {
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == position.topic) {
                 Some(topic) => topic.partitions.push(partition),
                 None => topics.push(
                     FetchTopic::default()
@@ -278,11 +272,7 @@ impl Connection {
                         .collect(),
                 )]);
         let response = self.request(&request)?;
-        let answered: Vec<_> = response
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .collect();
+        let answered: Vec<_> = response.topics.iter().flat_map(|t| t.partitions.iter()).collect();
         partitions
             .iter()
             .map(|(partition, _)| {

@@ -100,7 +100,9 @@ pub enum ClientError {
         actual: i32,
     },
     /// The broker and this client share no version of an API.
-    #[error("broker does not support {api:?} in versions {client_min}..={client_max} (broker offers {broker})")]
+    #[error(
+        "broker does not support {api:?} in versions {client_min}..={client_max} (broker offers {broker})"
+    )]
     UnsupportedApi {
         /// The API.
         api: ApiKey,

@@ -100,10 +100,7 @@ impl FrameReader {
 
     /// Reads from `source` until a whole frame is buffered, then returns it. `Ok(None)` when the
     /// source ends cleanly between frames.
-    pub fn read_frame<R: std::io::Read>(
-        &mut self,
-        source: &mut R,
-    ) -> Result<Option<Bytes>, ReadFrameError> {
+    pub fn read_frame<R: std::io::Read>(&mut self, source: &mut R) -> Result<Option<Bytes>, ReadFrameError> {
         loop {
             let missing = match self.next_frame()? {
                 FrameStatus::Ready(frame) => return Ok(Some(frame)),
@@ -166,20 +163,11 @@ mod tests {
     #[test]
     fn partial_prefix_and_body_need_more() {
         let mut reader = FrameReader::new(1024);
-        assert_eq!(
-            reader.next_frame(),
-            Ok(FrameStatus::NeedMore { missing: 4 })
-        );
+        assert_eq!(reader.next_frame(), Ok(FrameStatus::NeedMore { missing: 4 }));
         reader.extend(&[0, 0]);
-        assert_eq!(
-            reader.next_frame(),
-            Ok(FrameStatus::NeedMore { missing: 2 })
-        );
+        assert_eq!(reader.next_frame(), Ok(FrameStatus::NeedMore { missing: 2 }));
         reader.extend(&[0, 3, b'a']);
-        assert_eq!(
-            reader.next_frame(),
-            Ok(FrameStatus::NeedMore { missing: 2 })
-        );
+        assert_eq!(reader.next_frame(), Ok(FrameStatus::NeedMore { missing: 2 }));
         reader.extend(&[b'b', b'c', 0, 0]);
         assert_eq!(
             reader.next_frame(),
@@ -215,10 +203,7 @@ mod tests {
             reader.read_frame(&mut source).expect("frame"),
             Some(Bytes::from_static(b"hi"))
         );
-        assert_eq!(
-            reader.read_frame(&mut source).expect("frame"),
-            Some(Bytes::new())
-        );
+        assert_eq!(reader.read_frame(&mut source).expect("frame"), Some(Bytes::new()));
         assert!(reader.read_frame(&mut source).expect("eof").is_none());
     }
 
@@ -227,9 +212,7 @@ mod tests {
         let stream: Vec<u8> = [&5i32.to_be_bytes()[..], b"ab"].concat();
         let mut reader = FrameReader::new(16);
         let error = reader.read_frame(&mut &stream[..]).unwrap_err();
-        assert!(
-            matches!(error, ReadFrameError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof)
-        );
+        assert!(matches!(error, ReadFrameError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof));
     }
 
     struct TrickleReader<'a>(&'a [u8], usize);

@@ -19,9 +19,7 @@ pub mod frame;
 pub mod records;
 mod versions;
 
-pub use admin::{
-    BrokerInfo, ClusterMetadata, ConfigEntry, NewTopic, PartitionMetadata, TopicMetadata,
-};
+pub use admin::{BrokerInfo, ClusterMetadata, ConfigEntry, NewTopic, PartitionMetadata, TopicMetadata};
 pub use connection::{encode_frame, ClientConfig, Connection, Pending};
 pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};
 pub use error::{ClientError, KafkaError};

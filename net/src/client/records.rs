@@ -27,8 +27,8 @@
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
 };
 
 use super::error::ClientError;
@@ -44,12 +44,7 @@ const LOG_OVERHEAD_BYTES: usize = 12;
 /// The crate's encoder starts a new batch whenever `offset - sequence` changes between records
 /// and derives the batch's base sequence from the first record, so the sequence runs one
 /// behind the offset: the records share one batch and its base sequence is -1 (none).
-pub fn plain_record(
-    offset: i64,
-    timestamp_ms: i64,
-    key: Option<Bytes>,
-    value: Option<Bytes>,
-) -> Record {
+pub fn plain_record(offset: i64, timestamp_ms: i64, key: Option<Bytes>, value: Option<Bytes>) -> Record {
     Record {
         transactional: false,
         control: false,

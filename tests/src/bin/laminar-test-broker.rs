@@ -32,11 +32,7 @@ fn parse_args() -> Result<BrokerOptions> {
 }
 
 fn ready_line(broker: &Broker) -> String {
-    format!(
-        "ready {} {}",
-        broker.bootstrap(),
-        broker.data_dir().display()
-    )
+    format!("ready {} {}", broker.bootstrap(), broker.data_dir().display())
 }
 
 fn one_line(err: &anyhow::Error) -> String {
@@ -73,9 +69,7 @@ fn main() -> Result<()> {
                 writeln!(
                     out,
                     "{}",
-                    answer
-                        .map(|()| "ok".to_string())
-                        .unwrap_or_else(|e| one_line(&e))
+                    answer.map(|()| "ok".to_string()).unwrap_or_else(|e| one_line(&e))
                 )?;
                 out.flush()?;
                 return Ok(());
