@@ -72,7 +72,9 @@ impl MetricsPage {
             if line.starts_with('#') {
                 continue;
             }
-            let (series, value) = line.rsplit_once(' ').with_context(|| format!("sample {line:?}"))?;
+            let (series, value) = line
+                .rsplit_once(' ')
+                .with_context(|| format!("sample {line:?}"))?;
             let value: f64 = value.parse().with_context(|| format!("value in {line:?}"))?;
             page.samples.insert(series.to_string(), value);
         }

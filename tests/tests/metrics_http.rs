@@ -64,18 +64,38 @@ fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
     let value = |series: &str| page.value(series).unwrap_or_else(|| panic!("no {series}"));
     assert_eq!(value("laminar_kafka_requests_total{request=\"Produce\"}"), 3.0);
     assert_eq!(value("laminar_kafka_requests_total{request=\"Fetch\"}"), 3.0);
-    assert_eq!(value("laminar_kafka_requests_total{request=\"CreateTopics\"}"), 1.0);
+    assert_eq!(
+        value("laminar_kafka_requests_total{request=\"CreateTopics\"}"),
+        1.0
+    );
     let in_series = format!("laminar_kafka_request_bytes_total{{topic=\"{topic}\",direction=\"in\"}}");
     let out_series = format!("laminar_kafka_request_bytes_total{{topic=\"{topic}\",direction=\"out\"}}");
     assert_eq!(value(&in_series), bytes_in as f64);
-    assert_eq!(value(&out_series), bytes_in as f64, "fetched every batch back once");
-    assert_eq!(value(&format!("laminar_kafka_records_produced_total{{topic=\"{topic}\"}}")), 6.0);
-    assert_eq!(value(&format!("laminar_kafka_records_fetched_total{{topic=\"{topic}\"}}")), 6.0);
+    assert_eq!(
+        value(&out_series),
+        bytes_in as f64,
+        "fetched every batch back once"
+    );
+    assert_eq!(
+        value(&format!(
+            "laminar_kafka_records_produced_total{{topic=\"{topic}\"}}"
+        )),
+        6.0
+    );
+    assert_eq!(
+        value(&format!(
+            "laminar_kafka_records_fetched_total{{topic=\"{topic}\"}}"
+        )),
+        6.0
+    );
     // Two shards; the three partitions spread over them.
     assert_eq!(page.sum("laminar_kafka_partitions"), 3.0);
     assert!(page.value("laminar_kafka_partitions{shard=\"1\"}").is_some());
     assert!(page.sum("laminar_storage_log_bytes") >= bytes_in as f64);
-    assert!(page.sum("laminar_kafka_connections_active") >= 1.0, "our connection is open");
+    assert!(
+        page.sum("laminar_kafka_connections_active") >= 1.0,
+        "our connection is open"
+    );
     // acks=all with laminar.fsync=always: each produce waited for an fdatasync.
     assert!(value("laminar_storage_fdatasync_latency_seconds_count") >= 3.0);
     assert!(value("laminar_storage_fdatasync_latency_seconds_sum") > 0.0);
@@ -89,7 +109,10 @@ fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
         .collect();
     assert!(produce_buckets.len() > 10, "{produce_buckets:?}");
     let inf = value("laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"+Inf\"}");
-    assert_eq!(inf, value("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}"));
+    assert_eq!(
+        inf,
+        value("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}")
+    );
     assert_eq!(inf, 3.0);
     assert!(produce_buckets.iter().all(|b| *b <= inf));
     Ok(())
@@ -106,11 +129,20 @@ fn status_and_readiness_describe_the_running_broker() -> Result<()> {
     assert!(ready.body.contains("\"ready\""), "{}", ready.body);
 
     let status = get_ok(broker.http_addr(), "/v1/status")?;
-    for field in ["\"version\": \"", "\"node_id\": 1", "\"ready\": true", "\"uptime_seconds\""] {
+    for field in [
+        "\"version\": \"",
+        "\"node_id\": 1",
+        "\"ready\": true",
+        "\"uptime_seconds\"",
+    ] {
         assert!(status.contains(field), "{field} missing in {status}");
     }
     assert_eq!(status.matches("\"shard\": ").count(), 2, "{status}");
-    assert_eq!(status.matches("\"topic\": \"status-topic\"").count(), 4, "{status}");
+    assert_eq!(
+        status.matches("\"topic\": \"status-topic\"").count(),
+        4,
+        "{status}"
+    );
 
     let missing = request(broker.http_addr(), "GET", "/nope")?;
     assert_eq!(missing.status, 404);
@@ -120,7 +152,10 @@ fn status_and_readiness_describe_the_running_broker() -> Result<()> {
     let huge = format!("/{}", "a".repeat(9000));
     assert_eq!(request(broker.http_addr(), "GET", &huge)?.status, 431);
     // The admin server still answers after the refusals.
-    assert_eq!(request(broker.http_addr(), "GET", "/v1/status/ready")?.status, 200);
+    assert_eq!(
+        request(broker.http_addr(), "GET", "/v1/status/ready")?.status,
+        200
+    );
     Ok(())
 }
 
@@ -133,6 +168,9 @@ fn a_taken_admin_port_stops_start_up_with_a_reason() -> Result<()> {
         Ok(_) => anyhow::bail!("a second broker started on the taken admin port {taken}"),
         Err(e) => format!("{e:#}"),
     };
-    assert!(error.contains(&format!("laminar.http.listen: cannot listen on {taken}")), "{error}");
+    assert!(
+        error.contains(&format!("laminar.http.listen: cannot listen on {taken}")),
+        "{error}"
+    );
     Ok(())
 }

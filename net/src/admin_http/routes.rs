@@ -145,6 +145,7 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
                     json!({
                         "topic": p.topic,
                         "partition": p.partition,
+                        "open": p.open,
                         "log_start_offset": p.log_start_offset,
                         "log_end_offset": p.log_end_offset,
                         "size_bytes": p.size_bytes,

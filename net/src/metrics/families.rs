@@ -132,7 +132,7 @@ pub const FAMILIES: &[Family] = &[
         PARTITIONS,
         Kind::Gauge,
         &["shard"],
-        "Partition replicas open on each shard (each shard opens every partition it owns).",
+        "Partition replicas each shard owns.",
     ),
     family(
         LOG_BYTES,

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceRequest, ProduceResponse};
 
+use laminar_engine::shard::shard_of_partition;
+
 use crate::broker::{BrokerCtx, BrokerShard};
 use crate::client::records::batches;
 use histogram::{HistogramSnapshot, LatencyHistogram};
@@ -173,8 +175,7 @@ pub struct ShardSnapshot {
     pub topics: BTreeMap<String, TopicTraffic>,
     pub durability_wait: HistogramSnapshot,
     pub connections_active: usize,
-    /// Partitions this shard has open (it opens every partition it owns at start and on
-    /// creation).
+    /// The partitions this shard owns.
     pub partitions: Vec<PartitionSnapshot>,
     pub kafka_listener_bound: bool,
 }
@@ -184,28 +185,37 @@ pub struct ShardSnapshot {
 pub struct PartitionSnapshot {
     pub topic: String,
     pub partition: i32,
+    /// Not yet opened since its creation: no segment written, offsets and size are 0.
+    pub open: bool,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
     pub size_bytes: u64,
 }
 
 impl ShardSnapshot {
-    /// Copies the counters and gauges of the shard that owns `state`.
-    pub fn of(shard: usize, state: &BrokerShard) -> ShardSnapshot {
+    /// Copies the counters and gauges of shard `shard` (of `shard_count`), whose state is
+    /// `state`. Partitions come from the topic table (what the shard owns); offsets and sizes
+    /// from those it has open (a partition opens on first use after its creation).
+    pub fn of(shard: usize, shard_count: usize, state: &BrokerShard) -> ShardSnapshot {
         let metrics = &state.metrics;
-        let mut partitions: Vec<PartitionSnapshot> = state
-            .partitions
-            .all()
-            .into_iter()
-            .map(|((topic, partition), open)| PartitionSnapshot {
-                topic,
-                partition,
-                log_start_offset: open.log_start_offset(),
-                log_end_offset: open.log_end_offset(),
-                size_bytes: open.size_bytes(),
-            })
-            .collect();
-        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        let table = state.shared.metadata.current();
+        let mut partitions = Vec::new();
+        for topic in table.topics.values() {
+            for partition in 0..topic.partition_count {
+                if shard_of_partition(&topic.name, partition, shard_count) != shard {
+                    continue;
+                }
+                let open = state.partitions.get(&topic.name, partition);
+                partitions.push(PartitionSnapshot {
+                    topic: topic.name.clone(),
+                    partition,
+                    open: open.is_some(),
+                    log_start_offset: open.as_ref().map_or(0, |p| p.log_start_offset()),
+                    log_end_offset: open.as_ref().map_or(0, |p| p.log_end_offset()),
+                    size_bytes: open.as_ref().map_or(0, |p| p.size_bytes()),
+                });
+            }
+        }
         ShardSnapshot {
             shard,
             requests: metrics
@@ -303,7 +313,7 @@ pub async fn gather(ctx: &Rc<BrokerCtx>) -> BrokerSnapshot {
     let asks = (0..ctx.shard_count()).map(|shard| async move {
         let answer = ctx
             .submit_to(shard, move |there| async move {
-                ShardSnapshot::of(there.id(), &there.state)
+                ShardSnapshot::of(there.id(), there.shard_count(), &there.state)
             })
             .await;
         (shard, answer)

@@ -119,6 +119,7 @@ fn rendered_page_has_every_family_and_parses() {
         partitions: vec![PartitionSnapshot {
             topic: "t".into(),
             partition: 0,
+            open: true,
             log_start_offset: 0,
             log_end_offset: 9,
             size_bytes: 4096,
