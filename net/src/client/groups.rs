@@ -60,6 +60,9 @@ pub struct CommittedOffset {
     pub offset: i64,
 }
 
+/// A group name and what the broker did with it (DeleteGroups).
+pub type GroupOutcome = (String, Result<(), KafkaError>);
+
 fn group_id(group: &str) -> GroupId {
     GroupId(StrBytes::from_string(group.to_owned()))
 }
@@ -173,7 +176,7 @@ impl Connection {
     pub fn delete_groups(
         &mut self,
         groups: &[&str],
-    ) -> Result<Vec<(String, Result<(), KafkaError>)>, ClientError> {
+    ) -> Result<Vec<GroupOutcome>, ClientError> {
         let request =
             DeleteGroupsRequest::default().with_groups_names(groups.iter().map(|g| group_id(g)).collect());
         let response = self.request(&request)?;
