@@ -1,9 +1,15 @@
-//! `laminar broker`: load the config, start the shards, stop cleanly on SIGTERM / SIGINT.
+//! `laminar broker`: check the host, load the config, start the shards, tell systemd (READY,
+//! WATCHDOG, STOPPING), stop cleanly on SIGTERM / SIGINT.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use anyhow::Context;
+use laminar_net::client::{ClientConfig, Connection};
 use laminar_net::config::{BrokerConfig, LoadedBrokerConfig};
+use laminar_tuning::sd_notify::{self, NotifyState};
 
 pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
     init_logging();
@@ -15,16 +21,41 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
     for warning in &warnings {
         tracing::warn!("{warning}");
     }
+    let shards = config.laminar_cores.max(1);
+    let host = laminar_tuning::probe_host_for(shards as u64).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listeners: Vec<String> = config
+        .listeners
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.host, l.port))
+        .collect();
+    let data_dirs: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
+    let http_listen = config.laminar_http_listen;
     let broker = laminar_net::server::start(config).context("cannot start the broker")?;
     let shared = broker.shared.clone();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         node_id = shared.config.node_id,
-        shards = shared.config.laminar_cores,
-        listener = %broker.listen_addr,
-        log_dir = %shared.log_dir.display(),
+        cores = std::thread::available_parallelism().map_or(1, usize::from),
+        shards,
+        listeners = %listeners.join(","),
+        kafka_addr = %broker.listen_addr,
+        http = %http_listen,
+        data_dirs = %data_dirs.join(","),
+        kernel = %host.kernel_release,
         "laminar broker started"
     );
+    notify(&[
+        NotifyState::Ready,
+        NotifyState::Status(format!("serving Kafka on {}", broker.listen_addr)),
+    ]);
+    let (stopped_tx, stopped_rx) = mpsc::channel::<()>();
+    if let Some(interval) = sd_notify::watchdog_interval() {
+        let addr = broker.listen_addr;
+        std::thread::Builder::new()
+            .name("laminar-watchdog".into())
+            .spawn(move || watchdog(addr, interval, stopped_rx))
+            .context("cannot start the watchdog thread")?;
+    }
     let shutdown = shared.shutdown.clone();
     let mut signals =
         signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
@@ -34,13 +65,51 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
                 tracing::info!(signal, "shutting down: finishing requests, flushing partitions");
+                notify(&[NotifyState::Stopping]);
                 shutdown.trigger();
             }
         })
         .context("cannot start the signal thread")?;
-    broker.join().map_err(|e| anyhow::anyhow!(e))?;
+    let joined = broker.join().map_err(|e| anyhow::anyhow!(e));
+    drop(stopped_tx);
+    joined?;
     tracing::info!("laminar broker stopped cleanly");
     Ok(())
+}
+
+/// Pings systemd at half its watchdog interval, but only after the broker answered a Kafka
+/// ApiVersions round trip: a wedged shard that still accepts connections stops the pings.
+fn watchdog(kafka_addr: SocketAddr, interval: Duration, stopped: mpsc::Receiver<()>) {
+    let period = interval / 2;
+    let client = ClientConfig {
+        client_id: "laminar-watchdog".into(),
+        connect_timeout: period,
+        io_timeout: Some(period),
+        ..ClientConfig::default()
+    };
+    let probe_addr = loopback_if_unspecified(kafka_addr);
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+        match Connection::connect(&probe_addr.to_string(), &client) {
+            Ok(_) => notify(&[NotifyState::Watchdog]),
+            Err(e) => tracing::warn!(error = %e, "watchdog: broker did not answer; not pinging systemd"),
+        }
+    }
+}
+
+fn loopback_if_unspecified(mut addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    addr
+}
+
+fn notify(states: &[NotifyState]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!(error = %e, "cannot notify systemd");
+    }
 }
 
 fn init_logging() {

@@ -69,9 +69,7 @@ fn fetch_decode(c: &mut Criterion) {
     let records: Bytes = batch.repeat(16).into();
     let response = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
         .with_topic(TopicName(StrBytes::from_static_str("t")))
-        .with_partitions(vec![
-            PartitionData::default().with_records(Some(records.clone()))
-        ])]);
+        .with_partitions(vec![PartitionData::default().with_records(Some(records.clone()))])]);
     let mut encoded = BytesMut::new();
     response.encode(&mut encoded, 12).expect("encode");
     let encoded = encoded.freeze();
@@ -95,10 +93,8 @@ fn fetch_decode(c: &mut Criterion) {
         b.iter(|| {
             let mut sum = 0u64;
             for batch in batches(&records) {
-                for_each_record(batch.expect("valid"), |r| {
-                    sum += r.key.map_or(0, |k| k[7] as u64)
-                })
-                .expect("walk");
+                for_each_record(batch.expect("valid"), |r| sum += r.key.map_or(0, |k| k[7] as u64))
+                    .expect("walk");
             }
             sum
         })

@@ -230,10 +230,7 @@ mod tests {
         assert_eq!(args.producer.compression.codec(), Compression::Zstd);
         assert_eq!(args.producer.rate(), Some(1000.0));
         assert_eq!(args.producer.records_per_batch(), 2621);
-        assert_eq!(
-            args.common.json.as_deref(),
-            Some(std::path::Path::new("o.json"))
-        );
+        assert_eq!(args.common.json.as_deref(), Some(std::path::Path::new("o.json")));
     }
 
     #[test]
@@ -253,16 +250,7 @@ mod tests {
         };
         assert_eq!(args.producer.rate(), None);
         assert_eq!(args.producer.acks, Acks::Leader);
-        assert!(parse(&[
-            "produce",
-            "--topic",
-            "t",
-            "--num-records",
-            "1",
-            "--acks",
-            "2"
-        ])
-        .is_err());
+        assert!(parse(&["produce", "--topic", "t", "--num-records", "1", "--acks", "2"]).is_err());
         assert!(parse(&[
             "produce",
             "--topic",

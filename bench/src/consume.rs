@@ -149,10 +149,7 @@ fn record_end_to_end(
             if record.offset < position {
                 return;
             }
-            match record
-                .key
-                .and_then(|key| <[u8; KEY_BYTES]>::try_from(key).ok())
-            {
+            match record.key.and_then(|key| <[u8; KEY_BYTES]>::try_from(key).ok()) {
                 Some(key) => {
                     let sent_us = u64::from_be_bytes(key);
                     recorder.latency(now_us, now_us.saturating_sub(sent_us), 1);

@@ -22,9 +22,7 @@ mod setup;
 pub mod sink;
 mod stats;
 
-pub use cli::{
-    BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, SinkArgs,
-};
+pub use cli::{BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, SinkArgs};
 pub use produce::{payload, BatchBuilder};
 
 /// Runs a `laminar bench` command.

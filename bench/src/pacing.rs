@@ -172,10 +172,7 @@ mod tests {
         clock.sleep_until_us(first + 2_000);
         let second = clock.now_us();
         assert!(second >= first + 2_000, "{first} {second}");
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as u64;
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
         assert!(wall.abs_diff(second) < 1_000_000);
     }
 }

@@ -144,14 +144,9 @@ pub fn run_producer(
             BatchPlan::WaitUntil(until_us) => {
                 // Use the wait to take an acknowledgement if one is due; else sleep.
                 match in_flight.pop_front() {
-                    Some(oldest) => acknowledge(
-                        &mut connection,
-                        oldest,
-                        &pacer,
-                        clock,
-                        record_bytes,
-                        recorder,
-                    )?,
+                    Some(oldest) => {
+                        acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?
+                    }
                     None => clock.sleep_until_us(until_us),
                 }
                 continue;
@@ -168,14 +163,7 @@ pub fn run_producer(
         let batch = builder.build(timestamps, args.compression.codec())?;
         if in_flight.len() >= args.max_in_flight {
             let oldest = in_flight.pop_front().expect("in flight is full");
-            acknowledge(
-                &mut connection,
-                oldest,
-                &pacer,
-                clock,
-                record_bytes,
-                recorder,
-            )?;
+            acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
         }
         let partition = job.partitions[next_partition % job.partitions.len()];
         next_partition += 1;
@@ -195,14 +183,7 @@ pub fn run_producer(
         sent += count as u64;
     }
     while let Some(oldest) = in_flight.pop_front() {
-        acknowledge(
-            &mut connection,
-            oldest,
-            &pacer,
-            clock,
-            record_bytes,
-            recorder,
-        )?;
+        acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
     }
     Ok(())
 }
@@ -252,10 +233,7 @@ mod tests {
                 keys.push(u64::from_be_bytes(record.key.unwrap().try_into().unwrap()));
             })
             .expect("walk");
-            assert_eq!(
-                keys,
-                (0..10).map(|i| 1_000_000 * round + i).collect::<Vec<_>>()
-            );
+            assert_eq!(keys, (0..10).map(|i| 1_000_000 * round + i).collect::<Vec<_>>());
         }
         let payload = payload(64, 3);
         assert!(payload.iter().all(u8::is_ascii_uppercase));

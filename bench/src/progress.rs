@@ -16,10 +16,7 @@ pub struct ProgressLine {
 
 impl ProgressLine {
     /// Starts printing `label` lines about `progress`.
-    pub fn start(
-        label: &'static str,
-        progress: Vec<(&'static str, Arc<Progress>)>,
-    ) -> ProgressLine {
+    pub fn start(label: &'static str, progress: Vec<(&'static str, Arc<Progress>)>) -> ProgressLine {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::io::stderr().is_terminal().then(|| {
             let stop = stop.clone();

@@ -20,13 +20,7 @@ pub struct Series {
 }
 
 /// An SVG line chart. `log_x` plots x on a log10 scale (x must be > 0).
-pub fn line_chart(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-    log_x: bool,
-) -> String {
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bool) -> String {
     let fx = |x: f64| if log_x { x.max(1e-9).log10() } else { x };
     let all = series.iter().flat_map(|s| s.points.iter());
     let (mut x_min, mut x_max, mut y_max) = (f64::MAX, f64::MIN, 0.0f64);
@@ -156,12 +150,7 @@ fn measurement_charts(name: &str, latency_kind: &str, m: &Measurement) -> String
             .timeline
             .iter()
             .filter(|i| !i.latency_us.is_empty())
-            .map(|i| {
-                (
-                    i.second as f64,
-                    i.latency_us.value_at_quantile(q) as f64 / 1e3,
-                )
-            })
+            .map(|i| (i.second as f64, i.latency_us.value_at_quantile(q) as f64 / 1e3))
             .collect(),
     };
     html.push_str(&line_chart(
@@ -180,12 +169,7 @@ fn measurement_charts(name: &str, latency_kind: &str, m: &Measurement) -> String
         0.0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999,
     ]
     .iter()
-    .map(|q| {
-        (
-            1.0 / (1.0 - q),
-            m.latency_us.value_at_quantile(*q) as f64 / 1e3,
-        )
-    })
+    .map(|q| (1.0 / (1.0 - q), m.latency_us.value_at_quantile(*q) as f64 / 1e3))
     .collect();
     html.push_str(&line_chart(
         &format!("{name}: {latency_kind} latency by percentile (x: 1/(1-q); 100 = p99)"),

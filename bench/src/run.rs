@@ -159,11 +159,7 @@ fn seconds_since(clock: Clock, start_us: u64) -> f64 {
 /// `laminar bench produce`.
 pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
     let limits = limits_for(&args.common)?;
-    let layout = prepare_topic(
-        &args.common.brokers,
-        &args.common.topic,
-        args.common.partitions,
-    )?;
+    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
     let clock = Clock::new();
     let start_us = clock.now_us() + 20_000;
     let jobs = producer_jobs(&layout, &args.common.topic, &args.producer, start_us)?;
@@ -197,11 +193,7 @@ pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
 /// `laminar bench consume`.
 pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let limits = limits_for(&args.common)?;
-    let layout = prepare_topic(
-        &args.common.brokers,
-        &args.common.topic,
-        args.common.partitions,
-    )?;
+    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
     let jobs = consumer_jobs(
         &layout,
         &args.common.topic,
@@ -244,11 +236,7 @@ pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
 /// `laminar bench e2e`.
 pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
     let limits = limits_for(&args.common)?;
-    let layout = prepare_topic(
-        &args.common.brokers,
-        &args.common.topic,
-        args.common.partitions,
-    )?;
+    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
     let consumer_jobs = consumer_jobs(
         &layout,
         &args.common.topic,

@@ -23,10 +23,7 @@ impl TopicLayout {
     /// Deals the partitions to `workers` round-robin; each worker's partitions must share a
     /// leader (one connection per worker). With more workers than partitions, workers share.
     pub fn deal(&self, workers: usize) -> anyhow::Result<Vec<(String, Vec<i32>)>> {
-        assert!(
-            workers > 0 && !self.leaders.is_empty(),
-            "workers and partitions"
-        );
+        assert!(workers > 0 && !self.leaders.is_empty(), "workers and partitions");
         let mut dealt: Vec<(String, Vec<i32>)> = Vec::new();
         for worker in 0..workers {
             let mine: Vec<&(i32, String)> = if workers >= self.leaders.len() {
@@ -75,7 +72,9 @@ pub fn prepare_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::R
                 created = true;
             }
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            Err(code) => bail!("topic {topic} has no leader for every partition after 15 s (last error code {code})"),
+            Err(code) => {
+                bail!("topic {topic} has no leader for every partition after 15 s (last error code {code})")
+            }
         }
     }
 }

@@ -77,18 +77,12 @@ pub fn serve_forever(listen: &str, record_size: usize) -> anyhow::Result<()> {
     }
 }
 
-fn serve(
-    mut stream: TcpStream,
-    me: SocketAddr,
-    offsets: &Offsets,
-    canned: &Bytes,
-) -> anyhow::Result<()> {
+fn serve(mut stream: TcpStream, me: SocketAddr, offsets: &Offsets, canned: &Bytes) -> anyhow::Result<()> {
     let mut frames = FrameReader::new(512 << 20);
     let mut out = BytesMut::new();
     while let Some(mut frame) = frames.read_frame(&mut stream)? {
         let header = decode_request_header_from_buffer(&mut frame)?;
-        let api =
-            ApiKey::try_from(header.request_api_key).map_err(|_| anyhow::anyhow!("unknown api"))?;
+        let api = ApiKey::try_from(header.request_api_key).map_err(|_| anyhow::anyhow!("unknown api"))?;
         let version = header.request_api_version;
         out.clear();
         out.extend_from_slice(&[0; 4]);
@@ -97,16 +91,14 @@ fn serve(
             .encode(&mut out, api.response_header_version(version))?;
         let answered = match api {
             ApiKey::ApiVersions => api_versions(version).encode(&mut out, version.min(3)),
-            ApiKey::Metadata => metadata(MetadataRequest::decode(&mut frame, version)?, me)
-                .encode(&mut out, version),
+            ApiKey::Metadata => {
+                metadata(MetadataRequest::decode(&mut frame, version)?, me).encode(&mut out, version)
+            }
             ApiKey::CreateTopics => {
-                create_topics(CreateTopicsRequest::decode(&mut frame, version)?)
-                    .encode(&mut out, version)
+                create_topics(CreateTopicsRequest::decode(&mut frame, version)?).encode(&mut out, version)
             }
-            ApiKey::ListOffsets => {
-                list_offsets(ListOffsetsRequest::decode(&mut frame, version)?, offsets)
-                    .encode(&mut out, version)
-            }
+            ApiKey::ListOffsets => list_offsets(ListOffsetsRequest::decode(&mut frame, version)?, offsets)
+                .encode(&mut out, version),
             ApiKey::Produce => {
                 let request = ProduceRequest::decode(&mut frame, version)?;
                 let response = produce(&request, offsets)?;
@@ -141,11 +133,7 @@ fn api_versions(version: i16) -> ApiVersionsResponse {
         keys.iter()
             .map(|api| {
                 let range = client_versions(*api);
-                let max = if *api == ApiKey::ApiVersions {
-                    3
-                } else {
-                    range.max
-                };
+                let max = if *api == ApiKey::ApiVersions { 3 } else { range.max };
                 ApiVersion::default()
                     .with_api_key(*api as i16)
                     .with_min_version(range.min)
@@ -279,18 +267,15 @@ fn fetch(request: FetchRequest, canned: &Bytes) -> FetchResponse {
                     .partitions
                     .iter()
                     .map(|p| {
-                        let room = (p.partition_max_bytes as usize)
-                            .min(budget)
-                            .max(canned.len());
+                        let room = (p.partition_max_bytes as usize).min(budget).max(canned.len());
                         let copies = room / canned.len();
                         budget = budget.saturating_sub(copies * canned.len());
                         let mut records = BytesMut::with_capacity(copies * canned.len());
                         for copy in 0..copies as i64 {
                             let start = records.len();
                             records.extend_from_slice(canned);
-                            records[start..start + 8].copy_from_slice(
-                                &(p.fetch_offset + copy * per_batch).to_be_bytes(),
-                            );
+                            records[start..start + 8]
+                                .copy_from_slice(&(p.fetch_offset + copy * per_batch).to_be_bytes());
                         }
                         PartitionData::default()
                             .with_partition_index(p.partition)

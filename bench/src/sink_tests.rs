@@ -81,14 +81,7 @@ fn harness_ceiling_against_the_sink() {
     // acks=0: nothing is awaited, everything is still counted.
     let unacked = produce_into_sink(
         &sink,
-        &producer_args(&[
-            "--num-records",
-            "20000",
-            "--acks",
-            "0",
-            "--record-size",
-            "100",
-        ]),
+        &producer_args(&["--num-records", "20000", "--acks", "0", "--record-size", "100"]),
         "u",
     );
     assert_eq!(unacked.records, 20_000);
@@ -112,11 +105,7 @@ fn paced_producer_holds_its_rate() {
     let produced = produce_into_sink(&sink, &args, "paced");
     assert_eq!(produced.records, 2000);
     // 2000 records at 4000/s take 0.5 s; allow for start-up and the last acknowledgement.
-    assert!(
-        (0.45..0.9).contains(&produced.seconds),
-        "{} s",
-        produced.seconds
-    );
+    assert!((0.45..0.9).contains(&produced.seconds), "{} s", produced.seconds);
     // With a 2 ms linger, a record waits at most ~2 ms for its batch before the round trip.
     assert!(produced.latency_ms(0.5).expect("latency") < 50.0);
 }
@@ -141,10 +130,7 @@ fn consumer_counts_canned_batches_from_the_sink() {
     let start_us = clock.now_us();
     let mut recorder = Recorder::new(start_us, Progress::new());
     run_consumer(&job, &target, clock, &mut recorder).expect("consume");
-    let consumed = Measurement::merge(
-        vec![recorder.finish()],
-        (clock.now_us() - start_us) as f64 / 1e6,
-    );
+    let consumed = Measurement::merge(vec![recorder.finish()], (clock.now_us() - start_us) as f64 / 1e6);
     assert!(consumed.records >= 100_000);
     assert_eq!(
         consumed.records,

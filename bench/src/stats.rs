@@ -160,9 +160,7 @@ impl Measurement {
                 let slot = &mut timeline[second];
                 slot.records += interval.records;
                 slot.bytes += interval.bytes;
-                slot.latency_us
-                    .add(&interval.latency_us)
-                    .expect("same bounds");
+                slot.latency_us.add(&interval.latency_us).expect("same bounds");
             }
         }
         Measurement {

@@ -32,6 +32,7 @@ pub struct BrokerShard {
     pub connections_active: Cell<usize>,
     /// The consumer groups this shard coordinates.
     pub groups: crate::group::GroupCoordinator,
+    pub metrics: crate::metrics::ShardMetrics,
 }
 
 pub type BrokerCtx = ShardContext<BrokerShard>;

@@ -78,7 +78,11 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             }
             Err(e) => return e.into(),
         };
-        match handlers::handle(ctx, frame).await {
+        let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
+        let handled = handlers::handle(ctx, frame).await;
+        let metrics = &ctx.state.metrics;
+        metrics.observe_request(api_key, started.elapsed(), handled.is_ok());
+        match handled {
             Ok(Outcome::Respond(response)) => {
                 if let Err(e) = stream.write_all(&response).await {
                     return e.into();

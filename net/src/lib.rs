@@ -1,6 +1,7 @@
 //! Laminar's Kafka protocol layer: framing, the codec, one handler file per Kafka API, and a
 //! Kafka client used by the CLI, the benchmark harness and (later) replication.
 
+pub mod admin_http;
 pub mod broker;
 pub mod client;
 pub mod codec;
@@ -11,4 +12,5 @@ pub mod frame;
 pub mod group;
 pub mod handlers;
 mod maintenance;
+pub mod metrics;
 pub mod server;

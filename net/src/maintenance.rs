@@ -32,8 +32,13 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
 
 async fn flush_all(ctx: &Rc<BrokerCtx>) {
     for ((topic, partition), open) in ctx.state.partitions.all() {
-        if let Err(error) = open.flush().await {
-            tracing::error!(topic, partition, %error, "periodic flush failed");
+        if open.durable_offset() >= open.log_end_offset() {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        match open.flush().await {
+            Ok(()) => ctx.state.metrics.observe_durability_wait(started.elapsed()),
+            Err(error) => tracing::error!(topic, partition, %error, "periodic flush failed"),
         }
     }
 }

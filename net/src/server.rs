@@ -79,6 +79,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
                 },
                 offsets_partitions,
             ),
+            metrics: Default::default(),
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
@@ -105,6 +106,7 @@ async fn shard_main(
     addr: SocketAddr,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
+    let started = std::time::Instant::now();
     open_owned_partitions(&ctx).await;
     crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {
@@ -114,6 +116,20 @@ async fn shard_main(
             return;
         }
     };
+    ctx.state.metrics.set_kafka_listener_bound();
+    if ctx.id() == 0 {
+        match crate::admin_http::bind(ctx.state.shared.config.laminar_http_listen) {
+            Ok(admin) => {
+                let addr = admin.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                tracing::info!(%addr, "admin HTTP listening (/metrics, /v1/status, /v1/status/ready)");
+                glommio::spawn_local(crate::admin_http::serve(ctx.clone(), admin, started)).detach();
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        }
+    }
     let _ = ready.send(Ok(()));
     let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
     let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));

@@ -89,6 +89,7 @@ pub struct Broker {
     options: BrokerOptions,
     binary: PathBuf,
     port: u16,
+    http_port: u16,
     root: TempDir,
     child: Option<Child>,
     starts: u32,
@@ -108,6 +109,7 @@ impl Broker {
             options,
             binary,
             port: free_loopback_port()?,
+            http_port: free_loopback_port()?,
             root,
             child: None,
             starts: 0,
@@ -129,6 +131,11 @@ impl Broker {
     /// The socket address clients connect to.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The admin HTTP address (`laminar.http.listen`): `/metrics`, `/v1/status`.
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.http_port))
     }
 
     /// The `log.dirs` directory, kept across restarts.
@@ -221,6 +228,7 @@ impl Broker {
             ("listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port)),
             ("log.dirs", self.data_dir().display().to_string()),
             ("laminar.cores", self.options.cores.to_string()),
+            ("laminar.http.listen", format!("127.0.0.1:{}", self.http_port)),
         ];
         let extra = self
             .options

@@ -127,8 +127,8 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
         )
     })?;
     direct.sync_data()?;
-    let file_bytes = (written.min(budget.file_bytes) / budget.block_bytes as u64).max(1)
-        * budget.block_bytes as u64;
+    let file_bytes =
+        (written.min(budget.file_bytes) / budget.block_bytes as u64).max(1) * budget.block_bytes as u64;
     let (_, read_direct) = timed(|| {
         sequential_io(
             &direct,
@@ -274,10 +274,7 @@ mod tests {
             ("read buffered", limits.disk_read_buffered_mb_per_sec),
             ("loopback", limits.loopback_mb_per_sec),
         ] {
-            assert!(
-                (10.0..1e6).contains(&mb_per_sec),
-                "{name}: {mb_per_sec} MB/s"
-            );
+            assert!((10.0..1e6).contains(&mb_per_sec), "{name}: {mb_per_sec} MB/s");
         }
         assert!(limits.fdatasync_per_sec > 10.0, "{limits:?}");
         assert!(limits.fdatasync_us_p50 <= limits.fdatasync_us_p99);

@@ -73,10 +73,7 @@ pub fn sequential_io(
     let depth = buffers.len();
     assert!(depth > 0, "at least one buffer");
     let block = buffers[0].len as u64;
-    assert!(
-        buffers.iter().all(|b| b.len as u64 == block),
-        "equal buffers"
-    );
+    assert!(buffers.iter().all(|b| b.len as u64 == block), "equal buffers");
     assert!(
         file_bytes >= block && file_bytes.is_multiple_of(block),
         "whole blocks"
@@ -96,9 +93,7 @@ pub fn sequential_io(
             let offset = submitted % file_bytes;
             let buffer = buffers[slot].as_mut_slice().as_mut_ptr();
             let entry = match direction {
-                Direction::Read => opcode::Read::new(fd, buffer, block as u32)
-                    .offset(offset)
-                    .build(),
+                Direction::Read => opcode::Read::new(fd, buffer, block as u32).offset(offset).build(),
                 Direction::Write => opcode::Write::new(fd, buffer, block as u32)
                     .offset(offset)
                     .build(),

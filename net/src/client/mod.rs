@@ -16,12 +16,18 @@ mod connection;
 mod data;
 mod error;
 pub mod frame;
+mod group_member;
+mod groups;
 pub mod records;
+mod topic_changes;
 mod versions;
 
 pub use admin::{BrokerInfo, ClusterMetadata, ConfigEntry, NewTopic, PartitionMetadata, TopicMetadata};
 pub use connection::{encode_frame, ClientConfig, Connection, Pending};
 pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};
 pub use error::{ClientError, KafkaError};
+pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
+pub use groups::{decode_assignment, CommittedOffset, GroupDescription, GroupMember, ListedGroup};
 pub use kafka_protocol::records::Compression;
+pub use topic_changes::ConfigChange;
 pub use versions::{client_versions, ApiVersionTable};

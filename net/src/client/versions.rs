@@ -8,11 +8,16 @@ use super::error::ClientError;
 
 /// The versions this client speaks for an API. Usually the whole range of the `kafka-protocol`
 /// crate, narrowed where this client's helpers depend on a field that changes meaning:
-/// Produce and Fetch from v13 name topics by id only, and the helpers address topics by name.
+/// Produce and Fetch from v13 name topics by id only, and the helpers address topics by name;
+/// the group APIs are capped where their request shape changes (see `client::groups`).
 pub fn client_versions(api: ApiKey) -> VersionRange {
     let crate_range = api.valid_versions();
     let max = match api {
         ApiKey::Produce | ApiKey::Fetch => crate_range.max.min(12),
+        // Later versions batch keys / groups, or name topics by id: see client::groups.
+        ApiKey::FindCoordinator => crate_range.max.min(3),
+        ApiKey::OffsetFetch => crate_range.max.min(7),
+        ApiKey::OffsetCommit => crate_range.max.min(9),
         _ => crate_range.max,
     };
     VersionRange {

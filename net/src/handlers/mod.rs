@@ -8,6 +8,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::BrokerCtx;
 use crate::codec::{self, decode_request_header, HeaderError, RequestFrame};
+use crate::metrics::ProducedTraffic;
 
 pub mod alter_configs;
 pub mod api_versions;
@@ -105,11 +106,20 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, Reques
     };
     let request = RequestKind::decode(api_key, &mut body, version).map_err(malformed)?;
     let response = match request {
-        RequestKind::Produce(r) => match produce::handle(ctx, r, version).await {
-            Some(response) => ResponseKind::Produce(response),
-            None => return Ok(Outcome::NoResponse),
-        },
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, version).await),
+        RequestKind::Produce(r) => {
+            let produced = ProducedTraffic::of(&r);
+            let response = produce::handle(ctx, r, version).await;
+            ctx.state.metrics.count_produced(produced, response.as_ref());
+            match response {
+                Some(response) => ResponseKind::Produce(response),
+                None => return Ok(Outcome::NoResponse),
+            }
+        }
+        RequestKind::Fetch(r) => {
+            let response = fetch::handle(ctx, r, version).await;
+            ctx.state.metrics.count_fetched(&response);
+            ResponseKind::Fetch(response)
+        }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
         RequestKind::SaslHandshake(r) => ResponseKind::SaslHandshake(sasl_handshake::handle(r)),

@@ -47,7 +47,9 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16)
         let partition = there.state.partition(&tp).await?;
         let info = partition.append(records, now_ms).await?;
         if wait_for_sync {
+            let started = std::time::Instant::now();
             partition.wait_durable(info.last_offset).await?;
+            there.state.metrics.observe_durability_wait(started.elapsed());
         }
         Ok(info)
     })

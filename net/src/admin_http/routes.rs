@@ -1,0 +1,252 @@
+//! What each admin path answers. Routing is pure (see [`route`]); the answers that need the
+//! shards' state take a [`BrokerSnapshot`] gathered once per request.
+
+use serde_json::json;
+
+use super::request::RequestHead;
+use crate::metrics::families::{render, RenderContext};
+use crate::metrics::BrokerSnapshot;
+
+pub const METRICS_PATH: &str = "/metrics";
+pub const STATUS_PATH: &str = "/v1/status";
+/// Redpanda's readiness path: 200 when serving, 503 otherwise (for load balancers).
+pub const READY_PATH: &str = "/v1/status/ready";
+
+/// A served path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Metrics,
+    Status,
+    Ready,
+}
+
+/// An HTTP response; always sent with `Connection: close`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl Response {
+    fn text(status: u16, body: impl Into<String>) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into(),
+        }
+    }
+
+    fn json(status: u16, value: &serde_json::Value) -> Response {
+        let mut body = serde_json::to_string_pretty(value).expect("a JSON value always serializes");
+        body.push('\n');
+        Response {
+            status,
+            content_type: "application/json",
+            body,
+        }
+    }
+
+    /// The whole response: status line, headers and body.
+    pub fn encode(&self) -> Vec<u8> {
+        let reason = match self.status {
+            200 => "OK",
+            400 => "Bad Request",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            431 => "Request Header Fields Too Large",
+            503 => "Service Unavailable",
+            505 => "HTTP Version Not Supported",
+            _ => "Error",
+        };
+        let allow = if self.status == 405 { "Allow: GET\r\n" } else { "" };
+        let mut out = format!(
+            "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}\
+             Connection: close\r\n\r\n",
+            self.status,
+            self.content_type,
+            self.body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(self.body.as_bytes());
+        out
+    }
+
+    pub fn error(status: u16, message: &str) -> Response {
+        Response::text(status, format!("{message}\n"))
+    }
+}
+
+/// The route for a request, or the error response to send instead.
+pub fn route(head: &RequestHead) -> Result<Route, Response> {
+    let route = match head.path.as_str() {
+        METRICS_PATH => Route::Metrics,
+        STATUS_PATH => Route::Status,
+        READY_PATH => Route::Ready,
+        other => return Err(Response::error(404, &format!("no such path: {other}"))),
+    };
+    if head.method != "GET" {
+        return Err(Response::error(405, &format!("{} only serves GET", head.path)));
+    }
+    Ok(route)
+}
+
+/// Facts about the broker that do not come from the shards.
+#[derive(Debug, Clone)]
+pub struct BrokerFacts {
+    pub version: &'static str,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub kafka_listener: String,
+    pub uptime_seconds: f64,
+    pub shutting_down: bool,
+}
+
+impl BrokerFacts {
+    fn ready(&self, snapshot: &BrokerSnapshot) -> bool {
+        !self.shutting_down && snapshot.all_shards_serving()
+    }
+}
+
+pub fn answer(route: Route, snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> Response {
+    match route {
+        Route::Metrics => Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: render(
+                snapshot,
+                &RenderContext {
+                    version: facts.version,
+                    uptime_seconds: facts.uptime_seconds,
+                },
+            ),
+        },
+        Route::Status => Response::json(200, &status_json(snapshot, facts)),
+        Route::Ready => {
+            let (status, state) = match (facts.ready(snapshot), facts.shutting_down) {
+                (true, _) => (200, "ready"),
+                (false, true) => (503, "stopping"),
+                (false, false) => (503, "starting"),
+            };
+            Response::json(status, &json!({ "status": state }))
+        }
+    }
+}
+
+fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Value {
+    let shards: Vec<serde_json::Value> = snapshot
+        .shards
+        .iter()
+        .map(|shard| {
+            let partitions: Vec<serde_json::Value> = shard
+                .partitions
+                .iter()
+                .map(|p| {
+                    json!({
+                        "topic": p.topic,
+                        "partition": p.partition,
+                        "open": p.open,
+                        "log_start_offset": p.log_start_offset,
+                        "log_end_offset": p.log_end_offset,
+                        "size_bytes": p.size_bytes,
+                    })
+                })
+                .collect();
+            json!({
+                "shard": shard.shard,
+                "serving": shard.kafka_listener_bound,
+                "connections_active": shard.connections_active,
+                "partitions": partitions,
+            })
+        })
+        .collect();
+    json!({
+        "version": facts.version,
+        "node_id": facts.node_id,
+        "cluster_id": facts.cluster_id,
+        "kafka_listener": facts.kafka_listener,
+        "uptime_seconds": facts.uptime_seconds,
+        "ready": facts.ready(snapshot),
+        "shutting_down": facts.shutting_down,
+        "shards": shards,
+        "shards_not_answering": snapshot.shards_missing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::ShardSnapshot;
+
+    fn head(method: &str, path: &str) -> RequestHead {
+        RequestHead {
+            method: method.into(),
+            path: path.into(),
+        }
+    }
+
+    fn facts(shutting_down: bool) -> BrokerFacts {
+        BrokerFacts {
+            version: "9.9.9",
+            node_id: 3,
+            cluster_id: "c".into(),
+            kafka_listener: "127.0.0.1:9092".into(),
+            uptime_seconds: 2.0,
+            shutting_down,
+        }
+    }
+
+    #[test]
+    fn routes_paths_and_methods() {
+        assert_eq!(route(&head("GET", "/metrics")), Ok(Route::Metrics));
+        assert_eq!(route(&head("GET", "/v1/status")), Ok(Route::Status));
+        assert_eq!(route(&head("GET", "/v1/status/ready")), Ok(Route::Ready));
+        assert_eq!(route(&head("GET", "/nope")).unwrap_err().status, 404);
+        let refused = route(&head("POST", "/metrics")).unwrap_err();
+        assert_eq!(refused.status, 405);
+        let encoded = String::from_utf8(refused.encode()).unwrap();
+        assert!(
+            encoded.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{encoded}"
+        );
+        assert!(encoded.contains("\r\nAllow: GET\r\n"));
+        assert!(encoded.contains("\r\nConnection: close\r\n"));
+    }
+
+    #[test]
+    fn readiness_needs_every_shard_serving_and_no_shutdown() {
+        let serving = ShardSnapshot {
+            kafka_listener_bound: true,
+            ..ShardSnapshot::default()
+        };
+        let mut snapshot = BrokerSnapshot {
+            shards: vec![serving.clone(), ShardSnapshot { shard: 1, ..serving }],
+            ..BrokerSnapshot::default()
+        };
+        assert_eq!(answer(Route::Ready, &snapshot, &facts(false)).status, 200);
+        assert_eq!(answer(Route::Ready, &snapshot, &facts(true)).status, 503);
+        snapshot.shards[1].kafka_listener_bound = false;
+        let starting = answer(Route::Ready, &snapshot, &facts(false));
+        assert_eq!((starting.status, starting.body.contains("starting")), (503, true));
+        snapshot.shards[1].kafka_listener_bound = true;
+        snapshot.shards_missing.push(2);
+        assert_eq!(answer(Route::Ready, &snapshot, &facts(false)).status, 503);
+    }
+
+    #[test]
+    fn status_names_version_node_and_shards() {
+        let snapshot = BrokerSnapshot {
+            shards: vec![ShardSnapshot {
+                kafka_listener_bound: true,
+                ..ShardSnapshot::default()
+            }],
+            ..BrokerSnapshot::default()
+        };
+        let response = answer(Route::Status, &snapshot, &facts(false));
+        let value: serde_json::Value = serde_json::from_str(&response.body).unwrap();
+        assert_eq!(value["version"], "9.9.9");
+        assert_eq!(value["node_id"], 3);
+        assert_eq!(value["ready"], true);
+        assert_eq!(value["shards"][0]["shard"], 0);
+    }
+}

@@ -1,0 +1,304 @@
+//! Every metric family the broker exports, documented in [`FAMILIES`] (the one place; `/metrics`
+//! prints each family's help from it), and the Prometheus text renderer.
+//!
+//! Names follow Redpanda's (`redpanda_kafka_request_latency_seconds` is
+//! `laminar_kafka_request_latency_seconds` here) so that dashboards translate by prefix; labels
+//! use Kafka's names (`request="Produce"`, `topic`, `partition`, `group`).
+
+use std::fmt::Write;
+
+use super::histogram::HistogramSnapshot;
+use super::{api_name, BrokerSnapshot};
+
+/// A family's Prometheus type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A metric family: name, type, labels and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+const fn family(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+pub const BUILD_INFO: &str = "laminar_build_info";
+pub const UPTIME: &str = "laminar_uptime_seconds_total";
+pub const REQUESTS: &str = "laminar_kafka_requests_total";
+pub const REQUEST_ERRORS: &str = "laminar_kafka_request_errors_total";
+pub const REQUEST_LATENCY: &str = "laminar_kafka_request_latency_seconds";
+pub const REQUEST_BYTES: &str = "laminar_kafka_request_bytes_total";
+pub const RECORDS_PRODUCED: &str = "laminar_kafka_records_produced_total";
+pub const RECORDS_FETCHED: &str = "laminar_kafka_records_fetched_total";
+pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
+pub const PARTITIONS: &str = "laminar_kafka_partitions";
+pub const LOG_BYTES: &str = "laminar_storage_log_bytes";
+pub const FDATASYNC_LATENCY: &str = "laminar_storage_fdatasync_latency_seconds";
+pub const GROUP_LAG: &str = "laminar_kafka_consumer_group_lag";
+pub const UNDER_REPLICATED: &str = "laminar_kafka_under_replicated_partitions";
+
+/// Every family `/metrics` serves, in the order it serves them.
+pub const FAMILIES: &[Family] = &[
+    family(
+        BUILD_INFO,
+        Kind::Gauge,
+        &["version"],
+        "Always 1; the label carries the broker version.",
+    ),
+    family(
+        UPTIME,
+        Kind::Counter,
+        &[],
+        "Seconds since the broker started (Redpanda: redpanda_uptime_seconds_total).",
+    ),
+    family(
+        REQUESTS,
+        Kind::Counter,
+        &["request"],
+        "Kafka requests answered, by API (Kafka's request name, e.g. Produce, Fetch).",
+    ),
+    family(
+        REQUEST_ERRORS,
+        Kind::Counter,
+        &["request"],
+        "Kafka requests that could not be answered (malformed, unsupported version) and closed \
+         their connection, by API. Error codes inside answered responses are not counted here.",
+    ),
+    family(
+        REQUEST_LATENCY,
+        Kind::Histogram,
+        &["request"],
+        "Time from a request's last byte arriving to its response being ready to write, by API \
+         (Redpanda: redpanda_kafka_request_latency_seconds). Log2 buckets from 8 us to 33.5 s.",
+    ),
+    family(
+        REQUEST_BYTES,
+        Kind::Counter,
+        &["topic", "direction"],
+        "Record bytes per topic: direction=\"in\" produced and accepted, direction=\"out\" sent \
+         in fetch responses (Redpanda: redpanda_kafka_request_bytes_total; Kafka: BytesInPerSec, \
+         BytesOutPerSec).",
+    ),
+    family(
+        RECORDS_PRODUCED,
+        Kind::Counter,
+        &["topic"],
+        "Records produced and accepted per topic, from batch headers \
+         (Redpanda: redpanda_kafka_records_produced_total).",
+    ),
+    family(
+        RECORDS_FETCHED,
+        Kind::Counter,
+        &["topic"],
+        "Records sent to fetchers per topic, from batch headers; a fetch from inside a batch \
+         counts the whole batch (Redpanda: redpanda_kafka_records_fetched_total).",
+    ),
+    family(
+        CONNECTIONS,
+        Kind::Gauge,
+        &["shard"],
+        "Open Kafka client connections per shard.",
+    ),
+    family(
+        PARTITIONS,
+        Kind::Gauge,
+        &["shard"],
+        "Partition replicas each shard owns.",
+    ),
+    family(
+        LOG_BYTES,
+        Kind::Gauge,
+        &["shard"],
+        "Bytes in the segment files of the partitions each shard owns.",
+    ),
+    family(
+        FDATASYNC_LATENCY,
+        Kind::Histogram,
+        &[],
+        "Time a produce with acks=all (laminar.fsync=always) or a periodic flush \
+         (laminar.fsync=interval) waited for its fdatasync, group-commit queueing included; only \
+         waits that needed an fdatasync are observed.",
+    ),
+    family(
+        GROUP_LAG,
+        Kind::Gauge,
+        &["group", "topic", "partition"],
+        "Log end offset minus the group's committed offset, per partition (kafka_exporter: \
+         kafka_consumergroup_lag). No samples until the broker serves consumer groups.",
+    ),
+    family(
+        UNDER_REPLICATED,
+        Kind::Gauge,
+        &[],
+        "Partitions whose in-sync replicas are fewer than their replicas \
+         (Kafka: UnderReplicatedPartitions). A single node is every partition's only replica, \
+         so this is 0 until replication exists.",
+    ),
+];
+
+/// What the renderer needs besides the shards' snapshot.
+#[derive(Debug, Clone)]
+pub struct RenderContext<'a> {
+    pub version: &'a str,
+    pub uptime_seconds: f64,
+}
+
+/// The whole `/metrics` page in Prometheus text format 0.0.4.
+pub fn render(snapshot: &BrokerSnapshot, context: &RenderContext<'_>) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    for family in FAMILIES {
+        header(&mut out, family);
+        samples(&mut out, family.name, snapshot, context);
+    }
+    out
+}
+
+fn header(out: &mut String, family: &Family) {
+    let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+    let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind.as_str());
+}
+
+fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &RenderContext<'_>) {
+    match name {
+        BUILD_INFO => sample(out, name, &[("version", context.version)], 1),
+        UPTIME => {
+            let _ = writeln!(out, "{name} {:.3}", context.uptime_seconds);
+        }
+        REQUESTS | REQUEST_ERRORS => {
+            for (key, stats) in snapshot.requests() {
+                let value = if name == REQUESTS {
+                    stats.served
+                } else {
+                    stats.failed
+                };
+                sample(out, name, &[("request", &api_name(key))], value);
+            }
+        }
+        REQUEST_LATENCY => {
+            for (key, stats) in snapshot.requests() {
+                histogram(out, name, &[("request", &api_name(key))], &stats.latency);
+            }
+        }
+        REQUEST_BYTES => {
+            for (topic, traffic) in snapshot.topics() {
+                sample(
+                    out,
+                    name,
+                    &[("topic", &topic), ("direction", "in")],
+                    traffic.bytes_in,
+                );
+                sample(
+                    out,
+                    name,
+                    &[("topic", &topic), ("direction", "out")],
+                    traffic.bytes_out,
+                );
+            }
+        }
+        RECORDS_PRODUCED | RECORDS_FETCHED => {
+            for (topic, traffic) in snapshot.topics() {
+                let value = if name == RECORDS_PRODUCED {
+                    traffic.records_in
+                } else {
+                    traffic.records_out
+                };
+                sample(out, name, &[("topic", &topic)], value);
+            }
+        }
+        CONNECTIONS | PARTITIONS | LOG_BYTES => {
+            for shard in &snapshot.shards {
+                let value = match name {
+                    CONNECTIONS => shard.connections_active as u64,
+                    PARTITIONS => shard.partitions.len() as u64,
+                    _ => shard.partitions.iter().map(|p| p.size_bytes).sum(),
+                };
+                sample(out, name, &[("shard", &shard.shard.to_string())], value);
+            }
+        }
+        FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.durability_wait()),
+        GROUP_LAG => {
+            for lag in &snapshot.group_lag {
+                let partition = lag.partition.to_string();
+                let labels = [
+                    ("group", lag.group.as_str()),
+                    ("topic", lag.topic.as_str()),
+                    ("partition", partition.as_str()),
+                ];
+                sample_i64(out, name, &labels, lag.lag);
+            }
+        }
+        UNDER_REPLICATED => sample(out, name, &[], 0),
+        other => unreachable!("family {other} has no renderer"),
+    }
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
+    let _ = writeln!(out, "{name}{} {value}", label_set(labels));
+}
+
+fn sample_i64(out: &mut String, name: &str, labels: &[(&str, &str)], value: i64) {
+    let _ = writeln!(out, "{name}{} {value}", label_set(labels));
+}
+
+fn histogram(out: &mut String, name: &str, labels: &[(&str, &str)], h: &HistogramSnapshot) {
+    for (bound, count) in h.cumulative() {
+        let le = format!("{bound}");
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", &le));
+        let _ = writeln!(out, "{name}_bucket{} {count}", label_set(&with_le));
+    }
+    let mut with_inf = labels.to_vec();
+    with_inf.push(("le", "+Inf"));
+    let _ = writeln!(out, "{name}_bucket{} {}", label_set(&with_inf), h.count());
+    let set = label_set(labels);
+    let _ = writeln!(out, "{name}_sum{set} {}", h.sum_micros as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{set} {}", h.count());
+}
+
+/// `{a="x",b="y"}`, or nothing without labels. Values are escaped as the text format says.
+fn label_set(labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = labels
+        .iter()
+        .map(|(key, value)| format!("{key}=\"{}\"", escape(value)))
+        .collect();
+    format!("{{{}}}", pairs.join(","))
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

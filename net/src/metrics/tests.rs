@@ -1,0 +1,204 @@
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::TopicName;
+
+use super::families::{render, RenderContext, FAMILIES};
+use super::*;
+use crate::client::records::{encode_batch, plain_record};
+use crate::client::Compression;
+
+fn batch(records: usize) -> Bytes {
+    let records: Vec<_> = (0..records)
+        .map(|i| plain_record(i as i64, 1_000, None, Some(Bytes::from_static(b"value"))))
+        .collect();
+    let mut out = BytesMut::new();
+    encode_batch(&mut out, &records, Compression::None).unwrap();
+    out.freeze()
+}
+
+fn topic(name: &str) -> TopicName {
+    TopicName(name.to_string().into())
+}
+
+fn produce_request(parts: &[(&str, i32, Bytes)]) -> ProduceRequest {
+    let mut request = ProduceRequest::default();
+    for (name, index, records) in parts {
+        request.topic_data.push(
+            TopicProduceData::default()
+                .with_name(topic(name))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(*index)
+                    .with_records(Some(records.clone()))]),
+        );
+    }
+    request
+}
+
+#[test]
+fn produce_counts_only_accepted_partitions() {
+    let metrics = ShardMetrics::default();
+    let (ok, refused) = (batch(3), batch(2));
+    let request = produce_request(&[("a", 0, ok.clone()), ("b", 1, refused)]);
+    let response = ProduceResponse::default().with_responses(vec![
+        TopicProduceResponse::default()
+            .with_name(topic("a"))
+            .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0)]),
+        TopicProduceResponse::default()
+            .with_name(topic("b"))
+            .with_partition_responses(vec![PartitionProduceResponse::default()
+                .with_index(1)
+                .with_error_code(3)]),
+    ]);
+    metrics.count_produced(ProducedTraffic::of(&request), Some(&response));
+    let topics = metrics.topics.borrow();
+    assert_eq!(
+        topics.get("a"),
+        Some(&TopicTraffic {
+            bytes_in: ok.len() as u64,
+            records_in: 3,
+            ..TopicTraffic::default()
+        })
+    );
+    assert!(!topics.contains_key("b"), "refused partition not counted");
+}
+
+#[test]
+fn fetch_counts_bytes_and_records_per_topic() {
+    let metrics = ShardMetrics::default();
+    let mut two_batches = BytesMut::from(&batch(4)[..]);
+    two_batches.extend_from_slice(&batch(1));
+    let response = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+        .with_topic(topic("t"))
+        .with_partitions(vec![
+            PartitionData::default().with_records(Some(two_batches.clone().freeze())),
+            PartitionData::default().with_partition_index(1),
+        ])]);
+    metrics.count_fetched(&response);
+    metrics.count_fetched(&response);
+    let traffic = metrics.topics.borrow()["t"];
+    assert_eq!(traffic.bytes_out, 2 * two_batches.len() as u64);
+    assert_eq!(traffic.records_out, 10);
+}
+
+#[test]
+fn rendered_page_has_every_family_and_parses() {
+    let metrics = ShardMetrics::default();
+    metrics.observe_request(Some(0), Duration::from_micros(300), true);
+    metrics.observe_request(Some(0), Duration::from_micros(30), false);
+    metrics.observe_request(Some(1), Duration::from_millis(2), true);
+    metrics.observe_request(None, Duration::from_millis(2), false);
+    metrics.observe_durability_wait(Duration::from_millis(1));
+    metrics.count_produced(
+        ProducedTraffic::of(&produce_request(&[("we\"ird", 0, batch(1))])),
+        None,
+    );
+    let shard = ShardSnapshot {
+        shard: 0,
+        requests: metrics
+            .requests
+            .borrow()
+            .iter()
+            .map(|(k, s)| {
+                (
+                    *k,
+                    RequestSnapshot {
+                        served: s.served.get(),
+                        failed: s.failed.get(),
+                        latency: s.latency.snapshot(),
+                    },
+                )
+            })
+            .collect(),
+        topics: metrics.topics.borrow().clone(),
+        durability_wait: metrics.durability_wait.snapshot(),
+        connections_active: 2,
+        partitions: vec![PartitionSnapshot {
+            topic: "t".into(),
+            partition: 0,
+            open: true,
+            log_start_offset: 0,
+            log_end_offset: 9,
+            size_bytes: 4096,
+        }],
+        kafka_listener_bound: true,
+    };
+    let snapshot = BrokerSnapshot {
+        shards: vec![shard.clone(), ShardSnapshot { shard: 1, ..shard }],
+        ..BrokerSnapshot::default()
+    };
+    let page = render(
+        &snapshot,
+        &RenderContext {
+            version: "0.1.0",
+            uptime_seconds: 1.5,
+        },
+    );
+    for family in FAMILIES {
+        assert!(
+            page.contains(&format!("# TYPE {} ", family.name)),
+            "{}",
+            family.name
+        );
+    }
+    let line = |prefix: &str| -> f64 {
+        page.lines()
+            .find_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no sample {prefix} in\n{page}"))
+            .parse()
+            .unwrap()
+    };
+    // Two identical shards: every counter doubles.
+    assert_eq!(line("laminar_kafka_requests_total{request=\"Produce\"}"), 2.0);
+    assert_eq!(
+        line("laminar_kafka_request_errors_total{request=\"Produce\"}"),
+        2.0
+    );
+    assert_eq!(
+        line("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}"),
+        4.0
+    );
+    assert_eq!(
+        line("laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"0.000032\"}"),
+        2.0
+    );
+    assert_eq!(
+        line("laminar_kafka_request_latency_seconds_bucket{request=\"Fetch\",le=\"+Inf\"}"),
+        2.0
+    );
+    assert_eq!(
+        line("laminar_kafka_request_latency_seconds_sum{request=\"Fetch\"}"),
+        0.004
+    );
+    assert_eq!(
+        line("laminar_kafka_records_produced_total{topic=\"we\\\"ird\"}"),
+        2.0
+    );
+    assert_eq!(line("laminar_kafka_connections_active{shard=\"1\"}"), 2.0);
+    assert_eq!(line("laminar_storage_log_bytes{shard=\"0\"}"), 4096.0);
+    assert_eq!(line("laminar_kafka_partitions{shard=\"0\"}"), 1.0);
+    assert_eq!(line("laminar_storage_fdatasync_latency_seconds_count"), 2.0);
+    assert_eq!(line("laminar_kafka_under_replicated_partitions"), 0.0);
+    assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
+    // Every sample line names a documented family.
+    for sample in page.lines().filter(|l| !l.starts_with('#')) {
+        let name = sample.split(['{', ' ']).next().unwrap();
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| FAMILIES.iter().any(|f| f.name == *base))
+            .unwrap_or(name);
+        assert!(FAMILIES.iter().any(|f| f.name == base), "undocumented {name}");
+    }
+}
+
+#[test]
+fn api_key_comes_from_the_frame_head() {
+    assert_eq!(api_key_of(&[0, 1, 0, 12]), Some(1));
+    assert_eq!(api_key_of(&[0]), None);
+    assert_eq!(api_name(3), "Metadata");
+    assert_eq!(api_name(999), "api_999");
+}

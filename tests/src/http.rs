@@ -1,0 +1,97 @@
+//! A tiny HTTP/1.1 GET client for the broker's admin endpoints, and a Prometheus text parser
+//! good enough to check samples by name and labels.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+/// An HTTP answer: status code and body.
+#[derive(Debug, Clone)]
+pub struct HttpAnswer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// Sends `METHOD path` and reads the answer until the server closes the connection.
+pub fn request(addr: SocketAddr, method: &str, path: &str) -> Result<HttpAnswer> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8(raw).context("answer is not UTF-8")?;
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        bail!("no end of head in {text:?}");
+    };
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no status in {head:?}"))?;
+    Ok(HttpAnswer {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    })
+}
+
+/// `GET path`, which must answer 200; returns the body.
+pub fn get_ok(addr: SocketAddr, path: &str) -> Result<String> {
+    let answer = request(addr, "GET", path)?;
+    if answer.status != 200 {
+        bail!("GET {path}: {} {}", answer.status, answer.body);
+    }
+    Ok(answer.body)
+}
+
+/// A parsed `/metrics` page: sample (`name{labels}` exactly as written) to value, and the
+/// families named by `# TYPE` lines with their types.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsPage {
+    pub samples: BTreeMap<String, f64>,
+    pub types: BTreeMap<String, String>,
+}
+
+impl MetricsPage {
+    pub fn parse(text: &str) -> Result<MetricsPage> {
+        let mut page = MetricsPage::default();
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').context("TYPE line")?;
+                page.types.insert(name.to_string(), kind.to_string());
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let (series, value) = line
+                .rsplit_once(' ')
+                .with_context(|| format!("sample {line:?}"))?;
+            let value: f64 = value.parse().with_context(|| format!("value in {line:?}"))?;
+            page.samples.insert(series.to_string(), value);
+        }
+        Ok(page)
+    }
+
+    /// The value of the series written exactly as `series` (e.g. `a{b="c"}`).
+    pub fn value(&self, series: &str) -> Option<f64> {
+        self.samples.get(series).copied()
+    }
+
+    /// The sum over every series of family `name` (all label sets, no suffixes).
+    pub fn sum(&self, name: &str) -> f64 {
+        self.samples
+            .iter()
+            .filter(|(series, _)| series.split('{').next() == Some(name))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}

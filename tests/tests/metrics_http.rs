@@ -1,0 +1,176 @@
+//! The admin HTTP endpoints of a real broker: `/metrics` parsed after produce and fetch traffic
+//! and checked family by family, `/v1/status` and the readiness probe, and the HTTP bounds
+//! (404, 405, oversized head).
+
+use anyhow::{ensure, Result};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use laminar_tests::http::{get_ok, request, MetricsPage};
+use laminar_tests::wire::{fetch, produce, record_batch, WireConnection};
+use laminar_tests::Broker;
+
+const FAMILIES: [(&str, &str); 14] = [
+    ("laminar_build_info", "gauge"),
+    ("laminar_uptime_seconds_total", "counter"),
+    ("laminar_kafka_requests_total", "counter"),
+    ("laminar_kafka_request_errors_total", "counter"),
+    ("laminar_kafka_request_latency_seconds", "histogram"),
+    ("laminar_kafka_request_bytes_total", "counter"),
+    ("laminar_kafka_records_produced_total", "counter"),
+    ("laminar_kafka_records_fetched_total", "counter"),
+    ("laminar_kafka_connections_active", "gauge"),
+    ("laminar_kafka_partitions", "gauge"),
+    ("laminar_storage_log_bytes", "gauge"),
+    ("laminar_storage_fdatasync_latency_seconds", "histogram"),
+    ("laminar_kafka_consumer_group_lag", "gauge"),
+    ("laminar_kafka_under_replicated_partitions", "gauge"),
+];
+
+fn create_topic(conn: &mut WireConnection, name: &str, partitions: i32) -> Result<()> {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let response = conn.request(&request, 4)?;
+    ensure!(response.topics[0].error_code == 0, "create {name}: {response:?}");
+    Ok(())
+}
+
+#[test]
+fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    let topic = "metered";
+    create_topic(&mut conn, topic, 3)?;
+    let mut bytes_in = 0u64;
+    for partition in 0..3 {
+        let batch = record_batch(&[b"one", b"two"], 1_700_000_000_000)?;
+        bytes_in += batch.len() as u64;
+        let answer = produce(&mut conn, topic, partition, batch, -1)?;
+        ensure!(answer.error_code == 0, "produce: {answer:?}");
+    }
+    for partition in 0..3 {
+        let fetched = fetch(&mut conn, topic, partition, 0)?;
+        ensure!(fetched.error_code == 0, "fetch: {fetched:?}");
+    }
+
+    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    for (family, kind) in FAMILIES {
+        assert_eq!(page.types.get(family).map(String::as_str), Some(kind), "{family}");
+    }
+    let value = |series: &str| page.value(series).unwrap_or_else(|| panic!("no {series}"));
+    assert_eq!(value("laminar_kafka_requests_total{request=\"Produce\"}"), 3.0);
+    assert_eq!(value("laminar_kafka_requests_total{request=\"Fetch\"}"), 3.0);
+    assert_eq!(
+        value("laminar_kafka_requests_total{request=\"CreateTopics\"}"),
+        1.0
+    );
+    let in_series = format!("laminar_kafka_request_bytes_total{{topic=\"{topic}\",direction=\"in\"}}");
+    let out_series = format!("laminar_kafka_request_bytes_total{{topic=\"{topic}\",direction=\"out\"}}");
+    assert_eq!(value(&in_series), bytes_in as f64);
+    assert_eq!(
+        value(&out_series),
+        bytes_in as f64,
+        "fetched every batch back once"
+    );
+    assert_eq!(
+        value(&format!(
+            "laminar_kafka_records_produced_total{{topic=\"{topic}\"}}"
+        )),
+        6.0
+    );
+    assert_eq!(
+        value(&format!(
+            "laminar_kafka_records_fetched_total{{topic=\"{topic}\"}}"
+        )),
+        6.0
+    );
+    // Two shards; the three partitions spread over them.
+    assert_eq!(page.sum("laminar_kafka_partitions"), 3.0);
+    assert!(page.value("laminar_kafka_partitions{shard=\"1\"}").is_some());
+    assert!(page.sum("laminar_storage_log_bytes") >= bytes_in as f64);
+    assert!(
+        page.sum("laminar_kafka_connections_active") >= 1.0,
+        "our connection is open"
+    );
+    // acks=all with laminar.fsync=always: each produce waited for an fdatasync.
+    assert!(value("laminar_storage_fdatasync_latency_seconds_count") >= 3.0);
+    assert!(value("laminar_storage_fdatasync_latency_seconds_sum") > 0.0);
+    assert_eq!(value("laminar_kafka_under_replicated_partitions"), 0.0);
+    // Produce latency histogram: cumulative buckets, +Inf equals the count.
+    let produce_buckets: Vec<f64> = page
+        .samples
+        .iter()
+        .filter(|(s, _)| s.starts_with("laminar_kafka_request_latency_seconds_bucket{request=\"Produce\""))
+        .map(|(_, v)| *v)
+        .collect();
+    assert!(produce_buckets.len() > 10, "{produce_buckets:?}");
+    let inf = value("laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"+Inf\"}");
+    assert_eq!(
+        inf,
+        value("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}")
+    );
+    assert_eq!(inf, 3.0);
+    assert!(produce_buckets.iter().all(|b| *b <= inf));
+    Ok(())
+}
+
+#[test]
+fn status_and_readiness_describe_the_running_broker() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    create_topic(&mut conn, "status-topic", 4)?;
+
+    let ready = request(broker.http_addr(), "GET", "/v1/status/ready")?;
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(ready.body.contains("\"ready\""), "{}", ready.body);
+
+    let status = get_ok(broker.http_addr(), "/v1/status")?;
+    for field in [
+        "\"version\": \"",
+        "\"node_id\": 1",
+        "\"ready\": true",
+        "\"uptime_seconds\"",
+    ] {
+        assert!(status.contains(field), "{field} missing in {status}");
+    }
+    assert_eq!(status.matches("\"shard\": ").count(), 2, "{status}");
+    assert_eq!(
+        status.matches("\"topic\": \"status-topic\"").count(),
+        4,
+        "{status}"
+    );
+
+    let missing = request(broker.http_addr(), "GET", "/nope")?;
+    assert_eq!(missing.status, 404);
+    let refused = request(broker.http_addr(), "DELETE", "/metrics")?;
+    assert_eq!(refused.status, 405);
+    assert!(refused.head.contains("Allow: GET"), "{}", refused.head);
+    let huge = format!("/{}", "a".repeat(9000));
+    assert_eq!(request(broker.http_addr(), "GET", &huge)?.status, 431);
+    // The admin server still answers after the refusals.
+    assert_eq!(
+        request(broker.http_addr(), "GET", "/v1/status/ready")?.status,
+        200
+    );
+    Ok(())
+}
+
+#[test]
+fn a_taken_admin_port_stops_start_up_with_a_reason() -> Result<()> {
+    let first = Broker::start_default()?;
+    let taken = first.http_addr().to_string();
+    let options = laminar_tests::BrokerOptions::default().with_override("laminar.http.listen", &taken);
+    let error = match Broker::start(options) {
+        Ok(_) => anyhow::bail!("a second broker started on the taken admin port {taken}"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        error.contains(&format!("laminar.http.listen: cannot listen on {taken}")),
+        "{error}"
+    );
+    Ok(())
+}
