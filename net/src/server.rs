@@ -204,10 +204,11 @@ fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
         .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?
         .next()
         .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
-    if addr.port() == 0 {
-        let probe = StdTcpListener::bind(addr)?;
-        addr.set_port(probe.local_addr()?.port());
-    }
+    // The shards bind with SO_REUSEPORT, which would silently share a port another process
+    // already listens on. A plain bind first refuses a port in use (and picks one for port 0).
+    let probe = StdTcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("listeners: cannot listen on {addr}: {e}"))?;
+    addr.set_port(probe.local_addr()?.port());
     Ok(addr)
 }
 
