@@ -33,12 +33,16 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Load-test any Kafka-compatible broker, and measure this machine's limits.
+    #[command(subcommand)]
+    Bench(laminar_bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Broker { config, overrides } => broker_cmd::run(config, overrides),
+        Command::Bench(command) => laminar_bench::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
