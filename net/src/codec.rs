@@ -35,6 +35,8 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 1),
+    // v5 adds two-phase commit (KIP-939), which needs transactions.
+    api(ApiKey::InitProducerId, 0, 4),
 ];
 
 /// Produce versions below this are advertised but refused (see [`SUPPORTED_APIS`]).

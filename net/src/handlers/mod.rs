@@ -18,6 +18,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -120,6 +121,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, Reques
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r)),
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
