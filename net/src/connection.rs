@@ -8,6 +8,8 @@
 //! connection only, logged once.
 
 use std::future::Future;
+use std::io::IoSlice;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
@@ -70,7 +72,7 @@ pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
 }
 
 /// An answer on its way: `None` for a request that gets none (acks=0).
-type Answer = Pin<Box<dyn Future<Output = Result<Option<Bytes>, handlers::RequestError>>>>;
+type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Bytes>>, handlers::RequestError>>>>;
 
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
     let size_max = ctx.state.shared.config.socket_request_max_bytes as usize;
@@ -128,16 +130,17 @@ async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
     let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
     let outcome = handlers::handle(ctx, frame).await;
     let ctx = ctx.clone();
-    let timed = move |answer: Result<Option<Bytes>, handlers::RequestError>| {
+    let timed = move |answer: Result<Option<Vec<Bytes>>, handlers::RequestError>| {
         ctx.state
             .metrics
             .observe_request(api_key, started.elapsed(), answer.is_ok());
         answer
     };
     match outcome {
-        Ok(Outcome::Respond(frame)) => Box::pin(futures::future::ready(timed(Ok(Some(frame))))),
+        Ok(Outcome::Respond(frame)) => Box::pin(futures::future::ready(timed(Ok(Some(vec![frame]))))),
+        Ok(Outcome::RespondChunks(chunks)) => Box::pin(futures::future::ready(timed(Ok(Some(chunks))))),
         Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
-        Ok(Outcome::Deferred(pending)) => Box::pin(async move { timed(pending.await.map(Some)) }),
+        Ok(Outcome::Deferred(pending)) => Box::pin(async move { timed(pending.await.map(|f| Some(vec![f]))) }),
         Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
     }
 }
@@ -155,11 +158,11 @@ async fn write_ready_answers(
 }
 
 async fn write_answer(
-    answer: Option<Result<Option<Bytes>, handlers::RequestError>>,
+    answer: Option<Result<Option<Vec<Bytes>>, handlers::RequestError>>,
     stream: &mut TcpStream,
 ) -> Result<(), CloseReason> {
     match answer.expect("only awaited while answers are pending") {
-        Ok(Some(frame)) => Ok(stream.write_all(&frame).await?),
+        Ok(Some(chunks)) => Ok(write_chunks(stream, &chunks).await?),
         Ok(None) => Ok(()),
         Err(e) => Err(e.into()),
     }
@@ -215,4 +218,34 @@ async fn idle_or_shutdown(ctx: &Rc<BrokerCtx>, between_requests: bool) -> CloseR
         Either::Left(_) => CloseReason::Idle(IDLE_TIMEOUT),
         Either::Right(_) => CloseReason::Shutdown,
     }
+}
+
+/// Writes a frame given as chunks: one vectored send for as much as the socket takes, then, when
+/// it is full, glommio's write (which waits for room) for the rest of the current chunk.
+async fn write_chunks(stream: &mut TcpStream, chunks: &[Bytes]) -> std::io::Result<()> {
+    let fd = stream.as_raw_fd();
+    let (mut index, mut offset) = (0, 0);
+    while index < chunks.len() {
+        let slices: Vec<IoSlice<'_>> = std::iter::once(&chunks[index][offset..])
+            .chain(chunks[index + 1..].iter().map(|c| &c[..]))
+            .map(IoSlice::new)
+            .collect();
+        let mut sent = match crate::sys::send_vectored_now(fd, &slices) {
+            Ok(sent) => sent,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                stream.write(&chunks[index][offset..]).await?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if sent == 0 && slices.iter().any(|s| !s.is_empty()) {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while index < chunks.len() && sent >= chunks[index].len() - offset {
+            sent -= chunks[index].len() - offset;
+            (index, offset) = (index + 1, 0);
+        }
+        offset += sent;
+    }
+    Ok(())
 }

@@ -14,3 +14,4 @@ pub mod handlers;
 mod maintenance;
 pub mod metrics;
 pub mod server;
+mod sys;

@@ -21,7 +21,7 @@ use crate::connection;
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long start-up waits for a busy Kafka port to be released.
-const PORT_RELEASE_WAIT: Duration = Duration::from_secs(5);
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(30);
 
 /// A broker that has started: its shards run until [`ShutdownSignal::trigger`].
 pub struct RunningBroker {

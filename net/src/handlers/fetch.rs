@@ -1,17 +1,18 @@
 //! Fetch: whole batches from each partition's owning shard, bounded by the request's byte
 //! limits, long-polled by appends (not timers) until `min_bytes` arrive or `max_wait_ms` passes.
+//! The batches go into the answer shared, not copied (see `fetch_encode`).
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::{select, select_all, Either};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::FetchRequest;
 use laminar_engine::partition::ReadResult;
 
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
+use crate::handlers::fetch_encode::{FetchAnswer, PartitionAnswer};
 
 /// Kafka's READ_COMMITTED isolation level.
 const READ_COMMITTED: i8 = 1;
@@ -22,7 +23,7 @@ struct Wanted {
     max_bytes: usize,
 }
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchAnswer {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_bytes = if version >= 3 {
@@ -128,63 +129,47 @@ fn respond(
     results: Vec<(TopicPartition, Result<ReadResult, PartitionAccessError>)>,
     max_bytes: usize,
     isolation_level: i8,
-) -> FetchResponse {
+) -> FetchAnswer {
+    let read_committed = isolation_level == READ_COMMITTED;
     let mut budget = max_bytes;
     let mut first_data = true;
-    let mut response = FetchResponse::default();
+    let mut answer = FetchAnswer::default();
     for (tp, result) in results {
         let partition = match result {
             Ok(read) => {
-                let mut taken = Vec::new();
+                let mut batches = Vec::new();
                 for batch in read.data {
                     if batch.len() > budget && !first_data {
                         break;
                     }
                     budget = budget.saturating_sub(batch.len());
                     first_data = false;
-                    taken.push(batch);
+                    batches.push(batch);
                 }
-                PartitionData::default()
-                    .with_partition_index(tp.partition)
-                    .with_high_watermark(read.high_watermark)
-                    .with_last_stable_offset(read.high_watermark)
-                    .with_log_start_offset(read.log_start_offset)
-                    .with_aborted_transactions((isolation_level == READ_COMMITTED).then(Vec::new))
-                    .with_preferred_read_replica(BrokerId(-1))
-                    .with_records(Some(concat(taken)))
+                PartitionAnswer {
+                    partition: tp.partition,
+                    error_code: 0,
+                    high_watermark: read.high_watermark,
+                    last_stable_offset: read.high_watermark,
+                    log_start_offset: read.log_start_offset,
+                    read_committed,
+                    batches,
+                }
             }
-            Err(e) => PartitionData::default()
-                .with_partition_index(tp.partition)
-                .with_error_code(partition_error_code(&e))
-                .with_high_watermark(-1)
-                .with_last_stable_offset(-1)
-                .with_log_start_offset(-1)
-                .with_preferred_read_replica(BrokerId(-1))
-                .with_records(Some(Bytes::new())),
+            Err(e) => PartitionAnswer {
+                partition: tp.partition,
+                error_code: partition_error_code(&e),
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                read_committed,
+                batches: Vec::new(),
+            },
         };
-        match response.responses.last_mut() {
-            Some(last) if last.topic.as_str() == tp.topic => last.partitions.push(partition),
-            _ => response.responses.push(
-                FetchableTopicResponse::default()
-                    .with_topic(kafka_protocol::messages::TopicName(tp.topic.clone().into()))
-                    .with_partitions(vec![partition]),
-            ),
+        match answer.topics.last_mut() {
+            Some((topic, partitions)) if *topic == tp.topic => partitions.push(partition),
+            _ => answer.topics.push((tp.topic, vec![partition])),
         }
     }
-    response
-}
-
-/// Joins whole batches into one buffer; a single batch is passed through without a copy.
-fn concat(mut batches: Vec<Bytes>) -> Bytes {
-    match batches.len() {
-        0 => Bytes::new(),
-        1 => batches.pop().expect("one batch"),
-        _ => {
-            let mut joined = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
-            for batch in &batches {
-                joined.extend_from_slice(batch);
-            }
-            joined.freeze()
-        }
-    }
+    answer
 }

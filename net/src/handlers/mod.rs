@@ -23,6 +23,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;
+pub mod fetch_encode;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod init_producer_id;
@@ -43,6 +44,8 @@ mod topic_admin;
 pub enum Outcome {
     /// Write this frame.
     Respond(Bytes),
+    /// Write this frame, given as chunks in order (a fetch answer sharing stored batches).
+    RespondChunks(Vec<Bytes>),
     /// Nothing to write (Produce with acks=0).
     NoResponse,
     /// Write this frame when it is ready (acks=all waiting for fdatasync); the connection may
@@ -132,9 +135,13 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, Reques
             ResponseKind::Produce(response)
         }
         RequestKind::Fetch(r) => {
-            let response = fetch::handle(ctx, r, version).await;
-            ctx.state.metrics.count_fetched(&response);
-            ResponseKind::Fetch(response)
+            let answer = fetch::handle(ctx, r, version).await;
+            ctx.state.metrics.count_fetched(&answer);
+            return Ok(Outcome::RespondChunks(fetch_encode::encode_fetch_frame(
+                &answer,
+                version,
+                correlation_id,
+            )));
         }
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),

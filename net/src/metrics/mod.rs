@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use laminar_engine::shard::shard_of_partition;
 
+use crate::handlers::fetch_encode::FetchAnswer;
 use crate::broker::{BrokerCtx, BrokerShard};
 use crate::client::records::batches;
 use histogram::{HistogramSnapshot, LatencyHistogram};
@@ -132,17 +133,16 @@ impl ShardMetrics {
     }
 
     /// Counts the record bytes and records a fetch response carries.
-    pub fn count_fetched(&self, response: &FetchResponse) {
+    pub fn count_fetched(&self, answer: &FetchAnswer) {
         let mut topics = self.topics.borrow_mut();
-        for topic in &response.responses {
+        for (topic, partitions) in &answer.topics {
             let (mut bytes, mut records) = (0u64, 0u64);
-            for partition in &topic.partitions {
-                let data = partition.records.as_deref().unwrap_or_default();
-                bytes += data.len() as u64;
-                records += record_count(data);
+            for batch in partitions.iter().flat_map(|p| &p.batches) {
+                bytes += batch.len() as u64;
+                records += record_count(batch);
             }
             if bytes > 0 {
-                let traffic = topics.entry(topic.topic.to_string()).or_default();
+                let traffic = topics.entry(topic.clone()).or_default();
                 traffic.bytes_out += bytes;
                 traffic.records_out += records;
             }

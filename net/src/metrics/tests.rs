@@ -6,6 +6,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::TopicName;
 
+use crate::handlers::fetch_encode::{FetchAnswer, PartitionAnswer};
 use super::families::{render, RenderContext, FAMILIES};
 use super::*;
 use crate::client::records::{encode_batch, plain_record};
@@ -71,12 +72,16 @@ fn fetch_counts_bytes_and_records_per_topic() {
     let metrics = ShardMetrics::default();
     let mut two_batches = BytesMut::from(&batch(4)[..]);
     two_batches.extend_from_slice(&batch(1));
-    let response = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
-        .with_topic(topic("t"))
-        .with_partitions(vec![
-            PartitionData::default().with_records(Some(two_batches.clone().freeze())),
-            PartitionData::default().with_partition_index(1),
-        ])]);
+    let two_batches = two_batches.freeze();
+    let response = FetchAnswer {
+        topics: vec![(
+            "t".to_string(),
+            vec![
+                PartitionAnswer { batches: vec![two_batches.slice(..batch(4).len()), two_batches.slice(batch(4).len()..)], ..Default::default() },
+                PartitionAnswer { partition: 1, ..Default::default() },
+            ],
+        )],
+    };
     metrics.count_fetched(&response);
     metrics.count_fetched(&response);
     let traffic = metrics.topics.borrow()["t"];
