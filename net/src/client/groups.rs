@@ -173,10 +173,7 @@ impl Connection {
     }
 
     /// Deletes groups; returns each group's outcome in request order.
-    pub fn delete_groups(
-        &mut self,
-        groups: &[&str],
-    ) -> Result<Vec<GroupOutcome>, ClientError> {
+    pub fn delete_groups(&mut self, groups: &[&str]) -> Result<Vec<GroupOutcome>, ClientError> {
         let request =
             DeleteGroupsRequest::default().with_groups_names(groups.iter().map(|g| group_id(g)).collect());
         let response = self.request(&request)?;
