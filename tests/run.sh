@@ -74,7 +74,7 @@ setup_node() {
   stamp="$dir/node_modules/.package-lock.sha256"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
   say "npm ci in tests/node"
-  # --ignore-scripts: lz4's optional native build is not needed (kafkajs-lz4 uses its JS code).
+  # --ignore-scripts: every codec package used is pure JS / WebAssembly; nothing needs building.
   (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || return 1
   echo "$want" >"$stamp"
 }
@@ -83,7 +83,8 @@ setup_node() {
 run_rust() {
   say "cargo test --workspace"
   local log="$LOGS/cargo-test.log"
-  cargo test --workspace --color never -- --test-threads=2 2>&1 | tee "$log"
+  # --no-fail-fast: one failing test binary must not hide the results of the others.
+  cargo test --workspace --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
   local passed failed
   passed=$(grep -Eo 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
@@ -131,8 +132,10 @@ node_ready=1
 if wants python; then setup_python || { step_failed "setup: python venv"; python_ready=0; }; fi
 if wants node; then setup_node || { step_failed "setup: npm ci"; node_ready=0; }; fi
 
-say "cargo build (laminar broker and the test broker controller)"
-if cargo build --color never -p laminar --bin laminar && cargo build --color never -p laminar-tests --bins; then
+# One build of every target with the features `cargo test --workspace` uses, so the test run
+# rebuilds nothing; it also yields target/debug/laminar and target/debug/laminar-test-broker.
+say "cargo build --workspace (lib, bins, tests, examples: what cargo test builds)"
+if cargo build --color never --workspace --lib --bins --tests --examples; then
   built=1
 else
   step_failed "cargo build"

@@ -1,1 +1,44 @@
-//! `laminar bench`: load generator and reports for any Kafka-compatible broker.
+//! `laminar bench`: load generator and reports for any Kafka-compatible broker, speaking Kafka
+//! through `laminar_net::client`.
+//!
+//! - `produce`: batches built into reused buffers, several produce requests in flight per
+//!   connection (one connection per producer thread), optional fixed rate with latency measured
+//!   from each record's intended send time.
+//! - `consume`: large fetches, records counted from batch headers.
+//! - `e2e`: both at once; latency from the timestamp each record carries in its key.
+//! - `limits`: the disk and loopback limits every result is read against.
+//! - `sink`: a measurement tool for the harness's own ceiling (never a broker result).
+
+mod cli;
+mod consume;
+pub mod limits;
+mod output;
+pub mod pacing;
+mod produce;
+mod progress;
+mod report;
+mod run;
+mod setup;
+pub mod sink;
+mod stats;
+
+pub use cli::{BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, SinkArgs};
+pub use produce::{payload, BatchBuilder};
+
+/// Runs a `laminar bench` command.
+pub fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Produce(args) => run::produce(args),
+        BenchCommand::Consume(args) => run::consume(args),
+        BenchCommand::E2e(args) => run::end_to_end(args),
+        BenchCommand::Limits(args) => {
+            let limits = limits::measure(&args.dir, &limits::Budget::default())?;
+            println!("{}", limits.describe());
+            if let Some(path) = args.json {
+                std::fs::write(&path, serde_json::to_string_pretty(&limits)?)?;
+            }
+            Ok(())
+        }
+        BenchCommand::Sink(args) => sink::serve_forever(&args.listen, args.record_size),
+    }
+}

@@ -30,6 +30,8 @@ pub struct BrokerShard {
     pub shared: Arc<BrokerShared>,
     pub partitions: ShardPartitions,
     pub connections_active: Cell<usize>,
+    /// The consumer groups this shard coordinates.
+    pub groups: crate::group::GroupCoordinator,
     pub metrics: crate::metrics::ShardMetrics,
 }
 

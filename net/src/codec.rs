@@ -35,6 +35,20 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 1),
+    // Consumer groups: librdkafka needs FindCoordinator, JoinGroup, SyncGroup, Heartbeat and
+    // LeaveGroup from v0, OffsetCommit and OffsetFetch reaching v1. The tops are the newest
+    // versions kafka-protocol's message structs encode.
+    api(ApiKey::FindCoordinator, 0, 4),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// Produce versions below this are advertised but refused (see [`SUPPORTED_APIS`]).

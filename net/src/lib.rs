@@ -9,6 +9,7 @@ pub mod config;
 mod connection;
 mod errors;
 pub mod frame;
+pub mod group;
 pub mod handlers;
 mod maintenance;
 pub mod metrics;

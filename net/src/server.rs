@@ -45,6 +45,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
     let metadata = MetadataStore::open(&log_dir)?;
+    let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
     let listen_addr = resolve_listen_addr(&config)?;
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
@@ -70,6 +71,14 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
                 Rc::new(GlommioStorage::new(WriteMode::Buffered)),
             ),
             connections_active: Default::default(),
+            groups: crate::group::GroupCoordinator::new(
+                crate::group::state::GroupSettings {
+                    initial_rebalance_delay_ms: i64::from(
+                        init_shared.config.group_initial_rebalance_delay_ms,
+                    ),
+                },
+                offsets_partitions,
+            ),
             metrics: Default::default(),
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
@@ -99,6 +108,7 @@ async fn shard_main(
 ) {
     let started = std::time::Instant::now();
     open_owned_partitions(&ctx).await;
+    crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {
         Ok(listener) => listener,
         Err(e) => {
@@ -122,10 +132,12 @@ async fn shard_main(
     }
     let _ = ready.send(Ok(()));
     let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
+    let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
     accept_until_shutdown(&ctx, &listener).await;
     drop(listener);
     drain_connections(&ctx).await;
     drop(background);
+    drop(group_timers);
     for ((topic, partition), error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic, partition, %error, "partition did not close cleanly");
     }
@@ -192,10 +204,11 @@ fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
         .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?
         .next()
         .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
-    if addr.port() == 0 {
-        let probe = StdTcpListener::bind(addr)?;
-        addr.set_port(probe.local_addr()?.port());
-    }
+    // The shards bind with SO_REUSEPORT, which would silently share a port another process
+    // already listens on. A plain bind first refuses a port in use (and picks one for port 0).
+    let probe = StdTcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("listeners: cannot listen on {addr}: {e}"))?;
+    addr.set_port(probe.local_addr()?.port());
     Ok(addr)
 }
 

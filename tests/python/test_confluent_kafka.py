@@ -21,8 +21,8 @@ def admin(broker):
 
 
 def create_topic(broker, name, partitions=1, config=None):
-    futures = admin(broker).create_topics([NewTopic(name, partitions, 1, config=config or {})],
-                                          operation_timeout=TIMEOUT_S)
+    client = admin(broker)  # must outlive the future: a destroyed handle fails it
+    futures = client.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=TIMEOUT_S)
     futures[name].result(TIMEOUT_S)
 
 
@@ -136,7 +136,8 @@ def test_topics_create_list_describe_alter_grow_delete(broker, topic_name):
 
 
 def test_describe_cluster_names_this_broker(broker):
-    cluster = admin(broker).describe_cluster(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    client = admin(broker)
+    cluster = client.describe_cluster(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
     assert len(cluster.nodes) == 1
     node = cluster.nodes[0]
     assert (node.host, str(node.port)) == tuple(broker.bootstrap.split(":"))

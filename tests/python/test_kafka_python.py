@@ -31,8 +31,8 @@ def create_topic(broker, name, partitions=1, configs=None):
 
 
 def produce(broker, topic, records, partition=0, **config):
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=False,
-                             linger_ms=5, **config)
+    settings = {"acks": "all", "enable_idempotence": False, "linger_ms": 5, **config}
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, **settings)
     try:
         futures = [producer.send(topic, value=r.value, key=r.key, headers=r.headers, partition=partition,
                                  timestamp_ms=r.timestamp_ms) for r in records]

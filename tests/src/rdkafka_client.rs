@@ -173,7 +173,9 @@ pub async fn produce_all(
 /// A consumer without a group: partitions are assigned by the test (groups come later).
 pub fn assigned_consumer(bootstrap: &str, extra: &[(&str, &str)]) -> Result<BaseConsumer> {
     let mut config = client_config(bootstrap);
+    // librdkafka's assign() needs a group.id even though nothing here joins or commits.
     config
+        .set("group.id", "laminar-tests-assign-only")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("fetch.wait.max.ms", "100");

@@ -142,7 +142,7 @@ impl WireConnection {
     }
 }
 
-/// A RecordBatch v2 (magic 2), uncompressed, CreateTime, no producer id, holding `values` as
+/// One RecordBatch v2 (magic 2), uncompressed, CreateTime, no producer id, holding `values` as
 /// records with keys `k<i>` and timestamps `timestamp_ms + i`.
 pub fn record_batch(values: &[&[u8]], timestamp_ms: i64) -> Result<Bytes> {
     let records: Vec<Record> = values
@@ -157,7 +157,9 @@ pub fn record_batch(values: &[&[u8]], timestamp_ms: i64) -> Result<Bytes> {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // kafka-protocol starts a new batch whenever offset - sequence changes; this keeps
+            // one batch whose base sequence is -1 (no producer id).
+            sequence: i as i32 - 1,
             timestamp: timestamp_ms + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::copy_from_slice(value)),
@@ -258,4 +260,78 @@ pub fn decode_records(data: &FetchPartitionData) -> Result<Vec<Record>> {
     let mut records = data.records.clone().unwrap_or_default();
     let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records)?;
     Ok(sets.into_iter().flat_map(|set| set.records).collect())
+}
+
+/// ListOffsets v5 (the newest non-flexible version) for one partition: `timestamp` is a time in
+/// ms, or -1 (latest) / -2 (earliest). Returns (error code, offset, timestamp).
+pub fn list_offset(
+    conn: &mut WireConnection,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+) -> Result<(i16, i64, i64)> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let request = kafka_protocol::messages::ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(timestamp)])]);
+    let response = conn.request(&request, 5)?;
+    let answer = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .context("empty ListOffsets answer")?;
+    Ok((answer.error_code, answer.offset, answer.timestamp))
+}
+
+/// Fetches from `offset` until `count` records arrived (a broker may answer with fewer batches
+/// than fit), dropping records before `offset` from the first batch.
+pub fn fetch_records(
+    conn: &mut WireConnection,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    count: usize,
+) -> Result<Vec<Record>> {
+    let mut out: Vec<Record> = Vec::with_capacity(count);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while out.len() < count {
+        if Instant::now() >= deadline {
+            bail!(
+                "only {} of {count} records from {topic}/{partition} at {offset}",
+                out.len()
+            );
+        }
+        let next = out.last().map_or(offset, |r| r.offset + 1);
+        let data = fetch(conn, topic, partition, next)?;
+        if data.error_code != 0 {
+            bail!("fetch at {next} answered error {}", data.error_code);
+        }
+        out.extend(decode_records(&data)?.into_iter().filter(|r| r.offset >= next));
+    }
+    out.truncate(count);
+    Ok(out)
+}
+
+/// Creates `topic` through a Metadata request with auto-creation allowed (Kafka's default).
+pub fn auto_create(conn: &mut WireConnection, topic: &str) -> Result<()> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let request = kafka_protocol::messages::MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]))
+        .with_allow_auto_topic_creation(true);
+    let response = conn.request(&request, 8)?;
+    let code = response
+        .topics
+        .first()
+        .map(|t| t.error_code)
+        .context("empty Metadata answer")?;
+    // LEADER_NOT_AVAILABLE (5) is Kafka's normal answer while an auto-created topic comes up.
+    if code != 0 && code != 5 {
+        bail!("Metadata for {topic} answered error {code}");
+    }
+    Ok(())
 }

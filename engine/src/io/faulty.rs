@@ -88,6 +88,11 @@ impl FaultyStorage {
         self.faults.fail_sync_at.set(Some(self.faults.syncs.get() + n));
     }
 
+    /// fdatasync calls made so far (to check group commit).
+    pub fn sync_count(&self) -> u64 {
+        self.faults.syncs.get()
+    }
+
     pub fn clear_faults(&self) {
         self.faults.fail_write_at.set(None);
         self.faults.fail_sync_at.set(None);

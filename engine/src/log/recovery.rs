@@ -117,10 +117,11 @@ pub async fn open_segment<S: Storage>(
                 if meta.size > 0 && meta.rolling_timestamp.is_none() {
                     meta.rolling_timestamp = first_batch_timestamp(&**log).await?;
                 }
-                let (mut offsets, mut times) = (offsets, times);
-                offsets.extend(tail.offsets);
-                times.extend(tail.times);
-                return Ok((Segment::new(base_offset, files, offsets, times, meta), 0));
+                // Entries the tail scan made (a lost or missing index) go to the files too.
+                let segment = Segment::new(base_offset, files, offsets, times, meta);
+                segment.index.append(&tail.offsets).await?;
+                segment.time_index.append(&tail.times).await?;
+                return Ok((segment, 0));
             }
         }
         tracing::warn!(base_offset, dir = %dir.display(), "segment index damaged: rebuilding");

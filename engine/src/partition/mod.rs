@@ -102,10 +102,15 @@ impl<S: Storage> Partition<S> {
         }
         let covered = self.log.sync().await?;
         self.durable_offset.set(self.durable_offset.get().max(covered));
-        assert!(
-            offset < covered,
-            "waited for offset {offset} beyond the log end {covered}"
-        );
+        if offset >= covered {
+            // Truncated away meanwhile, or never appended: not durable, so never acknowledged.
+            let log_start = self.log_start_offset();
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end: covered,
+            });
+        }
         Ok(())
     }
 

@@ -174,6 +174,65 @@ fn retention_delete_records_truncate_and_clean_reopen() {
 }
 
 #[test]
+fn concurrent_waiters_share_one_fdatasync() {
+    block_on(async {
+        let storage = FaultyStorage::new(8);
+        let p = open(&storage, LogConfig::default()).await;
+        let mut lasts = Vec::new();
+        for _ in 0..3 {
+            lasts.push(p.append(batch(2, 0), 0).await.unwrap().last_offset);
+        }
+        let before = storage.sync_count();
+        let (a, b, c) = futures::join!(
+            p.wait_durable(lasts[2]),
+            p.wait_durable(lasts[0]),
+            p.wait_durable(lasts[1])
+        );
+        a.and(b).and(c).unwrap();
+        assert_eq!(storage.sync_count() - before, 1);
+        assert_eq!(p.durable_offset(), p.log_end_offset());
+        assert!(
+            p.wait_durable(p.log_end_offset()).await.is_err(),
+            "never acks the unwritten"
+        );
+    });
+}
+
+#[test]
+fn segment_ms_rolls_and_missing_index_is_rebuilt() {
+    block_on(async {
+        let storage = FaultyStorage::new(9);
+        let config = LogConfig {
+            segment_ms: 1000,
+            index_interval_bytes: 64,
+            ..LogConfig::default()
+        };
+        let p = open(&storage, config.clone()).await;
+        for i in 0..10 {
+            p.append(batch(2, 10_000), 10_000 + 100 * i).await.unwrap();
+        }
+        p.append(batch(1, 11_500), 11_500).await.unwrap();
+        assert_eq!(
+            p.segment_count(),
+            2,
+            "the first batch's timestamp ages the segment"
+        );
+        p.close().await.unwrap();
+        let index = dir().join(format!("{:020}.index", 0));
+        let before = storage.file_bytes(&index).unwrap();
+        assert!(!before.is_empty());
+        storage.remove_file(&index).await.unwrap();
+        let p = open(&storage, config).await;
+        assert_eq!(
+            storage.file_bytes(&index).unwrap(),
+            before,
+            "rebuilt byte for byte"
+        );
+        assert_eq!(read_all(&p, 0).await.len(), 11);
+    });
+}
+
+#[test]
 fn appended_wakes_waiters() {
     block_on(async {
         let storage = FaultyStorage::new(6);

@@ -79,7 +79,7 @@ pub fn encode_batch(
 
 /// Decodes every whole batch in `records` (a trailing partial batch, which a fetch may return,
 /// is ignored), decompressing as needed. Allocates per record: use [`batches`] or
-/// [`for_each_value`] on hot paths.
+/// [`for_each_record`] on hot paths.
 pub fn decode_records(records: &Bytes) -> Result<Vec<Record>, ClientError> {
     let whole = records.slice(..whole_batches_len(records)?);
     let mut buf = whole;
@@ -197,18 +197,36 @@ fn whole_batches_len(records: &[u8]) -> Result<usize, ClientError> {
     Ok(len)
 }
 
-/// Calls `visit(offset, value)` for each record of `batch` (None for a null value). Uncompressed
-/// batches are walked in place; compressed ones are decoded with the crate's decoder.
-pub fn for_each_value(
+/// One record seen by [`for_each_record`], borrowing from the batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Absolute offset.
+    pub offset: i64,
+    /// Absolute timestamp (ms).
+    pub timestamp_ms: i64,
+    /// Key bytes (None: null key).
+    pub key: Option<&'a [u8]>,
+    /// Value bytes (None: null value, a tombstone).
+    pub value: Option<&'a [u8]>,
+}
+
+/// Calls `visit` for each record of `batch`. Uncompressed batches are walked in place without
+/// allocating; compressed ones are decoded with the crate's decoder first.
+pub fn for_each_record(
     batch: BatchView<'_>,
-    mut visit: impl FnMut(i64, Option<&[u8]>),
+    mut visit: impl FnMut(RecordRef<'_>),
 ) -> Result<(), ClientError> {
     if batch.compression()? != Compression::None {
         let mut bytes = Bytes::copy_from_slice(batch.bytes);
         let set = RecordBatchDecoder::decode(&mut bytes)
             .map_err(|error| ClientError::Records(format!("decode: {error}")))?;
         for record in &set.records {
-            visit(record.offset, record.value.as_deref());
+            visit(RecordRef {
+                offset: record.offset,
+                timestamp_ms: record.timestamp,
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+            });
         }
         return Ok(());
     }
@@ -217,17 +235,22 @@ pub fn for_each_value(
         let length = read_varint(&mut rest)?;
         let length = usize::try_from(length)
             .map_err(|_| ClientError::Records(format!("negative record length {length}")))?;
-        if rest.len() < length {
+        if rest.len() < length || length == 0 {
             return Err(ClientError::Records("record overruns its batch".into()));
         }
-        let (mut record, after) = rest.split_at(length);
+        let (record, after) = rest.split_at(length);
         rest = after;
-        record = record.get(1..).unwrap_or_default(); // attributes
-        let _timestamp_delta = read_varint(&mut record)?;
-        let offset_delta = read_varint(&mut record)?;
-        let _key = read_bytes(&mut record)?;
-        let value = read_bytes(&mut record)?;
-        visit(batch.base_offset() + offset_delta, value);
+        let mut fields = &record[1..]; // after the attributes byte
+        let timestamp_delta = read_varint(&mut fields)?;
+        let offset_delta = read_varint(&mut fields)?;
+        let key = read_bytes(&mut fields)?;
+        let value = read_bytes(&mut fields)?;
+        visit(RecordRef {
+            offset: batch.base_offset() + offset_delta,
+            timestamp_ms: batch.base_timestamp() + timestamp_delta,
+            key,
+            value,
+        });
     }
     Ok(())
 }

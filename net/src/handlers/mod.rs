@@ -14,15 +14,26 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
 pub mod sasl_handshake;
+pub mod sync_group;
 mod topic_admin;
 
 /// What the connection does after a request.
@@ -130,6 +141,41 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, Reques
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
+        request => {
+            return handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
+        }
+    };
+    respond(api_key, version, correlation_id, &response)
+}
+
+/// The consumer-group APIs (FindCoordinator, JoinGroup, ..., OffsetDelete).
+async fn handle_group_api(
+    ctx: &Rc<BrokerCtx>,
+    api_key: ApiKey,
+    request: RequestKind,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<kafka_protocol::protocol::StrBytes>,
+) -> Result<Outcome, RequestError> {
+    let response = match request {
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version))
+        }
+        RequestKind::JoinGroup(r) => {
+            let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();
+            ResponseKind::JoinGroup(join_group::handle(ctx, r, version, client_id).await)
+        }
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(ctx, r, version).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(ctx, r).await),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(ctx, r, version).await),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(ctx, r).await),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(ctx, r, version).await),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(ctx, r, version).await),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(ctx, r).await),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(ctx, r).await),
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)

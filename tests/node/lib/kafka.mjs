@@ -8,14 +8,18 @@ import { createRequire } from 'node:module'
 const require = createRequire(import.meta.url)
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
-const LZ4Codec = require('kafkajs-lz4')
+const lz4 = require('lz4js')
 const { ZstdCodec } = require('zstd-codec')
 
-// snappy: kafkajs-snappy (snappyjs, pure JS). lz4: kafkajs-lz4 (the lz4 package's JS fallback;
-// its native build is skipped by `npm ci --ignore-scripts`). zstd: @kafkajs/zstd needs a native
-// build that fails on Node 20, so this wraps zstd-codec (Emscripten, no native code) instead.
+// snappy: kafkajs-snappy (snappyjs, pure JS). lz4: kafkajs-lz4 depends on the `lz4` package,
+// whose tarball ships macOS binaries and needs a node-gyp build, so this wraps lz4js (pure JS,
+// LZ4 frame format as Kafka uses). zstd: @kafkajs/zstd needs a native build that fails on
+// Node 20, so this wraps zstd-codec (Emscripten, no native code).
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
-CompressionCodecs[CompressionTypes.LZ4] = new LZ4Codec().codec
+CompressionCodecs[CompressionTypes.LZ4] = () => ({
+  async compress(encoder) { return Buffer.from(lz4.compress(encoder.buffer)) },
+  async decompress(buffer) { return Buffer.from(lz4.decompress(buffer)) },
+})
 const zstdStreaming = new Promise(resolve => ZstdCodec.run(zstd => resolve(new zstd.Streaming())))
 CompressionCodecs[CompressionTypes.ZSTD] = () => ({
   async compress(encoder) { return Buffer.from((await zstdStreaming).compress(encoder.buffer, 3)) },

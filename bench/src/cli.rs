@@ -1,0 +1,270 @@
+//! `laminar bench` command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use laminar_net::client::{Acks, Compression};
+
+/// `laminar bench …`: load against any Kafka-compatible broker, and this machine's limits.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchCommand {
+    /// Produce records as fast as possible or at a fixed rate.
+    Produce(ProduceArgs),
+    /// Consume records from the start of a topic.
+    Consume(ConsumeArgs),
+    /// Produce and consume at once; end-to-end latency from a timestamp in each record.
+    E2e(E2eArgs),
+    /// Measure this machine's disk and loopback limits.
+    Limits(LimitsArgs),
+    /// Measurement tool for the harness's own ceiling: a server that accepts produce requests
+    /// and discards them, and serves canned batches to fetches. Never a broker result.
+    Sink(SinkArgs),
+}
+
+/// Where to connect, and what to write out.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Bootstrap broker, host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Topic to use (created with --partitions if missing).
+    #[arg(long)]
+    pub topic: String,
+    /// Partitions of the topic when the harness creates it.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: i32,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write a self-contained HTML report to this file.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Directory on the data disk for the limits measured with every run.
+    #[arg(long, default_value = ".")]
+    pub limits_dir: PathBuf,
+    /// Skip measuring the limits (the JSON then has none).
+    #[arg(long)]
+    pub no_limits: bool,
+}
+
+/// Producer settings shared by `produce` and `e2e`.
+#[derive(Debug, Clone, Args)]
+pub struct ProducerArgs {
+    /// Bytes of each record's value.
+    #[arg(long, default_value_t = 1024)]
+    pub record_size: usize,
+    /// Records to send in total (across producers).
+    #[arg(long)]
+    pub num_records: u64,
+    /// Records per second in total; unset or -1 for as fast as possible.
+    #[arg(long, allow_negative_numbers = true)]
+    pub throughput: Option<f64>,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "1", value_parser = parse_acks)]
+    pub acks: Acks,
+    /// Largest batch in bytes of record values.
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub batch_bytes: usize,
+    /// How long a batch may wait for more records at a fixed rate.
+    #[arg(long, default_value_t = 5)]
+    pub linger_ms: u64,
+    /// Batch compression.
+    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+    pub compression: CompressionArg,
+    /// Producer threads, one connection each.
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
+    /// Produce requests in flight per connection.
+    #[arg(long, default_value_t = 5)]
+    pub max_in_flight: usize,
+}
+
+/// `laminar bench produce`.
+#[derive(Debug, Clone, Args)]
+pub struct ProduceArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub producer: ProducerArgs,
+}
+
+/// `laminar bench consume`.
+#[derive(Debug, Clone, Args)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Records to consume in total (across consumers).
+    #[arg(long)]
+    pub num_records: u64,
+    /// Consumer threads, one connection each; partitions are dealt round-robin.
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+    /// Bytes asked per fetch (split evenly over a consumer's partitions, at least 1 MiB each).
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub fetch_max_bytes: i32,
+    /// Give up after this long without a record.
+    #[arg(long, default_value_t = 10)]
+    pub idle_timeout_s: u64,
+}
+
+/// `laminar bench e2e`.
+#[derive(Debug, Clone, Args)]
+pub struct E2eArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub producer: ProducerArgs,
+    /// Consumer threads.
+    #[arg(long, default_value_t = 1)]
+    pub consumers: usize,
+}
+
+/// `laminar bench limits`.
+#[derive(Debug, Clone, Args)]
+pub struct LimitsArgs {
+    /// Directory on the disk to measure.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Write the limits as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// `laminar bench sink`.
+#[derive(Debug, Clone, Args)]
+pub struct SinkArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Value bytes of the records in the canned batches served to fetches.
+    #[arg(long, default_value_t = 1024)]
+    pub record_size: usize,
+}
+
+/// `--compression`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompressionArg {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionArg {
+    /// The codec.
+    pub fn codec(self) -> Compression {
+        match self {
+            CompressionArg::None => Compression::None,
+            CompressionArg::Gzip => Compression::Gzip,
+            CompressionArg::Snappy => Compression::Snappy,
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd,
+        }
+    }
+}
+
+fn parse_acks(text: &str) -> Result<Acks, String> {
+    text.parse()
+}
+
+impl ProducerArgs {
+    /// The total rate asked for, `None` for as fast as possible.
+    pub fn rate(&self) -> Option<f64> {
+        self.throughput.filter(|rate| *rate > 0.0)
+    }
+
+    /// Records per batch: as many values as fit `batch_bytes`, at least one.
+    pub fn records_per_batch(&self) -> usize {
+        (self.batch_bytes / self.record_size.max(1)).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: BenchCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn produce_arguments_parse() {
+        let command = parse(&[
+            "produce",
+            "--brokers",
+            "h:1",
+            "--topic",
+            "t",
+            "--record-size",
+            "100",
+            "--num-records",
+            "5000",
+            "--throughput",
+            "1000",
+            "--acks",
+            "all",
+            "--compression",
+            "zstd",
+            "--producers",
+            "2",
+            "--partitions",
+            "8",
+            "--json",
+            "o.json",
+        ])
+        .expect("parses");
+        let BenchCommand::Produce(args) = command else {
+            panic!("not produce")
+        };
+        assert_eq!(args.common.brokers, "h:1");
+        assert_eq!(args.common.partitions, 8);
+        assert_eq!(args.producer.acks, Acks::All);
+        assert_eq!(args.producer.compression.codec(), Compression::Zstd);
+        assert_eq!(args.producer.rate(), Some(1000.0));
+        assert_eq!(args.producer.records_per_batch(), 2621);
+        assert_eq!(args.common.json.as_deref(), Some(std::path::Path::new("o.json")));
+    }
+
+    #[test]
+    fn unlimited_rate_and_bad_values() {
+        let command = parse(&[
+            "produce",
+            "--topic",
+            "t",
+            "--num-records",
+            "1",
+            "--throughput",
+            "-1",
+        ])
+        .expect("parses");
+        let BenchCommand::Produce(args) = command else {
+            panic!("not produce")
+        };
+        assert_eq!(args.producer.rate(), None);
+        assert_eq!(args.producer.acks, Acks::Leader);
+        assert!(parse(&["produce", "--topic", "t", "--num-records", "1", "--acks", "2"]).is_err());
+        assert!(parse(&[
+            "produce",
+            "--topic",
+            "t",
+            "--num-records",
+            "1",
+            "--compression",
+            "brotli"
+        ])
+        .is_err());
+        assert!(
+            parse(&["consume", "--topic", "t"]).is_err(),
+            "--num-records is required"
+        );
+        assert!(parse(&["limits", "--dir", "/tmp"]).is_ok());
+    }
+}

@@ -1,0 +1,208 @@
+//! One consumer thread: fetches its partitions with large max bytes on its one connection and
+//! counts records from batch headers; in end-to-end mode it also reads each record's key (the
+//! producer's timestamp) to measure end-to-end latency.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use laminar_net::client::records::{batches, for_each_record};
+use laminar_net::client::{ClientConfig, Connection, FetchPosition, FetchSpec};
+
+use crate::pacing::Clock;
+use crate::produce::KEY_BYTES;
+use crate::stats::Recorder;
+
+/// What one consumer thread does.
+#[derive(Debug, Clone)]
+pub struct ConsumerJob {
+    /// Leader of the partitions.
+    pub leader: String,
+    /// Topic.
+    pub topic: String,
+    /// `(partition, first offset)`.
+    pub partitions: Vec<(i32, i64)>,
+    /// Bytes asked per fetch.
+    pub fetch_max_bytes: i32,
+    /// Record end-to-end latency from each record's key instead of fetch latency.
+    pub end_to_end: bool,
+    /// Give up after this long without a record.
+    pub idle_timeout: Duration,
+}
+
+/// Shared between the consumers of a run: records consumed by all, and when to stop.
+#[derive(Debug)]
+pub struct ConsumeTarget {
+    /// Records consumed so far, by all consumers.
+    pub consumed: AtomicU64,
+    /// Records wanted in total.
+    pub wanted: u64,
+    /// Set when the run is over for another reason (a producer failed).
+    pub stop: AtomicBool,
+}
+
+impl ConsumeTarget {
+    fn done(&self) -> bool {
+        self.consumed.load(Ordering::Relaxed) >= self.wanted || self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Records and bytes of the batches in `records` from `position` on; returns
+/// `(records, batch bytes, next position)`. A batch that starts before `position` (a fetch
+/// inside a batch returns the whole batch) counts only its records from `position`.
+pub fn count_from(records: &[u8], position: i64) -> anyhow::Result<(u64, u64, i64)> {
+    let (mut count, mut bytes, mut next) = (0u64, 0u64, position);
+    for batch in batches(records) {
+        let batch = batch?;
+        if batch.last_offset() < next {
+            continue;
+        }
+        let skipped = (next - batch.base_offset()).max(0);
+        count += (i64::from(batch.record_count()) - skipped).max(0) as u64;
+        bytes += batch.bytes.len() as u64;
+        next = batch.last_offset() + 1;
+    }
+    Ok((count, bytes, next))
+}
+
+/// Runs one consumer until the target is met, the run stops, or nothing arrives for the idle
+/// timeout.
+pub fn run_consumer(
+    job: &ConsumerJob,
+    target: &Arc<ConsumeTarget>,
+    clock: Clock,
+    recorder: &mut Recorder,
+) -> anyhow::Result<()> {
+    let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
+        .with_context(|| format!("consumer connecting to {}", job.leader))?;
+    let partition_max_bytes = (job.fetch_max_bytes / job.partitions.len() as i32).max(1 << 20);
+    let mut positions: Vec<FetchPosition> = job
+        .partitions
+        .iter()
+        .map(|(partition, offset)| FetchPosition {
+            topic: job.topic.clone(),
+            partition: *partition,
+            offset: *offset,
+            partition_max_bytes,
+        })
+        .collect();
+    let spec = FetchSpec {
+        max_wait_ms: 100,
+        min_bytes: 1,
+        max_bytes: job.fetch_max_bytes,
+    };
+    let mut last_progress_us = clock.now_us();
+    while !target.done() {
+        let asked_us = clock.now_us();
+        let fetched = connection.fetch(&spec, &positions)?;
+        let answered_us = clock.now_us();
+        let mut records_total = 0u64;
+        for partition in fetched {
+            if let Some(error) = partition.error {
+                bail!("fetch {}-{}: {error}", partition.topic, partition.partition);
+            }
+            let position = positions
+                .iter_mut()
+                .find(|p| p.partition == partition.partition)
+                .context("fetch answered a partition not asked for")?;
+            let (records, bytes, next) = count_from(&partition.records, position.offset)?;
+            if job.end_to_end {
+                record_end_to_end(&partition.records, position.offset, answered_us, recorder)?;
+            }
+            position.offset = next;
+            records_total += records;
+            recorder.count(answered_us, records, bytes);
+        }
+        if records_total > 0 {
+            if !job.end_to_end {
+                recorder.latency(answered_us, answered_us - asked_us, 1);
+            }
+            target.consumed.fetch_add(records_total, Ordering::Relaxed);
+            last_progress_us = answered_us;
+        } else if answered_us - last_progress_us > job.idle_timeout.as_micros() as u64 {
+            bail!(
+                "no records for {:?} (consumed {} of {})",
+                job.idle_timeout,
+                target.consumed.load(Ordering::Relaxed),
+                target.wanted
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Records `now - key timestamp` for each record at or after `position`.
+fn record_end_to_end(
+    records: &[u8],
+    position: i64,
+    now_us: u64,
+    recorder: &mut Recorder,
+) -> anyhow::Result<()> {
+    for batch in batches(records) {
+        let batch = batch?;
+        if batch.last_offset() < position {
+            continue;
+        }
+        let mut bad_key = false;
+        for_each_record(batch, |record| {
+            if record.offset < position {
+                return;
+            }
+            match record.key.and_then(|key| <[u8; KEY_BYTES]>::try_from(key).ok()) {
+                Some(key) => {
+                    let sent_us = u64::from_be_bytes(key);
+                    recorder.latency(now_us, now_us.saturating_sub(sent_us), 1);
+                }
+                None => bad_key = true,
+            }
+        })?;
+        if bad_key {
+            bail!("a record without the harness's 8-byte timestamp key: was the topic written by `laminar bench`?");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::produce::BatchBuilder;
+    use crate::stats::Progress;
+    use laminar_net::client::Compression;
+
+    fn patched(mut batch: Vec<u8>, base_offset: i64) -> Vec<u8> {
+        batch[..8].copy_from_slice(&base_offset.to_be_bytes());
+        batch
+    }
+
+    #[test]
+    fn counts_from_a_position_inside_a_batch() {
+        let mut builder = BatchBuilder::new(10, 5, 1);
+        let first = builder.build(0..5, Compression::None).unwrap().to_vec();
+        let second = builder.build(0..5, Compression::None).unwrap().to_vec();
+        let fetched = [patched(first, 100), patched(second, 105)].concat();
+        assert_eq!(
+            count_from(&fetched, 100).unwrap(),
+            (10, fetched.len() as u64, 110)
+        );
+        let (records, _, next) = count_from(&fetched, 103).unwrap();
+        assert_eq!((records, next), (7, 110));
+        // A trailing partial batch is left for the next fetch.
+        assert_eq!(count_from(&fetched[..fetched.len() - 3], 100).unwrap().0, 5);
+    }
+
+    #[test]
+    fn end_to_end_latency_from_keys() {
+        let mut builder = BatchBuilder::new(10, 3, 1);
+        let batch = builder
+            .build([1_000u64, 2_000, 3_000].into_iter(), Compression::Lz4)
+            .unwrap();
+        let mut recorder = Recorder::new(0, Progress::new());
+        record_end_to_end(&batch, 1, 10_000, &mut recorder).unwrap();
+        let (histogram, _) = recorder.finish();
+        assert_eq!(histogram.len(), 2, "offset 0 is before the position");
+        assert!((7_990..=8_010).contains(&histogram.max()));
+        assert!((6_990..=7_010).contains(&histogram.min()));
+    }
+}

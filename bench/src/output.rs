@@ -1,0 +1,190 @@
+//! A run's results: the summary printed, the `--json` document and the `--report` page.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::{json, Map, Value};
+
+use crate::limits::Limits;
+use crate::stats::Measurement;
+
+/// One measured side of a run (produce, consume or end-to-end).
+pub struct Section {
+    /// "produce", "consume" or "e2e".
+    pub name: &'static str,
+    /// Verb of the summary line ("sent", "consumed", "received").
+    pub verb: &'static str,
+    /// What the latency measures.
+    pub latency_kind: &'static str,
+    /// What the bytes count.
+    pub bytes_kind: &'static str,
+    /// The numbers.
+    pub measurement: Measurement,
+}
+
+/// Everything a run produced.
+pub struct RunResult {
+    /// "produce", "consume" or "e2e".
+    pub kind: &'static str,
+    /// The arguments, for the record.
+    pub settings: Value,
+    /// The first section's figures are also the top-level JSON fields.
+    pub sections: Vec<Section>,
+    /// This machine's limits, measured in the same run.
+    pub limits: Option<Limits>,
+}
+
+fn section_json(section: &Section, limits: Option<&Limits>) -> Map<String, Value> {
+    let m = &section.measurement;
+    let mut map = Map::new();
+    let mut put = |key: &str, value: Value| {
+        map.insert(key.to_owned(), value);
+    };
+    put("records", json!(m.records));
+    put("bytes", json!(m.bytes));
+    put("bytes_kind", json!(section.bytes_kind));
+    put("seconds", json!(m.seconds));
+    put("records_per_sec", json!(m.records_per_sec()));
+    put("mb_per_sec", json!(m.mb_per_sec()));
+    put("latency_kind", json!(section.latency_kind));
+    put("latency_ms_avg", json!(m.latency_ms_avg()));
+    for (key, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999)] {
+        put(&format!("latency_ms_{key}"), json!(m.latency_ms(q)));
+    }
+    put("latency_ms_max", json!(m.latency_ms_max()));
+    if let Some(limits) = limits {
+        put(
+            "share_of_loopback",
+            json!(m.mb_per_sec() / limits.loopback_mb_per_sec),
+        );
+        put(
+            "share_of_disk_write_direct",
+            json!(m.mb_per_sec() / limits.disk_write_direct_mb_per_sec),
+        );
+    }
+    put(
+        "timeline",
+        Value::Array(
+            m.timeline
+                .iter()
+                .map(|i| {
+                    let p99 = (!i.latency_us.is_empty()).then(|| i.latency_us.value_at_quantile(0.99) as f64 / 1e3);
+                    json!({"second": i.second, "records": i.records, "mb": i.bytes as f64 / 1e6, "latency_ms_p99": p99})
+                })
+                .collect(),
+        ),
+    );
+    map
+}
+
+impl RunResult {
+    /// The `--json` document: the first section's fields at top level, every section under
+    /// `sections`, and the limits.
+    pub fn to_json(&self) -> Value {
+        let limits = self.limits.as_ref();
+        let mut top = self
+            .sections
+            .first()
+            .map(|s| section_json(s, limits))
+            .unwrap_or_default();
+        top.insert("kind".into(), json!(self.kind));
+        let sections: Map<String, Value> = self
+            .sections
+            .iter()
+            .map(|s| (s.name.to_owned(), Value::Object(section_json(s, limits))))
+            .collect();
+        top.insert("sections".into(), Value::Object(sections));
+        top.insert(
+            "limits".into(),
+            serde_json::to_value(&self.limits).expect("limits serialise"),
+        );
+        top.insert("settings".into(), self.settings.clone());
+        Value::Object(top)
+    }
+
+    /// Prints the summary and writes the files asked for.
+    pub fn emit(&self, json_path: Option<&Path>, report_path: Option<&Path>) -> anyhow::Result<()> {
+        for section in &self.sections {
+            println!(
+                "{}: {}",
+                section.name,
+                section.measurement.summary_line(section.verb)
+            );
+            if let Some(limits) = &self.limits {
+                let mb_per_sec = section.measurement.mb_per_sec();
+                let (disk, disk_mb_per_sec) = if section.name == "produce" {
+                    ("write", limits.disk_write_direct_mb_per_sec)
+                } else {
+                    ("read", limits.disk_read_direct_mb_per_sec)
+                };
+                println!(
+                    "  {:.1} % of loopback TCP ({:.0} MB/s), {:.1} % of O_DIRECT disk {disk} ({:.0} MB/s)",
+                    100.0 * mb_per_sec / limits.loopback_mb_per_sec,
+                    limits.loopback_mb_per_sec,
+                    100.0 * mb_per_sec / disk_mb_per_sec,
+                    disk_mb_per_sec
+                );
+            }
+        }
+        if let Some(limits) = &self.limits {
+            println!("{}", limits.describe());
+        }
+        if let Some(path) = json_path {
+            let text = serde_json::to_string_pretty(&self.to_json())?;
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = report_path {
+            std::fs::write(path, crate::report::render_html(self))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Progress, Recorder};
+
+    #[test]
+    fn json_has_the_promised_fields() {
+        let mut recorder = Recorder::new(0, Progress::new());
+        recorder.count(10, 1000, 1_000_000);
+        recorder.latency(10, 3_000, 1000);
+        let measurement = Measurement::merge(vec![recorder.finish()], 0.5);
+        let result = RunResult {
+            kind: "produce",
+            settings: json!({"acks": "1"}),
+            sections: vec![Section {
+                name: "produce",
+                verb: "sent",
+                latency_kind: "produce",
+                bytes_kind: "payload",
+                measurement,
+            }],
+            limits: None,
+        };
+        let value = result.to_json();
+        for key in [
+            "records",
+            "bytes",
+            "seconds",
+            "records_per_sec",
+            "mb_per_sec",
+            "latency_ms_p50",
+            "latency_ms_p99",
+            "latency_ms_p999",
+            "latency_ms_max",
+            "limits",
+        ] {
+            assert!(value.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(value["records_per_sec"], json!(2000.0));
+        assert_eq!(value["mb_per_sec"], json!(2.0));
+        assert!((value["latency_ms_p99"].as_f64().unwrap() - 3.0).abs() < 0.01);
+        assert_eq!(value["sections"]["produce"]["records"], json!(1000));
+        let html = crate::report::render_html(&result);
+        assert!(html.contains("<svg") && html.contains("1000 records sent"));
+        assert!(!html.contains("<script"));
+    }
+}

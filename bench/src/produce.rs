@@ -1,0 +1,241 @@
+//! One producer thread: builds batches into reused buffers, keeps up to `max_in_flight` produce
+//! requests in flight on its one connection, and records each record's latency from its
+//! intended send time.
+//!
+//! Each record's key is the 8-byte big-endian wall-clock µs of its intended send time (what
+//! `e2e` consumers read back); the value is `record_size` bytes shared by every record
+//! (a reference count, not a copy, until the encoder writes the batch).
+
+use std::collections::VecDeque;
+
+use anyhow::Context;
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::ProduceResponse;
+use kafka_protocol::records::Record;
+use laminar_net::client::records::{encode_batch, plain_record};
+use laminar_net::client::{Acks, ClientConfig, Connection, Pending};
+
+use crate::cli::ProducerArgs;
+use crate::pacing::{BatchPlan, Clock, Pacer};
+use crate::stats::Recorder;
+
+/// Bytes of the timestamp key of every record.
+pub const KEY_BYTES: usize = 8;
+
+/// What one producer thread does.
+#[derive(Debug, Clone)]
+pub struct ProducerJob {
+    /// Leader of `partitions`.
+    pub leader: String,
+    /// Topic.
+    pub topic: String,
+    /// Partitions written in turn, one batch each.
+    pub partitions: Vec<i32>,
+    /// Records this producer sends.
+    pub records: u64,
+    /// This producer's share of the rate (`None`: unlimited).
+    pub rate: Option<f64>,
+    /// When the schedule starts (µs on the shared clock).
+    pub start_us: u64,
+}
+
+/// A batch sent whose acknowledgement is awaited.
+struct InFlight {
+    pending: Pending<ProduceResponse>,
+    first_index: u64,
+    count: usize,
+    built_us: u64,
+}
+
+/// A record value of `size` pseudo-random letters (like kafka-producer-perf-test's payload:
+/// compressible about as much as text).
+pub fn payload(size: usize, seed: u64) -> Bytes {
+    let mut state = seed | 1;
+    (0..size)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            b'A' + (state % 26) as u8
+        })
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// Builds batches with buffers kept across batches. Owned by one producer thread.
+pub struct BatchBuilder {
+    value: Bytes,
+    keys: BytesMut,
+    records: Vec<Record>,
+    out: BytesMut,
+}
+
+impl BatchBuilder {
+    /// A builder for records of `record_size` value bytes, up to `batch_max` per batch.
+    pub fn new(record_size: usize, batch_max: usize, seed: u64) -> BatchBuilder {
+        BatchBuilder {
+            value: payload(record_size, seed),
+            keys: BytesMut::with_capacity(batch_max * KEY_BYTES),
+            records: Vec::with_capacity(batch_max),
+            out: BytesMut::with_capacity(batch_max * (record_size + 32) + 128),
+        }
+    }
+
+    /// One v2 batch of `timestamps_us.len()` records, keyed by their timestamps.
+    pub fn build(
+        &mut self,
+        timestamps_us: impl Iterator<Item = u64>,
+        compression: laminar_net::client::Compression,
+    ) -> anyhow::Result<Bytes> {
+        self.keys.clear();
+        let mut first_ms = None;
+        for timestamp_us in timestamps_us {
+            self.keys.put_u64(timestamp_us);
+            first_ms.get_or_insert(timestamp_us as i64 / 1000);
+        }
+        let keys = self.keys.split().freeze();
+        let timestamp_ms = first_ms.context("a batch has records")?;
+        for (index, key) in keys.chunks_exact(KEY_BYTES).enumerate() {
+            let start = index * KEY_BYTES;
+            debug_assert_eq!(key.len(), KEY_BYTES);
+            self.records.push(plain_record(
+                index as i64,
+                timestamp_ms,
+                Some(keys.slice(start..start + KEY_BYTES)),
+                Some(self.value.clone()),
+            ));
+        }
+        self.out.clear();
+        self.out
+            .reserve(self.records.len() * (self.value.len() + 32) + 128);
+        let encoded = encode_batch(&mut self.out, &self.records, compression);
+        self.records.clear();
+        drop(keys); // lets `self.keys` take its allocation back on the next batch
+        encoded?;
+        Ok(self.out.split().freeze())
+    }
+}
+
+/// Runs one producer to completion.
+pub fn run_producer(
+    job: &ProducerJob,
+    args: &ProducerArgs,
+    clock: Clock,
+    recorder: &mut Recorder,
+) -> anyhow::Result<()> {
+    let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
+        .with_context(|| format!("producer connecting to {}", job.leader))?;
+    let pacer = Pacer::new(job.start_us, job.rate, args.linger_ms * 1000);
+    let batch_max = args.records_per_batch();
+    let mut builder = BatchBuilder::new(
+        args.record_size,
+        batch_max,
+        job.start_us ^ job.partitions[0] as u64,
+    );
+    let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(args.max_in_flight);
+    let record_bytes = args.record_size as u64;
+    let mut sent = 0u64;
+    let mut next_partition = 0usize;
+    clock.sleep_until_us(job.start_us);
+    while sent < job.records {
+        let room = batch_max.min((job.records - sent) as usize);
+        let count = match pacer.plan(sent, clock.now_us(), room) {
+            BatchPlan::Send(count) => count,
+            BatchPlan::WaitUntil(until_us) => {
+                // Use the wait to take an acknowledgement if one is due; else sleep.
+                match in_flight.pop_front() {
+                    Some(oldest) => {
+                        acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?
+                    }
+                    None => clock.sleep_until_us(until_us),
+                }
+                continue;
+            }
+        };
+        let built_us = clock.now_us();
+        let timestamps = (sent..sent + count as u64).map(|index| {
+            if pacer.is_paced() {
+                pacer.due_us(index)
+            } else {
+                built_us
+            }
+        });
+        let batch = builder.build(timestamps, args.compression.codec())?;
+        if in_flight.len() >= args.max_in_flight {
+            let oldest = in_flight.pop_front().expect("in flight is full");
+            acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
+        }
+        let partition = job.partitions[next_partition % job.partitions.len()];
+        next_partition += 1;
+        let pending = connection.send_produce(&job.topic, partition, batch, args.acks, 30_000)?;
+        match pending {
+            Some(pending) => in_flight.push_back(InFlight {
+                pending,
+                first_index: sent,
+                count,
+                built_us,
+            }),
+            None => {
+                debug_assert_eq!(args.acks, Acks::None);
+                recorder.count(clock.now_us(), count as u64, count as u64 * record_bytes);
+            }
+        }
+        sent += count as u64;
+    }
+    while let Some(oldest) = in_flight.pop_front() {
+        acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
+    }
+    Ok(())
+}
+
+/// Waits for a batch's acknowledgement and records its records' latencies.
+fn acknowledge(
+    connection: &mut Connection,
+    batch: InFlight,
+    pacer: &Pacer,
+    clock: Clock,
+    record_bytes: u64,
+    recorder: &mut Recorder,
+) -> anyhow::Result<()> {
+    connection.receive_produce(batch.pending)?;
+    let acked_us = clock.now_us();
+    let count = batch.count as u64;
+    recorder.count(acked_us, count, count * record_bytes);
+    if pacer.is_paced() {
+        for index in batch.first_index..batch.first_index + count {
+            recorder.latency(acked_us, acked_us.saturating_sub(pacer.due_us(index)), 1);
+        }
+    } else {
+        recorder.latency(acked_us, acked_us.saturating_sub(batch.built_us), count);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use laminar_net::client::records::{batches, for_each_record};
+    use laminar_net::client::Compression;
+
+    #[test]
+    fn builder_writes_keyed_batches_and_reuses_its_buffers() {
+        let mut builder = BatchBuilder::new(100, 10, 7);
+        for round in 0..3u64 {
+            let batch = builder
+                .build((0..10).map(|i| 1_000_000 * round + i), Compression::None)
+                .expect("build");
+            let view = batches(&batch).next().expect("a batch").expect("valid");
+            assert!(view.crc_is_valid());
+            assert_eq!(view.record_count(), 10);
+            let mut keys = Vec::new();
+            for_each_record(view, |record| {
+                assert_eq!(record.value.map(<[u8]>::len), Some(100));
+                keys.push(u64::from_be_bytes(record.key.unwrap().try_into().unwrap()));
+            })
+            .expect("walk");
+            assert_eq!(keys, (0..10).map(|i| 1_000_000 * round + i).collect::<Vec<_>>());
+        }
+        let payload = payload(64, 3);
+        assert!(payload.iter().all(u8::is_ascii_uppercase));
+    }
+}

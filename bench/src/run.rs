@@ -1,0 +1,300 @@
+//! Running `produce`, `consume` and `e2e`: set-up, worker threads, merging, output.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use laminar_net::client::{ClientConfig, Connection, OffsetSpec};
+use serde_json::json;
+
+use crate::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, ProducerArgs};
+use crate::consume::{run_consumer, ConsumeTarget, ConsumerJob};
+use crate::limits::{measure, Budget, Limits};
+use crate::output::{RunResult, Section};
+use crate::pacing::Clock;
+use crate::produce::{run_producer, ProducerJob};
+use crate::progress::ProgressLine;
+use crate::setup::{prepare_topic, TopicLayout};
+use crate::stats::{Interval, Measurement, Progress, Recorder};
+
+type Finished = (hdrhistogram::Histogram<u64>, Vec<Interval>);
+
+fn limits_for(common: &CommonArgs) -> anyhow::Result<Option<Limits>> {
+    if common.no_limits {
+        return Ok(None);
+    }
+    eprintln!(
+        "measuring this machine's limits in {} (a few seconds)…",
+        common.limits_dir.display()
+    );
+    measure(&common.limits_dir, &Budget::default()).map(Some)
+}
+
+fn producer_settings(args: &ProducerArgs) -> serde_json::Value {
+    json!({
+        "record_size": args.record_size, "num_records": args.num_records, "throughput": args.rate(),
+        "acks": args.acks.wire(), "batch_bytes": args.batch_bytes, "linger_ms": args.linger_ms,
+        "compression": format!("{:?}", args.compression).to_lowercase(), "producers": args.producers,
+        "max_in_flight": args.max_in_flight,
+    })
+}
+
+fn producer_jobs(
+    layout: &TopicLayout,
+    topic: &str,
+    args: &ProducerArgs,
+    start_us: u64,
+) -> anyhow::Result<Vec<ProducerJob>> {
+    let producers = args.producers.max(1);
+    Ok(layout
+        .deal(producers)?
+        .into_iter()
+        .enumerate()
+        .map(|(index, (leader, partitions))| ProducerJob {
+            leader,
+            topic: topic.to_owned(),
+            partitions,
+            records: args.num_records / producers as u64
+                + u64::from((index as u64) < args.num_records % producers as u64),
+            rate: args.rate().map(|rate| rate / producers as f64),
+            start_us,
+        })
+        .collect())
+}
+
+fn consumer_jobs(
+    layout: &TopicLayout,
+    topic: &str,
+    consumers: usize,
+    spec: OffsetSpec,
+    end_to_end: bool,
+    fetch_max_bytes: i32,
+    idle: Duration,
+) -> anyhow::Result<Vec<ConsumerJob>> {
+    let dealt = layout.deal(consumers.max(1).min(layout.leaders.len()))?;
+    dealt
+        .into_iter()
+        .map(|(leader, partitions)| {
+            let mut connection = Connection::connect(&leader, &ClientConfig::default())?;
+            let asked: Vec<(i32, OffsetSpec)> = partitions.iter().map(|p| (*p, spec)).collect();
+            let offsets = connection.list_offsets(topic, &asked)?;
+            Ok(ConsumerJob {
+                leader,
+                topic: topic.to_owned(),
+                partitions: offsets,
+                fetch_max_bytes,
+                end_to_end,
+                idle_timeout: idle,
+            })
+        })
+        .collect()
+}
+
+fn spawn_producers(
+    jobs: Vec<ProducerJob>,
+    args: &ProducerArgs,
+    clock: Clock,
+    progress: &Arc<Progress>,
+    stop: Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<anyhow::Result<Finished>>> {
+    jobs.into_iter()
+        .map(|job| {
+            let (args, progress, stop) = (args.clone(), progress.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut recorder = Recorder::new(job.start_us, progress);
+                let outcome = run_producer(&job, &args, clock, &mut recorder);
+                if outcome.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                outcome.map(|()| recorder.finish())
+            })
+        })
+        .collect()
+}
+
+fn spawn_consumers(
+    jobs: Vec<ConsumerJob>,
+    target: &Arc<ConsumeTarget>,
+    clock: Clock,
+    start_us: u64,
+    progress: &Arc<Progress>,
+) -> Vec<std::thread::JoinHandle<anyhow::Result<Finished>>> {
+    jobs.into_iter()
+        .map(|job| {
+            let (target, progress) = (target.clone(), progress.clone());
+            std::thread::spawn(move || {
+                let mut recorder = Recorder::new(start_us, progress);
+                let outcome = run_consumer(&job, &target, clock, &mut recorder);
+                if outcome.is_err() {
+                    target.stop.store(true, Ordering::Relaxed);
+                }
+                outcome.map(|()| recorder.finish())
+            })
+        })
+        .collect()
+}
+
+fn join(
+    threads: Vec<std::thread::JoinHandle<anyhow::Result<Finished>>>,
+    what: &str,
+) -> anyhow::Result<Vec<Finished>> {
+    let mut finished = Vec::new();
+    let mut first_error = None;
+    for thread in threads {
+        match thread.join().expect("worker threads do not panic") {
+            Ok(part) => finished.push(part),
+            Err(error) => {
+                first_error.get_or_insert(error.context(format!("a {what} failed")));
+            }
+        }
+    }
+    first_error.map_or(Ok(finished), Err)
+}
+
+fn seconds_since(clock: Clock, start_us: u64) -> f64 {
+    clock.now_us().saturating_sub(start_us) as f64 / 1e6
+}
+
+/// `laminar bench produce`.
+pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
+    let limits = limits_for(&args.common)?;
+    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
+    let clock = Clock::new();
+    let start_us = clock.now_us() + 20_000;
+    let jobs = producer_jobs(&layout, &args.common.topic, &args.producer, start_us)?;
+    let progress = Progress::new();
+    let line = ProgressLine::start("produce", vec![("produce", progress.clone())]);
+    let threads = spawn_producers(
+        jobs,
+        &args.producer,
+        clock,
+        &progress,
+        Arc::new(AtomicBool::new(false)),
+    );
+    let parts = join(threads, "producer")?;
+    let seconds = seconds_since(clock, start_us);
+    drop(line);
+    let result = RunResult {
+        kind: "produce",
+        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "producer": producer_settings(&args.producer)}),
+        sections: vec![Section {
+            name: "produce",
+            verb: "sent",
+            latency_kind: "produce (intended send to acknowledgement)",
+            bytes_kind: "record values",
+            measurement: Measurement::merge(parts, seconds),
+        }],
+        limits,
+    };
+    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+}
+
+/// `laminar bench consume`.
+pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
+    let limits = limits_for(&args.common)?;
+    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
+    let jobs = consumer_jobs(
+        &layout,
+        &args.common.topic,
+        args.consumers,
+        OffsetSpec::Earliest,
+        false,
+        args.fetch_max_bytes,
+        Duration::from_secs(args.idle_timeout_s),
+    )?;
+    let clock = Clock::new();
+    let start_us = clock.now_us();
+    let target = Arc::new(ConsumeTarget {
+        consumed: AtomicU64::new(0),
+        wanted: args.num_records,
+        stop: AtomicBool::new(false),
+    });
+    let progress = Progress::new();
+    let line = ProgressLine::start("consume", vec![("consume", progress.clone())]);
+    let parts = join(
+        spawn_consumers(jobs, &target, clock, start_us, &progress),
+        "consumer",
+    )?;
+    let seconds = seconds_since(clock, start_us);
+    drop(line);
+    let result = RunResult {
+        kind: "consume",
+        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "num_records": args.num_records, "consumers": args.consumers, "fetch_max_bytes": args.fetch_max_bytes}),
+        sections: vec![Section {
+            name: "consume",
+            verb: "consumed",
+            latency_kind: "fetch round trip",
+            bytes_kind: "record batches",
+            measurement: Measurement::merge(parts, seconds),
+        }],
+        limits,
+    };
+    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+}
+
+/// `laminar bench e2e`.
+pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
+    let limits = limits_for(&args.common)?;
+    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
+    let consumer_jobs = consumer_jobs(
+        &layout,
+        &args.common.topic,
+        args.consumers,
+        OffsetSpec::Latest,
+        true,
+        8 << 20,
+        Duration::from_secs(10),
+    )?;
+    let clock = Clock::new();
+    let start_us = clock.now_us() + 50_000;
+    let producer_jobs = producer_jobs(&layout, &args.common.topic, &args.producer, start_us)?;
+    let target = Arc::new(ConsumeTarget {
+        consumed: AtomicU64::new(0),
+        wanted: args.producer.num_records,
+        stop: AtomicBool::new(false),
+    });
+    let (produced, consumed) = (Progress::new(), Progress::new());
+    let line = ProgressLine::start(
+        "e2e",
+        vec![("produce", produced.clone()), ("e2e", consumed.clone())],
+    );
+    let consumers = spawn_consumers(consumer_jobs, &target, clock, start_us, &consumed);
+    let producers = spawn_producers(
+        producer_jobs,
+        &args.producer,
+        clock,
+        &produced,
+        Arc::new(AtomicBool::new(false)),
+    );
+    let producer_parts = join(producers, "producer");
+    if producer_parts.is_err() {
+        target.stop.store(true, Ordering::Relaxed);
+    }
+    let producer_seconds = seconds_since(clock, start_us);
+    let consumer_parts = join(consumers, "consumer").context("consuming what was produced")?;
+    let consumer_seconds = seconds_since(clock, start_us);
+    drop(line);
+    let result = RunResult {
+        kind: "e2e",
+        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "consumers": args.consumers, "producer": producer_settings(&args.producer)}),
+        sections: vec![
+            Section {
+                name: "produce",
+                verb: "sent",
+                latency_kind: "produce (intended send to acknowledgement)",
+                bytes_kind: "record values",
+                measurement: Measurement::merge(producer_parts?, producer_seconds),
+            },
+            Section {
+                name: "e2e",
+                verb: "received",
+                latency_kind: "end-to-end (intended send to fetched)",
+                bytes_kind: "record batches",
+                measurement: Measurement::merge(consumer_parts, consumer_seconds),
+            },
+        ],
+        limits,
+    };
+    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+}

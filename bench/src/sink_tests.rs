@@ -1,0 +1,143 @@
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Duration;
+
+use clap::Parser;
+use laminar_net::client::{Acks, ClientConfig, Connection, OffsetSpec};
+
+use super::*;
+use crate::cli::{BenchCommand, ProducerArgs};
+use crate::consume::{run_consumer, ConsumeTarget, ConsumerJob};
+use crate::pacing::Clock;
+use crate::produce::{run_producer, ProducerJob};
+use crate::stats::{Measurement, Progress, Recorder};
+
+fn producer_args(extra: &[&str]) -> ProducerArgs {
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: BenchCommand,
+    }
+    let args = ["bench", "produce", "--topic", "t"].iter().chain(extra);
+    match Cli::parse_from(args).command {
+        BenchCommand::Produce(args) => args.producer,
+        _ => unreachable!("parsed a produce command"),
+    }
+}
+
+/// Produces through the harness's producer into the sink; returns the measurement.
+fn produce_into_sink(sink: &Sink, args: &ProducerArgs, topic: &str) -> Measurement {
+    let clock = Clock::new();
+    let job = ProducerJob {
+        leader: sink.address.to_string(),
+        topic: topic.into(),
+        partitions: vec![0, 1, 2, 3],
+        records: args.num_records,
+        rate: args.rate(),
+        start_us: clock.now_us(),
+    };
+    let mut recorder = Recorder::new(job.start_us, Progress::new());
+    run_producer(&job, args, clock, &mut recorder).expect("produce into the sink");
+    Measurement::merge(
+        vec![recorder.finish()],
+        (clock.now_us() - job.start_us) as f64 / 1e6,
+    )
+}
+
+#[test]
+fn harness_ceiling_against_the_sink() {
+    let sink = start("127.0.0.1:0", 1024).expect("sink");
+    let args = producer_args(&[
+        "--num-records",
+        "20000",
+        "--record-size",
+        "1024",
+        "--batch-bytes",
+        "65536",
+    ]);
+    let produced = produce_into_sink(&sink, &args, "t");
+    assert_eq!(produced.records, 20_000);
+    assert_eq!(produced.bytes, 20_000 * 1024);
+    assert_eq!(produced.latency_us.len(), 20_000, "one latency per record");
+    // The sink counted every record: 20000 over 4 partitions, 64 records per batch, in turn.
+    let mut connection =
+        Connection::connect(&sink.address.to_string(), &ClientConfig::default()).expect("connect");
+    let ends = connection
+        .list_offsets(
+            "t",
+            &[
+                (0, OffsetSpec::Latest),
+                (1, OffsetSpec::Latest),
+                (2, OffsetSpec::Latest),
+                (3, OffsetSpec::Latest),
+            ],
+        )
+        .expect("offsets");
+    assert_eq!(ends.iter().map(|(_, end)| end).sum::<i64>(), 20_000);
+    eprintln!(
+        "harness producer ceiling (test build): {}",
+        produced.summary_line("sent")
+    );
+
+    // acks=0: nothing is awaited, everything is still counted.
+    let unacked = produce_into_sink(
+        &sink,
+        &producer_args(&["--num-records", "20000", "--acks", "0", "--record-size", "100"]),
+        "u",
+    );
+    assert_eq!(unacked.records, 20_000);
+    assert!(unacked.latency_us.is_empty());
+    assert_eq!(args.acks, Acks::Leader);
+}
+
+#[test]
+fn paced_producer_holds_its_rate() {
+    let sink = start("127.0.0.1:0", 100).expect("sink");
+    let args = producer_args(&[
+        "--num-records",
+        "2000",
+        "--throughput",
+        "4000",
+        "--record-size",
+        "100",
+        "--linger-ms",
+        "2",
+    ]);
+    let produced = produce_into_sink(&sink, &args, "paced");
+    assert_eq!(produced.records, 2000);
+    // 2000 records at 4000/s take 0.5 s; allow for start-up and the last acknowledgement.
+    assert!((0.45..0.9).contains(&produced.seconds), "{} s", produced.seconds);
+    // With a 2 ms linger, a record waits at most ~2 ms for its batch before the round trip.
+    assert!(produced.latency_ms(0.5).expect("latency") < 50.0);
+}
+
+#[test]
+fn consumer_counts_canned_batches_from_the_sink() {
+    let sink = start("127.0.0.1:0", 1024).expect("sink");
+    let clock = Clock::new();
+    let target = Arc::new(ConsumeTarget {
+        consumed: AtomicU64::new(0),
+        wanted: 100_000,
+        stop: AtomicBool::new(false),
+    });
+    let job = ConsumerJob {
+        leader: sink.address.to_string(),
+        topic: "c".into(),
+        partitions: vec![(0, 0), (1, 0)],
+        fetch_max_bytes: 16 << 20,
+        end_to_end: false,
+        idle_timeout: Duration::from_secs(5),
+    };
+    let start_us = clock.now_us();
+    let mut recorder = Recorder::new(start_us, Progress::new());
+    run_consumer(&job, &target, clock, &mut recorder).expect("consume");
+    let consumed = Measurement::merge(vec![recorder.finish()], (clock.now_us() - start_us) as f64 / 1e6);
+    assert!(consumed.records >= 100_000);
+    assert_eq!(
+        consumed.records,
+        target.consumed.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    eprintln!(
+        "harness consumer ceiling (test build): {}",
+        consumed.summary_line("consumed")
+    );
+}

@@ -1,0 +1,76 @@
+//! OffsetDelete: removes committed offsets of a group (tombstones), refusing partitions of topics
+//! the group's members are subscribed to.
+
+use std::rc::Rc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+
+use crate::broker::BrokerCtx;
+use crate::group::records::{GroupRecord, OffsetKey};
+use crate::group::{on_coordinator, store};
+
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let group_id = request.group_id.to_string();
+    let wanted: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.partition_index))
+        })
+        .collect();
+    let id = group_id.clone();
+    let asked = wanted.clone();
+    let deleted = on_coordinator(ctx, &group_id, move |there, partition| async move {
+        let coordinator = &there.state.groups;
+        let subscribed = coordinator
+            .with_group(&id, false, |group| group.subscribed_topics().unwrap_or_default())
+            .ok_or(ResponseError::GroupIdNotFound)?;
+        let mut errors = Vec::with_capacity(asked.len());
+        let mut tombstones = Vec::new();
+        for (topic, index) in asked {
+            if subscribed.contains(&topic) {
+                errors.push(Some(ResponseError::GroupSubscribedToTopic));
+                continue;
+            }
+            let key = OffsetKey {
+                group: id.clone(),
+                topic,
+                partition: index,
+            };
+            tombstones.push(GroupRecord::Offset(key, None));
+            errors.push(None);
+        }
+        if !tombstones.is_empty() {
+            store::append(&there, partition, &tombstones).await?;
+            tombstones.into_iter().for_each(|r| coordinator.apply(r));
+        }
+        Ok(errors)
+    })
+    .await
+    .and_then(|r| r);
+    let errors = match deleted {
+        Ok(errors) => errors,
+        Err(error) => return OffsetDeleteResponse::default().with_error_code(error.code()),
+    };
+    let mut response = OffsetDeleteResponse::default();
+    for ((topic, index), error) in wanted.into_iter().zip(errors) {
+        let partition = OffsetDeleteResponsePartition::default()
+            .with_partition_index(index)
+            .with_error_code(error.map_or(0, |e| e.code()));
+        match response.topics.last_mut() {
+            Some(last) if last.name.as_str() == topic => last.partitions.push(partition),
+            _ => response.topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(kafka_protocol::messages::TopicName(topic.into()))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    response
+}
