@@ -38,9 +38,7 @@ enum Command {
     /// Create, list, describe, delete and change topics.
     #[command(subcommand)]
     Topic(cli::topic::TopicCommand),
-    /// Produce stdin lines as records.
     Produce(cli::produce::ProduceArgs),
-    /// Print records of a topic.
     Consume(cli::consume::ConsumeArgs),
     /// List, describe, reset and delete consumer groups.
     #[command(subcommand)]
@@ -48,11 +46,8 @@ enum Command {
     /// Cluster-wide information.
     #[command(subcommand)]
     Cluster(cli::cluster::ClusterCommand),
-    /// Check (and with --apply, set) the kernel settings a broker wants.
     Tune(cli::host::TuneArgs),
-    /// Measure the data disk and write iotune.json.
     Iotune(cli::host::IotuneArgs),
-    /// Print or write the systemd units.
     InstallService(cli::host::InstallServiceArgs),
 }
 

@@ -206,8 +206,8 @@ fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
         .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
     // The shards bind with SO_REUSEPORT, which would silently share a port another process
     // already listens on. A plain bind first refuses a port in use (and picks one for port 0).
-    let probe = StdTcpListener::bind(addr)
-        .map_err(|e| anyhow::anyhow!("listeners: cannot listen on {addr}: {e}"))?;
+    let probe =
+        StdTcpListener::bind(addr).map_err(|e| anyhow::anyhow!("listeners: cannot listen on {addr}: {e}"))?;
     addr.set_port(probe.local_addr()?.port());
     Ok(addr)
 }

@@ -147,7 +147,11 @@ fn describe(group: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
             })
             .map_or_else(
                 || "-".to_string(),
-                |m| format!("{} ({})", m.member_id, m.client_host),
+                |m| {
+                    format!("{} {}", m.member_id, m.client_host)
+                        .trim_end()
+                        .to_string()
+                },
             )
     };
     let mut rows = Vec::new();
