@@ -49,6 +49,9 @@ enum Command {
     Tune(cli::host::TuneArgs),
     Iotune(cli::host::IotuneArgs),
     InstallService(cli::host::InstallServiceArgs),
+    /// Load-test any Kafka-compatible broker, and measure this machine's limits.
+    #[command(subcommand)]
+    Bench(laminar_bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
         Command::InstallService(args) => cli::host::install_service(args),
+        Command::Bench(command) => laminar_bench::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

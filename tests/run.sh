@@ -86,11 +86,18 @@ run_rust() {
   # --no-fail-fast: one failing test binary must not hide the results of the others.
   cargo test --workspace --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
+  if [ "$status" -ne 0 ] && grep -q '^error: could not compile' "$log"; then
+    # A compile error elsewhere must not hide the black-box results: count it, run ours alone.
+    step_failed "rust: workspace does not compile for tests"
+    say "cargo test -p laminar-tests (black-box suites alone)"
+    cargo test -p laminar-tests --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+  fi
   local passed failed
   passed=$(grep -Eo 'test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
   failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
   if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi # e.g. a compile error
-  count "rust (cargo test --workspace)" "$passed" "$failed"
+  count "rust (cargo test)" "$passed" "$failed"
 }
 
 run_python() {
@@ -137,6 +144,8 @@ if wants node; then setup_node || { step_failed "setup: npm ci"; node_ready=0; }
 say "cargo build --workspace (lib, bins, tests, examples: what cargo test builds)"
 if cargo build --color never --workspace --lib --bins --tests --examples; then
   built=1
+elif cargo build --color never -p laminar --bin laminar && cargo build --color never -p laminar-tests --bins; then
+  built=1 # some test target is broken (the rust suite counts it); the binaries are fine
 else
   step_failed "cargo build"
   built=0

@@ -1,16 +1,21 @@
 //! One client connection: read a frame, handle it, write the answer, in order.
 //!
-//! Kafka serves one request per connection at a time (its socket server mutes a channel until
-//! the response is out), and clients rely on responses arriving in request order, so requests
-//! on one connection are handled one after another; concurrency comes from many connections and
-//! many partitions. A malformed frame or request closes this connection only, logged once.
+//! Requests on one connection are handled one after another, as Kafka does, so appends land in
+//! request order (the idempotent producer relies on it). One exception keeps fsync cheap: an
+//! acks=all produce whose appends are done waits for its fdatasync as a deferred answer while the
+//! next requests are handled, so pipelined produce requests share one group commit. Answers
+//! always leave in request order (clients rely on it). A malformed frame or request closes this
+//! connection only, logged once.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::future::{select, Either};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use futures::stream::FuturesOrdered;
+use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
 
 use crate::broker::BrokerCtx;
@@ -20,6 +25,9 @@ use crate::handlers::{self, Outcome};
 /// Kafka's `connections.max.idle.ms` default: idle or half-open connections are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 const READ_CHUNK: usize = 64 * 1024;
+/// Answers a connection may owe at once (requests read ahead while acks=all waits for a sync);
+/// past it the connection stops reading: back-pressure, not growth.
+const ANSWERS_IN_FLIGHT_MAX: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 enum CloseReason {
@@ -61,36 +69,99 @@ pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
     let _ = stream.close().await;
 }
 
+/// An answer on its way: `None` for a request that gets none (acks=0).
+type Answer = Pin<Box<dyn Future<Output = Result<Option<Bytes>, handlers::RequestError>>>>;
+
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
     let size_max = ctx.state.shared.config.socket_request_max_bytes as usize;
     let mut read_buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
     loop {
-        let frame = match split_frame(&mut read_buf, size_max) {
-            Ok(Some(frame)) => frame,
-            Ok(None) => {
-                if ctx.state.shared.shutdown.is_triggered() {
-                    return CloseReason::Shutdown;
-                }
-                if let Err(reason) = read_more(ctx, stream, &mut read_buf).await {
-                    return reason;
-                }
-                continue;
-            }
-            Err(e) => return e.into(),
-        };
-        let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
-        let handled = handlers::handle(ctx, frame).await;
-        let metrics = &ctx.state.metrics;
-        metrics.observe_request(api_key, started.elapsed(), handled.is_ok());
-        match handled {
-            Ok(Outcome::Respond(response)) => {
-                if let Err(e) = stream.write_all(&response).await {
-                    return e.into();
-                }
-            }
-            Ok(Outcome::NoResponse) => {}
-            Err(e) => return e.into(),
+        if let Err(reason) = write_ready_answers(&mut answers, stream).await {
+            return reason;
         }
+        if answers.len() < ANSWERS_IN_FLIGHT_MAX {
+            match split_frame(&mut read_buf, size_max) {
+                Ok(Some(frame)) => {
+                    answers.push_back(handle(ctx, frame).await);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return e.into(),
+            }
+        }
+        let waited = if answers.is_empty() {
+            if ctx.state.shared.shutdown.is_triggered() {
+                return CloseReason::Shutdown;
+            }
+            read_more(ctx, stream, &mut read_buf).await
+        } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
+            write_answer(answers.next().await, stream).await
+        } else {
+            // A deferred answer is pending: read the next request meanwhile.
+            let filled = read_buf.len();
+            let raced = {
+                let next_answer = answers.next();
+                let read = std::pin::pin!(read_more(ctx, stream, &mut read_buf));
+                match select(next_answer, read).await {
+                    Either::Left((answer, _)) => Err(answer),
+                    Either::Right((read, _)) => Ok(read),
+                }
+            };
+            match raced {
+                Ok(read) => read,
+                Err(answer) => {
+                    // The abandoned read copied nothing: drop the room it had zeroed.
+                    read_buf.truncate(filled);
+                    write_answer(answer, stream).await
+                }
+            }
+        };
+        if let Err(reason) = waited {
+            return reason;
+        }
+    }
+}
+
+/// Handles one request; its answer is ready now or later (acks=all), and is timed when ready.
+async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
+    let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
+    let outcome = handlers::handle(ctx, frame).await;
+    let ctx = ctx.clone();
+    let timed = move |answer: Result<Option<Bytes>, handlers::RequestError>| {
+        ctx.state
+            .metrics
+            .observe_request(api_key, started.elapsed(), answer.is_ok());
+        answer
+    };
+    match outcome {
+        Ok(Outcome::Respond(frame)) => Box::pin(futures::future::ready(timed(Ok(Some(frame))))),
+        Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
+        Ok(Outcome::Deferred(pending)) => Box::pin(async move { timed(pending.await.map(Some)) }),
+        Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
+    }
+}
+
+/// Writes the answers that are ready, oldest first, stopping at the first that is not.
+async fn write_ready_answers(
+    answers: &mut FuturesOrdered<Answer>,
+    stream: &mut TcpStream,
+) -> Result<(), CloseReason> {
+    while let Some(answer) = answers.next().now_or_never() {
+        let Some(answer) = answer else { break };
+        write_answer(Some(answer), stream).await?;
+    }
+    Ok(())
+}
+
+async fn write_answer(
+    answer: Option<Result<Option<Bytes>, handlers::RequestError>>,
+    stream: &mut TcpStream,
+) -> Result<(), CloseReason> {
+    match answer.expect("only awaited while answers are pending") {
+        Ok(Some(frame)) => Ok(stream.write_all(&frame).await?),
+        Ok(None) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -20,6 +20,8 @@ use crate::connection;
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long start-up waits for a busy Kafka port to be released.
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// A broker that has started: its shards run until [`ShutdownSignal::trigger`].
 pub struct RunningBroker {
@@ -206,8 +208,18 @@ fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
         .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
     // The shards bind with SO_REUSEPORT, which would silently share a port another process
     // already listens on. A plain bind first refuses a port in use (and picks one for port 0).
-    let probe =
-        StdTcpListener::bind(addr).map_err(|e| anyhow::anyhow!("listeners: cannot listen on {addr}: {e}"))?;
+    // A broker killed a moment ago still holds its listeners until the kernel has torn down its
+    // io_uring rings, so a busy port is retried for a few seconds before giving up.
+    let deadline = std::time::Instant::now() + PORT_RELEASE_WAIT;
+    let probe = loop {
+        match StdTcpListener::bind(addr) {
+            Ok(probe) => break probe,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => anyhow::bail!("listeners: cannot listen on {addr}: {e}"),
+        }
+    };
     addr.set_port(probe.local_addr()?.port());
     Ok(addr)
 }

@@ -32,11 +32,7 @@ fn seeded_broker(options: BrokerOptions) -> Result<Seeded> {
     let topic = unique_topic("malformed");
     let values: Vec<&'static [u8]> = vec![b"first", b"second", &[0, 1, 2, 255]];
     let mut conn = WireConnection::connect(broker.addr())?;
-    let metadata = kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![
-        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(kafka_protocol::messages::TopicName(topic.clone().into()))),
-    ]));
-    conn.request(&metadata.with_allow_auto_topic_creation(true), 8)?;
+    wire::auto_create(&mut conn, &topic)?;
     let answer = wire::produce(
         &mut conn,
         &topic,
@@ -243,14 +239,16 @@ fn corrupt_crc_is_refused_with_corrupt_message_and_nothing_is_appended() -> Resu
         (0, 3),
         "next good batch after refusals"
     );
-    let fetched = wire::fetch(&mut conn, &seeded.topic, 0, 0)?;
-    assert_eq!(fetched.high_watermark, 5);
-    let values: Vec<Option<Bytes>> = wire::decode_records(&fetched)?
-        .into_iter()
-        .map(|r| r.value)
-        .collect();
-    assert_eq!(values[3].as_deref(), Some(&b"would be offset 3"[..]));
-    assert_eq!(values.len(), 5);
+    assert_eq!(wire::fetch(&mut conn, &seeded.topic, 0, 0)?.high_watermark, 5);
+    let records = wire::fetch_records(&mut conn, &seeded.topic, 0, 3, 2)?;
+    let values: Vec<Option<Bytes>> = records.into_iter().map(|r| r.value).collect();
+    assert_eq!(
+        values,
+        [
+            Some(Bytes::from_static(b"would be offset 3")),
+            Some(Bytes::from_static(b"and 4"))
+        ]
+    );
     seeded.assert_healthy("corrupt CRCs")
 }
 

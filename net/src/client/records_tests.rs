@@ -73,7 +73,12 @@ fn walker_and_decoder_agree_for_every_codec() {
         assert_eq!(view.compression().unwrap(), compression);
         assert_eq!((view.base_offset(), view.last_offset()), (0, 2));
         let mut seen = Vec::new();
-        for_each_record(view, |r| seen.push((r.offset, r.value.unwrap().to_vec()))).expect("walk");
+        for_each_record(view, |record| {
+            assert_eq!(record.key, Some(&b"k"[..]));
+            assert_eq!(record.timestamp_ms, 1000);
+            seen.push((record.offset, record.value.unwrap().to_vec()))
+        })
+        .expect("walk");
         let expected: Vec<(i64, Vec<u8>)> = values
             .iter()
             .enumerate()

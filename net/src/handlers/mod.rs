@@ -1,6 +1,8 @@
 //! One file per Kafka API. `handle` checks the version, decodes the body, runs the handler and
 //! encodes the answer; handlers see typed requests and return typed responses.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -37,12 +39,14 @@ pub mod sync_group;
 mod topic_admin;
 
 /// What the connection does after a request.
-#[derive(Debug)]
 pub enum Outcome {
     /// Write this frame.
     Respond(Bytes),
     /// Nothing to write (Produce with acks=0).
     NoResponse,
+    /// Write this frame when it is ready (acks=all waiting for fdatasync); the connection may
+    /// handle later requests meanwhile and keeps answers in request order.
+    Deferred(Pin<Box<dyn Future<Output = Result<Bytes, RequestError>>>>),
 }
 
 /// A request that cannot be answered: the connection is closed, as Kafka does.
@@ -108,12 +112,23 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, Reques
     let response = match request {
         RequestKind::Produce(r) => {
             let produced = ProducedTraffic::of(&r);
-            let response = produce::handle(ctx, r, version).await;
-            ctx.state.metrics.count_produced(produced, response.as_ref());
-            match response {
-                Some(response) => ResponseKind::Produce(response),
-                None => return Ok(Outcome::NoResponse),
-            }
+            let response = match produce::handle(ctx, r, version).await {
+                produce::Produced::Silent => {
+                    ctx.state.metrics.count_produced(produced, None);
+                    return Ok(Outcome::NoResponse);
+                }
+                produce::Produced::Answer(response) => response,
+                produce::Produced::AfterSync(pending) => {
+                    let ctx = ctx.clone();
+                    return Ok(Outcome::Deferred(Box::pin(async move {
+                        let response = pending.await;
+                        ctx.state.metrics.count_produced(produced, Some(&response));
+                        encode(api_key, version, correlation_id, &ResponseKind::Produce(response))
+                    })));
+                }
+            };
+            ctx.state.metrics.count_produced(produced, Some(&response));
+            ResponseKind::Produce(response)
         }
         RequestKind::Fetch(r) => {
             let response = fetch::handle(ctx, r, version).await;
@@ -187,7 +202,14 @@ fn respond(
     correlation_id: i32,
     response: &ResponseKind,
 ) -> Result<Outcome, RequestError> {
-    codec::encode_response(api_key, version, correlation_id, response)
-        .map(Outcome::Respond)
-        .map_err(RequestError::Encode)
+    encode(api_key, version, correlation_id, response).map(Outcome::Respond)
+}
+
+fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Result<Bytes, RequestError> {
+    codec::encode_response(api_key, version, correlation_id, response).map_err(RequestError::Encode)
 }

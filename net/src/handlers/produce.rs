@@ -1,6 +1,8 @@
 //! Produce: validate each partition's batches, append them on the owning shard, and answer once
 //! durability matches `acks` (DESIGN.md invariant 5).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -8,7 +10,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::Decodable;
-use laminar_engine::partition::AppendInfo;
+use laminar_engine::log::batch::{BatchError, HEADER_LEN};
+use laminar_engine::partition::{AppendInfo, LogError};
 
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::config::FsyncSetting;
@@ -19,13 +22,22 @@ const ACKS_NONE: i16 = 0;
 const ACKS_LEADER: i16 = 1;
 const ACKS_ALL: i16 = -1;
 
-/// Returns `None` for acks=0: the client expects no answer at all.
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+/// What a produce request turns into.
+pub enum Produced {
+    /// acks=0: the client expects no answer at all.
+    Silent,
+    Answer(ProduceResponse),
+    /// acks=all with `laminar.fsync=always`: the answer, once every appended partition is
+    /// fdatasync'd. The connection handles later requests meanwhile, so their appends join the
+    /// same group commit; answers still leave in request order.
+    AfterSync(Pin<Box<dyn Future<Output = ProduceResponse>>>),
+}
+
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16) -> Produced {
     let acks = request.acks;
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
-        return Some(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
+        return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
     }
-    let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
     let mut items = Vec::new();
     for topic in &request.topic_data {
         for partition in &topic.partition_data {
@@ -38,25 +50,56 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16)
     }
     let now_ms = now_ms();
     let results = on_owning_shards(ctx, items, move |there, tp, records| async move {
-        let records = records.ok_or(PartitionAccessError::Log(
-            laminar_engine::partition::LogError::Batch(laminar_engine::log::batch::BatchError::NeedMore {
-                needed: laminar_engine::log::batch::HEADER_LEN,
-                available: 0,
-            }),
-        ))?;
+        let records = records.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
+            needed: HEADER_LEN,
+            available: 0,
+        })))?;
         let partition = there.state.partition(&tp).await?;
-        let info = partition.append(records, now_ms).await?;
-        if wait_for_sync {
-            let started = std::time::Instant::now();
-            partition.wait_durable(info.last_offset).await?;
-            there.state.metrics.observe_durability_wait(started.elapsed());
-        }
-        Ok(info)
+        Ok(partition.append(records, now_ms).await?)
     })
     .await;
     if acks == ACKS_NONE {
-        return None;
+        return Produced::Silent;
     }
+    let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
+    if !wait_for_sync {
+        return Produced::Answer(answer(results));
+    }
+    let ctx = ctx.clone();
+    Produced::AfterSync(Box::pin(async move { answer(wait_durable(&ctx, results).await) }))
+}
+
+type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessError>)>;
+
+/// Group commit: every appended partition waits for the fdatasync that covers its last offset.
+async fn wait_durable(ctx: &Rc<BrokerCtx>, results: AppendResults) -> AppendResults {
+    let waits = results
+        .iter()
+        .filter_map(|(tp, r)| r.as_ref().ok().map(|info| (tp.clone(), info.last_offset)));
+    let synced = on_owning_shards(ctx, waits.collect(), |there, tp, last_offset| async move {
+        let partition = there.state.partition(&tp).await?;
+        let started = std::time::Instant::now();
+        partition.wait_durable(last_offset).await?;
+        there.state.metrics.observe_durability_wait(started.elapsed());
+        Ok(())
+    })
+    .await;
+    let mut failures: Vec<_> = synced
+        .into_iter()
+        .filter_map(|(tp, r)| r.err().map(|e| (tp, e)))
+        .collect();
+    results
+        .into_iter()
+        .map(
+            |(tp, result)| match failures.iter().position(|(failed, _)| *failed == tp) {
+                Some(at) => (tp, Err(failures.swap_remove(at).1)),
+                None => (tp, result),
+            },
+        )
+        .collect()
+}
+
+fn answer(results: AppendResults) -> ProduceResponse {
     let mut response = ProduceResponse::default();
     for (tp, result) in results {
         let partition = match result {
@@ -65,7 +108,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16)
         };
         push_partition(&mut response, &tp.topic, partition);
     }
-    Some(response)
+    response
 }
 
 fn appended(index: i32, info: &AppendInfo) -> PartitionProduceResponse {
