@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use laminar_engine::cluster::{MetadataStore, TopicMetadata};
+use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::partition::{LogConfig, LogError, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
@@ -20,6 +20,7 @@ use crate::config::BrokerConfig;
 pub struct BrokerShared {
     pub config: BrokerConfig,
     pub metadata: MetadataStore,
+    pub producer_ids: ProducerIdAllocator,
     pub log_dir: PathBuf,
     pub cluster_id: String,
     pub shutdown: ShutdownSignal,

@@ -49,6 +49,8 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    // v5 adds two-phase commit (KIP-939), which needs transactions.
+    api(ApiKey::InitProducerId, 0, 4),
 ];
 
 /// Produce versions below this are advertised but refused (see [`SUPPORTED_APIS`]).

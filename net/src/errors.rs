@@ -21,6 +21,8 @@ fn log_error(error: &LogError) -> ResponseError {
         LogError::Batch(_) => ResponseError::InvalidRecord,
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         LogError::Closed => ResponseError::NotLeaderOrFollower,
         other => {
             tracing::error!(error = %other, "storage failure");

@@ -1,4 +1,4 @@
-//! Per-shard background work: retention checks and, with `laminar.fsync=interval:<ms>`, the
+//! Per-shard background work: retention checks, expiring idle producer ids and, with `laminar.fsync=interval:<ms>`, the
 //! periodic flush. Each shard looks after only the partitions it owns.
 
 use std::rc::Rc;
@@ -45,7 +45,12 @@ async fn flush_all(ctx: &Rc<BrokerCtx>) {
 
 async fn apply_retention(ctx: &Rc<BrokerCtx>) {
     let now = now_ms();
+    let producer_idle_max_ms = ctx.state.shared.config.producer_id_expiration_ms;
     for ((topic, partition), open) in ctx.state.partitions.all() {
+        let expired = open.expire_producers(now, producer_idle_max_ms);
+        if expired > 0 {
+            tracing::debug!(topic, partition, expired, "idle producer ids expired");
+        }
         match open.apply_retention(now).await {
             Ok(outcome) => tracing::debug!(topic, partition, ?outcome, "retention checked"),
             Err(error) => tracing::error!(topic, partition, %error, "retention failed"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use glommio::net::TcpListener;
-use laminar_engine::cluster::MetadataStore;
+use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::io::{GlommioStorage, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
@@ -48,12 +48,14 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
     let metadata = MetadataStore::open(&log_dir)?;
     let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
+    let producer_ids = ProducerIdAllocator::open(&log_dir)?;
     let listen_addr = resolve_listen_addr(&config)?;
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
     let shared = Arc::new(BrokerShared {
         config,
         metadata,
+        producer_ids,
         log_dir: log_dir.clone(),
         cluster_id,
         shutdown: ShutdownSignal::default(),

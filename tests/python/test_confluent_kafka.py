@@ -128,6 +128,17 @@ def test_topics_create_list_describe_alter_grow_delete(broker, topic_name):
     assert described["max.message.bytes"].value == "1048588"
     assert described["max.message.bytes"].is_default
 
+    # An unknown key is refused whole with INVALID_CONFIG, naming the key; nothing changes.
+    unknown = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("no.such.topic.config", "1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as refused:
+        client.incremental_alter_configs([unknown])[unknown].result(TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "no.such.topic.config" in refused.value.args[0].str()
+    described = client.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert described["retention.ms"].value == "7200000"
+
     client.create_partitions([NewPartitions(topic_name, 4)])[topic_name].result(TIMEOUT_S)
     assert sorted(client.list_topics(timeout=TIMEOUT_S).topics[topic_name].partitions) == [0, 1, 2, 3]
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
-const METADATA_DIR: &str = "__cluster_metadata";
+pub(crate) const METADATA_DIR: &str = "__cluster_metadata";
 const TOPICS_FILE: &str = "topics.json";
 const FORMAT_VERSION: u32 = 1;
 /// Kafka's limit: longer names do not fit in a partition directory name.

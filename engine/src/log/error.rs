@@ -5,7 +5,9 @@ use super::batch::BatchError;
 /// What went wrong with a log operation. `Batch` and `MessageTooLarge` are the client's fault
 /// (the protocol layer maps them to CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE);
 /// `OffsetOutOfRange` is OFFSET_OUT_OF_RANGE; `Io` and `Failed` mean the log dir failed
-/// (KAFKA_STORAGE_ERROR) and the partition accepts nothing more.
+/// (KAFKA_STORAGE_ERROR) and the partition accepts nothing more. `OutOfOrderSequence` and
+/// `InvalidProducerEpoch` are an idempotent producer's batch refused by the producer state
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH).
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("invalid batch: {0}")]
@@ -17,6 +19,20 @@ pub enum LogError {
         offset: i64,
         log_start: i64,
         log_end: i64,
+    },
+    #[error("producer {producer_id} epoch {epoch}: sequence {sequence} does not follow {last_sequence}")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        epoch: i16,
+        sequence: i32,
+        /// -1 when the batch's own sequence or epoch is invalid.
+        last_sequence: i32,
+    },
+    #[error("producer {producer_id} epoch {epoch} is fenced by epoch {current_epoch}")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current_epoch: i16,
     },
     #[error("storage error: {0}")]
     Io(#[from] std::io::Error),

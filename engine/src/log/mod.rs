@@ -7,6 +7,7 @@
 pub mod batch;
 mod config;
 mod error;
+mod headers;
 pub mod index;
 mod recovery;
 mod retention;

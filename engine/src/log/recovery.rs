@@ -12,7 +12,6 @@
 //! when they rolled and are opened as after a clean shutdown; an index found damaged is
 //! rebuilt by a verifying scan.
 
-use super::batch::{BatchHeader, HEADER_LEN};
 use super::index::{offset_index_sane_prefix, EntryFile, IndexEntry};
 use super::scan::{BatchScanner, Scanned};
 use super::segment::{IndexBuilder, Segment, SegmentMeta};
@@ -64,10 +63,6 @@ async fn scan<F: StorageFile>(
                     invalid = Some((position, why));
                     break;
                 }
-                if position == 0 {
-                    let ts = header.max_timestamp;
-                    meta.rolling_timestamp = Some(if ts >= 0 { ts } else { 0 });
-                }
                 builder.add(&mut meta, base_offset, position, &header);
             }
             Scanned::End => break,
@@ -84,12 +79,6 @@ async fn scan<F: StorageFile>(
         times: builder.times,
         invalid,
     })
-}
-
-/// The rolling timestamp of a non-empty segment: its first batch's max timestamp.
-async fn first_batch_timestamp<F: StorageFile>(log: &F) -> io::Result<Option<i64>> {
-    let head = log.read_at(0, HEADER_LEN).await?;
-    Ok(BatchHeader::parse(&head).ok().map(|h| h.max_timestamp.max(0)))
 }
 
 /// Opens the segment at `base_offset`. `verify` asks for the crash path (see module docs).
@@ -113,10 +102,7 @@ pub async fn open_segment<S: Storage>(
             let (last, last_time) = (offsets.last().copied(), times.last().copied());
             let tail = scan(&**log, base_offset, interval, last, last_time, false).await?;
             if tail.invalid.is_none() {
-                let mut meta = tail.meta;
-                if meta.size > 0 && meta.rolling_timestamp.is_none() {
-                    meta.rolling_timestamp = first_batch_timestamp(&**log).await?;
-                }
+                let meta = tail.meta;
                 // Entries the tail scan made (a lost or missing index) go to the files too.
                 let segment = Segment::new(base_offset, files, offsets, times, meta);
                 segment.index.append(&tail.offsets).await?;

@@ -41,8 +41,10 @@ pub struct SegmentMeta {
     pub next_offset: i64,
     /// Largest batch max timestamp (-1 when none): retention's age of the segment.
     pub max_timestamp: i64,
-    /// Kafka's rolling-based timestamp: the first batch's max timestamp, or the wall clock at
-    /// the first append when that batch has none. `None` while empty.
+    /// When `segment.ms` starts counting: the wall clock at the segment's first append (or at
+    /// the first append after a restart). Kafka counts from the first batch's own timestamp,
+    /// which makes producers with old timestamps roll a segment per batch (and consumers then
+    /// fetch one batch per request); Laminar counts broker time instead. `None` while unset.
     pub rolling_timestamp: Option<i64>,
     /// Bytes appended since the last offset-index entry.
     pub bytes_since_index: u64,
@@ -178,8 +180,7 @@ impl<F: StorageFile> Segment<F> {
             "headers describe the data"
         );
         if meta.rolling_timestamp.is_none() {
-            let first = headers.first().map_or(-1, |h| h.max_timestamp);
-            meta.rolling_timestamp = Some(if first >= 0 { first } else { now_ms });
+            meta.rolling_timestamp = Some(now_ms);
         }
         self.log.write_at(meta.size, data).await?;
         self.index.append(&builder.offsets).await?;

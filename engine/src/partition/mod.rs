@@ -1,14 +1,19 @@
-//! One partition replica: its log, group commit, offsets and append notification. This is the
-//! API the protocol layer codes against.
+//! One partition replica: its log, idempotent-producer state, group commit, offsets and
+//! append notification. This is the API the protocol layer codes against.
+
+mod producer_snapshot;
+pub mod producer_state;
 
 use crate::io::{GlommioStorage, Storage};
-use crate::log::Log;
+use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
-use std::cell::Cell;
+use producer_state::{Admission, BatchMetadata, ProducerStateTable};
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use crate::log::batch;
 pub use crate::log::{AppendInfo, LogConfig, LogError, RetentionOutcome, TimestampType};
 
 /// `laminar.fsync`: when acknowledged data must be on disk.
@@ -49,9 +54,13 @@ pub struct ReadResult {
 }
 
 /// One partition. Owned by one shard; not Send. Used as `Rc<Partition>`; concurrent appends
-/// from several connections are serialized by the log's writer lock.
+/// from several connections are serialized by `append_lock`, which makes checking the
+/// producer state, appending and recording the batches one step.
 pub struct Partition<S: Storage = GlommioStorage> {
     log: Log<S>,
+    storage: Rc<S>,
+    producers: RefCell<ProducerStateTable>,
+    append_lock: async_lock::Mutex<()>,
     /// Every offset below this is fdatasync'd.
     durable_offset: Cell<i64>,
     /// One fdatasync at a time; waiters queue here and usually find their offset covered.
@@ -62,11 +71,15 @@ pub struct Partition<S: Storage = GlommioStorage> {
 
 impl<S: Storage> Partition<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
-        let log = Log::open(storage, dir, config).await?;
+        let log = Log::open(storage.clone(), dir, config).await?;
+        let producers = producer_snapshot::rebuild(&*storage, &log, wall_clock_ms()).await?;
         // What recovery kept is what was on disk: durable by definition.
         let durable = log.log_end_offset();
         Ok(Partition {
             log,
+            storage,
+            producers: RefCell::new(producers),
+            append_lock: async_lock::Mutex::new(()),
             durable_offset: Cell::new(durable),
             sync_lock: async_lock::Mutex::new(()),
             appended: event_listener::Event::new(),
@@ -81,11 +94,69 @@ impl<S: Storage> Partition<S> {
         self.log.check_ok()
     }
 
+    /// Appends a produce request's batches for this partition, all or none. A retried batch of
+    /// an idempotent producer is not written again: the answer carries its original offsets,
+    /// with `record_count` and `bytes` 0 (nothing was appended).
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         self.check_open()?;
+        let _append = self.append_lock.lock().await;
+        let headers = producer_headers(&records);
+        if headers.iter().any(|h| h.producer_id >= 0) {
+            let admission = self.producers.borrow().check(&headers);
+            match admission {
+                Ok(Admission::Append) => {}
+                // Bad bytes are reported as such, not as a sequence problem.
+                refusal => {
+                    batch::BatchIter::new(&records, usize::MAX).try_for_each(|b| b.map(drop))?;
+                    if let Admission::Duplicate(original) = refusal? {
+                        return Ok(self.duplicate_info(&original));
+                    }
+                }
+            }
+        }
+        let active_before = self.log.active_base_offset();
         let info = self.log.append(records, now_ms).await?;
+        if self.log.active_base_offset() != active_before {
+            // The log rolled before this append: the state so far covers exactly the batches
+            // below the new segment, which the roll fsynced.
+            let table = self.producers.borrow().clone();
+            producer_snapshot::write(&*self.storage, self.log.dir(), &table, info.base_offset)
+                .await
+                .map_err(|e| self.log.fail(e))?;
+        }
+        let mut next = info.base_offset;
+        let mut producers = self.producers.borrow_mut();
+        for mut header in headers {
+            header.base_offset = next;
+            next = header.next_offset();
+            producers.record(&header, now_ms);
+        }
+        assert_eq!(next, info.last_offset + 1, "the log assigned contiguous offsets");
+        drop(producers);
         self.appended.notify(usize::MAX);
         Ok(info)
+    }
+
+    fn duplicate_info(&self, original: &BatchMetadata) -> AppendInfo {
+        let append_time = self.log.config().timestamp_type == TimestampType::LogAppendTime;
+        AppendInfo {
+            base_offset: original.first_offset,
+            last_offset: original.last_offset,
+            log_append_time_ms: if append_time { original.max_timestamp } else { -1 },
+            log_start_offset: self.log_start_offset(),
+            record_count: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Forgets idle producers (`producer.id.expiration.ms`); returns how many.
+    pub fn expire_producers(&self, now_ms: i64, max_idle_ms: i64) -> usize {
+        self.producers.borrow_mut().expire(now_ms, max_idle_ms)
+    }
+
+    /// The producer state of `producer_id` (for tests and introspection).
+    pub fn producer_entry(&self, producer_id: i64) -> Option<producer_state::ProducerEntry> {
+        self.producers.borrow().get(producer_id).cloned()
     }
 
     /// Group commit: returns once every batch up to `offset` is fdatasync'd. One fdatasync
@@ -186,9 +257,12 @@ impl<S: Storage> Partition<S> {
 
     pub async fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
         self.check_open()?;
+        let _append = self.append_lock.lock().await;
         self.log.truncate_to(offset).await?;
         let end = self.log.log_end_offset();
         self.durable_offset.set(self.durable_offset.get().min(end));
+        let rebuilt = producer_snapshot::rebuild(&*self.storage, &self.log, wall_clock_ms()).await?;
+        *self.producers.borrow_mut() = rebuilt;
         Ok(())
     }
 
@@ -201,10 +275,17 @@ impl<S: Storage> Partition<S> {
         Ok(())
     }
 
-    /// Flushes, closes the files and leaves the clean-shutdown marker.
+    /// Flushes, snapshots the producer state at the log end, closes the files and leaves the
+    /// clean-shutdown marker.
     pub async fn close(&self) -> Result<(), LogError> {
         self.check_open()?;
+        let _append = self.append_lock.lock().await;
         self.flush().await?;
+        let table = self.producers.borrow().clone();
+        let end = self.log_end_offset();
+        producer_snapshot::write(&*self.storage, self.log.dir(), &table, end)
+            .await
+            .map_err(|e| self.log.fail(e))?;
         self.closed.set(true);
         self.log.close().await
     }
@@ -216,5 +297,31 @@ impl<S: Storage> Partition<S> {
     }
 }
 
+/// The headers of a produce payload's batches, read without validation; empty when the bytes
+/// do not parse (the log's validation then reports why).
+fn producer_headers(records: &[u8]) -> Vec<BatchHeader> {
+    let mut headers = Vec::new();
+    let mut rest = records;
+    while !rest.is_empty() {
+        match BatchHeader::parse(rest) {
+            Ok(h) if h.total_len() <= rest.len() => {
+                rest = &rest[h.total_len()..];
+                headers.push(h);
+            }
+            _ => return Vec::new(),
+        }
+    }
+    headers
+}
+
+/// The wall clock in ms, for stamping producer state rebuilt from the log.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod producer_tests;
 #[cfg(test)]
 mod tests;

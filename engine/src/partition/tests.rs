@@ -243,6 +243,10 @@ fn appended_wakes_waiters() {
     });
 }
 
+fn tmp_path_big(path: &std::path::Path) -> std::path::PathBuf {
+    path.with_file_name("big-0")
+}
+
 #[test]
 fn glommio_storage_round_trip() {
     use crate::io::{GlommioStorage, WriteMode};
@@ -261,10 +265,23 @@ fn glommio_storage_round_trip() {
                 p.wait_durable(59).await.unwrap();
                 assert_eq!(read_all(&p, 0).await.last().unwrap().next_offset(), 60);
                 p.close().await.unwrap();
-                let p = Partition::open(storage, path, small_config()).await.unwrap();
+                let p = Partition::open(storage.clone(), path.clone(), small_config())
+                    .await
+                    .unwrap();
                 assert_eq!(p.log_end_offset(), 60);
                 let all = p.read(30, 1 << 20, true).await.unwrap();
                 assert_eq!(headers(&all.data)[0].base_offset, 30);
+                // A read stays within one segment (as Kafka's does): the first segment's batches.
+                let from_start = p.read(0, 8 << 20, true).await.unwrap();
+                assert_eq!(headers(&from_start.data).last().unwrap().next_offset(), 21);
+                p.close().await.unwrap();
+                let big = LogConfig::default();
+                let p = Partition::open(storage, tmp_path_big(&path), big).await.unwrap();
+                for i in 0..20 {
+                    p.append(batch(3, i), 0).await.unwrap();
+                }
+                let from_start = p.read(0, 8 << 20, true).await.unwrap();
+                assert_eq!(from_start.data.len(), 20, "every batch that fits, in one read");
             })
             .unwrap()
             .join()

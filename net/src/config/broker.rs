@@ -39,6 +39,7 @@ pub struct BrokerConfig {
     /// -1 means no size limit.
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: i64,
+    pub producer_id_expiration_ms: i64,
     pub log_index_interval_bytes: u32,
     pub log_message_timestamp_type: TimestampType,
     pub log_cleanup_policy: CleanupPolicy,
@@ -312,6 +313,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         log_retention_ms,
         log_retention_bytes: v.int("log.retention.bytes")?,
         log_retention_check_interval_ms: v.int("log.retention.check.interval.ms")?,
+        producer_id_expiration_ms: v.int("producer.id.expiration.ms")?,
         log_index_interval_bytes: narrow("log.index.interval.bytes", v.int("log.index.interval.bytes")?),
         log_message_timestamp_type: v.parsed("log.message.timestamp.type", TimestampType::parse)?,
         log_cleanup_policy: v.parsed("log.cleanup.policy", CleanupPolicy::parse)?,

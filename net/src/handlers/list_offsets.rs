@@ -7,7 +7,10 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 
-use crate::broker::{on_owning_shards, BrokerCtx, TopicPartition};
+use kafka_protocol::records::RecordBatchDecoder;
+use laminar_engine::partition::Partition;
+
+use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
 
 const LATEST: i64 = -1;
@@ -34,7 +37,10 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
         let found = match timestamp {
             LATEST => Some((partition.high_watermark(), -1)),
             EARLIEST => Some((partition.log_start_offset(), -1)),
-            timestamp => partition.offset_for_timestamp(timestamp).await?,
+            timestamp => match partition.offset_for_timestamp(timestamp).await? {
+                Some(batch) => Some(record_at_or_after(&partition, batch, timestamp).await?),
+                None => None,
+            },
         };
         Ok(found.unwrap_or((-1, -1)))
     })
@@ -64,4 +70,33 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
         }
     }
     response
+}
+
+/// The storage engine finds the first batch whose max timestamp reaches `timestamp`; Kafka answers
+/// with the exact record, so that batch is decoded (decompressed if need be) here. Only the one
+/// batch is read, and only for ListOffsets, never on the produce or fetch path.
+/// Falls back to the batch's own (offset, max timestamp) when its records do not say more.
+async fn record_at_or_after(
+    partition: &Partition,
+    (batch_offset, batch_max_timestamp): (i64, i64),
+    timestamp: i64,
+) -> Result<(i64, i64), PartitionAccessError> {
+    let by_batch = (batch_offset, batch_max_timestamp);
+    let read = partition.read(batch_offset, 0, true).await?;
+    let Some(mut batch) = read.data.into_iter().next() else {
+        return Ok(by_batch);
+    };
+    let log_start = read.log_start_offset;
+    let records = match RecordBatchDecoder::decode(&mut batch) {
+        Ok(set) => set.records,
+        Err(error) => {
+            // The batch passed validation when it was appended: name it, then answer by batch.
+            tracing::warn!(batch_offset, %error, "cannot decode a stored batch for ListOffsets");
+            return Ok(by_batch);
+        }
+    };
+    Ok(records
+        .iter()
+        .find(|r| r.offset >= log_start && r.timestamp >= timestamp)
+        .map_or(by_batch, |r| (r.offset, r.timestamp)))
 }
