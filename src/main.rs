@@ -6,12 +6,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod broker_cmd;
+mod cli;
 
 #[derive(Parser)]
 #[command(
     name = "laminar",
     version,
-    about = "Kafka-compatible streaming storage engine"
+    about = "Kafka-compatible streaming storage engine",
+    after_help = "Client commands take --brokers HOST:PORT[,...] (default 127.0.0.1:9092, or $LAMINAR_BROKERS)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -33,6 +35,20 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Create, list, describe, delete and change topics.
+    #[command(subcommand)]
+    Topic(cli::topic::TopicCommand),
+    Produce(cli::produce::ProduceArgs),
+    Consume(cli::consume::ConsumeArgs),
+    /// List, describe, reset and delete consumer groups.
+    #[command(subcommand)]
+    Group(cli::group::GroupCommand),
+    /// Cluster-wide information.
+    #[command(subcommand)]
+    Cluster(cli::cluster::ClusterCommand),
+    Tune(cli::host::TuneArgs),
+    Iotune(cli::host::IotuneArgs),
+    InstallService(cli::host::InstallServiceArgs),
     /// Load-test any Kafka-compatible broker, and measure this machine's limits.
     #[command(subcommand)]
     Bench(laminar_bench::BenchCommand),
@@ -42,6 +58,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Broker { config, overrides } => broker_cmd::run(config, overrides),
+        Command::Topic(command) => cli::topic::run(command),
+        Command::Produce(args) => cli::produce::run(args),
+        Command::Consume(args) => cli::consume::run(args),
+        Command::Group(command) => cli::group::run(command),
+        Command::Cluster(command) => cli::cluster::run(command),
+        Command::Tune(args) => cli::host::tune(args),
+        Command::Iotune(args) => cli::host::iotune(args),
+        Command::InstallService(args) => cli::host::install_service(args),
         Command::Bench(command) => laminar_bench::run(command),
     };
     match result {

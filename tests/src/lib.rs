@@ -3,6 +3,7 @@
 //! (librdkafka through the `rdkafka` crate) or raw protocol bytes.
 
 pub mod broker;
+pub mod cli;
 pub mod http;
 pub mod rdkafka_client;
 pub mod wire;

@@ -229,12 +229,15 @@ impl Connection {
 
     /// Leaves the group, so that the others rebalance at once instead of after a session timeout.
     pub fn leave_group(&mut self, membership: &GroupMembership) -> Result<(), ClientError> {
-        let request = LeaveGroupRequest::default()
-            .with_group_id(GroupId(strbytes(&membership.group)))
-            .with_member_id(strbytes(&membership.member_id))
-            .with_members(vec![
+        // v3 moved the member id into a batch of members.
+        let request = LeaveGroupRequest::default().with_group_id(GroupId(strbytes(&membership.group)));
+        let request = if self.versions().version(ApiKey::LeaveGroup)? >= 3 {
+            request.with_members(vec![
                 MemberIdentity::default().with_member_id(strbytes(&membership.member_id))
-            ]);
+            ])
+        } else {
+            request.with_member_id(strbytes(&membership.member_id))
+        };
         let response = self.request(&request)?;
         check_code(ApiKey::LeaveGroup, response.error_code, None, || {
             format!(" group {}", membership.group)

@@ -78,7 +78,10 @@ async fn wait_durable(ctx: &Rc<BrokerCtx>, results: AppendResults) -> AppendResu
         .filter_map(|(tp, r)| r.as_ref().ok().map(|info| (tp.clone(), info.last_offset)));
     let synced = on_owning_shards(ctx, waits.collect(), |there, tp, last_offset| async move {
         let partition = there.state.partition(&tp).await?;
-        Ok(partition.wait_durable(last_offset).await?)
+        let started = std::time::Instant::now();
+        partition.wait_durable(last_offset).await?;
+        there.state.metrics.observe_durability_wait(started.elapsed());
+        Ok(())
     })
     .await;
     let mut failures: Vec<_> = synced

@@ -153,7 +153,8 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         &["group", "topic", "partition"],
         "Log end offset minus the group's committed offset, per partition (kafka_exporter: \
-         kafka_consumergroup_lag). No samples until the broker serves consumer groups.",
+         kafka_consumergroup_lag), computed when scraped; a partition not written since its \
+         creation has end offset 0.",
     ),
     family(
         UNDER_REPLICATED,

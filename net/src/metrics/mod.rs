@@ -178,6 +178,17 @@ pub struct ShardSnapshot {
     /// The partitions this shard owns.
     pub partitions: Vec<PartitionSnapshot>,
     pub kafka_listener_bound: bool,
+    /// Offsets committed by the groups this shard coordinates.
+    pub committed_offsets: Vec<GroupOffset>,
+}
+
+/// An offset a consumer group committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
 }
 
 /// One open partition of a shard.
@@ -236,8 +247,24 @@ impl ShardSnapshot {
             connections_active: state.connections_active.get(),
             partitions,
             kafka_listener_bound: metrics.kafka_listener_bound.get(),
+            committed_offsets: committed_offsets(state),
         }
     }
+}
+
+fn committed_offsets(state: &BrokerShard) -> Vec<GroupOffset> {
+    let mut offsets = Vec::new();
+    for listed in state.groups.list() {
+        for ((topic, partition), value) in state.groups.committed(&listed.group_id) {
+            offsets.push(GroupOffset {
+                group: listed.group_id.clone(),
+                topic,
+                partition,
+                offset: value.offset,
+            });
+        }
+    }
+    offsets
 }
 
 /// A consumer group's lag on one partition: log end offset minus committed offset.
@@ -255,7 +282,7 @@ pub struct BrokerSnapshot {
     pub shards: Vec<ShardSnapshot>,
     /// Shards that did not answer (stopped); readiness fails while any is missing.
     pub shards_missing: Vec<usize>,
-    /// Empty until the broker serves consumer groups (the family is rendered without samples).
+    /// Computed from the shards' committed offsets and log end offsets by [`gather`].
     pub group_lag: Vec<GroupLag>,
 }
 
@@ -325,7 +352,34 @@ pub async fn gather(ctx: &Rc<BrokerCtx>) -> BrokerSnapshot {
             Err(_) => snapshot.shards_missing.push(shard),
         }
     }
+    snapshot.group_lag = group_lag(&snapshot.shards);
     snapshot
+}
+
+/// Lag of every committed offset: the partition's log end offset (from the shard that owns it)
+/// minus the committed offset, never below 0. Partitions of shards that did not answer are left
+/// out rather than guessed.
+pub fn group_lag(shards: &[ShardSnapshot]) -> Vec<GroupLag> {
+    let ends: BTreeMap<(&str, i32), i64> = shards
+        .iter()
+        .flat_map(|s| s.partitions.iter())
+        .map(|p| ((p.topic.as_str(), p.partition), p.log_end_offset))
+        .collect();
+    let mut lag: Vec<GroupLag> = shards
+        .iter()
+        .flat_map(|s| s.committed_offsets.iter())
+        .filter_map(|c| {
+            let end = ends.get(&(c.topic.as_str(), c.partition))?;
+            Some(GroupLag {
+                group: c.group.clone(),
+                topic: c.topic.clone(),
+                partition: c.partition,
+                lag: (end - c.offset).max(0),
+            })
+        })
+        .collect();
+    lag.sort_by(|a, b| (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition)));
+    lag
 }
 
 #[cfg(test)]

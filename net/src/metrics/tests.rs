@@ -130,6 +130,7 @@ fn rendered_page_has_every_family_and_parses() {
             size_bytes: 4096,
         }],
         kafka_listener_bound: true,
+        committed_offsets: Vec::new(),
     };
     let snapshot = BrokerSnapshot {
         shards: vec![shard.clone(), ShardSnapshot { shard: 1, ..shard }],
@@ -206,4 +207,44 @@ fn api_key_comes_from_the_frame_head() {
     assert_eq!(api_key_of(&[0]), None);
     assert_eq!(api_name(3), "Metadata");
     assert_eq!(api_name(999), "api_999");
+}
+
+#[test]
+fn group_lag_is_end_minus_committed_from_the_owning_shard() {
+    let partition = |topic: &str, partition: i32, end: i64| PartitionSnapshot {
+        topic: topic.into(),
+        partition,
+        open: true,
+        log_start_offset: 0,
+        log_end_offset: end,
+        size_bytes: 0,
+    };
+    let committed = |group: &str, topic: &str, partition: i32, offset: i64| GroupOffset {
+        group: group.into(),
+        topic: topic.into(),
+        partition,
+        offset,
+    };
+    let shards = vec![
+        ShardSnapshot {
+            partitions: vec![partition("t", 0, 10)],
+            committed_offsets: vec![committed("g", "t", 1, 4), committed("g", "gone", 0, 1)],
+            ..ShardSnapshot::default()
+        },
+        ShardSnapshot {
+            shard: 1,
+            partitions: vec![partition("t", 1, 7)],
+            committed_offsets: vec![committed("g", "t", 0, 3), committed("h", "t", 1, 9)],
+            ..ShardSnapshot::default()
+        },
+    ];
+    let lag: Vec<(String, i32, i64)> = group_lag(&shards)
+        .into_iter()
+        .map(|l| (format!("{}/{}", l.group, l.topic), l.partition, l.lag))
+        .collect();
+    assert_eq!(
+        lag,
+        vec![("g/t".into(), 0, 7), ("g/t".into(), 1, 3), ("h/t".into(), 1, 0)],
+        "the unknown topic is left out; a commit past the end is lag 0"
+    );
 }

@@ -1,0 +1,266 @@
+//! `laminar topic create | list | describe | delete | alter-config | add-partitions`.
+
+use anyhow::{anyhow, bail, Context};
+use clap::Subcommand;
+use laminar_net::client::{ConfigChange, NewTopic, OffsetSpec};
+
+use super::{check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, ADMIN_TIMEOUT_MS};
+
+#[derive(Subcommand, Debug)]
+pub enum TopicCommand {
+    /// Create a topic.
+    ///
+    /// Examples:
+    ///   laminar topic create orders -p 12
+    ///   laminar topic create audit -p 3 -c retention.ms=604800000 -c cleanup.policy=delete
+    Create {
+        name: String,
+        /// Partitions (default: the broker's num.partitions).
+        #[arg(short = 'p', long, default_value_t = -1)]
+        partitions: i32,
+        /// Replication factor (default: the broker's default.replication.factor).
+        #[arg(short = 'r', long, default_value_t = -1)]
+        replicas: i16,
+        /// Topic config `key=value`, repeatable.
+        #[arg(short = 'c', long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// List topics with their partition and replica counts.
+    ///
+    /// Example:
+    ///   laminar topic list
+    List {
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// Partitions (leader, replicas, ISR, log start and end offsets) and configs of a topic.
+    ///
+    /// Example:
+    ///   laminar topic describe orders
+    Describe {
+        name: String,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// Delete topics and their data.
+    ///
+    /// Example:
+    ///   laminar topic delete orders audit
+    Delete {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// Set or delete topic config overrides.
+    ///
+    /// Examples:
+    ///   laminar topic alter-config orders --set retention.ms=3600000
+    ///   laminar topic alter-config orders --delete retention.ms
+    AlterConfig {
+        name: String,
+        /// `key=value` to override, repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Override to drop (back to the broker default), repeatable.
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// Add partitions to a topic.
+    ///
+    /// Example:
+    ///   laminar topic add-partitions orders --num 4
+    AddPartitions {
+        name: String,
+        /// How many partitions to add.
+        #[arg(short = 'n', long = "num")]
+        num: i32,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+}
+
+pub fn run(command: TopicCommand) -> anyhow::Result<()> {
+    match command {
+        TopicCommand::Create {
+            name,
+            partitions,
+            replicas,
+            configs,
+            brokers,
+        } => {
+            check_topic_name(&name)?;
+            let configs = configs
+                .iter()
+                .map(|c| parse_key_value(c))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut connection = brokers.connect()?;
+            let topic = NewTopic {
+                name: name.clone(),
+                partitions,
+                replication_factor: replicas,
+                configs,
+            };
+            let outcomes = connection.create_topics(&[topic], ADMIN_TIMEOUT_MS)?;
+            for (topic, outcome) in outcomes {
+                outcome.map_err(|e| anyhow!("cannot create topic {topic}: {e}"))?;
+                println!("created topic {topic}");
+            }
+            Ok(())
+        }
+        TopicCommand::List { brokers } => {
+            let metadata = brokers
+                .connect()?
+                .metadata(None, false)
+                .context("cannot list topics")?;
+            let rows: Vec<Vec<String>> = metadata
+                .topics
+                .iter()
+                .map(|t| {
+                    let replicas = t.partitions.first().map_or(0, |p| p.replicas.len());
+                    vec![
+                        t.name.clone(),
+                        t.partitions.len().to_string(),
+                        replicas.to_string(),
+                    ]
+                })
+                .collect();
+            print_table(&["NAME", "PARTITIONS", "REPLICAS"], &rows);
+            Ok(())
+        }
+        TopicCommand::Describe { name, brokers } => describe(&name, &brokers),
+        TopicCommand::Delete { names, brokers } => {
+            for name in &names {
+                check_topic_name(name)?;
+            }
+            let mut connection = brokers.connect()?;
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            for (topic, outcome) in connection.delete_topics(&names, ADMIN_TIMEOUT_MS)? {
+                match outcome {
+                    Ok(()) => println!("deleted topic {topic}"),
+                    Err(e) if e.code == 3 => bail!("unknown topic {topic}"),
+                    Err(e) => bail!("cannot delete topic {topic}: {e}"),
+                }
+            }
+            Ok(())
+        }
+        TopicCommand::AlterConfig {
+            name,
+            set,
+            delete,
+            brokers,
+        } => {
+            check_topic_name(&name)?;
+            let mut changes = Vec::new();
+            for pair in &set {
+                let (key, value) = parse_key_value(pair)?;
+                changes.push(ConfigChange::Set(key, value));
+            }
+            changes.extend(delete.into_iter().map(ConfigChange::Delete));
+            if changes.is_empty() {
+                bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
+            }
+            brokers
+                .connect()?
+                .alter_topic_configs(&name, &changes)
+                .with_context(|| format!("cannot alter the configs of {name}"))?;
+            println!("altered {} config(s) of topic {name}", changes.len());
+            Ok(())
+        }
+        TopicCommand::AddPartitions { name, num, brokers } => {
+            if num <= 0 {
+                bail!("--num must be at least 1, not {num}");
+            }
+            let mut connection = brokers.connect()?;
+            let (_, topic) = topic_metadata(&mut connection, &name)?;
+            let total = topic.partitions.len() as i32 + num;
+            connection
+                .create_partitions(&name, total, ADMIN_TIMEOUT_MS)
+                .with_context(|| format!("cannot add partitions to {name}"))?;
+            println!("topic {name} now has {total} partitions");
+            Ok(())
+        }
+    }
+}
+
+fn describe(name: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
+    let mut connection = brokers.connect()?;
+    let (_, topic) = topic_metadata(&mut connection, name)?;
+    let indexes: Vec<i32> = topic.partitions.iter().map(|p| p.partition).collect();
+    let earliest = connection.list_offsets(
+        name,
+        &indexes
+            .iter()
+            .map(|p| (*p, OffsetSpec::Earliest))
+            .collect::<Vec<_>>(),
+    )?;
+    let latest = connection.list_offsets(
+        name,
+        &indexes
+            .iter()
+            .map(|p| (*p, OffsetSpec::Latest))
+            .collect::<Vec<_>>(),
+    )?;
+    let configs = connection
+        .describe_topic_configs(name, None)
+        .with_context(|| format!("cannot describe the configs of {name}"))?;
+    println!("SUMMARY");
+    println!("name:       {name}");
+    println!("partitions: {}", topic.partitions.len());
+    println!(
+        "replicas:   {}",
+        topic.partitions.first().map_or(0, |p| p.replicas.len())
+    );
+    println!();
+    println!("PARTITIONS");
+    let join = |ids: &[i32]| ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let rows: Vec<Vec<String>> = topic
+        .partitions
+        .iter()
+        .zip(earliest.iter().zip(&latest))
+        .map(|(p, ((_, start), (_, end)))| {
+            vec![
+                p.partition.to_string(),
+                p.leader.to_string(),
+                format!("[{}]", join(&p.replicas)),
+                format!("[{}]", join(&p.isr)),
+                start.to_string(),
+                end.to_string(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "PARTITION",
+            "LEADER",
+            "REPLICAS",
+            "ISR",
+            "LOG-START-OFFSET",
+            "LOG-END-OFFSET",
+        ],
+        &rows,
+    );
+    println!();
+    println!("CONFIGS");
+    let rows: Vec<Vec<String>> = configs
+        .iter()
+        .map(|c| {
+            let source = match c.source {
+                1 => "topic",
+                5 => "default",
+                _ => "broker",
+            };
+            vec![
+                c.name.clone(),
+                c.value.clone().unwrap_or_else(|| "-".into()),
+                source.to_string(),
+            ]
+        })
+        .collect();
+    print_table(&["KEY", "VALUE", "SOURCE"], &rows);
+    Ok(())
+}

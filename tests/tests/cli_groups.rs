@@ -1,0 +1,215 @@
+//! `laminar consume --group`, `group list | describe | reset-offsets | delete` against a real
+//! broker, and the consumer-group lag the broker exports on `/metrics`.
+
+use anyhow::Result;
+use laminar_tests::cli::{fails, ok, rows_starting};
+use laminar_tests::http::{get_ok, MetricsPage};
+use laminar_tests::Broker;
+
+/// `(partition, current offset, log end offset, lag)` rows of `group describe`.
+fn lag_rows(described: &str, topic: &str) -> Vec<(String, String, String, String)> {
+    rows_starting(described, topic)
+        .into_iter()
+        .map(|r| {
+            (
+                r[1].to_string(),
+                r[2].to_string(),
+                r[3].to_string(),
+                r[4].to_string(),
+            )
+        })
+        .collect()
+}
+
+fn row(p: i32, current: i64, end: i64, lag: i64) -> (String, String, String, String) {
+    (
+        p.to_string(),
+        current.to_string(),
+        end.to_string(),
+        lag.to_string(),
+    )
+}
+
+#[test]
+fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    ok(&["topic", "create", "orders", "-p", "2", "--brokers", &b], "")?;
+    for partition in ["0", "1"] {
+        let lines: String = (0..10).map(|i| format!("p{partition}-{i}\n")).collect();
+        ok(&["produce", "orders", "-p", partition, "--brokers", &b], &lines)?;
+    }
+
+    // One member gets both partitions (range), reads 13 records: 10 of one partition and 3 of
+    // the other, or some split; the committed offsets add up to 13 either way.
+    let out = ok(
+        &[
+            "consume",
+            "orders",
+            "--group",
+            "billing",
+            "--from-beginning",
+            "-n",
+            "13",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    assert_eq!(out.lines().count(), 13, "{out}");
+
+    let listed = ok(&["group", "list", "--brokers", &b], "")?;
+    assert_eq!(
+        rows_starting(&listed, "billing"),
+        vec![vec!["billing", "Empty", "consumer"]]
+    );
+
+    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
+    assert!(described.contains("state:    Empty"), "{described}");
+    let rows = lag_rows(&described, "orders");
+    assert_eq!(rows.len(), 2, "{described}");
+    let committed: i64 = rows.iter().map(|r| r.1.parse::<i64>().unwrap()).sum();
+    let lag: i64 = rows.iter().map(|r| r.3.parse::<i64>().unwrap()).sum();
+    assert_eq!((committed, lag), (13, 7), "{described}");
+    assert!(rows.iter().all(|r| r.2 == "10"));
+
+    // The broker's /metrics shows the same lag per partition.
+    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    for (partition, current, _, lag) in &rows {
+        let series = format!(
+            "laminar_kafka_consumer_group_lag{{group=\"billing\",topic=\"orders\",partition=\"{partition}\"}}"
+        );
+        assert_eq!(
+            page.value(&series),
+            Some(lag.parse()?),
+            "{series} (committed {current})"
+        );
+    }
+
+    // A second group consume resumes from the committed offsets.
+    let rest = ok(
+        &[
+            "consume",
+            "orders",
+            "--group",
+            "billing",
+            "-n",
+            "7",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    let mut all: Vec<&str> = out.lines().chain(rest.lines()).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 20, "every record exactly once:\n{out}{rest}");
+
+    // Reset: dry run changes nothing; --execute commits.
+    let plan = ok(
+        &[
+            "group",
+            "reset-offsets",
+            "billing",
+            "--topic",
+            "orders",
+            "--to-earliest",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    assert!(plan.contains("dry run"), "{plan}");
+    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
+    assert_eq!(
+        lag_rows(&described, "orders"),
+        vec![row(0, 10, 10, 0), row(1, 10, 10, 0)]
+    );
+    ok(
+        &[
+            "group",
+            "reset-offsets",
+            "billing",
+            "--topic",
+            "orders",
+            "--to-offset",
+            "4",
+            "--execute",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
+    assert_eq!(
+        lag_rows(&described, "orders"),
+        vec![row(0, 4, 10, 6), row(1, 4, 10, 6)]
+    );
+    ok(
+        &[
+            "group",
+            "reset-offsets",
+            "billing",
+            "--topic",
+            "orders",
+            "-p",
+            "1",
+            "--to-latest",
+            "--execute",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
+    assert_eq!(
+        lag_rows(&described, "orders"),
+        vec![row(0, 4, 10, 6), row(1, 10, 10, 0)]
+    );
+    let out = ok(
+        &[
+            "consume",
+            "orders",
+            "--group",
+            "billing",
+            "-n",
+            "6",
+            "--format",
+            "%v\\n",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    assert_eq!(out, "p0-4\np0-5\np0-6\np0-7\np0-8\np0-9\n");
+
+    // Reset by timestamp: everything was produced after 0, so to the log start.
+    ok(
+        &[
+            "group",
+            "reset-offsets",
+            "billing",
+            "--topic",
+            "orders",
+            "--to-timestamp",
+            "0",
+            "--execute",
+            "--brokers",
+            &b,
+        ],
+        "",
+    )?;
+    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
+    assert_eq!(
+        lag_rows(&described, "orders"),
+        vec![row(0, 0, 10, 10), row(1, 0, 10, 10)]
+    );
+
+    let deleted = ok(&["group", "delete", "billing", "--brokers", &b], "")?;
+    assert_eq!(deleted.trim(), "deleted group billing");
+    assert_eq!(
+        fails(&["group", "describe", "billing", "--brokers", &b])?,
+        "laminar: unknown group billing"
+    );
+    Ok(())
+}

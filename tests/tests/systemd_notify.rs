@@ -1,0 +1,87 @@
+//! The broker as systemd runs it (Type=notify): READY=1 once the Kafka port serves, WATCHDOG=1
+//! pings when WATCHDOG_USEC is set, STOPPING=1 on SIGTERM, then a clean exit.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use laminar_tests::default_binary;
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Reads datagrams until one contains `wanted` (or the deadline passes); returns all seen.
+fn wait_for(socket: &UnixDatagram, wanted: &str, within: Duration) -> Result<Vec<String>> {
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match socket.recv(&mut buf) {
+            Ok(n) => {
+                let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let done = message.lines().any(|l| l == wanted);
+                seen.push(message);
+                if done {
+                    return Ok(seen);
+                }
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    bail!("no {wanted} within {within:?}; got {seen:?}")
+}
+
+#[test]
+fn notifies_ready_watchdog_and_stopping() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path)?;
+    socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let (kafka, http) = (free_port()?, free_port()?);
+    let mut child = Command::new(default_binary())
+        .args([
+            "broker",
+            "--override",
+            &format!("listeners=PLAINTEXT://127.0.0.1:{kafka}"),
+        ])
+        .args([
+            "--override",
+            &format!("log.dirs={}", dir.path().join("data").display()),
+        ])
+        .args(["--override", "laminar.cores=1"])
+        .args(["--override", &format!("laminar.http.listen=127.0.0.1:{http}")])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "400000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("spawning the broker")?;
+    let outcome = (|| -> Result<()> {
+        let ready = wait_for(&socket, "READY=1", Duration::from_secs(20))?;
+        // READY=1 comes only after the Kafka port serves.
+        TcpStream::connect(("127.0.0.1", kafka)).context("READY=1 before the port listens")?;
+        assert!(
+            ready.last().unwrap().contains("STATUS=serving Kafka on"),
+            "{ready:?}"
+        );
+        wait_for(&socket, "WATCHDOG=1", Duration::from_secs(5))?;
+        // SAFETY: kill(2) on the child we spawned and have not reaped.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        wait_for(&socket, "STOPPING=1", Duration::from_secs(10))?;
+        Ok(())
+    })();
+    if outcome.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
+    outcome?;
+    assert!(status.success(), "exit status {status}");
+    Ok(())
+}
