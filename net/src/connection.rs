@@ -140,7 +140,9 @@ async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
         Ok(Outcome::Respond(frame)) => Box::pin(futures::future::ready(timed(Ok(Some(vec![frame]))))),
         Ok(Outcome::RespondChunks(chunks)) => Box::pin(futures::future::ready(timed(Ok(Some(chunks))))),
         Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
-        Ok(Outcome::Deferred(pending)) => Box::pin(async move { timed(pending.await.map(|f| Some(vec![f]))) }),
+        Ok(Outcome::Deferred(pending)) => {
+            Box::pin(async move { timed(pending.await.map(|f| Some(vec![f]))) })
+        }
         Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
     }
 }

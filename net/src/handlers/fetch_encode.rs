@@ -41,7 +41,10 @@ const NO_PREFERRED_REPLICA: i32 = -1;
 
 /// Writes the frame (size prefix, response header, body) as chunks to send in order.
 pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i32) -> Vec<Bytes> {
-    assert!((4..=FIRST_FLEXIBLE_VERSION).contains(&version), "Fetch v{version} is not served");
+    assert!(
+        (4..=FIRST_FLEXIBLE_VERSION).contains(&version),
+        "Fetch v{version} is not served"
+    );
     let flexible = version >= FIRST_FLEXIBLE_VERSION;
     let mut out = Chunks::default();
     out.fields.put_i32(0); // frame size, patched at the end
@@ -184,7 +187,10 @@ mod tests {
             batches: vec![],
         };
         FetchAnswer {
-            topics: vec![("orders".into(), vec![ok, failed.clone()]), ("t".into(), vec![failed])],
+            topics: vec![
+                ("orders".into(), vec![ok, failed.clone()]),
+                ("t".into(), vec![failed]),
+            ],
         }
     }
 
@@ -235,6 +241,8 @@ mod tests {
         let answer = sample(false);
         let chunks = encode_fetch_frame(&answer, 12, 1);
         let stored = &answer.topics[0].1[0].batches[0];
-        assert!(chunks.iter().any(|c| c.as_ptr() == stored.as_ptr() && c.len() == stored.len()));
+        assert!(chunks
+            .iter()
+            .any(|c| c.as_ptr() == stored.as_ptr() && c.len() == stored.len()));
     }
 }

@@ -18,9 +18,9 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use laminar_engine::shard::shard_of_partition;
 
-use crate::handlers::fetch_encode::FetchAnswer;
 use crate::broker::{BrokerCtx, BrokerShard};
 use crate::client::records::batches;
+use crate::handlers::fetch_encode::FetchAnswer;
 use histogram::{HistogramSnapshot, LatencyHistogram};
 
 /// Requests of one Kafka API on one shard. Owned by one shard; not Send.

@@ -6,11 +6,11 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::TopicName;
 
-use crate::handlers::fetch_encode::{FetchAnswer, PartitionAnswer};
 use super::families::{render, RenderContext, FAMILIES};
 use super::*;
 use crate::client::records::{encode_batch, plain_record};
 use crate::client::Compression;
+use crate::handlers::fetch_encode::{FetchAnswer, PartitionAnswer};
 
 fn batch(records: usize) -> Bytes {
     let records: Vec<_> = (0..records)
@@ -77,8 +77,17 @@ fn fetch_counts_bytes_and_records_per_topic() {
         topics: vec![(
             "t".to_string(),
             vec![
-                PartitionAnswer { batches: vec![two_batches.slice(..batch(4).len()), two_batches.slice(batch(4).len()..)], ..Default::default() },
-                PartitionAnswer { partition: 1, ..Default::default() },
+                PartitionAnswer {
+                    batches: vec![
+                        two_batches.slice(..batch(4).len()),
+                        two_batches.slice(batch(4).len()..),
+                    ],
+                    ..Default::default()
+                },
+                PartitionAnswer {
+                    partition: 1,
+                    ..Default::default()
+                },
             ],
         )],
     };
