@@ -6,9 +6,11 @@
 #   ./tests/run.sh                  everything
 #   ./tests/run.sh rust python      only those suites (rust | python | node), after setup and build
 #
-# Environment: LAMINAR_BIN (broker binary; default target/debug/laminar), LAMINAR_TEST_GROUPS=1
-# (also run the consumer-group / idempotence suites), CARGO_TARGET_DIR (honoured).
+# Environment: LAMINAR_BIN (broker binary; default target/debug/laminar), LAMINAR_TEST_GROUPS
+# (1, the default here: also run the consumer-group / idempotence suites; 0 skips them),
+# CARGO_TARGET_DIR (honoured).
 set -uo pipefail
+export LAMINAR_TEST_GROUPS="${LAMINAR_TEST_GROUPS:-1}"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -208,22 +208,42 @@ fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
         .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?
         .next()
         .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
-    // The shards bind with SO_REUSEPORT, which would silently share a port another process
-    // already listens on. A plain bind first refuses a port in use (and picks one for port 0).
-    // A broker killed a moment ago still holds its listeners until the kernel has torn down its
-    // io_uring rings, so a busy port is retried for a few seconds before giving up.
-    let deadline = std::time::Instant::now() + PORT_RELEASE_WAIT;
-    let probe = loop {
-        match StdTcpListener::bind(addr) {
-            Ok(probe) => break probe,
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => anyhow::bail!("listeners: cannot listen on {addr}: {e}"),
-        }
-    };
-    addr.set_port(probe.local_addr()?.port());
+    if addr.port() == 0 {
+        let probe = StdTcpListener::bind(addr)?;
+        addr.set_port(probe.local_addr()?.port());
+        return Ok(addr);
+    }
+    refuse_a_port_in_use(addr)?;
     Ok(addr)
+}
+
+/// The shards bind with SO_REUSEPORT, which would silently share a port that another process
+/// listens on. A plain bind tells a free port; when it fails, the port may still be free to us:
+/// connections of a broker that was killed linger in TIME_WAIT (they block a plain bind, not a
+/// SO_REUSEPORT one), and its listeners live on until the kernel has torn down its io_uring
+/// rings. So a port counts as taken only while something accepts connections on it, and that
+/// is given a while to go away before start-up gives up.
+fn refuse_a_port_in_use(addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + PORT_RELEASE_WAIT;
+    loop {
+        match StdTcpListener::bind(addr) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
+                anyhow::bail!("listeners: cannot listen on {addr}: {e}")
+            }
+            Err(e) => {
+                let listened =
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
+                if !listened {
+                    return Ok(());
+                }
+                if std::time::Instant::now() >= deadline {
+                    anyhow::bail!("listeners: cannot listen on {addr}: {e} (another process accepts on it)");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
 }
 
 /// A stable cluster id, made on first start and kept in the data directory.

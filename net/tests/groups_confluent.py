@@ -49,6 +49,8 @@ class Broker:
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", "group.initial.rebalance.delay.ms=0",
                 "--override", "offsets.topic.num.partitions=8",
+                # A free admin port: other brokers (parallel tests) may hold the default 9644.
+                "--override", "laminar.http.listen=127.0.0.1:0",
             ],
             stdout=log, stderr=log,
         )
