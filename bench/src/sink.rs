@@ -22,9 +22,9 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable, StrBytes};
-use laminar_net::client::frame::FrameReader;
 use laminar_net::client::records::batches;
 use laminar_net::client::{client_versions, Compression};
+use laminar_net::frame::FrameReader;
 
 use crate::produce::BatchBuilder;
 

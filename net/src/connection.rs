@@ -14,19 +14,18 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::{select, Either};
 use futures::stream::FuturesOrdered;
 use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
 
 use crate::broker::BrokerCtx;
-use crate::frame::{split_frame, FrameError};
+use crate::frame::{FrameError, FrameReader, FrameStatus};
 use crate::handlers::{self, Outcome};
 
 /// Kafka's `connections.max.idle.ms` default: idle or half-open connections are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
-const READ_CHUNK: usize = 64 * 1024;
 /// Answers a connection may owe at once (requests read ahead while acks=all waits for a sync);
 /// past it the connection stops reading: back-pressure, not growth.
 const ANSWERS_IN_FLIGHT_MAX: usize = 16;
@@ -76,19 +75,19 @@ type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Bytes>>, handlers::R
 
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
     let size_max = ctx.state.shared.config.socket_request_max_bytes as usize;
-    let mut read_buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut reader = FrameReader::new(size_max);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
     loop {
         if let Err(reason) = write_ready_answers(&mut answers, stream).await {
             return reason;
         }
         if answers.len() < ANSWERS_IN_FLIGHT_MAX {
-            match split_frame(&mut read_buf, size_max) {
-                Ok(Some(frame)) => {
+            match reader.next_frame() {
+                Ok(FrameStatus::Ready(frame)) => {
                     answers.push_back(handle(ctx, frame).await);
                     continue;
                 }
-                Ok(None) => {}
+                Ok(FrameStatus::NeedMore { .. }) => {}
                 Err(e) => return e.into(),
             }
         }
@@ -96,15 +95,14 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             if ctx.state.shared.shutdown.is_triggered() {
                 return CloseReason::Shutdown;
             }
-            read_more(ctx, stream, &mut read_buf).await
+            read_more(ctx, stream, &mut reader).await
         } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
             write_answer(answers.next().await, stream).await
         } else {
             // A deferred answer is pending: read the next request meanwhile.
-            let filled = read_buf.len();
             let raced = {
                 let next_answer = answers.next();
-                let read = std::pin::pin!(read_more(ctx, stream, &mut read_buf));
+                let read = std::pin::pin!(read_more(ctx, stream, &mut reader));
                 match select(next_answer, read).await {
                     Either::Left((answer, _)) => Err(answer),
                     Either::Right((read, _)) => Ok(read),
@@ -112,11 +110,8 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             };
             match raced {
                 Ok(read) => read,
-                Err(answer) => {
-                    // The abandoned read copied nothing: drop the room it had zeroed.
-                    read_buf.truncate(filled);
-                    write_answer(answer, stream).await
-                }
+                // The abandoned read committed nothing to the reader.
+                Err(answer) => write_answer(answer, stream).await,
             }
         };
         if let Err(reason) = waited {
@@ -174,37 +169,27 @@ async fn write_answer(
 async fn read_more(
     ctx: &Rc<BrokerCtx>,
     stream: &mut TcpStream,
-    buf: &mut BytesMut,
+    reader: &mut FrameReader,
 ) -> Result<(), CloseReason> {
-    let start = buf.len();
-    buf.resize(start + READ_CHUNK.max(buf.capacity() - start), 0);
+    let between_requests = reader.buffered_len() == 0;
     let read = {
-        let read = std::pin::pin!(stream.read(&mut buf[start..]));
-        let stop = std::pin::pin!(idle_or_shutdown(ctx, start == 0));
+        let room = reader.room_for_read();
+        let read = std::pin::pin!(stream.read(room));
+        let stop = std::pin::pin!(idle_or_shutdown(ctx, between_requests));
         match select(read, stop).await {
-            Either::Left((read, _)) => Ok(read),
-            Either::Right((reason, _)) => Err(reason),
+            Either::Left((read, _)) => read?,
+            Either::Right((reason, _)) => return Err(reason),
         }
     };
-    let read = read.inspect_err(|_| buf.truncate(start))?;
-    match read {
-        Ok(0) => {
-            buf.truncate(start);
-            Err(if start == 0 {
-                CloseReason::ClientClosed
-            } else {
-                CloseReason::Truncated
-            })
-        }
-        Ok(n) => {
-            buf.truncate(start + n);
-            Ok(())
-        }
-        Err(e) => {
-            buf.truncate(start);
-            Err(e.into())
-        }
+    if read == 0 {
+        return Err(if between_requests {
+            CloseReason::ClientClosed
+        } else {
+            CloseReason::Truncated
+        });
     }
+    reader.commit_read(read);
+    Ok(())
 }
 
 /// Between requests a connection waits for the client, the idle timeout or shutdown; inside a

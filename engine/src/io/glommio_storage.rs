@@ -140,14 +140,13 @@ impl StorageFile for GlommioFile {
     async fn write_at(&self, pos: u64, data: Bytes) -> io::Result<()> {
         match self.handle()? {
             Handle::Buffered(f) => {
-                let want = data.len();
-                // Zero-copy when `data` is the only owner of a Vec-backed buffer.
-                let written = f.write_at(Vec::from(data), pos).await?;
-                // A regular file writes short only when the disk is full: an operating error.
-                if written != want {
-                    return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
-                }
-                self.len.set(self.len.get().max(pos + want as u64));
+                // A plain pwrite into the page cache, on this shard's thread: ext4 does not take
+                // buffered writes without blocking (RWF_NOWAIT), so io_uring would hand each one
+                // to an io-wq kernel thread, and that hop (context switches, wake-ups across
+                // cores) cost more than the copy itself (docs/decisions/0003). The bytes go
+                // straight from the request buffer; nothing is copied in user space.
+                write_all_at(&f, &data, pos)?;
+                self.len.set(self.len.get().max(pos + data.len() as u64));
                 Ok(())
             }
             Handle::Direct(f, r) => self.write_direct(&f, &r, pos, &data).await,
@@ -280,4 +279,15 @@ impl Storage for GlommioStorage {
         dir.close().await?;
         Ok(())
     }
+}
+
+/// `pwrite` until all of `data` is in the page cache. A short write means a full disk (or a
+/// quota): an operating error, reported as such.
+fn write_all_at(file: &BufferedFile, data: &[u8], pos: u64) -> io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::fs::FileExt;
+    // SAFETY: the descriptor belongs to `file`, which the caller keeps alive for this call; the
+    // `File` made from it is never dropped (ManuallyDrop), so it never closes the descriptor.
+    let borrowed = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(file.as_raw_fd()) });
+    borrowed.write_all_at(data, pos)
 }

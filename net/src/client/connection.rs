@@ -17,8 +17,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use super::error::ClientError;
-use super::frame::{FrameReader, ReadFrameError};
 use super::versions::{client_versions, ApiVersionTable};
+use crate::frame::{FrameReader, ReadFrameError};
 
 /// How a connection behaves.
 #[derive(Debug, Clone)]

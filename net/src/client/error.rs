@@ -4,7 +4,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::ApiKey;
 
-use super::frame::FrameError;
+use crate::frame::FrameError;
 
 /// An error code a broker returned, with its protocol name and optional message.
 #[derive(Debug, Clone, PartialEq, Eq)]

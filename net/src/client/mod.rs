@@ -15,7 +15,6 @@ mod admin;
 mod connection;
 mod data;
 mod error;
-pub mod frame;
 mod group_member;
 mod groups;
 pub mod records;
