@@ -77,10 +77,7 @@ impl FrameReader {
     /// read into it count once passed to [`FrameReader::commit_read`]. The room is zeroed once
     /// and reused, so a large frame arriving in many reads is not zeroed again on each read.
     pub fn room_for_read(&mut self) -> &mut [u8] {
-        let missing = match self.next_frame_missing() {
-            Some(missing) => missing,
-            None => 0,
-        };
+        let missing = self.next_frame_missing().unwrap_or_default();
         self.make_room(missing.clamp(READ_BYTES_MIN, READ_BYTES_MAX));
         &mut self.buffer[self.filled..]
     }
