@@ -111,6 +111,9 @@ async fn shard_main(
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
     let started = std::time::Instant::now();
+    ctx.state
+        .partitions
+        .observe_syncs(ctx.state.metrics.fdatasync_observer());
     open_owned_partitions(&ctx).await;
     crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {

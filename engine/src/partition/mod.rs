@@ -67,7 +67,12 @@ pub struct Partition<S: Storage = GlommioStorage> {
     sync_lock: async_lock::Mutex<()>,
     appended: event_listener::Event,
     closed: Cell<bool>,
+    /// Told how long each fdatasync took (metrics live in the layer above).
+    sync_observer: RefCell<Option<SyncObserver>>,
 }
+
+/// Receives the duration of every fdatasync a partition makes. Owned by one shard.
+pub type SyncObserver = Rc<dyn Fn(std::time::Duration)>;
 
 impl<S: Storage> Partition<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
@@ -84,6 +89,7 @@ impl<S: Storage> Partition<S> {
             sync_lock: async_lock::Mutex::new(()),
             appended: event_listener::Event::new(),
             closed: Cell::new(false),
+            sync_observer: RefCell::new(None),
         })
     }
 
@@ -171,7 +177,11 @@ impl<S: Storage> Partition<S> {
         if offset < self.durable_offset.get() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let covered = self.log.sync().await?;
+        if let Some(observe) = self.sync_observer.borrow().as_ref() {
+            observe(started.elapsed());
+        }
         self.durable_offset.set(self.durable_offset.get().max(covered));
         if offset >= covered {
             // Truncated away meanwhile, or never appended: not durable, so never acknowledged.
@@ -217,6 +227,11 @@ impl<S: Storage> Partition<S> {
     /// Single node: every appended batch is committed.
     pub fn high_watermark(&self) -> i64 {
         self.log.log_end_offset()
+    }
+
+    /// Reports the duration of every later fdatasync to `observer`.
+    pub fn observe_syncs(&self, observer: SyncObserver) {
+        *self.sync_observer.borrow_mut() = Some(observer);
     }
 
     /// Offsets below this are known to be fdatasync'd.

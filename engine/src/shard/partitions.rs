@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::io::{GlommioStorage, Storage};
-use crate::partition::{LogConfig, LogError, Partition};
+use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
 
 /// A partition replica's name: topic and index.
 pub type PartitionKey = (String, i32);
@@ -16,6 +16,8 @@ pub struct ShardPartitions {
     log_dir: PathBuf,
     storage: Rc<GlommioStorage>,
     open: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    /// Handed to every partition this shard opens (fdatasync timing for metrics).
+    sync_observer: RefCell<Option<SyncObserver>>,
     /// Serialises opens and removals, so that two requests never open one partition twice.
     lifecycle: futures::lock::Mutex<()>,
 }
@@ -31,8 +33,14 @@ impl ShardPartitions {
             log_dir,
             storage,
             open: RefCell::default(),
+            sync_observer: RefCell::new(None),
             lifecycle: futures::lock::Mutex::new(()),
         }
+    }
+
+    /// Every partition opened from now on reports its fdatasync durations to `observer`.
+    pub fn observe_syncs(&self, observer: SyncObserver) {
+        *self.sync_observer.borrow_mut() = Some(observer);
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
@@ -55,6 +63,9 @@ impl ShardPartitions {
         }
         let dir = partition_dir(&self.log_dir, topic, partition);
         let opened = Rc::new(Partition::open(self.storage.clone(), dir, config()).await?);
+        if let Some(observer) = self.sync_observer.borrow().clone() {
+            opened.observe_syncs(observer);
+        }
         self.open
             .borrow_mut()
             .insert((topic.to_string(), partition), opened.clone());

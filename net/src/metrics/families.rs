@@ -63,6 +63,7 @@ pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const PARTITIONS: &str = "laminar_kafka_partitions";
 pub const LOG_BYTES: &str = "laminar_storage_log_bytes";
 pub const FDATASYNC_LATENCY: &str = "laminar_storage_fdatasync_latency_seconds";
+pub const DURABILITY_WAIT: &str = "laminar_storage_durability_wait_seconds";
 pub const GROUP_LAG: &str = "laminar_kafka_consumer_group_lag";
 pub const UNDER_REPLICATED: &str = "laminar_kafka_under_replicated_partitions";
 
@@ -144,9 +145,16 @@ pub const FAMILIES: &[Family] = &[
         FDATASYNC_LATENCY,
         Kind::Histogram,
         &[],
+        "Duration of each fdatasync of a segment file (one covers every batch appended since the \
+         previous one: group commit).",
+    ),
+    family(
+        DURABILITY_WAIT,
+        Kind::Histogram,
+        &[],
         "Time a produce with acks=all (laminar.fsync=always) or a periodic flush \
-         (laminar.fsync=interval) waited for its fdatasync, group-commit queueing included; only \
-         waits that needed an fdatasync are observed.",
+         (laminar.fsync=interval) waited for its data to be fdatasync'd, group-commit queueing \
+         included.",
     ),
     family(
         GROUP_LAG,
@@ -245,7 +253,8 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
                 sample(out, name, &[("shard", &shard.shard.to_string())], value);
             }
         }
-        FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.durability_wait()),
+        FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),
+        DURABILITY_WAIT => histogram(out, name, &[], &snapshot.durability_wait()),
         GROUP_LAG => {
             for lag in &snapshot.group_lag {
                 let partition = lag.partition.to_string();

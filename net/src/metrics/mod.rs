@@ -58,6 +58,8 @@ pub struct ShardMetrics {
     requests: RefCell<BTreeMap<i16, RequestStats>>,
     topics: RefCell<BTreeMap<String, TopicTraffic>>,
     durability_wait: LatencyHistogram,
+    /// Every fdatasync this shard's partitions made, timed by the engine around the syscall.
+    fdatasync: Rc<LatencyHistogram>,
     /// Set once this shard's Kafka listener is bound; readiness needs every shard's.
     kafka_listener_bound: Cell<bool>,
 }
@@ -154,6 +156,12 @@ impl ShardMetrics {
         self.durability_wait.observe(elapsed);
     }
 
+    /// An observer to hand the engine: it times each fdatasync of this shard's partitions.
+    pub fn fdatasync_observer(&self) -> Rc<dyn Fn(Duration)> {
+        let fdatasync = self.fdatasync.clone();
+        Rc::new(move |elapsed| fdatasync.observe(elapsed))
+    }
+
     pub fn set_kafka_listener_bound(&self) {
         self.kafka_listener_bound.set(true);
     }
@@ -174,6 +182,7 @@ pub struct ShardSnapshot {
     pub requests: BTreeMap<i16, RequestSnapshot>,
     pub topics: BTreeMap<String, TopicTraffic>,
     pub durability_wait: HistogramSnapshot,
+    pub fdatasync: HistogramSnapshot,
     pub connections_active: usize,
     /// The partitions this shard owns.
     pub partitions: Vec<PartitionSnapshot>,
@@ -244,6 +253,7 @@ impl ShardSnapshot {
                 .collect(),
             topics: metrics.topics.borrow().clone(),
             durability_wait: metrics.durability_wait.snapshot(),
+            fdatasync: metrics.fdatasync.snapshot(),
             connections_active: state.connections_active.get(),
             partitions,
             kafka_listener_bound: metrics.kafka_listener_bound.get(),
@@ -313,9 +323,17 @@ impl BrokerSnapshot {
     }
 
     pub fn durability_wait(&self) -> HistogramSnapshot {
+        self.merged(|shard| &shard.durability_wait)
+    }
+
+    pub fn fdatasync(&self) -> HistogramSnapshot {
+        self.merged(|shard| &shard.fdatasync)
+    }
+
+    fn merged(&self, histogram: impl Fn(&ShardSnapshot) -> &HistogramSnapshot) -> HistogramSnapshot {
         let mut total = HistogramSnapshot::default();
         for shard in &self.shards {
-            total.merge(&shard.durability_wait);
+            total.merge(histogram(shard));
         }
         total
     }

@@ -106,6 +106,7 @@ fn rendered_page_has_every_family_and_parses() {
     metrics.observe_request(Some(1), Duration::from_millis(2), true);
     metrics.observe_request(None, Duration::from_millis(2), false);
     metrics.observe_durability_wait(Duration::from_millis(1));
+    (metrics.fdatasync_observer())(Duration::from_micros(250));
     metrics.count_produced(
         ProducedTraffic::of(&produce_request(&[("we\"ird", 0, batch(1))])),
         None,
@@ -129,6 +130,7 @@ fn rendered_page_has_every_family_and_parses() {
             .collect(),
         topics: metrics.topics.borrow().clone(),
         durability_wait: metrics.durability_wait.snapshot(),
+        fdatasync: metrics.fdatasync.snapshot(),
         connections_active: 2,
         partitions: vec![PartitionSnapshot {
             topic: "t".into(),
@@ -196,6 +198,8 @@ fn rendered_page_has_every_family_and_parses() {
     assert_eq!(line("laminar_storage_log_bytes{shard=\"0\"}"), 4096.0);
     assert_eq!(line("laminar_kafka_partitions{shard=\"0\"}"), 1.0);
     assert_eq!(line("laminar_storage_fdatasync_latency_seconds_count"), 2.0);
+    assert_eq!(line("laminar_storage_fdatasync_latency_seconds_sum"), 0.0005);
+    assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
     assert_eq!(line("laminar_kafka_under_replicated_partitions"), 0.0);
     assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
     // Every sample line names a documented family.
