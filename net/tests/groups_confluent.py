@@ -150,8 +150,11 @@ def run(broker):
         "40 messages over two members")
     check(sorted(partitions_of(c1) + partitions_of(c2)) == [0, 1, 2, 3],
           f"two consumers split the partitions: {partitions_of(c1)} + {partitions_of(c2)}")
-    check(sorted(got[id(c1)] + got[id(c2)], key=lambda m: int(m[1:])) == [f"m{i}" for i in range(40)],
-          "every message read exactly once across the group")
+    # c1 may own every partition for a moment before c2 joins; what it read but had not
+    # committed is read again by c2 after the rebalance (Kafka's at-least-once), so the check is
+    # that every message arrived, none invented.
+    check(sorted(set(got[id(c1)] + got[id(c2)]), key=lambda m: int(m[1:])) == [f"m{i}" for i in range(40)],
+          "every message read across the group")
     c1.commit(asynchronous=False)
     c2.commit(asynchronous=False)
 
