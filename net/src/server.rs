@@ -46,6 +46,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         .ok_or_else(|| anyhow::anyhow!("log.dirs is empty"))?;
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
+    // Absolute from here on: glommio opens directories through io_uring, which resolves a
+    // relative path against no directory at all (EBADF), so `./data` would fail at close.
+    let log_dir = std::fs::canonicalize(&log_dir)
+        .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", log_dir.display()))?;
     let metadata = MetadataStore::open(&log_dir)?;
     let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
