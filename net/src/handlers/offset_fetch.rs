@@ -15,6 +15,7 @@ use crate::broker::BrokerCtx;
 use crate::group::coordinator::GroupOffsets;
 use crate::group::on_coordinator;
 use crate::group::records::OffsetValue;
+use crate::handlers::partition_answers::push_partition;
 
 /// Topics and partitions asked for; None means all.
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
@@ -81,11 +82,7 @@ pub fn select(committed: &GroupOffsets, wanted: Wanted) -> Found {
         None => {
             let mut found: Found = Vec::new();
             for ((topic, partition), value) in committed {
-                let entry = (*partition, Some(value.clone()));
-                match found.last_mut() {
-                    Some((last, partitions)) if last == topic => partitions.push(entry),
-                    _ => found.push((topic.clone(), vec![entry])),
-                }
+                push_partition(&mut found, topic, (*partition, Some(value.clone())));
             }
             found
         }

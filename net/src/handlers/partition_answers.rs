@@ -1,12 +1,19 @@
-//! What the per-partition handlers (Produce, Fetch, ListOffsets, DeleteRecords) share: they turn
-//! a request's topics into one work item per partition, and group the per-partition answers back
-//! under their topics in request order. Used on one shard's task; holds no state.
+//! What the per-partition handlers (Produce, Fetch, ListOffsets, DeleteRecords, OffsetCommit,
+//! OffsetDelete, OffsetFetch) share: they turn a request's topics into one work item per
+//! partition, and group the per-partition answers back under their topics in request order.
+//! Used on one shard's task; holds no state.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::TopicName;
@@ -45,11 +52,16 @@ pub trait TopicAnswer {
 }
 
 /// Adds `partition` to the last entry when it is `topic`'s, else starts an entry: answers come in
-/// request order, so a topic's partitions are adjacent.
-pub fn push_partition<A: TopicAnswer>(topics: &mut Vec<A>, topic: String, partition: A::Partition) {
+/// request order, so a topic's partitions are adjacent. `topic` becomes a `String` only for a
+/// new entry (an owned one is moved).
+pub fn push_partition<A: TopicAnswer>(
+    topics: &mut Vec<A>,
+    topic: impl AsRef<str> + Into<String>,
+    partition: A::Partition,
+) {
     match topics.last_mut() {
-        Some(last) if last.topic() == topic => last.partitions_mut().push(partition),
-        _ => topics.push(A::start(topic, partition)),
+        Some(last) if last.topic() == topic.as_ref() => last.partitions_mut().push(partition),
+        _ => topics.push(A::start(topic.into(), partition)),
     }
 }
 
@@ -105,6 +117,18 @@ kafka_topic_answer!(
     partitions,
     with_partitions
 );
+kafka_topic_answer!(
+    OffsetCommitResponseTopic,
+    OffsetCommitResponsePartition,
+    partitions,
+    with_partitions
+);
+kafka_topic_answer!(
+    OffsetDeleteResponseTopic,
+    OffsetDeleteResponsePartition,
+    partitions,
+    with_partitions
+);
 
 #[cfg(test)]
 mod tests {
@@ -125,7 +149,7 @@ mod tests {
     fn adjacent_partitions_share_a_topic_entry() {
         let mut answer: Vec<(String, Vec<i32>)> = Vec::new();
         for (topic, partition) in [("a", 0), ("a", 1), ("b", 0), ("a", 2)] {
-            push_partition(&mut answer, topic.to_string(), partition);
+            push_partition(&mut answer, topic, partition);
         }
         assert_eq!(
             answer,

@@ -130,7 +130,7 @@ fn answer_all(request: &ProduceRequest, error_code: i16) -> ProduceResponse {
         for partition in &topic.partition_data {
             push_partition(
                 &mut response.responses,
-                topic.name.to_string(),
+                topic.name.as_str(),
                 failed(partition.index, error_code),
             );
         }
