@@ -142,18 +142,25 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     }
 }
 
+/// Length of the longest prefix of `entries` in which every entry is `valid` and every entry
+/// after the first `increases` over the one before it (recovery keeps that prefix).
+pub fn sane_prefix<E>(
+    entries: &[E],
+    increases: impl Fn(&E, &E) -> bool,
+    valid: impl Fn(&E) -> bool,
+) -> usize {
+    (0..entries.len())
+        .find(|&i| !valid(&entries[i]) || (i > 0 && !increases(&entries[i - 1], &entries[i])))
+        .unwrap_or(entries.len())
+}
+
 /// Length of the sane prefix: both fields strictly increase and positions lie in the log.
 pub fn offset_index_sane_prefix(entries: &[IndexEntry], log_len: u64) -> usize {
-    let mut prev: Option<IndexEntry> = None;
-    for (i, e) in entries.iter().enumerate() {
-        let increasing =
-            prev.is_none_or(|p| e.relative_offset > p.relative_offset && e.position > p.position);
-        if !increasing || e.position as u64 >= log_len {
-            return i;
-        }
-        prev = Some(*e);
-    }
-    entries.len()
+    sane_prefix(
+        entries,
+        |p, e| e.relative_offset > p.relative_offset && e.position > p.position,
+        |e| (e.position as u64) < log_len,
+    )
 }
 
 #[cfg(test)]

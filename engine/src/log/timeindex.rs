@@ -14,7 +14,7 @@
 //! timestamp is < T. Both fields strictly increase; every relative offset is also in the
 //! offset index.
 
-use super::index::{Entry, IndexEntry};
+use super::index::{sane_prefix, Entry, IndexEntry};
 
 /// One time-index entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,19 +47,16 @@ pub fn time_index_sane_prefix(
     offset_index: &[IndexEntry],
     relative_end: u32,
 ) -> usize {
-    let mut prev: Option<TimeEntry> = None;
-    for (i, e) in entries.iter().enumerate() {
-        let increasing =
-            prev.is_none_or(|p| e.timestamp > p.timestamp && e.relative_offset > p.relative_offset);
-        let indexed = offset_index
-            .binary_search_by_key(&e.relative_offset, |x| x.relative_offset)
-            .is_ok();
-        if !increasing || !indexed || e.relative_offset >= relative_end {
-            return i;
-        }
-        prev = Some(*e);
-    }
-    entries.len()
+    sane_prefix(
+        entries,
+        |p, e| e.timestamp > p.timestamp && e.relative_offset > p.relative_offset,
+        |e| {
+            let indexed = offset_index
+                .binary_search_by_key(&e.relative_offset, |x| x.relative_offset)
+                .is_ok();
+            indexed && e.relative_offset < relative_end
+        },
+    )
 }
 
 #[cfg(test)]

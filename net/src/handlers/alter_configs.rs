@@ -22,68 +22,88 @@ const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle_alter(ctx: &Rc<BrokerCtx>, request: AlterConfigsRequest) -> AlterConfigsResponse {
-    let mut response = AlterConfigsResponse::default();
-    for resource in &request.resources {
-        let configs = resource
-            .configs
-            .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
-            .collect();
-        let outcome = alter(
-            ctx,
-            resource.resource_type,
-            resource.resource_name.as_str(),
-            request.validate_only,
-            |_| Ok(configs),
-        )
-        .await;
-        let (code, message) = split(outcome);
-        response.responses.push(
+    let responses = alter_each(
+        ctx,
+        &request.resources,
+        request.validate_only,
+        |r| (r.resource_type, &r.resource_name),
+        |r, _current| {
+            Ok(r.configs
+                .iter()
+                .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+                .collect())
+        },
+        |(resource_type, resource_name), code, message| {
             alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone())
+                .with_resource_type(resource_type)
+                .with_resource_name(resource_name)
                 .with_error_code(code)
-                .with_error_message(message),
-        );
-    }
-    response
+                .with_error_message(message)
+        },
+    )
+    .await;
+    AlterConfigsResponse::default().with_responses(responses)
 }
 
 pub async fn handle_incremental(
     ctx: &Rc<BrokerCtx>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let mut response = IncrementalAlterConfigsResponse::default();
-    for resource in &request.resources {
-        let changes: Vec<(String, i8, Option<String>)> = resource
-            .configs
-            .iter()
-            .map(|c| {
-                (
-                    c.name.to_string(),
-                    c.config_operation,
-                    c.value.as_ref().map(|v| v.to_string()),
-                )
-            })
-            .collect();
-        let outcome = alter(
-            ctx,
-            resource.resource_type,
-            resource.resource_name.as_str(),
-            request.validate_only,
-            |current| apply_incremental(current.clone(), &changes),
-        )
+    let responses = alter_each(
+        ctx,
+        &request.resources,
+        request.validate_only,
+        |r| (r.resource_type, &r.resource_name),
+        |r, current| {
+            let changes: Vec<(String, i8, Option<String>)> = r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.config_operation,
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
+                })
+                .collect();
+            apply_incremental(current.clone(), &changes)
+        },
+        |(resource_type, resource_name), code, message| {
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(resource_name)
+                .with_error_code(code)
+                .with_error_message(message)
+        },
+    )
+    .await;
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+type Overrides = BTreeMap<String, String>;
+
+/// Alters each resource of either request in order, answering each: `resource` gives its type
+/// and name, `new_overrides` its overrides from the current ones, `answer` builds its result from
+/// (type, name), error code and message.
+async fn alter_each<Resource, Answer>(
+    ctx: &Rc<BrokerCtx>,
+    resources: &[Resource],
+    validate_only: bool,
+    resource: impl Fn(&Resource) -> (i8, &StrBytes),
+    new_overrides: impl Fn(&Resource, &Overrides) -> Result<Overrides, AdminError>,
+    answer: impl Fn((i8, StrBytes), i16, Option<StrBytes>) -> Answer,
+) -> Vec<Answer> {
+    let mut answers = Vec::with_capacity(resources.len());
+    for r in resources {
+        let (resource_type, name) = resource(r);
+        let outcome = alter(ctx, resource_type, name.as_str(), validate_only, |current| {
+            new_overrides(r, current)
+        })
         .await;
         let (code, message) = split(outcome);
-        response.responses.push(
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone())
-                .with_error_code(code)
-                .with_error_message(message),
-        );
+        answers.push(answer((resource_type, name.clone()), code, message));
     }
-    response
+    answers
 }
 
 fn split(outcome: Result<(), AdminError>) -> (i16, Option<StrBytes>) {

@@ -2,33 +2,22 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::delete_records_response::{
-    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
-};
+use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionResult;
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
-use crate::broker::{on_owning_shards, BrokerCtx, TopicPartition};
+use crate::broker::{on_owning_shards, BrokerCtx};
 use crate::errors::partition_error_code;
+use crate::handlers::partition_answers::{items_by_partition, push_partition};
 
 /// DeleteRecords' "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
-    let items: Vec<(TopicPartition, i64)> = request
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            topic.partitions.iter().map(|p| {
-                (
-                    TopicPartition {
-                        topic: topic.name.to_string(),
-                        partition: p.partition_index,
-                    },
-                    p.offset,
-                )
-            })
-        })
-        .collect();
+    let items = items_by_partition(
+        &request.topics,
+        |t| (t.name.as_str(), t.partitions.as_slice()),
+        |p| (p.partition_index, p.offset),
+    );
     let results = on_owning_shards(ctx, items, |there, tp, offset| async move {
         let partition = there.state.partition(&tp).await?;
         let offset = if offset == HIGH_WATERMARK {
@@ -50,14 +39,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> Delet
                 .with_low_watermark(-1)
                 .with_error_code(partition_error_code(&e)),
         };
-        match response.topics.last_mut() {
-            Some(last) if last.name.as_str() == tp.topic => last.partitions.push(partition),
-            _ => response.topics.push(
-                DeleteRecordsTopicResult::default()
-                    .with_name(kafka_protocol::messages::TopicName(tp.topic.clone().into()))
-                    .with_partitions(vec![partition]),
-            ),
-        }
+        push_partition(&mut response.topics, tp.topic, partition);
     }
     response
 }

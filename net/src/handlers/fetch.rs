@@ -13,6 +13,7 @@ use laminar_engine::partition::ReadResult;
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
 use crate::handlers::fetch_encode::{FetchAnswer, PartitionAnswer};
+use crate::handlers::partition_answers::{items_by_partition, push_partition};
 
 /// Kafka's READ_COMMITTED isolation level.
 const READ_COMMITTED: i8 = 1;
@@ -31,25 +32,17 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
     } else {
         usize::MAX
     };
-    let wanted: Vec<(TopicPartition, Wanted)> = request
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            topic.partitions.iter().map(|p| {
-                let tp = TopicPartition {
-                    topic: topic.topic.to_string(),
-                    partition: p.partition,
-                };
-                (
-                    tp,
-                    Wanted {
-                        offset: p.fetch_offset,
-                        max_bytes: p.partition_max_bytes.max(0) as usize,
-                    },
-                )
-            })
-        })
-        .collect();
+    let wanted = items_by_partition(
+        &request.topics,
+        |t| (t.topic.as_str(), t.partitions.as_slice()),
+        |p| {
+            let want = Wanted {
+                offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes.max(0) as usize,
+            };
+            (p.partition, want)
+        },
+    );
     loop {
         let results = read_all(ctx, &wanted).await;
         let any_error = results.iter().any(|(_, r)| r.is_err());
@@ -166,10 +159,7 @@ fn respond(
                 batches: Vec::new(),
             },
         };
-        match answer.topics.last_mut() {
-            Some((topic, partitions)) if *topic == tp.topic => partitions.push(partition),
-            _ => answer.topics.push((tp.topic, vec![partition])),
-        }
+        push_partition(&mut answer.topics, tp.topic, partition);
     }
     answer
 }

@@ -2,36 +2,25 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
-};
-use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
+use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use kafka_protocol::records::RecordBatchDecoder;
 use laminar_engine::partition::Partition;
 
-use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError};
 use crate::errors::partition_error_code;
+use crate::handlers::partition_answers::{items_by_partition, push_partition};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
-    let items: Vec<(TopicPartition, i64)> = request
-        .topics
-        .iter()
-        .flat_map(|topic| {
-            topic.partitions.iter().map(|p| {
-                (
-                    TopicPartition {
-                        topic: topic.name.to_string(),
-                        partition: p.partition_index,
-                    },
-                    p.timestamp,
-                )
-            })
-        })
-        .collect();
+    let items = items_by_partition(
+        &request.topics,
+        |t| (t.name.as_str(), t.partitions.as_slice()),
+        |p| (p.partition_index, p.timestamp),
+    );
     let results = on_owning_shards(ctx, items, |there, tp, timestamp| async move {
         let partition = there.state.partition(&tp).await?;
         let found = match timestamp {
@@ -60,14 +49,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
                 .with_offset(-1)
                 .with_timestamp(-1),
         };
-        match response.topics.last_mut() {
-            Some(last) if last.name.as_str() == tp.topic => last.partitions.push(partition),
-            _ => response.topics.push(
-                ListOffsetsTopicResponse::default()
-                    .with_name(TopicName(tp.topic.clone().into()))
-                    .with_partitions(vec![partition]),
-            ),
-        }
+        push_partition(&mut response.topics, tp.topic, partition);
     }
     response
 }

@@ -35,6 +35,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+mod partition_answers;
 pub mod produce;
 pub mod sasl_handshake;
 pub mod sync_group;

@@ -4,15 +4,13 @@
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::offset_commit_response::OffsetCommitResponsePartition;
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::broker::BrokerCtx;
 use crate::group::records::{GroupRecord, OffsetKey, OffsetValue};
 use crate::group::{on_coordinator, store};
+use crate::handlers::partition_answers::push_partition;
 use crate::handlers::produce::now_ms;
 
 /// Kafka's `offset.metadata.max.bytes` default.
@@ -103,14 +101,7 @@ pub fn response(
         let partition = OffsetCommitResponsePartition::default()
             .with_partition_index(index)
             .with_error_code(error.map_or(0, |e| e.code()));
-        match response.topics.last_mut() {
-            Some(last) if last.name.as_str() == topic => last.partitions.push(partition),
-            _ => response.topics.push(
-                OffsetCommitResponseTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(topic)))
-                    .with_partitions(vec![partition]),
-            ),
-        }
+        push_partition(&mut response.topics, topic, partition);
     }
     response
 }

@@ -4,14 +4,13 @@
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_delete_response::{
-    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
-};
+use kafka_protocol::messages::offset_delete_response::OffsetDeleteResponsePartition;
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use crate::broker::BrokerCtx;
 use crate::group::records::{GroupRecord, OffsetKey};
 use crate::group::{on_coordinator, store};
+use crate::handlers::partition_answers::push_partition;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = request.group_id.to_string();
@@ -63,14 +62,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> Offset
         let partition = OffsetDeleteResponsePartition::default()
             .with_partition_index(index)
             .with_error_code(error.map_or(0, |e| e.code()));
-        match response.topics.last_mut() {
-            Some(last) if last.name.as_str() == topic => last.partitions.push(partition),
-            _ => response.topics.push(
-                OffsetDeleteResponseTopic::default()
-                    .with_name(kafka_protocol::messages::TopicName(topic.into()))
-                    .with_partitions(vec![partition]),
-            ),
-        }
+        push_partition(&mut response.topics, topic, partition);
     }
     response
 }

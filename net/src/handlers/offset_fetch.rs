@@ -15,6 +15,7 @@ use crate::broker::BrokerCtx;
 use crate::group::coordinator::GroupOffsets;
 use crate::group::on_coordinator;
 use crate::group::records::OffsetValue;
+use crate::handlers::partition_answers::push_partition;
 
 /// Topics and partitions asked for; None means all.
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
@@ -23,31 +24,38 @@ type Found = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
     if version < 8 {
-        let wanted = request.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                .collect()
-        });
-        let found = committed(ctx, request.group_id.as_str())
-            .await
-            .map(|c| select(&c, wanted));
+        let wanted = wanted(request.topics.as_deref(), |t| (&t.name, &t.partition_indexes));
+        let found = committed_selection(ctx, request.group_id.as_str(), wanted).await;
         return single_group_response(found, version);
     }
     let mut groups = Vec::with_capacity(request.groups.len());
     for group in &request.groups {
-        let wanted = group.topics.as_ref().map(|topics| {
-            topics
-                .iter()
-                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                .collect()
-        });
-        let found = committed(ctx, group.group_id.as_str())
-            .await
-            .map(|c| select(&c, wanted));
+        let wanted = wanted(group.topics.as_deref(), |t| (&t.name, &t.partition_indexes));
+        let found = committed_selection(ctx, group.group_id.as_str(), wanted).await;
         groups.push(group_response(group.group_id.clone(), found));
     }
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// The topics and partitions a request names, from either version's topic type; None means all.
+fn wanted<Topic>(topics: Option<&[Topic]>, topic: impl Fn(&Topic) -> (&TopicName, &Vec<i32>)) -> Wanted {
+    topics.map(|topics| {
+        topics
+            .iter()
+            .map(|t| {
+                let (name, partitions) = topic(t);
+                (name.to_string(), partitions.clone())
+            })
+            .collect()
+    })
+}
+
+async fn committed_selection(
+    ctx: &Rc<BrokerCtx>,
+    group_id: &str,
+    wanted: Wanted,
+) -> Result<Found, ResponseError> {
+    committed(ctx, group_id).await.map(|c| select(&c, wanted))
 }
 
 async fn committed(ctx: &Rc<BrokerCtx>, group_id: &str) -> Result<GroupOffsets, ResponseError> {
@@ -74,11 +82,7 @@ pub fn select(committed: &GroupOffsets, wanted: Wanted) -> Found {
         None => {
             let mut found: Found = Vec::new();
             for ((topic, partition), value) in committed {
-                let entry = (*partition, Some(value.clone()));
-                match found.last_mut() {
-                    Some((last, partitions)) if last == topic => partitions.push(entry),
-                    _ => found.push((topic.clone(), vec![entry])),
-                }
+                push_partition(&mut found, topic, (*partition, Some(value.clone())));
             }
             found
         }
@@ -99,29 +103,25 @@ pub fn single_group_response(found: Result<Found, ResponseError>, version: i16) 
         Err(error) if version >= 2 => return OffsetFetchResponse::default().with_error_code(error.code()),
         Err(_) => Vec::new(),
     };
-    let topics = found
-        .into_iter()
-        .map(|(topic, partitions)| {
-            let partitions = partitions
-                .into_iter()
-                .map(|(index, value)| {
-                    let (offset, epoch, metadata) = offset_and_metadata(value);
-                    let partition = OffsetFetchResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_committed_offset(offset)
-                        .with_metadata(Some(metadata));
-                    if version >= 5 {
-                        partition.with_committed_leader_epoch(epoch)
-                    } else {
-                        partition
-                    }
-                })
-                .collect();
+    let topics = answer_topics(
+        found,
+        |index, (offset, epoch, metadata)| {
+            let partition = OffsetFetchResponsePartition::default()
+                .with_partition_index(index)
+                .with_committed_offset(offset)
+                .with_metadata(Some(metadata));
+            if version >= 5 {
+                partition.with_committed_leader_epoch(epoch)
+            } else {
+                partition
+            }
+        },
+        |name, partitions| {
             OffsetFetchResponseTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic)))
+                .with_name(name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     OffsetFetchResponse::default().with_topics(topics)
 }
 
@@ -131,24 +131,39 @@ pub fn group_response(group_id: GroupId, found: Result<Found, ResponseError>) ->
         Ok(found) => found,
         Err(error) => return group.with_error_code(error.code()),
     };
-    let topics = found
+    let topics = answer_topics(
+        found,
+        |index, (offset, epoch, metadata)| {
+            OffsetFetchResponsePartitions::default()
+                .with_partition_index(index)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(epoch)
+                .with_metadata(Some(metadata))
+        },
+        |name, partitions| {
+            OffsetFetchResponseTopics::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        },
+    );
+    group.with_topics(topics)
+}
+
+/// Builds the answer's topics from what was found, for either response layout: `partition` gets
+/// a partition's index and (offset, leader epoch, metadata), `topic` a topic's name and partitions.
+fn answer_topics<Topic, Partition>(
+    found: Found,
+    partition: impl Fn(i32, (i64, i32, StrBytes)) -> Partition,
+    topic: impl Fn(TopicName, Vec<Partition>) -> Topic,
+) -> Vec<Topic> {
+    found
         .into_iter()
-        .map(|(topic, partitions)| {
+        .map(|(name, partitions)| {
             let partitions = partitions
                 .into_iter()
-                .map(|(index, value)| {
-                    let (offset, epoch, metadata) = offset_and_metadata(value);
-                    OffsetFetchResponsePartitions::default()
-                        .with_partition_index(index)
-                        .with_committed_offset(offset)
-                        .with_committed_leader_epoch(epoch)
-                        .with_metadata(Some(metadata))
-                })
+                .map(|(index, value)| partition(index, offset_and_metadata(value)))
                 .collect();
-            OffsetFetchResponseTopics::default()
-                .with_name(TopicName(StrBytes::from_string(topic)))
-                .with_partitions(partitions)
+            topic(TopicName(StrBytes::from_string(name)), partitions)
         })
-        .collect();
-    group.with_topics(topics)
+        .collect()
 }

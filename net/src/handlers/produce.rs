@@ -7,8 +7,8 @@ use std::rc::Rc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::Decodable;
 use laminar_engine::log::batch::{BatchError, HEADER_LEN};
 use laminar_engine::partition::{AppendInfo, LogError};
@@ -16,6 +16,7 @@ use laminar_engine::partition::{AppendInfo, LogError};
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::config::FsyncSetting;
 use crate::errors::partition_error_code;
+use crate::handlers::partition_answers::{items_by_partition, push_partition};
 use crate::handlers::Outcome;
 
 const ACKS_NONE: i16 = 0;
@@ -38,16 +39,11 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16)
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
         return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
     }
-    let mut items = Vec::new();
-    for topic in &request.topic_data {
-        for partition in &topic.partition_data {
-            let tp = TopicPartition {
-                topic: topic.name.to_string(),
-                partition: partition.index,
-            };
-            items.push((tp, partition.records.clone()));
-        }
-    }
+    let items = items_by_partition(
+        &request.topic_data,
+        |t| (t.name.as_str(), t.partition_data.as_slice()),
+        |p| (p.index, p.records.clone()),
+    );
     let now_ms = now_ms();
     let results = on_owning_shards(ctx, items, move |there, tp, records| async move {
         let records = records.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
@@ -106,7 +102,7 @@ fn answer(results: AppendResults) -> ProduceResponse {
             Ok(info) => appended(tp.partition, &info),
             Err(e) => failed(tp.partition, partition_error_code(&e)),
         };
-        push_partition(&mut response, &tp.topic, partition);
+        push_partition(&mut response.responses, tp.topic, partition);
     }
     response
 }
@@ -128,23 +124,12 @@ fn failed(index: i32, error_code: i16) -> PartitionProduceResponse {
         .with_log_start_offset(-1)
 }
 
-fn push_partition(response: &mut ProduceResponse, topic: &str, partition: PartitionProduceResponse) {
-    match response.responses.last_mut() {
-        Some(last) if last.name.as_str() == topic => last.partition_responses.push(partition),
-        _ => response.responses.push(
-            TopicProduceResponse::default()
-                .with_name(TopicName(topic.to_string().into()))
-                .with_partition_responses(vec![partition]),
-        ),
-    }
-}
-
 fn answer_all(request: &ProduceRequest, error_code: i16) -> ProduceResponse {
     let mut response = ProduceResponse::default();
     for topic in &request.topic_data {
         for partition in &topic.partition_data {
             push_partition(
-                &mut response,
+                &mut response.responses,
                 topic.name.as_str(),
                 failed(partition.index, error_code),
             );
