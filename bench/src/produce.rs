@@ -19,6 +19,9 @@ use crate::cli::ProducerArgs;
 use crate::pacing::{BatchPlan, Clock, Pacer};
 use crate::stats::Recorder;
 
+/// While pacing, how often to look for acknowledgements between sends.
+const ACK_POLL_US: u64 = 100;
+
 /// Bytes of the timestamp key of every record.
 pub const KEY_BYTES: usize = 8;
 
@@ -142,12 +145,13 @@ pub fn run_producer(
         let count = match pacer.plan(sent, clock.now_us(), room) {
             BatchPlan::Send(count) => count,
             BatchPlan::WaitUntil(until_us) => {
-                // Use the wait to take an acknowledgement if one is due; else sleep.
-                match in_flight.pop_front() {
-                    Some(oldest) => {
-                        acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?
-                    }
-                    None => clock.sleep_until_us(until_us),
+                // Use the wait to take an acknowledgement that has arrived; never block on one,
+                // or a slow answer (an fdatasync) would hold back the next send and the rate.
+                if !in_flight.is_empty() && connection.response_waiting()? {
+                    let oldest = in_flight.pop_front().expect("checked non-empty");
+                    acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
+                } else {
+                    clock.sleep_until_us(until_us.min(clock.now_us() + ACK_POLL_US));
                 }
                 continue;
             }

@@ -99,6 +99,23 @@ impl Connection {
         })))
     }
 
+    /// Whether the oldest response has started to arrive (buffered bytes, or bytes waiting on
+    /// the socket), checked without blocking. A paced load generator uses it to take
+    /// acknowledgements when they come instead of waiting on one and falling behind its schedule.
+    pub fn response_waiting(&mut self) -> Result<bool, ClientError> {
+        if self.frames.buffered_len() > 0 {
+            return Ok(true);
+        }
+        self.stream.set_nonblocking(true)?;
+        let peeked = self.stream.peek(&mut [0u8; 1]);
+        self.stream.set_nonblocking(false)?;
+        match peeked {
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
+            Err(error) => Err(ClientError::Io(error)),
+        }
+    }
+
     /// Takes over an established stream and negotiates API versions on it.
     pub fn over(stream: TcpStream, config: &ClientConfig) -> Result<Connection, ClientError> {
         stream.set_nodelay(true)?;
