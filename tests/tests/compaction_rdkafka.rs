@@ -18,8 +18,11 @@ use rdkafka::{Offset, TopicPartitionList};
 const KEYS: usize = 8;
 const RECORDS: usize = 240;
 
-/// Every record from the start to the high watermark: offset → (key, value).
-fn read_to_end(consumer: &BaseConsumer, topic: &str) -> Result<BTreeMap<i64, (Vec<u8>, Vec<u8>)>> {
+/// Records by offset: offset → (key, value).
+type ByOffset = BTreeMap<i64, (Vec<u8>, Vec<u8>)>;
+
+/// Every record from the start to the high watermark.
+fn read_to_end(consumer: &BaseConsumer, topic: &str) -> Result<ByOffset> {
     let (_, high) = watermarks(consumer, topic, 0)?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(topic, 0, Offset::Beginning)?;
@@ -85,7 +88,7 @@ async fn compaction_keeps_each_keys_latest_value_at_its_offset_across_a_restart(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let check = |read: &BTreeMap<i64, (Vec<u8>, Vec<u8>)>| {
+    let check = |read: &ByOffset| {
         for (offset, kv) in read {
             assert_eq!(
                 produced.get(offset),
