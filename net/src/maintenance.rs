@@ -1,4 +1,4 @@
-//! Per-shard background work: retention checks, expiring idle producer ids and, with `laminar.fsync=interval:<ms>`, the
+//! Per-shard background work: retention checks and compaction, expiring idle producer ids and, with `laminar.fsync=interval:<ms>`, the
 //! periodic flush. Each shard looks after only the partitions it owns.
 
 use std::rc::Rc;
@@ -54,6 +54,10 @@ async fn apply_retention(ctx: &Rc<BrokerCtx>) {
         match open.apply_retention(now).await {
             Ok(outcome) => tracing::debug!(topic, partition, ?outcome, "retention checked"),
             Err(error) => tracing::error!(topic, partition, %error, "retention failed"),
+        }
+        // A no-op unless the topic's cleanup.policy has compact.
+        if let Err(error) = open.compact(now).await {
+            tracing::error!(topic, partition, %error, "compaction failed");
         }
     }
 }

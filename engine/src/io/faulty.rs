@@ -33,6 +33,8 @@ struct Faults {
     syncs: Cell<u64>,
     fail_write_at: Cell<Option<u64>>,
     fail_sync_at: Cell<Option<u64>>,
+    dir_ops: Cell<u64>,
+    fail_dir_op_at: Cell<Option<u64>>,
     rng: Cell<u64>,
 }
 
@@ -45,6 +47,16 @@ impl Faults {
         x ^= x >> 27;
         self.rng.set(x);
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Counts a rename or removal; the chosen one fails (and changes nothing).
+    fn dir_op(&self) -> io::Result<()> {
+        let n = self.dir_ops.get() + 1;
+        self.dir_ops.set(n);
+        if self.fail_dir_op_at.get() == Some(n) {
+            return Err(io::Error::other("injected directory operation error"));
+        }
+        Ok(())
     }
 }
 
@@ -88,6 +100,14 @@ impl FaultyStorage {
         self.faults.fail_sync_at.set(Some(self.faults.syncs.get() + n));
     }
 
+    /// The `n`th rename or file removal from now (1 = the next one) fails with an I/O error
+    /// and changes nothing: with a crash after it, a power cut between two directory updates.
+    pub fn fail_dir_op_after(&self, n: u64) {
+        self.faults
+            .fail_dir_op_at
+            .set(Some(self.faults.dir_ops.get() + n));
+    }
+
     /// fdatasync calls made so far (to check group commit).
     pub fn sync_count(&self) -> u64 {
         self.faults.syncs.get()
@@ -96,6 +116,7 @@ impl FaultyStorage {
     pub fn clear_faults(&self) {
         self.faults.fail_write_at.set(None);
         self.faults.fail_sync_at.set(None);
+        self.faults.fail_dir_op_at.set(None);
     }
 
     /// Simulates a power cut. Handles opened before keep pointing at the pre-crash files, so a
@@ -236,6 +257,7 @@ impl Storage for FaultyStorage {
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.faults.dir_op()?;
         self.files
             .borrow_mut()
             .remove(path)
@@ -250,6 +272,7 @@ impl Storage for FaultyStorage {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.faults.dir_op()?;
         let mut files = self.files.borrow_mut();
         let file = files.remove(from).ok_or_else(|| not_found(from))?;
         files.insert(to.to_path_buf(), file);

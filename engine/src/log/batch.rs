@@ -95,6 +95,10 @@ pub enum BatchError {
     InvalidTimestamp { base: i64, max: i64 },
     #[error("unknown compression codec {codec}")]
     UnknownCompression { codec: u8 },
+    #[error("record at byte {at} of the records section is malformed")]
+    BadRecord { at: usize },
+    #[error("a compacted topic refuses records without a key")]
+    MissingKey,
 }
 
 /// How the protocol layer reports a [`BatchError`].
@@ -114,8 +118,10 @@ impl BatchError {
             BatchError::NeedMore { .. }
             | BatchError::LengthTooSmall { .. }
             | BatchError::BadMagic { .. }
-            | BatchError::CrcMismatch { .. } => BatchErrorKind::Corrupt,
+            | BatchError::CrcMismatch { .. }
+            | BatchError::BadRecord { .. } => BatchErrorKind::Corrupt,
             BatchError::InvalidRecordCount { .. }
+            | BatchError::MissingKey
             | BatchError::InvalidTimestamp { .. }
             | BatchError::UnknownCompression { .. } => BatchErrorKind::InvalidRecord,
             BatchError::TooLarge { .. } => BatchErrorKind::TooLarge,
@@ -329,6 +335,24 @@ pub fn set_log_append_time(batch: &mut [u8], ts: i64) {
     batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&ts.to_be_bytes());
     let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A copy of the whole batch `original` holding only `records` (`record_count` whole records,
+/// each still carrying its offset and timestamp deltas from the original base), with the given
+/// max timestamp and a new CRC. Base offset, lastOffsetDelta, base timestamp, producer id,
+/// epoch and base sequence stay as they were: offsets never move, and the producer state read
+/// from a header keeps its sequence range (compaction, see `compaction.rs`).
+pub fn with_records(original: &[u8], record_count: i32, max_timestamp: i64, records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + records.len());
+    out.extend_from_slice(&original[..HEADER_LEN]);
+    out.extend_from_slice(records);
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
+    out[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    out[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&record_count.to_be_bytes());
+    let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    out
 }
 
 /// Splits a buffer of concatenated batches (a produce payload), validating each for append.

@@ -19,9 +19,18 @@ pub struct LogConfig {
     pub max_message_bytes: u32,
     /// `message.timestamp.type`.
     pub timestamp_type: TimestampType,
-    /// `cleanup.policy=compact` (compaction itself comes later; retention still applies to
-    /// `delete` only).
+    /// `cleanup.policy` contains `compact`: closed segments are compacted by key
+    /// (`compaction.rs`).
     pub cleanup_policy_compact: bool,
+    /// `cleanup.policy` contains `delete`: `retention.ms` / `retention.bytes` delete old
+    /// segments. A compact-only log keeps every segment (compaction bounds its size).
+    pub cleanup_policy_delete: bool,
+    /// `delete.retention.ms`: how long a tombstone (null value) outlives compaction, counted
+    /// from its segment's largest timestamp.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: a closed segment is compacted only once its largest timestamp
+    /// is at least this old.
+    pub min_compaction_lag_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -36,6 +45,9 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
             cleanup_policy_compact: false,
+            cleanup_policy_delete: true,
+            delete_retention_ms: DAY_MS,
+            min_compaction_lag_ms: 0,
         }
     }
 }

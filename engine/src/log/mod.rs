@@ -2,13 +2,16 @@
 //!
 //! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
 //! `log-start-offset` (see `retention.rs`) and, between a clean close and the next open, the
-//! empty marker file `.laminar-clean-shutdown`.
+//! empty marker file `.laminar-clean-shutdown`. Compaction's temporary files (`*.cleaned`,
+//! `*.log.swap`) are described in `compaction.rs`.
 
 pub mod batch;
+mod compaction;
 mod config;
 mod error;
 mod headers;
 pub mod index;
+pub mod records;
 mod recovery;
 mod retention;
 mod scan;
@@ -16,6 +19,7 @@ pub mod segment;
 pub mod timeindex;
 
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
+pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
 pub use error::LogError;
 pub use retention::RetentionOutcome;
@@ -23,6 +27,7 @@ pub use retention::RetentionOutcome;
 use crate::io::{Storage, StorageFile};
 use batch::BatchIter;
 use bytes::Bytes;
+use records::check_keyed;
 use segment::{parse_log_name, Segment};
 use std::cell::RefCell;
 use std::io;
@@ -69,16 +74,21 @@ impl<S: Storage> Log<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
         assert!(config.segment_bytes <= i32::MAX as u64, "index positions are u32");
         storage.create_dir_all(&dir).await?;
-        let names = storage.list_dir(&dir).await?;
+        let mut names = storage.list_dir(&dir).await?;
+        if compaction::finish_interrupted(&*storage, &dir, &names).await? {
+            names = storage.list_dir(&dir).await?;
+        }
         let clean = names.iter().any(|n| n == CLEAN_SHUTDOWN_MARKER);
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
-            let verify = !clean && i + 1 == bases.len();
+            let is_active = i + 1 == bases.len();
+            let verify = !clean && is_active;
             let interval = config.index_interval_bytes;
-            let (segment, _cut) = recovery::open_segment(&*storage, &dir, base, interval, verify).await?;
+            let (segment, _cut) =
+                recovery::open_segment(&*storage, &dir, base, interval, verify, !is_active).await?;
             segments.push(Rc::new(segment));
         }
         if segments.is_empty() {
@@ -191,7 +201,10 @@ impl<S: Storage> Log<S> {
         let max = config.max_message_bytes as usize;
         let mut headers = Vec::new();
         for item in BatchIter::new(&records, usize::MAX) {
-            let (_, header) = item?;
+            let (range, header) = item?;
+            if config.cleanup_policy_compact {
+                check_keyed(&records[range], &header)?;
+            }
             if header.total_len() > max {
                 return Err(LogError::MessageTooLarge {
                     size: header.total_len(),
@@ -306,6 +319,8 @@ impl<S: Storage> Log<S> {
             .partition_point(|s| s.base_offset <= offset)
             .saturating_sub(1);
         for segment in &segments[first..] {
+            // Compaction leaves gaps, even whole segments: the next batch after them answers.
+            let offset = offset.max(segment.base_offset);
             if let Some((position, _)) = segment.find_batch(offset).await? {
                 return Ok(segment.read_batches(position, max_bytes, min_one_batch).await?);
             }

@@ -37,6 +37,7 @@ async fn scan<F: StorageFile>(
     from: Option<IndexEntry>,
     last_time: Option<TimeEntry>,
     verify: bool,
+    gaps_allowed: bool,
 ) -> io::Result<ScanOutcome> {
     let start = from.map_or(0, |e| e.position as u64);
     let mut meta = Segment::<F>::empty_meta(base_offset);
@@ -53,9 +54,12 @@ async fn scan<F: StorageFile>(
                     None
                 };
                 let relative = header.base_offset - base_offset;
-                // Offsets are contiguous; the base offset is outside the CRC, so this is
-                // what catches a damaged one.
-                let in_order = header.base_offset == meta.next_offset
+                // Offsets are contiguous, except in closed segments where compaction removed
+                // batches; the base offset is outside the CRC, so this is what catches a
+                // damaged one.
+                let in_sequence = header.base_offset == meta.next_offset
+                    || (gaps_allowed && header.base_offset > meta.next_offset);
+                let in_order = in_sequence
                     && (0..=u32::MAX as i64).contains(&relative)
                     && expected.is_none_or(|r| r as i64 == relative);
                 if !in_order {
@@ -81,7 +85,9 @@ async fn scan<F: StorageFile>(
     })
 }
 
-/// Opens the segment at `base_offset`. `verify` asks for the crash path (see module docs).
+/// Opens the segment at `base_offset`. `verify` asks for the crash path (see module docs);
+/// `gaps_allowed` for a closed segment, which compaction may have left with offset gaps (the
+/// active segment is never compacted, so a gap there is damage).
 /// Returns the segment and the number of bytes cut off its end.
 pub async fn open_segment<S: Storage>(
     storage: &S,
@@ -89,6 +95,7 @@ pub async fn open_segment<S: Storage>(
     base_offset: i64,
     interval: u32,
     verify: bool,
+    gaps_allowed: bool,
 ) -> io::Result<(Segment<S::File>, u64)> {
     let files = Segment::<S::File>::open_files(storage, dir, base_offset).await?;
     let (log, index_file, time_file) = (&files.0, &files.1, &files.2);
@@ -100,7 +107,16 @@ pub async fn open_segment<S: Storage>(
         let sane_times = time_index_sane_prefix(&times, &offsets, u32::MAX) == times.len();
         if whole && sane_offsets && sane_times {
             let (last, last_time) = (offsets.last().copied(), times.last().copied());
-            let tail = scan(&**log, base_offset, interval, last, last_time, false).await?;
+            let tail = scan(
+                &**log,
+                base_offset,
+                interval,
+                last,
+                last_time,
+                false,
+                gaps_allowed,
+            )
+            .await?;
             if tail.invalid.is_none() {
                 let meta = tail.meta;
                 // Entries the tail scan made (a lost or missing index) go to the files too.
@@ -112,7 +128,7 @@ pub async fn open_segment<S: Storage>(
         }
         tracing::warn!(base_offset, dir = %dir.display(), "segment index damaged: rebuilding");
     }
-    let outcome = scan(&**log, base_offset, interval, None, None, true).await?;
+    let outcome = scan(&**log, base_offset, interval, None, None, true, gaps_allowed).await?;
     let cut = log.len() - outcome.meta.size;
     if let Some((position, why)) = &outcome.invalid {
         tracing::warn!(
@@ -131,9 +147,19 @@ pub async fn open_segment<S: Storage>(
     Ok((segment, cut))
 }
 
-/// Recomputes a segment's metadata and indexes from its batches (after a truncation).
+/// Recomputes a segment's metadata and indexes from its batches (after a truncation, which
+/// may make a compacted segment the active one: its gaps are accepted).
 pub async fn rebuild<F: StorageFile>(segment: &Segment<F>, interval: u32) -> io::Result<()> {
-    let outcome = scan(&*segment.log, segment.base_offset, interval, None, None, false).await?;
+    let outcome = scan(
+        &*segment.log,
+        segment.base_offset,
+        interval,
+        None,
+        None,
+        false,
+        true,
+    )
+    .await?;
     if let Some((position, why)) = outcome.invalid {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -62,7 +62,8 @@ pub async fn read_start_offset<S: Storage>(storage: &S, dir: &Path) -> io::Resul
 
 impl<S: Storage> Log<S> {
     /// Deletes whole non-active segments older than retention.ms (by their largest timestamp)
-    /// or beyond retention.bytes, and those below the log start offset.
+    /// or beyond retention.bytes (both only with `cleanup.policy` delete), and those below the
+    /// log start offset.
     pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
@@ -70,17 +71,20 @@ impl<S: Storage> Log<S> {
         let segments = self.segments();
         let non_active = &segments[..segments.len() - 1];
         let log_start = self.log_start_offset();
-        let mut excess = if config.retention_bytes >= 0 {
+        let by_size = config.cleanup_policy_delete && config.retention_bytes >= 0;
+        let by_time = config.cleanup_policy_delete && config.retention_ms >= 0;
+        let mut excess = if by_size {
             self.size_bytes() as i64 - config.retention_bytes
         } else {
             0
         };
         let mut count = 0;
-        for segment in non_active {
+        for (i, segment) in non_active.iter().enumerate() {
             let meta = segment.meta();
-            let expired = config.retention_ms >= 0 && now_ms - meta.max_timestamp > config.retention_ms;
-            let too_big = excess - meta.size as i64 >= 0 && config.retention_bytes >= 0;
-            let below_start = meta.next_offset <= log_start;
+            let expired = by_time && now_ms - meta.max_timestamp > config.retention_ms;
+            let too_big = by_size && excess - meta.size as i64 >= 0;
+            // The next segment's base, not this one's end: compaction leaves gaps.
+            let below_start = segments[i + 1].base_offset <= log_start;
             if !(expired || too_big || below_start) {
                 break;
             }
@@ -143,9 +147,9 @@ impl<S: Storage> Log<S> {
             self.roll().await?;
         }
         let segments = self.segments();
-        let covered = segments[..segments.len() - 1]
+        let covered = segments[1..]
             .iter()
-            .take_while(|s| s.meta().next_offset <= offset)
+            .take_while(|next| next.base_offset <= offset)
             .count();
         self.delete_front_segments(covered).await?;
         Ok(offset)

@@ -60,6 +60,14 @@ impl<'a, F: StorageFile> BatchScanner<'a, F> {
         Ok(self.buf.slice(from..upto))
     }
 
+    /// The whole bytes of the batch a verifying [`next`](Self::next) just returned at
+    /// `position` (it read them to check the CRC).
+    pub fn batch_bytes(&self, position: u64, header: &BatchHeader) -> Bytes {
+        assert!(self.verify, "only a verifying scan holds whole batches");
+        let from = (position - self.buf_start) as usize;
+        self.buf.slice(from..from + header.total_len())
+    }
+
     pub async fn next(&mut self) -> io::Result<Scanned> {
         if self.position >= self.end {
             return Ok(Scanned::End);

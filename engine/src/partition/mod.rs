@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use crate::log::batch;
-pub use crate::log::{AppendInfo, LogConfig, LogError, RetentionOutcome, TimestampType};
+pub use crate::log::{AppendInfo, CompactionOutcome, LogConfig, LogError, RetentionOutcome, TimestampType};
 
 /// `laminar.fsync`: when acknowledged data must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -263,6 +263,13 @@ impl<S: Storage> Partition<S> {
     pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
         self.check_open()?;
         self.log.apply_retention(now_ms).await
+    }
+
+    /// One compaction pass when the topic is compacted (`cleanup.policy` has `compact`);
+    /// otherwise nothing. Appends wait while it runs.
+    pub async fn compact(&self, now_ms: i64) -> Result<CompactionOutcome, LogError> {
+        self.check_open()?;
+        self.log.compact(now_ms).await
     }
 
     pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {

@@ -26,5 +26,8 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
             TimestampType::LogAppendTime => EngineTimestampType::LogAppendTime,
         },
         cleanup_policy_compact: settings.cleanup_policy_compact,
+        cleanup_policy_delete: settings.cleanup_policy_delete,
+        delete_retention_ms: settings.delete_retention_ms,
+        min_compaction_lag_ms: settings.min_compaction_lag_ms,
     }
 }

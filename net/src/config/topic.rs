@@ -57,6 +57,9 @@ pub struct ResolvedLogSettings {
     pub max_message_bytes: u32,
     pub timestamp_type: TimestampType,
     pub cleanup_policy_compact: bool,
+    pub cleanup_policy_delete: bool,
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
 }
 
 /// Checks one topic config override (CreateTopics / AlterConfigs); the error names the key.
@@ -136,6 +139,9 @@ impl TopicConfig {
             max_message_bytes: self.max_message_bytes,
             timestamp_type: self.message_timestamp_type,
             cleanup_policy_compact: self.cleanup_policy.compact,
+            cleanup_policy_delete: self.cleanup_policy.delete,
+            delete_retention_ms: self.delete_retention_ms,
+            min_compaction_lag_ms: self.min_compaction_lag_ms,
         }
     }
 

@@ -48,6 +48,9 @@ fn defaults_come_from_the_broker() {
             max_message_bytes: 2000,
             timestamp_type: TimestampType::LogAppendTime,
             cleanup_policy_compact: true,
+            cleanup_policy_delete: false,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
         }
     );
 }

@@ -30,11 +30,10 @@ pub fn ensure_offsets_topic(metadata: &MetadataStore, config: &BrokerConfig) -> 
     if let Some(topic) = metadata.current().get(OFFSETS_TOPIC) {
         return Ok(topic.partition_count);
     }
-    // Compaction is what keeps Kafka's copy small; until Laminar compacts, time retention must
-    // not delete live offsets either, so the topic keeps everything.
+    // Compact only: every group's latest records stay (retention.ms does not apply), older
+    // ones go at each compaction pass.
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),
-        ("retention.ms".to_string(), "-1".to_string()),
         ("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string()),
     ]);
     let partitions = config.offsets_topic_num_partitions;
