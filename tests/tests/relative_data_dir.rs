@@ -14,7 +14,7 @@ fn relative_log_dir_gets_clean_shutdown_markers() -> Result<()> {
     let work = tempfile::tempdir()?;
     let free = |()| -> Result<u16> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
     let (port, http_port) = (free(())?, free(())?);
-    let mut child = Command::new(default_binary())
+    let child = Command::new(default_binary())
         .current_dir(work.path())
         .args(["broker", "--override", "log.dirs=data"])
         .args(["--override", &format!("listeners=PLAINTEXT://127.0.0.1:{port}")])
