@@ -83,7 +83,9 @@ pub async fn serve(ctx: Rc<BrokerCtx>, listener: TcpListener, started: Instant) 
 async fn serve_one(ctx: &Rc<BrokerCtx>, mut stream: TcpStream, started: Instant) -> std::io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
-    let response = match read_head(&mut stream).await? {
+    let head = read_head(&mut stream).await?;
+    let unread_input = matches!(head, Err(HeadError::TooLarge));
+    let response = match head {
         Err(HeadError::TooLarge) => Response::error(431, "request head too large"),
         Err(HeadError::Version(v)) => Response::error(505, &format!("unsupported protocol {v}")),
         Err(HeadError::Malformed) => Response::error(400, "malformed request"),
@@ -97,8 +99,25 @@ async fn serve_one(ctx: &Rc<BrokerCtx>, mut stream: TcpStream, started: Instant)
         },
     };
     stream.write_all(&response.encode()).await?;
+    if unread_input {
+        // The client may still be sending the head we refused: closing with unread input would
+        // reset the connection and could destroy the answer before the client reads it. Say we
+        // are done, then read what is left (bounded) until the client closes.
+        stream.shutdown(std::net::Shutdown::Write).await?;
+        let mut sink = vec![0u8; 16 * 1024];
+        let mut drained = 0;
+        while drained < DRAIN_BYTES_MAX {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => drained += read,
+            }
+        }
+    }
     stream.close().await
 }
+
+/// Refused input read after a 431 before the connection closes anyway.
+const DRAIN_BYTES_MAX: usize = 1 << 20;
 
 /// Reads until the head is complete, malformed or too large; `Ok(None)` when the client closed
 /// the connection first.
