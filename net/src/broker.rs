@@ -24,6 +24,8 @@ pub struct BrokerShared {
     pub log_dir: PathBuf,
     pub cluster_id: String,
     pub shutdown: ShutdownSignal,
+    /// Opened once every shard has bound its listeners; shards accept only after it.
+    pub start_gate: ShutdownSignal,
 }
 
 /// Per-shard broker state. Owned by one shard; not Send.
@@ -146,7 +148,8 @@ where
     results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
 }
 
-/// Tells every shard to stop: closing the channel wakes every waiter on every thread.
+/// A one-way signal to every shard (stop, or start serving): closing the channel wakes every
+/// waiter on every thread.
 #[derive(Clone)]
 pub struct ShutdownSignal {
     closed: async_channel::Receiver<()>,

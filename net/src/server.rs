@@ -63,6 +63,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         log_dir: log_dir.clone(),
         cluster_id,
         shutdown: ShutdownSignal::default(),
+        start_gate: ShutdownSignal::default(),
     });
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let init_shared = shared.clone();
@@ -102,6 +103,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             Err(_) => anyhow::bail!("a shard stopped during start-up"),
         }
     }
+    shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
         listen_addr,
@@ -142,9 +144,18 @@ async fn shard_main(
         }
     }
     let _ = ready.send(Ok(()));
+    // No shard accepts until every shard has bound its listeners: a start-up that fails on one
+    // shard (the admin port, say) must not have served clients on another meanwhile.
+    let serving = {
+        let open = std::pin::pin!(ctx.state.shared.start_gate.wait());
+        let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
+        matches!(select(open, stop).await, Either::Left(_))
+    };
     let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
     let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
-    accept_until_shutdown(&ctx, &listener).await;
+    if serving {
+        accept_until_shutdown(&ctx, &listener).await;
+    }
     drop(listener);
     drain_connections(&ctx).await;
     drop(background);

@@ -184,6 +184,16 @@ fn status_and_readiness_describe_the_running_broker() -> Result<()> {
 #[test]
 fn a_taken_admin_port_stops_start_up_with_a_reason() -> Result<()> {
     let first = Broker::start_default()?;
+    // The harness returns once one shard serves Kafka; shard 0 may not have bound the admin port
+    // yet. Wait until it answers, or the second broker could take the port first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while request(first.http_addr(), "GET", "/v1/status/ready").is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first broker's admin port never answered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let taken = first.http_addr().to_string();
     let options = laminar_tests::BrokerOptions::default().with_override("laminar.http.listen", &taken);
     let error = match Broker::start(options) {
