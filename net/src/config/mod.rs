@@ -4,7 +4,7 @@
 //! - [`broker`]: [`BrokerConfig`], loaded from the file plus `--override key=value` entries, from a
 //!   table-driven registry of every broker key Laminar knows (name, default, doc, value kind).
 //! - [`topic`]: [`TopicConfig`], Kafka's topic-level configs whose defaults come from the broker
-//!   config, their validation, and [`ResolvedLogSettings`] for the storage engine.
+//!   config, their validation, and the engine's `LogConfig` resolved from them.
 //! - [`value`]: value kinds and the typed values keys parse into.
 //!
 //! Both registries can [`describe`](BrokerConfig::describe) every key with its value and where
@@ -21,7 +21,7 @@ mod topic_keys;
 pub mod value;
 
 pub use broker::{BrokerConfig, ConfigWarning, LoadedBrokerConfig};
-pub use topic::{ResolvedLogSettings, TopicConfig};
+pub use topic::TopicConfig;
 pub use value::{CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, TimestampType};
 
 /// A configuration error. Every variant about a key names the key and the offending value.

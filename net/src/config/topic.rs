@@ -1,7 +1,9 @@
 //! [`TopicConfig`]: Kafka's topic-level configs, each defaulting to a broker key, and the
-//! [`ResolvedLogSettings`] the storage engine needs from them.
+//! engine's `LogConfig` resolved from them.
 
 use std::collections::BTreeMap;
+
+use laminar_engine::partition::{LogConfig, TimestampType as EngineTimestampType};
 
 use super::broker::BrokerConfig;
 use super::topic_keys::{find_topic_key, TopicKey, TOPIC_KEYS};
@@ -43,23 +45,6 @@ pub struct TopicConfig {
     pub segment_jitter_ms: i64,
     pub segment_ms: i64,
     pub unclean_leader_election_enable: bool,
-}
-
-/// What the storage engine needs of a topic's config; the lead maps it onto the engine's
-/// `LogConfig` (same field names and types).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResolvedLogSettings {
-    pub segment_bytes: u64,
-    pub segment_ms: i64,
-    pub retention_ms: i64,
-    pub retention_bytes: i64,
-    pub index_interval_bytes: u32,
-    pub max_message_bytes: u32,
-    pub timestamp_type: TimestampType,
-    pub cleanup_policy_compact: bool,
-    pub cleanup_policy_delete: bool,
-    pub delete_retention_ms: i64,
-    pub min_compaction_lag_ms: i64,
 }
 
 /// Checks one topic config override (CreateTopics / AlterConfigs); the error names the key.
@@ -129,15 +114,18 @@ impl TopicConfig {
     }
 
     /// The part of the config the storage engine acts on.
-    pub fn log_settings(&self) -> ResolvedLogSettings {
-        ResolvedLogSettings {
+    pub fn log_config(&self) -> LogConfig {
+        LogConfig {
             segment_bytes: u64::from(self.segment_bytes),
             segment_ms: self.segment_ms,
             retention_ms: self.retention_ms,
             retention_bytes: self.retention_bytes,
             index_interval_bytes: self.index_interval_bytes,
             max_message_bytes: self.max_message_bytes,
-            timestamp_type: self.message_timestamp_type,
+            timestamp_type: match self.message_timestamp_type {
+                TimestampType::CreateTime => EngineTimestampType::CreateTime,
+                TimestampType::LogAppendTime => EngineTimestampType::LogAppendTime,
+            },
             cleanup_policy_compact: self.cleanup_policy.compact,
             cleanup_policy_delete: self.cleanup_policy.delete,
             delete_retention_ms: self.delete_retention_ms,
@@ -178,16 +166,6 @@ impl TopicConfig {
                 }
             })
             .collect()
-    }
-}
-
-impl ResolvedLogSettings {
-    /// Resolves a topic's overrides and keeps what the engine needs.
-    pub fn for_topic(
-        overrides: &BTreeMap<String, String>,
-        broker: &BrokerConfig,
-    ) -> Result<ResolvedLogSettings, ConfigError> {
-        TopicConfig::resolve(overrides, broker).map(|c| c.log_settings())
     }
 }
 

@@ -36,17 +36,17 @@ fn defaults_come_from_the_broker() {
                     message.max.bytes=2000\nlog.message.timestamp.type=LogAppendTime\n\
                     log.cleanup.policy=compact",
     );
-    let settings = ResolvedLogSettings::for_topic(&BTreeMap::new(), &b).unwrap();
+    let settings = TopicConfig::resolve(&BTreeMap::new(), &b).unwrap().log_config();
     assert_eq!(
         settings,
-        ResolvedLogSettings {
+        LogConfig {
             segment_bytes: 1_048_576,
             segment_ms: 3_600_000,
             retention_ms: 600_000,
             retention_bytes: -1,
             index_interval_bytes: 4096,
             max_message_bytes: 2000,
-            timestamp_type: TimestampType::LogAppendTime,
+            timestamp_type: laminar_engine::partition::TimestampType::LogAppendTime,
             cleanup_policy_compact: true,
             cleanup_policy_delete: false,
             delete_retention_ms: 86_400_000,
@@ -70,7 +70,7 @@ fn overrides_beat_broker_defaults() {
     assert_eq!(c.retention_ms, -1);
     assert!(c.cleanup_policy.compact && c.cleanup_policy.delete);
     assert_eq!(c.compression_type, CompressionType::Zstd);
-    assert!(c.log_settings().cleanup_policy_compact);
+    assert!(c.log_config().cleanup_policy_compact);
 }
 
 #[test]
