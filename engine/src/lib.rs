@@ -15,3 +15,4 @@ pub mod io;
 pub mod log;
 pub mod partition;
 pub mod shard;
+mod sys;

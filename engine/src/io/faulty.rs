@@ -172,18 +172,22 @@ impl StorageFile for MemFile {
         Ok(Bytes::copy_from_slice(&data[start..end]))
     }
 
-    async fn write_at(&self, pos: u64, bytes: Bytes) -> io::Result<()> {
+    async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
         let n = self.faults.writes.get() + 1;
         self.faults.writes.set(n);
         if self.faults.fail_write_at.get() == Some(n) {
             return Err(io::Error::other("injected write error"));
         }
         let mut data = self.data.borrow_mut();
-        let end = pos as usize + bytes.len();
-        if data.len() < end {
-            data.resize(end, 0);
+        let mut at = pos as usize;
+        for part in parts {
+            let end = at + part.len();
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+            data[at..end].copy_from_slice(part);
+            at = end;
         }
-        data[pos as usize..end].copy_from_slice(&bytes);
         Ok(())
     }
 
@@ -299,9 +303,9 @@ mod tests {
             let s = FaultyStorage::new(1);
             s.create_dir_all(Path::new("/d")).await.unwrap();
             let f = s.open(Path::new("/d/a"), true).await.unwrap();
-            f.write_at(0, Bytes::from_static(b"hello")).await.unwrap();
+            f.write_at(0, &[b"hello"]).await.unwrap();
             f.fdatasync().await.unwrap();
-            f.write_at(5, Bytes::from_static(b" world")).await.unwrap();
+            f.write_at(5, &[b" world"]).await.unwrap();
             s.crash(CrashMode::LoseUnsynced);
             assert_eq!(s.file_bytes(Path::new("/d/a")).unwrap(), b"hello");
             let f = s.open(Path::new("/d/a"), false).await.unwrap();
@@ -309,8 +313,8 @@ mod tests {
             assert!(f.fdatasync().await.is_err());
             assert!(f.fdatasync().await.is_ok());
             s.fail_write_after(2);
-            f.write_at(5, Bytes::from_static(b"!")).await.unwrap();
-            assert!(f.write_at(6, Bytes::from_static(b"?")).await.is_err());
+            f.write_at(5, &[b"!"]).await.unwrap();
+            assert!(f.write_at(6, &[b"?"]).await.is_err());
             assert_eq!(s.list_dir(Path::new("/d")).await.unwrap(), vec!["a".to_string()]);
         });
     }

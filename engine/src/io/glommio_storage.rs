@@ -9,6 +9,7 @@ use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -73,11 +74,11 @@ impl GlommioFile {
         file: &DmaFile,
         reader: &BufferedFile,
         pos: u64,
-        data: &[u8],
+        parts: &[&[u8]],
     ) -> io::Result<()> {
         let align = file.alignment();
         let start = file.align_down(pos);
-        let end = pos + data.len() as u64;
+        let end = pos + parts.iter().map(|p| p.len() as u64).sum::<u64>();
         let aligned_end = file.align_up(end);
         let mut buf = file.alloc_dma_buffer((aligned_end - start) as usize);
         let bytes = buf.as_bytes_mut();
@@ -105,7 +106,11 @@ impl GlommioFile {
                 bytes[at..at + (upto - from)].copy_from_slice(&old[from..upto]);
             }
         }
-        bytes[(pos - start) as usize..(end - start) as usize].copy_from_slice(data);
+        let mut at = (pos - start) as usize;
+        for part in parts {
+            bytes[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
         let new_len = len.max(end);
         let tail_start = file.align_down(new_len);
         if tail_start >= start {
@@ -137,7 +142,7 @@ impl StorageFile for GlommioFile {
         Ok(out)
     }
 
-    async fn write_at(&self, pos: u64, data: Bytes) -> io::Result<()> {
+    async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
         match self.handle()? {
             Handle::Buffered(f) => {
                 // A plain pwrite into the page cache, on this shard's thread: ext4 does not take
@@ -145,11 +150,11 @@ impl StorageFile for GlommioFile {
                 // to an io-wq kernel thread, and that hop (context switches, wake-ups across
                 // cores) cost more than the copy itself (docs/decisions/0003). The bytes go
                 // straight from the request buffer; nothing is copied in user space.
-                write_all_at(&f, &data, pos)?;
-                self.len.set(self.len.get().max(pos + data.len() as u64));
+                let written = crate::sys::pwritev_all(f.as_raw_fd(), parts, pos)?;
+                self.len.set(self.len.get().max(pos + written));
                 Ok(())
             }
-            Handle::Direct(f, r) => self.write_direct(&f, &r, pos, &data).await,
+            Handle::Direct(f, r) => self.write_direct(&f, &r, pos, parts).await,
         }
     }
 
@@ -279,15 +284,4 @@ impl Storage for GlommioStorage {
         dir.close().await?;
         Ok(())
     }
-}
-
-/// `pwrite` until all of `data` is in the page cache. A short write means a full disk (or a
-/// quota): an operating error, reported as such.
-fn write_all_at(file: &BufferedFile, data: &[u8], pos: u64) -> io::Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    use std::os::unix::fs::FileExt;
-    // SAFETY: the descriptor belongs to `file`, which the caller keeps alive for this call; the
-    // `File` made from it is never dropped (ManuallyDrop), so it never closes the descriptor.
-    let borrowed = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(file.as_raw_fd()) });
-    borrowed.write_all_at(data, pos)
 }

@@ -21,8 +21,10 @@ use std::rc::Rc;
 pub trait StorageFile {
     /// Reads up to `len` bytes at `pos`; shorter only at end of file.
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
-    /// Writes all of `data` at `pos` (a short write is retried, a zero-length one is an error).
-    async fn write_at(&self, pos: u64, data: Bytes) -> io::Result<()>;
+    /// Writes `parts`, one after the other, at `pos` (a short write is retried, a zero-length
+    /// one is an error). Several parts let the log write a batch from the request buffer with
+    /// only its patched header prefix coming from elsewhere, in one system call.
+    async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()>;
     async fn fdatasync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
     /// Current length as seen by this process (written bytes, synced or not).
@@ -56,7 +58,7 @@ pub async fn write_file_atomically<S: Storage>(storage: &S, path: &Path, data: B
     tmp.set_extension("tmp");
     let file = storage.open(&tmp, true).await?;
     file.truncate(0).await?;
-    file.write_at(0, data).await?;
+    file.write_at(0, &[&data]).await?;
     file.fdatasync().await?;
     file.close().await?;
     storage.rename(&tmp, path).await?;

@@ -336,15 +336,14 @@ async fn write_cleaned<S: Storage>(
         builder.add(&mut meta, base, written + pending.len() as u64, &header);
         pending.extend_from_slice(&out);
         if pending.len() >= WRITE_CHUNK {
-            let chunk = Bytes::from(std::mem::take(&mut pending));
-            let len = chunk.len() as u64;
-            log.write_at(written, chunk).await?;
-            written += len;
+            log.write_at(written, &[&pending]).await?;
+            written += pending.len() as u64;
+            pending.clear();
         }
     }
     if !pending.is_empty() {
         let len = pending.len() as u64;
-        log.write_at(written, Bytes::from(pending)).await?;
+        log.write_at(written, &[&pending]).await?;
         written += len;
     }
     meta.size = written;

@@ -15,7 +15,6 @@
 //! rebuilt by recovery when it is damaged.
 
 use crate::io::StorageFile;
-use bytes::Bytes;
 use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
@@ -116,7 +115,7 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
             entries.extend_from_slice(new);
             pos
         };
-        self.file.write_at(pos, Bytes::from(buf)).await
+        self.file.write_at(pos, &[&buf]).await
     }
 
     /// Keeps the entries whose relative offset is below `relative_offset`.

@@ -16,6 +16,7 @@ mod recovery;
 mod retention;
 mod scan;
 pub mod segment;
+mod staged;
 pub mod timeindex;
 
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
@@ -29,6 +30,7 @@ use batch::BatchIter;
 use bytes::Bytes;
 use records::check_keyed;
 use segment::{parse_log_name, Segment};
+use staged::StagedAppend;
 use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -223,29 +225,23 @@ impl<S: Storage> Log<S> {
         let span: i64 = headers.iter().map(|h| h.last_offset_delta as i64 + 1).sum();
         self.roll_if_needed(&config, records.len() as u64, span, now_ms)
             .await?;
-        let (mut next, epoch) = {
+        let (base_offset, epoch) = {
             let state = self.state.borrow();
             (state.log_end_offset, state.leader_epoch)
         };
-        let base_offset = next;
         let append_time = config.timestamp_type == TimestampType::LogAppendTime;
-        let mut data = Vec::from(records);
-        let mut position = 0;
-        for h in headers.iter_mut() {
-            let bytes = &mut data[position..position + h.total_len()];
-            batch::set_base_offset(bytes, next);
-            batch::set_partition_leader_epoch(bytes, epoch);
-            if append_time {
-                batch::set_log_append_time(bytes, now_ms);
-            }
-            *h = BatchHeader::parse(bytes).expect("patched a validated batch");
-            position += h.total_len();
-            next = h.next_offset();
-        }
-        let bytes = data.len() as u32;
+        let staged = if append_time {
+            StagedAppend::rewritten(&records, &mut headers, base_offset, epoch, now_ms)
+        } else {
+            StagedAppend::prefixed(&records, &mut headers, base_offset, epoch)
+        };
+        let next = headers.last().expect("non-empty").next_offset();
+        let bytes = records.len() as u32;
         let interval = config.index_interval_bytes;
         let active = self.active();
-        let appended = active.append(Bytes::from(data), &headers, interval, now_ms).await;
+        let appended = active
+            .append(&staged.parts(&records), &headers, interval, now_ms)
+            .await;
         appended.map_err(|e| self.fail(e))?;
         let mut state = self.state.borrow_mut();
         state.log_end_offset = next;

@@ -159,10 +159,11 @@ impl<F: StorageFile> Segment<F> {
         self.meta.set(meta);
     }
 
-    /// Appends whole, already patched batches; `headers` are their headers in order.
+    /// Appends whole, already patched batches, given as consecutive byte `parts`; `headers` are
+    /// their headers in order.
     pub async fn append(
         &self,
-        data: Bytes,
+        parts: &[&[u8]],
         headers: &[BatchHeader],
         interval: u32,
         now_ms: i64,
@@ -176,13 +177,13 @@ impl<F: StorageFile> Segment<F> {
         }
         assert_eq!(
             position - meta.size,
-            data.len() as u64,
+            parts.iter().map(|p| p.len() as u64).sum::<u64>(),
             "headers describe the data"
         );
         if meta.rolling_timestamp.is_none() {
             meta.rolling_timestamp = Some(now_ms);
         }
-        self.log.write_at(meta.size, data).await?;
+        self.log.write_at(meta.size, parts).await?;
         self.index.append(&builder.offsets).await?;
         self.time_index.append(&builder.times).await?;
         meta.size = position;
