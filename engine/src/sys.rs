@@ -2,7 +2,7 @@
 //! `unsafe` block of the engine lives here.
 
 use std::io::{self, IoSlice};
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 
 /// The kernel takes at most this many iovecs per call (IOV_MAX); longer lists go in pieces.
 const IOV_MAX: usize = 1024;
@@ -46,6 +46,34 @@ pub fn pwritev_all(fd: RawFd, parts: &[&[u8]], pos: u64) -> io::Result<u64> {
     Ok(total as u64)
 }
 
+/// A second descriptor for the open file `fd` (same file description, same inode), which stays
+/// valid after `fd` is closed or the file is renamed or unlinked.
+pub fn duplicate(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: the caller passes a descriptor it keeps open for the duration of this call;
+    // borrowing it only to duplicate it does not take ownership or close it.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    borrowed.try_clone_to_owned()
+}
+
+/// Whether the byte at `pos` of the open file `fd` is in the page cache: a one-byte `preadv2`
+/// with `RWF_NOWAIT`, which fails with `EAGAIN` instead of going to the disk.
+pub fn is_cached(fd: RawFd, pos: u64) -> io::Result<bool> {
+    let mut byte = [0u8; 1];
+    let slice = [io::IoSliceMut::new(&mut byte)];
+    let offset = libc::off_t::try_from(pos)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
+    // SAFETY: `IoSliceMut` is ABI-compatible with `struct iovec`; the one-byte buffer outlives
+    // the call, which reads at most one byte into it.
+    let read = unsafe { libc::preadv2(fd, slice.as_ptr().cast(), 1, offset, libc::RWF_NOWAIT) };
+    if read >= 0 {
+        return Ok(true);
+    }
+    match io::Error::last_os_error() {
+        e if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        e => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +112,35 @@ mod tests {
         assert_eq!(pwritev_all(file.as_raw_fd(), &parts, 0).unwrap(), 3000);
         let back = std::fs::read(dir.path().join("f")).unwrap();
         assert_eq!(back, bytes.concat());
+    }
+
+    #[test]
+    fn a_duplicate_outlives_the_original_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"kept").unwrap();
+        let original = std::fs::File::open(&path).unwrap();
+        let copy = std::fs::File::from(duplicate(original.as_raw_fd()).unwrap());
+        drop(original);
+        std::fs::remove_file(&path).unwrap();
+        let mut back = [0u8; 4];
+        copy.read_exact_at(&mut back, 0).unwrap();
+        assert_eq!(&back, b"kept");
+    }
+
+    #[test]
+    fn a_byte_just_written_is_cached_and_past_the_end_is_not_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        file.write_all_at(b"hot", 0).unwrap();
+        assert!(is_cached(file.as_raw_fd(), 1).unwrap());
+        // At the end of file there is nothing to read, and nothing to wait for either.
+        assert!(is_cached(file.as_raw_fd(), 100).unwrap());
     }
 }

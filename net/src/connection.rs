@@ -8,8 +8,6 @@
 //! connection only, logged once.
 
 use std::future::Future;
-use std::io::IoSlice;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
@@ -23,6 +21,7 @@ use glommio::net::TcpStream;
 use crate::broker::BrokerCtx;
 use crate::frame::{FrameError, FrameReader, FrameStatus};
 use crate::handlers::{self, Outcome};
+use crate::send::Chunk;
 
 /// Kafka's `connections.max.idle.ms` default: idle or half-open connections are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -71,14 +70,14 @@ pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
 }
 
 /// An answer on its way: `None` for a request that gets none (acks=0).
-type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Bytes>>, handlers::RequestError>>>>;
+type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Chunk>>, handlers::RequestError>>>>;
 
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
     let size_max = ctx.state.shared.config.socket_request_max_bytes as usize;
     let mut reader = FrameReader::new(size_max);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
     loop {
-        if let Err(reason) = write_ready_answers(&mut answers, stream).await {
+        if let Err(reason) = write_ready_answers(&mut answers, stream, ctx).await {
             return reason;
         }
         if answers.len() < ANSWERS_IN_FLIGHT_MAX {
@@ -97,7 +96,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             }
             read_more(ctx, stream, &mut reader).await
         } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
-            write_answer(answers.next().await, stream).await
+            write_answer(answers.next().await, stream, ctx).await
         } else {
             // A deferred answer is pending: read the next request meanwhile.
             let raced = {
@@ -111,7 +110,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             match raced {
                 Ok(read) => read,
                 // The abandoned read committed nothing to the reader.
-                Err(answer) => write_answer(answer, stream).await,
+                Err(answer) => write_answer(answer, stream, ctx).await,
             }
         };
         if let Err(reason) = waited {
@@ -125,18 +124,22 @@ async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
     let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
     let outcome = handlers::handle(ctx, frame).await;
     let ctx = ctx.clone();
-    let timed = move |answer: Result<Option<Vec<Bytes>>, handlers::RequestError>| {
+    let timed = move |answer: Result<Option<Vec<Chunk>>, handlers::RequestError>| {
         ctx.state
             .metrics
             .observe_request(api_key, started.elapsed(), answer.is_ok());
         answer
     };
     match outcome {
-        Ok(Outcome::Respond(frame)) => Box::pin(futures::future::ready(timed(Ok(Some(vec![frame]))))),
+        Ok(Outcome::Respond(frame)) => {
+            Box::pin(futures::future::ready(timed(Ok(Some(vec![Chunk::Memory(
+                frame,
+            )])))))
+        }
         Ok(Outcome::RespondChunks(chunks)) => Box::pin(futures::future::ready(timed(Ok(Some(chunks))))),
         Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
         Ok(Outcome::Deferred(pending)) => {
-            Box::pin(async move { timed(pending.await.map(|f| Some(vec![f]))) })
+            Box::pin(async move { timed(pending.await.map(|f| Some(vec![Chunk::Memory(f)]))) })
         }
         Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
     }
@@ -146,20 +149,26 @@ async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
 async fn write_ready_answers(
     answers: &mut FuturesOrdered<Answer>,
     stream: &mut TcpStream,
+    ctx: &Rc<BrokerCtx>,
 ) -> Result<(), CloseReason> {
     while let Some(answer) = answers.next().now_or_never() {
         let Some(answer) = answer else { break };
-        write_answer(Some(answer), stream).await?;
+        write_answer(Some(answer), stream, ctx).await?;
     }
     Ok(())
 }
 
 async fn write_answer(
-    answer: Option<Result<Option<Vec<Bytes>>, handlers::RequestError>>,
+    answer: Option<Result<Option<Vec<Chunk>>, handlers::RequestError>>,
     stream: &mut TcpStream,
+    ctx: &Rc<BrokerCtx>,
 ) -> Result<(), CloseReason> {
     match answer.expect("only awaited while answers are pending") {
-        Ok(Some(chunks)) => Ok(write_chunks(stream, &chunks).await?),
+        Ok(Some(chunks)) => {
+            let paths = crate::send::write_frame(stream, &chunks).await?;
+            ctx.state.metrics.count_fetch_paths(paths);
+            Ok(())
+        }
         Ok(None) => Ok(()),
         Err(e) => Err(e.into()),
     }
@@ -205,34 +214,4 @@ async fn idle_or_shutdown(ctx: &Rc<BrokerCtx>, between_requests: bool) -> CloseR
         Either::Left(_) => CloseReason::Idle(IDLE_TIMEOUT),
         Either::Right(_) => CloseReason::Shutdown,
     }
-}
-
-/// Writes a frame given as chunks: one vectored send for as much as the socket takes, then, when
-/// it is full, glommio's write (which waits for room) for the rest of the current chunk.
-async fn write_chunks(stream: &mut TcpStream, chunks: &[Bytes]) -> std::io::Result<()> {
-    let fd = stream.as_raw_fd();
-    let (mut index, mut offset) = (0, 0);
-    while index < chunks.len() {
-        let slices: Vec<IoSlice<'_>> = std::iter::once(&chunks[index][offset..])
-            .chain(chunks[index + 1..].iter().map(|c| &c[..]))
-            .map(IoSlice::new)
-            .collect();
-        let mut sent = match crate::sys::send_vectored_now(fd, &slices) {
-            Ok(sent) => sent,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                stream.write(&chunks[index][offset..]).await?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if sent == 0 && slices.iter().any(|s| !s.is_empty()) {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        while index < chunks.len() && sent >= chunks[index].len() - offset {
-            sent -= chunks[index].len() - offset;
-            (index, offset) = (index + 1, 0);
-        }
-        offset += sent;
-    }
-    Ok(())
 }

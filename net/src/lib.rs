@@ -13,5 +13,6 @@ pub mod group;
 pub mod handlers;
 mod maintenance;
 pub mod metrics;
+pub mod send;
 pub mod server;
 mod sys;

@@ -5,10 +5,17 @@ use std::os::fd::RawFd;
 
 /// Sends as much of `chunks` as the socket takes now, in one `sendmsg`; `WouldBlock` when the
 /// socket buffer is full. glommio's streams have no vectored write, and one call per answer
-/// (instead of one per chunk) matters for fetch answers made of many shared batches.
-pub fn send_vectored_now(fd: RawFd, chunks: &[IoSlice<'_>]) -> io::Result<usize> {
+/// (instead of one per chunk) matters for fetch answers made of many shared batches. `more`
+/// tells the kernel more of this frame follows at once (MSG_MORE), so a short header is not
+/// sent as a packet of its own before the file bytes behind it.
+pub fn send_vectored_now(fd: RawFd, chunks: &[IoSlice<'_>], more: bool) -> io::Result<usize> {
     // The kernel reads at most IOV_MAX entries per call; the rest goes in the next one.
     let count = chunks.len().min(IOV_MAX);
+    let more = if more || count < chunks.len() {
+        libc::MSG_MORE
+    } else {
+        0
+    };
     // SAFETY: `IoSlice` is ABI-compatible with `struct iovec` on Unix (std guarantees it), and
     // the slices outlive the call; `msghdr` is zeroed (no name, no control data) and then points
     // at `count` of them. MSG_DONTWAIT makes the call non-blocking on glommio's socket, and
@@ -17,12 +24,46 @@ pub fn send_vectored_now(fd: RawFd, chunks: &[IoSlice<'_>]) -> io::Result<usize>
         let mut message: libc::msghdr = std::mem::zeroed();
         message.msg_iov = chunks.as_ptr() as *mut libc::iovec;
         message.msg_iovlen = count as _;
-        libc::sendmsg(fd, &message, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        libc::sendmsg(fd, &message, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more)
     };
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(sent as usize)
+}
+
+/// Sends up to `len` bytes of the file `file` from `position` with `sendfile`, as many as the
+/// socket takes now: the kernel hands page-cache pages to the socket, nothing is copied here.
+/// `WouldBlock` when the socket buffer is full; `Ok(0)` when the file ends before `position`.
+///
+/// glommio's sockets are in blocking mode (its own calls pass MSG_DONTWAIT), and sendfile has
+/// no such flag, so the socket is made non-blocking for this one call, as glommio itself does
+/// around accept. The connection's task is the only user of the socket meanwhile.
+pub fn send_file_now(socket: RawFd, file: RawFd, position: u64, len: usize) -> io::Result<usize> {
+    let mut offset = libc::off_t::try_from(position)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
+    // SAFETY: fcntl on a descriptor the caller keeps open only reads or sets its status flags;
+    // sendfile reads at most `len` bytes from `file` at `offset` (a local the kernel updates)
+    // into `socket`, and touches no user memory but `offset`.
+    unsafe {
+        let flags = libc::fcntl(socket, libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let nonblocking = flags & libc::O_NONBLOCK != 0;
+        if !nonblocking && libc::fcntl(socket, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sent = libc::sendfile(socket, file, &mut offset, len);
+        let error = (sent < 0).then(io::Error::last_os_error);
+        if !nonblocking && libc::fcntl(socket, libc::F_SETFL, flags) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        match error {
+            Some(error) => Err(error),
+            None => Ok(sent as usize),
+        }
+    }
 }
 
 const IOV_MAX: usize = 1024;

@@ -316,6 +316,22 @@ pub fn fetch_records(
     Ok(out)
 }
 
+/// Creates `name` with `partitions` partitions through CreateTopics v4.
+pub fn create_topic(conn: &mut WireConnection, name: &str, partitions: i32) -> Result<()> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let request = kafka_protocol::messages::CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let response = conn.request(&request, 4)?;
+    if response.topics[0].error_code != 0 {
+        bail!("create {name}: {response:?}");
+    }
+    Ok(())
+}
+
 /// Creates `topic` through a Metadata request with auto-creation allowed (Kafka's default).
 pub fn auto_create(conn: &mut WireConnection, topic: &str) -> Result<()> {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;

@@ -3,14 +3,11 @@
 //! (404, 405, oversized head).
 
 use anyhow::{ensure, Result};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, request, MetricsPage};
-use laminar_tests::wire::{fetch, produce, record_batch, WireConnection};
+use laminar_tests::wire::{create_topic, fetch, produce, record_batch, WireConnection};
 use laminar_tests::Broker;
 
-const FAMILIES: [(&str, &str); 14] = [
+const FAMILIES: [(&str, &str); 15] = [
     ("laminar_build_info", "gauge"),
     ("laminar_uptime_seconds_total", "counter"),
     ("laminar_kafka_requests_total", "counter"),
@@ -19,6 +16,7 @@ const FAMILIES: [(&str, &str); 14] = [
     ("laminar_kafka_request_bytes_total", "counter"),
     ("laminar_kafka_records_produced_total", "counter"),
     ("laminar_kafka_records_fetched_total", "counter"),
+    ("laminar_kafka_fetch_bytes_total", "counter"),
     ("laminar_kafka_connections_active", "gauge"),
     ("laminar_kafka_partitions", "gauge"),
     ("laminar_storage_log_bytes", "gauge"),
@@ -26,18 +24,6 @@ const FAMILIES: [(&str, &str); 14] = [
     ("laminar_kafka_consumer_group_lag", "gauge"),
     ("laminar_kafka_under_replicated_partitions", "gauge"),
 ];
-
-fn create_topic(conn: &mut WireConnection, name: &str, partitions: i32) -> Result<()> {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(name.to_string())))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1)]);
-    let response = conn.request(&request, 4)?;
-    ensure!(response.topics[0].error_code == 0, "create {name}: {response:?}");
-    Ok(())
-}
 
 #[test]
 fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {

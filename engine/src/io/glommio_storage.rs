@@ -12,6 +12,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// How segment files are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,6 +59,8 @@ pub struct GlommioFile {
     len: Cell<u64>,
     /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`.
     tail_block: RefCell<Vec<u8>>,
+    /// A duplicate descriptor for other threads' sendfile, made on first use.
+    sendable: RefCell<Option<Arc<std::fs::File>>>,
 }
 
 fn closed() -> io::Error {
@@ -67,6 +70,14 @@ fn closed() -> io::Error {
 impl GlommioFile {
     fn handle(&self) -> io::Result<Handle> {
         self.handle.borrow().clone().ok_or_else(closed)
+    }
+
+    /// The descriptor reads go through (the page-cache one in Direct mode too).
+    fn read_fd(&self) -> io::Result<std::os::fd::RawFd> {
+        Ok(match self.handle()? {
+            Handle::Buffered(f) => f.as_raw_fd(),
+            Handle::Direct(_, r) => r.as_raw_fd(),
+        })
     }
 
     async fn write_direct(
@@ -188,11 +199,28 @@ impl StorageFile for GlommioFile {
         Ok(())
     }
 
+    fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+        if let Some(file) = &*self.sendable.borrow() {
+            return Ok(Some(file.clone()));
+        }
+        let file = Arc::new(std::fs::File::from(crate::sys::duplicate(self.read_fd()?)?));
+        *self.sendable.borrow_mut() = Some(file.clone());
+        Ok(Some(file))
+    }
+
+    fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
+        let fd = self.read_fd()?;
+        let last = pos + len.saturating_sub(1);
+        Ok(crate::sys::is_cached(fd, pos)? && crate::sys::is_cached(fd, last)?)
+    }
+
     fn len(&self) -> u64 {
         self.len.get()
     }
 
     async fn close(&self) -> io::Result<()> {
+        // Senders on other threads keep their own reference until they are done.
+        self.sendable.borrow_mut().take();
         let Some(handle) = self.handle.borrow_mut().take() else {
             return Ok(());
         };
@@ -251,6 +279,7 @@ impl Storage for GlommioStorage {
             handle: RefCell::new(Some(handle.clone())),
             len: Cell::new(len),
             tail_block: RefCell::new(Vec::new()),
+            sendable: RefCell::new(None),
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);

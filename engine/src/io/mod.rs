@@ -14,6 +14,17 @@ use bytes::Bytes;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
+
+/// A range of a file that another thread may send to a socket without copying it. The handle
+/// keeps the bytes readable even after the segment is closed, removed or replaced by compaction
+/// (log data below the end is never rewritten in place). Send + Sync: it crosses shards.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    pub file: Arc<std::fs::File>,
+    pub position: u64,
+    pub len: u64,
+}
 
 /// One open file, read+write. Owned by one shard; not Send. Shared as `Rc` so that an
 /// fdatasync can be in flight while appends continue.
@@ -27,6 +38,18 @@ pub trait StorageFile {
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()>;
     async fn fdatasync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
+    /// A handle other threads may read this file through (the network layer's sendfile), still
+    /// valid after this file is closed, renamed or removed; `None` for files that are not
+    /// kernel files (the in-memory test storage).
+    fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+        Ok(None)
+    }
+    /// Whether reading `[pos, pos + len)` now would not wait for the disk (its first and last
+    /// pages are in the page cache). Files without a page cache say yes.
+    fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
+        let _ = (pos, len);
+        Ok(true)
+    }
     /// Current length as seen by this process (written bytes, synced or not).
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {

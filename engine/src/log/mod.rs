@@ -16,6 +16,7 @@ mod recovery;
 mod retention;
 mod scan;
 pub mod segment;
+mod send;
 mod staged;
 pub mod timeindex;
 
@@ -24,6 +25,7 @@ pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
 pub use error::LogError;
 pub use retention::RetentionOutcome;
+pub use send::RecordBytes;
 
 use crate::io::{Storage, StorageFile};
 use batch::BatchIter;
@@ -288,13 +290,42 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// Whole batches from the one holding `offset`; empty at the log end.
+    /// Whole batches from the one holding `offset`, read into memory; empty at the log end.
     pub async fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<Vec<Bytes>, LogError> {
+        match self.locate(offset).await? {
+            Some((segment, position, _)) => {
+                Ok(segment.read_batches(position, max_bytes, min_one_batch).await?)
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// As [`read`](Self::read), but leaves the batches in the segment file when they are in the
+    /// page cache, for the caller to send without copying them (see `send.rs`).
+    pub async fn read_for_send(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<RecordBytes, LogError> {
+        match self.locate(offset).await? {
+            Some((segment, position, first)) => Ok(segment
+                .records_for_send(position, &first, max_bytes, min_one_batch)
+                .await?),
+            None => Ok(RecordBytes::default()),
+        }
+    }
+
+    /// The segment, position and header of the first batch at or after `offset`.
+    async fn locate(
+        &self,
+        offset: i64,
+    ) -> Result<Option<(Rc<Segment<S::File>>, u64, BatchHeader)>, LogError> {
         self.check_ok()?;
         let (log_start, log_end, segments) = {
             let state = self.state.borrow();
@@ -317,11 +348,11 @@ impl<S: Storage> Log<S> {
         for segment in &segments[first..] {
             // Compaction leaves gaps, even whole segments: the next batch after them answers.
             let offset = offset.max(segment.base_offset);
-            if let Some((position, _)) = segment.find_batch(offset).await? {
-                return Ok(segment.read_batches(position, max_bytes, min_one_batch).await?);
+            if let Some((position, header)) = segment.find_batch(offset).await? {
+                return Ok(Some((segment.clone(), position, header)));
             }
         }
-        Ok(Vec::new())
+        Ok(None)
     }
 
     /// ListOffsets by timestamp: the first batch whose max timestamp is >= `ts`, as

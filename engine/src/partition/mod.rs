@@ -5,6 +5,7 @@ mod producer_snapshot;
 pub mod producer_state;
 
 use crate::io::{GlommioStorage, Storage};
+pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
 use producer_state::{Admission, BatchMetadata, ProducerStateTable};
@@ -43,11 +44,11 @@ impl FsyncPolicy {
     }
 }
 
-/// What a read returns.
+/// What a read returns: `data` is whole batches in offset order, in memory (`Vec<Bytes>`) or,
+/// for [`Partition::read_for_send`], possibly left in the segment file ([`RecordBytes`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadResult {
-    /// Whole batches, in offset order.
-    pub data: Vec<Bytes>,
+pub struct ReadResult<D = Vec<Bytes>> {
+    pub data: D,
     pub high_watermark: i64,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
@@ -203,12 +204,28 @@ impl<S: Storage> Partition<S> {
     ) -> Result<ReadResult, LogError> {
         self.check_open()?;
         let data = self.log.read(offset, max_bytes, min_one_batch).await?;
-        Ok(ReadResult {
+        Ok(self.read_result(data))
+    }
+
+    /// As [`read`](Self::read), for a socket: cached batches stay in the file (see `log/send.rs`).
+    pub async fn read_for_send(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult<RecordBytes>, LogError> {
+        self.check_open()?;
+        let data = self.log.read_for_send(offset, max_bytes, min_one_batch).await?;
+        Ok(self.read_result(data))
+    }
+
+    fn read_result<D>(&self, data: D) -> ReadResult<D> {
+        ReadResult {
             data,
             high_watermark: self.high_watermark(),
             log_start_offset: self.log_start_offset(),
             log_end_offset: self.log_end_offset(),
-        })
+        }
     }
 
     pub async fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<(i64, i64)>, LogError> {

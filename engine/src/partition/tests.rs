@@ -288,3 +288,89 @@ fn glommio_storage_round_trip() {
             .unwrap();
     }
 }
+
+/// The bytes of a file range, read back the ordinary way.
+fn range_bytes(range: &crate::io::FileRange) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut out = vec![0u8; range.len as usize];
+    range.file.read_exact_at(&mut out, range.position).unwrap();
+    out
+}
+
+#[test]
+fn reads_for_send_leave_cached_whole_batches_in_the_file() {
+    use crate::io::{GlommioStorage, WriteMode};
+    for mode in [WriteMode::Buffered, WriteMode::Direct] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t-0");
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let config = LogConfig {
+                    index_interval_bytes: 128,
+                    ..LogConfig::default()
+                };
+                let p = Partition::open(Rc::new(GlommioStorage::new(mode)), path, config)
+                    .await
+                    .unwrap();
+                for i in 0..20 {
+                    p.append(batch(3, i), 0).await.unwrap();
+                }
+                let in_memory = p.read(6, 1 << 20, true).await.unwrap().data.concat();
+                let RecordBytes::File { range, offsets } =
+                    p.read_for_send(6, 1 << 20, true).await.unwrap().data
+                else {
+                    panic!("freshly written batches are in the page cache");
+                };
+                assert_eq!(
+                    range_bytes(&range),
+                    in_memory,
+                    "{mode:?}: the rest of the segment"
+                );
+                assert_eq!(offsets, 6..60);
+
+                // A byte limit cuts at a batch boundary the sparse index knows.
+                let RecordBytes::File { range, offsets } = p.read_for_send(0, 700, true).await.unwrap().data
+                else {
+                    panic!("cached");
+                };
+                assert!(range.len > 0 && range.len <= 700, "{range:?}");
+                let cut = headers(&split_batches(&range_bytes(&range)));
+                assert_eq!(cut.first().unwrap().base_offset, 0);
+                assert_eq!(cut.last().unwrap().next_offset(), offsets.end);
+
+                // Below one batch: the first batch when the client must progress, else nothing.
+                let one = p.read_for_send(3, 10, true).await.unwrap().data;
+                assert_eq!(one.len(), batch(3, 0).len());
+                assert!(p.read_for_send(3, 10, false).await.unwrap().data.is_empty());
+                assert!(p.read_for_send(60, 1 << 20, true).await.unwrap().data.is_empty());
+
+                // The range stays readable after its partition is deleted.
+                p.delete().await.unwrap();
+                assert_eq!(range_bytes(&range).len() as u64, range.len);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}
+
+#[test]
+fn reads_for_send_without_kernel_files_come_back_in_memory() {
+    block_on(async {
+        let storage = FaultyStorage::new(3);
+        let p = open(&storage, small_config()).await;
+        for i in 0..5 {
+            p.append(batch(2, i), 0).await.unwrap();
+        }
+        let RecordBytes::Memory(batches) = p.read_for_send(0, 1 << 20, true).await.unwrap().data else {
+            panic!("FaultyStorage has no descriptors to send from");
+        };
+        assert_eq!(batches, p.read(0, 1 << 20, true).await.unwrap().data);
+    });
+}
+
+fn split_batches(bytes: &[u8]) -> Vec<Bytes> {
+    batch::BatchIter::new(bytes, usize::MAX)
+        .map(|item| Bytes::copy_from_slice(&bytes[item.unwrap().0]))
+        .collect()
+}

@@ -1,14 +1,14 @@
 //! Fetch: whole batches from each partition's owning shard, bounded by the request's byte
 //! limits, long-polled by appends (not timers) until `min_bytes` arrive or `max_wait_ms` passes.
-//! The batches go into the answer shared, not copied (see `fetch_encode`).
+//! The records go into the answer as the engine's read left them — segment file ranges or
+//! shared batches — never copied (see `fetch_encode` and `send`).
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures::future::{select, select_all, Either};
 use kafka_protocol::messages::FetchRequest;
-use laminar_engine::partition::ReadResult;
+use laminar_engine::partition::{ReadResult, RecordBytes};
 
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
@@ -22,7 +22,14 @@ const READ_COMMITTED: i8 = 1;
 struct Wanted {
     offset: i64,
     max_bytes: usize,
+    /// Whether a first batch larger than `max_bytes` still comes back (so the client progresses).
+    min_one_batch: bool,
 }
+
+type Reads = Vec<(
+    TopicPartition,
+    Result<ReadResult<RecordBytes>, PartitionAccessError>,
+)>;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchAnswer {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
@@ -38,18 +45,19 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
         |p| {
             let want = Wanted {
                 offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes.max(0) as usize,
+                max_bytes: (p.partition_max_bytes.max(0) as usize).min(max_bytes),
+                min_one_batch: true,
             };
             (p.partition, want)
         },
     );
     loop {
-        let results = read_all(ctx, &wanted).await;
+        let results = read_all(ctx, wanted.clone()).await;
         let any_error = results.iter().any(|(_, r)| r.is_err());
         let bytes: usize = results
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok())
-            .map(read_len)
+            .map(|read| read.data.len())
             .sum();
         let now = Instant::now();
         if bytes >= min_bytes.max(1)
@@ -57,25 +65,55 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
             || now >= deadline
             || ctx.state.shared.shutdown.is_triggered()
         {
-            return respond(results, max_bytes, request.isolation_level);
+            let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
+            return respond(results, request.isolation_level);
         }
         wait_for_appends(ctx, &wanted, deadline).await;
     }
 }
 
-async fn read_all(
-    ctx: &Rc<BrokerCtx>,
-    wanted: &[(TopicPartition, Wanted)],
-) -> Vec<(TopicPartition, Result<ReadResult, PartitionAccessError>)> {
-    on_owning_shards(ctx, wanted.to_vec(), |there, tp, want: Wanted| async move {
+async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) -> Reads {
+    on_owning_shards(ctx, wanted, |there, tp, want: Wanted| async move {
         let partition = there.state.partition(&tp).await?;
-        Ok(partition.read(want.offset, want.max_bytes, true).await?)
+        let read = partition.read_for_send(want.offset, want.max_bytes, want.min_one_batch);
+        Ok(read.await?)
     })
     .await
 }
 
-fn read_len(read: &ReadResult) -> usize {
-    read.data.iter().map(Bytes::len).sum()
+/// Keeps the answer within the request's total `max_bytes`, in request order, as Kafka does:
+/// each partition gets what the ones before it left, and only the first with data may exceed it
+/// by one batch. Partitions read concurrently with their own limits, so one that overshoots
+/// what is left is read again with that (rare: the total limit is usually many partitions'
+/// worth). File ranges cannot be trimmed without knowing where batches start; the engine can.
+async fn fit_to_budget(
+    ctx: &Rc<BrokerCtx>,
+    wanted: &[(TopicPartition, Wanted)],
+    mut results: Reads,
+    max_bytes: usize,
+) -> Reads {
+    let mut budget = max_bytes;
+    let mut first_data = true;
+    for ((tp, want), (_, result)) in wanted.iter().zip(results.iter_mut()) {
+        let len = match result {
+            Ok(read) => read.data.len(),
+            Err(_) => continue,
+        };
+        // The first partition with data was read with the whole limit (or is one big batch).
+        if len > budget && !first_data {
+            let smaller = Wanted {
+                max_bytes: budget,
+                min_one_batch: false,
+                ..*want
+            };
+            let again = read_all(ctx, vec![(tp.clone(), smaller)]).await;
+            *result = again.into_iter().next().expect("one read asked, one answered").1;
+        }
+        let len = result.as_ref().map_or(0, |read| read.data.len());
+        budget = budget.saturating_sub(len);
+        first_data &= len == 0;
+    }
+    results
 }
 
 /// Returns when any wanted partition grows past its fetch offset, or at the deadline.
@@ -116,39 +154,21 @@ async fn wait_for_appends(ctx: &Rc<BrokerCtx>, wanted: &[(TopicPartition, Wanted
     select_all(waits).await;
 }
 
-/// Builds the answer, trimming whole batches to the request's total `max_bytes` in request order;
-/// the first partition with data always returns at least one batch, so a client can progress.
-fn respond(
-    results: Vec<(TopicPartition, Result<ReadResult, PartitionAccessError>)>,
-    max_bytes: usize,
-    isolation_level: i8,
-) -> FetchAnswer {
+/// Builds the answer from reads already within the byte limits.
+fn respond(results: Reads, isolation_level: i8) -> FetchAnswer {
     let read_committed = isolation_level == READ_COMMITTED;
-    let mut budget = max_bytes;
-    let mut first_data = true;
     let mut answer = FetchAnswer::default();
     for (tp, result) in results {
         let partition = match result {
-            Ok(read) => {
-                let mut batches = Vec::new();
-                for batch in read.data {
-                    if batch.len() > budget && !first_data {
-                        break;
-                    }
-                    budget = budget.saturating_sub(batch.len());
-                    first_data = false;
-                    batches.push(batch);
-                }
-                PartitionAnswer {
-                    partition: tp.partition,
-                    error_code: 0,
-                    high_watermark: read.high_watermark,
-                    last_stable_offset: read.high_watermark,
-                    log_start_offset: read.log_start_offset,
-                    read_committed,
-                    batches,
-                }
-            }
+            Ok(read) => PartitionAnswer {
+                partition: tp.partition,
+                error_code: 0,
+                high_watermark: read.high_watermark,
+                last_stable_offset: read.high_watermark,
+                log_start_offset: read.log_start_offset,
+                read_committed,
+                records: read.data,
+            },
             Err(e) => PartitionAnswer {
                 partition: tp.partition,
                 error_code: partition_error_code(&e),
@@ -156,7 +176,7 @@ fn respond(
                 last_stable_offset: -1,
                 log_start_offset: -1,
                 read_committed,
-                batches: Vec::new(),
+                records: RecordBytes::default(),
             },
         };
         push_partition(&mut answer.topics, tp.topic, partition);

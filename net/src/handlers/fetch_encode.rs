@@ -2,12 +2,16 @@
 //!
 //! Every other response goes through the kafka-protocol codec, which copies `records` into its
 //! output buffer. A fetch answer is mostly record bytes, so it is written as a list of chunks:
-//! small buffers for the fields, and the stored batches themselves (`Bytes` shared with the
-//! engine's read) in between. The connection writes the chunks in order. The layout follows
+//! small buffers for the fields, and in between the records as the engine's read left them:
+//! ranges of segment files (sent with sendfile) or batches in memory (`Bytes` shared with the
+//! read). The connection writes the chunks in order (`send.rs`). The layout follows
 //! Kafka's FetchResponse v4-v12 (v12 is flexible: compact lengths and empty tag sections); a
 //! test checks it byte for byte against the codec at every served version.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
+use laminar_engine::partition::RecordBytes;
+
+use crate::send::Chunk;
 
 /// One partition's part of the answer.
 #[derive(Debug, Clone, Default)]
@@ -20,13 +24,7 @@ pub struct PartitionAnswer {
     /// READ_COMMITTED answers carry an (empty) aborted-transactions list; others carry null.
     pub read_committed: bool,
     /// Whole batches, in offset order.
-    pub batches: Vec<Bytes>,
-}
-
-impl PartitionAnswer {
-    pub fn records_len(&self) -> usize {
-        self.batches.iter().map(Bytes::len).sum()
-    }
+    pub records: RecordBytes,
 }
 
 /// The whole answer: topics in request order, each with its partitions.
@@ -40,7 +38,7 @@ const FIRST_FLEXIBLE_VERSION: i16 = 12;
 const NO_PREFERRED_REPLICA: i32 = -1;
 
 /// Writes the frame (size prefix, response header, body) as chunks to send in order.
-pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i32) -> Vec<Bytes> {
+pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i32) -> Vec<Chunk> {
     assert!(
         (4..=FIRST_FLEXIBLE_VERSION).contains(&version),
         "Fetch v{version} is not served"
@@ -93,45 +91,55 @@ fn put_partition(out: &mut Chunks, partition: &PartitionAnswer, version: i16, fl
     if version >= 11 {
         fields.put_i32(NO_PREFERRED_REPLICA);
     }
-    let records_len = partition.records_len();
+    let records_len = partition.records.len();
     if flexible {
         put_uvarint(fields, records_len as u64 + 1);
     } else {
         fields.put_i32(i32::try_from(records_len).expect("a fetch answer stays below 2 GiB"));
     }
-    for batch in &partition.batches {
-        out.push_shared(batch.clone());
+    match &partition.records {
+        RecordBytes::Memory(batches) => {
+            for batch in batches {
+                out.push_shared(Chunk::Memory(batch.clone()));
+            }
+        }
+        RecordBytes::File { range, .. } => out.push_shared(Chunk::File(range.clone())),
     }
     if flexible {
         out.fields.put_u8(0); // partition tag section
     }
 }
 
-/// Field bytes accumulate in `fields` until a shared batch interrupts them.
+/// Field bytes accumulate in `fields` until records interrupt them.
 #[derive(Default)]
 struct Chunks {
-    done: Vec<Bytes>,
+    done: Vec<Chunk>,
     fields: BytesMut,
 }
 
 impl Chunks {
-    fn push_shared(&mut self, batch: Bytes) {
+    fn push_shared(&mut self, records: Chunk) {
+        self.close_fields();
+        self.done.push(records);
+    }
+
+    fn close_fields(&mut self) {
         if !self.fields.is_empty() {
-            self.done.push(self.fields.split().freeze());
+            self.done.push(Chunk::Memory(self.fields.split().freeze()));
         }
-        self.done.push(batch);
     }
 
     /// Closes the last field chunk and patches the frame size into the first.
-    fn finish(mut self) -> Vec<Bytes> {
-        if !self.fields.is_empty() {
-            self.done.push(self.fields.split().freeze());
-        }
-        let size = self.done.iter().map(Bytes::len).sum::<usize>() - 4;
+    fn finish(mut self) -> Vec<Chunk> {
+        self.close_fields();
+        let size = self.done.iter().map(Chunk::len).sum::<usize>() - 4;
         let size = i32::try_from(size).expect("a fetch answer stays below 2 GiB");
-        let mut first = BytesMut::from(&self.done[0][..]);
+        let Chunk::Memory(head) = &self.done[0] else {
+            unreachable!("a frame starts with its size and header fields");
+        };
+        let mut first = BytesMut::from(&head[..]);
         first[..4].copy_from_slice(&size.to_be_bytes());
-        self.done[0] = first.freeze();
+        self.done[0] = Chunk::Memory(first.freeze());
         self.done
     }
 }
@@ -164,8 +172,11 @@ fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
     use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, ResponseKind, TopicName};
+    use laminar_engine::io::FileRange;
+    use std::sync::Arc;
 
     fn sample(read_committed: bool) -> FetchAnswer {
         let ok = PartitionAnswer {
@@ -174,7 +185,10 @@ mod tests {
             last_stable_offset: 42,
             log_start_offset: 7,
             read_committed,
-            batches: vec![Bytes::from_static(b"first batch"), Bytes::from_static(b"second")],
+            records: RecordBytes::Memory(vec![
+                Bytes::from_static(b"first batch"),
+                Bytes::from_static(b"second"),
+            ]),
             ..Default::default()
         };
         let failed = PartitionAnswer {
@@ -184,7 +198,7 @@ mod tests {
             last_stable_offset: -1,
             log_start_offset: -1,
             read_committed,
-            batches: vec![],
+            records: RecordBytes::default(),
         };
         FetchAnswer {
             topics: vec![
@@ -203,7 +217,7 @@ mod tests {
                 let partitions = partitions
                     .iter()
                     .map(|p| {
-                        let records: Vec<u8> = p.batches.iter().flat_map(|b| b.to_vec()).collect();
+                        let records = records_bytes(&p.records);
                         PartitionData::default()
                             .with_partition_index(p.partition)
                             .with_error_code(p.error_code)
@@ -224,25 +238,82 @@ mod tests {
         crate::codec::encode_response(ApiKey::Fetch, version, 77, &response).unwrap()
     }
 
+    fn records_bytes(records: &RecordBytes) -> Vec<u8> {
+        match records {
+            RecordBytes::Memory(batches) => batches.concat(),
+            RecordBytes::File { range, .. } => range_bytes(range),
+        }
+    }
+
+    fn range_bytes(range: &FileRange) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let mut out = vec![0u8; range.len as usize];
+        range.file.read_exact_at(&mut out, range.position).unwrap();
+        out
+    }
+
+    fn joined(chunks: &[Chunk]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            match chunk {
+                Chunk::Memory(bytes) => out.extend_from_slice(bytes),
+                Chunk::File(range) => out.extend(range_bytes(range)),
+            }
+        }
+        out
+    }
+
+    /// `sample` with its first partition's records in a file instead: "...first batchsecond..."
+    fn sample_in_file(read_committed: bool, dir: &std::path::Path) -> FetchAnswer {
+        let path = dir.join("00000000000000000000.log");
+        std::fs::write(&path, b"older bytesfirst batchsecondlater bytes").unwrap();
+        let file = Arc::new(std::fs::File::open(&path).unwrap());
+        let range = FileRange {
+            file,
+            position: 11,
+            len: 17,
+        };
+        let mut answer = sample(read_committed);
+        answer.topics[0].1[0].records = RecordBytes::File { range, offsets: 0..2 };
+        answer
+    }
+
     #[test]
     fn chunks_match_the_codec_at_every_served_version() {
+        let dir = tempfile::tempdir().unwrap();
         for version in 4..=12 {
             for read_committed in [false, true] {
-                let answer = sample(read_committed);
-                let chunks = encode_fetch_frame(&answer, version, 77);
-                let joined: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
-                assert_eq!(joined, through_codec(&answer, version).to_vec(), "v{version}");
+                for answer in [sample(read_committed), sample_in_file(read_committed, dir.path())] {
+                    let chunks = encode_fetch_frame(&answer, version, 77);
+                    let expected = through_codec(&answer, version).to_vec();
+                    assert_eq!(joined(&chunks), expected, "v{version}");
+                }
             }
         }
     }
 
     #[test]
-    fn batches_are_shared_not_copied() {
+    fn records_are_shared_not_copied() {
         let answer = sample(false);
         let chunks = encode_fetch_frame(&answer, 12, 1);
-        let stored = &answer.topics[0].1[0].batches[0];
-        assert!(chunks
-            .iter()
-            .any(|c| c.as_ptr() == stored.as_ptr() && c.len() == stored.len()));
+        let RecordBytes::Memory(batches) = &answer.topics[0].1[0].records else {
+            unreachable!()
+        };
+        let stored = &batches[0];
+        assert!(chunks.iter().any(|c| matches!(c, Chunk::Memory(b)
+            if b.as_ptr() == stored.as_ptr() && b.len() == stored.len())));
+
+        let dir = tempfile::tempdir().unwrap();
+        let answer = sample_in_file(false, dir.path());
+        let chunks = encode_fetch_frame(&answer, 12, 1);
+        let files: Vec<_> = chunks.iter().filter(|c| matches!(c, Chunk::File(_))).collect();
+        assert!(matches!(
+            files[..],
+            [Chunk::File(FileRange {
+                position: 11,
+                len: 17,
+                ..
+            })]
+        ));
     }
 }

@@ -45,8 +45,9 @@ mod topic_admin;
 pub enum Outcome {
     /// Write this frame.
     Respond(Bytes),
-    /// Write this frame, given as chunks in order (a fetch answer sharing stored batches).
-    RespondChunks(Vec<Bytes>),
+    /// Write this frame, given as chunks in order (a fetch answer: stored batches in memory or
+    /// segment file ranges).
+    RespondChunks(Vec<crate::send::Chunk>),
     /// Nothing to write (Produce with acks=0).
     NoResponse,
     /// Write this frame when it is ready (acks=all waiting for fdatasync); the connection may

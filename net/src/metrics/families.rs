@@ -59,6 +59,7 @@ pub const REQUEST_LATENCY: &str = "laminar_kafka_request_latency_seconds";
 pub const REQUEST_BYTES: &str = "laminar_kafka_request_bytes_total";
 pub const RECORDS_PRODUCED: &str = "laminar_kafka_records_produced_total";
 pub const RECORDS_FETCHED: &str = "laminar_kafka_records_fetched_total";
+pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const PARTITIONS: &str = "laminar_kafka_partitions";
 pub const LOG_BYTES: &str = "laminar_storage_log_bytes";
@@ -122,6 +123,14 @@ pub const FAMILIES: &[Family] = &[
         &["topic"],
         "Records sent to fetchers per topic, from batch headers; a fetch from inside a batch \
          counts the whole batch (Redpanda: redpanda_kafka_records_fetched_total).",
+    ),
+    family(
+        FETCH_BYTES,
+        Kind::Counter,
+        &["path"],
+        "Fetched record bytes by how they reached the socket: path=\"sendfile\" from the page \
+         cache without a copy, \"copied\" from the file through user space because the socket \
+         was full at that moment, \"memory\" read into memory first (data no longer cached).",
     ),
     family(
         CONNECTIONS,
@@ -242,6 +251,12 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
                 };
                 sample(out, name, &[("topic", &topic)], value);
             }
+        }
+        FETCH_BYTES => {
+            let paths = snapshot.fetch_paths();
+            sample(out, name, &[("path", "sendfile")], paths.sendfile);
+            sample(out, name, &[("path", "copied")], paths.copied);
+            sample(out, name, &[("path", "memory")], paths.memory);
         }
         CONNECTIONS | PARTITIONS | LOG_BYTES => {
             for shard in &snapshot.shards {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
+use laminar_engine::partition::RecordBytes;
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{BrokerCtx, BrokerShard};
@@ -52,11 +53,32 @@ impl TopicTraffic {
     }
 }
 
+/// How fetched record bytes reached the sockets.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FetchPaths {
+    /// Sent with sendfile from the page cache: never copied in user space.
+    pub sendfile: u64,
+    /// Left in the file, but copied through user space because the socket was full at that
+    /// moment (or sendfile refused the file).
+    pub copied: u64,
+    /// Read into memory first (data no longer in the page cache, or storage without files).
+    pub memory: u64,
+}
+
+impl FetchPaths {
+    fn add(&mut self, other: &FetchPaths) {
+        self.sendfile += other.sendfile;
+        self.copied += other.copied;
+        self.memory += other.memory;
+    }
+}
+
 /// One shard's counters. Owned by one shard; not Send.
 #[derive(Debug, Default)]
 pub struct ShardMetrics {
     requests: RefCell<BTreeMap<i16, RequestStats>>,
     topics: RefCell<BTreeMap<String, TopicTraffic>>,
+    fetch_paths: Cell<FetchPaths>,
     durability_wait: LatencyHistogram,
     /// Every fdatasync this shard's partitions made, timed by the engine around the syscall.
     fdatasync: Rc<LatencyHistogram>,
@@ -139,9 +161,19 @@ impl ShardMetrics {
         let mut topics = self.topics.borrow_mut();
         for (topic, partitions) in &answer.topics {
             let (mut bytes, mut records) = (0u64, 0u64);
-            for batch in partitions.iter().flat_map(|p| &p.batches) {
-                bytes += batch.len() as u64;
-                records += record_count(batch);
+            for partition in partitions {
+                bytes += partition.records.len() as u64;
+                records += match &partition.records {
+                    RecordBytes::Memory(batches) => {
+                        self.count_fetch_paths(FetchPaths {
+                            memory: partition.records.len() as u64,
+                            ..FetchPaths::default()
+                        });
+                        batches.iter().map(|b| record_count(b)).sum()
+                    }
+                    // Unread file bytes: the offsets they cover (gaps only after compaction).
+                    RecordBytes::File { offsets, .. } => (offsets.end - offsets.start) as u64,
+                };
             }
             if bytes > 0 {
                 let traffic = topics.entry(topic.clone()).or_default();
@@ -149,6 +181,13 @@ impl ShardMetrics {
                 traffic.records_out += records;
             }
         }
+    }
+
+    /// Adds to the counts of how fetched bytes were sent.
+    pub fn count_fetch_paths(&self, paths: FetchPaths) {
+        let mut total = self.fetch_paths.get();
+        total.add(&paths);
+        self.fetch_paths.set(total);
     }
 
     /// Time a produce or flush waited for its data to be fdatasync'd.
@@ -181,6 +220,7 @@ pub struct ShardSnapshot {
     pub shard: usize,
     pub requests: BTreeMap<i16, RequestSnapshot>,
     pub topics: BTreeMap<String, TopicTraffic>,
+    pub fetch_paths: FetchPaths,
     pub durability_wait: HistogramSnapshot,
     pub fdatasync: HistogramSnapshot,
     pub connections_active: usize,
@@ -252,6 +292,7 @@ impl ShardSnapshot {
                 })
                 .collect(),
             topics: metrics.topics.borrow().clone(),
+            fetch_paths: metrics.fetch_paths.get(),
             durability_wait: metrics.durability_wait.snapshot(),
             fdatasync: metrics.fdatasync.snapshot(),
             connections_active: state.connections_active.get(),
@@ -324,6 +365,14 @@ impl BrokerSnapshot {
 
     pub fn durability_wait(&self) -> HistogramSnapshot {
         self.merged(|shard| &shard.durability_wait)
+    }
+
+    pub fn fetch_paths(&self) -> FetchPaths {
+        let mut total = FetchPaths::default();
+        for shard in &self.shards {
+            total.add(&shard.fetch_paths);
+        }
+        total
     }
 
     pub fn fdatasync(&self) -> HistogramSnapshot {

@@ -10,6 +10,8 @@ use super::*;
 use crate::client::records::{encode_batch, plain_record};
 use crate::client::Compression;
 use crate::handlers::fetch_encode::{FetchAnswer, PartitionAnswer};
+use laminar_engine::io::FileRange;
+use laminar_engine::partition::RecordBytes;
 
 fn batch(records: usize) -> Bytes {
     let records: Vec<_> = (0..records)
@@ -72,19 +74,35 @@ fn fetch_counts_bytes_and_records_per_topic() {
     let mut two_batches = BytesMut::from(&batch(4)[..]);
     two_batches.extend_from_slice(&batch(1));
     let two_batches = two_batches.freeze();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("log"), batch(3)).unwrap();
+    let file = std::sync::Arc::new(std::fs::File::open(dir.path().join("log")).unwrap());
+    let in_file = FileRange {
+        file,
+        position: 0,
+        len: batch(3).len() as u64,
+    };
     let response = FetchAnswer {
         topics: vec![(
             "t".to_string(),
             vec![
                 PartitionAnswer {
-                    batches: vec![
+                    records: RecordBytes::Memory(vec![
                         two_batches.slice(..batch(4).len()),
                         two_batches.slice(batch(4).len()..),
-                    ],
+                    ]),
                     ..Default::default()
                 },
                 PartitionAnswer {
                     partition: 1,
+                    ..Default::default()
+                },
+                PartitionAnswer {
+                    partition: 2,
+                    records: RecordBytes::File {
+                        range: in_file,
+                        offsets: 7..10,
+                    },
                     ..Default::default()
                 },
             ],
@@ -93,8 +111,8 @@ fn fetch_counts_bytes_and_records_per_topic() {
     metrics.count_fetched(&response);
     metrics.count_fetched(&response);
     let traffic = metrics.topics.borrow()["t"];
-    assert_eq!(traffic.bytes_out, 2 * two_batches.len() as u64);
-    assert_eq!(traffic.records_out, 10);
+    assert_eq!(traffic.bytes_out, 2 * (two_batches.len() + batch(3).len()) as u64);
+    assert_eq!(traffic.records_out, 2 * (5 + 3));
 }
 
 #[test]

@@ -1,0 +1,96 @@
+//! Reads meant for a socket: the batches stay in the segment file, as a [`FileRange`] the
+//! network layer sends with sendfile, so record bytes are never copied in user space.
+//!
+//! Two limits shape it. sendfile of bytes that are not in the page cache blocks the calling
+//! thread on the disk, and a shard must never block, so ranges whose first or last page is not
+//! cached (catch-up reads of old data) are read into memory through io_uring instead. And a
+//! file range must end on a batch boundary without reading the batches: it ends at the segment
+//! end, or at the last sparse-index entry inside the byte limit (entries point at batch starts,
+//! about every `index.interval.bytes`), or after the first batch.
+
+use super::batch::BatchHeader;
+use super::segment::Segment;
+use crate::io::{FileRange, StorageFile};
+use bytes::Bytes;
+use std::io;
+use std::ops::Range;
+
+/// Whole batches a read found, in offset order. Send: it crosses shards.
+#[derive(Debug, Clone)]
+pub enum RecordBytes {
+    /// Read into memory.
+    Memory(Vec<Bytes>),
+    /// Left in the segment file; `offsets` are those the batches cover (compaction may have
+    /// left gaps among them).
+    File { range: FileRange, offsets: Range<i64> },
+}
+
+impl Default for RecordBytes {
+    fn default() -> Self {
+        RecordBytes::Memory(Vec::new())
+    }
+}
+
+impl RecordBytes {
+    pub fn len(&self) -> usize {
+        match self {
+            RecordBytes::Memory(batches) => batches.iter().map(Bytes::len).sum(),
+            RecordBytes::File { range, .. } => range.len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<F: StorageFile> Segment<F> {
+    /// Whole batches from `position` (where `first` starts), as many as fit in `max_bytes` and
+    /// at least one when `min_one_batch`: as a file range when they are cached, else in memory.
+    pub async fn records_for_send(
+        &self,
+        position: u64,
+        first: &BatchHeader,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> io::Result<RecordBytes> {
+        let Some((len, next_offset)) = self.sendable_span(position, first, max_bytes, min_one_batch) else {
+            return Ok(RecordBytes::default());
+        };
+        if self.log.is_cached(position, len)? {
+            if let Some(file) = self.log.sendable()? {
+                let range = FileRange { file, position, len };
+                let offsets = first.base_offset..next_offset;
+                return Ok(RecordBytes::File { range, offsets });
+            }
+        }
+        let batches = self.read_batches(position, max_bytes, min_one_batch).await?;
+        Ok(RecordBytes::Memory(batches))
+    }
+
+    /// Length of the run of whole batches from `position` to send, and the offset after it.
+    fn sendable_span(
+        &self,
+        position: u64,
+        first: &BatchHeader,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Option<(u64, i64)> {
+        let meta = self.meta();
+        assert!(position < meta.size, "a located batch lies inside the segment");
+        let limit = max_bytes as u64;
+        if meta.size - position <= limit {
+            return Some((meta.size - position, meta.next_offset));
+        }
+        let cut = self
+            .index
+            .last_where(|e| e.position as u64 <= position + limit)
+            .filter(|e| e.position as u64 > position);
+        if let Some(entry) = cut {
+            let next_offset = self.base_offset + entry.relative_offset as i64;
+            return Some((entry.position as u64 - position, next_offset));
+        }
+        let first_len = first.total_len() as u64;
+        (first_len <= limit || min_one_batch).then_some((first_len, first.next_offset()))
+    }
+}
