@@ -12,7 +12,7 @@ use anyhow::Context;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ProduceResponse;
 use kafka_protocol::records::Record;
-use laminar_net::client::records::{encode_batch, plain_record};
+use laminar_net::client::records::{encode_batch, encode_plain_batch, plain_record};
 use laminar_net::client::{Acks, ClientConfig, Connection, Pending};
 
 use crate::cli::ProducerArgs;
@@ -96,8 +96,27 @@ impl BatchBuilder {
             self.keys.put_u64(timestamp_us);
             first_ms.get_or_insert(timestamp_us as i64 / 1000);
         }
-        let keys = self.keys.split().freeze();
         let timestamp_ms = first_ms.context("a batch has records")?;
+        self.out.clear();
+        self.out
+            .reserve(self.keys.len() / KEY_BYTES * (self.value.len() + 32) + 128);
+        if compression == laminar_net::client::Compression::None {
+            let keys: Vec<&[u8]> = self.keys.chunks_exact(KEY_BYTES).collect();
+            encode_plain_batch(&mut self.out, &keys, &self.value, timestamp_ms);
+        } else {
+            self.encode_with_crate(timestamp_ms, compression)?;
+        }
+        Ok(self.out.split().freeze())
+    }
+
+    /// Compressed batches go through the protocol crate's encoder (compression costs far more
+    /// than building its records).
+    fn encode_with_crate(
+        &mut self,
+        timestamp_ms: i64,
+        compression: laminar_net::client::Compression,
+    ) -> anyhow::Result<()> {
+        let keys = self.keys.split().freeze();
         for (index, key) in keys.chunks_exact(KEY_BYTES).enumerate() {
             let start = index * KEY_BYTES;
             debug_assert_eq!(key.len(), KEY_BYTES);
@@ -108,14 +127,10 @@ impl BatchBuilder {
                 Some(self.value.clone()),
             ));
         }
-        self.out.clear();
-        self.out
-            .reserve(self.records.len() * (self.value.len() + 32) + 128);
         let encoded = encode_batch(&mut self.out, &self.records, compression);
         self.records.clear();
         drop(keys); // lets `self.keys` take its allocation back on the next batch
-        encoded?;
-        Ok(self.out.split().freeze())
+        Ok(encoded?)
     }
 }
 

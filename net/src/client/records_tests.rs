@@ -123,3 +123,41 @@ fn varints_decode_zig_zag() {
     let mut truncated: &[u8] = &[0x80];
     assert!(read_varint(&mut truncated).is_err());
 }
+
+#[test]
+fn the_plain_batch_encoder_writes_the_golden_batch() {
+    let mut out = BytesMut::from(&b"before"[..]);
+    encode_plain_batch(&mut out, &[b"k"], b"hello", 1000);
+    assert_eq!(&out[..6], b"before", "appends after what is there");
+    assert_eq!(&out[6..], &GOLDEN_BATCH[..]);
+}
+
+#[test]
+fn the_plain_batch_encoder_equals_the_crate_encoder() {
+    // Keys and values long enough for multi-byte varints; many records for offset deltas > 63.
+    let value = vec![b'v'; 1024];
+    let keys: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_be_bytes().repeat(2)).collect();
+    let key_slices: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let mut direct = BytesMut::new();
+    encode_plain_batch(&mut direct, &key_slices, &value, 1_700_000_000_123);
+    let records: Vec<Record> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let (key, value) = (Bytes::from(k.clone()), Bytes::from(value.clone()));
+            plain_record(i as i64, 1_700_000_000_123, Some(key), Some(value))
+        })
+        .collect();
+    let mut through_crate = BytesMut::new();
+    encode_batch(&mut through_crate, &records, Compression::None).unwrap();
+    assert_eq!(direct, through_crate);
+}
+
+#[test]
+fn varint_lengths_match_the_encoding() {
+    for value in [0i64, 1, -1, 63, 64, -64, -65, 8191, 8192, i64::MAX, i64::MIN] {
+        let mut out = BytesMut::new();
+        put_varint(&mut out, value);
+        assert_eq!(out.len(), varint_len(value), "{value}");
+    }
+}

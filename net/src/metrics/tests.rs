@@ -146,6 +146,11 @@ fn rendered_page_has_every_family_and_parses() {
             })
             .collect(),
         topics: metrics.topics.borrow().clone(),
+        fetch_paths: FetchPaths {
+            sendfile: 1000,
+            copied: 20,
+            memory: 3,
+        },
         durability_wait: metrics.durability_wait.snapshot(),
         fdatasync: metrics.fdatasync.snapshot(),
         connections_active: 2,
@@ -187,6 +192,9 @@ fn rendered_page_has_every_family_and_parses() {
     };
     // Two identical shards: every counter doubles.
     assert_eq!(line("laminar_kafka_requests_total{request=\"Produce\"}"), 2.0);
+    assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"sendfile\"}"), 2000.0);
+    assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"copied\"}"), 40.0);
+    assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"memory\"}"), 6.0);
     assert_eq!(
         line("laminar_kafka_request_errors_total{request=\"Produce\"}"),
         2.0
