@@ -20,6 +20,7 @@ use glommio::net::TcpStream;
 
 use crate::broker::BrokerCtx;
 use crate::frame::{FrameError, FrameReader, FrameStatus};
+use crate::handlers::append_order::AppendOrder;
 use crate::handlers::{self, Outcome};
 use crate::send::Chunk;
 
@@ -76,6 +77,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
     let size_max = ctx.state.shared.config.socket_request_max_bytes as usize;
     let mut reader = FrameReader::new(size_max);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
+    let order = AppendOrder::default();
     loop {
         if let Err(reason) = write_ready_answers(&mut answers, stream, ctx).await {
             return reason;
@@ -83,7 +85,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
         if answers.len() < ANSWERS_IN_FLIGHT_MAX {
             match reader.next_frame() {
                 Ok(FrameStatus::Ready(frame)) => {
-                    answers.push_back(handle(ctx, frame).await);
+                    answers.push_back(handle(ctx, &order, frame).await);
                     continue;
                 }
                 Ok(FrameStatus::NeedMore { .. }) => {}
@@ -120,9 +122,9 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
 }
 
 /// Handles one request; its answer is ready now or later (acks=all), and is timed when ready.
-async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
+async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> Answer {
     let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
-    let outcome = handlers::handle(ctx, frame).await;
+    let outcome = handlers::handle(ctx, order, frame).await;
     let ctx = ctx.clone();
     let timed = move |answer: Result<Option<Vec<Chunk>>, handlers::RequestError>| {
         ctx.state
@@ -139,7 +141,7 @@ async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Answer {
         Ok(Outcome::RespondChunks(chunks)) => Box::pin(futures::future::ready(timed(Ok(Some(chunks))))),
         Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
         Ok(Outcome::Deferred(pending)) => {
-            Box::pin(async move { timed(pending.await.map(|f| Some(vec![Chunk::Memory(f)]))) })
+            Box::pin(async move { timed(pending.await.map(|f| f.map(|f| vec![Chunk::Memory(f)]))) })
         }
         Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
     }

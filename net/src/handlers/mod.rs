@@ -10,10 +10,12 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::BrokerCtx;
 use crate::codec::{self, decode_request_header, HeaderError, RequestFrame};
+use crate::handlers::append_order::AppendOrder;
 use crate::metrics::ProducedTraffic;
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod append_order;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -50,9 +52,10 @@ pub enum Outcome {
     RespondChunks(Vec<crate::send::Chunk>),
     /// Nothing to write (Produce with acks=0).
     NoResponse,
-    /// Write this frame when it is ready (acks=all waiting for fdatasync); the connection may
-    /// handle later requests meanwhile and keeps answers in request order.
-    Deferred(Pin<Box<dyn Future<Output = Result<Bytes, RequestError>>>>),
+    /// Write this frame when it is ready (a produce whose appends and, for acks=all, fdatasync
+    /// are under way), or nothing (acks=0); the connection handles later requests meanwhile
+    /// and keeps answers in request order.
+    Deferred(Pin<Box<dyn Future<Output = Result<Option<Bytes>, RequestError>>>>),
 }
 
 /// A request that cannot be answered: the connection is closed, as Kafka does.
@@ -79,7 +82,9 @@ pub enum RequestError {
     Encode(String),
 }
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, RequestError> {
+/// Handles one request frame of a connection; `order` is that connection's (produce requests
+/// take their turn in it, so handle frames in the order they arrived).
+pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> Result<Outcome, RequestError> {
     let RequestFrame {
         api_key,
         header,
@@ -118,18 +123,16 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, frame: Bytes) -> Result<Outcome, Reques
     let response = match request {
         RequestKind::Produce(r) => {
             let produced = ProducedTraffic::of(&r);
-            let response = match produce::handle(ctx, r, version).await {
-                produce::Produced::Silent => {
-                    ctx.state.metrics.count_produced(produced, None);
-                    return Ok(Outcome::NoResponse);
-                }
+            let response = match produce::handle(ctx, order, r) {
                 produce::Produced::Answer(response) => response,
-                produce::Produced::AfterSync(pending) => {
+                produce::Produced::Pending(pending) => {
                     let ctx = ctx.clone();
                     return Ok(Outcome::Deferred(Box::pin(async move {
                         let response = pending.await;
-                        ctx.state.metrics.count_produced(produced, Some(&response));
-                        encode(api_key, version, correlation_id, &ResponseKind::Produce(response))
+                        ctx.state.metrics.count_produced(produced, response.as_ref());
+                        let Some(response) = response else { return Ok(None) };
+                        let kind = ResponseKind::Produce(response);
+                        encode(api_key, version, correlation_id, &kind).map(Some)
                     })));
                 }
             };

@@ -16,6 +16,7 @@ use laminar_engine::partition::{AppendInfo, LogError};
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::config::FsyncSetting;
 use crate::errors::partition_error_code;
+use crate::handlers::append_order::AppendOrder;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
 use crate::handlers::Outcome;
 
@@ -25,16 +26,17 @@ const ACKS_ALL: i16 = -1;
 
 /// What a produce request turns into.
 pub enum Produced {
-    /// acks=0: the client expects no answer at all.
-    Silent,
+    /// Refused before any append (an invalid `acks`): the answer, now.
     Answer(ProduceResponse),
-    /// acks=all with `laminar.fsync=always`: the answer, once every appended partition is
-    /// fdatasync'd. The connection handles later requests meanwhile, so their appends join the
-    /// same group commit; answers still leave in request order.
-    AfterSync(Pin<Box<dyn Future<Output = ProduceResponse>>>),
+    /// The appends, under way: the answer once durability matches `acks` (after the group
+    /// commit for acks=all with `laminar.fsync=always`), or none at all for acks=0. The
+    /// connection handles later requests meanwhile; answers still leave in request order.
+    Pending(Pin<Box<dyn Future<Output = Option<ProduceResponse>>>>),
 }
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16) -> Produced {
+/// Takes the request's turn in `order` now (so call it in request order), and returns its
+/// appends as a future that waits for that turn, then appends on the owning shards.
+pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest) -> Produced {
     let acks = request.acks;
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
         return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
@@ -44,25 +46,29 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ProduceRequest, _version: i16)
         |t| (t.name.as_str(), t.partition_data.as_slice()),
         |p| (p.index, p.records.clone()),
     );
-    let now_ms = now_ms();
-    let results = on_owning_shards(ctx, items, move |there, tp, records| async move {
-        let records = records.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
-            needed: HEADER_LEN,
-            available: 0,
-        })))?;
-        let partition = there.state.partition(&tp).await?;
-        Ok(partition.append(records, now_ms).await?)
-    })
-    .await;
-    if acks == ACKS_NONE {
-        return Produced::Silent;
-    }
+    let turn = order.take_turn(items.iter().map(|(tp, _)| tp));
     let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
-    if !wait_for_sync {
-        return Produced::Answer(answer(results));
-    }
     let ctx = ctx.clone();
-    Produced::AfterSync(Box::pin(async move { answer(wait_durable(&ctx, results).await) }))
+    Produced::Pending(Box::pin(async move {
+        turn.wait().await;
+        let now_ms = now_ms();
+        let results = on_owning_shards(&ctx, items, move |there, tp, records| async move {
+            let records =
+                records.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
+                    needed: HEADER_LEN,
+                    available: 0,
+                })))?;
+            let partition = there.state.partition(&tp).await?;
+            Ok(partition.append(records, now_ms).await?)
+        })
+        .await;
+        drop(turn);
+        match acks {
+            ACKS_NONE => None,
+            _ if wait_for_sync => Some(answer(wait_durable(&ctx, results).await)),
+            _ => Some(answer(results)),
+        }
+    }))
 }
 
 type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessError>)>;
