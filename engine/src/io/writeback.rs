@@ -222,6 +222,9 @@ impl WriteBehindRing {
             // Still failing: the ops stay counted in flight and are retried on the next reap.
             let _ = ring.submit();
         }
+        if ring.completion().is_empty() {
+            return;
+        }
         let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
         drop(ring);
         for (slot, result) in done {
