@@ -8,18 +8,26 @@ use std::time::Duration;
 
 use anyhow::Context;
 use laminar_net::client::{ClientConfig, Connection};
-use laminar_net::config::{BrokerConfig, LoadedBrokerConfig};
+use laminar_net::config::write_behind::PROFILE_KEY;
+use laminar_net::config::{BrokerConfig, LoadedBrokerConfig, ProfileRecommendation};
+use laminar_tuning::iotune::{IoProfile, IO_PROFILE_VERSION};
 use laminar_tuning::sd_notify::{self, NotifyState};
 
 pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
     init_logging();
-    let LoadedBrokerConfig { config, warnings } = match &config_path {
+    let LoadedBrokerConfig { mut config, warnings } = match &config_path {
         Some(path) => BrokerConfig::load(path, &overrides),
         None => BrokerConfig::from_properties("", &overrides),
     }
     .map_err(|e| anyhow::anyhow!("config error: {e}"))?;
     for warning in &warnings {
         tracing::warn!("{warning}");
+    }
+    if let Some(path) = config.iotune_profile_path() {
+        let recommendation = read_iotune_profile(path)?;
+        config
+            .apply_iotune_profile(&recommendation)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let shards = config.laminar_cores.max(1);
     let host = laminar_tuning::probe_host_for(shards as u64).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -42,6 +50,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
         http = %http_listen,
         data_dirs = %data_dirs.join(","),
         kernel = %host.kernel_release,
+        write_behind = %shared.write_behind_summary(),
         "laminar broker started"
     );
     notify(&[
@@ -75,6 +84,28 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
     joined?;
     tracing::info!("laminar broker stopped cleanly");
     Ok(())
+}
+
+/// The write-behind recommendation of the iotune profile at `path` (`laminar iotune` writes it).
+fn read_iotune_profile(path: PathBuf) -> anyhow::Result<ProfileRecommendation> {
+    let profile = IoProfile::read_json(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "config error: {PROFILE_KEY}: cannot read the iotune profile {}: {e}",
+            path.display()
+        )
+    })?;
+    anyhow::ensure!(
+        profile.version == IO_PROFILE_VERSION,
+        "config error: {PROFILE_KEY}: the iotune profile {} has format version {}; this broker \
+         reads version {IO_PROFILE_VERSION} (run `laminar iotune` again)",
+        path.display(),
+        profile.version
+    );
+    Ok(ProfileRecommendation {
+        path,
+        write_batch_bytes: profile.recommended_write_batch_bytes as u64,
+        io_depth: profile.recommended_io_depth as u64,
+    })
 }
 
 /// Pings systemd at half its watchdog interval, but only after the broker answered a Kafka

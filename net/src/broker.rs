@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
+use laminar_engine::io::WriteBehind;
 use laminar_engine::partition::{LogConfig, LogError, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
@@ -19,6 +20,8 @@ use crate::config::BrokerConfig;
 /// single-writer discipline).
 pub struct BrokerShared {
     pub config: BrokerConfig,
+    /// Why write-behind, though configured, does not run (its io_uring could not be created).
+    pub write_behind_unavailable: Option<String>,
     pub metadata: MetadataStore,
     pub producer_ids: ProducerIdAllocator,
     pub log_dir: PathBuf,
@@ -66,6 +69,22 @@ impl BrokerShared {
 
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// The write-behind settings the shards run with (off when unavailable).
+    pub fn write_behind(&self) -> WriteBehind {
+        match self.write_behind_unavailable {
+            None => self.config.write_behind.settings,
+            Some(_) => WriteBehind::disabled(),
+        }
+    }
+
+    /// For the startup line and `/v1/status`: the settings and their sources, or why not.
+    pub fn write_behind_summary(&self) -> String {
+        match &self.write_behind_unavailable {
+            None => self.config.write_behind.to_string(),
+            Some(reason) => format!("unavailable ({reason}); configured {}", self.config.write_behind),
+        }
     }
 }
 

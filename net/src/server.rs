@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
-use laminar_engine::io::{GlommioStorage, WriteMode};
+use laminar_engine::io::writeback::WriteBehindRing;
+use laminar_engine::io::{GlommioStorage, WriteBehind, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::{shard_of_partition, ShardRuntime};
@@ -56,8 +57,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let listen_addr = resolve_listen_addr(&config)?;
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
+    let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let shared = Arc::new(BrokerShared {
         config,
+        write_behind_unavailable,
         metadata,
         producer_ids,
         log_dir: log_dir.clone(),
@@ -77,7 +80,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             shared: init_shared.clone(),
             partitions: ShardPartitions::new(
                 init_shared.log_dir.clone(),
-                Rc::new(GlommioStorage::new(WriteMode::Buffered)),
+                Rc::new(shard_storage(init_shared.write_behind())),
             ),
             connections_active: Default::default(),
             groups: crate::group::GroupCoordinator::new(
@@ -108,6 +111,28 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         shared,
         listen_addr,
         runtime,
+    })
+}
+
+/// Whether write-behind can run here: `None` if so (or if it is off), else why not. Checked once,
+/// before the shards start, so that a missing feature is one warning, not one per shard.
+fn probe_write_behind(settings: WriteBehind) -> Option<String> {
+    if !settings.is_enabled() {
+        return None;
+    }
+    let error = WriteBehindRing::new(settings).err()?;
+    tracing::warn!(
+        error = %error,
+        "write-behind unavailable (its io_uring cannot be created); running without it"
+    );
+    Some(error.to_string())
+}
+
+/// The shard's storage; without write-behind if its ring cannot be created after all.
+fn shard_storage(write_behind: WriteBehind) -> GlommioStorage {
+    GlommioStorage::with_write_behind(WriteMode::Buffered, write_behind).unwrap_or_else(|error| {
+        tracing::warn!(%error, "write-behind unavailable on this shard; running without it");
+        GlommioStorage::new(WriteMode::Buffered)
     })
 }
 

@@ -32,10 +32,14 @@ pub struct TuneArgs {
     json: bool,
 }
 
-/// Measure the data disk and write an I/O profile.
+/// Measure the data disk and write an I/O profile, which sizes the broker's write-behind.
 ///
-/// Example:
-///   laminar iotune --dir /var/lib/laminar --duration 30 --out /etc/laminar/iotune.json
+/// The broker reads `iotune.json` from its first log dir (or the file that
+/// `laminar.iotune.profile` names) at start.
+///
+/// Examples:
+///   laminar iotune --dir /var/lib/laminar --duration 30      # writes /var/lib/laminar/iotune.json
+///   laminar iotune --dir /var/lib/laminar --out /etc/laminar/iotune.json
 #[derive(Args, Debug)]
 pub struct IotuneArgs {
     /// A directory on the disk to measure (scratch files are removed afterwards).
@@ -44,9 +48,10 @@ pub struct IotuneArgs {
     /// Seconds for the whole run.
     #[arg(long, default_value_t = 10)]
     duration: u64,
-    /// Where to write the profile.
-    #[arg(long, default_value = "iotune.json")]
-    out: PathBuf,
+    /// Where to write the profile [default: <DIR>/iotune.json, where the broker looks when
+    /// DIR is its first log dir].
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// Print or write the systemd units (laminar.service, laminar-tune.service).
@@ -121,10 +126,11 @@ pub fn iotune(args: IotuneArgs) -> anyhow::Result<()> {
     options.duration = Duration::from_secs(args.duration.max(1));
     let profile = run_iotune(&options).context("iotune failed")?;
     print!("{}", profile.render_table());
+    let out = args.out.unwrap_or_else(|| args.dir.join("iotune.json"));
     profile
-        .write_json(&args.out)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
-    println!("wrote {}", args.out.display());
+        .write_json(&out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    println!("wrote {}", out.display());
     Ok(())
 }
 

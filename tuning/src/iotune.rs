@@ -3,7 +3,9 @@
 //! filesystem allows it), and fdatasync latency after 4 KiB appends — in a bounded time, and
 //! derives the write batch size and I/O depth the broker should use.
 //!
-//! The profile is written as JSON (`iotune.json`, format [`IoProfile`]).
+//! The profile is written as JSON (`iotune.json`, format [`IoProfile`]). The broker reads
+//! `recommended_write_batch_bytes` and `recommended_io_depth` from it to size its write-behind
+//! (`laminar.iotune.profile`; by default `iotune.json` in the first log dir).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -23,6 +25,8 @@ use crate::hostfs::HostFs;
 pub const BLOCK_SIZES: [usize; 3] = [4096, 128 * 1024, 1024 * 1024];
 pub const QUEUE_DEPTHS: [usize; 2] = [1, 8];
 const FSYNC_APPEND_BYTES: usize = 4096;
+/// The `version` field of the profiles this build writes (and the broker reads).
+pub const IO_PROFILE_VERSION: u32 = 1;
 
 #[derive(Debug, Clone)]
 pub struct IoTuneOptions {
@@ -185,7 +189,7 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
         .ok()
         .map(|disks| disks.iter().map(|d| d.name.clone()).collect::<Vec<_>>().join(","));
     Ok(IoProfile {
-        version: 1,
+        version: IO_PROFILE_VERSION,
         data_dir: options.data_dir.display().to_string(),
         device,
         direct_io,

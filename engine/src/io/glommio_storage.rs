@@ -4,6 +4,7 @@
 //! topic deletion — and glommio 0.9 offers no io_uring version of most of them, so they use
 //! blocking `std::fs` calls; directory fsync goes through glommio.
 
+use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{Storage, StorageFile};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
@@ -29,11 +30,33 @@ pub enum WriteMode {
 #[derive(Debug, Default, Clone)]
 pub struct GlommioStorage {
     mode: WriteMode,
+    /// This shard's write-behind (buffered mode only; see [`super::writeback`]).
+    write_behind: Option<Rc<WriteBehindRing>>,
 }
 
 impl GlommioStorage {
+    /// Without write-behind.
     pub fn new(mode: WriteMode) -> Self {
-        GlommioStorage { mode }
+        GlommioStorage {
+            mode,
+            write_behind: None,
+        }
+    }
+
+    /// With write-behind as `settings` say (ignored in O_DIRECT mode, which leaves no dirty
+    /// pages). Fails when the shard's write-behind ring cannot be created.
+    pub fn with_write_behind(mode: WriteMode, settings: WriteBehind) -> io::Result<Self> {
+        let write_behind = if settings.is_enabled() && mode == WriteMode::Buffered {
+            Some(WriteBehindRing::new(settings)?)
+        } else {
+            None
+        };
+        Ok(GlommioStorage { mode, write_behind })
+    }
+
+    /// This shard's write-behind counters; `None` when write-behind is off.
+    pub fn write_behind_stats(&self) -> Option<WriteBehindStats> {
+        self.write_behind.as_ref().map(|ring| ring.stats())
     }
 }
 
@@ -61,6 +84,7 @@ pub struct GlommioFile {
     tail_block: RefCell<Vec<u8>>,
     /// A duplicate descriptor for other threads' sendfile, made on first use.
     sendable: RefCell<Option<Arc<std::fs::File>>>,
+    writeback: FileWriteBehind,
 }
 
 fn closed() -> io::Error {
@@ -68,6 +92,12 @@ fn closed() -> io::Error {
 }
 
 impl GlommioFile {
+    /// The file's write-behind marks, for tests that feed it a descriptor of their own.
+    #[cfg(test)]
+    pub(crate) fn write_behind(&self) -> &FileWriteBehind {
+        &self.writeback
+    }
+
     fn handle(&self) -> io::Result<Handle> {
         self.handle.borrow().clone().ok_or_else(closed)
     }
@@ -154,6 +184,7 @@ impl StorageFile for GlommioFile {
     }
 
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
+        self.writeback.check()?;
         match self.handle()? {
             Handle::Buffered(f) => {
                 // A plain pwrite into the page cache, on this shard's thread: ext4 does not take
@@ -162,6 +193,7 @@ impl StorageFile for GlommioFile {
                 // cores) cost more than the copy itself (docs/decisions/0003). The bytes go
                 // straight from the request buffer; nothing is copied in user space.
                 let written = crate::sys::pwritev_all(f.as_raw_fd(), parts, pos)?;
+                self.writeback.written(f.as_raw_fd(), pos, written);
                 self.len.set(self.len.get().max(pos + written));
                 Ok(())
             }
@@ -170,6 +202,7 @@ impl StorageFile for GlommioFile {
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
+        self.writeback.check()?;
         match self.handle()? {
             Handle::Buffered(f) => f.fdatasync().await?,
             Handle::Direct(f, _) => {
@@ -196,6 +229,7 @@ impl StorageFile for GlommioFile {
             }
         }
         self.len.set(len);
+        self.writeback.truncated(len);
         Ok(())
     }
 
@@ -224,6 +258,7 @@ impl StorageFile for GlommioFile {
         let Some(handle) = self.handle.borrow_mut().take() else {
             return Ok(());
         };
+        self.writeback.closed();
         match handle {
             Handle::Buffered(f) => {
                 if let Ok(f) = Rc::try_unwrap(f) {
@@ -262,17 +297,25 @@ impl Storage for GlommioStorage {
     async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<GlommioFile>> {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(create);
-        let (handle, len) = match self.mode {
+        let (handle, len, writeback) = match self.mode {
             WriteMode::Buffered => {
                 let f = opts.buffered_open(path).await?;
                 let len = f.file_size().await?;
-                (Handle::Buffered(Rc::new(f)), len)
+                let writeback = match &self.write_behind {
+                    Some(ring) => FileWriteBehind::new(ring.clone(), len),
+                    None => FileWriteBehind::off(),
+                };
+                (Handle::Buffered(Rc::new(f)), len, writeback)
             }
             WriteMode::Direct => {
                 let f = opts.dma_open(path).await?;
                 let r = OpenOptions::new().read(true).buffered_open(path).await?;
                 let len = f.file_size().await?;
-                (Handle::Direct(Rc::new(f), Rc::new(r)), len)
+                (
+                    Handle::Direct(Rc::new(f), Rc::new(r)),
+                    len,
+                    FileWriteBehind::off(),
+                )
             }
         };
         let file = GlommioFile {
@@ -280,6 +323,7 @@ impl Storage for GlommioStorage {
             len: Cell::new(len),
             tail_block: RefCell::new(Vec::new()),
             sendable: RefCell::new(None),
+            writeback,
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);

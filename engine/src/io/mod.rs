@@ -6,9 +6,11 @@
 
 mod faulty;
 mod glommio_storage;
+pub mod writeback;
 
 pub use faulty::{CrashMode, FaultyStorage};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
+pub use writeback::{WriteBehind, WriteBehindStats};
 
 use bytes::Bytes;
 use std::io;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::io::{GlommioStorage, Storage};
+use crate::io::{GlommioStorage, Storage, WriteBehindStats};
 use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
 
 /// A partition replica's name: topic and index.
@@ -41,6 +41,11 @@ impl ShardPartitions {
     /// Every partition opened from now on reports its fdatasync durations to `observer`.
     pub fn observe_syncs(&self, observer: SyncObserver) {
         *self.sync_observer.borrow_mut() = Some(observer);
+    }
+
+    /// This shard's write-behind counters; `None` when write-behind is off.
+    pub fn write_behind_stats(&self) -> Option<WriteBehindStats> {
+        self.storage.write_behind_stats()
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {

@@ -154,5 +154,7 @@ fn facts(ctx: &Rc<BrokerCtx>, started: Instant) -> BrokerFacts {
             .unwrap_or_default(),
         uptime_seconds: started.elapsed().as_secs_f64(),
         shutting_down: shared.shutdown.is_triggered(),
+        write_behind: shared.config.write_behind.clone(),
+        write_behind_unavailable: shared.write_behind_unavailable.clone(),
     }
 }

@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::request::RequestHead;
+use crate::config::WriteBehindChoice;
 use crate::metrics::families::{render, RenderContext};
 use crate::metrics::BrokerSnapshot;
 
@@ -100,6 +101,10 @@ pub struct BrokerFacts {
     pub kafka_listener: String,
     pub uptime_seconds: f64,
     pub shutting_down: bool,
+    /// Write-behind as configured, and where each setting came from.
+    pub write_behind: WriteBehindChoice,
+    /// Why configured write-behind does not run, if it does not.
+    pub write_behind_unavailable: Option<String>,
 }
 
 impl BrokerFacts {
@@ -152,11 +157,25 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
                     })
                 })
                 .collect();
+            let write_behind = shard.write_behind.map(|s| {
+                json!({
+                    "ranges_submitted": s.ranges_submitted,
+                    "ranges_completed": s.ranges_completed,
+                    "ranges_failed": s.ranges_failed,
+                    "ranges_deferred": s.ranges_deferred,
+                    "bytes_submitted": s.bytes_submitted,
+                    "bytes_written_back": s.bytes_written_back,
+                    "in_flight": s.in_flight,
+                    "in_flight_max": s.in_flight_max,
+                    "files_without_descriptor": s.files_without_descriptor,
+                })
+            });
             json!({
                 "shard": shard.shard,
                 "serving": shard.kafka_listener_bound,
                 "connections_active": shard.connections_active,
                 "partitions": partitions,
+                "write_behind": write_behind,
             })
         })
         .collect();
@@ -168,8 +187,21 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
         "uptime_seconds": facts.uptime_seconds,
         "ready": facts.ready(snapshot),
         "shutting_down": facts.shutting_down,
+        "write_behind": write_behind_json(facts),
         "shards": shards,
         "shards_not_answering": snapshot.shards_missing,
+    })
+}
+
+fn write_behind_json(facts: &BrokerFacts) -> serde_json::Value {
+    let choice = &facts.write_behind;
+    json!({
+        "active": choice.settings.is_enabled() && facts.write_behind_unavailable.is_none(),
+        "write_batch_bytes": choice.settings.write_batch_bytes,
+        "write_batch_bytes_source": choice.write_batch_bytes_source.to_string(),
+        "io_depth": choice.settings.io_depth,
+        "io_depth_source": choice.io_depth_source.to_string(),
+        "unavailable": facts.write_behind_unavailable,
     })
 }
 
@@ -193,6 +225,8 @@ mod tests {
             kafka_listener: "127.0.0.1:9092".into(),
             uptime_seconds: 2.0,
             shutting_down,
+            write_behind: crate::config::BrokerConfig::default().write_behind,
+            write_behind_unavailable: None,
         }
     }
 
@@ -248,5 +282,8 @@ mod tests {
         assert_eq!(value["node_id"], 3);
         assert_eq!(value["ready"], true);
         assert_eq!(value["shards"][0]["shard"], 0);
+        assert_eq!(value["shards"][0]["write_behind"], serde_json::Value::Null);
+        assert_eq!(value["write_behind"]["active"], false);
+        assert_eq!(value["write_behind"]["write_batch_bytes_source"], "default");
     }
 }

@@ -12,6 +12,7 @@ use super::value::{
     parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Listener,
     TimestampType,
 };
+use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
 use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
 
 /// The broker's static configuration. Built once at start, then shared read-only across shards.
@@ -50,6 +51,14 @@ pub struct BrokerConfig {
     pub laminar_cores: usize,
     pub laminar_fsync: FsyncSetting,
     pub laminar_http_listen: SocketAddr,
+    /// `laminar.storage.write_batch_bytes`, when set.
+    pub laminar_storage_write_batch_bytes: Option<u64>,
+    /// `laminar.storage.io_depth`, when set.
+    pub laminar_storage_io_depth: Option<u32>,
+    /// `laminar.iotune.profile`, when set (see [`BrokerConfig::iotune_profile_path`]).
+    pub laminar_iotune_profile: Option<PathBuf>,
+    /// Write-behind as the keys and, once applied, the iotune profile say.
+    pub write_behind: WriteBehindChoice,
     /// The registered keys set by the file or by overrides (validated), for `describe` and for
     /// telling a static value from a default.
     explicit: BTreeMap<String, String>,
@@ -141,6 +150,26 @@ impl BrokerConfig {
             return Some(value.clone());
         }
         self.default_of(key)
+    }
+
+    /// The iotune profile to read: `laminar.iotune.profile` if set, else `iotune.json` in the
+    /// first log dir when that file exists, else none.
+    pub fn iotune_profile_path(&self) -> Option<PathBuf> {
+        if let Some(path) = &self.laminar_iotune_profile {
+            return Some(path.clone());
+        }
+        let default = self.log_dirs.first()?.join(PROFILE_FILE_NAME);
+        default.is_file().then_some(default)
+    }
+
+    /// Applies an iotune profile's recommendation to the write-behind keys left unset.
+    pub fn apply_iotune_profile(&mut self, profile: &ProfileRecommendation) -> Result<(), ConfigError> {
+        self.write_behind = write_behind::choose(
+            self.laminar_storage_write_batch_bytes,
+            self.laminar_storage_io_depth,
+            Some(profile),
+        )?;
+        Ok(())
     }
 
     /// Whether `name` was set by the file or an override.
@@ -288,6 +317,15 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         Some(ms) => ms,
         None => hours_to_ms("log.roll.hours", v.int("log.roll.hours")?)?,
     };
+    let laminar_storage_write_batch_bytes = v
+        .set_int(write_behind::WRITE_BATCH_BYTES_KEY)?
+        .map(|n| narrow(write_behind::WRITE_BATCH_BYTES_KEY, n));
+    let laminar_storage_io_depth = v
+        .set_int(write_behind::IO_DEPTH_KEY)?
+        .map(|n| narrow(write_behind::IO_DEPTH_KEY, n));
+    let write_behind =
+        write_behind::choose(laminar_storage_write_batch_bytes, laminar_storage_io_depth, None)?;
+    let laminar_iotune_profile = v.set(write_behind::PROFILE_KEY).map(|p| PathBuf::from(p.trim()));
     let laminar_cores = match v.set_int("laminar.cores")? {
         Some(cores) => narrow("laminar.cores", cores),
         None => std::thread::available_parallelism().map_or(1, usize::from),
@@ -330,6 +368,10 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_cores,
         laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,
         laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
+        laminar_storage_write_batch_bytes,
+        laminar_storage_io_depth,
+        laminar_iotune_profile,
+        write_behind,
         explicit,
     })
 }

@@ -165,6 +165,20 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          interval:<ms>: fdatasync in the background every <ms> milliseconds."),
     key("laminar.http.listen", Fixed("127.0.0.1:9644"), Kind::SocketAddr, &[],
         "Address of the HTTP endpoint (health, metrics)."),
+    key("laminar.storage.write_batch_bytes",
+        Derived(|c| c.write_behind.settings.write_batch_bytes.to_string()),
+        Kind::Int { min: 0, max: super::write_behind::WRITE_BATCH_BYTES_MAX as i64 }, &[],
+        "Write-behind: once this many appended bytes of a segment are in the page cache, the \
+         kernel is asked to write them out in the background (sync_file_range), so that \
+         fdatasync and dirty-page throttling find less to do. 0 turns it off; otherwise at \
+         least 4096. Default: the iotune profile's recommended_write_batch_bytes, else 0."),
+    key("laminar.storage.io_depth", Derived(|c| c.write_behind.settings.io_depth.to_string()),
+        Kind::Int { min: 1, max: laminar_engine::io::WriteBehind::IO_DEPTH_MAX as i64 }, &[],
+        "Write-behind ranges in flight per shard at most; more wait for the next append. \
+         Default: the iotune profile's recommended_io_depth, else 4."),
+    key("laminar.iotune.profile", Unset, Kind::Path, &[],
+        "An iotune.json written by `laminar iotune`, whose recommendations set the write-behind \
+         keys left unset. Default: iotune.json in the first log dir, when that file exists."),
 ];
 
 pub fn find_broker_key(name: &str) -> Option<&'static BrokerKey> {

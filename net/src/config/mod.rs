@@ -19,10 +19,12 @@ pub mod properties;
 pub mod topic;
 mod topic_keys;
 pub mod value;
+pub mod write_behind;
 
 pub use broker::{BrokerConfig, ConfigWarning, LoadedBrokerConfig};
 pub use topic::TopicConfig;
 pub use value::{CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, TimestampType};
+pub use write_behind::{ProfileRecommendation, SettingSource, WriteBehindChoice};
 
 /// A configuration error. Every variant about a key names the key and the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +53,9 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
+    /// The iotune profile (`laminar.iotune.profile`) cannot be used.
+    #[error("config error: iotune profile {path}: {reason}")]
+    Profile { path: String, reason: String },
 }
 
 impl ConfigError {
@@ -60,7 +65,10 @@ impl ConfigError {
             ConfigError::UnknownKey { key, .. }
             | ConfigError::InvalidValue { key, .. }
             | ConfigError::Rejected { key, .. } => Some(key),
-            ConfigError::Io { .. } | ConfigError::Syntax { .. } | ConfigError::BadOverride { .. } => None,
+            ConfigError::Io { .. }
+            | ConfigError::Syntax { .. }
+            | ConfigError::BadOverride { .. }
+            | ConfigError::Profile { .. } => None,
         }
     }
 }

@@ -35,6 +35,8 @@ pub enum Kind {
     AdvertisedListeners,
     /// A non-empty comma-separated list of directories.
     Paths,
+    /// One non-empty file path.
+    Path,
     /// `always`, `never` or `interval:<ms>`.
     Fsync,
     /// `host:port` with a numeric host.
@@ -73,6 +75,7 @@ impl Kind {
                 "a comma-separated list of PLAINTEXT://host:port with a routable host".to_string()
             }
             Kind::Paths => "a non-empty comma-separated list of directories".to_string(),
+            Kind::Path => "a file path".to_string(),
             Kind::Fsync => "always, never or interval:<milliseconds>".to_string(),
             Kind::SocketAddr => "an address ip:port".to_string(),
             Kind::ThrottledReplicas => "empty, * or a comma-separated list of partition:broker".to_string(),
@@ -97,7 +100,7 @@ impl Kind {
                 ConfigType::List
             }
             Kind::ThrottledReplicas => ConfigType::List,
-            Kind::Choice(_) | Kind::Fsync | Kind::SocketAddr => ConfigType::String,
+            Kind::Choice(_) | Kind::Fsync | Kind::SocketAddr | Kind::Path => ConfigType::String,
         }
     }
 
@@ -122,6 +125,7 @@ impl Kind {
             Kind::Listeners => return parse_listeners(key, value, false).map(drop),
             Kind::AdvertisedListeners => return parse_listeners(key, value, true).map(drop),
             Kind::Paths => return parse_paths(key, value).map(drop),
+            Kind::Path => !value.trim().is_empty(),
             Kind::Fsync => FsyncSetting::parse(value).is_some(),
             Kind::SocketAddr => value.trim().parse::<SocketAddr>().is_ok(),
             Kind::ThrottledReplicas => valid_throttled_replicas(value),

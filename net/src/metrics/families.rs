@@ -67,6 +67,12 @@ pub const FDATASYNC_LATENCY: &str = "laminar_storage_fdatasync_latency_seconds";
 pub const DURABILITY_WAIT: &str = "laminar_storage_durability_wait_seconds";
 pub const GROUP_LAG: &str = "laminar_kafka_consumer_group_lag";
 pub const UNDER_REPLICATED: &str = "laminar_kafka_under_replicated_partitions";
+pub const WRITEBACK_SUBMITTED: &str = "laminar_storage_writeback_ranges_submitted_total";
+pub const WRITEBACK_COMPLETED: &str = "laminar_storage_writeback_ranges_completed_total";
+pub const WRITEBACK_FAILED: &str = "laminar_storage_writeback_ranges_failed_total";
+pub const WRITEBACK_DEFERRED: &str = "laminar_storage_writeback_ranges_deferred_total";
+pub const WRITEBACK_BYTES: &str = "laminar_storage_writeback_bytes_total";
+pub const WRITEBACK_IN_FLIGHT: &str = "laminar_storage_writeback_in_flight";
 
 /// Every family `/metrics` serves, in the order it serves them.
 pub const FAMILIES: &[Family] = &[
@@ -181,6 +187,46 @@ pub const FAMILIES: &[Family] = &[
          (Kafka: UnderReplicatedPartitions). A single node is every partition's only replica, \
          so this is 0 until replication exists.",
     ),
+    family(
+        WRITEBACK_SUBMITTED,
+        Kind::Counter,
+        &["shard"],
+        "Write-behind ranges (sync_file_range of appended segment bytes, \
+         laminar.storage.write_batch_bytes each or a multiple) handed to the kernel, per shard. \
+         No sample while write-behind is off.",
+    ),
+    family(
+        WRITEBACK_COMPLETED,
+        Kind::Counter,
+        &["shard"],
+        "Write-behind ranges whose completion was reaped, failed ones included, per shard.",
+    ),
+    family(
+        WRITEBACK_FAILED,
+        Kind::Counter,
+        &["shard"],
+        "Write-behind ranges that completed with an error; the file's log then fails at its \
+         next append or fdatasync.",
+    ),
+    family(
+        WRITEBACK_DEFERRED,
+        Kind::Counter,
+        &["shard"],
+        "Times a range was ready while laminar.storage.io_depth ranges were in flight; it goes \
+         out with the file's next append, merged with what follows.",
+    ),
+    family(
+        WRITEBACK_BYTES,
+        Kind::Counter,
+        &["shard"],
+        "Bytes of write-behind ranges that completed without error, per shard.",
+    ),
+    family(
+        WRITEBACK_IN_FLIGHT,
+        Kind::Gauge,
+        &["shard"],
+        "Write-behind ranges in flight (submitted, completion not yet reaped), per shard.",
+    ),
 ];
 
 /// What the renderer needs besides the shards' snapshot.
@@ -282,6 +328,23 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
             }
         }
         UNDER_REPLICATED => sample(out, name, &[], 0),
+        WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
+        | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => {
+            for shard in &snapshot.shards {
+                let Some(stats) = &shard.write_behind else {
+                    continue;
+                };
+                let value = match name {
+                    WRITEBACK_SUBMITTED => stats.ranges_submitted,
+                    WRITEBACK_COMPLETED => stats.ranges_completed,
+                    WRITEBACK_FAILED => stats.ranges_failed,
+                    WRITEBACK_DEFERRED => stats.ranges_deferred,
+                    WRITEBACK_BYTES => stats.bytes_written_back,
+                    _ => stats.in_flight,
+                };
+                sample(out, name, &[("shard", &shard.shard.to_string())], value);
+            }
+        }
         other => unreachable!("family {other} has no renderer"),
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
+use laminar_engine::io::WriteBehindStats;
 use laminar_engine::partition::RecordBytes;
 use laminar_engine::shard::shard_of_partition;
 
@@ -229,6 +230,8 @@ pub struct ShardSnapshot {
     pub kafka_listener_bound: bool,
     /// Offsets committed by the groups this shard coordinates.
     pub committed_offsets: Vec<GroupOffset>,
+    /// This shard's write-behind counters; `None` when write-behind is off.
+    pub write_behind: Option<WriteBehindStats>,
 }
 
 /// An offset a consumer group committed.
@@ -299,6 +302,7 @@ impl ShardSnapshot {
             partitions,
             kafka_listener_bound: metrics.kafka_listener_bound.get(),
             committed_offsets: committed_offsets(state),
+            write_behind: state.partitions.write_behind_stats(),
         }
     }
 }

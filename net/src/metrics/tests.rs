@@ -164,6 +164,14 @@ fn rendered_page_has_every_family_and_parses() {
         }],
         kafka_listener_bound: true,
         committed_offsets: Vec::new(),
+        write_behind: Some(WriteBehindStats {
+            ranges_submitted: 5,
+            ranges_completed: 4,
+            bytes_written_back: 4 << 20,
+            ranges_deferred: 2,
+            in_flight: 1,
+            ..WriteBehindStats::default()
+        }),
     };
     let snapshot = BrokerSnapshot {
         shards: vec![shard.clone(), ShardSnapshot { shard: 1, ..shard }],
@@ -224,6 +232,13 @@ fn rendered_page_has_every_family_and_parses() {
     assert_eq!(line("laminar_kafka_partitions{shard=\"0\"}"), 1.0);
     assert_eq!(line("laminar_storage_fdatasync_latency_seconds_count"), 2.0);
     assert_eq!(line("laminar_storage_fdatasync_latency_seconds_sum"), 0.0005);
+    let writeback = |family: &str| line(&format!("laminar_storage_writeback_{family}{{shard=\"1\"}}"));
+    assert_eq!(writeback("ranges_submitted_total"), 5.0);
+    assert_eq!(writeback("ranges_completed_total"), 4.0);
+    assert_eq!(writeback("ranges_failed_total"), 0.0);
+    assert_eq!(writeback("ranges_deferred_total"), 2.0);
+    assert_eq!(writeback("bytes_total"), 4194304.0);
+    assert_eq!(writeback("in_flight"), 1.0);
     assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
     assert_eq!(line("laminar_kafka_under_replicated_partitions"), 0.0);
     assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
