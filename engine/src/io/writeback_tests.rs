@@ -125,13 +125,13 @@ fn appended_batches_are_written_back_and_counted() {
         for i in 0..40 {
             let data = chunk(i, CHUNK);
             expected.extend_from_slice(&data);
-            file.write_at(file.len(), data).await.unwrap();
+            file.write_at(file.len(), &[&data]).await.unwrap();
         }
         idle(&storage).await;
         // Whatever was deferred goes out with the next append, now that every slot is free.
         let tail = chunk(40, CHUNK);
         expected.extend_from_slice(&tail);
-        file.write_at(file.len(), tail).await.unwrap();
+        file.write_at(file.len(), &[&tail]).await.unwrap();
         let done = idle(&storage).await;
         let whole_batches = 40 * CHUNK as u64;
         assert_eq!(done.bytes_submitted, whole_batches, "{done:?}");
@@ -167,11 +167,15 @@ fn io_depth_one_defers_and_merges_ranges() {
         // Appends come far faster than a worker can write a page out and answer, so some find
         // the one slot taken; bounded in case a disk keeps up.
         while stats(&storage).ranges_deferred < 3 && appends < 4096 {
-            file.write_at(file.len(), chunk(appends, BATCH)).await.unwrap();
+            file.write_at(file.len(), &[&chunk(appends, BATCH)])
+                .await
+                .unwrap();
             appends += 1;
         }
         idle(&storage).await;
-        file.write_at(file.len(), chunk(appends, BATCH)).await.unwrap();
+        file.write_at(file.len(), &[&chunk(appends, BATCH)])
+            .await
+            .unwrap();
         appends += 1;
         let done = idle(&storage).await;
         let total = (appends * BATCH) as u64;
@@ -207,7 +211,7 @@ fn close_truncate_and_delete_with_ops_in_flight() {
             let path = dir_path.join(format!("busy-{attempt}.log"));
             let file = storage.open(&path, true).await.unwrap();
             for i in 0..32 {
-                file.write_at(file.len(), chunk(i, 64 * 1024)).await.unwrap();
+                file.write_at(file.len(), &[&chunk(i, 64 * 1024)]).await.unwrap();
             }
             let before = stats(&storage);
             if before.in_flight > 0 {
@@ -215,7 +219,7 @@ fn close_truncate_and_delete_with_ops_in_flight() {
                 assert_eq!(descriptors_of(&path), 2, "glommio's and the ops' own");
             }
             file.truncate(0).await.unwrap();
-            file.write_at(0, chunk(99, 4096)).await.unwrap();
+            file.write_at(0, &[&chunk(99, 4096)]).await.unwrap();
             file.close().await.unwrap();
             storage.remove_file(&path).await.unwrap();
             // The ops' descriptor outlives the close exactly as long as its ops are unreaped.
@@ -245,7 +249,7 @@ fn teardown_waits_for_ops_in_flight() {
             let storage = storage(4096, 8);
             let file = storage.open(&path, true).await.unwrap();
             for i in 0..16 {
-                file.write_at(file.len(), chunk(i, 64 * 1024)).await.unwrap();
+                file.write_at(file.len(), &[&chunk(i, 64 * 1024)]).await.unwrap();
             }
             file.close().await.unwrap();
             let in_flight = stats(&storage).in_flight;
@@ -277,7 +281,7 @@ fn failed_write_behind_fails_the_files_appends_and_syncs() {
         file.write_behind().written(not_a_disk.as_raw_fd(), 0, 8192);
         let done = idle(&storage).await;
         assert_eq!((done.ranges_failed, done.bytes_written_back), (1, 0), "{done:?}");
-        let append = file.write_at(0, chunk(0, 100)).await.unwrap_err();
+        let append = file.write_at(0, &[&chunk(0, 100)]).await.unwrap_err();
         assert!(
             append
                 .to_string()
@@ -307,7 +311,7 @@ fn off_submits_nothing_and_opens_no_descriptor() {
             let path = dir_path.join(format!("{name}.log"));
             let file = storage.open(&path, true).await.unwrap();
             for i in 0..64 {
-                file.write_at(file.len(), chunk(i, 16 * 1024)).await.unwrap();
+                file.write_at(file.len(), &[&chunk(i, 16 * 1024)]).await.unwrap();
             }
             assert_eq!(storage.write_behind_stats(), None, "{name}");
             if name == "off" {
