@@ -80,8 +80,8 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
-    #[test]
-    fn pwritev_all_writes_every_part_in_order_at_the_position() {
+    /// A new, empty read-write file; it lives as long as the returned directory.
+    fn scratch_file() -> (tempfile::TempDir, std::fs::File) {
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -90,6 +90,12 @@ mod tests {
             .write(true)
             .open(dir.path().join("f"))
             .unwrap();
+        (dir, file)
+    }
+
+    #[test]
+    fn pwritev_all_writes_every_part_in_order_at_the_position() {
+        let (_dir, file) = scratch_file();
         let big = vec![7u8; 3 * 1024 * 1024];
         let parts: Vec<&[u8]> = vec![b"ab", b"", &big, b"cd"];
         assert_eq!(
@@ -130,14 +136,7 @@ mod tests {
 
     #[test]
     fn a_byte_just_written_is_cached_and_past_the_end_is_not_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(dir.path().join("f"))
-            .unwrap();
+        let (_dir, file) = scratch_file();
         file.write_all_at(b"hot", 0).unwrap();
         assert!(is_cached(file.as_raw_fd(), 1).unwrap());
         // At the end of file there is nothing to read, and nothing to wait for either.
