@@ -56,7 +56,8 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// Whether the byte at `pos` of the open file `fd` is in the page cache: a one-byte `preadv2`
-/// with `RWF_NOWAIT`, which fails with `EAGAIN` instead of going to the disk.
+/// with `RWF_NOWAIT`, which fails with `EAGAIN` instead of going to the disk. `false` also where
+/// the filesystem cannot say.
 pub fn is_cached(fd: RawFd, pos: u64) -> io::Result<bool> {
     let mut byte = [0u8; 1];
     let slice = [io::IoSliceMut::new(&mut byte)];
@@ -70,7 +71,22 @@ pub fn is_cached(fd: RawFd, pos: u64) -> io::Result<bool> {
     }
     match io::Error::last_os_error() {
         e if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        // A filesystem that cannot tell (no RWF_NOWAIT reads): treated as not cached, so the
+        // caller takes its path that cannot block.
+        e if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => Ok(false),
         e => Err(e),
+    }
+}
+
+/// Asks the kernel to drop the file's clean pages from the page cache (tests make data cold
+/// with it).
+#[cfg(test)]
+pub fn drop_cached(fd: RawFd) -> io::Result<()> {
+    // SAFETY: posix_fadvise only reads its integer arguments; it touches no memory of ours.
+    let error = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+    match error {
+        0 => Ok(()),
+        error => Err(io::Error::from_raw_os_error(error)),
     }
 }
 

@@ -355,6 +355,39 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
 }
 
 #[test]
+fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
+    use crate::io::{GlommioStorage, WriteMode};
+    use std::os::fd::AsRawFd;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t-0");
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
+            let p = Partition::open(storage, path.clone(), LogConfig::default())
+                .await
+                .unwrap();
+            // 40 batches of about 61 KB: larger than the read-ahead of the batch lookup.
+            for i in 0..40 {
+                let big = BatchBuilder::new(i).records_of(60, 1000).build();
+                p.append(Bytes::from(big), 0).await.unwrap();
+            }
+            p.wait_durable(2399).await.unwrap();
+            // Clean pages can be dropped: the data is now only on the disk.
+            let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
+            crate::sys::drop_cached(log.as_raw_fd()).unwrap();
+            assert!(!crate::sys::is_cached(log.as_raw_fd(), 0).unwrap(), "evicted");
+            let RecordBytes::Memory(batches) = p.read_for_send(0, 8 << 20, true).await.unwrap().data else {
+                panic!("a sendfile of uncached bytes would block the shard on the disk");
+            };
+            assert_eq!(batches, p.read(0, 8 << 20, true).await.unwrap().data);
+            assert_eq!(headers(&batches).last().unwrap().next_offset(), 2400);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
 fn reads_for_send_without_kernel_files_come_back_in_memory() {
     block_on(async {
         let storage = FaultyStorage::new(3);
