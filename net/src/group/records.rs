@@ -23,9 +23,9 @@
 //! Replay applies records in log order; the last record for a key wins.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
+
+use crate::client::records::{self as client_records, plain_record};
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_KEY_VERSION_LEGACY: i16 = 0;
@@ -222,30 +222,10 @@ pub fn encode_batch(records: &[GroupRecord], now_ms: i64) -> Result<Bytes, Recor
     let encoded: Vec<Record> = records
         .iter()
         .enumerate()
-        .map(|(i, record)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder keeps records in one batch only while offset - sequence is constant;
-            // this makes the batch's base sequence -1 (no idempotent producer).
-            sequence: i as i32 - 1,
-            timestamp: now_ms,
-            key: Some(record.key()),
-            value: record.value(),
-            headers: Default::default(),
-        })
+        .map(|(i, record)| plain_record(i as i64, now_ms, Some(record.key()), record.value()))
         .collect();
     let mut out = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut out, &encoded, &options)
+    client_records::encode_batch(&mut out, &encoded, Compression::None)
         .map_err(|e| RecordError::Batch(e.to_string()))?;
     Ok(out.freeze())
 }
