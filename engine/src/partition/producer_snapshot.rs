@@ -254,21 +254,7 @@ mod tests {
     use crate::log::BatchHeader;
 
     fn header(id: i64, epoch: i16, seq: i32, count: i32, offset: i64, ts: i64) -> BatchHeader {
-        BatchHeader {
-            base_offset: offset,
-            batch_length: 100,
-            partition_leader_epoch: 0,
-            magic: 2,
-            crc: 0,
-            attributes: 0,
-            last_offset_delta: count - 1,
-            base_timestamp: ts,
-            max_timestamp: ts,
-            producer_id: id,
-            producer_epoch: epoch,
-            base_sequence: seq,
-            record_count: count,
-        }
+        super::super::producer_state::test_header(id, epoch, seq, count, offset, (ts, ts))
     }
 
     #[test]

@@ -220,27 +220,41 @@ fn check_sequence(header: &BatchHeader, current: Option<(i16, i32)>) -> Result<(
     Ok(())
 }
 
+/// A batch header of `count` records from producer `id`/`epoch` at `seq`, placed at `offset`,
+/// with (base, max) `timestamps`: what the producer-state tests feed the table.
+#[cfg(test)]
+pub(super) fn test_header(
+    id: i64,
+    epoch: i16,
+    seq: i32,
+    count: i32,
+    offset: i64,
+    timestamps: (i64, i64),
+) -> BatchHeader {
+    BatchHeader {
+        base_offset: offset,
+        batch_length: 100,
+        partition_leader_epoch: 0,
+        magic: 2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: count - 1,
+        base_timestamp: timestamps.0,
+        max_timestamp: timestamps.1,
+        producer_id: id,
+        producer_epoch: epoch,
+        base_sequence: seq,
+        record_count: count,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A header of `count` records from producer `id`/`epoch` at `seq`, placed at `offset`.
     fn batch(id: i64, epoch: i16, seq: i32, count: i32, offset: i64) -> BatchHeader {
-        BatchHeader {
-            base_offset: offset,
-            batch_length: 100,
-            partition_leader_epoch: 0,
-            magic: 2,
-            crc: 0,
-            attributes: 0,
-            last_offset_delta: count - 1,
-            base_timestamp: 1_000,
-            max_timestamp: 1_000 + offset,
-            producer_id: id,
-            producer_epoch: epoch,
-            base_sequence: seq,
-            record_count: count,
-        }
+        test_header(id, epoch, seq, count, offset, (1_000, 1_000 + offset))
     }
 
     /// Checks then records `header` as appended at its offset; returns the admission.
