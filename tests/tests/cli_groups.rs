@@ -21,6 +21,20 @@ fn lag_rows(described: &str, topic: &str) -> Vec<(String, String, String, String
         .collect()
 }
 
+/// `laminar group reset-offsets billing --topic orders HOW --brokers B`.
+fn reset(brokers: &str, how: &[&str]) -> Result<String> {
+    let mut args = vec!["group", "reset-offsets", "billing", "--topic", "orders"];
+    args.extend_from_slice(how);
+    args.extend_from_slice(&["--brokers", brokers]);
+    ok(&args, "")
+}
+
+/// The lag rows of topic `orders` in `laminar group describe billing`.
+fn lag(brokers: &str) -> Result<Vec<(String, String, String, String)>> {
+    let described = ok(&["group", "describe", "billing", "--brokers", brokers], "")?;
+    Ok(lag_rows(&described, "orders"))
+}
+
 fn row(p: i32, current: i64, end: i64, lag: i64) -> (String, String, String, String) {
     (
         p.to_string(),
@@ -106,66 +120,13 @@ fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
     assert_eq!(all.len(), 20, "every record exactly once:\n{out}{rest}");
 
     // Reset: dry run changes nothing; --execute commits.
-    let plan = ok(
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--to-earliest",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
+    let plan = reset(&b, &["--to-earliest"])?;
     assert!(plan.contains("dry run"), "{plan}");
-    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
-    assert_eq!(
-        lag_rows(&described, "orders"),
-        vec![row(0, 10, 10, 0), row(1, 10, 10, 0)]
-    );
-    ok(
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--to-offset",
-            "4",
-            "--execute",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
-    assert_eq!(
-        lag_rows(&described, "orders"),
-        vec![row(0, 4, 10, 6), row(1, 4, 10, 6)]
-    );
-    ok(
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "-p",
-            "1",
-            "--to-latest",
-            "--execute",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
-    assert_eq!(
-        lag_rows(&described, "orders"),
-        vec![row(0, 4, 10, 6), row(1, 10, 10, 0)]
-    );
+    assert_eq!(lag(&b)?, vec![row(0, 10, 10, 0), row(1, 10, 10, 0)]);
+    reset(&b, &["--to-offset", "4", "--execute"])?;
+    assert_eq!(lag(&b)?, vec![row(0, 4, 10, 6), row(1, 4, 10, 6)]);
+    reset(&b, &["-p", "1", "--to-latest", "--execute"])?;
+    assert_eq!(lag(&b)?, vec![row(0, 4, 10, 6), row(1, 10, 10, 0)]);
     let out = ok(
         &[
             "consume",
@@ -184,26 +145,8 @@ fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
     assert_eq!(out, "p0-4\np0-5\np0-6\np0-7\np0-8\np0-9\n");
 
     // Reset by timestamp: everything was produced after 0, so to the log start.
-    ok(
-        &[
-            "group",
-            "reset-offsets",
-            "billing",
-            "--topic",
-            "orders",
-            "--to-timestamp",
-            "0",
-            "--execute",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
-    assert_eq!(
-        lag_rows(&described, "orders"),
-        vec![row(0, 0, 10, 10), row(1, 0, 10, 10)]
-    );
+    reset(&b, &["--to-timestamp", "0", "--execute"])?;
+    assert_eq!(lag(&b)?, vec![row(0, 0, 10, 10), row(1, 0, 10, 10)]);
 
     let deleted = ok(&["group", "delete", "billing", "--brokers", &b], "")?;
     assert_eq!(deleted.trim(), "deleted group billing");
