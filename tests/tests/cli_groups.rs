@@ -30,7 +30,7 @@ fn reset(brokers: &str, how: &[&str]) -> Result<String> {
 }
 
 /// The lag rows of topic `orders` in `laminar group describe billing`.
-fn lag(brokers: &str) -> Result<Vec<(String, String, String, String)>> {
+fn group_lag(brokers: &str) -> Result<Vec<(String, String, String, String)>> {
     let described = ok(&["group", "describe", "billing", "--brokers", brokers], "")?;
     Ok(lag_rows(&described, "orders"))
 }
@@ -122,11 +122,11 @@ fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
     // Reset: dry run changes nothing; --execute commits.
     let plan = reset(&b, &["--to-earliest"])?;
     assert!(plan.contains("dry run"), "{plan}");
-    assert_eq!(lag(&b)?, vec![row(0, 10, 10, 0), row(1, 10, 10, 0)]);
+    assert_eq!(group_lag(&b)?, vec![row(0, 10, 10, 0), row(1, 10, 10, 0)]);
     reset(&b, &["--to-offset", "4", "--execute"])?;
-    assert_eq!(lag(&b)?, vec![row(0, 4, 10, 6), row(1, 4, 10, 6)]);
+    assert_eq!(group_lag(&b)?, vec![row(0, 4, 10, 6), row(1, 4, 10, 6)]);
     reset(&b, &["-p", "1", "--to-latest", "--execute"])?;
-    assert_eq!(lag(&b)?, vec![row(0, 4, 10, 6), row(1, 10, 10, 0)]);
+    assert_eq!(group_lag(&b)?, vec![row(0, 4, 10, 6), row(1, 10, 10, 0)]);
     let out = ok(
         &[
             "consume",
@@ -146,7 +146,7 @@ fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
 
     // Reset by timestamp: everything was produced after 0, so to the log start.
     reset(&b, &["--to-timestamp", "0", "--execute"])?;
-    assert_eq!(lag(&b)?, vec![row(0, 0, 10, 10), row(1, 0, 10, 10)]);
+    assert_eq!(group_lag(&b)?, vec![row(0, 0, 10, 10), row(1, 0, 10, 10)]);
 
     let deleted = ok(&["group", "delete", "billing", "--brokers", &b], "")?;
     assert_eq!(deleted.trim(), "deleted group billing");
