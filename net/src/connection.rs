@@ -12,10 +12,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
+use std::os::fd::AsRawFd;
+
 use bytes::Bytes;
 use futures::future::{select, Either};
 use futures::stream::FuturesOrdered;
-use futures::{AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt};
+use futures::{AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
 
 use crate::broker::BrokerCtx;
@@ -183,14 +185,23 @@ async fn read_more(
     reader: &mut FrameReader,
 ) -> Result<(), CloseReason> {
     let between_requests = reader.buffered_len() == 0;
-    let read = {
-        let room = reader.room_for_read();
-        let read = std::pin::pin!(stream.read(room));
-        let stop = std::pin::pin!(idle_or_shutdown(ctx, between_requests));
-        match select(read, stop).await {
-            Either::Left((read, _)) => read?,
-            Either::Right((reason, _)) => return Err(reason),
+    let mut socket = SocketNow(stream.as_raw_fd());
+    let read = loop {
+        match reader.receive_from(&mut socket) {
+            Ok(read) => break read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e.into()),
+            Err(_) => {}
         }
+        // Nothing waiting: sleep until bytes (or the end of the stream) arrive. Peeking one byte
+        // takes nothing, so a wait abandoned for an answer or a timeout loses no input.
+        let mut probe = [0u8; 1];
+        let readable = std::pin::pin!(stream.peek(&mut probe));
+        let stop = std::pin::pin!(idle_or_shutdown(ctx, between_requests));
+        match select(readable, stop).await {
+            Either::Left((readable, _)) => readable.map_err(std::io::Error::from)?,
+            Either::Right((reason, _)) => return Err(reason),
+        };
     };
     if read == 0 {
         return Err(if between_requests {
@@ -199,8 +210,16 @@ async fn read_more(
             CloseReason::Truncated
         });
     }
-    reader.commit_read(read);
     Ok(())
+}
+
+/// glommio's socket, received from without waiting; [`read_more`] awaits readiness itself.
+struct SocketNow(std::os::fd::RawFd);
+
+impl crate::frame::Receive for SocketNow {
+    fn receive(&mut self, buffer: &mut bytes::BytesMut, max: usize) -> std::io::Result<usize> {
+        crate::sys::recv_into(self.0, buffer, max, crate::sys::Wait::No)
+    }
 }
 
 /// Between requests a connection waits for the client, the idle timeout or shutdown; inside a

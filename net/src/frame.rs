@@ -2,6 +2,8 @@
 //! bytes. The reader keeps partial input across reads and tells "need more bytes" (wait for the
 //! socket) from "bad bytes" (a negative or oversized length: close the connection).
 
+use std::os::fd::AsRawFd;
+
 use bytes::{Buf, Bytes, BytesMut};
 
 /// Bytes in the size prefix.
@@ -37,120 +39,124 @@ pub enum FrameStatus {
 
 /// Splits a byte stream into frames. Owned by one connection; not shared.
 ///
-/// `buffer[..filled]` holds received bytes; `buffer[filled..]` is zeroed room for the next read,
-/// kept initialised so reads need no `unsafe` and each byte of room is zeroed once, not per read.
+/// `buffer` holds the bytes received that do not yet form a frame. Reads land in its spare
+/// capacity without zeroing it first (see [`Receive`]), so each received byte is written once.
 #[derive(Debug)]
 pub struct FrameReader {
     buffer: BytesMut,
-    filled: usize,
     frame_bytes_max: usize,
 }
 
 /// Bytes asked of the socket per read at least (many small responses arrive in one read).
 const READ_BYTES_MIN: usize = 64 * 1024;
-/// Bytes asked of the socket per read at most (bounds the room zeroed ahead of a huge frame).
+/// Bytes asked of the socket per read at most (bounds the memory reserved ahead of a huge frame).
 const READ_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// A byte source a [`FrameReader`] receives from, straight into its buffer's spare capacity.
+pub trait Receive {
+    /// Appends at most `max` bytes to `buffer`, which has room for them reserved, and returns
+    /// how many; `Ok(0)` when the stream has ended.
+    fn receive(&mut self, buffer: &mut BytesMut, max: usize) -> std::io::Result<usize>;
+}
+
+/// A blocking socket (the client's) waits in `recv` until bytes arrive.
+impl Receive for std::net::TcpStream {
+    fn receive(&mut self, buffer: &mut BytesMut, max: usize) -> std::io::Result<usize> {
+        crate::sys::recv_into(self.as_raw_fd(), buffer, max, crate::sys::Wait::Block)
+    }
+}
 
 impl FrameReader {
     /// A reader that rejects frames larger than `frame_bytes_max`.
     pub fn new(frame_bytes_max: usize) -> FrameReader {
         FrameReader {
             buffer: BytesMut::new(),
-            filled: 0,
             frame_bytes_max,
         }
     }
 
     /// Bytes held that do not yet form a frame.
     pub fn buffered_len(&self) -> usize {
-        self.filled
+        self.buffer.len()
     }
 
     /// Appends bytes received from the peer.
     pub fn extend(&mut self, bytes: &[u8]) {
-        self.make_room(bytes.len());
-        self.buffer[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
-        self.filled += bytes.len();
+        self.buffer.extend_from_slice(bytes);
     }
 
-    /// Zeroed room for the next read of the socket, sized for the frame in progress; bytes
-    /// read into it count once passed to [`FrameReader::commit_read`]. The room is zeroed once
-    /// and reused, so a large frame arriving in many reads is not zeroed again on each read.
-    pub fn room_for_read(&mut self) -> &mut [u8] {
-        let missing = self.next_frame_missing().unwrap_or_default();
-        self.make_room(missing.clamp(READ_BYTES_MIN, READ_BYTES_MAX));
-        &mut self.buffer[self.filled..]
-    }
-
-    /// Counts `read` bytes written into the room from [`FrameReader::room_for_read`].
-    pub fn commit_read(&mut self, read: usize) {
-        assert!(
-            self.filled + read <= self.buffer.len(),
-            "read past the room given"
+    /// Receives once from `source`, asking for what the frame in progress still needs (within
+    /// the per-read bounds); returns the bytes received, 0 when the source has ended.
+    pub fn receive_from<S: Receive + ?Sized>(&mut self, source: &mut S) -> std::io::Result<usize> {
+        let want = self
+            .next_frame_missing()
+            .unwrap_or_default()
+            .clamp(READ_BYTES_MIN, READ_BYTES_MAX);
+        self.buffer.reserve(want);
+        let held = self.buffer.len();
+        let received = source.receive(&mut self.buffer, want)?;
+        assert_eq!(
+            self.buffer.len(),
+            held + received,
+            "a source appends what it reports"
         );
-        self.filled += read;
+        assert!(received <= want, "a source appends at most what was asked");
+        Ok(received)
     }
 
     /// Bytes still missing for the frame in progress (its prefix first); `None` with a whole
     /// frame or a bad prefix buffered.
     fn next_frame_missing(&self) -> Option<usize> {
-        if self.filled < FRAME_HEADER_BYTES {
-            return Some(FRAME_HEADER_BYTES - self.filled);
+        let held = self.buffer.len();
+        if held < FRAME_HEADER_BYTES {
+            return Some(FRAME_HEADER_BYTES - held);
         }
         let size = frame_size(&self.buffer[..FRAME_HEADER_BYTES], self.frame_bytes_max).ok()?;
-        (FRAME_HEADER_BYTES + size)
-            .checked_sub(self.filled)
-            .filter(|m| *m > 0)
-    }
-
-    fn make_room(&mut self, room: usize) {
-        if self.buffer.len() < self.filled + room {
-            self.buffer.resize(self.filled + room, 0);
-        }
+        (FRAME_HEADER_BYTES + size).checked_sub(held).filter(|m| *m > 0)
     }
 
     /// Takes the next whole frame, if the buffer holds one.
     pub fn next_frame(&mut self) -> Result<FrameStatus, FrameError> {
-        if self.filled < FRAME_HEADER_BYTES {
+        let held = self.buffer.len();
+        if held < FRAME_HEADER_BYTES {
             return Ok(FrameStatus::NeedMore {
-                missing: FRAME_HEADER_BYTES - self.filled,
+                missing: FRAME_HEADER_BYTES - held,
             });
         }
         let size = frame_size(&self.buffer[..FRAME_HEADER_BYTES], self.frame_bytes_max)?;
         let total = FRAME_HEADER_BYTES + size;
-        if self.filled < total {
+        if held < total {
             return Ok(FrameStatus::NeedMore {
-                missing: total - self.filled,
+                missing: total - held,
             });
         }
         self.buffer.advance(FRAME_HEADER_BYTES);
-        self.filled -= total;
         Ok(FrameStatus::Ready(self.buffer.split_to(size).freeze()))
     }
 
-    /// Reads from `source` until a whole frame is buffered, then returns it. `Ok(None)` when the
-    /// source ends cleanly between frames.
-    pub fn read_frame<R: std::io::Read>(&mut self, source: &mut R) -> Result<Option<Bytes>, ReadFrameError> {
+    /// Receives from `source` until a whole frame is buffered, then returns it. `Ok(None)` when
+    /// the source ends cleanly between frames.
+    pub fn read_frame<S: Receive + ?Sized>(
+        &mut self,
+        source: &mut S,
+    ) -> Result<Option<Bytes>, ReadFrameError> {
         loop {
-            let missing = match self.next_frame()? {
-                FrameStatus::Ready(frame) => return Ok(Some(frame)),
-                FrameStatus::NeedMore { missing } => missing,
-            };
-            self.make_room(missing.clamp(READ_BYTES_MIN, READ_BYTES_MAX));
-            let start = self.filled;
-            let read = match source.read(&mut self.buffer[start..]) {
-                Ok(read) => read,
+            if let FrameStatus::Ready(frame) = self.next_frame()? {
+                return Ok(Some(frame));
+            }
+            let held = self.buffer.len();
+            let received = match self.receive_from(source) {
+                Ok(received) => received,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(error) => return Err(ReadFrameError::Io(error)),
             };
-            self.filled += read;
-            if read == 0 {
-                return if start == 0 {
+            if received == 0 {
+                return if held == 0 {
                     Ok(None)
                 } else {
                     Err(ReadFrameError::Io(std::io::Error::new(
                         std::io::ErrorKind::UnexpectedEof,
-                        format!("stream ended inside a frame ({start} bytes buffered)"),
+                        format!("stream ended inside a frame ({held} bytes buffered)"),
                     )))
                 };
             }
@@ -241,39 +247,73 @@ mod tests {
     fn eof_inside_a_frame_is_an_error() {
         let stream: Vec<u8> = [&5i32.to_be_bytes()[..], b"ab"].concat();
         let mut reader = FrameReader::new(16);
-        let error = reader.read_frame(&mut &stream[..]).unwrap_err();
+        let error = reader
+            .read_frame(&mut TrickleReader(&stream, usize::MAX))
+            .unwrap_err();
         assert!(matches!(error, ReadFrameError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof));
     }
 
+    /// Hands out at most `.1` bytes per receive (and at most what the reader asks for).
     struct TrickleReader<'a>(&'a [u8], usize);
 
-    impl std::io::Read for TrickleReader<'_> {
-        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-            let n = self.0.len().min(self.1).min(out.len());
-            out[..n].copy_from_slice(&self.0[..n]);
+    impl Receive for TrickleReader<'_> {
+        fn receive(&mut self, buffer: &mut BytesMut, max: usize) -> std::io::Result<usize> {
+            let n = self.0.len().min(self.1).min(max);
+            buffer.extend_from_slice(&self.0[..n]);
             self.0 = &self.0[n..];
             Ok(n)
         }
     }
 
     #[test]
-    fn a_frame_read_in_pieces_through_the_room_comes_out_whole() {
+    fn a_frame_received_in_pieces_comes_out_whole() {
         let mut reader = FrameReader::new(1 << 20);
         let body = vec![7u8; 300_000];
         let mut wire = (body.len() as i32).to_be_bytes().to_vec();
         wire.extend_from_slice(&body);
-        let mut sent = 0;
-        while sent < wire.len() {
-            assert!(matches!(reader.next_frame(), Ok(FrameStatus::NeedMore { .. })));
-            let room = reader.room_for_read();
-            // the room covers what the frame still needs (within the per-read bounds)
-            assert!(room.len() >= (wire.len() - sent).min(READ_BYTES_MIN));
-            let piece = room.len().min(50_000).min(wire.len() - sent);
-            room[..piece].copy_from_slice(&wire[sent..sent + piece]);
-            reader.commit_read(piece);
-            sent += piece;
+        let mut source = AskedFor(TrickleReader(&wire, 50_000), Vec::new());
+        while matches!(reader.next_frame(), Ok(FrameStatus::NeedMore { .. })) {
+            assert!(reader.receive_from(&mut source).expect("receive") > 0);
         }
-        assert_eq!(reader.next_frame(), Ok(FrameStatus::Ready(Bytes::from(body))));
         assert_eq!(reader.buffered_len(), 0);
+        // the reader asks for what the frame still needs, within the per-read bounds
+        assert_eq!(source.1[0], READ_BYTES_MIN);
+        assert_eq!(source.1[1], wire.len() - 50_000);
+        assert!(source.1.iter().all(|asked| *asked >= READ_BYTES_MIN.min(50_000)));
+    }
+
+    #[test]
+    fn a_frame_over_a_socket_comes_out_whole_and_its_tail_stays_for_the_next() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+        let (mut receiver, _) = listener.accept().expect("accept");
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            for _ in 0..2 {
+                sender.write_all(&(body.len() as i32).to_be_bytes()).unwrap();
+                sender.write_all(&body).unwrap();
+            }
+            body
+        });
+        let mut reader = FrameReader::new(1 << 20);
+        let first = reader.read_frame(&mut receiver).expect("first").expect("a frame");
+        let second = reader
+            .read_frame(&mut receiver)
+            .expect("second")
+            .expect("a frame");
+        let body = writer.join().unwrap();
+        assert_eq!((&first[..], &second[..]), (&body[..], &body[..]));
+        assert!(reader.read_frame(&mut receiver).expect("clean end").is_none());
+    }
+
+    /// Records what the reader asked for on each receive.
+    struct AskedFor<'a>(TrickleReader<'a>, Vec<usize>);
+
+    impl Receive for AskedFor<'_> {
+        fn receive(&mut self, buffer: &mut BytesMut, max: usize) -> std::io::Result<usize> {
+            self.1.push(max);
+            self.0.receive(buffer, max)
+        }
     }
 }
