@@ -77,6 +77,11 @@ pub struct ProducerArgs {
     /// Produce requests in flight per connection.
     #[arg(long, default_value_t = 5)]
     pub max_in_flight: usize,
+    /// Largest produce request (Kafka's `max.request.size`). A request carries one batch for
+    /// each of the producer's partitions that has one ready, as many as fit, as Kafka's
+    /// producer does; at least one. A value below one batch sends one batch per request.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_request_bytes: usize,
 }
 
 /// `laminar bench produce`.
@@ -164,6 +169,12 @@ impl CompressionArg {
     }
 }
 
+/// A v2 batch's header, before its records.
+const BATCH_HEADER_BYTES: usize = 61;
+/// Most bytes a plain record adds around its key and value (length, attributes, timestamp and
+/// offset deltas, key and value lengths, header count; varints of records under 2 MiB).
+const RECORD_FRAMING_BYTES: usize = 3 + 1 + 1 + 3 + 1 + 3 + 1;
+
 fn parse_acks(text: &str) -> Result<Acks, String> {
     text.parse()
 }
@@ -177,6 +188,14 @@ impl ProducerArgs {
     /// Records per batch: as many values as fit `batch_bytes`, at least one.
     pub fn records_per_batch(&self) -> usize {
         (self.batch_bytes / self.record_size.max(1)).max(1)
+    }
+
+    /// Full batches that fit one request of `max_request_bytes` (at least one), counting each
+    /// record's key, value and framing, and the batch header.
+    pub fn batches_per_request(&self) -> usize {
+        let record_bytes = self.record_size + crate::produce::KEY_BYTES + RECORD_FRAMING_BYTES;
+        let batch_bytes = self.records_per_batch() * record_bytes + BATCH_HEADER_BYTES;
+        (self.max_request_bytes / batch_bytes).max(1)
     }
 }
 
@@ -193,6 +212,24 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<BenchCommand, clap::Error> {
         Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn a_request_holds_the_batches_kafkas_default_request_size_holds() {
+        let producer = |extra: &[&str]| {
+            let args = [&["produce", "--topic", "t", "--num-records", "1"][..], extra].concat();
+            match parse(&args).expect("parses") {
+                BenchCommand::Produce(args) => args.producer,
+                _ => unreachable!("parsed a produce command"),
+            }
+        };
+        // 256 records of 1 KiB, ~267.6 KB a batch: 3 fit in 1 MiB, a 4th would not.
+        assert_eq!(producer(&[]).batches_per_request(), 3);
+        assert_eq!(producer(&["--max-request-bytes", "1"]).batches_per_request(), 1);
+        assert_eq!(
+            producer(&["--batch-bytes", "16384", "--record-size", "100"]).batches_per_request(),
+            53 // 163 records of 121 bytes and a 61-byte header: 19 784 bytes a batch
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub struct ProducerJob {
     pub leader: String,
     /// Topic.
     pub topic: String,
-    /// Partitions written in turn, one batch each.
+    /// Partitions written in turn, one batch each; a request carries batches for several.
     pub partitions: Vec<i32>,
     /// Records this producer sends.
     pub records: u64,
@@ -45,6 +45,8 @@ pub struct ProducerJob {
 /// A batch sent whose acknowledgement is awaited.
 struct InFlight {
     pending: Pending<ProduceResponse>,
+    /// Partitions (batches) the request carries.
+    partitions: usize,
     first_index: u64,
     count: usize,
     built_us: u64,
@@ -152,16 +154,18 @@ pub fn run_producer(
     );
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(args.max_in_flight);
     let record_bytes = args.record_size as u64;
+    let batches_max = args.batches_per_request().min(job.partitions.len());
+    let mut request = RequestBuilder::new(&job.partitions, batches_max);
     let mut sent = 0u64;
-    let mut next_partition = 0usize;
     clock.sleep_until_us(job.start_us);
     while sent < job.records {
-        let room = batch_max.min((job.records - sent) as usize);
-        let count = match pacer.plan(sent, clock.now_us(), room) {
+        let built_us = clock.now_us();
+        let left = job.records - sent;
+        let count = match request.fill(&mut builder, &pacer, sent, left, built_us, args)? {
             BatchPlan::Send(count) => count,
             BatchPlan::WaitUntil(until_us) => {
-                // Use the wait to take an acknowledgement that has arrived; never block on one,
-                // or a slow answer (an fdatasync) would hold back the next send and the rate.
+                // Use the wait to take an acknowledgement that has arrived; never block on
+                // one, or a slow answer (an fdatasync) would hold back the next send and the rate.
                 if !in_flight.is_empty() && connection.response_waiting()? {
                     let oldest = in_flight.pop_front().expect("checked non-empty");
                     acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
@@ -171,25 +175,16 @@ pub fn run_producer(
                 continue;
             }
         };
-        let built_us = clock.now_us();
-        let timestamps = (sent..sent + count as u64).map(|index| {
-            if pacer.is_paced() {
-                pacer.due_us(index)
-            } else {
-                built_us
-            }
-        });
-        let batch = builder.build(timestamps, args.compression.codec())?;
         if in_flight.len() >= args.max_in_flight {
             let oldest = in_flight.pop_front().expect("in flight is full");
             acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
         }
-        let partition = job.partitions[next_partition % job.partitions.len()];
-        next_partition += 1;
-        let pending = connection.send_produce(&job.topic, partition, batch, args.acks, 30_000)?;
+        let (batches, partitions) = request.take();
+        let pending = connection.send_produce_batches(&job.topic, batches, args.acks, 30_000)?;
         match pending {
             Some(pending) => in_flight.push_back(InFlight {
                 pending,
+                partitions,
                 first_index: sent,
                 count,
                 built_us,
@@ -207,7 +202,85 @@ pub fn run_producer(
     Ok(())
 }
 
-/// Waits for a batch's acknowledgement and records its records' latencies.
+/// The batches of the next produce request, for the producer's partitions in turn. Owned by
+/// one producer thread.
+struct RequestBuilder<'a> {
+    partitions: &'a [i32],
+    next_partition: usize,
+    batches_max: usize,
+    batches: Vec<(i32, Bytes)>,
+}
+
+impl<'a> RequestBuilder<'a> {
+    fn new(partitions: &'a [i32], batches_max: usize) -> RequestBuilder<'a> {
+        assert!(
+            (1..=partitions.len()).contains(&batches_max),
+            "a request carries 1 to {} batches, one per partition",
+            partitions.len()
+        );
+        RequestBuilder {
+            partitions,
+            next_partition: 0,
+            batches_max,
+            batches: Vec::with_capacity(batches_max),
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.batches.len() < self.batches_max
+    }
+
+    /// Builds every batch ready at `now_us` (full, or lingered long enough) into this request,
+    /// up to one per partition; records from `sent` on, `left` of them still to send. Returns
+    /// the records gathered, or when the first batch will be ready.
+    fn fill(
+        &mut self,
+        builder: &mut BatchBuilder,
+        pacer: &Pacer,
+        sent: u64,
+        left: u64,
+        now_us: u64,
+        args: &ProducerArgs,
+    ) -> anyhow::Result<BatchPlan> {
+        let mut count = 0u64;
+        while self.has_room() && count < left {
+            let room = (args.records_per_batch() as u64).min(left - count) as usize;
+            let first = sent + count;
+            let batch_count = match pacer.plan(first, now_us, room) {
+                BatchPlan::Send(batch_count) => batch_count,
+                BatchPlan::WaitUntil(until_us) if count == 0 => return Ok(BatchPlan::WaitUntil(until_us)),
+                BatchPlan::WaitUntil(_) => break,
+            };
+            let timestamps = (first..first + batch_count as u64).map(|index| {
+                if pacer.is_paced() {
+                    pacer.due_us(index)
+                } else {
+                    now_us
+                }
+            });
+            self.add(builder.build(timestamps, args.compression.codec())?);
+            count += batch_count as u64;
+        }
+        Ok(BatchPlan::Send(count as usize))
+    }
+
+    /// Adds a batch for the next partition in turn.
+    fn add(&mut self, batch: Bytes) {
+        assert!(self.has_room(), "the request is full");
+        let partition = self.partitions[self.next_partition % self.partitions.len()];
+        self.next_partition += 1;
+        self.batches.push((partition, batch));
+    }
+
+    /// The batches gathered and how many there are; the builder starts the next request.
+    fn take(&mut self) -> (Vec<(i32, Bytes)>, usize) {
+        let batches = std::mem::replace(&mut self.batches, Vec::with_capacity(self.batches_max));
+        let count = batches.len();
+        (batches, count)
+    }
+}
+
+/// Waits for a request's acknowledgement and records its records' latencies.
 fn acknowledge(
     connection: &mut Connection,
     batch: InFlight,
@@ -216,7 +289,7 @@ fn acknowledge(
     record_bytes: u64,
     recorder: &mut Recorder,
 ) -> anyhow::Result<()> {
-    connection.receive_produce(batch.pending)?;
+    connection.receive_produce_batches(batch.pending, batch.partitions)?;
     let acked_us = clock.now_us();
     let count = batch.count as u64;
     recorder.count(acked_us, count, count * record_bytes);

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
@@ -38,6 +39,8 @@ type Offsets = Arc<Mutex<HashMap<(String, i32), i64>>>;
 pub struct Sink {
     /// Where it listens.
     pub address: SocketAddr,
+    /// Produce requests received (to check how a producer shapes its requests).
+    pub produce_requests: Arc<AtomicU64>,
 }
 
 /// Starts a sink on `listen` whose fetches return batches of `record_size`-byte records.
@@ -52,17 +55,22 @@ pub fn start(listen: &str, record_size: usize) -> anyhow::Result<Sink> {
         )?
     };
     let offsets: Offsets = Arc::default();
+    let produce_requests = Arc::new(AtomicU64::new(0));
+    let counter = produce_requests.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (offsets, canned) = (offsets.clone(), canned.clone());
+            let (offsets, canned, counter) = (offsets.clone(), canned.clone(), counter.clone());
             std::thread::spawn(move || {
                 let _ = stream.set_nodelay(true);
                 // A peer that misbehaves just loses its connection: this is a measuring tool.
-                let _ = serve(stream, address, &offsets, &canned);
+                let _ = serve(stream, address, &offsets, &canned, &counter);
             });
         }
     });
-    Ok(Sink { address })
+    Ok(Sink {
+        address,
+        produce_requests,
+    })
 }
 
 /// `laminar bench sink`: runs until killed.
@@ -77,7 +85,13 @@ pub fn serve_forever(listen: &str, record_size: usize) -> anyhow::Result<()> {
     }
 }
 
-fn serve(mut stream: TcpStream, me: SocketAddr, offsets: &Offsets, canned: &Bytes) -> anyhow::Result<()> {
+fn serve(
+    mut stream: TcpStream,
+    me: SocketAddr,
+    offsets: &Offsets,
+    canned: &Bytes,
+    produce_requests: &AtomicU64,
+) -> anyhow::Result<()> {
     let mut frames = FrameReader::new(512 << 20);
     let mut out = BytesMut::new();
     while let Some(mut frame) = frames.read_frame(&mut stream)? {
@@ -101,6 +115,7 @@ fn serve(mut stream: TcpStream, me: SocketAddr, offsets: &Offsets, canned: &Byte
                 .encode(&mut out, version),
             ApiKey::Produce => {
                 let request = ProduceRequest::decode(&mut frame, version)?;
+                produce_requests.fetch_add(1, Ordering::Relaxed);
                 let response = produce(&request, offsets)?;
                 if request.acks == 0 {
                     continue;

@@ -1,4 +1,4 @@
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
@@ -87,6 +87,42 @@ fn harness_ceiling_against_the_sink() {
     assert_eq!(unacked.records, 20_000);
     assert!(unacked.latency_us.is_empty());
     assert_eq!(args.acks, Acks::Leader);
+}
+
+/// Records per partition the sink counted for `topic` (its log end offsets).
+fn per_partition(sink: &Sink, topic: &str) -> Vec<i64> {
+    let mut connection =
+        Connection::connect(&sink.address.to_string(), &ClientConfig::default()).expect("connect");
+    let specs: Vec<_> = (0..4).map(|partition| (partition, OffsetSpec::Latest)).collect();
+    let ends = connection.list_offsets(topic, &specs).expect("offsets");
+    ends.iter().map(|(_, end)| *end).collect()
+}
+
+#[test]
+fn a_request_carries_one_batch_per_partition_as_many_as_fit() {
+    // 64 records of 1 KiB a batch (~67 KB): 15 fit Kafka's 1 MiB request, so each request
+    // carries one for every one of the 4 partitions. 20 000 records = 312 full batches and one
+    // of 32 records: 79 requests; partition 0 takes batches 0, 4, … 312 (the short one).
+    let sink = start("127.0.0.1:0", 1024).expect("sink");
+    let base = [
+        "--num-records",
+        "20000",
+        "--record-size",
+        "1024",
+        "--batch-bytes",
+        "65536",
+    ];
+    let produced = produce_into_sink(&sink, &producer_args(&base), "shaped");
+    assert_eq!(produced.records, 20_000);
+    assert_eq!(sink.produce_requests.load(Ordering::Relaxed), 79);
+    assert_eq!(per_partition(&sink, "shaped"), vec![5024, 4992, 4992, 4992]);
+
+    // A request size below one batch: one batch a request, as before.
+    let one_each = [&base[..], &["--max-request-bytes", "1"]].concat();
+    let produced = produce_into_sink(&sink, &producer_args(&one_each), "single");
+    assert_eq!(produced.records, 20_000);
+    assert_eq!(sink.produce_requests.load(Ordering::Relaxed), 79 + 313);
+    assert_eq!(per_partition(&sink, "single"), vec![5024, 4992, 4992, 4992]);
 }
 
 #[test]

@@ -133,14 +133,37 @@ impl Connection {
         acks: Acks,
         timeout_ms: i32,
     ) -> Result<Option<Pending<ProduceResponse>>, ClientError> {
+        self.send_produce_batches(topic, vec![(partition, records)], acks, timeout_ms)
+    }
+
+    /// Sends one request with batches for several partitions of `topic`, `(partition, whole
+    /// v2 batches)` each, as Kafka's producer sends every ready partition a broker leads in one
+    /// request. The partitions must differ. `None` for acks=0.
+    pub fn send_produce_batches(
+        &mut self,
+        topic: &str,
+        batches: Vec<(i32, Bytes)>,
+        acks: Acks,
+        timeout_ms: i32,
+    ) -> Result<Option<Pending<ProduceResponse>>, ClientError> {
+        assert!(
+            !batches.is_empty(),
+            "a produce request carries at least one batch"
+        );
+        let partition_data = batches
+            .into_iter()
+            .map(|(partition, records)| {
+                PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records))
+            })
+            .collect();
         let request = ProduceRequest::default()
             .with_acks(acks.wire())
             .with_timeout_ms(timeout_ms)
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(topic_name(topic))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(records))])]);
+                .with_partition_data(partition_data)]);
         if acks == Acks::None {
             self.send_without_response(&request)?;
             return Ok(None);
@@ -150,25 +173,40 @@ impl Connection {
 
     /// Receives the response to a single-partition produce sent by [`Connection::send_produce`].
     pub fn receive_produce(&mut self, pending: Pending<ProduceResponse>) -> Result<ProduceAck, ClientError> {
+        let acks = self.receive_produce_batches(pending, 1)?;
+        Ok(acks[0])
+    }
+
+    /// Receives the response to [`Connection::send_produce_batches`] with `partitions` batches:
+    /// one acknowledgement per partition, in response order. Any partition's error is an error.
+    pub fn receive_produce_batches(
+        &mut self,
+        pending: Pending<ProduceResponse>,
+        partitions: usize,
+    ) -> Result<Vec<ProduceAck>, ClientError> {
         let response = self.receive(pending)?;
-        let topic = response.responses.first();
-        let partition = topic.and_then(|t| t.partition_responses.first());
-        let (Some(topic), Some(partition)) = (topic, partition) else {
+        let mut acks = Vec::with_capacity(partitions);
+        for topic in &response.responses {
+            for partition in &topic.partition_responses {
+                check_code(
+                    ApiKey::Produce,
+                    partition.error_code,
+                    partition.error_message.as_deref(),
+                    || format!(" {}-{}", topic.name.0, partition.index),
+                )?;
+                acks.push(ProduceAck {
+                    base_offset: partition.base_offset,
+                    log_append_time_ms: partition.log_append_time_ms,
+                });
+            }
+        }
+        if acks.len() != partitions {
             return Err(ClientError::MissingInResponse {
                 api: ApiKey::Produce,
-                what: "the partition produced to".into(),
+                what: format!("{partitions} partitions produced to ({} answered)", acks.len()),
             });
-        };
-        check_code(
-            ApiKey::Produce,
-            partition.error_code,
-            partition.error_message.as_deref(),
-            || format!(" {}-{}", topic.name.0, partition.index),
-        )?;
-        Ok(ProduceAck {
-            base_offset: partition.base_offset,
-            log_append_time_ms: partition.log_append_time_ms,
-        })
+        }
+        Ok(acks)
     }
 
     /// Produces and waits for the acknowledgement (`None` for acks=0).
