@@ -61,6 +61,12 @@ fn section_json(section: &Section, limits: Option<&Limits>) -> Map<String, Value
             "share_of_disk_write_direct",
             json!(m.mb_per_sec() / limits.disk_write_direct_mb_per_sec),
         );
+        if section.name != "consume" {
+            put(
+                "share_of_disk_synced_append",
+                json!(m.mb_per_sec() / limits.disk_synced_append_mb_per_sec),
+            );
+        }
     }
     put(
         "timeline",
@@ -124,6 +130,15 @@ impl RunResult {
                     100.0 * mb_per_sec / disk_mb_per_sec,
                     disk_mb_per_sec
                 );
+                if section.name == "produce" {
+                    println!(
+                        "  {:.1} % of synced appends ({} files x {} KiB + fdatasync each: {:.0} MB/s, the ceiling for acks=all)",
+                        100.0 * mb_per_sec / limits.disk_synced_append_mb_per_sec,
+                        limits.disk_synced_append_streams,
+                        limits.disk_synced_append_kib,
+                        limits.disk_synced_append_mb_per_sec
+                    );
+                }
             }
         }
         if let Some(limits) = &self.limits {
@@ -186,5 +201,52 @@ mod tests {
         let html = crate::report::render_html(&result);
         assert!(html.contains("<svg") && html.contains("1000 records sent"));
         assert!(!html.contains("<script"));
+    }
+
+    #[test]
+    fn shares_are_of_the_limits_measured_in_the_same_run() {
+        let section = |name: &'static str| {
+            let mut recorder = Recorder::new(0, Progress::new());
+            recorder.count(10, 1000, 100_000_000);
+            Section {
+                name,
+                verb: "moved",
+                latency_kind: name,
+                bytes_kind: "payload",
+                measurement: Measurement::merge(vec![recorder.finish()], 1.0),
+            }
+        };
+        let limits = Limits {
+            dir: "/data".into(),
+            disk_write_direct_mb_per_sec: 1000.0,
+            disk_read_direct_mb_per_sec: 2000.0,
+            disk_write_buffered_mb_per_sec: 900.0,
+            disk_read_buffered_mb_per_sec: 800.0,
+            fdatasync_per_sec: 5000.0,
+            fdatasync_us_p50: 180,
+            fdatasync_us_p99: 500,
+            fdatasync_us_max: 4000,
+            disk_synced_append_mb_per_sec: 400.0,
+            disk_synced_append_streams: 4,
+            disk_synced_append_kib: 256,
+            loopback_mb_per_sec: 4000.0,
+            seconds: 4.5,
+        };
+        let result = RunResult {
+            kind: "e2e",
+            settings: json!({}),
+            sections: vec![section("produce"), section("consume")],
+            limits: Some(limits),
+        };
+        let value = result.to_json();
+        // 100 MB in 1 s against 4000 MB/s of loopback and 400 MB/s of synced appends.
+        let produce = &value["sections"]["produce"];
+        assert_eq!(produce["share_of_loopback"], json!(0.025));
+        assert_eq!(produce["share_of_disk_synced_append"], json!(0.25));
+        assert_eq!(value["limits"]["disk_synced_append_streams"], json!(4));
+        // Reads have no synced-append ceiling.
+        assert!(value["sections"]["consume"]
+            .get("share_of_disk_synced_append")
+            .is_none());
     }
 }

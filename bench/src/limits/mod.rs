@@ -1,6 +1,7 @@
 //! This machine's physical limits, measured in a few seconds so that every benchmark result can
 //! be read as a share of them: sequential write and read bandwidth of the data disk (O_DIRECT and
-//! buffered, through io_uring), fdatasync latency, and loopback TCP bandwidth.
+//! buffered, through io_uring), fdatasync latency, synced appends (the ceiling for acks=all), and
+//! loopback TCP bandwidth.
 
 mod uring;
 
@@ -31,8 +32,8 @@ pub struct Budget {
 }
 
 impl Default for Budget {
-    /// About 4 s in all: 0.6 s per disk probe, 1 s of loopback (3 probes), 1 MiB at queue depth 8 (as in
-    /// LIMITS.md's fio runs) over a 512 MiB file.
+    /// About 6 s in all: 0.6 s per disk probe (1.2 s for synced appends), 1 s of loopback
+    /// (3 probes), 1 MiB at queue depth 8 (as in LIMITS.md's fio runs) over a 512 MiB file.
     fn default() -> Budget {
         Budget {
             per_probe: Duration::from_millis(600),
@@ -64,6 +65,14 @@ pub struct Limits {
     pub fdatasync_us_p99: u64,
     /// Largest.
     pub fdatasync_us_max: u64,
+    /// [`SYNCED_APPEND_STREAMS`] files at once, each appended [`SYNCED_APPEND_KIB`] KiB at a
+    /// time with an fdatasync after every append: what the filesystem gives acks=all produce
+    /// to that many partitions (one fdatasync per batch), with the broker costing nothing.
+    pub disk_synced_append_mb_per_sec: f64,
+    /// Files appended to at once.
+    pub disk_synced_append_streams: usize,
+    /// KiB per append.
+    pub disk_synced_append_kib: usize,
     /// One TCP stream over loopback, two threads: the best of [`LOOPBACK_PROBES`] probes.
     pub loopback_mb_per_sec: f64,
     /// Time the measurement took (s).
@@ -74,7 +83,7 @@ impl Limits {
     /// A human-readable block.
     pub fn describe(&self) -> String {
         format!(
-            "limits of this machine ({}; measured in {:.1} s):\n  disk write O_DIRECT {:.0} MB/s, buffered+fdatasync {:.0} MB/s\n  disk read O_DIRECT {:.0} MB/s, buffered (cold) {:.0} MB/s\n  fdatasync after 4 KiB: {:.0}/s, p50 {} us, p99 {} us, max {} us\n  loopback TCP, 1 stream, best of 3: {:.0} MB/s",
+            "limits of this machine ({}; measured in {:.1} s):\n  disk write O_DIRECT {:.0} MB/s, buffered+fdatasync {:.0} MB/s\n  disk read O_DIRECT {:.0} MB/s, buffered (cold) {:.0} MB/s\n  fdatasync after 4 KiB: {:.0}/s, p50 {} us, p99 {} us, max {} us\n  synced appends, {} files x {} KiB + fdatasync each: {:.0} MB/s\n  loopback TCP, 1 stream, best of 3: {:.0} MB/s",
             self.dir,
             self.seconds,
             self.disk_write_direct_mb_per_sec,
@@ -85,6 +94,9 @@ impl Limits {
             self.fdatasync_us_p50,
             self.fdatasync_us_p99,
             self.fdatasync_us_max,
+            self.disk_synced_append_streams,
+            self.disk_synced_append_kib,
+            self.disk_synced_append_mb_per_sec,
             self.loopback_mb_per_sec,
         )
     }
@@ -168,6 +180,9 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
     drop(buffered);
 
     let sync = fdatasync_latency(&scratch.0, budget.per_probe)?;
+    // Twice as long as the other probes: short bursts of synced appends read high on a disk
+    // with a volatile cache in front (0.6 s gave 720–820 MB/s where 2 s gave 480–530).
+    let synced_append = synced_append_bandwidth(dir, budget.per_probe * 2)?;
     let loopback = best_loopback_bandwidth(budget.per_probe.max(Duration::from_secs(1)))?;
     Ok(Limits {
         dir: dir.display().to_string(),
@@ -179,6 +194,9 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
         fdatasync_us_p50: sync.1,
         fdatasync_us_p99: sync.2,
         fdatasync_us_max: sync.3,
+        disk_synced_append_mb_per_sec: synced_append,
+        disk_synced_append_streams: SYNCED_APPEND_STREAMS,
+        disk_synced_append_kib: SYNCED_APPEND_KIB,
         loopback_mb_per_sec: loopback,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -223,6 +241,44 @@ fn fdatasync_latency(path: &Path, duration: Duration) -> anyhow::Result<(f64, u6
         histogram.value_at_quantile(0.99),
         histogram.max(),
     ))
+}
+
+/// Files the synced-append probe writes at once: the partitions of the workload.
+pub const SYNCED_APPEND_STREAMS: usize = 4;
+/// KiB per synced append: the harness's default batch.
+pub const SYNCED_APPEND_KIB: usize = 256;
+
+/// [`SYNCED_APPEND_STREAMS`] threads, each appending [`SYNCED_APPEND_KIB`] KiB to its own
+/// scratch file in `dir` and calling fdatasync after every append, for `duration`: MB/s in all.
+/// Fresh files, as a new topic's segments are, so each fdatasync also commits the blocks and
+/// size the append added.
+fn synced_append_bandwidth(dir: &Path, duration: Duration) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let streams: Vec<_> = (0..SYNCED_APPEND_STREAMS)
+        .map(|stream| {
+            let path = dir.join(format!(
+                ".laminar-limits-{}-append-{stream}.tmp",
+                std::process::id()
+            ));
+            std::thread::spawn(move || -> std::io::Result<u64> {
+                let scratch = ScratchFile(path);
+                let file = File::create(&scratch.0)?;
+                let block = vec![0x6bu8; SYNCED_APPEND_KIB * 1024];
+                let mut written = 0u64;
+                while started.elapsed() < duration {
+                    file.write_all_at(&block, written)?;
+                    file.sync_data()?;
+                    written += block.len() as u64;
+                }
+                Ok(written)
+            })
+        })
+        .collect();
+    let mut bytes = 0u64;
+    for stream in streams {
+        bytes += stream.join().expect("synced-append thread")?;
+    }
+    Ok(bytes as f64 / 1e6 / started.elapsed().as_secs_f64().max(1e-9))
 }
 
 /// Loopback probes per measurement. A limit is what the machine can do, and on a shared VM one
@@ -286,6 +342,7 @@ mod tests {
             ("read direct", limits.disk_read_direct_mb_per_sec),
             ("write buffered", limits.disk_write_buffered_mb_per_sec),
             ("read buffered", limits.disk_read_buffered_mb_per_sec),
+            ("synced append", limits.disk_synced_append_mb_per_sec),
             ("loopback", limits.loopback_mb_per_sec),
         ] {
             assert!((10.0..1e6).contains(&mb_per_sec), "{name}: {mb_per_sec} MB/s");
@@ -300,5 +357,6 @@ mod tests {
             "scratch removed"
         );
         assert!(limits.describe().contains("loopback TCP"));
+        assert!(limits.describe().contains("synced appends, 4 files x 256 KiB"));
     }
 }
