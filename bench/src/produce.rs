@@ -42,7 +42,7 @@ pub struct ProducerJob {
     pub start_us: u64,
 }
 
-/// A batch sent whose acknowledgement is awaited.
+/// A request sent whose acknowledgement is awaited.
 struct InFlight {
     pending: Pending<ProduceResponse>,
     /// Partitions (batches) the request carries.

@@ -8,11 +8,10 @@
 //! connection only, logged once.
 
 use std::future::Future;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
-
-use std::os::fd::AsRawFd;
 
 use bytes::Bytes;
 use futures::future::{select, Either};
