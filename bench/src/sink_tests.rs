@@ -43,17 +43,20 @@ fn produce_into_sink(sink: &Sink, args: &ProducerArgs, topic: &str) -> Measureme
     )
 }
 
+/// 20 000 records of 1 KiB in batches of 64 records: 313 batches, the last of 32 records.
+const TWENTY_THOUSAND_IN_64_KIB_BATCHES: [&str; 6] = [
+    "--num-records",
+    "20000",
+    "--record-size",
+    "1024",
+    "--batch-bytes",
+    "65536",
+];
+
 #[test]
 fn harness_ceiling_against_the_sink() {
     let sink = start("127.0.0.1:0", 1024).expect("sink");
-    let args = producer_args(&[
-        "--num-records",
-        "20000",
-        "--record-size",
-        "1024",
-        "--batch-bytes",
-        "65536",
-    ]);
+    let args = producer_args(&TWENTY_THOUSAND_IN_64_KIB_BATCHES);
     let produced = produce_into_sink(&sink, &args, "t");
     assert_eq!(produced.records, 20_000);
     assert_eq!(produced.bytes, 20_000 * 1024);
@@ -92,16 +95,13 @@ fn per_partition(sink: &Sink, topic: &str) -> Vec<i64> {
 #[test]
 fn a_request_size_below_one_batch_sends_one_batch_per_request() {
     let sink = start("127.0.0.1:0", 1024).expect("sink");
-    let args = producer_args(&[
-        "--num-records",
-        "20000",
-        "--record-size",
-        "1024",
-        "--batch-bytes",
-        "65536",
-        "--max-request-bytes",
-        "1",
-    ]);
+    let args = producer_args(
+        &[
+            &TWENTY_THOUSAND_IN_64_KIB_BATCHES[..],
+            &["--max-request-bytes", "1"],
+        ]
+        .concat(),
+    );
     let produced = produce_into_sink(&sink, &args, "single");
     assert_eq!(produced.records, 20_000);
     assert_eq!(sink.produce_requests.load(Ordering::Relaxed), 313);
