@@ -87,13 +87,14 @@ run_rust() {
   say "cargo test --workspace"
   local log="$LOGS/cargo-test.log"
   # --no-fail-fast: one failing test binary must not hide the results of the others.
-  cargo test --workspace --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
+  # Rust tests that drive Python clients (net/tests/groups_clients.rs) find the venv's python3.
+  PATH="$TESTS/.venv/bin:$PATH" cargo test --workspace --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ] && grep -q '^error: could not compile' "$log"; then
     # A compile error elsewhere must not hide the black-box results: count it, run ours alone.
     step_failed "rust: workspace does not compile for tests"
     say "cargo test -p laminar-tests (black-box suites alone)"
-    cargo test -p laminar-tests --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
+    PATH="$TESTS/.venv/bin:$PATH" cargo test -p laminar-tests --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
   fi
   local passed failed
@@ -139,7 +140,8 @@ setup_system || step_failed "setup: system packages"
 wants() { local s; for s in "${suites[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 python_ready=1
 node_ready=1
-if wants python; then setup_python || { step_failed "setup: python venv"; python_ready=0; }; fi
+# The rust suite needs the venv too (confluent-kafka drives the consumer-group test).
+if wants python || wants rust; then setup_python || { step_failed "setup: python venv"; python_ready=0; }; fi
 if wants node; then setup_node || { step_failed "setup: npm ci"; node_ready=0; }; fi
 
 # One build of every target with the features `cargo test --workspace` uses, so the test run

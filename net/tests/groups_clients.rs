@@ -2,7 +2,8 @@
 //! confluent-kafka (`groups_confluent.py` beside this file says what it checks).
 //!
 //! Skipped unless `LAMINAR_TEST_GROUPS=1`: it needs the `laminar` binary (`cargo build` first,
-//! or `LAMINAR_BIN=path`) and `pip install confluent-kafka`.
+//! or `LAMINAR_BIN=path`) and a `python3` with confluent-kafka on `PATH` (`tests/run.sh` puts its
+//! venv first).
 
 use std::path::PathBuf;
 use std::process::Command;

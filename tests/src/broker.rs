@@ -20,6 +20,8 @@ pub const BINARY_ENV: &str = "LAMINAR_BIN";
 
 /// How much of the broker's stderr an error message quotes.
 const STDERR_TAIL_BYTES: u64 = 4096;
+/// First starts tried before a lost race for a probed port is reported.
+const FIRST_START_TRIES: u32 = 3;
 
 /// How to start a broker. Every field has a default that suits a black-box test.
 #[derive(Clone, Debug)]
@@ -105,15 +107,26 @@ impl Broker {
             .tempdir()
             .context("creating the broker's temporary directory")?;
         fs::create_dir(root.path().join("data")).context("creating the data directory")?;
+        let [port, http_port] = free_loopback_ports()?;
         let mut broker = Broker {
             options,
             binary,
-            port: free_loopback_port()?,
-            http_port: free_loopback_port()?,
+            port,
+            http_port,
             root,
             child: None,
             starts: 0,
         };
+        // Another process may take a probed port before the broker binds it: a first start
+        // that lost that race moves to fresh ports; any other failure is reported.
+        for _ in 1..FIRST_START_TRIES {
+            match broker.spawn_and_wait() {
+                Err(_) if broker.stderr_tail().contains("Address already in use") => {
+                    [broker.port, broker.http_port] = free_loopback_ports()?;
+                }
+                started => return started.map(|()| broker),
+            }
+        }
         broker.spawn_and_wait()?;
         Ok(broker)
     }
@@ -318,11 +331,17 @@ fn check_runnable(binary: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Asks the OS for a free port. Another process could take it before the broker binds it; the
-/// broker then fails loudly and the error quotes its stderr.
-fn free_loopback_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe socket")?;
-    Ok(listener.local_addr()?.port())
+/// Asks the OS for `N` distinct free ports: every probe socket stays bound until all are
+/// picked, so the same port is never handed out twice.
+fn free_loopback_ports<const N: usize>() -> Result<[u16; N]> {
+    let probes = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a probe socket"))
+        .collect::<Result<Vec<_>>>()?;
+    let mut ports = [0; N];
+    for (port, probe) in ports.iter_mut().zip(&probes) {
+        *port = probe.local_addr()?.port();
+    }
+    Ok(ports)
 }
 
 /// One ApiVersions v0 round trip: request header v1 (api_key 18, version 0, correlation id,
