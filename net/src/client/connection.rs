@@ -213,6 +213,44 @@ impl Connection {
         })
     }
 
+    /// Sends a produce request whose batches go to the socket from `batches` themselves (one
+    /// gathering write), without being copied into the request buffer first.
+    pub(super) fn send_produce_pieces(
+        &mut self,
+        topic: &str,
+        batches: &[(i32, bytes::Bytes)],
+        acks: i16,
+        timeout_ms: i32,
+    ) -> Result<Pending<kafka_protocol::messages::ProduceResponse>, ClientError> {
+        let version = self.versions.version(ApiKey::Produce)?;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let frame = super::produce_frame::ProduceFrame {
+            correlation_id,
+            client_id: &self.client_id,
+            version,
+            acks,
+            timeout_ms,
+            topic,
+            batches,
+        };
+        let pieces = super::produce_frame::encode(&frame, &mut self.write_buffer)?;
+        write_all_pieces(&mut self.stream, &pieces)?;
+        let expects_response = acks != 0;
+        if expects_response {
+            self.in_flight.push_back(InFlight {
+                correlation_id,
+                api: ApiKey::Produce,
+            });
+        }
+        Ok(Pending {
+            correlation_id,
+            api: ApiKey::Produce,
+            version,
+            response: PhantomData,
+        })
+    }
+
     fn send_at<R: Request>(
         &mut self,
         request: &R,
@@ -281,6 +319,21 @@ fn api_key<R: Request>() -> ApiKey {
 }
 
 /// Writes one request frame (size prefix, header, body) into `buffer`, replacing its contents.
+/// Writes every piece, in order, with as few gathering writes as the socket allows.
+fn write_all_pieces(stream: &mut TcpStream, pieces: &[bytes::Bytes]) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = pieces.iter().map(|p| std::io::IoSlice::new(p)).collect();
+    let mut left = &mut slices[..];
+    while !left.is_empty() {
+        match stream.write_vectored(left) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => std::io::IoSlice::advance_slices(&mut left, written),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 pub fn encode_frame<R: Request>(
     buffer: &mut BytesMut,
     correlation_id: i32,

@@ -3,10 +3,8 @@
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -150,25 +148,11 @@ impl Connection {
             !batches.is_empty(),
             "a produce request carries at least one batch"
         );
-        let partition_data = batches
-            .into_iter()
-            .map(|(partition, records)| {
-                PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(records))
-            })
-            .collect();
-        let request = ProduceRequest::default()
-            .with_acks(acks.wire())
-            .with_timeout_ms(timeout_ms)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(topic_name(topic))
-                .with_partition_data(partition_data)]);
+        let pending = self.send_produce_pieces(topic, &batches, acks.wire(), timeout_ms)?;
         if acks == Acks::None {
-            self.send_without_response(&request)?;
             return Ok(None);
         }
-        self.send(&request).map(Some)
+        Ok(Some(pending))
     }
 
     /// Receives the response to a single-partition produce sent by [`Connection::send_produce`].

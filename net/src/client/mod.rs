@@ -17,6 +17,7 @@ mod data;
 mod error;
 mod group_member;
 mod groups;
+mod produce_frame;
 pub mod records;
 mod topic_changes;
 mod versions;
