@@ -8,6 +8,7 @@
 //!
 //! Everything here runs on one thread, outside the shards; nothing is shared.
 
+mod balloon;
 pub mod blockdev;
 mod ffi;
 pub mod hostfs;

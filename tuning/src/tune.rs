@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::balloon::free_page_reporting_check;
 use crate::blockdev::{block_devices_of, BlockDevice, DiskKind};
 use crate::hostfs::HostFs;
 use crate::irq::irq_checks;
@@ -94,6 +95,7 @@ pub fn check_all(options: &TuneOptions) -> Vec<TuneCheck> {
     }
     checks.push(governor_check(fs));
     checks.push(thp_check(fs));
+    checks.push(free_page_reporting_check(fs));
     checks.extend(SYSCTLS.iter().map(|s| sysctl_check(fs, s)));
     checks
 }
