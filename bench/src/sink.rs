@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -23,9 +22,12 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable, StrBytes};
+use laminar_engine::partition::RecordBytes;
 use laminar_net::client::records::batches;
-use laminar_net::client::{client_versions, Compression};
+use laminar_net::client::{client_versions, write_all_pieces, Compression};
 use laminar_net::frame::FrameReader;
+use laminar_net::handlers::fetch_encode::{encode_fetch_frame, FetchAnswer, PartitionAnswer};
+use laminar_net::send::Chunk;
 
 use crate::produce::BatchBuilder;
 
@@ -98,6 +100,19 @@ fn serve(
         let header = decode_request_header_from_buffer(&mut frame)?;
         let api = ApiKey::try_from(header.request_api_key).map_err(|_| anyhow::anyhow!("unknown api"))?;
         let version = header.request_api_version;
+        if api == ApiKey::Fetch {
+            let request = FetchRequest::decode(&mut frame, version)?;
+            let chunks = encode_fetch_frame(&fetch(request, canned), version, header.correlation_id);
+            let pieces: Vec<Bytes> = chunks
+                .into_iter()
+                .map(|chunk| match chunk {
+                    Chunk::Memory(bytes) => bytes,
+                    Chunk::File(_) => unreachable!("the sink answers from memory"),
+                })
+                .collect();
+            write_all_pieces(&mut stream, &pieces)?;
+            continue;
+        }
         out.clear();
         out.extend_from_slice(&[0; 4]);
         ResponseHeader::default()
@@ -121,9 +136,6 @@ fn serve(
                     continue;
                 }
                 response.encode(&mut out, version)
-            }
-            ApiKey::Fetch => {
-                fetch(FetchRequest::decode(&mut frame, version)?, canned).encode(&mut out, version)
             }
             other => anyhow::bail!("the sink does not answer {other:?}"),
         };
@@ -263,47 +275,50 @@ fn produce(request: &ProduceRequest, offsets: &Offsets) -> anyhow::Result<Produc
     Ok(ProduceResponse::default().with_responses(responses))
 }
 
-/// Fills each partition up to its max bytes with copies of the canned batch, base offsets
-/// patched to follow on from the offset asked (the CRC does not cover the base offset).
-fn fetch(request: FetchRequest, canned: &Bytes) -> FetchResponse {
+/// Fills each partition up to its max bytes with the canned batch again and again, each copy's
+/// base offset following on from the offset asked (the CRC does not cover the base offset).
+/// Only the 8 offset bytes are new per copy; the rest of every copy is the canned batch itself,
+/// so the sink's answers cost it almost nothing and the harness's consume ceiling shows.
+fn fetch(request: FetchRequest, canned: &Bytes) -> FetchAnswer {
     let per_batch = i64::from(
         batches(canned)
             .next()
             .and_then(Result::ok)
             .map_or(1, |b| b.record_count()),
     );
+    let after_offset = canned.slice(8..);
     let mut budget = request.max_bytes.max(canned.len() as i32) as usize;
-    FetchResponse::default().with_responses(
-        request
-            .topics
-            .into_iter()
-            .map(|topic| {
-                let partitions = topic
-                    .partitions
-                    .iter()
-                    .map(|p| {
-                        let room = (p.partition_max_bytes as usize).min(budget).max(canned.len());
-                        let copies = room / canned.len();
-                        budget = budget.saturating_sub(copies * canned.len());
-                        let mut records = BytesMut::with_capacity(copies * canned.len());
-                        for copy in 0..copies as i64 {
-                            let start = records.len();
-                            records.extend_from_slice(canned);
-                            records[start..start + 8]
-                                .copy_from_slice(&(p.fetch_offset + copy * per_batch).to_be_bytes());
-                        }
-                        PartitionData::default()
-                            .with_partition_index(p.partition)
-                            .with_high_watermark(i64::MAX)
-                            .with_records(Some(records.freeze()))
-                    })
-                    .collect();
-                FetchableTopicResponse::default()
-                    .with_topic(topic.topic)
-                    .with_partitions(partitions)
-            })
-            .collect(),
-    )
+    let mut offsets = BytesMut::new();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let room = (p.partition_max_bytes as usize).min(budget).max(canned.len());
+                    let copies = room / canned.len();
+                    budget = budget.saturating_sub(copies * canned.len());
+                    let mut records = Vec::with_capacity(2 * copies);
+                    for copy in 0..copies as i64 {
+                        offsets.put_i64(p.fetch_offset + copy * per_batch);
+                        records.push(offsets.split().freeze());
+                        records.push(after_offset.clone());
+                    }
+                    PartitionAnswer {
+                        partition: p.partition,
+                        high_watermark: i64::MAX,
+                        last_stable_offset: i64::MAX,
+                        records: RecordBytes::Memory(records),
+                        ..PartitionAnswer::default()
+                    }
+                })
+                .collect();
+            (topic.topic.0.to_string(), partitions)
+        })
+        .collect();
+    FetchAnswer { topics }
 }
 
 #[cfg(test)]

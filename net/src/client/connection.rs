@@ -320,7 +320,7 @@ fn api_key<R: Request>() -> ApiKey {
 
 /// Writes one request frame (size prefix, header, body) into `buffer`, replacing its contents.
 /// Writes every piece, in order, with as few gathering writes as the socket allows.
-fn write_all_pieces(stream: &mut TcpStream, pieces: &[bytes::Bytes]) -> std::io::Result<()> {
+pub fn write_all_pieces(stream: &mut TcpStream, pieces: &[bytes::Bytes]) -> std::io::Result<()> {
     let mut slices: Vec<std::io::IoSlice<'_>> = pieces.iter().map(|p| std::io::IoSlice::new(p)).collect();
     let mut left = &mut slices[..];
     while !left.is_empty() {

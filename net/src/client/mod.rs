@@ -23,7 +23,7 @@ mod topic_changes;
 mod versions;
 
 pub use admin::{BrokerInfo, ClusterMetadata, ConfigEntry, NewTopic, PartitionMetadata, TopicMetadata};
-pub use connection::{encode_frame, ClientConfig, Connection, Pending};
+pub use connection::{encode_frame, write_all_pieces, ClientConfig, Connection, Pending};
 pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};
 pub use error::{ClientError, KafkaError};
 pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
