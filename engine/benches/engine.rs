@@ -21,8 +21,14 @@ fn crc_and_validation(c: &mut Criterion) {
             .build();
         group.throughput(Throughput::Bytes(batch.len() as u64));
         group.bench_with_input(BenchmarkId::new("crc32c_1MiB", value_len), &batch, |b, batch| {
-            b.iter(|| crc32c::crc32c(&batch[21..]))
+            b.iter(|| laminar_engine::log::checksum::crc32c(&batch[21..]))
         });
+        // The crate the batch CRC used before (docs/decisions/0008), for comparison.
+        group.bench_with_input(
+            BenchmarkId::new("crc32c_crate_1MiB", value_len),
+            &batch,
+            |b, batch| b.iter(|| crc32c::crc32c(&batch[21..])),
+        );
         group.bench_with_input(
             BenchmarkId::new("validate_1MiB", value_len),
             &batch,

@@ -271,7 +271,7 @@ pub fn validate(buf: &[u8], max_len: usize) -> Result<BatchHeader, BatchError> {
             available: buf.len(),
         });
     }
-    let computed = crc32c::crc32c(&buf[ATTRIBUTES_AT..total]);
+    let computed = crate::log::checksum::crc32c(&buf[ATTRIBUTES_AT..total]);
     if computed != header.crc {
         return Err(BatchError::CrcMismatch {
             stored: header.crc,
@@ -333,7 +333,7 @@ pub fn set_log_append_time(batch: &mut [u8], ts: i64) {
     let attributes = header.attributes | TIMESTAMP_TYPE_BIT;
     batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
     batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&ts.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES_AT..]);
+    let crc = crate::log::checksum::crc32c(&batch[ATTRIBUTES_AT..]);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -350,7 +350,7 @@ pub fn with_records(original: &[u8], record_count: i32, max_timestamp: i64, reco
     out[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
     out[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
     out[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&record_count.to_be_bytes());
-    let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
+    let crc = crate::log::checksum::crc32c(&out[ATTRIBUTES_AT..]);
     out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     out
 }
@@ -420,7 +420,7 @@ mod tests {
                                                   // record: length 8 (zigzag 16), attributes 0, tsDelta 0, offsetDelta 0,
                                                   // keyLen 1 (zigzag 2) "k", valueLen 1 (zigzag 2) "v", headers 0
         b.extend_from_slice(&[16, 0, 0, 0, 2, b'k', 2, b'v', 0]);
-        let crc = crc32c::crc32c(&b[21..]);
+        let crc = crate::log::checksum::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
     }
@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(h.total_len(), 70);
         assert_eq!(h.partition_leader_epoch, 3);
         assert_eq!(h.magic, 2);
-        assert_eq!(h.crc, crc32c::crc32c(&b[21..]));
+        assert_eq!(h.crc, crate::log::checksum::crc32c(&b[21..]));
         assert_eq!(h.last_offset(), 7);
         assert_eq!((h.base_timestamp, h.max_timestamp), (1_000, 1_000));
         assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (-1, -1, -1));
@@ -447,7 +447,7 @@ mod tests {
     #[test]
     fn crc32c_known_vector() {
         // RFC 3720 B.4: 32 bytes of zeros.
-        assert_eq!(crc32c::crc32c(&[0u8; 32]), 0x8A91_36AA);
+        assert_eq!(crate::log::checksum::crc32c(&[0u8; 32]), 0x8A91_36AA);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! `*.log.swap`) are described in `compaction.rs`.
 
 pub mod batch;
+pub mod checksum;
 mod compaction;
 mod config;
 mod error;

@@ -120,7 +120,7 @@ pub fn encode_plain_batch(out: &mut BytesMut, keys: &[&[u8]], value: &[u8], time
     let batch = &mut out[start..];
     let batch_length = (batch.len() - LOG_OVERHEAD_BYTES) as i32;
     batch[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
+    let crc = laminar_engine::log::checksum::crc32c(&batch[21..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -199,7 +199,7 @@ impl<'a> BatchView<'a> {
     /// Whether the CRC-32C in the header matches the batch.
     pub fn crc_is_valid(&self) -> bool {
         let stored = u32::from_be_bytes(self.bytes[17..21].try_into().expect("4 bytes"));
-        crc32c::crc32c(&self.bytes[21..]) == stored
+        laminar_engine::log::checksum::crc32c(&self.bytes[21..]) == stored
     }
     /// The record bytes after the header (compressed if the batch is).
     pub fn records(&self) -> &'a [u8] {

@@ -156,7 +156,7 @@ impl BatchBuilder {
         b.extend_from_slice(&self.base_sequence.to_be_bytes());
         b.extend_from_slice(&count.to_be_bytes());
         b.extend_from_slice(&body);
-        let crc = crc32c::crc32c(&b[21..]);
+        let crc = crate::log::checksum::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         b
     }
