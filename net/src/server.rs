@@ -40,6 +40,7 @@ impl RunningBroker {
 
 /// Starts a broker with `config`. Returns once every shard listens.
 pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
+    crate::sys::keep_freed_memory();
     let log_dir = config
         .log_dirs
         .first()
