@@ -10,12 +10,15 @@
 //! ```
 //!
 //! One entry is added for the first batch appended after `index.interval.bytes` bytes without
-//! one; both fields strictly increase. The entries live in memory and are appended to the file
-//! as they are made; the file is fsynced when the segment rolls or the log closes, and
-//! rebuilt by recovery when it is damaged.
+//! one; both fields strictly increase. The entries live in memory, which lookups read. They go
+//! to the file [`WRITE_BEHIND_ENTRIES`] at a time, and all of them before the file is fsynced
+//! (the segment rolls) or closed, so a clean shutdown leaves complete files. A crash may lose
+//! the unwritten ones, which is no loss: recovery rebuilds the active segment's indexes from a
+//! scan of its batches, since even written entries are not fsynced. Before, every append wrote
+//! its one or two entries at once: two more `pwritev` for each produced batch.
 
 use crate::io::StorageFile;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
 
@@ -52,11 +55,17 @@ impl Entry for IndexEntry {
     }
 }
 
-/// Entries of one index file, kept in memory and appended to the file. Owned by one shard;
-/// not Send.
+/// Entries made but not yet written that make the index files catch up (about 4 KiB of offset
+/// index, one entry per 4 KiB of log by default: one write per ~2 MiB appended).
+pub const WRITE_BEHIND_ENTRIES: usize = 512;
+
+/// Entries of one index file, kept in memory and appended to the file behind them. Owned by
+/// one shard; not Send.
 pub struct EntryFile<F, E> {
     file: Rc<F>,
     entries: RefCell<Vec<E>>,
+    /// The first `written` entries are in the file.
+    written: Cell<usize>,
 }
 
 /// Decodes whole entries; a trailing partial entry is ignored (a torn write).
@@ -65,9 +74,11 @@ pub fn decode_entries<E: Entry>(bytes: &[u8]) -> Vec<E> {
 }
 
 impl<F: StorageFile, E: Entry> EntryFile<F, E> {
+    /// `entries` are those the file already holds.
     pub fn new(file: Rc<F>, entries: Vec<E>) -> Self {
         EntryFile {
             file,
+            written: Cell::new(entries.len()),
             entries: RefCell::new(entries),
         }
     }
@@ -78,8 +89,16 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         Ok(decode_entries(&bytes))
     }
 
-    pub fn file(&self) -> &Rc<F> {
-        &self.file
+    /// Writes what the file lacks, then fdatasyncs it.
+    pub async fn sync(&self) -> io::Result<()> {
+        self.write_pending().await?;
+        self.file.fdatasync().await
+    }
+
+    /// Writes what the file lacks, then closes it.
+    pub async fn close(&self) -> io::Result<()> {
+        self.write_pending().await?;
+        self.file.close().await
     }
 
     pub fn len(&self) -> usize {
@@ -102,20 +121,35 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         n.checked_sub(1).map(|i| entries[i])
     }
 
-    /// Appends entries to memory and file. The caller keeps them increasing.
+    /// Appends entries to memory, and to the file once [`WRITE_BEHIND_ENTRIES`] are waiting.
+    /// The caller keeps them increasing.
     pub async fn append(&self, new: &[E]) -> io::Result<()> {
-        if new.is_empty() {
+        let waiting = {
+            let mut entries = self.entries.borrow_mut();
+            entries.extend_from_slice(new);
+            entries.len() - self.written.get()
+        };
+        if waiting >= WRITE_BEHIND_ENTRIES {
+            self.write_pending().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the entries the file lacks.
+    async fn write_pending(&self) -> io::Result<()> {
+        let (from, buf) = {
+            let entries = self.entries.borrow();
+            let from = self.written.get();
+            let mut buf = Vec::with_capacity((entries.len() - from) * E::LEN);
+            entries[from..].iter().for_each(|e| e.encode(&mut buf));
+            (from, buf)
+        };
+        if buf.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::with_capacity(new.len() * E::LEN);
-        new.iter().for_each(|e| e.encode(&mut buf));
-        let pos = {
-            let mut entries = self.entries.borrow_mut();
-            let pos = (entries.len() * E::LEN) as u64;
-            entries.extend_from_slice(new);
-            pos
-        };
-        self.file.write_at(pos, &[&buf]).await
+        self.file.write_at((from * E::LEN) as u64, &[&buf]).await?;
+        self.written.set(from + buf.len() / E::LEN);
+        Ok(())
     }
 
     /// Keeps the entries whose relative offset is below `relative_offset`.
@@ -126,7 +160,14 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
             entries.truncate(keep);
             keep
         };
-        self.file.truncate((keep * E::LEN) as u64).await
+        self.keep_written(keep).await
+    }
+
+    /// Cuts the file to at most `keep` entries (it may hold fewer: the rest are unwritten).
+    async fn keep_written(&self, keep: usize) -> io::Result<()> {
+        let written = self.written.get().min(keep);
+        self.written.set(written);
+        self.file.truncate((written * E::LEN) as u64).await
     }
 
     /// Replaces the file's content with the in-memory entries plus `extra`.
@@ -136,8 +177,9 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
             assert!(keep <= entries.len(), "rewrite keeps existing entries only");
             entries.truncate(keep);
         }
-        self.file.truncate((keep * E::LEN) as u64).await?;
-        self.append(extra).await
+        self.keep_written(keep).await?;
+        self.append(extra).await?;
+        self.write_pending().await
     }
 }
 
@@ -165,6 +207,60 @@ pub fn offset_index_sane_prefix(entries: &[IndexEntry], log_len: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::{FaultyStorage, Storage};
+    use futures::executor::block_on;
+    use std::path::Path;
+
+    fn entry(relative_offset: u32) -> IndexEntry {
+        IndexEntry {
+            relative_offset,
+            position: relative_offset * 100,
+        }
+    }
+
+    #[test]
+    fn entries_reach_the_file_in_bulk_and_all_of_them_by_sync_or_close() {
+        block_on(async {
+            let storage = FaultyStorage::new(1);
+            storage.create_dir_all(Path::new("/d")).await.unwrap();
+            let path = Path::new("/d/0.index");
+            let file = storage.open(path, true).await.unwrap();
+            let index = EntryFile::new(file.clone(), Vec::new());
+            let wanted: Vec<IndexEntry> = (1..=WRITE_BEHIND_ENTRIES as u32 + 3).map(entry).collect();
+            for e in &wanted[..WRITE_BEHIND_ENTRIES - 1] {
+                index.append(&[*e]).await.unwrap();
+            }
+            // Lookups read memory; the file has nothing yet.
+            assert_eq!(index.len(), WRITE_BEHIND_ENTRIES - 1);
+            assert_eq!(index.last_where(|e| e.relative_offset <= 7), Some(entry(7)));
+            assert_eq!(file.len(), 0);
+            index
+                .append(&wanted[WRITE_BEHIND_ENTRIES - 1..WRITE_BEHIND_ENTRIES])
+                .await
+                .unwrap();
+            assert_eq!(file.len(), (WRITE_BEHIND_ENTRIES * IndexEntry::LEN) as u64);
+            index.append(&wanted[WRITE_BEHIND_ENTRIES..]).await.unwrap();
+            assert_eq!(file.len(), (WRITE_BEHIND_ENTRIES * IndexEntry::LEN) as u64);
+            index.sync().await.unwrap();
+            assert_eq!(
+                EntryFile::<_, IndexEntry>::read_all(&*file).await.unwrap(),
+                wanted
+            );
+
+            // Cutting below the written part shortens the file; cutting inside the unwritten
+            // part never lengthens it, and close writes the rest.
+            index.append(&[entry(9000), entry(9001)]).await.unwrap();
+            index.truncate_from(9001).await.unwrap();
+            assert_eq!(file.len(), (wanted.len() * IndexEntry::LEN) as u64);
+            index.truncate_from(3).await.unwrap();
+            assert_eq!(file.len(), (2 * IndexEntry::LEN) as u64);
+            index.append(&[entry(10)]).await.unwrap();
+            index.close().await.unwrap();
+            let reopened = storage.open(path, false).await.unwrap();
+            let on_file = EntryFile::<_, IndexEntry>::read_all(&*reopened).await.unwrap();
+            assert_eq!(on_file, vec![entry(1), entry(2), entry(10)]);
+        });
+    }
 
     #[test]
     fn golden_index_entry() {

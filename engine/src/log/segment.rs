@@ -295,14 +295,14 @@ impl<F: StorageFile> Segment<F> {
 
     pub async fn sync_all(&self) -> io::Result<()> {
         self.log.fdatasync().await?;
-        self.index.file().fdatasync().await?;
-        self.time_index.file().fdatasync().await
+        self.index.sync().await?;
+        self.time_index.sync().await
     }
 
     pub async fn close(&self) -> io::Result<()> {
         self.log.close().await?;
-        self.index.file().close().await?;
-        self.time_index.file().close().await
+        self.index.close().await?;
+        self.time_index.close().await
     }
 
     pub async fn remove_files<S: Storage<File = F>>(&self, storage: &S, dir: &Path) -> io::Result<()> {
