@@ -7,6 +7,20 @@ use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 /// The kernel takes at most this many iovecs per call (IOV_MAX); longer lists go in pieces.
 const IOV_MAX: usize = 1024;
 
+/// Allocates the disk blocks of `[pos, pos + len)` without changing the file's length
+/// (`fallocate` with `FALLOC_FL_KEEP_SIZE`); the data there stays what it was (none, past the
+/// end), and a truncate to the length frees the blocks again.
+pub fn reserve_blocks(fd: RawFd, pos: u64, len: u64) -> io::Result<()> {
+    let too_large = || io::Error::new(io::ErrorKind::InvalidInput, "range too large");
+    let offset = libc::off_t::try_from(pos).map_err(|_| too_large())?;
+    let len = libc::off_t::try_from(len).map_err(|_| too_large())?;
+    // SAFETY: fallocate reads no user memory; it acts on the caller's open descriptor only.
+    if unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset, len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Writes every byte of `parts`, in order, at `pos` with `pwritev`, retrying short writes.
 /// Returns the number of bytes written (the sum of the parts). A write of zero bytes while some
 /// remain (a full disk or quota can do this) is an error, never a silent loss.
@@ -107,6 +121,36 @@ mod tests {
             .open(dir.path().join("f"))
             .unwrap();
         (dir, file)
+    }
+
+    #[test]
+    fn reserved_blocks_leave_the_length_alone_and_a_truncate_to_it_frees_them() {
+        use std::os::unix::fs::MetadataExt;
+        let (_dir, file) = scratch_file();
+        file.write_all_at(&[1u8; 4096], 0).unwrap();
+        let allocated = |file: &std::fs::File| file.metadata().unwrap().blocks() * 512;
+        let before = allocated(&file);
+        match reserve_blocks(file.as_raw_fd(), 4096, 8 << 20) {
+            // A filesystem without fallocate (the caller treats it as a hint): nothing to see.
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => return,
+            result => result.unwrap(),
+        }
+        assert_eq!(file.metadata().unwrap().len(), 4096);
+        assert!(
+            allocated(&file) >= before + (8 << 20),
+            "blocks are reserved past the end"
+        );
+        // Appending into the reservation reads back what was written, and zeros nowhere else.
+        file.write_all_at(&[2u8; 100], 4096).unwrap();
+        let mut back = vec![0u8; 4196];
+        file.read_exact_at(&mut back, 0).unwrap();
+        assert!(back[..4096].iter().all(|b| *b == 1) && back[4096..].iter().all(|b| *b == 2));
+        assert_eq!(file.metadata().unwrap().len(), 4196);
+        file.set_len(4196).unwrap();
+        assert!(
+            allocated(&file) < (1 << 20),
+            "a truncate to the length gives the rest back"
+        );
     }
 
     #[test]

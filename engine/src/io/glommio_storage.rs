@@ -233,6 +233,19 @@ impl StorageFile for GlommioFile {
         Ok(())
     }
 
+    fn reserve(&self, end: u64) {
+        let Ok(Handle::Buffered(f)) = self.handle() else {
+            return; // O_DIRECT writes whole blocks of their own
+        };
+        let from = self.len.get();
+        if end <= from {
+            return;
+        }
+        if let Err(error) = crate::sys::reserve_blocks(f.as_raw_fd(), from, end - from) {
+            tracing::debug!(%error, "cannot reserve blocks ahead of appends; they allocate as they go");
+        }
+    }
+
     fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
         if let Some(file) = &*self.sendable.borrow() {
             return Ok(Some(file.clone()));

@@ -40,6 +40,13 @@ pub trait StorageFile {
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()>;
     async fn fdatasync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
+    /// Reserves disk blocks up to `end` without changing the file's length, so that appends up
+    /// to there find their blocks allocated; a `truncate` to the length gives back what is left
+    /// past it. A hint: storage without it, or a disk without room, reserves nothing, and the
+    /// appends allocate their blocks as they go.
+    fn reserve(&self, end: u64) {
+        let _ = end;
+    }
     /// A handle other threads may read this file through (the network layer's sendfile), still
     /// valid after this file is closed, renamed or removed; `None` for files that are not
     /// kernel files (the in-memory test storage).

@@ -57,7 +57,16 @@ pub struct Segment<F> {
     pub index: EntryFile<F, IndexEntry>,
     pub time_index: EntryFile<F, TimeEntry>,
     meta: Cell<SegmentMeta>,
+    /// The `.log` file's blocks are reserved up to here (see [`RESERVE_AHEAD_BYTES`]).
+    reserved_to: Cell<u64>,
 }
+
+/// How far past an append the `.log` file's disk blocks are reserved when an append outruns
+/// the reservation (`StorageFile::reserve`). ext4 then maps each new page of an append to a
+/// reserved block instead of making a delayed-allocation reservation per 4 KiB block
+/// (docs/decisions/0008). At most this much disk per active segment is held ahead; `sync_all`
+/// (the segment rolls, the log closes) gives back what is left.
+pub const RESERVE_AHEAD_BYTES: u64 = 16 << 20;
 
 /// The index entries a run of batches adds, by the rule documented in `index.rs`.
 pub struct IndexBuilder {
@@ -138,6 +147,7 @@ impl<F: StorageFile> Segment<F> {
             index: EntryFile::new(index_file, index),
             time_index: EntryFile::new(time_file, times),
             meta: Cell::new(meta),
+            reserved_to: Cell::new(0),
         }
     }
 
@@ -182,6 +192,10 @@ impl<F: StorageFile> Segment<F> {
         );
         if meta.rolling_timestamp.is_none() {
             meta.rolling_timestamp = Some(now_ms);
+        }
+        if position > self.reserved_to.get() {
+            self.reserved_to.set(position + RESERVE_AHEAD_BYTES);
+            self.log.reserve(self.reserved_to.get());
         }
         self.log.write_at(meta.size, parts).await?;
         self.index.append(&builder.offsets).await?;
@@ -286,6 +300,7 @@ impl<F: StorageFile> Segment<F> {
         self.index.truncate_from(relative).await?;
         self.time_index.truncate_from(relative).await?;
         self.log.truncate(position).await?;
+        self.reserved_to.set(position); // the truncate gave back the blocks past it
         let mut meta = self.meta.get();
         meta.size = position;
         meta.next_offset = next_offset;
@@ -293,7 +308,13 @@ impl<F: StorageFile> Segment<F> {
         Ok(())
     }
 
+    /// Makes the segment durable when it stops taking appends (it rolls, the log closes, a
+    /// compacted copy is complete), giving back the blocks reserved past its end. The truncate
+    /// to the current length also frees what a reservation left past it before a crash.
     pub async fn sync_all(&self) -> io::Result<()> {
+        let size = self.meta.get().size;
+        self.log.truncate(size).await?;
+        self.reserved_to.set(size);
         self.log.fdatasync().await?;
         self.index.sync().await?;
         self.time_index.sync().await

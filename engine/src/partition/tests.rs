@@ -289,6 +289,60 @@ fn glommio_storage_round_trip() {
     }
 }
 
+/// Disk bytes allocated to the `.log` files under `dir` and their total length.
+fn log_files_allocated_and_len(dir: &std::path::Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let logs = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+    logs.filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| std::fs::metadata(p).unwrap())
+        .fold((0, 0), |(blocks, len), m| {
+            (blocks + m.blocks() * 512, len + m.len())
+        })
+}
+
+#[test]
+fn blocks_reserved_ahead_of_appends_are_given_back_when_the_segment_rolls_and_closes() {
+    use crate::io::{GlommioStorage, WriteMode};
+    use crate::log::segment::RESERVE_AHEAD_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t-0");
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
+            // segment.bytes of 1: every append after the first rolls the segment.
+            let config = LogConfig {
+                segment_bytes: 1,
+                ..LogConfig::default()
+            };
+            let p = Partition::open(storage.clone(), path.clone(), config)
+                .await
+                .unwrap();
+            p.append(batch(3, 0), 0).await.unwrap();
+            let (allocated, len) = log_files_allocated_and_len(&path);
+            if allocated < RESERVE_AHEAD_BYTES {
+                return; // this filesystem reserves nothing (fallocate is only a hint)
+            }
+            assert!(
+                len < 4096,
+                "the file's length is what was appended, not the reservation"
+            );
+            // The next append rolls: the first segment gives back its reservation, and the new
+            // one reserves its own.
+            p.append(batch(3, 3), 0).await.unwrap();
+            let (allocated, _) = log_files_allocated_and_len(&path);
+            assert!(
+                allocated < RESERVE_AHEAD_BYTES + (1 << 20),
+                "one reservation left: {allocated}"
+            );
+            p.close().await.unwrap();
+            let (allocated, len) = log_files_allocated_and_len(&path);
+            assert!(allocated <= len + 2 * 4096, "closed: {allocated} bytes for {len}");
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 /// The bytes of a file range, read back the ordinary way.
 fn range_bytes(range: &crate::io::FileRange) -> Vec<u8> {
     use std::os::unix::fs::FileExt;
