@@ -16,7 +16,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::stats::new_histogram;
-use uring::{drop_page_cache, sequential_io, AlignedBuffer, Direction};
+use uring::{drop_page_cache, send_file, sequential_io, AlignedBuffer, Direction};
 
 /// How long each probe may run and how much it may write.
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +75,10 @@ pub struct Limits {
     pub disk_synced_append_kib: usize,
     /// One TCP stream over loopback, two threads: the best of [`LOOPBACK_PROBES`] probes.
     pub loopback_mb_per_sec: f64,
+    /// The same stream fed with `sendfile` from a file in the page cache ([`SENDFILE_FILE_BYTES`]
+    /// unless the budget's file is smaller), the zero-copy fetch path: what a consumer reading a log larger than the CPU's
+    /// caches can get over one connection. Best of [`LOOPBACK_PROBES`].
+    pub loopback_sendfile_mb_per_sec: f64,
     /// Time the measurement took (s).
     pub seconds: f64,
 }
@@ -83,7 +87,7 @@ impl Limits {
     /// A human-readable block.
     pub fn describe(&self) -> String {
         format!(
-            "limits of this machine ({}; measured in {:.1} s):\n  disk write O_DIRECT {:.0} MB/s, buffered+fdatasync {:.0} MB/s\n  disk read O_DIRECT {:.0} MB/s, buffered (cold) {:.0} MB/s\n  fdatasync after 4 KiB: {:.0}/s, p50 {} us, p99 {} us, max {} us\n  synced appends, {} files x {} KiB + fdatasync each: {:.0} MB/s\n  loopback TCP, 1 stream, best of 3: {:.0} MB/s",
+            "limits of this machine ({}; measured in {:.1} s):\n  disk write O_DIRECT {:.0} MB/s, buffered+fdatasync {:.0} MB/s\n  disk read O_DIRECT {:.0} MB/s, buffered (cold) {:.0} MB/s\n  fdatasync after 4 KiB: {:.0}/s, p50 {} us, p99 {} us, max {} us\n  synced appends, {} files x {} KiB + fdatasync each: {:.0} MB/s\n  loopback TCP, 1 stream, best of 3: {:.0} MB/s; fed by sendfile from the page cache: {:.0} MB/s",
             self.dir,
             self.seconds,
             self.disk_write_direct_mb_per_sec,
@@ -98,6 +102,7 @@ impl Limits {
             self.disk_synced_append_kib,
             self.disk_synced_append_mb_per_sec,
             self.loopback_mb_per_sec,
+            self.loopback_sendfile_mb_per_sec,
         )
     }
 }
@@ -183,7 +188,11 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
     // Twice as long as the other probes: short bursts of synced appends read high on a disk
     // with a volatile cache in front (0.6 s gave 720–820 MB/s where 2 s gave 480–530).
     let synced_append = synced_append_bandwidth(dir, budget.per_probe * 2)?;
-    let loopback = best_loopback_bandwidth(budget.per_probe.max(Duration::from_secs(1)))?;
+    let loopback_duration = budget.per_probe.max(Duration::from_secs(1));
+    let chunk = vec![0x33u8; LOOPBACK_WRITE_BYTES];
+    let loopback = best_loopback_bandwidth(loopback_duration, |stream| stream.write_all(&chunk))?;
+    let sendfile_bytes = budget.file_bytes.min(SENDFILE_FILE_BYTES);
+    let loopback_sendfile = sendfile_loopback_bandwidth(dir, sendfile_bytes, loopback_duration)?;
     Ok(Limits {
         dir: dir.display().to_string(),
         disk_write_direct_mb_per_sec: write_direct,
@@ -198,6 +207,7 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
         disk_synced_append_streams: SYNCED_APPEND_STREAMS,
         disk_synced_append_kib: SYNCED_APPEND_KIB,
         loopback_mb_per_sec: loopback,
+        loopback_sendfile_mb_per_sec: loopback_sendfile,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -286,17 +296,56 @@ fn synced_append_bandwidth(dir: &Path, duration: Duration) -> anyhow::Result<f64
 /// from the disk probes); the best of several short probes is the steadier estimate.
 pub const LOOPBACK_PROBES: u32 = 3;
 
-/// The best of [`LOOPBACK_PROBES`] loopback probes sharing `duration`.
-fn best_loopback_bandwidth(duration: Duration) -> anyhow::Result<f64> {
+/// The best of [`LOOPBACK_PROBES`] loopback probes sharing `duration`; `send` writes the next
+/// piece of the stream.
+fn best_loopback_bandwidth(
+    duration: Duration,
+    mut send: impl FnMut(&mut TcpStream) -> std::io::Result<()>,
+) -> anyhow::Result<f64> {
     let mut best = 0f64;
     for _ in 0..LOOPBACK_PROBES {
-        best = best.max(loopback_bandwidth(duration / LOOPBACK_PROBES)?);
+        best = best.max(loopback_bandwidth(duration / LOOPBACK_PROBES, &mut send)?);
     }
     Ok(best)
 }
 
-/// One TCP stream over loopback for `duration`, 1 MiB writes: MB/s seen by the receiver.
-fn loopback_bandwidth(duration: Duration) -> anyhow::Result<f64> {
+/// Bytes per write of the plain loopback probe.
+const LOOPBACK_WRITE_BYTES: usize = 1 << 20;
+/// Size of the page-cached file the sendfile probe sends, round and round: larger than any
+/// CPU cache, as a log is.
+pub const SENDFILE_FILE_BYTES: u64 = 256 << 20;
+
+/// [`loopback_bandwidth`] fed by sendfile, 1 MiB at a time, from a scratch file of
+/// `file_bytes` in `dir` that is first written and read through the page cache (so it is
+/// cached, and the probe measures the network path, not the disk).
+fn sendfile_loopback_bandwidth(dir: &Path, file_bytes: u64, duration: Duration) -> anyhow::Result<f64> {
+    let scratch = ScratchFile(dir.join(format!(".laminar-sendfile-{}.tmp", std::process::id())));
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&scratch.0)
+        .with_context(|| format!("creating {}", scratch.0.display()))?;
+    let block = vec![0x5au8; LOOPBACK_WRITE_BYTES];
+    let file_bytes = file_bytes.max(block.len() as u64) / block.len() as u64 * block.len() as u64;
+    for _ in 0..file_bytes / block.len() as u64 {
+        file.write_all(&block)?;
+    }
+    std::io::copy(&mut File::open(&scratch.0)?, &mut std::io::sink())?;
+    let mut offset = 0u64;
+    best_loopback_bandwidth(duration, |stream| {
+        let sent = send_file(stream, &file, offset, LOOPBACK_WRITE_BYTES)?;
+        offset = (offset + sent as u64) % file_bytes;
+        Ok(())
+    })
+}
+
+/// One TCP stream over loopback for `duration`, written by `send`: MB/s seen by the receiver.
+fn loopback_bandwidth(
+    duration: Duration,
+    send: &mut impl FnMut(&mut TcpStream) -> std::io::Result<()>,
+) -> anyhow::Result<f64> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     let receiver = std::thread::spawn(move || -> std::io::Result<(u64, f64)> {
@@ -312,10 +361,9 @@ fn loopback_bandwidth(duration: Duration) -> anyhow::Result<f64> {
         }
     });
     let mut sender = TcpStream::connect(address)?;
-    let chunk = vec![0x33u8; 1 << 20];
     let started = Instant::now();
     while started.elapsed() < duration {
-        sender.write_all(&chunk)?;
+        send(&mut sender)?;
     }
     drop(sender);
     let (bytes, seconds) = receiver.join().expect("loopback receiver thread")?;
@@ -344,6 +392,7 @@ mod tests {
             ("read buffered", limits.disk_read_buffered_mb_per_sec),
             ("synced append", limits.disk_synced_append_mb_per_sec),
             ("loopback", limits.loopback_mb_per_sec),
+            ("loopback sendfile", limits.loopback_sendfile_mb_per_sec),
         ] {
             assert!((10.0..1e6).contains(&mb_per_sec), "{name}: {mb_per_sec} MB/s");
         }
@@ -357,6 +406,7 @@ mod tests {
             "scratch removed"
         );
         assert!(limits.describe().contains("loopback TCP"));
+        assert!(limits.describe().contains("fed by sendfile from the page cache"));
         assert!(limits.describe().contains("synced appends, 4 files x 256 KiB"));
     }
 }

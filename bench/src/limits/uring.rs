@@ -136,6 +136,20 @@ pub fn sequential_io(
     }
 }
 
+/// Sends up to `len` bytes of `file` from `offset` to the (blocking) `socket` with sendfile;
+/// returns the bytes sent.
+pub fn send_file(socket: &std::net::TcpStream, file: &File, offset: u64, len: usize) -> io::Result<usize> {
+    let mut offset = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    // SAFETY: sendfile reads at most `len` bytes of `file` at `offset` (a local the kernel
+    // updates) into the socket; both descriptors stay open for the call.
+    let sent = unsafe { libc::sendfile(socket.as_raw_fd(), file.as_raw_fd(), &mut offset, len) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sent as usize)
+}
+
 /// Asks the kernel to drop `file`'s clean pages from the page cache, so a buffered read that
 /// follows comes from the disk.
 pub fn drop_page_cache(file: &File) -> io::Result<()> {
