@@ -57,16 +57,23 @@ pub struct Segment<F> {
     pub index: EntryFile<F, IndexEntry>,
     pub time_index: EntryFile<F, TimeEntry>,
     meta: Cell<SegmentMeta>,
-    /// The `.log` file's blocks are reserved up to here (see [`RESERVE_AHEAD_BYTES`]).
+    /// The `.log` file's blocks are reserved up to here (see [`reserve_ahead_bytes`]).
     reserved_to: Cell<u64>,
 }
+
+/// The least and the most disk a segment reserves ahead of its appends.
+pub const RESERVE_AHEAD_MIN_BYTES: u64 = 1 << 20;
+pub const RESERVE_AHEAD_MAX_BYTES: u64 = 16 << 20;
 
 /// How far past an append the `.log` file's disk blocks are reserved when an append outruns
 /// the reservation (`StorageFile::reserve`). ext4 then maps each new page of an append to a
 /// reserved block instead of making a delayed-allocation reservation per 4 KiB block
-/// (docs/decisions/0008). At most this much disk per active segment is held ahead; `sync_all`
-/// (the segment rolls, the log closes) gives back what is left.
-pub const RESERVE_AHEAD_BYTES: u64 = 16 << 20;
+/// (docs/decisions/0008). The reservation grows with the segment, from 1 MiB to 16 MiB, so a
+/// quiet partition (there are 50 of `__consumer_offsets` alone) holds little disk ahead and a
+/// busy one reserves rarely. `sync_all` (the segment rolls, the log closes) gives back the rest.
+pub fn reserve_ahead_bytes(segment_size: u64) -> u64 {
+    segment_size.clamp(RESERVE_AHEAD_MIN_BYTES, RESERVE_AHEAD_MAX_BYTES)
+}
 
 /// The index entries a run of batches adds, by the rule documented in `index.rs`.
 pub struct IndexBuilder {
@@ -194,7 +201,7 @@ impl<F: StorageFile> Segment<F> {
             meta.rolling_timestamp = Some(now_ms);
         }
         if position > self.reserved_to.get() {
-            self.reserved_to.set(position + RESERVE_AHEAD_BYTES);
+            self.reserved_to.set(position + reserve_ahead_bytes(position));
             self.log.reserve(self.reserved_to.get());
         }
         self.log.write_at(meta.size, parts).await?;
@@ -335,5 +342,18 @@ impl<F: StorageFile> Segment<F> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reservation_grows_with_the_segment_within_bounds() {
+        assert_eq!(reserve_ahead_bytes(0), RESERVE_AHEAD_MIN_BYTES);
+        assert_eq!(reserve_ahead_bytes(300 << 10), RESERVE_AHEAD_MIN_BYTES);
+        assert_eq!(reserve_ahead_bytes(5 << 20), 5 << 20);
+        assert_eq!(reserve_ahead_bytes(1 << 30), RESERVE_AHEAD_MAX_BYTES);
     }
 }
