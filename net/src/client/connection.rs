@@ -223,8 +223,7 @@ impl Connection {
         timeout_ms: i32,
     ) -> Result<Pending<kafka_protocol::messages::ProduceResponse>, ClientError> {
         let version = self.versions.version(ApiKey::Produce)?;
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let correlation_id = self.take_correlation_id();
         let frame = super::produce_frame::ProduceFrame {
             correlation_id,
             client_id: &self.client_id,
@@ -236,19 +235,32 @@ impl Connection {
         };
         let pieces = super::produce_frame::encode(&frame, &mut self.write_buffer)?;
         write_all_pieces(&mut self.stream, &pieces)?;
-        let expects_response = acks != 0;
+        Ok(self.sent(correlation_id, ApiKey::Produce, version, acks != 0))
+    }
+
+    fn take_correlation_id(&mut self) -> i32 {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        correlation_id
+    }
+
+    /// Records a request just written: its response is awaited in order unless none comes.
+    fn sent<Response>(
+        &mut self,
+        correlation_id: i32,
+        api: ApiKey,
+        version: i16,
+        expects_response: bool,
+    ) -> Pending<Response> {
         if expects_response {
-            self.in_flight.push_back(InFlight {
-                correlation_id,
-                api: ApiKey::Produce,
-            });
+            self.in_flight.push_back(InFlight { correlation_id, api });
         }
-        Ok(Pending {
+        Pending {
             correlation_id,
-            api: ApiKey::Produce,
+            api,
             version,
             response: PhantomData,
-        })
+        }
     }
 
     fn send_at<R: Request>(
@@ -258,8 +270,7 @@ impl Connection {
         expects_response: bool,
     ) -> Result<Pending<R::Response>, ClientError> {
         let api = api_key::<R>();
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let correlation_id = self.take_correlation_id();
         encode_frame(
             &mut self.write_buffer,
             correlation_id,
@@ -268,15 +279,7 @@ impl Connection {
             version,
         )?;
         self.stream.write_all(&self.write_buffer)?;
-        if expects_response {
-            self.in_flight.push_back(InFlight { correlation_id, api });
-        }
-        Ok(Pending {
-            correlation_id,
-            api,
-            version,
-            response: PhantomData,
-        })
+        Ok(self.sent(correlation_id, api, version, expects_response))
     }
 
     /// Reads the next frame, checks it answers `pending` and returns the body after the header.
