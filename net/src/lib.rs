@@ -11,6 +11,7 @@ mod errors;
 pub mod frame;
 pub mod group;
 pub mod handlers;
+pub mod log_dir_lock;
 mod maintenance;
 pub mod metrics;
 pub mod send;

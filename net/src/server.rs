@@ -2,6 +2,7 @@
 //! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use laminar_engine::shard::{shard_of_partition, ShardRuntime};
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::log_dir_lock::LogDirLock;
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -41,17 +43,9 @@ impl RunningBroker {
 /// Starts a broker with `config`. Returns once every shard listens.
 pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     crate::sys::keep_freed_memory();
-    let log_dir = config
-        .log_dirs
-        .first()
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("log.dirs is empty"))?;
-    std::fs::create_dir_all(&log_dir)
-        .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
-    // Absolute from here on: glommio opens directories through io_uring, which resolves a
-    // relative path against no directory at all (EBADF), so `./data` would fail at close.
-    let log_dir = std::fs::canonicalize(&log_dir)
-        .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", log_dir.display()))?;
+    // Before anything in a log dir is read or written: another broker may be using it.
+    let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
+    let log_dir = log_dir_locks[0].dir().to_path_buf();
     let metadata = MetadataStore::open(&log_dir)?;
     let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
@@ -61,6 +55,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let shared = Arc::new(BrokerShared {
         config,
+        log_dir_locks,
         write_behind_unavailable,
         metadata,
         producer_ids,
@@ -113,6 +108,25 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         listen_addr,
         runtime,
     })
+}
+
+/// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
+/// paths are absolute from here on: glommio opens directories through io_uring, which resolves
+/// a relative path against no directory at all (EBADF), so `./data` would fail at close.
+fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
+    let mut locks: Vec<LogDirLock> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", dir.display()))?;
+        let dir = std::fs::canonicalize(dir)
+            .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", dir.display()))?;
+        // The same directory named twice is locked once (a second lock would be refused).
+        if locks.iter().all(|lock| lock.dir() != dir) {
+            locks.push(LogDirLock::acquire(&dir)?);
+        }
+    }
+    anyhow::ensure!(!locks.is_empty(), "log.dirs is empty");
+    Ok(locks)
 }
 
 /// Whether write-behind can run here: `None` if so (or if it is off), else why not. Checked once,
