@@ -46,7 +46,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     // Before anything in a log dir is read or written: another broker may be using it.
     let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
     let log_dir = log_dir_locks[0].dir().to_path_buf();
-    let metadata = MetadataStore::open(&log_dir)?;
+    let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
     let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
     let listen_addr = resolve_listen_addr(&config)?;

@@ -156,6 +156,11 @@ impl Broker {
         self.root.path().join("data")
     }
 
+    /// The options of the next `restart()` (changing them does not touch a running broker).
+    pub fn options_mut(&mut self) -> &mut BrokerOptions {
+        &mut self.options
+    }
+
     /// Process id of the running broker, if it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
