@@ -14,6 +14,7 @@ pub mod handlers;
 pub mod log_dir_lock;
 mod maintenance;
 pub mod metrics;
+pub mod open_files;
 pub mod send;
 pub mod server;
 mod sys;

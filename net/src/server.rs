@@ -14,12 +14,13 @@ use laminar_engine::io::writeback::WriteBehindRing;
 use laminar_engine::io::{GlommioStorage, WriteBehind, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
-use laminar_engine::shard::{shard_of_partition, ShardRuntime};
+use laminar_engine::shard::ShardRuntime;
 
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::log_dir_lock::LogDirLock;
+use crate::open_files::{self, OpenedAtStart};
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -52,6 +53,8 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let listen_addr = resolve_listen_addr(&config)?;
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
+    let open_files_limit = open_files::open_files_limit();
+    let descriptors = open_files::storage_budget(open_files_limit);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let shared = Arc::new(BrokerShared {
         config,
@@ -64,8 +67,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         shutdown: ShutdownSignal::default(),
         start_gate: ShutdownSignal::default(),
     });
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
+    let init_descriptors = descriptors.clone();
     let runtime = ShardRuntime::start(
         ShardRuntimeConfig {
             shard_count,
@@ -76,7 +80,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             shared: init_shared.clone(),
             partitions: ShardPartitions::new(
                 init_shared.log_dir.clone(),
-                Rc::new(shard_storage(init_shared.write_behind())),
+                Rc::new(
+                    shard_storage(init_shared.write_behind())
+                        .with_descriptor_budget(init_descriptors.clone()),
+                ),
             ),
             connections_active: Default::default(),
             groups: crate::group::GroupCoordinator::new(
@@ -91,23 +98,39 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
-    for _ in 0..shard_count {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                shared.shutdown.trigger();
-                let _ = runtime.join();
-                anyhow::bail!("{e}");
-            }
-            Err(_) => anyhow::bail!("a shard stopped during start-up"),
+    let opened = match wait_for_shards(&ready_rx, shard_count) {
+        Ok(opened) => opened,
+        Err(e) => {
+            shared.shutdown.trigger();
+            let _ = runtime.join();
+            anyhow::bail!("{e}");
         }
-    }
+    };
+    opened.report(&descriptors, open_files_limit);
     shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
         listen_addr,
         runtime,
     })
+}
+
+/// What a shard reports once it listens: what it opened, or why it cannot serve.
+type ShardReady = Result<OpenedAtStart, String>;
+
+/// Waits until every shard listens; returns what they opened together, or the first failure.
+fn wait_for_shards(
+    ready: &std::sync::mpsc::Receiver<ShardReady>,
+    shard_count: usize,
+) -> Result<OpenedAtStart, String> {
+    let mut opened = OpenedAtStart::default();
+    for _ in 0..shard_count {
+        let shard = ready
+            .recv()
+            .map_err(|_| "a shard stopped during start-up".to_string())?;
+        opened.add(shard?);
+    }
+    Ok(opened)
 }
 
 /// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
@@ -151,16 +174,12 @@ fn shard_storage(write_behind: WriteBehind) -> GlommioStorage {
     })
 }
 
-async fn shard_main(
-    ctx: Rc<BrokerCtx>,
-    addr: SocketAddr,
-    ready: std::sync::mpsc::Sender<Result<(), String>>,
-) {
+async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc::Sender<ShardReady>) {
     let started = std::time::Instant::now();
     ctx.state
         .partitions
         .observe_syncs(ctx.state.metrics.fdatasync_observer());
-    open_owned_partitions(&ctx).await;
+    let opened = open_files::open_owned_partitions(&ctx).await;
     crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {
         Ok(listener) => listener,
@@ -183,7 +202,7 @@ async fn shard_main(
             }
         }
     }
-    let _ = ready.send(Ok(()));
+    let _ = ready.send(Ok(opened));
     // No shard accepts until every shard has bound its listeners: a start-up that fails on one
     // shard (the admin port, say) must not have served clients on another meanwhile.
     let serving = {
@@ -233,25 +252,6 @@ async fn drain_connections(ctx: &Rc<BrokerCtx>) {
     let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
     while ctx.state.connections_active.get() > 0 && std::time::Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Opens (and so recovers) every partition this shard owns, before it serves.
-async fn open_owned_partitions(ctx: &Rc<BrokerCtx>) {
-    let table = ctx.state.shared.metadata.current();
-    for topic in table.topics.values() {
-        for partition in 0..topic.partition_count {
-            if shard_of_partition(&topic.name, partition, ctx.shard_count()) != ctx.id() {
-                continue;
-            }
-            let tp = crate::broker::TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            };
-            if let Err(error) = ctx.state.partition(&tp).await {
-                tracing::error!(topic = tp.topic, partition, %error, "cannot open partition");
-            }
-        }
     }
 }
 

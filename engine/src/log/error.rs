@@ -47,4 +47,9 @@ impl LogError {
     pub fn is_storage_failure(&self) -> bool {
         matches!(self, LogError::Io(_) | LogError::Failed { .. })
     }
+
+    /// True when no descriptor was left to open the partition's files.
+    pub fn is_out_of_descriptors(&self) -> bool {
+        matches!(self, LogError::Io(e) if crate::io::is_out_of_descriptors(e))
+    }
 }
