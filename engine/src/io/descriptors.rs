@@ -1,5 +1,5 @@
-//! The storage's share of the process's file descriptors, and telling an error that means no
-//! descriptor was left.
+//! The storage's share of the process's file descriptors, and telling the two kinds of
+//! resource exhaustion a storage error can mean: no space, no descriptor.
 //!
 //! Every segment holds three open files, so a data dir with more partitions than the
 //! descriptor limit allows would use up every descriptor while the partitions open at start,
@@ -80,6 +80,15 @@ impl Drop for DescriptorSlots {
     }
 }
 
+/// Whether `error` is a write refused for lack of space (ENOSPC, or EDQUOT for a quota). Only
+/// a write's own errno counts: such a write put nothing in the page cache past the bytes it
+/// reported, so it can be undone and retried once space returns. Callers must not ask it about
+/// fdatasync or write-behind failures, which are never retried: after one, the kernel may have
+/// dropped dirty pages it could not write.
+pub fn is_out_of_space(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
 /// Whether `error` means no descriptor was left (EMFILE, ENFILE, or the [`DescriptorBudget`]).
 pub fn is_out_of_descriptors(error: &io::Error) -> bool {
     const CODES: [i32; 2] = [libc::EMFILE, libc::ENFILE];
@@ -115,6 +124,11 @@ mod tests {
 
     #[test]
     fn exhaustion_is_told_by_errno_or_by_glommio_text() {
+        assert!(is_out_of_space(&io::Error::from_raw_os_error(libc::ENOSPC)));
+        assert!(is_out_of_space(&io::Error::from_raw_os_error(libc::EDQUOT)));
+        // A write-behind failure keeps the kind of ENOSPC but not its errno: never retried.
+        let wrapped = io::Error::new(io::ErrorKind::StorageFull, "write-behind failed");
+        assert!(!is_out_of_space(&wrapped));
         assert!(is_out_of_descriptors(&io::Error::from_raw_os_error(libc::ENFILE)));
         let glommio = io::Error::other("Too many open files (os error 24), op: Open path: x");
         assert!(is_out_of_descriptors(&glommio));

@@ -9,7 +9,7 @@ mod faulty;
 mod glommio_storage;
 pub mod writeback;
 
-pub use descriptors::{is_out_of_descriptors, DescriptorBudget, DescriptorSlots};
+pub use descriptors::{is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots};
 pub use faulty::{CrashMode, FaultyStorage};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
 pub use writeback::{WriteBehind, WriteBehindStats};
