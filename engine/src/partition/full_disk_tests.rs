@@ -191,6 +191,43 @@ fn an_append_whose_index_write_finds_no_space_leaves_no_index_entry_behind() {
 }
 
 #[test]
+fn a_roll_without_space_for_its_producer_snapshot_still_appends() {
+    block_on(async {
+        let mut outcomes = std::collections::BTreeMap::new();
+        // Every amount of space from none to more than the roll, its append and the snapshot
+        // need: the append is refused or done, and done without the snapshot in between.
+        for left in 0..400 {
+            let storage = FaultyStorage::new(25);
+            let p = open(&storage).await;
+            let mut acked = Vec::new();
+            // Up to the batch that no longer fits in the segment.
+            while p.size_bytes() + batch(0).len() as u64 <= small_config().segment_bytes {
+                let ts = acked.len() as i64;
+                acked.push((p.append(batch(ts), 0).await.unwrap().base_offset, ts));
+            }
+            storage.set_space_left(Some(left));
+            let outcome = match p.append(batch(99), 0).await {
+                Ok(info) => {
+                    assert_eq!(p.segment_count(), 2, "the append rolled");
+                    acked.push((info.base_offset, 99));
+                    let snapshot = producer_snapshot::snapshot_path(&dir(), info.base_offset);
+                    if storage.file_bytes(&snapshot).is_some() {
+                        "appended with a snapshot"
+                    } else {
+                        "appended, snapshot skipped"
+                    }
+                }
+                Err(LogError::Exhausted(_)) => "refused",
+                Err(other) => panic!("space {left}: {other}"),
+            };
+            assert_batches(&p, &acked).await;
+            *outcomes.entry(outcome).or_insert(0) += 1;
+        }
+        assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    });
+}
+
+#[test]
 fn other_write_errors_still_fail_the_partition_for_good() {
     block_on(async {
         let storage = FaultyStorage::new(23);

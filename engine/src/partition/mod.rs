@@ -142,14 +142,15 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Writes the producer state snapshot at a roll to `offset`. A snapshot only shortens the
-    /// replay at the next open (it starts from an older one instead), so one the log dir has no
-    /// space for is skipped: the append it follows has happened and must be answered as such.
+    /// replay at the next open (it starts from an older one instead), so one there is no space
+    /// or descriptor for is skipped: the append it follows has happened and must be answered
+    /// as such.
     async fn snapshot_producers(&self, offset: i64) -> Result<(), LogError> {
         let table = self.producers.borrow().clone();
         let written = producer_snapshot::write(&*self.storage, self.log.dir(), &table, offset).await;
         match written {
-            Err(error) if crate::io::is_out_of_space(&error) => {
-                tracing::warn!(dir = %self.log.dir().display(), offset, %error, "producer snapshot skipped: no space");
+            Err(error) if crate::io::is_out_of_space(&error) || crate::io::is_out_of_descriptors(&error) => {
+                tracing::warn!(dir = %self.log.dir().display(), offset, %error, "producer snapshot skipped");
                 Ok(())
             }
             other => other.map_err(|e| self.log.fail(e)),
