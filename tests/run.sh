@@ -87,7 +87,7 @@ run_rust() {
   say "cargo test --workspace"
   local log="$LOGS/cargo-test.log"
   # --no-fail-fast: one failing test binary must not hide the results of the others.
-  # Rust tests that drive Python clients (net/tests/groups_clients.rs) find the venv's python3.
+  # Rust tests that drive Python clients (broker/tests/groups_clients.rs) find the venv's python3.
   PATH="$TESTS/.venv/bin:$PATH" cargo test --workspace --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ] && grep -q '^error: could not compile' "$log"; then

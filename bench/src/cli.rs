@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use laminar_net::client::{Acks, Compression};
+use laminar_client::{Acks, Compression};
 
 /// `laminar bench …`: load against any Kafka-compatible broker, and this machine's limits.
 #[derive(Debug, Clone, Subcommand)]

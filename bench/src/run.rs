@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use laminar_net::client::{ClientConfig, Connection, OffsetSpec};
+use laminar_client::{ClientConfig, Connection, OffsetSpec};
 use serde_json::json;
 
 use crate::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, ProducerArgs};

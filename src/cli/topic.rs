@@ -2,7 +2,7 @@
 
 use anyhow::{anyhow, bail, Context};
 use clap::Subcommand;
-use laminar_net::client::{ConfigChange, NewTopic, OffsetSpec};
+use laminar_client::{ConfigChange, NewTopic, OffsetSpec};
 
 use super::{check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, ADMIN_TIMEOUT_MS};
 

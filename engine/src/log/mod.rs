@@ -1,4 +1,4 @@
-//! The log of one partition: a directory of segments (DESIGN.md invariant 4).
+//! The log of one partition: a directory of segments (docs/ARCHITECTURE.md invariant 4).
 //!
 //! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
 //! `log-start-offset` (see `retention.rs`) and, between a clean close and the next open, the
