@@ -11,7 +11,7 @@ use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::io::writeback::WriteBehindRing;
-use laminar_engine::io::{GlommioStorage, WriteBehind, WriteMode};
+use laminar_engine::io::{DescriptorBudget, GlommioStorage, WriteBehind, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::ShardRuntime;
@@ -79,26 +79,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             pin: true,
             spin_before_park: None,
         },
-        move |_id| BrokerShard {
-            shared: init_shared.clone(),
-            partitions: ShardPartitions::new(
-                init_shared.log_dir.clone(),
-                Rc::new(
-                    shard_storage(init_shared.write_behind())
-                        .with_descriptor_budget(init_descriptors.clone()),
-                ),
-            ),
-            connections_active: Default::default(),
-            groups: crate::group::GroupCoordinator::new(
-                crate::group::state::GroupSettings {
-                    initial_rebalance_delay_ms: i64::from(
-                        init_shared.config.group_initial_rebalance_delay_ms,
-                    ),
-                },
-                offsets_partitions,
-            ),
-            metrics: Default::default(),
-        },
+        move |_id| shard_state(&init_shared, &init_descriptors, offsets_partitions),
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
     let opened = match wait_for_shards(&ready_rx, shard_count) {
@@ -153,6 +134,25 @@ fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
     }
     anyhow::ensure!(!locks.is_empty(), "log.dirs is empty");
     Ok(locks)
+}
+
+/// One shard's state, created on that shard's thread.
+fn shard_state(
+    shared: &Arc<BrokerShared>,
+    descriptors: &Arc<DescriptorBudget>,
+    offsets_partitions: i32,
+) -> BrokerShard {
+    let storage = shard_storage(shared.write_behind()).with_descriptor_budget(descriptors.clone());
+    let group_settings = crate::group::state::GroupSettings {
+        initial_rebalance_delay_ms: i64::from(shared.config.group_initial_rebalance_delay_ms),
+    };
+    BrokerShard {
+        shared: shared.clone(),
+        partitions: ShardPartitions::new(shared.log_dir.clone(), Rc::new(storage)),
+        connections_active: Default::default(),
+        groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions),
+        metrics: Default::default(),
+    }
 }
 
 /// Whether write-behind can run here: `None` if so (or if it is off), else why not. Checked once,

@@ -125,4 +125,12 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
     Ok(limit.rlim_cur)
 }
 
+/// Hands a bound std listener to glommio, which then owns its descriptor.
+pub fn glommio_listener(listener: std::net::TcpListener) -> glommio::net::TcpListener {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor is a bound, listening TCP socket that `into_raw_fd` hands over, so
+    // the glommio listener becomes its only owner.
+    unsafe { glommio::net::TcpListener::from_raw_fd(listener.into_raw_fd()) }
+}
+
 const IOV_MAX: usize = 1024;

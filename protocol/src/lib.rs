@@ -8,4 +8,5 @@ pub mod codec;
 pub mod fetch_response;
 pub mod frame;
 pub mod records;
+#[allow(unsafe_code)] // receiving into spare capacity, with its SAFETY comments
 pub mod sys;

@@ -11,7 +11,6 @@ pub mod routes;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
-use std::os::unix::io::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -37,9 +36,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     let exclusive = std::net::TcpListener::bind(addr)
         .map_err(|e| format!("laminar.http.listen: cannot listen on {addr}: {e}"))?;
-    // SAFETY: the descriptor is a bound, listening TCP socket that `into_raw_fd` hands over, so
-    // the glommio listener becomes its only owner.
-    Ok(unsafe { TcpListener::from_raw_fd(exclusive.into_raw_fd()) })
+    Ok(crate::sys::glommio_listener(exclusive))
 }
 
 /// Serves admin requests until shutdown.

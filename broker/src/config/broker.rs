@@ -12,7 +12,7 @@ use super::value::{
     parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Listener,
     TimestampType,
 };
-use super::write_behind::{self, ProfileRecommendation, PROFILE_FILE_NAME};
+use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
 use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
 
 /// A config plus the warnings its loading produced (the caller logs them).
@@ -243,40 +243,17 @@ fn narrow<T: TryFrom<i64>>(name: &str, value: i64) -> T {
 
 fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let v = Values { explicit: &explicit };
-    let node_id = match (v.set_int("node.id")?, v.set_int("broker.id")?) {
-        (Some(node), Some(broker)) if node != broker => {
-            return Err(ConfigError::Rejected {
-                key: "broker.id".to_string(),
-                value: broker.to_string(),
-                reason: format!("must equal node.id, which is {node}"),
-            })
-        }
-        (Some(id), _) | (None, Some(id)) => id,
-        (None, None) => v.int("node.id")?,
-    };
-    let log_dirs = match v.set("log.dirs") {
-        Some(dirs) => parse_paths("log.dirs", dirs)?,
-        None => parse_paths("log.dir", v.text("log.dir"))?,
-    };
-    let listeners = parse_listeners("listeners", v.text("listeners"), false)?;
-    let advertised_listeners = match v.set("advertised.listeners") {
-        Some(text) => advertised_matching(text, &listeners)?,
-        None => listeners.iter().map(advertise_default).collect(),
-    };
+    let node_id = node_id(&v)?;
+    let log_dirs = log_dirs(&v)?;
+    let (listeners, advertised_listeners) = listeners(&v)?;
     let log_retention_ms = retention_ms(&v)?;
-    let log_roll_ms = match v.set_int("log.roll.ms")? {
-        Some(ms) => ms,
-        None => hours_to_ms("log.roll.hours", v.int("log.roll.hours")?)?,
-    };
-    let laminar_storage_write_batch_bytes = v
-        .set_int(write_behind::WRITE_BATCH_BYTES_KEY)?
-        .map(|n| narrow(write_behind::WRITE_BATCH_BYTES_KEY, n));
-    let laminar_storage_io_depth = v
-        .set_int(write_behind::IO_DEPTH_KEY)?
-        .map(|n| narrow(write_behind::IO_DEPTH_KEY, n));
-    let write_behind =
-        write_behind::choose(laminar_storage_write_batch_bytes, laminar_storage_io_depth, None)?;
-    let laminar_iotune_profile = v.set(write_behind::PROFILE_KEY).map(|p| PathBuf::from(p.trim()));
+    let log_roll_ms = roll_ms(&v)?;
+    let WriteBehindKeys {
+        write_batch_bytes: laminar_storage_write_batch_bytes,
+        io_depth: laminar_storage_io_depth,
+        profile: laminar_iotune_profile,
+        choice: write_behind,
+    } = write_behind_keys(&v)?;
     let laminar_cores = match v.set_int("laminar.cores")? {
         Some(cores) => narrow("laminar.cores", cores),
         None => std::thread::available_parallelism().map_or(1, usize::from),
@@ -333,6 +310,68 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_iotune_profile,
         write_behind,
         explicit,
+    })
+}
+
+/// `node.id`, or its older name `broker.id`; if both are set they must agree.
+fn node_id(v: &Values<'_>) -> Result<i64, ConfigError> {
+    match (v.set_int("node.id")?, v.set_int("broker.id")?) {
+        (Some(node), Some(broker)) if node != broker => Err(ConfigError::Rejected {
+            key: "broker.id".to_string(),
+            value: broker.to_string(),
+            reason: format!("must equal node.id, which is {node}"),
+        }),
+        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (None, None) => v.int("node.id"),
+    }
+}
+
+/// `log.dirs`, else `log.dir`.
+fn log_dirs(v: &Values<'_>) -> Result<Vec<PathBuf>, ConfigError> {
+    match v.set("log.dirs") {
+        Some(dirs) => parse_paths("log.dirs", dirs),
+        None => parse_paths("log.dir", v.text("log.dir")),
+    }
+}
+
+/// `listeners`, and `advertised.listeners` (by default the listeners, wildcards made local).
+fn listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Vec<Listener>), ConfigError> {
+    let listeners = parse_listeners("listeners", v.text("listeners"), false)?;
+    let advertised = match v.set("advertised.listeners") {
+        Some(text) => advertised_matching(text, &listeners)?,
+        None => listeners.iter().map(advertise_default).collect(),
+    };
+    Ok((listeners, advertised))
+}
+
+/// `log.roll.ms`, else `log.roll.hours`.
+fn roll_ms(v: &Values<'_>) -> Result<i64, ConfigError> {
+    match v.set_int("log.roll.ms")? {
+        Some(ms) => Ok(ms),
+        None => hours_to_ms("log.roll.hours", v.int("log.roll.hours")?),
+    }
+}
+
+/// The write-behind keys as set, and the choice they make before any iotune profile applies.
+struct WriteBehindKeys {
+    write_batch_bytes: Option<u64>,
+    io_depth: Option<u32>,
+    profile: Option<PathBuf>,
+    choice: WriteBehindChoice,
+}
+
+fn write_behind_keys(v: &Values<'_>) -> Result<WriteBehindKeys, ConfigError> {
+    let write_batch_bytes = v
+        .set_int(write_behind::WRITE_BATCH_BYTES_KEY)?
+        .map(|n| narrow(write_behind::WRITE_BATCH_BYTES_KEY, n));
+    let io_depth = v
+        .set_int(write_behind::IO_DEPTH_KEY)?
+        .map(|n| narrow(write_behind::IO_DEPTH_KEY, n));
+    Ok(WriteBehindKeys {
+        write_batch_bytes,
+        io_depth,
+        profile: v.set(write_behind::PROFILE_KEY).map(|p| PathBuf::from(p.trim())),
+        choice: write_behind::choose(write_batch_bytes, io_depth, None)?,
     })
 }
 

@@ -67,7 +67,7 @@ fn stable_group() -> Group {
 }
 
 #[test]
-fn group_answers_encode_at_every_advertised_version() {
+fn find_coordinator_answers_encode_at_every_advertised_version() {
     for v in versions(ApiKey::FindCoordinator) {
         for key_type in [0, 1, 9] {
             let request = FindCoordinatorRequest::default()
@@ -82,6 +82,10 @@ fn group_answers_encode_at_every_advertised_version() {
             );
         }
     }
+}
+
+#[test]
+fn join_and_sync_answers_encode_at_every_advertised_version() {
     for v in versions(ApiKey::JoinGroup) {
         let leader = JoinOutcome {
             error: None,
@@ -119,6 +123,10 @@ fn group_answers_encode_at_every_advertised_version() {
             );
         }
     }
+}
+
+#[test]
+fn heartbeat_and_leave_answers_encode_at_every_advertised_version() {
     for v in versions(ApiKey::Heartbeat) {
         for result in [Ok(()), Err(ResponseError::IllegalGeneration)] {
             encodes(
@@ -141,6 +149,10 @@ fn group_answers_encode_at_every_advertised_version() {
             );
         }
     }
+}
+
+#[test]
+fn offset_commit_and_fetch_answers_encode_at_every_advertised_version() {
     for v in versions(ApiKey::OffsetCommit) {
         let keys = vec![("t".to_string(), 0), ("t".to_string(), 1), ("u".to_string(), 0)];
         let results = Ok(vec![None, Some(ResponseError::OffsetMetadataTooLarge), None]);
@@ -170,6 +182,10 @@ fn group_answers_encode_at_every_advertised_version() {
             encodes(ApiKey::OffsetFetch, v, ResponseKind::OffsetFetch(response));
         }
     }
+}
+
+#[test]
+fn group_listing_and_deletion_answers_encode_at_every_advertised_version() {
     for v in versions(ApiKey::ListGroups) {
         let groups = vec![ListedGroup {
             group_id: "g".into(),

@@ -43,49 +43,9 @@ fn create(
 ) -> Result<CreatableTopicResult, AdminError> {
     let name = topic.name.as_str();
     validate_topic_name(name)?;
-    let node_id = shared.node_id();
-    let partition_count = if !topic.assignments.is_empty() {
-        if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            return Err(AdminError::new(
-                ResponseError::InvalidRequest,
-                "give either assignments or num_partitions/replication_factor, not both",
-            ));
-        }
-        let foreign = topic
-            .assignments
-            .iter()
-            .flat_map(|a| &a.broker_ids)
-            .any(|b| b.0 != node_id);
-        if foreign {
-            return Err(AdminError::new(
-                ResponseError::InvalidReplicaAssignment,
-                "unknown broker in assignment",
-            ));
-        }
-        topic.assignments.len() as i32
-    } else if topic.num_partitions == -1 {
-        shared.config.num_partitions
-    } else {
-        topic.num_partitions
-    };
-    if partition_count < 1 {
-        return Err(AdminError::new(
-            ResponseError::InvalidPartitions,
-            "partitions must be at least 1",
-        ));
-    }
+    let partition_count = partition_count(shared, topic)?;
     budget.check(i64::from(partition_count))?;
-    let replication_factor = if topic.replication_factor == -1 {
-        shared.config.default_replication_factor
-    } else {
-        topic.replication_factor
-    };
-    if replication_factor != 1 {
-        return Err(AdminError::new(
-            ResponseError::InvalidReplicationFactor,
-            format!("replication factor {replication_factor} is larger than the 1 available broker"),
-        ));
-    }
+    let replication_factor = replication_factor(shared, topic)?;
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
         if let Some(value) = &config.value {
@@ -121,6 +81,58 @@ fn create(
         .with_num_partitions(partition_count)
         .with_replication_factor(replication_factor)
         .with_configs(Some(described)))
+}
+
+/// The partitions `topic` asks for: from its explicit assignment, or its count, or the default.
+fn partition_count(shared: &BrokerShared, topic: &CreatableTopic) -> Result<i32, AdminError> {
+    let node_id = shared.node_id();
+    let partition_count = if !topic.assignments.is_empty() {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err(AdminError::new(
+                ResponseError::InvalidRequest,
+                "give either assignments or num_partitions/replication_factor, not both",
+            ));
+        }
+        let foreign = topic
+            .assignments
+            .iter()
+            .flat_map(|a| &a.broker_ids)
+            .any(|b| b.0 != node_id);
+        if foreign {
+            return Err(AdminError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "unknown broker in assignment",
+            ));
+        }
+        topic.assignments.len() as i32
+    } else if topic.num_partitions == -1 {
+        shared.config.num_partitions
+    } else {
+        topic.num_partitions
+    };
+    if partition_count < 1 {
+        return Err(AdminError::new(
+            ResponseError::InvalidPartitions,
+            "partitions must be at least 1",
+        ));
+    }
+    Ok(partition_count)
+}
+
+/// The replication factor `topic` asks for, or the default; one broker holds one replica.
+fn replication_factor(shared: &BrokerShared, topic: &CreatableTopic) -> Result<i16, AdminError> {
+    let replication_factor = if topic.replication_factor == -1 {
+        shared.config.default_replication_factor
+    } else {
+        topic.replication_factor
+    };
+    if replication_factor != 1 {
+        return Err(AdminError::new(
+            ResponseError::InvalidReplicationFactor,
+            format!("replication factor {replication_factor} is larger than the 1 available broker"),
+        ));
+    }
+    Ok(replication_factor)
 }
 
 fn describe(configs: &BTreeMap<String, String>, shared: &BrokerShared) -> Vec<CreatableTopicConfigs> {

@@ -31,14 +31,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeConfigsRequest, version: i16
                     entries
                         .into_iter()
                         .filter(|e| wanted(resource, &e.name))
-                        .map(|e| {
-                            encode(
-                                e,
-                                request.include_synonyms,
-                                request.include_documentation,
-                                version,
-                            )
-                        })
+                        .map(|e| encode(e, &request, version))
                         .collect(),
                 ),
                 Err((code, message)) => result
@@ -84,13 +77,13 @@ fn wanted(resource: &DescribeConfigsResource, name: &str) -> bool {
     }
 }
 
+/// One config entry, with synonyms and documentation as `request` asks.
 fn encode(
     entry: ConfigEntry,
-    synonyms: bool,
-    documentation: bool,
+    request: &DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResourceResult {
-    let synonyms = if synonyms {
+    let synonyms = if request.include_synonyms {
         entry
             .synonyms
             .into_iter()
@@ -112,7 +105,9 @@ fn encode(
         .with_is_sensitive(entry.sensitive)
         .with_synonyms(synonyms);
     if version >= 3 {
-        let doc = documentation.then(|| StrBytes::from_static_str(entry.doc));
+        let doc = request
+            .include_documentation
+            .then(|| StrBytes::from_static_str(entry.doc));
         result
             .with_config_type(entry.config_type as i8)
             .with_documentation(doc)

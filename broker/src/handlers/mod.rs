@@ -101,15 +101,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
             &ResponseKind::ApiVersions(response),
         );
     }
-    let support = codec::supported(api_key).ok_or(RequestError::UnsupportedApi { api: api_key })?;
-    if version < support.min || version > support.max {
-        return Err(RequestError::UnsupportedVersion {
-            api: api_key,
-            version,
-            min: support.min,
-            max: support.max,
-        });
-    }
+    check_served(api_key, version)?;
     if api_key == ApiKey::Produce && version < codec::PRODUCE_VERSION_MIN_SERVED {
         return Ok(produce::refuse_legacy_version(version, correlation_id, body));
     }
@@ -119,32 +111,77 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
         reason: e.to_string(),
     };
     let request = RequestKind::decode(api_key, &mut body, version).map_err(malformed)?;
-    let response = match request {
-        RequestKind::Produce(r) => {
-            let produced = ProducedTraffic::of(&r);
-            let response = match produce::handle(ctx, order, r) {
-                produce::Produced::Answer(response) => response,
-                produce::Produced::Pending(pending) => {
-                    let ctx = ctx.clone();
-                    return Ok(Outcome::Deferred(Box::pin(async move {
-                        let response = pending.await;
-                        ctx.state.metrics.count_produced(produced, response.as_ref());
-                        let Some(response) = response else { return Ok(None) };
-                        let kind = ResponseKind::Produce(response);
-                        encode(api_key, version, correlation_id, &kind).map(Some)
-                    })));
-                }
-            };
-            ctx.state.metrics.count_produced(produced, Some(&response));
-            ResponseKind::Produce(response)
-        }
+    match request {
+        RequestKind::Produce(r) => handle_produce(ctx, order, r, version, correlation_id),
         RequestKind::Fetch(r) => {
             let answer = fetch::handle(ctx, r, version).await;
             ctx.state.metrics.count_fetched(&answer);
-            return Ok(Outcome::RespondChunks(
+            Ok(Outcome::RespondChunks(
                 laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id),
-            ));
+            ))
         }
+        request if is_group_api(api_key) => {
+            handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
+        }
+        request => handle_partition_or_admin_api(ctx, api_key, request, version, correlation_id).await,
+    }
+}
+
+/// Refuses an API the broker does not serve, or a version outside the served range.
+fn check_served(api_key: ApiKey, version: i16) -> Result<(), RequestError> {
+    let support = codec::supported(api_key).ok_or(RequestError::UnsupportedApi { api: api_key })?;
+    if version < support.min || version > support.max {
+        return Err(RequestError::UnsupportedVersion {
+            api: api_key,
+            version,
+            min: support.min,
+            max: support.max,
+        });
+    }
+    Ok(())
+}
+
+/// Produce: answered now (refused), later (once durable as `acks` asks), or never (acks=0).
+fn handle_produce(
+    ctx: &Rc<BrokerCtx>,
+    order: &AppendOrder,
+    request: kafka_protocol::messages::ProduceRequest,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outcome, RequestError> {
+    let produced = ProducedTraffic::of(&request);
+    match produce::handle(ctx, order, request) {
+        produce::Produced::Answer(response) => {
+            ctx.state.metrics.count_produced(produced, Some(&response));
+            respond(
+                ApiKey::Produce,
+                version,
+                correlation_id,
+                &ResponseKind::Produce(response),
+            )
+        }
+        produce::Produced::Pending(pending) => {
+            let ctx = ctx.clone();
+            Ok(Outcome::Deferred(Box::pin(async move {
+                let response = pending.await;
+                ctx.state.metrics.count_produced(produced, response.as_ref());
+                let Some(response) = response else { return Ok(None) };
+                let kind = ResponseKind::Produce(response);
+                encode(ApiKey::Produce, version, correlation_id, &kind).map(Some)
+            })))
+        }
+    }
+}
+
+/// Per-partition data APIs other than Produce and Fetch, and the topic and config admin APIs.
+async fn handle_partition_or_admin_api(
+    ctx: &Rc<BrokerCtx>,
+    api_key: ApiKey,
+    request: RequestKind,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outcome, RequestError> {
+    let response = match request {
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
         RequestKind::SaslHandshake(r) => ResponseKind::SaslHandshake(sasl_handshake::handle(r)),
@@ -167,11 +204,26 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r)),
-        request => {
-            return handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
-        }
+        _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
+}
+
+fn is_group_api(api_key: ApiKey) -> bool {
+    matches!(
+        api_key,
+        ApiKey::FindCoordinator
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::Heartbeat
+            | ApiKey::LeaveGroup
+            | ApiKey::OffsetCommit
+            | ApiKey::OffsetFetch
+            | ApiKey::ListGroups
+            | ApiKey::DescribeGroups
+            | ApiKey::DeleteGroups
+            | ApiKey::OffsetDelete
+    )
 }
 
 /// The consumer-group APIs (FindCoordinator, JoinGroup, ..., OffsetDelete).

@@ -257,23 +257,43 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         UPTIME => {
             let _ = writeln!(out, "{name} {:.3}", context.uptime_seconds);
         }
-        REQUESTS | REQUEST_ERRORS => {
-            for (key, stats) in snapshot.requests() {
-                let value = if name == REQUESTS {
-                    stats.served
-                } else {
-                    stats.failed
-                };
-                sample(out, name, &[("request", &api_name(key))], value);
-            }
+        REQUESTS | REQUEST_ERRORS | REQUEST_LATENCY => request_samples(out, name, snapshot),
+        REQUEST_BYTES | RECORDS_PRODUCED | RECORDS_FETCHED => topic_samples(out, name, snapshot),
+        FETCH_BYTES => {
+            let paths = snapshot.fetch_paths();
+            sample(out, name, &[("path", "sendfile")], paths.sendfile);
+            sample(out, name, &[("path", "copied")], paths.copied);
+            sample(out, name, &[("path", "memory")], paths.memory);
         }
-        REQUEST_LATENCY => {
-            for (key, stats) in snapshot.requests() {
-                histogram(out, name, &[("request", &api_name(key))], &stats.latency);
-            }
+        CONNECTIONS | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
+        FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),
+        DURABILITY_WAIT => histogram(out, name, &[], &snapshot.durability_wait()),
+        GROUP_LAG => group_lag_samples(out, name, snapshot),
+        UNDER_REPLICATED => sample(out, name, &[], 0),
+        WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
+        | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
+        other => unreachable!("family {other} has no renderer"),
+    }
+}
+
+/// Per Kafka API: requests served, failed, and their latency.
+fn request_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for (key, stats) in snapshot.requests() {
+        let api = api_name(key);
+        let labels = [("request", api.as_str())];
+        match name {
+            REQUESTS => sample(out, name, &labels, stats.served),
+            REQUEST_ERRORS => sample(out, name, &labels, stats.failed),
+            _ => histogram(out, name, &labels, &stats.latency),
         }
-        REQUEST_BYTES => {
-            for (topic, traffic) in snapshot.topics() {
+    }
+}
+
+/// Per topic: bytes in and out, records produced or fetched.
+fn topic_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for (topic, traffic) in snapshot.topics() {
+        match name {
+            REQUEST_BYTES => {
                 sample(
                     out,
                     name,
@@ -287,65 +307,51 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
                     traffic.bytes_out,
                 );
             }
+            RECORDS_PRODUCED => sample(out, name, &[("topic", &topic)], traffic.records_in),
+            _ => sample(out, name, &[("topic", &topic)], traffic.records_out),
         }
-        RECORDS_PRODUCED | RECORDS_FETCHED => {
-            for (topic, traffic) in snapshot.topics() {
-                let value = if name == RECORDS_PRODUCED {
-                    traffic.records_in
-                } else {
-                    traffic.records_out
-                };
-                sample(out, name, &[("topic", &topic)], value);
-            }
-        }
-        FETCH_BYTES => {
-            let paths = snapshot.fetch_paths();
-            sample(out, name, &[("path", "sendfile")], paths.sendfile);
-            sample(out, name, &[("path", "copied")], paths.copied);
-            sample(out, name, &[("path", "memory")], paths.memory);
-        }
-        CONNECTIONS | PARTITIONS | LOG_BYTES => {
-            for shard in &snapshot.shards {
-                let value = match name {
-                    CONNECTIONS => shard.connections_active as u64,
-                    PARTITIONS => shard.partitions.len() as u64,
-                    _ => shard.partitions.iter().map(|p| p.size_bytes).sum(),
-                };
-                sample(out, name, &[("shard", &shard.shard.to_string())], value);
-            }
-        }
-        FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),
-        DURABILITY_WAIT => histogram(out, name, &[], &snapshot.durability_wait()),
-        GROUP_LAG => {
-            for lag in &snapshot.group_lag {
-                let partition = lag.partition.to_string();
-                let labels = [
-                    ("group", lag.group.as_str()),
-                    ("topic", lag.topic.as_str()),
-                    ("partition", partition.as_str()),
-                ];
-                sample_i64(out, name, &labels, lag.lag);
-            }
-        }
-        UNDER_REPLICATED => sample(out, name, &[], 0),
-        WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
-        | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => {
-            for shard in &snapshot.shards {
-                let Some(stats) = &shard.write_behind else {
-                    continue;
-                };
-                let value = match name {
-                    WRITEBACK_SUBMITTED => stats.ranges_submitted,
-                    WRITEBACK_COMPLETED => stats.ranges_completed,
-                    WRITEBACK_FAILED => stats.ranges_failed,
-                    WRITEBACK_DEFERRED => stats.ranges_deferred,
-                    WRITEBACK_BYTES => stats.bytes_written_back,
-                    _ => stats.in_flight,
-                };
-                sample(out, name, &[("shard", &shard.shard.to_string())], value);
-            }
-        }
-        other => unreachable!("family {other} has no renderer"),
+    }
+}
+
+/// Per shard: connections, partitions owned, log bytes.
+fn shard_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for shard in &snapshot.shards {
+        let value = match name {
+            CONNECTIONS => shard.connections_active as u64,
+            PARTITIONS => shard.partitions.len() as u64,
+            _ => shard.partitions.iter().map(|p| p.size_bytes).sum(),
+        };
+        sample(out, name, &[("shard", &shard.shard.to_string())], value);
+    }
+}
+
+fn group_lag_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for lag in &snapshot.group_lag {
+        let partition = lag.partition.to_string();
+        let labels = [
+            ("group", lag.group.as_str()),
+            ("topic", lag.topic.as_str()),
+            ("partition", partition.as_str()),
+        ];
+        sample_i64(out, name, &labels, lag.lag);
+    }
+}
+
+/// Per shard with write-behind on: its counters.
+fn writeback_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for shard in &snapshot.shards {
+        let Some(stats) = &shard.write_behind else {
+            continue;
+        };
+        let value = match name {
+            WRITEBACK_SUBMITTED => stats.ranges_submitted,
+            WRITEBACK_COMPLETED => stats.ranges_completed,
+            WRITEBACK_FAILED => stats.ranges_failed,
+            WRITEBACK_DEFERRED => stats.ranges_deferred,
+            WRITEBACK_BYTES => stats.bytes_written_back,
+            _ => stats.in_flight,
+        };
+        sample(out, name, &[("shard", &shard.shard.to_string())], value);
     }
 }
 

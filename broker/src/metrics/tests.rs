@@ -115,8 +115,8 @@ fn fetch_counts_bytes_and_records_per_topic() {
     assert_eq!(traffic.records_out, 2 * (5 + 3));
 }
 
-#[test]
-fn rendered_page_has_every_family_and_parses() {
+/// A shard's snapshot with requests, fetches, a topic, a partition and write-behind counters.
+fn sample_shard() -> ShardSnapshot {
     let metrics = ShardMetrics::default();
     metrics.observe_request(Some(0), Duration::from_micros(300), true);
     metrics.observe_request(Some(0), Duration::from_micros(30), false);
@@ -128,24 +128,24 @@ fn rendered_page_has_every_family_and_parses() {
         ProducedTraffic::of(&produce_request(&[("we\"ird", 0, batch(1))])),
         None,
     );
-    let shard = ShardSnapshot {
+    let requests = metrics
+        .requests
+        .borrow()
+        .iter()
+        .map(|(k, s)| {
+            let snapshot = RequestSnapshot {
+                served: s.served.get(),
+                failed: s.failed.get(),
+                latency: s.latency.snapshot(),
+            };
+            (*k, snapshot)
+        })
+        .collect();
+    let topics = metrics.topics.borrow().clone();
+    ShardSnapshot {
         shard: 0,
-        requests: metrics
-            .requests
-            .borrow()
-            .iter()
-            .map(|(k, s)| {
-                (
-                    *k,
-                    RequestSnapshot {
-                        served: s.served.get(),
-                        failed: s.failed.get(),
-                        latency: s.latency.snapshot(),
-                    },
-                )
-            })
-            .collect(),
-        topics: metrics.topics.borrow().clone(),
+        requests,
+        topics,
         fetch_paths: FetchPaths {
             sendfile: 1000,
             copied: 20,
@@ -172,33 +172,54 @@ fn rendered_page_has_every_family_and_parses() {
             in_flight: 1,
             ..WriteBehindStats::default()
         }),
-    };
+    }
+}
+
+/// The page for two identical shards (so every counter doubles).
+fn rendered_page() -> String {
+    let shard = sample_shard();
     let snapshot = BrokerSnapshot {
         shards: vec![shard.clone(), ShardSnapshot { shard: 1, ..shard }],
         ..BrokerSnapshot::default()
     };
-    let page = render(
-        &snapshot,
-        &RenderContext {
-            version: "0.1.0",
-            uptime_seconds: 1.5,
-        },
-    );
-    for family in FAMILIES {
-        assert!(
-            page.contains(&format!("# TYPE {} ", family.name)),
-            "{}",
-            family.name
-        );
-    }
-    let line = |prefix: &str| -> f64 {
-        page.lines()
-            .find_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("no sample {prefix} in\n{page}"))
-            .parse()
-            .unwrap()
+    let context = RenderContext {
+        version: "0.1.0",
+        uptime_seconds: 1.5,
     };
-    // Two identical shards: every counter doubles.
+    render(&snapshot, &context)
+}
+
+/// The value of the sample named exactly `prefix` (name and labels).
+fn sample_value(page: &str, prefix: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {prefix} in\n{page}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn rendered_page_has_every_family_and_only_documented_ones() {
+    let page = rendered_page();
+    for family in FAMILIES {
+        let header = format!("# TYPE {} ", family.name);
+        assert!(page.contains(&header), "{}", family.name);
+    }
+    for sample in page.lines().filter(|l| !l.starts_with('#')) {
+        let name = sample.split(['{', ' ']).next().unwrap();
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| FAMILIES.iter().any(|f| f.name == *base))
+            .unwrap_or(name);
+        assert!(FAMILIES.iter().any(|f| f.name == base), "undocumented {name}");
+    }
+}
+
+#[test]
+fn request_and_fetch_counters_add_up_over_shards() {
+    let page = rendered_page();
+    let line = |prefix: &str| sample_value(&page, prefix);
     assert_eq!(line("laminar_kafka_requests_total{request=\"Produce\"}"), 2.0);
     assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"sendfile\"}"), 2000.0);
     assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"copied\"}"), 40.0);
@@ -211,14 +232,10 @@ fn rendered_page_has_every_family_and_parses() {
         line("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}"),
         4.0
     );
-    assert_eq!(
-        line("laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"0.000032\"}"),
-        2.0
-    );
-    assert_eq!(
-        line("laminar_kafka_request_latency_seconds_bucket{request=\"Fetch\",le=\"+Inf\"}"),
-        2.0
-    );
+    let fast_produce = "laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"0.000032\"}";
+    assert_eq!(line(fast_produce), 2.0);
+    let all_fetches = "laminar_kafka_request_latency_seconds_bucket{request=\"Fetch\",le=\"+Inf\"}";
+    assert_eq!(line(all_fetches), 2.0);
     assert_eq!(
         line("laminar_kafka_request_latency_seconds_sum{request=\"Fetch\"}"),
         0.004
@@ -228,6 +245,13 @@ fn rendered_page_has_every_family_and_parses() {
         2.0
     );
     assert_eq!(line("laminar_kafka_connections_active{shard=\"1\"}"), 2.0);
+    assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
+}
+
+#[test]
+fn storage_and_write_behind_figures_are_rendered_per_shard() {
+    let page = rendered_page();
+    let line = |prefix: &str| sample_value(&page, prefix);
     assert_eq!(line("laminar_storage_log_bytes{shard=\"0\"}"), 4096.0);
     assert_eq!(line("laminar_kafka_partitions{shard=\"0\"}"), 1.0);
     assert_eq!(line("laminar_storage_fdatasync_latency_seconds_count"), 2.0);
@@ -241,17 +265,6 @@ fn rendered_page_has_every_family_and_parses() {
     assert_eq!(writeback("in_flight"), 1.0);
     assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
     assert_eq!(line("laminar_kafka_under_replicated_partitions"), 0.0);
-    assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
-    // Every sample line names a documented family.
-    for sample in page.lines().filter(|l| !l.starts_with('#')) {
-        let name = sample.split(['{', ' ']).next().unwrap();
-        let base = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|suffix| name.strip_suffix(suffix))
-            .filter(|base| FAMILIES.iter().any(|f| f.name == *base))
-            .unwrap_or(name);
-        assert!(FAMILIES.iter().any(|f| f.name == base), "undocumented {name}");
-    }
 }
 
 #[test]
