@@ -32,6 +32,8 @@ use crate::io::{Storage, StorageFile};
 use batch::BatchIter;
 use bytes::Bytes;
 use records::check_keyed;
+use recovery::OffsetGaps;
+use scan::Verify;
 use segment::{parse_log_name, Segment};
 use staged::StagedAppend;
 use std::cell::{Cell, RefCell};
@@ -93,10 +95,21 @@ impl<S: Storage> Log<S> {
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
             let is_active = i + 1 == bases.len();
-            let verify = !clean && is_active;
+            // Only the active segment needs crash recovery (the others were fsynced as they
+            // rolled), and only it is never compacted.
+            let (verify, gaps) = if is_active {
+                let verify = if clean {
+                    Verify::HeadersOnly
+                } else {
+                    Verify::Checksums
+                };
+                (verify, OffsetGaps::Refused)
+            } else {
+                (Verify::HeadersOnly, OffsetGaps::Allowed)
+            };
             let interval = config.index_interval_bytes;
             let (segment, _cut) =
-                recovery::open_segment(&*storage, &dir, base, interval, verify, !is_active).await?;
+                recovery::open_segment(&*storage, &dir, base, interval, verify, gaps).await?;
             segments.push(Rc::new(segment));
         }
         if segments.is_empty() {

@@ -6,7 +6,7 @@
 
 use super::batch::{BatchHeader, HEADER_LEN};
 use super::index::{EntryFile, IndexEntry};
-use super::scan::{BatchScanner, Scanned};
+use super::scan::{BatchScanner, Scanned, Verify};
 use super::timeindex::TimeEntry;
 use crate::io::{Storage, StorageFile};
 use bytes::Bytes;
@@ -271,7 +271,7 @@ impl<F: StorageFile> Segment<F> {
         start: u64,
         found: impl Fn(&BatchHeader) -> bool,
     ) -> io::Result<Option<(u64, BatchHeader)>> {
-        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, false);
+        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, Verify::HeadersOnly);
         loop {
             match scanner.next().await? {
                 Scanned::Batch { position, header, .. } if found(&header) => {
