@@ -233,10 +233,15 @@ fn invalid(segment_base: i64, what: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
-/// The whole, CRC-checked batches of a segment, in order.
+/// The whole, CRC-checked batches of a segment, in order. A batch that cannot be where it is
+/// (an offset outside the segment's 32-bit relative offsets or below the batch before it, a
+/// position past 32 bits) is an error: the base offset is outside the CRC, and the segment's
+/// indexes could not point at it.
 struct WholeBatches<'a, F> {
     scanner: BatchScanner<'a, F>,
     base_offset: i64,
+    /// The offset after the last batch returned (the segment's base offset before the first).
+    next_offset: i64,
 }
 
 impl<'a, F: StorageFile> WholeBatches<'a, F> {
@@ -244,12 +249,20 @@ impl<'a, F: StorageFile> WholeBatches<'a, F> {
         WholeBatches {
             scanner: BatchScanner::new(&*segment.log, 0, segment.meta().size, Verify::Checksums),
             base_offset: segment.base_offset,
+            next_offset: segment.base_offset,
         }
     }
 
     async fn next(&mut self) -> io::Result<Option<(BatchHeader, Bytes)>> {
         match self.scanner.next().await? {
             Scanned::Batch { position, header } => {
+                let relative = header.base_offset - self.base_offset;
+                let indexable = position <= u64::from(u32::MAX) && relative <= i64::from(u32::MAX);
+                if header.base_offset < self.next_offset || !indexable {
+                    let what = format!("batch offset {} at {position} out of place", header.base_offset);
+                    return Err(invalid(self.base_offset, what));
+                }
+                self.next_offset = header.next_offset();
                 Ok(Some((header, self.scanner.batch_bytes(position, &header))))
             }
             Scanned::End => Ok(None),

@@ -330,10 +330,20 @@ impl<S: Storage> Log<S> {
         active.write_indexes().await.map_err(|e| self.refuse_or_fail(e))?;
         active.sync_all().await.map_err(|e| self.fail(e))?;
         let base = self.log_end_offset();
+        assert_eq!(
+            active.meta().next_offset,
+            base,
+            "the active segment ends at the log end"
+        );
         let segment = Self::new_segment(&self.storage, &self.dir, base).await;
         let segment = segment.map_err(|e| self.refuse_or_fail(e))?;
         self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
-        self.state.borrow_mut().segments.push(Rc::new(segment));
+        let mut state = self.state.borrow_mut();
+        assert_eq!(
+            segment.base_offset, state.log_end_offset,
+            "a new segment starts at the log end"
+        );
+        state.segments.push(Rc::new(segment));
         Ok(())
     }
 

@@ -74,7 +74,7 @@ async fn scan<F: StorageFile>(
             Scanned::Batch { position, header } => {
                 let indexed = from.entry.filter(|_| position == start);
                 let expected = indexed.map(|e| e.relative_offset);
-                if let Some(why) = misplaced(&meta, base_offset, &header, expected, gaps) {
+                if let Some(why) = misplaced(&meta, base_offset, position, &header, expected, gaps) {
                     break Some((position, why));
                 }
                 builder.add(&mut meta, base_offset, position, &header);
@@ -92,15 +92,21 @@ async fn scan<F: StorageFile>(
     })
 }
 
-/// Why the batch `header` cannot come next in the segment scanned so far (`meta`), if it
-/// cannot. `expected` is the relative offset an index entry gives it.
+/// Why the batch `header` at `position` cannot come next in the segment scanned so far
+/// (`meta`), if it cannot. `expected` is the relative offset an index entry gives it.
 fn misplaced(
     meta: &SegmentMeta,
     base_offset: i64,
+    position: u64,
     header: &BatchHeader,
     expected: Option<u32>,
     gaps: OffsetGaps,
 ) -> Option<String> {
+    if position > u64::from(u32::MAX) {
+        return Some(format!(
+            "batch at {position}, past the 32-bit positions of the index"
+        ));
+    }
     let relative = header.base_offset - base_offset;
     // Offsets are contiguous, except in closed segments where compaction removed batches; the
     // base offset is outside the CRC, so this is what catches a damaged one.
@@ -227,4 +233,52 @@ pub async fn rebuild<F: StorageFile>(segment: &Segment<F>, interval: u32) -> io:
     segment.time_index.rewrite(0, &outcome.times).await?;
     segment.set_meta(outcome.meta);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FaultyStorage;
+    use crate::log::batch::testing::BatchBuilder;
+
+    type File = <FaultyStorage as Storage>::File;
+
+    fn header_at(base_offset: i64) -> BatchHeader {
+        let bytes = BatchBuilder::new(1_000)
+            .base_offset(base_offset)
+            .record(None, Some(b"v"), 0)
+            .build();
+        BatchHeader::parse(&bytes).unwrap()
+    }
+
+    #[test]
+    fn a_batch_past_the_32_bit_positions_of_the_index_is_misplaced() {
+        let meta = Segment::<File>::empty_meta(100);
+        let header = header_at(100);
+        let last = u64::from(u32::MAX);
+        assert_eq!(
+            misplaced(&meta, 100, last, &header, None, OffsetGaps::Refused),
+            None
+        );
+        let why = misplaced(&meta, 100, last + 1, &header, None, OffsetGaps::Refused);
+        assert!(why.is_some_and(|why| why.contains("32-bit positions")));
+    }
+
+    #[test]
+    fn a_batch_offset_outside_the_segment_or_out_of_sequence_is_misplaced() {
+        let mut meta = Segment::<File>::empty_meta(100);
+        meta.next_offset = 110;
+        let at = |offset, gaps| misplaced(&meta, 100, 4096, &header_at(offset), None, gaps);
+        assert_eq!(at(110, OffsetGaps::Refused), None);
+        assert!(
+            at(120, OffsetGaps::Refused).is_some(),
+            "a gap in the active segment"
+        );
+        assert_eq!(at(120, OffsetGaps::Allowed), None);
+        assert!(at(109, OffsetGaps::Allowed).is_some(), "an offset going back");
+        assert!(at(100 + (1 << 32), OffsetGaps::Allowed).is_some(), "past 32 bits");
+        let expected = |r| misplaced(&meta, 100, 4096, &header_at(110), Some(r), OffsetGaps::Refused);
+        assert_eq!(expected(10), None);
+        assert!(expected(11).is_some(), "not where the index entry says");
+    }
 }
