@@ -11,6 +11,7 @@
 
 mod cli;
 mod consume;
+mod layout;
 pub mod limits;
 mod output;
 pub mod pacing;
