@@ -18,6 +18,7 @@ pub mod pacing;
 mod produce;
 mod progress;
 mod report;
+mod result;
 mod run;
 mod setup;
 pub mod sink;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::output::RunResult;
+use crate::result::RunResult;
 use crate::stats::Measurement;
 
 const WIDTH: f64 = 720.0;
