@@ -10,8 +10,8 @@ use anyhow::{bail, Context};
 use laminar_client::records::{batches, for_each_record};
 use laminar_client::{ClientConfig, Connection, FetchPosition, FetchSpec};
 
+use crate::layout::KEY_BYTES;
 use crate::pacing::Clock;
-use crate::produce::KEY_BYTES;
 use crate::stats::Recorder;
 
 /// What one consumer thread does.

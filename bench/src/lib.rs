@@ -11,12 +11,14 @@
 
 mod cli;
 mod consume;
+mod layout;
 pub mod limits;
 mod output;
 pub mod pacing;
 mod produce;
 mod progress;
 mod report;
+mod result;
 mod run;
 mod setup;
 pub mod sink;

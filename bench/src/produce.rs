@@ -16,14 +16,12 @@ use laminar_client::records::{encode_batch, encode_plain_batch, plain_record};
 use laminar_client::{Acks, ClientConfig, Connection, Pending};
 
 use crate::cli::ProducerArgs;
+use crate::layout::KEY_BYTES;
 use crate::pacing::{BatchPlan, Clock, Pacer};
 use crate::stats::Recorder;
 
 /// While pacing, how often to look for acknowledgements between sends.
 const ACK_POLL_US: u64 = 100;
-
-/// Bytes of the timestamp key of every record.
-pub const KEY_BYTES: usize = 8;
 
 /// What one producer thread does.
 #[derive(Debug, Clone)]

@@ -1,5 +1,6 @@
 //! Every `unsafe` of the limits probe lives here: page-aligned buffers for O_DIRECT, sequential
-//! I/O through io_uring, and dropping a file's pages from the page cache.
+//! I/O through io_uring, sendfile, and dropping a file's pages from the page cache.
+#![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::File;
