@@ -124,7 +124,9 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
         if answers.len() < ANSWERS_IN_FLIGHT_MAX {
             match inbound.next_frame() {
                 Ok(Some((frame, frame_lease))) => {
-                    answers.push_back(handle(ctx, &order, frame, frame_lease).await);
+                    // Boxed: the handlers' futures are large, and a connection's own future
+                    // would otherwise carry room for them while it idles.
+                    answers.push_back(Box::pin(handle(ctx, &order, frame, frame_lease)).await);
                     continue;
                 }
                 Ok(None) => {}
@@ -242,7 +244,9 @@ async fn read_more(
             Err(_) => {}
         }
         // Nothing waiting: sleep until bytes (or the end of the stream) arrive. Peeking one byte
-        // takes nothing, so a wait abandoned for an answer or a timeout loses no input.
+        // takes nothing, so a wait abandoned for an answer or a timeout loses no input. An idle
+        // connection waits without a receive buffer (thousands of them cost little).
+        inbound.reader.release_if_empty();
         let mut probe = [0u8; 1];
         let readable = std::pin::pin!(stream.peek(&mut probe));
         let stop = std::pin::pin!(deadline_or_shutdown(ctx, inbound, between_requests, deadline));

@@ -84,6 +84,14 @@ impl FrameReader {
         self.buffer.len()
     }
 
+    /// Frees the buffer when it holds nothing: a connection idle between requests then holds
+    /// no receive memory (the next receive allocates again).
+    pub fn release_if_empty(&mut self) {
+        if self.buffer.is_empty() {
+            self.buffer = BytesMut::new();
+        }
+    }
+
     /// Appends bytes received from the peer.
     pub fn extend(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
@@ -224,6 +232,23 @@ mod tests {
         );
         // The two bytes of the next prefix stay buffered.
         assert_eq!(reader.buffered_len(), 2);
+    }
+
+    #[test]
+    fn an_empty_reader_gives_its_buffer_back_and_a_partial_frame_keeps_it() {
+        let mut reader = FrameReader::new(1024);
+        reader
+            .receive_from(&mut TrickleReader(&[0, 0, 0, 2, b'h', b'i'], 6))
+            .expect("receive");
+        assert!(matches!(reader.next_frame(), Ok(FrameStatus::Ready(_))));
+        reader.release_if_empty();
+        assert_eq!(reader.buffer.capacity(), 0);
+        reader
+            .receive_from(&mut TrickleReader(&[0, 0, 0, 2, b'h'], 5))
+            .expect("receive");
+        reader.release_if_empty();
+        assert_eq!(reader.buffered_len(), 5, "a partial frame stays");
+        assert!(reader.buffer.capacity() >= 5);
     }
 
     #[test]
