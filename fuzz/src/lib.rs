@@ -2,6 +2,11 @@
 //! version the broker advertises, fed to the request handlers in-process (no sockets) or to a
 //! live broker over TCP. Figures: frames per API, crashes, hangs, peak RSS.
 
+pub mod board;
+pub mod inproc;
+pub mod live;
 pub mod mutate;
+pub mod report;
 pub mod seeds;
 pub mod tokens;
+pub mod waits;

@@ -99,6 +99,31 @@ pub fn build(api: ApiKey, version: i16, variant: usize) -> Result<Seed> {
     })
 }
 
+/// Valid frames that give the seeds something to act on: the topics they name (three
+/// partitions each) and records in every partition.
+pub fn preparation() -> Result<Vec<Vec<u8>>> {
+    let topics = data::TOPICS
+        .iter()
+        .map(|name| {
+            create_topics_request::CreatableTopic::default()
+                .with_name(data::topic(name))
+                .with_num_partitions(3)
+                .with_replication_factor(1)
+        })
+        .collect();
+    let create = RequestKind::CreateTopics(
+        CreateTopicsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(5_000),
+    );
+    let mut frame = encode_header(ApiKey::CreateTopics, 5, 1)?.to_vec();
+    let mut body = BytesMut::new();
+    create.encode(&mut body, 5)?;
+    frame.extend_from_slice(&body);
+    let produce = build(ApiKey::Produce, 9, 0)?;
+    Ok(vec![frame, produce.frame.to_vec()])
+}
+
 /// The request header for (api, version), with a client id.
 pub fn encode_header(api: ApiKey, version: i16, correlation_id: i32) -> Result<Bytes> {
     let header = RequestHeader::default()
