@@ -27,6 +27,8 @@ pub struct BrokerShared {
     pub log_dir: PathBuf,
     pub cluster_id: String,
     pub shutdown: ShutdownSignal,
+    /// Memory for requests on their way in (`queued.max.request.bytes`).
+    pub request_memory: Arc<crate::request_memory::RequestMemory>,
     /// Opened once every shard has bound its listeners; shards accept only after it.
     pub start_gate: ShutdownSignal,
 }
@@ -48,6 +50,9 @@ pub type BrokerCtx = ShardContext<BrokerShard>;
 pub enum PartitionAccessError {
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
+    /// The request names this partition more than once where once is the rule (Produce).
+    #[error("partition named more than once in the request")]
+    NamedTwice,
     #[error(transparent)]
     Log(#[from] LogError),
     #[error(transparent)]
@@ -106,9 +111,10 @@ impl BrokerShard {
     }
 }
 
-/// The shard that owns `tp` in a broker running `shard_count` shards.
-pub fn owner_of(tp: &TopicPartition, shard_count: usize) -> ShardId {
-    shard_of_partition(&tp.topic, tp.partition, shard_count)
+/// The shard that owns `tp` in a broker running `shard_count` shards; `None` for a negative
+/// index, which a client may send but no partition has (so it never reaches the routing table).
+pub fn owner_of(tp: &TopicPartition, shard_count: usize) -> Option<ShardId> {
+    (tp.partition >= 0).then(|| shard_of_partition(&tp.topic, tp.partition, shard_count))
 }
 
 /// Runs `work` for every item on the shard that owns its partition: one message per shard,
@@ -127,12 +133,13 @@ where
 {
     let shard_count = ctx.shard_count();
     let mut by_shard: BTreeMap<ShardId, Vec<(usize, TopicPartition, T)>> = BTreeMap::new();
+    let mut results = Vec::with_capacity(items.len());
     let item_count = items.len();
     for (index, (tp, item)) in items.into_iter().enumerate() {
-        by_shard
-            .entry(owner_of(&tp, shard_count))
-            .or_default()
-            .push((index, tp, item));
+        match owner_of(&tp, shard_count) {
+            Some(shard) => by_shard.entry(shard).or_default().push((index, tp, item)),
+            None => results.push((index, tp, Err(PartitionAccessError::UnknownTopicOrPartition))),
+        }
     }
     let per_shard = handover_order(by_shard, ctx.id())
         .into_iter()
@@ -160,11 +167,7 @@ where
                 }
             }
         });
-    let mut results: Vec<_> = futures::future::join_all(per_shard)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
+    results.extend(futures::future::join_all(per_shard).await.into_iter().flatten());
     results.sort_unstable_by_key(|(index, _, _)| *index);
     assert_eq!(results.len(), item_count, "every item gets exactly one result");
     results.into_iter().map(|(_, tp, r)| (tp, r)).collect()

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::{select, Either};
@@ -23,10 +23,9 @@ use crate::broker::BrokerCtx;
 use crate::frame::{FrameError, FrameReader, FrameStatus};
 use crate::handlers::append_order::AppendOrder;
 use crate::handlers::{self, Outcome};
+use crate::request_memory::{BudgetTimedOut, Lease};
 use crate::send::Chunk;
 
-/// Kafka's `connections.max.idle.ms` default: idle or half-open connections are closed.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// Answers a connection may owe at once (requests read ahead while acks=all waits for a sync);
 /// past it the connection stops reading: back-pressure, not growth.
 const ANSWERS_IN_FLIGHT_MAX: usize = 16;
@@ -39,6 +38,10 @@ enum CloseReason {
     Truncated,
     #[error("idle for {0:?}")]
     Idle(Duration),
+    #[error("a request frame did not arrive whole within {0:?}")]
+    FrameTimedOut(Duration),
+    #[error(transparent)]
+    RequestMemory(#[from] BudgetTimedOut),
     #[error("shutting down")]
     Shutdown,
     #[error("bad frame: {0}")]
@@ -74,9 +77,44 @@ pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
 /// An answer on its way: `None` for a request that gets none (acks=0).
 type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Chunk>>, handlers::RequestError>>>>;
 
+/// What a connection has received and not yet handed to a handler, with the memory it holds.
+/// Owned by the connection's task.
+struct Inbound {
+    reader: FrameReader,
+    /// Covers the reader's buffer beyond the connection's allowance (`request_memory`).
+    lease: Lease,
+    /// When the first byte of the frame in progress arrived.
+    frame_started: Option<Instant>,
+    idle_timeout: Duration,
+    receive_timeout: Duration,
+}
+
+impl Inbound {
+    fn new(ctx: &Rc<BrokerCtx>) -> Inbound {
+        let config = &ctx.state.shared.config;
+        Inbound {
+            reader: FrameReader::new(config.socket_request_max_bytes as usize),
+            lease: Lease::new(ctx.state.shared.request_memory.clone()),
+            frame_started: None,
+            idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
+            receive_timeout: Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64),
+        }
+    }
+
+    /// The next whole frame, with the part of the lease that covers it (held until its answer
+    /// is done, so frames waiting in a handler count against the budget too).
+    fn next_frame(&mut self) -> Result<Option<(Bytes, Lease)>, FrameError> {
+        let FrameStatus::Ready(frame) = self.reader.next_frame()? else {
+            return Ok(None);
+        };
+        let frame_lease = self.lease.split_off(frame.len());
+        self.frame_started = (self.reader.buffered_len() > 0).then(Instant::now);
+        Ok(Some((frame, frame_lease)))
+    }
+}
+
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
-    let size_max = ctx.state.shared.config.socket_request_max_bytes as usize;
-    let mut reader = FrameReader::new(size_max);
+    let mut inbound = Inbound::new(ctx);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
     let order = AppendOrder::default();
     loop {
@@ -84,12 +122,12 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             return reason;
         }
         if answers.len() < ANSWERS_IN_FLIGHT_MAX {
-            match reader.next_frame() {
-                Ok(FrameStatus::Ready(frame)) => {
-                    answers.push_back(handle(ctx, &order, frame).await);
+            match inbound.next_frame() {
+                Ok(Some((frame, frame_lease))) => {
+                    answers.push_back(handle(ctx, &order, frame, frame_lease).await);
                     continue;
                 }
-                Ok(FrameStatus::NeedMore { .. }) => {}
+                Ok(None) => {}
                 Err(e) => return e.into(),
             }
         }
@@ -97,14 +135,14 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             if ctx.state.shared.shutdown.is_triggered() {
                 return CloseReason::Shutdown;
             }
-            read_more(ctx, stream, &mut reader).await
+            read_more(ctx, stream, &mut inbound).await
         } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
             write_answer(answers.next().await, stream, ctx).await
         } else {
             // A deferred answer is pending: read the next request meanwhile.
             let raced = {
                 let next_answer = answers.next();
-                let read = std::pin::pin!(read_more(ctx, stream, &mut reader));
+                let read = std::pin::pin!(read_more(ctx, stream, &mut inbound));
                 match select(next_answer, read).await {
                     Either::Left((answer, _)) => Err(answer),
                     Either::Right((read, _)) => Ok(read),
@@ -123,11 +161,13 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
 }
 
 /// Handles one request; its answer is ready now or later (acks=all), and is timed when ready.
-async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> Answer {
+/// `frame_lease` is given back when the answer is.
+async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes, frame_lease: Lease) -> Answer {
     let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
     let outcome = handlers::handle(ctx, order, frame).await;
     let ctx = ctx.clone();
     let timed = move |answer: Result<Option<Vec<Chunk>>, handlers::RequestError>| {
+        drop(frame_lease);
         ctx.state
             .metrics
             .observe_request(api_key, started.elapsed(), answer.is_ok());
@@ -177,16 +217,25 @@ async fn write_answer(
     }
 }
 
-/// Reads at least one byte more, or tells why the connection ends.
+/// Reads at least one byte more, or tells why the connection ends. The buffer grows only as
+/// far as the request memory budget allows; inside a frame, the wait for the rest (and for
+/// budget) ends at the frame's receive deadline.
 async fn read_more(
     ctx: &Rc<BrokerCtx>,
     stream: &mut TcpStream,
-    reader: &mut FrameReader,
+    inbound: &mut Inbound,
 ) -> Result<(), CloseReason> {
-    let between_requests = reader.buffered_len() == 0;
+    let between_requests = inbound.reader.buffered_len() == 0;
+    let deadline = match inbound.frame_started {
+        Some(started) if !between_requests => started + inbound.receive_timeout,
+        _ => Instant::now() + inbound.idle_timeout,
+    };
+    let needed = inbound.reader.buffered_len() + inbound.reader.receive_bytes_next();
+    inbound.lease.shrink_to(needed);
+    inbound.lease.cover(needed, deadline).await?;
     let mut socket = SocketNow(stream.as_raw_fd());
     let read = loop {
-        match reader.receive_from(&mut socket) {
+        match inbound.reader.receive_from(&mut socket) {
             Ok(read) => break read,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e.into()),
@@ -196,7 +245,7 @@ async fn read_more(
         // takes nothing, so a wait abandoned for an answer or a timeout loses no input.
         let mut probe = [0u8; 1];
         let readable = std::pin::pin!(stream.peek(&mut probe));
-        let stop = std::pin::pin!(idle_or_shutdown(ctx, between_requests));
+        let stop = std::pin::pin!(deadline_or_shutdown(ctx, inbound, between_requests, deadline));
         match select(readable, stop).await {
             Either::Left((readable, _)) => readable.map_err(std::io::Error::from)?,
             Either::Right((reason, _)) => return Err(reason),
@@ -208,6 +257,9 @@ async fn read_more(
         } else {
             CloseReason::Truncated
         });
+    }
+    if between_requests {
+        inbound.frame_started = Some(Instant::now());
     }
     Ok(())
 }
@@ -222,16 +274,23 @@ impl crate::frame::Receive for SocketNow {
 }
 
 /// Between requests a connection waits for the client, the idle timeout or shutdown; inside a
-/// partially received frame it waits for the rest, bounded by the same timeout.
-async fn idle_or_shutdown(ctx: &Rc<BrokerCtx>, between_requests: bool) -> CloseReason {
-    let idle = std::pin::pin!(glommio::timer::sleep(IDLE_TIMEOUT));
+/// partially received frame it waits for the rest until the frame's receive deadline.
+async fn deadline_or_shutdown(
+    ctx: &Rc<BrokerCtx>,
+    inbound: &Inbound,
+    between_requests: bool,
+    deadline: Instant,
+) -> CloseReason {
+    let timeout = std::pin::pin!(glommio::timer::sleep(
+        deadline.saturating_duration_since(Instant::now())
+    ));
     if !between_requests {
-        idle.await;
-        return CloseReason::Idle(IDLE_TIMEOUT);
+        timeout.await;
+        return CloseReason::FrameTimedOut(inbound.receive_timeout);
     }
     let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
-    match select(idle, stop).await {
-        Either::Left(_) => CloseReason::Idle(IDLE_TIMEOUT),
+    match select(timeout, stop).await {
+        Either::Left(_) => CloseReason::Idle(inbound.idle_timeout),
         Either::Right(_) => CloseReason::Shutdown,
     }
 }

@@ -9,6 +9,7 @@ use crate::broker::PartitionAccessError;
 pub fn partition_error_code(error: &PartitionAccessError) -> i16 {
     let code = match error {
         PartitionAccessError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        PartitionAccessError::NamedTwice => ResponseError::InvalidRequest,
         PartitionAccessError::ShardGone(_) => ResponseError::NotLeaderOrFollower,
         PartitionAccessError::Log(log) => log_error(log),
     };

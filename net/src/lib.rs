@@ -13,6 +13,7 @@ pub mod group;
 pub mod handlers;
 mod maintenance;
 pub mod metrics;
+pub mod request_memory;
 pub mod send;
 pub mod server;
 mod sys;

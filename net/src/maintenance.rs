@@ -30,6 +30,23 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
     }
 }
 
+/// How often shard 0 checks whether request memory has fallen after a peak.
+const MEMORY_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Hands memory freed after a burst of large requests back to the kernel. The allocator keeps
+/// freed memory for the next frames (see `sys::keep_freed_memory`), which is right under load but
+/// would leave the burst's peak resident for good once the load goes away. Runs on shard 0 only:
+/// the allocator is process-wide.
+pub async fn give_back_memory(ctx: Rc<BrokerCtx>) {
+    let memory = ctx.state.shared.request_memory.clone();
+    loop {
+        glommio::timer::sleep(MEMORY_CHECK_EVERY).await;
+        if memory.take_trim_due() {
+            crate::sys::release_freed_memory();
+        }
+    }
+}
+
 async fn flush_all(ctx: &Rc<BrokerCtx>) {
     for ((topic, partition), open) in ctx.state.partitions.all() {
         if open.durable_offset() >= open.log_end_offset() {

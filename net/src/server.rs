@@ -18,6 +18,7 @@ use laminar_engine::shard::{shard_of_partition, ShardGone, ShardRuntime};
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::request_memory::RequestMemory;
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,6 +72,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
+    let request_memory = RequestMemory::new(config.queued_max_request_bytes);
     let shared = Arc::new(BrokerShared {
         config,
         write_behind_unavailable,
@@ -79,6 +81,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         log_dir: log_dir.clone(),
         cluster_id,
         shutdown: ShutdownSignal::default(),
+        request_memory,
         start_gate: ShutdownSignal::default(),
     });
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -190,6 +193,8 @@ async fn shard_main(
         matches!(select(open, stop).await, Either::Left(_))
     };
     let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
+    let memory_trim =
+        (ctx.id() == 0).then(|| glommio::spawn_local(crate::maintenance::give_back_memory(ctx.clone())));
     let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
     if serving {
         accept_until_shutdown(&ctx, &listener).await;
@@ -197,6 +202,7 @@ async fn shard_main(
     drop(listener);
     drain_connections(&ctx).await;
     drop(background);
+    drop(memory_trim);
     drop(group_timers);
     for ((topic, partition), error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic, partition, %error, "partition did not close cleanly");

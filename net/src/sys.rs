@@ -91,6 +91,16 @@ pub fn keep_freed_memory() {
     }
 }
 
+/// Hands the free memory glibc's malloc holds back to the kernel (all arenas).
+pub fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; glibc documents it as safe
+    // to call at any time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 const IOV_MAX: usize = 1024;
 
 /// Whether [`recv_into`] waits for bytes.

@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod cli;
 pub mod http;
+pub mod process;
 pub mod rdkafka_client;
 pub mod wire;
 

@@ -47,8 +47,35 @@ impl<S: 'static> ShardContext<S> {
     }
 
     /// Runs `work` on `shard` with that shard's context and returns its result. Work for the
-    /// current shard runs inline, without a hop.
+    /// current shard runs inline, without a hop. The work runs to its end even if the caller
+    /// stops waiting (an append must not stop half-way).
     pub async fn submit_to<R, F, Fut>(self: &Rc<Self>, shard: ShardId, work: F) -> Result<R, ShardGone>
+    where
+        F: FnOnce(Rc<ShardContext<S>>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+        R: Send + 'static,
+    {
+        self.submit(shard, work, WhenAbandoned::Finish).await
+    }
+
+    /// As [`Self::submit_to`], for work that only waits for something (a long-poll fetch): once
+    /// the caller drops the returned future, the work on the other shard is dropped at its next
+    /// await, so an abandoned wait leaves nothing behind there.
+    pub async fn submit_wait_to<R, F, Fut>(self: &Rc<Self>, shard: ShardId, work: F) -> Result<R, ShardGone>
+    where
+        F: FnOnce(Rc<ShardContext<S>>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+        R: Send + 'static,
+    {
+        self.submit(shard, work, WhenAbandoned::Drop).await
+    }
+
+    async fn submit<R, F, Fut>(
+        self: &Rc<Self>,
+        shard: ShardId,
+        work: F,
+        when_abandoned: WhenAbandoned,
+    ) -> Result<R, ShardGone>
     where
         F: FnOnce(Rc<ShardContext<S>>) -> Fut + Send + 'static,
         Fut: Future<Output = R> + 'static,
@@ -58,10 +85,23 @@ impl<S: 'static> ShardContext<S> {
         if shard == self.id {
             return Ok(work(self.clone()).await);
         }
-        let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
+        let (mut reply_tx, reply_rx) = futures::channel::oneshot::channel();
         let job: Job<S> = Box::new(move |ctx| {
             Box::pin(async move {
-                let _ = reply_tx.send(work(ctx).await);
+                let result = match when_abandoned {
+                    WhenAbandoned::Finish => Some(work(ctx).await),
+                    WhenAbandoned::Drop => {
+                        let work = std::pin::pin!(work(ctx));
+                        let abandoned = std::pin::pin!(reply_tx.cancellation());
+                        match futures::future::select(work, abandoned).await {
+                            futures::future::Either::Left((result, _)) => Some(result),
+                            futures::future::Either::Right(_) => None,
+                        }
+                    }
+                };
+                if let Some(result) = result {
+                    let _ = reply_tx.send(result);
+                }
             })
         });
         self.senders[shard]
@@ -70,6 +110,15 @@ impl<S: 'static> ShardContext<S> {
             .map_err(|_| ShardGone(shard))?;
         reply_rx.await.map_err(|_| ShardGone(shard))
     }
+}
+
+/// What cross-shard work does when its caller stops waiting for the result.
+#[derive(Debug, Clone, Copy)]
+enum WhenAbandoned {
+    /// Run to the end (work with effects).
+    Finish,
+    /// Stop at the next await (work that only waits).
+    Drop,
 }
 
 /// How to start the shards.
@@ -281,5 +330,59 @@ mod tests {
         let mut answers = answers.lock().unwrap().clone();
         answers.sort_unstable();
         assert_eq!(answers, vec![(0, 0), (1, 1)]);
+    }
+
+    /// Sets its flag when dropped: tells whether a wait on another shard was let go.
+    struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn an_abandoned_wait_on_another_shard_ends_there_and_finishing_work_does_not() {
+        let config = ShardRuntimeConfig {
+            shard_count: 2,
+            pin: false,
+            spin_before_park: None,
+        };
+        let runtime = ShardRuntime::start(
+            config,
+            |_| (),
+            |ctx: Rc<ShardContext<()>>| async move {
+                if ctx.id() != 0 {
+                    return;
+                }
+                let ended = |submit_wait: bool| {
+                    let ctx = ctx.clone();
+                    async move {
+                        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                        let flag = DropFlag(dropped.clone());
+                        let forever = move |_there| async move {
+                            let _flag = flag;
+                            glommio::timer::sleep(Duration::from_millis(300)).await;
+                        };
+                        let wait: LocalFuture = if submit_wait {
+                            Box::pin(async move { ctx.submit_wait_to(1, forever).await.unwrap() })
+                        } else {
+                            Box::pin(async move { ctx.submit_to(1, forever).await.unwrap() })
+                        };
+                        let abandoned = glommio::timer::sleep(Duration::from_millis(20));
+                        futures::future::select(wait, Box::pin(abandoned)).await;
+                        glommio::timer::sleep(Duration::from_millis(50)).await;
+                        dropped.load(Ordering::SeqCst)
+                    }
+                };
+                assert!(
+                    ended(true).await,
+                    "submit_wait_to: the work ended with its caller"
+                );
+                assert!(!ended(false).await, "submit_to: the work runs to its end");
+            },
+        )
+        .unwrap();
+        runtime.join().unwrap();
     }
 }

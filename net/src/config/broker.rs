@@ -32,6 +32,11 @@ pub struct BrokerConfig {
     pub delete_topic_enable: bool,
     pub message_max_bytes: u32,
     pub socket_request_max_bytes: u32,
+    pub fetch_max_bytes: u32,
+    /// `queued.max.request.bytes`; `usize::MAX` for -1 (no bound).
+    pub queued_max_request_bytes: usize,
+    pub connections_max_idle_ms: i64,
+    pub laminar_request_receive_timeout_ms: i64,
     pub compression_type: CompressionType,
     pub log_segment_bytes: u32,
     pub log_roll_ms: i64,
@@ -345,6 +350,10 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         delete_topic_enable: v.parsed("delete.topic.enable", parse_bool)?,
         message_max_bytes: narrow("message.max.bytes", v.int("message.max.bytes")?),
         socket_request_max_bytes: narrow("socket.request.max.bytes", v.int("socket.request.max.bytes")?),
+        fetch_max_bytes: narrow("fetch.max.bytes", v.int("fetch.max.bytes")?),
+        queued_max_request_bytes: queued_max_request_bytes(&v)?,
+        connections_max_idle_ms: v.int("connections.max.idle.ms")?,
+        laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
         compression_type: v.parsed("compression.type", CompressionType::parse)?,
         log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),
         log_roll_ms,
@@ -398,6 +407,23 @@ fn hours_to_ms(name: &str, hours: i64) -> Result<i64, ConfigError> {
         value: hours.to_string(),
         reason: "too large once converted to milliseconds".to_string(),
     })
+}
+
+/// `queued.max.request.bytes`, which must leave room for the largest frame (as Kafka requires).
+fn queued_max_request_bytes(v: &Values<'_>) -> Result<usize, ConfigError> {
+    let queued = v.int("queued.max.request.bytes")?;
+    let frame_max = v.int("socket.request.max.bytes")?;
+    if queued == -1 {
+        return Ok(usize::MAX);
+    }
+    if queued < frame_max {
+        return Err(ConfigError::Rejected {
+            key: "queued.max.request.bytes".to_string(),
+            value: queued.to_string(),
+            reason: format!("must be -1 or at least socket.request.max.bytes ({frame_max})"),
+        });
+    }
+    Ok(usize::try_from(queued).unwrap_or(usize::MAX))
 }
 
 /// Advertised listeners must name listeners that exist.

@@ -91,6 +91,22 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Largest record batch accepted, after compression."),
     key("socket.request.max.bytes", Fixed("104857600"), POSITIVE_I32, &[],
         "Largest request frame accepted; a larger frame closes the connection."),
+    key("fetch.max.bytes", Fixed("57671680"), Kind::Int { min: 1024, max: I32_MAX }, &[],
+        "Most record bytes one fetch answer carries over all its partitions (a first batch \
+         larger than that still comes whole, so a consumer progresses); a request asking for \
+         more gets this."),
+    key("queued.max.request.bytes", Fixed("536870912"),
+        Kind::IntOrUnlimited { min: 1, max: i64::MAX }, &[],
+        "Memory all connections together may hold for requests being received or waiting for \
+         their handler, beyond 64 KiB per connection; at the bound, connections that need more \
+         stop reading until memory is freed. At least socket.request.max.bytes; -1: no bound \
+         (Kafka's default; Laminar's is 512 MiB)."),
+    key("connections.max.idle.ms", Fixed("600000"), POSITIVE, &[],
+        "A connection with no request for this long is closed."),
+    key("laminar.request.receive.timeout.ms", Fixed("30000"), POSITIVE, &[],
+        "A request frame must arrive whole within this time of its first byte, or the \
+         connection is closed and the frame's memory freed (a stalled sender holds nothing \
+         for long). Kafka clients give up on a request after request.timeout.ms (30 s) anyway."),
     key("compression.type", Fixed("producer"), Kind::Choice(CompressionType::NAMES), &[],
         "Default compression of stored batches; producer keeps what the producer sent."),
     key("log.segment.bytes", Fixed("1073741824"), Kind::Int { min: 14, max: I32_MAX }, &[],
@@ -259,7 +275,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ("group.max.size", "not implemented"),
     ("replica.lag.time.max.ms", "not implemented"),
     ("auto.leader.rebalance.enable", "not implemented"),
-    ("connections.max.idle.ms", "not implemented"),
     ("max.connections", "not implemented"),
     ("max.connections.per.ip", "not implemented"),
     ("metadata.log.dir", "metadata lives under log.dirs"),

@@ -85,9 +85,9 @@ pub async fn append(
                 ResponseError::InvalidCommitOffsetSize
             }
             PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
-            PartitionAccessError::UnknownTopicOrPartition | PartitionAccessError::ShardGone(_) => {
-                ResponseError::CoordinatorNotAvailable
-            }
+            PartitionAccessError::UnknownTopicOrPartition
+            | PartitionAccessError::NamedTwice
+            | PartitionAccessError::ShardGone(_) => ResponseError::CoordinatorNotAvailable,
         }
     })
 }

@@ -65,10 +65,11 @@ impl AppendOrder {
         if last.len() > REMEMBERED_MAX {
             last.retain(|_, done| !done.done.get());
         }
+        // A partition named twice in one request must not make the request wait for itself.
         let before = partitions
             .into_iter()
             .filter_map(|tp| last.insert(tp.clone(), mine.clone()))
-            .filter(|earlier| !earlier.done.get())
+            .filter(|earlier| !earlier.done.get() && !Rc::ptr_eq(earlier, &mine))
             .collect();
         Turn { before, mine }
     }
@@ -134,6 +135,17 @@ mod tests {
         assert!(waiting.as_mut().poll(&mut cx).is_pending());
         drop(first);
         assert!(waiting.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_request_naming_a_partition_twice_does_not_wait_for_itself() {
+        let order = AppendOrder::default();
+        let twice = order.take_turn(&[tp("t", 0), tp("t", 0)]);
+        assert!(twice.wait().now_or_never().is_some());
+        let next = order.take_turn(&[tp("t", 0)]);
+        assert!(next.wait().now_or_never().is_none(), "behind `twice`");
+        drop(twice);
+        assert!(next.wait().now_or_never().is_some());
     }
 
     #[test]

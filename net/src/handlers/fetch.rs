@@ -34,10 +34,13 @@ type Reads = Vec<(
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchAnswer {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let min_bytes = request.min_bytes.max(0) as usize;
+    // The broker's fetch.max.bytes bounds every answer (as Kafka's does), so none nears the
+    // 2 GiB a frame size can express, whatever the client asked.
+    let broker_max_bytes = ctx.state.shared.config.fetch_max_bytes as usize;
     let max_bytes = if version >= 3 {
-        request.max_bytes.max(0) as usize
+        (request.max_bytes.max(0) as usize).min(broker_max_bytes)
     } else {
-        usize::MAX
+        broker_max_bytes
     };
     let wanted = items_by_partition(
         &request.topics,
@@ -68,8 +71,22 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
             let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
             return respond(results, request.isolation_level);
         }
-        wait_for_appends(ctx, &wanted, deadline).await;
+        wait_for_appends(ctx, &read_up_to(&wanted, &results), deadline).await;
     }
+}
+
+/// For each readable partition, the offset the wait must see the log grow past: what this pass
+/// already read up to (its high watermark), so that a fetch short of `min_bytes` sleeps until
+/// new data arrives instead of re-reading the same bytes.
+fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(TopicPartition, i64)> {
+    wanted
+        .iter()
+        .zip(results)
+        .filter_map(|((tp, want), (_, read))| {
+            let read = read.as_ref().ok()?;
+            Some((tp.clone(), want.offset.max(read.high_watermark)))
+        })
+        .collect()
 }
 
 async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) -> Reads {
@@ -116,15 +133,18 @@ async fn fit_to_budget(
     results
 }
 
-/// Returns when any wanted partition grows past its fetch offset, or at the deadline.
-async fn wait_for_appends(ctx: &Rc<BrokerCtx>, wanted: &[(TopicPartition, Wanted)], deadline: Instant) {
+/// Returns when any watched partition's high watermark passes its offset, or at the deadline.
+/// The waits on other shards end with this future (`submit_wait_to`): a long poll that returns
+/// leaves no waiter behind, and a waiting one costs no CPU.
+async fn wait_for_appends(ctx: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)], deadline: Instant) {
     let shard_count = ctx.shard_count();
-    let waits = wanted.iter().map(|(tp, want)| {
-        let (tp, offset) = (tp.clone(), want.offset);
+    let waits = watched.iter().filter_map(|(tp, offset)| {
+        let (tp, offset) = (tp.clone(), *offset);
+        let shard = owner_of(&tp, shard_count)?;
         let ctx = ctx.clone();
-        Box::pin(async move {
+        Some(Box::pin(async move {
             let _ = ctx
-                .submit_to(owner_of(&tp, shard_count), move |there| async move {
+                .submit_wait_to(shard, move |there| async move {
                     let Ok(partition) = there.state.partition(&tp).await else {
                         return;
                     };
@@ -144,14 +164,16 @@ async fn wait_for_appends(ctx: &Rc<BrokerCtx>, wanted: &[(TopicPartition, Wanted
                     }
                 })
                 .await;
-        })
+        }))
     });
     let waits: Vec<_> = waits.collect();
+    let shutdown = std::pin::pin!(ctx.state.shared.shutdown.wait());
     if waits.is_empty() {
-        glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
+        let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
+        select(std::pin::pin!(timeout), shutdown).await;
         return;
     }
-    select_all(waits).await;
+    select(select_all(waits), shutdown).await;
 }
 
 /// Builds the answer from reads already within the byte limits.

@@ -41,12 +41,12 @@ pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest)
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
         return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
     }
-    let items = items_by_partition(
+    let items = refuse_partitions_named_twice(items_by_partition(
         &request.topic_data,
         |t| (t.name.as_str(), t.partition_data.as_slice()),
-        |p| (p.index, p.records.clone()),
-    );
-    let turn = order.take_turn(items.iter().map(|(tp, _)| tp));
+        |p| (p.index, Ok(p.records.clone())),
+    ));
+    let turn = order.take_turn(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
     let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
     let ctx = ctx.clone();
     Produced::Pending(Box::pin(async move {
@@ -54,7 +54,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest)
         let now_ms = now_ms();
         let results = on_owning_shards(&ctx, items, move |there, tp, records| async move {
             let records =
-                records.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
+                records?.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
                     needed: HEADER_LEN,
                     available: 0,
                 })))?;
@@ -69,6 +69,26 @@ pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest)
             _ => Some(answer(results)),
         }
     }))
+}
+
+/// A partition's records as the request gave them, or why they are refused before any append.
+type ProduceItem = Result<Option<Bytes>, PartitionAccessError>;
+
+/// Every entry of a partition named more than once is refused with INVALID_REQUEST and none is
+/// appended: which of them the client meant is unknowable (Kafka keeps the last silently).
+fn refuse_partitions_named_twice(
+    mut items: Vec<(TopicPartition, ProduceItem)>,
+) -> Vec<(TopicPartition, ProduceItem)> {
+    let mut seen = std::collections::HashMap::with_capacity(items.len());
+    for (tp, _) in &items {
+        *seen.entry(tp.clone()).or_insert(0usize) += 1;
+    }
+    for (tp, item) in &mut items {
+        if seen[tp] > 1 {
+            *item = Err(PartitionAccessError::NamedTwice);
+        }
+    }
+    items
 }
 
 type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessError>)>;
