@@ -356,24 +356,19 @@ impl Fuzzer {
 
     /// Handles one frame on a task of its own, beating while it waits. `None`: a hang.
     async fn handle(&mut self, order: &Rc<AppendOrder>, frame: Vec<u8>) -> Option<Outcome> {
-        let allowed = self.waits.allowed(&frame);
+        let (bound, parks) = crate::waits::deadline(self.args.hang, self.waits.allowed(&frame));
         let started = Instant::now();
         let mut task = glommio::spawn_local(handle_frame(self.ctx.clone(), order.clone(), frame));
         loop {
-            let tick = std::pin::pin!(glommio::timer::sleep(Duration::from_millis(100)));
+            let tick = std::pin::pin!(glommio::timer::sleep(Duration::from_millis(50)));
             match select(&mut task, tick).await {
                 Either::Left((outcome, _)) => return Some(outcome),
                 Either::Right(_) => self.board.beat(),
             }
-            let waited = started.elapsed();
-            // A request left waiting keeps running, as it would for a client that moved on.
-            if waited > self.args.hang && allowed > self.args.hang {
+            if started.elapsed() > bound {
+                // Left running, as for a client that moved on.
                 task.detach();
-                return Some(Outcome::Parked);
-            }
-            if waited > self.args.hang + allowed {
-                task.detach();
-                return None;
+                return parks.then_some(Outcome::Parked);
             }
         }
     }

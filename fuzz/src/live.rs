@@ -5,6 +5,7 @@
 //! a size prefix that lies, then the write side is shut: the broker must close. When the broker
 //! stops accepting connections, the frame sent last killed it.
 
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ use crate::waits::Waits;
 
 /// Correlation id of the ping that follows each frame.
 const PING_ID: i32 = 0x5049_4e47;
+/// Frames saved when the broker is lost (see `run`).
+const SUSPECTS: usize = 3;
 /// Every this many frames one is sent with a size prefix that lies.
 const RAW_FRAMING_EVERY: u64 = 50;
 
@@ -61,10 +64,13 @@ pub fn run(options: &Options) -> Result<Report> {
         .iter()
         .map(|f| report::read_frame(f))
         .collect::<Result<Vec<_>>>()?;
+    prepare(addr, options.hang)?;
     let mut report = Report::default();
     let mut waits = Waits::default();
     let mut connection: Option<TcpStream> = None;
-    let mut last: Option<Sent> = None;
+    // A dying broker may still accept a connection or two while it prints its backtrace, so a
+    // crash is blamed on the frame sent last and the two before it are saved beside it.
+    let mut recent: VecDeque<Sent> = VecDeque::with_capacity(SUSPECTS);
     let total = regressions.len() as u64 + options.frames;
     for index in 0..total {
         let sent = frame(&mutator, options.seed, &regressions, index);
@@ -73,7 +79,7 @@ pub fn run(options: &Options) -> Result<Report> {
             match connect(addr, options.hang) {
                 Ok(stream) => connection = Some(stream),
                 Err(e) => {
-                    broker_lost(&mut report, options, last.as_ref(), &e.to_string())?;
+                    broker_lost(&mut report, options, &recent, &e.to_string())?;
                     break;
                 }
             }
@@ -97,10 +103,13 @@ pub fn run(options: &Options) -> Result<Report> {
                 connection = None;
             }
         }
-        last = Some(sent);
+        if recent.len() == SUSPECTS {
+            recent.pop_front();
+        }
+        recent.push_back(sent);
         if (index + 1) % options.check_every == 0 || index + 1 == total {
             if let Err(e) = health_check(addr, options.hang) {
-                broker_lost(&mut report, options, last.as_ref(), &e.to_string())?;
+                broker_lost(&mut report, options, &recent, &e.to_string())?;
                 break;
             }
         }
@@ -137,16 +146,24 @@ fn frame(mutator: &Mutator, seed: u64, regressions: &[Vec<u8>], index: u64) -> S
 }
 
 /// The broker refused a connection or stopped answering: a crash (refused) or a hang, blamed
-/// on the frame sent last.
-fn broker_lost(report: &mut Report, options: &Options, last: Option<&Sent>, why: &str) -> Result<()> {
+/// on the frame sent last; the frames before it are saved as `suspect-*` files.
+fn broker_lost(report: &mut Report, options: &Options, recent: &VecDeque<Sent>, why: &str) -> Result<()> {
     let kind = if why.contains("refused") { "crash" } else { "hang" };
-    match last {
-        Some(sent) => record(report, options, kind, sent, why),
-        None => Err(anyhow::anyhow!(
-            "the broker at {} cannot be reached: {why}",
-            options.broker
-        )),
+    let Some(last) = recent.back() else {
+        anyhow::bail!("the broker at {} cannot be reached: {why}", options.broker);
+    };
+    for sent in recent.iter().take(recent.len() - 1) {
+        let suspect = Finding {
+            kind: "suspect",
+            api: sent.api,
+            version: sent.version,
+            index: sent.index,
+            how: sent.how.clone(),
+            file: None,
+        };
+        report::save_frame(&options.out, &suspect, &sent.frame)?;
     }
+    record(report, options, kind, last, why)
 }
 
 fn record(report: &mut Report, options: &Options, kind: &'static str, sent: &Sent, why: &str) -> Result<()> {
@@ -179,7 +196,8 @@ fn exchange(stream: &mut TcpStream, frame: &[u8], hang: Duration, allowed: Durat
     if stream.write_all(&wire).is_err() {
         return Some(Outcome::Closed);
     }
-    let deadline = Instant::now() + hang + allowed.min(hang);
+    let (bound, parks) = crate::waits::deadline(hang, allowed);
+    let deadline = Instant::now() + bound;
     let mut answers = 0;
     loop {
         match read_frame(stream, deadline) {
@@ -192,8 +210,7 @@ fn exchange(stream: &mut TcpStream, frame: &[u8], hang: Duration, allowed: Durat
             }
             Got::Frame(_) => answers += 1,
             Got::Closed => return Some(Outcome::Closed),
-            Got::TimedOut if allowed > hang => return Some(Outcome::Parked),
-            Got::TimedOut => return None,
+            Got::TimedOut => return parks.then_some(Outcome::Parked),
         }
     }
 }
@@ -233,6 +250,18 @@ fn ping() -> Vec<u8> {
     let mut wire = (header.len() as i32).to_be_bytes().to_vec();
     wire.extend_from_slice(&header);
     wire
+}
+
+/// Sends the valid frames that create the seeds' topics and fill their partitions (answers
+/// such as "topic exists" are fine: the broker may have served a run before).
+fn prepare(addr: SocketAddr, bound: Duration) -> Result<()> {
+    let mut stream = connect(addr, bound).context("connecting to prepare the topics")?;
+    for frame in seeds::preparation()? {
+        if exchange(&mut stream, &frame, bound, Duration::ZERO) != Some(Outcome::Answered) {
+            anyhow::bail!("the broker did not answer a valid preparation request");
+        }
+    }
+    Ok(())
 }
 
 /// A fresh connection gets an answer to ApiVersions within the bound.

@@ -37,6 +37,8 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Prints a saved frame (a *.hex file) decoded: its header and request.
+    Show { file: PathBuf },
     /// The worker of `inproc` (started by it).
     #[command(hide = true)]
     InprocWorker {
@@ -123,6 +125,17 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
                 broker_pid,
             };
             Ok(("live", live::run(&options)?))
+        }
+        Command::Show { file } => {
+            let frame = laminar_fuzz::report::read_frame(&file)?;
+            println!("{} bytes: {}", frame.len(), laminar_fuzz::report::hex(&frame));
+            match laminar_fuzz::waits::decode_frame(&frame) {
+                Ok((header, request, trailing)) => {
+                    println!("{header:?}\n{request:#?}\n{trailing} bytes after the body")
+                }
+                Err(e) => println!("does not decode: {e}"),
+            }
+            std::process::exit(0)
         }
         Command::InprocWorker {
             board,

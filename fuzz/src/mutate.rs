@@ -282,9 +282,7 @@ fn partition_value(rng: &mut SmallRng) -> i32 {
 
 /// Waits stay under the hang bound: a longer wait would be the broker doing as told.
 fn wait_value(rng: &mut SmallRng) -> i32 {
-    *[-1, 0, 1, 10, 250, 1000, i32::MIN]
-        .choose(rng)
-        .expect("non-empty")
+    *[-1, 0, 1, 10, 50, 300, i32::MIN].choose(rng).expect("non-empty")
 }
 
 /// Boundary uvarints, some overlong or unterminated.
@@ -327,7 +325,7 @@ fn length_edit(seed: &Seed, rng: &mut SmallRng) -> (&'static str, Vec<Edit>) {
         return int_edit(seed, rng);
     };
     if rng.gen_bool(0.3) {
-        if let Some(payload) = seed.tokens.get(index + 1).filter(|p| p.at.len() > 0) {
+        if let Some(payload) = seed.tokens.get(index + 1).filter(|p| !p.at.is_empty()) {
             let cut = rng.gen_range(payload.at.start..payload.at.end);
             return (
                 "payload-cut",

@@ -62,6 +62,9 @@ pub struct Recorder {
     limit: i64,
 }
 
+/// The longest varint (a varlong's 10 bytes).
+const VARINT_BYTES_MAX: usize = 10;
+
 /// Counts above this are refused by a guarded recorder.
 pub const GUARD_LIMIT: i64 = 1 << 24;
 
@@ -160,13 +163,15 @@ impl Buf for Recorder {
     }
 
     /// Unsigned varints are read a byte at a time: consecutive bytes continue one varint while
-    /// the previous byte has its high bit set.
+    /// the previous byte has its high bit set, up to the longest varint (a decoder stops there,
+    /// high bit or not, and the next byte starts a new field).
     fn try_get_u8(&mut self) -> Result<u8, bytes::TryGetError> {
         let byte = self.bytes.try_get_u8()?;
         let bits = i64::from(byte & 0x7f);
         match self.reads.last_mut() {
-            Some(last) if self.varint_open => {
-                last.value |= bits << (7 * last.at.len());
+            Some(last) if self.varint_open && last.at.len() < VARINT_BYTES_MAX => {
+                // Bits beyond 63 are dropped: the value only steers mutations.
+                last.value |= bits.checked_shl(7 * last.at.len() as u32).unwrap_or(0);
                 last.at.end += 1;
                 if last.value > self.limit {
                     return Err(refused(1));
@@ -241,6 +246,14 @@ pub fn mark_tagged_sections(tokens: &mut [Token]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unterminated_varints_are_cut_at_the_longest_varint() {
+        let mut recorder = Recorder::new(Bytes::from(vec![0xff; 25]));
+        while recorder.try_get_u8().is_ok() {}
+        let lengths: Vec<usize> = recorder.into_tokens().iter().map(|t| t.at.len()).collect();
+        assert_eq!(lengths, vec![10, 10, 5]);
+    }
     use kafka_protocol::messages::{GroupId, HeartbeatRequest};
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 

@@ -12,6 +12,20 @@ use kafka_protocol::protocol::Decodable;
 use crate::seeds::{decodable_body, decode_recorded, header_version};
 use crate::tokens::Recorder;
 
+/// A request allowed to wait longer than the hang bound is not waited for past this: it is
+/// left running ("parked"), as by a client that moved on, and the run goes on.
+pub const PARK_AFTER: Duration = Duration::from_millis(50);
+
+/// How long to wait for an answer to a frame allowed `allowed`, and whether running out of it
+/// parks the frame (`true`) or is a hang.
+pub fn deadline(hang: Duration, allowed: Duration) -> (Duration, bool) {
+    if allowed > hang {
+        (PARK_AFTER, true)
+    } else {
+        (hang + allowed, false)
+    }
+}
+
 /// The longest group timeout any JoinGroup sent so far asked for: a SyncGroup or JoinGroup may
 /// wait on other members that long.
 #[derive(Debug, Default)]
@@ -43,18 +57,26 @@ impl Waits {
     }
 }
 
-/// The request in `frame`, decoded as the broker would, without trusting its counts.
 fn decode(frame: &[u8]) -> Option<RequestKind> {
+    decode_frame(frame).ok().map(|(_, request, _)| request)
+}
+
+/// The header and request in `frame`, decoded as the broker does (bytes after the body are
+/// ignored: their count is the third value).
+pub fn decode_frame(frame: &[u8]) -> anyhow::Result<(RequestHeader, RequestKind, usize)> {
     if frame.len() < 4 {
-        return None;
+        anyhow::bail!("{} bytes: no header", frame.len());
     }
-    let api = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()?;
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let api = ApiKey::try_from(key).map_err(|_| anyhow::anyhow!("unknown api key {key}"))?;
     let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let mut header = Recorder::guarded(Bytes::copy_from_slice(frame));
-    RequestHeader::decode(&mut header, header_version(api, version)).ok()?;
-    let body_at = frame.len() - header.left();
+    let mut header_buf = Recorder::new(Bytes::copy_from_slice(frame));
+    let header = RequestHeader::decode(&mut header_buf, header_version(api, version))?;
+    let body_at = frame.len() - header_buf.left();
     let (body, decode_version) = decodable_body(api, version, &frame[body_at..]);
-    decode_recorded(api, &mut Recorder::guarded(body), decode_version).ok()
+    let mut body_buf = Recorder::new(body);
+    let request = decode_recorded(api, &mut body_buf, decode_version)?;
+    Ok((header, request, body_buf.left()))
 }
 
 #[cfg(test)]
@@ -66,16 +88,16 @@ mod tests {
     fn fetch_may_wait_as_asked_and_group_requests_as_long_as_any_join_asked() {
         let mut waits = Waits::default();
         let fetch = build(ApiKey::Fetch, 11, 0).unwrap();
-        assert_eq!(waits.allowed(&fetch.frame), Duration::from_millis(100));
+        assert_eq!(waits.allowed(&fetch.frame), Duration::from_millis(20));
         let sync = build(ApiKey::SyncGroup, 3, 0).unwrap();
         assert_eq!(waits.allowed(&sync.frame), Duration::ZERO);
         let join = build(ApiKey::JoinGroup, 5, 0).unwrap();
         assert_eq!(
             waits.allowed(&join.frame),
-            Duration::from_secs(10),
+            Duration::from_secs(6),
             "its session timeout"
         );
-        assert_eq!(waits.allowed(&sync.frame), Duration::from_secs(10));
+        assert_eq!(waits.allowed(&sync.frame), Duration::from_secs(6));
         let produce = build(ApiKey::Produce, 9, 1).unwrap();
         assert_eq!(waits.allowed(&produce.frame), Duration::ZERO);
         assert_eq!(

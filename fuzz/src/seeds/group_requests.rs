@@ -59,7 +59,7 @@ pub fn join_group(version: i16, variant: usize, marks: &Marks) -> JoinGroupReque
         .collect();
     let mut request = JoinGroupRequest::default()
         .with_group_id(GroupId(s(GROUP)))
-        .with_session_timeout_ms(10_000)
+        .with_session_timeout_ms(6_000)
         .with_member_id(s(if variant == 1 { MEMBER } else { "" }))
         .with_protocol_type(s("consumer"))
         .with_protocols(protocols);

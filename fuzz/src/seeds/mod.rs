@@ -28,7 +28,7 @@ pub struct Marks {
 
 pub const PLAIN: Marks = Marks {
     partitions: [0, 1, 2],
-    wait_ms: 100,
+    wait_ms: 20,
 };
 
 const MARKED: Marks = Marks {
