@@ -20,6 +20,8 @@ use crate::config::BrokerConfig;
 /// single-writer discipline).
 pub struct BrokerShared {
     pub config: BrokerConfig,
+    /// The exclusive lock on every log dir, held for the broker's lifetime.
+    pub log_dir_locks: Vec<crate::log_dir_lock::LogDirLock>,
     /// Why write-behind, though configured, does not run (its io_uring could not be created).
     pub write_behind_unavailable: Option<String>,
     pub metadata: MetadataStore,

@@ -25,6 +25,10 @@ fn log_error(error: &LogError) -> ResponseError {
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         LogError::Closed => ResponseError::NotLeaderOrFollower,
+        // Retriable, and logged where it began and ended rather than for every request: a
+        // full log dir (the engine), no descriptor to open the partition (its shard).
+        LogError::Exhausted(_) => ResponseError::KafkaStorageError,
+        other if other.is_out_of_descriptors() => ResponseError::KafkaStorageError,
         other => {
             tracing::error!(error = %other, "storage failure");
             ResponseError::KafkaStorageError

@@ -51,6 +51,10 @@ pub struct FrameReader {
 const READ_BYTES_MIN: usize = 64 * 1024;
 /// Bytes asked of the socket per read at most (bounds the memory reserved ahead of a huge frame).
 const READ_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Room reserved ahead for a frame regardless of how much of it has arrived: a whole ordinary
+/// produce request (Kafka clients' `max.request.size` is 1 MiB) lands in one buffer without
+/// being copied as it grows. Beyond it, the buffer at most doubles per read.
+const RESERVE_AHEAD_BYTES: usize = 2 * 1024 * 1024;
 
 /// A byte source a [`FrameReader`] receives from, straight into its buffer's spare capacity.
 pub trait Receive {
@@ -86,14 +90,15 @@ impl FrameReader {
     }
 
     /// Bytes the next [`Self::receive_from`] asks for: what the frame in progress still needs,
-    /// within the per-read bounds, and at most what is already buffered (at least
-    /// `READ_BYTES_MIN`). The buffer then grows with what the peer has sent, not with what its
-    /// size prefix announced: a peer that announces 100 MB and stalls holds kilobytes.
+    /// within the per-read bounds, and at most what is already buffered or
+    /// `RESERVE_AHEAD_BYTES`, whichever is more. Past that, the buffer grows with what the peer
+    /// has sent, not with what its size prefix announced: a peer that announces 100 MB and
+    /// stalls holds about 2 MiB.
     pub fn receive_bytes_next(&self) -> usize {
         self.next_frame_missing()
             .unwrap_or_default()
             .clamp(READ_BYTES_MIN, READ_BYTES_MAX)
-            .min(self.buffer.len().max(READ_BYTES_MIN))
+            .min(self.buffer.len().max(RESERVE_AHEAD_BYTES))
     }
 
     /// Receives once from `source`, asking for [`Self::receive_bytes_next`] bytes; returns the
@@ -284,10 +289,30 @@ mod tests {
             assert!(reader.receive_from(&mut source).expect("receive") > 0);
         }
         assert_eq!(reader.buffered_len(), 0);
-        // the reader asks for what the frame still needs, within the per-read bounds, and at
-        // most what it already holds: the buffer grows with what arrived, not with the prefix
-        assert_eq!(source.1[..4], [READ_BYTES_MIN, READ_BYTES_MIN, 100_000, 150_000]);
+        // the reader asks for what the frame still needs, within the per-read bounds
+        assert_eq!(source.1[..2], [READ_BYTES_MIN, wire.len() - 50_000]);
         assert!(source.1.iter().all(|asked| *asked >= READ_BYTES_MIN.min(50_000)));
+    }
+
+    #[test]
+    fn a_huge_frame_grows_the_buffer_with_what_arrived_not_with_its_prefix() {
+        let body = vec![1u8; 12 << 20];
+        let mut wire = (body.len() as i32).to_be_bytes().to_vec();
+        wire.extend_from_slice(&body);
+        let mut reader = FrameReader::new(16 << 20);
+        let mut source = AskedFor(TrickleReader(&wire, usize::MAX), Vec::new());
+        let mut held_before = Vec::new();
+        while matches!(reader.next_frame(), Ok(FrameStatus::NeedMore { .. })) {
+            held_before.push(reader.buffered_len());
+            assert!(reader.receive_from(&mut source).expect("receive") > 0);
+        }
+        assert_eq!(source.1[..2], [READ_BYTES_MIN, RESERVE_AHEAD_BYTES]);
+        for (asked, held) in source.1.iter().zip(&held_before) {
+            assert!(
+                *asked <= (*held).max(RESERVE_AHEAD_BYTES),
+                "asked {asked} holding {held}"
+            );
+        }
     }
 
     #[test]

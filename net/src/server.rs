@@ -2,6 +2,7 @@
 //! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,11 +14,13 @@ use laminar_engine::io::writeback::WriteBehindRing;
 use laminar_engine::io::{GlommioStorage, WriteBehind, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
-use laminar_engine::shard::{shard_of_partition, ShardGone, ShardRuntime};
+use laminar_engine::shard::{ShardGone, ShardRuntime};
 
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::log_dir_lock::LogDirLock;
+use crate::open_files::{self, OpenedAtStart};
 use crate::request_memory::RequestMemory;
 
 /// How long shutdown waits for connections to finish their current request.
@@ -54,27 +57,22 @@ impl RunningBroker {
 /// Starts a broker with `config`. Returns once every shard listens.
 pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     crate::sys::keep_freed_memory();
-    let log_dir = config
-        .log_dirs
-        .first()
-        .cloned()
-        .ok_or_else(|| anyhow::anyhow!("log.dirs is empty"))?;
-    std::fs::create_dir_all(&log_dir)
-        .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", log_dir.display()))?;
-    // Absolute from here on: glommio opens directories through io_uring, which resolves a
-    // relative path against no directory at all (EBADF), so `./data` would fail at close.
-    let log_dir = std::fs::canonicalize(&log_dir)
-        .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", log_dir.display()))?;
-    let metadata = MetadataStore::open(&log_dir)?;
+    // Before anything in a log dir is read or written: another broker may be using it.
+    let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
+    let log_dir = log_dir_locks[0].dir().to_path_buf();
+    let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
     let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
     let listen_addr = resolve_listen_addr(&config)?;
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
+    let open_files_limit = open_files::open_files_limit();
+    let descriptors = open_files::storage_budget(open_files_limit);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let request_memory = RequestMemory::new(config.queued_max_request_bytes);
     let shared = Arc::new(BrokerShared {
         config,
+        log_dir_locks,
         write_behind_unavailable,
         metadata,
         producer_ids,
@@ -84,8 +82,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         request_memory,
         start_gate: ShutdownSignal::default(),
     });
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
+    let init_descriptors = descriptors.clone();
     let runtime = ShardRuntime::start(
         ShardRuntimeConfig {
             shard_count,
@@ -96,7 +95,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             shared: init_shared.clone(),
             partitions: ShardPartitions::new(
                 init_shared.log_dir.clone(),
-                Rc::new(shard_storage(init_shared.write_behind())),
+                Rc::new(
+                    shard_storage(init_shared.write_behind())
+                        .with_descriptor_budget(init_descriptors.clone()),
+                ),
             ),
             connections_active: Default::default(),
             groups: crate::group::GroupCoordinator::new(
@@ -111,23 +113,58 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
-    for _ in 0..shard_count {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                shared.shutdown.trigger();
-                let _ = runtime.join();
-                anyhow::bail!("{e}");
-            }
-            Err(_) => anyhow::bail!("a shard stopped during start-up"),
+    let opened = match wait_for_shards(&ready_rx, shard_count) {
+        Ok(opened) => opened,
+        Err(e) => {
+            shared.shutdown.trigger();
+            let _ = runtime.join();
+            anyhow::bail!("{e}");
         }
-    }
+    };
+    opened.report(&descriptors, open_files_limit);
     shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
         listen_addr,
         runtime,
     })
+}
+
+/// What a shard reports once it listens: what it opened, or why it cannot serve.
+type ShardReady = Result<OpenedAtStart, String>;
+
+/// Waits until every shard listens; returns what they opened together, or the first failure.
+fn wait_for_shards(
+    ready: &std::sync::mpsc::Receiver<ShardReady>,
+    shard_count: usize,
+) -> Result<OpenedAtStart, String> {
+    let mut opened = OpenedAtStart::default();
+    for _ in 0..shard_count {
+        let shard = ready
+            .recv()
+            .map_err(|_| "a shard stopped during start-up".to_string())?;
+        opened.add(shard?);
+    }
+    Ok(opened)
+}
+
+/// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
+/// paths are absolute from here on: glommio opens directories through io_uring, which resolves
+/// a relative path against no directory at all (EBADF), so `./data` would fail at close.
+fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
+    let mut locks: Vec<LogDirLock> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", dir.display()))?;
+        let dir = std::fs::canonicalize(dir)
+            .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", dir.display()))?;
+        // The same directory named twice is locked once (a second lock would be refused).
+        if locks.iter().all(|lock| lock.dir() != dir) {
+            locks.push(LogDirLock::acquire(&dir)?);
+        }
+    }
+    anyhow::ensure!(!locks.is_empty(), "log.dirs is empty");
+    Ok(locks)
 }
 
 /// Whether write-behind can run here: `None` if so (or if it is off), else why not. Checked once,
@@ -152,16 +189,12 @@ fn shard_storage(write_behind: WriteBehind) -> GlommioStorage {
     })
 }
 
-async fn shard_main(
-    ctx: Rc<BrokerCtx>,
-    addr: SocketAddr,
-    ready: std::sync::mpsc::Sender<Result<(), String>>,
-) {
+async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc::Sender<ShardReady>) {
     let started = std::time::Instant::now();
     ctx.state
         .partitions
         .observe_syncs(ctx.state.metrics.fdatasync_observer());
-    open_owned_partitions(&ctx).await;
+    let opened = open_files::open_owned_partitions(&ctx).await;
     crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {
         Ok(listener) => listener,
@@ -184,7 +217,7 @@ async fn shard_main(
             }
         }
     }
-    let _ = ready.send(Ok(()));
+    let _ = ready.send(Ok(opened));
     // No shard accepts until every shard has bound its listeners: a start-up that fails on one
     // shard (the admin port, say) must not have served clients on another meanwhile.
     let serving = {
@@ -237,25 +270,6 @@ async fn drain_connections(ctx: &Rc<BrokerCtx>) {
     let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
     while ctx.state.connections_active.get() > 0 && std::time::Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Opens (and so recovers) every partition this shard owns, before it serves.
-async fn open_owned_partitions(ctx: &Rc<BrokerCtx>) {
-    let table = ctx.state.shared.metadata.current();
-    for topic in table.topics.values() {
-        for partition in 0..topic.partition_count {
-            if shard_of_partition(&topic.name, partition, ctx.shard_count()) != ctx.id() {
-                continue;
-            }
-            let tp = crate::broker::TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            };
-            if let Err(error) = ctx.state.partition(&tp).await {
-                tracing::error!(topic = tp.topic, partition, %error, "cannot open partition");
-            }
-        }
     }
 }
 

@@ -101,6 +101,32 @@ pub fn release_freed_memory() {
     }
 }
 
+/// Raises this process's soft limit on open files (RLIMIT_NOFILE) to its hard limit, and returns
+/// the soft limit in force. The usual soft limit of 1024 exists for programs that use
+/// `select(2)`, which the broker does not; every segment of every partition holds three files.
+/// A raise the kernel refuses (a hard limit past `fs.nr_open`) keeps the soft limit.
+pub fn raise_open_files_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into the struct we own and pass by pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit only reads the struct passed by pointer.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = limit.rlim_max;
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
 const IOV_MAX: usize = 1024;
 
 /// Whether [`recv_into`] waits for bytes.

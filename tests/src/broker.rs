@@ -38,6 +38,9 @@ pub struct BrokerOptions {
     pub startup_timeout: Duration,
     /// How long `terminate()` waits after SIGTERM before it reports a hung shutdown.
     pub shutdown_timeout: Duration,
+    /// RLIMIT_NOFILE (soft and hard) of the broker process, as `ulimit -n` sets it; `None`
+    /// keeps the test's own.
+    pub open_files_limit: Option<u64>,
 }
 
 impl Default for BrokerOptions {
@@ -49,6 +52,7 @@ impl Default for BrokerOptions {
             config_file: None,
             startup_timeout: Duration::from_secs(20),
             shutdown_timeout: Duration::from_secs(20),
+            open_files_limit: None,
         }
     }
 }
@@ -154,6 +158,11 @@ impl Broker {
     /// The `log.dirs` directory, kept across restarts.
     pub fn data_dir(&self) -> PathBuf {
         self.root.path().join("data")
+    }
+
+    /// The options of the next `restart()` (changing them does not touch a running broker).
+    pub fn options_mut(&mut self) -> &mut BrokerOptions {
+        &mut self.options
     }
 
     /// Process id of the running broker, if it runs.
@@ -268,6 +277,9 @@ impl Broker {
             .stderr(log)
             .env("RUST_BACKTRACE", "1");
         set_parent_death_signal(&mut command);
+        if let Some(limit) = self.options.open_files_limit {
+            set_open_files_limit(&mut command, limit);
+        }
         let child = command
             .spawn()
             .with_context(|| format!("spawning {} {}", self.binary.display(), args.join(" ")))?;
@@ -405,6 +417,24 @@ fn set_parent_death_signal(command: &mut Command) {
     unsafe {
         command.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn set_open_files_limit(command: &mut Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: pre_exec runs between fork and exec in the child; setrlimit is async-signal-safe
+    // and reads only `limit`, a copy owned by the closure.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

@@ -9,6 +9,12 @@
 //! "replication_factor", "configs": {key: value}}]}`. It is replaced atomically: written to
 //! `topics.json.tmp`, fsynced, renamed over the old file, and the directory fsynced, so a crash
 //! leaves either the old or the new table, never a torn one.
+//!
+//! The table holds at most `partitions_max` partitions, all topics together
+//! (`max.broker.partitions`): every partition is a directory the broker opens at start, so a
+//! count nothing bounds would have it try to open (and create) millions of them. Changes that
+//! would pass the bound are refused before anything is written, and a file that passes it (or
+//! names a topic Kafka would refuse) is refused at load, before its counts drive any loop.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -46,6 +52,15 @@ impl TopicTable {
     pub fn get(&self, name: &str) -> Option<&Arc<TopicMetadata>> {
         self.topics.get(name)
     }
+
+    /// Partitions of every topic together.
+    pub fn partition_total(&self) -> i64 {
+        partition_total(&self.topics)
+    }
+}
+
+fn partition_total(topics: &BTreeMap<String, Arc<TopicMetadata>>) -> i64 {
+    topics.values().map(|t| i64::from(t.partition_count)).sum()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +73,14 @@ pub enum MetadataError {
     InvalidTopicName { name: String, reason: &'static str },
     #[error("invalid partition count {requested}: {reason}")]
     InvalidPartitions { requested: i32, reason: &'static str },
+    #[error(
+        "the broker would host {total} partitions, more than its limit of {max} (max.broker.partitions)"
+    )]
+    PartitionLimit { total: i64, max: i32 },
     #[error("cannot persist the topic table at {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot load the topic table {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -73,11 +94,14 @@ pub struct MetadataStore {
     dir: PathBuf,
     current: ArcSwap<TopicTable>,
     writer: Mutex<()>,
+    /// Most partitions the table may hold, all topics together.
+    partitions_max: i32,
 }
 
 impl MetadataStore {
-    /// Loads the table under `log_dir`, or starts an empty one.
-    pub fn open(log_dir: &Path) -> Result<Self, MetadataError> {
+    /// Loads the table under `log_dir`, or starts an empty one; it may hold at most
+    /// `partitions_max` partitions.
+    pub fn open(log_dir: &Path, partitions_max: i32) -> Result<Self, MetadataError> {
         let dir = log_dir.join(METADATA_DIR);
         let io_err = |source| MetadataError::Io {
             path: dir.clone(),
@@ -86,28 +110,8 @@ impl MetadataStore {
         std::fs::create_dir_all(&dir).map_err(io_err)?;
         let path = dir.join(TOPICS_FILE);
         let table = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let file: TopicsFile = serde_json::from_slice(&bytes).map_err(|e| MetadataError::Io {
-                    path: path.clone(),
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                })?;
-                if file.format != FORMAT_VERSION {
-                    return Err(MetadataError::Io {
-                        path,
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::InvalidData,
-                            format!("unknown format {}", file.format),
-                        ),
-                    });
-                }
-                TopicTable {
-                    topics: file
-                        .topics
-                        .into_iter()
-                        .map(|t| (t.name.clone(), Arc::new(t)))
-                        .collect(),
-                }
-            }
+            Ok(bytes) => load_table(&bytes, partitions_max)
+                .map_err(|reason| MetadataError::Invalid { path, reason })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicTable::default(),
             Err(source) => return Err(MetadataError::Io { path, source }),
         };
@@ -115,7 +119,29 @@ impl MetadataStore {
             dir,
             current: ArcSwap::from_pointee(table),
             writer: Mutex::new(()),
+            partitions_max,
         })
+    }
+
+    /// The most partitions the table may hold.
+    pub fn partitions_max(&self) -> i32 {
+        self.partitions_max
+    }
+
+    /// Whether `added` more partitions would fit now (for requests that only validate; a real
+    /// change is checked again under the writer lock).
+    pub fn check_room(&self, added: i64) -> Result<(), MetadataError> {
+        self.check_total(self.current().partition_total().saturating_add(added))
+    }
+
+    fn check_total(&self, total: i64) -> Result<(), MetadataError> {
+        if total > i64::from(self.partitions_max) {
+            return Err(MetadataError::PartitionLimit {
+                total,
+                max: self.partitions_max,
+            });
+        }
+        Ok(())
     }
 
     /// The current table; lock-free.
@@ -148,6 +174,7 @@ impl MetadataStore {
             if topics.contains_key(name) {
                 return Err(MetadataError::TopicAlreadyExists(name.to_string()));
             }
+            self.check_total(partition_total(topics) + i64::from(partition_count))?;
             topics.insert(name.to_string(), topic.clone());
             Ok(())
         })?;
@@ -172,13 +199,15 @@ impl MetadataStore {
         name: &str,
         partition_count: i32,
     ) -> Result<Arc<TopicMetadata>, MetadataError> {
-        self.modify_topic(name, |topic| {
+        self.modify_topic(name, |topic, total| {
             if partition_count <= topic.partition_count {
                 return Err(MetadataError::InvalidPartitions {
                     requested: partition_count,
                     reason: "the new count must exceed the current one",
                 });
             }
+            let added = i64::from(partition_count) - i64::from(topic.partition_count);
+            self.check_total(total + added)?;
             topic.partition_count = partition_count;
             Ok(())
         })
@@ -190,24 +219,27 @@ impl MetadataStore {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<Arc<TopicMetadata>, MetadataError> {
-        self.modify_topic(name, move |topic| {
+        self.modify_topic(name, move |topic, _| {
             topic.configs = configs;
             Ok(())
         })
     }
 
+    /// Applies `change` to a copy of topic `name`; `change` is also told how many partitions
+    /// all topics hold before it.
     fn modify_topic(
         &self,
         name: &str,
-        change: impl FnOnce(&mut TopicMetadata) -> Result<(), MetadataError>,
+        change: impl FnOnce(&mut TopicMetadata, i64) -> Result<(), MetadataError>,
     ) -> Result<Arc<TopicMetadata>, MetadataError> {
         let mut changed = None;
         self.update(|topics| {
+            let total = partition_total(topics);
             let old = topics
                 .get(name)
                 .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
             let mut topic = TopicMetadata::clone(old);
-            change(&mut topic)?;
+            change(&mut topic, total)?;
             let topic = Arc::new(topic);
             topics.insert(name.to_string(), topic.clone());
             changed = Some(topic);
@@ -251,6 +283,37 @@ impl MetadataStore {
             .and_then(|d| d.sync_all())
             .map_err(io_err)
     }
+}
+
+/// Parses and checks `topics.json`: a known format, names Kafka accepts (they become directory
+/// names), each once, at least one partition per topic and at most `partitions_max` in all.
+fn load_table(bytes: &[u8], partitions_max: i32) -> Result<TopicTable, String> {
+    let file: TopicsFile = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if file.format != FORMAT_VERSION {
+        return Err(format!("unknown format {}", file.format));
+    }
+    let mut topics = BTreeMap::new();
+    for topic in file.topics {
+        validate_topic_name(&topic.name).map_err(|e| e.to_string())?;
+        if topic.partition_count < 1 || topic.replication_factor < 1 {
+            return Err(format!(
+                "topic '{}' has {} partitions and replication factor {} (each must be at least 1)",
+                topic.name, topic.partition_count, topic.replication_factor
+            ));
+        }
+        let name = topic.name.clone();
+        if topics.insert(name.clone(), Arc::new(topic)).is_some() {
+            return Err(format!("topic '{name}' is listed twice"));
+        }
+    }
+    let total = partition_total(&topics);
+    if total > i64::from(partitions_max) {
+        return Err(format!(
+            "its topics have {total} partitions, more than the broker's limit of {partitions_max} \
+             (max.broker.partitions): raise the limit if this many were meant, else repair the file"
+        ));
+    }
+    Ok(TopicTable { topics })
 }
 
 /// Kafka's topic name rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -312,15 +375,17 @@ mod hex_id {
 mod tests {
     use super::*;
 
+    const PARTITIONS_MAX: i32 = 100;
+
     #[test]
     fn topics_survive_reopen_with_ids_and_configs() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path()).unwrap();
+        let store = MetadataStore::open(dir.path(), PARTITIONS_MAX).unwrap();
         let configs = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
         let created = store.create_topic("orders", 3, 1, configs.clone()).unwrap();
         store.add_partitions("orders", 5).unwrap();
         drop(store);
-        let reopened = MetadataStore::open(dir.path()).unwrap();
+        let reopened = MetadataStore::open(dir.path(), PARTITIONS_MAX).unwrap();
         let topic = reopened.current().get("orders").cloned().unwrap();
         assert_eq!(topic.id, created.id);
         assert_eq!(topic.partition_count, 5);
@@ -330,7 +395,7 @@ mod tests {
     #[test]
     fn duplicate_unknown_and_invalid_requests_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let store = MetadataStore::open(dir.path()).unwrap();
+        let store = MetadataStore::open(dir.path(), PARTITIONS_MAX).unwrap();
         store.create_topic("a", 1, 1, BTreeMap::new()).unwrap();
         assert!(matches!(
             store.create_topic("a", 1, 1, BTreeMap::new()),
@@ -354,6 +419,67 @@ mod tests {
         ));
         store.delete_topic("a").unwrap();
         assert!(store.current().get("a").is_none());
+    }
+
+    #[test]
+    fn changes_past_the_partition_limit_are_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MetadataStore::open(dir.path(), PARTITIONS_MAX).unwrap();
+        store.create_topic("a", 60, 1, BTreeMap::new()).unwrap();
+        for count in [41, i32::MAX] {
+            assert!(matches!(
+                store.create_topic("b", count, 1, BTreeMap::new()),
+                Err(MetadataError::PartitionLimit {
+                    max: PARTITIONS_MAX,
+                    ..
+                })
+            ));
+        }
+        assert!(matches!(
+            store.add_partitions("a", i32::MAX),
+            Err(MetadataError::PartitionLimit { total, .. }) if total == i64::from(i32::MAX)
+        ));
+        assert!(store.check_room(40).is_ok());
+        assert!(store.check_room(41).is_err());
+        store.create_topic("b", 40, 1, BTreeMap::new()).unwrap();
+        drop(store);
+        let reopened = MetadataStore::open(dir.path(), PARTITIONS_MAX).unwrap();
+        let table = reopened.current();
+        assert_eq!(table.partition_total(), 100);
+        assert_eq!(table.get("a").unwrap().partition_count, 60);
+    }
+
+    #[test]
+    fn a_topic_file_past_the_limits_is_refused_at_load() {
+        let topic = |name: &str, partitions: i64| {
+            format!(
+                r#"{{"name": "{name}", "id": "{}", "partition_count": {partitions},
+                    "replication_factor": 1, "configs": {{}}}}"#,
+                "ab".repeat(16)
+            )
+        };
+        let cases = [
+            ("a bomb", vec![topic("t", i64::from(i32::MAX))]),
+            ("too many in all", vec![topic("t", 60), topic("u", 41)]),
+            ("no partitions", vec![topic("t", 0)]),
+            ("a negative count", vec![topic("t", -5)]),
+            ("a path for a name", vec![topic("../../etc", 1)]),
+            ("a name twice", vec![topic("t", 1), topic("t", 2)]),
+        ];
+        for (what, topics) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let metadata = dir.path().join(METADATA_DIR);
+            std::fs::create_dir_all(&metadata).unwrap();
+            let text = format!(r#"{{"format": 1, "topics": [{}]}}"#, topics.join(","));
+            std::fs::write(metadata.join(TOPICS_FILE), text).unwrap();
+            match MetadataStore::open(dir.path(), PARTITIONS_MAX) {
+                Err(MetadataError::Invalid { path, .. }) => {
+                    assert_eq!(path, metadata.join(TOPICS_FILE), "{what}")
+                }
+                Err(other) => panic!("{what}: {other}"),
+                Ok(_) => panic!("{what}: loaded"),
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Each file keeps its current bytes and the bytes as of its last fdatasync. A [`crash`]
 //! replaces every file by its synced bytes plus (depending on [`CrashMode`]) a random prefix of
 //! what was written after, and optionally garbage — what a power cut can leave behind. Errors
-//! can be injected on the Nth write or sync. Directory operations are modelled as immediately
+//! can be injected on the Nth write or sync, and the disk can be made to fill up
+//! ([`FaultyStorage::set_space_left`]). Directory operations are modelled as immediately
 //! durable (the log syncs directories after creating or removing files anyway).
 //!
 //! [`crash`]: FaultyStorage::crash
@@ -36,9 +37,29 @@ struct Faults {
     dir_ops: Cell<u64>,
     fail_dir_op_at: Cell<Option<u64>>,
     rng: Cell<u64>,
+    /// Bytes the files may still grow by, all together; `None`: no bound.
+    space_left: Cell<Option<u64>>,
 }
 
 impl Faults {
+    /// Where a write that would end at `end` in a file of `len` bytes must stop for the space
+    /// left, and accounts for the growth up to there.
+    fn grow_to(&self, len: usize, end: usize) -> usize {
+        let Some(left) = self.space_left.get() else {
+            return end;
+        };
+        let stop = end.min(len.saturating_add(left as usize));
+        self.space_left.set(Some(left - stop.saturating_sub(len) as u64));
+        stop
+    }
+
+    /// Gives back the space of `bytes` removed bytes.
+    fn free(&self, bytes: usize) {
+        if let Some(left) = self.space_left.get() {
+            self.space_left.set(Some(left + bytes as u64));
+        }
+    }
+
     fn next_random(&self) -> u64 {
         // xorshift64*: deterministic from the seed, good enough to pick cut points.
         let mut x = self.rng.get().max(1);
@@ -113,6 +134,13 @@ impl FaultyStorage {
         self.faults.syncs.get()
     }
 
+    /// Lets the files grow by `bytes` more, all together (`None`: without bound). A write that
+    /// would grow them further writes the part that fits and fails with ENOSPC, as a full disk
+    /// does; truncations and removals give space back.
+    pub fn set_space_left(&self, bytes: Option<u64>) {
+        self.faults.space_left.set(bytes);
+    }
+
     pub fn clear_faults(&self) {
         self.faults.fail_write_at.set(None);
         self.faults.fail_sync_at.set(None);
@@ -179,14 +207,22 @@ impl StorageFile for MemFile {
             return Err(io::Error::other("injected write error"));
         }
         let mut data = self.data.borrow_mut();
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let stop = self.faults.grow_to(data.len(), pos as usize + total);
         let mut at = pos as usize;
         for part in parts {
-            let end = at + part.len();
+            let end = (at + part.len()).min(stop);
+            if end <= at {
+                break;
+            }
             if data.len() < end {
                 data.resize(end, 0);
             }
-            data[at..end].copy_from_slice(part);
+            data[at..end].copy_from_slice(&part[..end - at]);
             at = end;
+        }
+        if stop < pos as usize + total {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
         Ok(())
     }
@@ -202,7 +238,9 @@ impl StorageFile for MemFile {
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
-        self.data.borrow_mut().resize(len as usize, 0);
+        let mut data = self.data.borrow_mut();
+        self.faults.free(data.len().saturating_sub(len as usize));
+        data.resize(len as usize, 0);
         Ok(())
     }
 
@@ -262,15 +300,23 @@ impl Storage for FaultyStorage {
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.faults.dir_op()?;
-        self.files
+        let removed = self
+            .files
             .borrow_mut()
             .remove(path)
-            .map(|_| ())
-            .ok_or_else(|| not_found(path))
+            .ok_or_else(|| not_found(path))?;
+        self.faults.free(removed.len() as usize);
+        Ok(())
     }
 
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.files.borrow_mut().retain(|p, _| !p.starts_with(path));
+        self.files.borrow_mut().retain(|p, file| {
+            let kept = !p.starts_with(path);
+            if !kept {
+                self.faults.free(file.len() as usize);
+            }
+            kept
+        });
         self.dirs.borrow_mut().retain(|p| !p.starts_with(path));
         Ok(())
     }
@@ -279,7 +325,9 @@ impl Storage for FaultyStorage {
         self.faults.dir_op()?;
         let mut files = self.files.borrow_mut();
         let file = files.remove(from).ok_or_else(|| not_found(from))?;
-        files.insert(to.to_path_buf(), file);
+        if let Some(replaced) = files.insert(to.to_path_buf(), file) {
+            self.faults.free(replaced.len() as usize);
+        }
         Ok(())
     }
 
@@ -316,6 +364,31 @@ mod tests {
             f.write_at(5, &[b"!"]).await.unwrap();
             assert!(f.write_at(6, &[b"?"]).await.is_err());
             assert_eq!(s.list_dir(Path::new("/d")).await.unwrap(), vec!["a".to_string()]);
+        });
+    }
+
+    #[test]
+    fn a_full_disk_writes_what_fits_and_space_comes_back_with_truncates_and_removals() {
+        block_on(async {
+            let s = FaultyStorage::new(2);
+            s.create_dir_all(Path::new("/d")).await.unwrap();
+            let f = s.open(Path::new("/d/a"), true).await.unwrap();
+            f.write_at(0, &[b"0123"]).await.unwrap();
+            s.set_space_left(Some(3));
+            // Overwriting takes no space; growing by 5 writes the 3 bytes that fit.
+            f.write_at(0, &[b"ab"]).await.unwrap();
+            let full = f.write_at(4, &[b"45", b"678"]).await.unwrap_err();
+            assert!(crate::io::is_out_of_space(&full), "{full}");
+            assert_eq!(s.file_bytes(Path::new("/d/a")).unwrap(), b"ab23456");
+            assert!(f.write_at(7, &[b"x"]).await.is_err(), "nothing left");
+            f.truncate(5).await.unwrap();
+            f.write_at(5, &[b"yz"]).await.unwrap();
+            let g = s.open(Path::new("/d/b"), true).await.unwrap();
+            assert!(g.write_at(0, &[b"q"]).await.is_err());
+            s.remove_file(Path::new("/d/a")).await.unwrap();
+            g.write_at(0, &[b"0123456"]).await.unwrap();
+            s.set_space_left(None);
+            g.write_at(7, &[&[0u8; 4096]]).await.unwrap();
         });
     }
 }

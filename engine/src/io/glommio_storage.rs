@@ -4,6 +4,7 @@
 //! topic deletion — and glommio 0.9 offers no io_uring version of most of them, so they use
 //! blocking `std::fs` calls; directory fsync goes through glommio.
 
+use super::descriptors::{DescriptorBudget, DescriptorSlots};
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{Storage, StorageFile};
 use bytes::Bytes;
@@ -26,12 +27,24 @@ pub enum WriteMode {
     Direct,
 }
 
+impl WriteMode {
+    /// Descriptors one open file holds.
+    fn descriptors_per_file(self) -> u64 {
+        match self {
+            WriteMode::Buffered => 1,
+            WriteMode::Direct => 2, // the O_DIRECT one and the buffered one for reads
+        }
+    }
+}
+
 /// Opens files on the local file system through glommio. Owned by one shard; not Send.
 #[derive(Debug, Default, Clone)]
 pub struct GlommioStorage {
     mode: WriteMode,
     /// This shard's write-behind (buffered mode only; see [`super::writeback`]).
     write_behind: Option<Rc<WriteBehindRing>>,
+    /// Where open files take their descriptors from; `None`: no bound but the kernel's.
+    descriptors: Option<Arc<DescriptorBudget>>,
 }
 
 impl GlommioStorage {
@@ -40,7 +53,15 @@ impl GlommioStorage {
         GlommioStorage {
             mode,
             write_behind: None,
+            descriptors: None,
         }
+    }
+
+    /// Every file opened from now on holds its descriptors in `budget`, and an open past it
+    /// fails with EMFILE (see [`super::descriptors`]).
+    pub fn with_descriptor_budget(mut self, budget: Arc<DescriptorBudget>) -> Self {
+        self.descriptors = Some(budget);
+        self
     }
 
     /// With write-behind as `settings` say (ignored in O_DIRECT mode, which leaves no dirty
@@ -51,7 +72,11 @@ impl GlommioStorage {
         } else {
             None
         };
-        Ok(GlommioStorage { mode, write_behind })
+        Ok(GlommioStorage {
+            mode,
+            write_behind,
+            descriptors: None,
+        })
     }
 
     /// This shard's write-behind counters; `None` when write-behind is off.
@@ -85,6 +110,9 @@ pub struct GlommioFile {
     /// A duplicate descriptor for other threads' sendfile, made on first use.
     sendable: RefCell<Option<Arc<std::fs::File>>>,
     writeback: FileWriteBehind,
+    /// The descriptors this file holds (its own, and the duplicate once made), when the storage
+    /// has a budget; given back at close, or when the file is dropped.
+    descriptors: RefCell<Option<DescriptorSlots>>,
 }
 
 fn closed() -> io::Error {
@@ -250,7 +278,13 @@ impl StorageFile for GlommioFile {
         if let Some(file) = &*self.sendable.borrow() {
             return Ok(Some(file.clone()));
         }
-        let file = Arc::new(std::fs::File::from(crate::sys::duplicate(self.read_fd()?)?));
+        let duplicate = crate::sys::duplicate(self.read_fd()?)?;
+        if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
+            if slots.grow(1).is_err() {
+                return Ok(None); // no descriptor to spare: the bytes go through memory instead
+            }
+        }
+        let file = Arc::new(std::fs::File::from(duplicate));
         *self.sendable.borrow_mut() = Some(file.clone());
         Ok(Some(file))
     }
@@ -279,6 +313,9 @@ impl StorageFile for GlommioFile {
             return Ok(());
         };
         self.writeback.closed();
+        // Given back now: the descriptors are closed below, or (still in use by an operation in
+        // flight) as soon as that operation ends.
+        self.descriptors.borrow_mut().take();
         match handle {
             Handle::Buffered(f) => {
                 if let Ok(f) = Rc::try_unwrap(f) {
@@ -315,6 +352,10 @@ impl Storage for GlommioStorage {
     }
 
     async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<GlommioFile>> {
+        let descriptors = match &self.descriptors {
+            Some(budget) => Some(budget.take(self.mode.descriptors_per_file())?),
+            None => None,
+        };
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(create);
         let (handle, len, writeback) = match self.mode {
@@ -344,6 +385,7 @@ impl Storage for GlommioStorage {
             tail_block: RefCell::new(Vec::new()),
             sendable: RefCell::new(None),
             writeback,
+            descriptors: RefCell::new(descriptors),
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);

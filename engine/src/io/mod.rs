@@ -4,10 +4,12 @@
 //! The traits use `async fn` without `Send` bounds on purpose: a shard owns its files and
 //! never moves their futures across threads.
 
+mod descriptors;
 mod faulty;
 mod glommio_storage;
 pub mod writeback;
 
+pub use descriptors::{is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots};
 pub use faulty::{CrashMode, FaultyStorage};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
 pub use writeback::{WriteBehind, WriteBehindStats};

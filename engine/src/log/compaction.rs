@@ -34,6 +34,9 @@
 //! point leaves either the old segment or the new one, never a mix. Readers that took the old
 //! segment before the swap keep reading its open files (unlinked files stay readable).
 //!
+//! A copy that cannot be written for lack of space is removed and the pass refused: the log
+//! stays as it was and usable, and a later pass tries again.
+//!
 //! The pass holds the log's writer lock: appends to this partition wait while it runs.
 
 use super::batch::{self, BatchHeader, TimestampType};
@@ -85,7 +88,8 @@ enum Filtered {
 impl<S: Storage> Log<S> {
     /// One compaction pass over the closed segments (see the module docs). A no-op unless the
     /// log is compacted. A read error (corrupt closed segment) is returned and changes
-    /// nothing; an error while replacing a segment fails the log.
+    /// nothing; an error while replacing a segment fails the log, but for a lack of space
+    /// while writing the copy, which only refuses the pass ([`LogError::Exhausted`]).
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionOutcome, LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
@@ -115,8 +119,7 @@ impl<S: Storage> Log<S> {
             outcome.tombstones_removed += removed.tombstones;
             outcome.bytes_before += segment.meta().size;
             let interval = config.index_interval_bytes;
-            let replaced = self.replace(segment, &latest, expire, interval, i == 0).await;
-            match replaced.map_err(|e| self.fail(e))? {
+            match self.replace(segment, &latest, expire, interval, i == 0).await? {
                 Some(size) => {
                     outcome.segments_rewritten += 1;
                     outcome.bytes_after += size;
@@ -139,9 +142,41 @@ impl<S: Storage> Log<S> {
         expire: bool,
         interval: u32,
         first: bool,
+    ) -> Result<Option<u64>, LogError> {
+        let cleaned = self.write_copy(old, latest, expire, interval).await?;
+        let swapped = self.swap_in(old, cleaned, first).await;
+        swapped.map_err(|e| self.fail(e))
+    }
+
+    /// Writes the compacted copy of `old`. Nothing is swapped yet if that fails, so the log is
+    /// as it was: the partial copy is removed (it holds space a full disk lacks), and a lack of
+    /// space only postpones the pass.
+    async fn write_copy(
+        &self,
+        old: &Segment<S::File>,
+        latest: &LatestOffsets,
+        expire: bool,
+        interval: u32,
+    ) -> Result<Segment<S::File>, LogError> {
+        let (storage, dir, base) = (&*self.storage, &self.dir, old.base_offset);
+        let error = match write_cleaned(storage, dir, old, latest, expire, interval).await {
+            Ok(cleaned) => return Ok(cleaned),
+            Err(error) => error,
+        };
+        match remove_cleaned(storage, dir, base).await {
+            Ok(()) => Err(self.refuse_or_fail(error)),
+            Err(cleanup) => Err(self.fail(cleanup)),
+        }
+    }
+
+    /// Puts the complete copy `cleaned` in place of `old` (see the module docs for the steps).
+    async fn swap_in(
+        &self,
+        old: &Rc<Segment<S::File>>,
+        cleaned: Segment<S::File>,
+        first: bool,
     ) -> io::Result<Option<u64>> {
         let (storage, dir, base) = (&*self.storage, &self.dir, old.base_offset);
-        let cleaned = write_cleaned(storage, dir, old, latest, expire, interval).await?;
         let size = cleaned.meta().size;
         if size == 0 && !first {
             self.state.borrow_mut().segments.retain(|s| !Rc::ptr_eq(s, old));

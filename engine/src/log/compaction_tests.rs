@@ -371,3 +371,43 @@ fn a_crash_at_any_step_of_the_swap_leaves_old_or_new() {
         "some interruptions hit the pass: {outcomes:?}"
     );
 }
+
+/// A pass that finds no space for a compacted copy removes the copy and is refused: the log is
+/// as before and usable, and a pass after space returned compacts it.
+#[test]
+fn a_pass_without_space_for_its_copy_changes_nothing_and_is_retried() {
+    block_on(async {
+        let storage = FaultyStorage::new(8);
+        let log = open(&storage).await;
+        // The first segment holds a key written once among keys written again: its copy keeps a
+        // record, so the pass needs space before any deletion frees some.
+        for i in 0..50 {
+            let k = match i {
+                0 => "once".to_string(),
+                1..30 => format!("k{}", i % 3),
+                _ => "z".to_string(),
+            };
+            let v = format!("v{i}");
+            log.append(batch(&[(&k, Some(&v))], 1_000), 1_000).await.unwrap();
+        }
+        let before = read_all(&log).await;
+        for left in [0, 40] {
+            storage.set_space_left(Some(left));
+            let refused = log.compact(2_000).await.unwrap_err();
+            assert!(matches!(refused, LogError::Exhausted(_)), "{refused}");
+            let names = storage.list_dir(&dir()).await.unwrap();
+            assert!(!names.iter().any(|n| n.ends_with(".cleaned")), "{names:?}");
+            assert_eq!(read_all(&log).await, before, "space left {left}");
+        }
+        storage.set_space_left(None);
+        let outcome = log.compact(2_000).await.unwrap();
+        assert!(
+            outcome.segments_rewritten > 0 && outcome.records_removed > 30,
+            "{outcome:?}"
+        );
+        assert_eq!(replay(&read_all(&log).await), replay(&before));
+        log.append(batch(&[("k0", Some("after"))], 3_000), 3_000)
+            .await
+            .unwrap();
+    });
+}

@@ -7,7 +7,10 @@ use super::batch::BatchError;
 /// `OffsetOutOfRange` is OFFSET_OUT_OF_RANGE; `Io` and `Failed` mean the log dir failed
 /// (KAFKA_STORAGE_ERROR) and the partition accepts nothing more. `OutOfOrderSequence` and
 /// `InvalidProducerEpoch` are an idempotent producer's batch refused by the producer state
-/// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH).
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). `Exhausted` is a write refused for
+/// lack of space in the log dir (or of a descriptor for a new segment's files): nothing of it
+/// was kept, the partition stays usable, and the same request may succeed once space returns
+/// (KAFKA_STORAGE_ERROR, which clients retry).
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("invalid batch: {0}")]
@@ -34,6 +37,8 @@ pub enum LogError {
         epoch: i16,
         current_epoch: i16,
     },
+    #[error("no space or no descriptor left for this write; nothing of it was kept (retriable): {0}")]
+    Exhausted(std::io::Error),
     #[error("storage error: {0}")]
     Io(#[from] std::io::Error),
     #[error("log failed earlier and accepts no more operations: {reason}")]
@@ -46,5 +51,10 @@ impl LogError {
     /// True for errors that mean the storage failed (as opposed to a bad request).
     pub fn is_storage_failure(&self) -> bool {
         matches!(self, LogError::Io(_) | LogError::Failed { .. })
+    }
+
+    /// True when no descriptor was left to open the partition's files.
+    pub fn is_out_of_descriptors(&self) -> bool {
+        matches!(self, LogError::Io(e) | LogError::Exhausted(e) if crate::io::is_out_of_descriptors(e))
     }
 }

@@ -136,7 +136,7 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     }
 
     /// Writes the entries the file lacks.
-    async fn write_pending(&self) -> io::Result<()> {
+    pub async fn write_pending(&self) -> io::Result<()> {
         let (from, buf) = {
             let entries = self.entries.borrow();
             let from = self.written.get();

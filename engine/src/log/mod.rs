@@ -34,7 +34,7 @@ use bytes::Bytes;
 use records::check_keyed;
 use segment::{parse_log_name, Segment};
 use staged::StagedAppend;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -72,6 +72,9 @@ pub struct Log<S: Storage> {
     state: RefCell<LogState<S::File>>,
     writer: async_lock::Mutex<()>,
     failure: RefCell<Option<String>>,
+    /// The last write was refused for lack of space or descriptors (so that the change is
+    /// logged once each way).
+    exhausted: Cell<bool>,
 }
 
 impl<S: Storage> Log<S> {
@@ -125,6 +128,7 @@ impl<S: Storage> Log<S> {
             state: RefCell::new(state),
             writer: async_lock::Mutex::new(()),
             failure: RefCell::new(None),
+            exhausted: Cell::new(false),
         })
     }
 
@@ -198,6 +202,29 @@ impl<S: Storage> Log<S> {
         LogError::Io(error)
     }
 
+    /// For a write whose leftovers are already undone (or that changed nothing): lack of space,
+    /// or of descriptors, refuses this one operation and leaves the log usable, so that it
+    /// resumes by itself once they return; any other error fails the log.
+    pub fn refuse_or_fail(&self, error: io::Error) -> LogError {
+        let lacking = if crate::io::is_out_of_space(&error) {
+            "space in the log dir"
+        } else if crate::io::is_out_of_descriptors(&error) {
+            "file descriptors"
+        } else {
+            return self.fail(error);
+        };
+        if !self.exhausted.replace(true) {
+            tracing::warn!(dir = %self.dir.display(), %error, "no {lacking} left: writes are refused until there is");
+        }
+        LogError::Exhausted(error)
+    }
+
+    fn resumed(&self) {
+        if self.exhausted.replace(false) {
+            tracing::info!(dir = %self.dir.display(), "writes resume");
+        }
+    }
+
     /// Validates every batch, then appends all of them (or none) at the log end.
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         let _writer = self.writer.lock().await;
@@ -245,7 +272,8 @@ impl<S: Storage> Log<S> {
         let appended = active
             .append(&staged.parts(&records), &headers, interval, now_ms)
             .await;
-        appended.map_err(|e| self.fail(e))?;
+        appended.map_err(|e| self.refuse_or_fail(e))?;
+        self.resumed();
         let mut state = self.state.borrow_mut();
         state.log_end_offset = next;
         Ok(AppendInfo {
@@ -279,13 +307,18 @@ impl<S: Storage> Log<S> {
     }
 
     /// Starts a new active segment at the log end. The old one is fsynced first, so that only
-    /// the active segment ever needs crash recovery. Caller holds the writer lock.
+    /// the active segment ever needs crash recovery. Caller holds the writer lock. Without space
+    /// for the old segment's last index entries, or space or descriptors for the new segment's
+    /// files, the roll is refused and the old segment stays active (files of the new one that
+    /// were created are reused by the next try, or are an empty segment at the log end after a
+    /// restart).
     async fn roll(&self) -> Result<(), LogError> {
         let active = self.active();
+        active.write_indexes().await.map_err(|e| self.refuse_or_fail(e))?;
         active.sync_all().await.map_err(|e| self.fail(e))?;
         let base = self.log_end_offset();
         let segment = Self::new_segment(&self.storage, &self.dir, base).await;
-        let segment = segment.map_err(|e| self.fail(e))?;
+        let segment = segment.map_err(|e| self.refuse_or_fail(e))?;
         self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
         self.state.borrow_mut().segments.push(Rc::new(segment));
         Ok(())

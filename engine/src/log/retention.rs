@@ -140,8 +140,9 @@ impl<S: Storage> Log<S> {
         self.active().log.fdatasync().await.map_err(|e| self.fail(e))?;
         let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));
         let path = self.dir.join(START_OFFSET_FILE);
+        // Refused without space: the old file stays in place until the rename.
         let written = write_file_atomically(&*self.storage, &path, bytes).await;
-        written.map_err(|e| self.fail(e))?;
+        written.map_err(|e| self.refuse_or_fail(e))?;
         self.state.borrow_mut().log_start_offset = offset;
         if self.active().meta().size > 0 && offset == log_end {
             self.roll().await?;

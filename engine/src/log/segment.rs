@@ -177,7 +177,8 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Appends whole, already patched batches, given as consecutive byte `parts`; `headers` are
-    /// their headers in order.
+    /// their headers in order. All or nothing: when a write fails, what it left is cut off again
+    /// and the segment is as before (see [`Segment::undo_append`]).
     pub async fn append(
         &self,
         parts: &[&[u8]],
@@ -185,7 +186,8 @@ impl<F: StorageFile> Segment<F> {
         interval: u32,
         now_ms: i64,
     ) -> io::Result<()> {
-        let mut meta = self.meta.get();
+        let before = self.meta.get();
+        let mut meta = before;
         let mut builder = IndexBuilder::new(interval, self.time_index.last(), self.index.last());
         let mut position = meta.size;
         for h in headers {
@@ -204,12 +206,35 @@ impl<F: StorageFile> Segment<F> {
             self.reserved_to.set(position + reserve_ahead_bytes(position));
             self.log.reserve(self.reserved_to.get());
         }
-        self.log.write_at(meta.size, parts).await?;
-        self.index.append(&builder.offsets).await?;
-        self.time_index.append(&builder.times).await?;
+        if let Err(error) = self.write_appended(meta.size, parts, &builder).await {
+            self.undo_append(before).await?;
+            return Err(error);
+        }
         meta.size = position;
         self.meta.set(meta);
         Ok(())
+    }
+
+    async fn write_appended(&self, at: u64, parts: &[&[u8]], builder: &IndexBuilder) -> io::Result<()> {
+        self.log.write_at(at, parts).await?;
+        self.index.append(&builder.offsets).await?;
+        self.time_index.append(&builder.times).await
+    }
+
+    /// Cuts off what a failed append left: bytes past the last whole batch (a write that found
+    /// the disk full may have written part of its data) and index entries for batches that are
+    /// not there. A retry then writes where the failed append began, and a crash meanwhile finds
+    /// nothing of it. Fails only if the truncation itself fails.
+    async fn undo_append(&self, before: SegmentMeta) -> io::Result<()> {
+        // The rest of the metadata was never updated.
+        self.truncate_at(before.size, before.next_offset).await
+    }
+
+    /// Writes the index entries not yet in their files (before [`Segment::sync_all`], so that a
+    /// write refused for lack of space can be told from a failed fdatasync).
+    pub async fn write_indexes(&self) -> io::Result<()> {
+        self.index.write_pending().await?;
+        self.time_index.write_pending().await
     }
 
     /// Position and header of the batch holding `offset`, if this segment has it.

@@ -126,10 +126,7 @@ impl<S: Storage> Partition<S> {
         if self.log.active_base_offset() != active_before {
             // The log rolled before this append: the state so far covers exactly the batches
             // below the new segment, which the roll fsynced.
-            let table = self.producers.borrow().clone();
-            producer_snapshot::write(&*self.storage, self.log.dir(), &table, info.base_offset)
-                .await
-                .map_err(|e| self.log.fail(e))?;
+            self.snapshot_producers(info.base_offset).await?;
         }
         let mut next = info.base_offset;
         let mut producers = self.producers.borrow_mut();
@@ -142,6 +139,22 @@ impl<S: Storage> Partition<S> {
         drop(producers);
         self.appended.notify(usize::MAX);
         Ok(info)
+    }
+
+    /// Writes the producer state snapshot at a roll to `offset`. A snapshot only shortens the
+    /// replay at the next open (it starts from an older one instead), so one there is no space
+    /// or descriptor for is skipped: the append it follows has happened and must be answered
+    /// as such.
+    async fn snapshot_producers(&self, offset: i64) -> Result<(), LogError> {
+        let table = self.producers.borrow().clone();
+        let written = producer_snapshot::write(&*self.storage, self.log.dir(), &table, offset).await;
+        match written {
+            Err(error) if crate::io::is_out_of_space(&error) || crate::io::is_out_of_descriptors(&error) => {
+                tracing::warn!(dir = %self.log.dir().display(), offset, %error, "producer snapshot skipped");
+                Ok(())
+            }
+            other => other.map_err(|e| self.log.fail(e)),
+        }
     }
 
     fn duplicate_info(&self, original: &BatchMetadata) -> AppendInfo {
@@ -360,6 +373,8 @@ fn wall_clock_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+#[cfg(test)]
+mod full_disk_tests;
 #[cfg(test)]
 mod producer_tests;
 #[cfg(test)]

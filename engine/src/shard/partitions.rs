@@ -1,6 +1,6 @@
 //! The partitions one shard owns, opened on first use (or at start) and closed on shutdown.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -20,6 +20,8 @@ pub struct ShardPartitions {
     sync_observer: RefCell<Option<SyncObserver>>,
     /// Serialises opens and removals, so that two requests never open one partition twice.
     lifecycle: futures::lock::Mutex<()>,
+    /// The last open found no descriptor left (so that the change is logged once each way).
+    descriptors_exhausted: Cell<bool>,
 }
 
 /// `<log.dirs>/<topic>-<partition>`, Kafka's directory name for a partition.
@@ -35,6 +37,7 @@ impl ShardPartitions {
             open: RefCell::default(),
             sync_observer: RefCell::new(None),
             lifecycle: futures::lock::Mutex::new(()),
+            descriptors_exhausted: Cell::new(false),
         }
     }
 
@@ -67,7 +70,8 @@ impl ShardPartitions {
             return Ok(open);
         }
         let dir = partition_dir(&self.log_dir, topic, partition);
-        let opened = Rc::new(Partition::open(self.storage.clone(), dir, config()).await?);
+        let opened = Partition::open(self.storage.clone(), dir, config()).await;
+        let opened = Rc::new(self.note_descriptors(opened)?);
         if let Some(observer) = self.sync_observer.borrow().clone() {
             opened.observe_syncs(observer);
         }
@@ -75,6 +79,20 @@ impl ShardPartitions {
             .borrow_mut()
             .insert((topic.to_string(), partition), opened.clone());
         Ok(opened)
+    }
+
+    /// Logs when opens start to find no descriptor left, and when they find one again.
+    fn note_descriptors(&self, opened: Result<Partition, LogError>) -> Result<Partition, LogError> {
+        let exhausted = matches!(&opened, Err(e) if e.is_out_of_descriptors());
+        if exhausted != self.descriptors_exhausted.replace(exhausted) {
+            match &opened {
+                Err(error) => {
+                    tracing::warn!(%error, "no file descriptor left: partitions that are not open stay closed until some free up")
+                }
+                Ok(_) => tracing::info!("file descriptors free again: partitions open"),
+            }
+        }
+        opened
     }
 
     /// Closes and deletes a partition's files, whether or not it was open.

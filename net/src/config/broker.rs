@@ -52,6 +52,10 @@ pub struct BrokerConfig {
     pub log_flush_interval_messages: i64,
     pub log_flush_interval_ms: i64,
     pub offsets_topic_num_partitions: i32,
+    /// `max.broker.partitions`: the most partitions the topic table may hold.
+    pub max_broker_partitions: i32,
+    /// `laminar.request.partitions.max`: the most partitions one admin request may add.
+    pub laminar_request_partitions_max: i32,
     pub group_initial_rebalance_delay_ms: i32,
     pub laminar_cores: usize,
     pub laminar_fsync: FsyncSetting,
@@ -373,6 +377,11 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         group_initial_rebalance_delay_ms: narrow(
             "group.initial.rebalance.delay.ms",
             v.int("group.initial.rebalance.delay.ms")?,
+        ),
+        max_broker_partitions: narrow("max.broker.partitions", v.int("max.broker.partitions")?),
+        laminar_request_partitions_max: narrow(
+            "laminar.request.partitions.max",
+            v.int("laminar.request.partitions.max")?,
         ),
         laminar_cores,
         laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,

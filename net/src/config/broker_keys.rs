@@ -171,6 +171,13 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Allow an out-of-sync replica to become leader, losing data."),
     key("offsets.topic.num.partitions", Fixed("50"), POSITIVE_I32, &[],
         "Partitions of __consumer_offsets."),
+    key("max.broker.partitions", Fixed("200000"), POSITIVE_I32, &[],
+        "Most partitions this broker hosts, internal topics included (KIP-578's name). \
+         CreateTopics, CreatePartitions and auto-creation that would pass it are refused with \
+         POLICY_VIOLATION; a topic table on disk that passes it stops the start."),
+    key("laminar.request.partitions.max", Fixed("100000"), POSITIVE_I32, &[],
+        "Most partitions one CreateTopics or CreatePartitions request may add, all its topics \
+         together; a topic that would pass it is refused with INVALID_PARTITIONS."),
     key("group.initial.rebalance.delay.ms", Fixed("3000"), NON_NEGATIVE_I32, &[],
         "How long the first rebalance of an empty group waits for more members."),
     key("laminar.cores", Derived(|c| c.laminar_cores.to_string()),

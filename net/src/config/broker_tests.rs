@@ -36,6 +36,8 @@ fn defaults_are_kafkas() {
     assert_eq!(c.log_message_timestamp_type, TimestampType::CreateTime);
     assert!(c.log_cleanup_policy.delete && !c.log_cleanup_policy.compact);
     assert_eq!(c.offsets_topic_num_partitions, 50);
+    assert_eq!(c.max_broker_partitions, 200_000);
+    assert_eq!(c.laminar_request_partitions_max, 100_000);
     assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
     assert_eq!(c.log_flush_interval_messages, i64::MAX);
     assert_eq!(c.laminar_fsync, FsyncSetting::Always);

@@ -84,6 +84,9 @@ pub async fn append(
             PartitionAccessError::Log(LogError::MessageTooLarge { .. }) => {
                 ResponseError::InvalidCommitOffsetSize
             }
+            // A full log dir: retriable, Kafka's answer when the offsets topic's append meets a
+            // storage error.
+            PartitionAccessError::Log(LogError::Exhausted(_)) => ResponseError::NotCoordinator,
             PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
             PartitionAccessError::UnknownTopicOrPartition
             | PartitionAccessError::NamedTwice

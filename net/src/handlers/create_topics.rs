@@ -13,13 +13,14 @@ use laminar_engine::cluster::metadata::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::config::TopicConfig;
-use crate::handlers::topic_admin::{validate_overrides, AdminError};
+use crate::handlers::topic_admin::{validate_overrides, AdminError, PartitionBudget};
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let shared = &ctx.state.shared;
     let mut response = CreateTopicsResponse::default();
+    let mut budget = PartitionBudget::new(shared.config.laminar_request_partitions_max);
     for topic in &request.topics {
-        let result = match create(shared, topic, request.validate_only, version) {
+        let result = match create(shared, topic, request.validate_only, version, &mut budget) {
             Ok(created) => created,
             Err(e) => CreatableTopicResult::default()
                 .with_name(topic.name.clone())
@@ -38,6 +39,7 @@ fn create(
     topic: &CreatableTopic,
     validate_only: bool,
     version: i16,
+    budget: &mut PartitionBudget,
 ) -> Result<CreatableTopicResult, AdminError> {
     let name = topic.name.as_str();
     validate_topic_name(name)?;
@@ -72,6 +74,7 @@ fn create(
             "partitions must be at least 1",
         ));
     }
+    budget.check(i64::from(partition_count))?;
     let replication_factor = if topic.replication_factor == -1 {
         shared.config.default_replication_factor
     } else {
@@ -98,6 +101,7 @@ fn create(
                 format!("topic '{name}' already exists"),
             ));
         }
+        shared.metadata.check_room(i64::from(partition_count))?;
         [0u8; 16]
     } else {
         let created = shared
@@ -106,6 +110,7 @@ fn create(
         tracing::info!(topic = name, partitions = partition_count, "created topic");
         created.id
     };
+    budget.spend(i64::from(partition_count));
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
     // The effective configs are part of the answer from v5 on.
     if version < 5 {

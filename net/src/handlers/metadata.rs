@@ -94,6 +94,10 @@ fn lookup_or_create(
                 None => ResponseError::LeaderNotAvailable,
             },
             Err(MetadataError::InvalidTopicName { .. }) => ResponseError::InvalidTopicException,
+            Err(e @ MetadataError::PartitionLimit { .. }) => {
+                tracing::warn!(topic = name, error = %e, "auto-create refused");
+                ResponseError::PolicyViolation
+            }
             Err(e) => {
                 tracing::error!(topic = name, error = %e, "auto-create failed");
                 ResponseError::UnknownServerError

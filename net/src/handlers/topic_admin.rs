@@ -33,12 +33,53 @@ impl From<MetadataError> for AdminError {
             MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
             MetadataError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
             MetadataError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
-            MetadataError::Io { .. } => {
+            // Kafka has no code of its own for it (KIP-578's RESOURCE_LIMIT_REACHED never
+            // shipped); POLICY_VIOLATION is what Kafka answers when its create-topic policy, the
+            // means it offers today to bound partitions, refuses a request.
+            MetadataError::PartitionLimit { .. } => ResponseError::PolicyViolation,
+            MetadataError::Io { .. } | MetadataError::Invalid { .. } => {
                 tracing::error!(error = %e, "topic metadata write failed");
                 ResponseError::KafkaStorageError
             }
         };
         AdminError::new(code, e.to_string())
+    }
+}
+
+/// What one CreateTopics or CreatePartitions request may still add, all its topics together
+/// (`laminar.request.partitions.max`). Lives for one request on one shard's task.
+pub struct PartitionBudget {
+    left: i64,
+    max: i32,
+}
+
+impl PartitionBudget {
+    pub fn new(max: i32) -> Self {
+        Self {
+            left: i64::from(max),
+            max,
+        }
+    }
+
+    /// Refuses a topic that would add `added` partitions (its count, or its growth) when the
+    /// request has not that many left, with INVALID_PARTITIONS: the count is out of range.
+    pub fn check(&self, added: i64) -> Result<(), AdminError> {
+        if added > self.left {
+            return Err(AdminError::new(
+                ResponseError::InvalidPartitions,
+                format!(
+                    "{added} new partitions would make this request add more than \
+                     laminar.request.partitions.max={} partitions",
+                    self.max
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts `added` partitions the request did add (or validated).
+    pub fn spend(&mut self, added: i64) {
+        self.left -= added;
     }
 }
 
