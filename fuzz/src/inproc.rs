@@ -27,6 +27,9 @@ use crate::report::{self, Finding, Outcome, Report};
 use crate::seeds;
 use crate::waits::Waits;
 
+/// How often a long run tells where it is (on stderr).
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
 /// What an in-process run is asked to do.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -54,6 +57,8 @@ pub fn run(options: &Options) -> Result<Report> {
     while from < total {
         board.index.store(u64::MAX, Ordering::Release);
         let (status, lines) = run_worker(options, &board_path, board, from)?;
+        // The worker exits without cleaning up (it may have died): its broker's data goes here.
+        let _ = std::fs::remove_dir_all(data_dir(&board_path, from));
         if !matches!(status, WorkerEnd::Finished) && board.index.load(Ordering::Acquire) == u64::MAX {
             bail!("the fuzz worker stopped before its first frame: {status:?}");
         }
@@ -123,6 +128,7 @@ fn run_worker(
     // A spin shows as a heartbeat that stops; the worker beats while it waits, so the bound is
     // the hang bound plus slack for a slow start (a debug build opening its partitions).
     let stall = options.hang * 2 + Duration::from_secs(10);
+    let (started, mut told) = (Instant::now(), Instant::now());
     let end = loop {
         if let Some(status) = child.try_wait()? {
             break if status.success() {
@@ -137,6 +143,12 @@ fn run_worker(
             let _ = child.kill();
             let _ = child.wait();
             break WorkerEnd::Stalled(format!("no heartbeat for {silent_ms} ms (a spin)"));
+        }
+        if told.elapsed() >= PROGRESS_EVERY {
+            told = Instant::now();
+            let index = board.index.load(Ordering::Acquire);
+            let rate = index.saturating_sub(from) as f64 / started.elapsed().as_secs_f64();
+            eprintln!("laminar-fuzz inproc: at frame {index}, {rate:.0} frames/s");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -221,6 +233,11 @@ fn parse_finding(line: &str) -> Option<Finding> {
     })
 }
 
+/// The log directory of the worker that starts at frame `from`, beside the board.
+fn data_dir(board: &Path, from: u64) -> PathBuf {
+    board.with_file_name(format!("broker-{from}"))
+}
+
 /// The worker's side: what the supervisor passes on its command line.
 #[derive(Debug, Clone)]
 pub struct WorkerArgs {
@@ -237,8 +254,8 @@ pub struct WorkerArgs {
 pub fn worker(args: WorkerArgs) -> Result<()> {
     let board = Board::open(&args.board)?;
     board.beat();
-    let dir = tempfile::tempdir().context("creating the broker's log directory")?;
-    let broker = laminar_net::server::start(broker_config(dir.path())?)?;
+    let dir = data_dir(&args.board, args.from);
+    let broker = laminar_net::server::start(broker_config(&dir)?)?;
     let mutator = Mutator::new(seeds::all()?);
     let regressions = args
         .regressions

@@ -14,7 +14,7 @@ use crate::tokens::Recorder;
 
 /// A request allowed to wait longer than the hang bound is not waited for past this: it is
 /// left running ("parked"), as by a client that moved on, and the run goes on.
-pub const PARK_AFTER: Duration = Duration::from_millis(50);
+pub const PARK_AFTER: Duration = Duration::from_millis(10);
 
 /// How long to wait for an answer to a frame allowed `allowed`, and whether running out of it
 /// parks the frame (`true`) or is a hang.

@@ -14,7 +14,7 @@ use laminar_tests::{Broker, BrokerOptions};
 
 /// Sized to keep both runs together under a minute of a debug build on two cores.
 const INPROC_FRAMES: u64 = 100_000;
-const LIVE_FRAMES: u64 = 10_000;
+const LIVE_FRAMES: u64 = 20_000;
 const HANG: Duration = Duration::from_secs(5);
 
 fn regressions() -> Vec<PathBuf> {
