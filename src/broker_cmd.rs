@@ -7,9 +7,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::Context;
-use laminar_net::client::{ClientConfig, Connection};
-use laminar_net::config::write_behind::PROFILE_KEY;
-use laminar_net::config::{BrokerConfig, LoadedBrokerConfig, ProfileRecommendation};
+use laminar_broker::config::write_behind::PROFILE_KEY;
+use laminar_broker::config::{BrokerConfig, LoadedBrokerConfig, ProfileRecommendation};
+use laminar_client::{ClientConfig, Connection};
 use laminar_tuning::iotune::{IoProfile, IO_PROFILE_VERSION};
 use laminar_tuning::sd_notify::{self, NotifyState};
 
@@ -38,7 +38,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
         .collect();
     let data_dirs: Vec<String> = config.log_dirs.iter().map(|d| d.display().to_string()).collect();
     let http_listen = config.laminar_http_listen;
-    let broker = laminar_net::server::start(config).context("cannot start the broker")?;
+    let broker = laminar_broker::server::start(config).context("cannot start the broker")?;
     let shared = broker.shared.clone();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

@@ -82,12 +82,31 @@ setup_node() {
   echo "$want" >"$stamp"
 }
 
+# ---------------------------------------------------------------- static gates
+# Formatting, and clippy with the workspace lints (unsafe only in sys/ffi modules, SAFETY
+# comments, functions of at most 70 lines, no bare-bool parameter lists): each a counted check.
+run_gates() {
+  say "static gates: cargo fmt --check, cargo clippy -D warnings"
+  if cargo fmt --all --check >"$LOGS/fmt.log" 2>&1; then
+    count "gate: cargo fmt --check" 1 0
+  else
+    cat "$LOGS/fmt.log" | head -40
+    count "gate: cargo fmt --check" 0 1
+  fi
+  if cargo clippy --color never --workspace --all-targets -- -D warnings >"$LOGS/clippy.log" 2>&1; then
+    count "gate: cargo clippy" 1 0
+  else
+    grep -E '^(error|warning)' -A6 "$LOGS/clippy.log" | head -60
+    count "gate: cargo clippy" 0 1
+  fi
+}
+
 # ---------------------------------------------------------------- suites
 run_rust() {
   say "cargo test --workspace"
   local log="$LOGS/cargo-test.log"
   # --no-fail-fast: one failing test binary must not hide the results of the others.
-  # Rust tests that drive Python clients (net/tests/groups_clients.rs) find the venv's python3.
+  # Rust tests that drive Python clients (broker/tests/groups_clients.rs) find the venv's python3.
   PATH="$TESTS/.venv/bin:$PATH" cargo test --workspace --no-fail-fast --color never -- --test-threads=2 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ] && grep -q '^error: could not compile' "$log"; then
@@ -156,7 +175,10 @@ else
   built=0
 fi
 
-if wants rust; then run_rust; fi
+if wants rust; then
+  run_gates
+  run_rust
+fi
 if [ "$built" -eq 1 ]; then
   if wants python && [ "$python_ready" -eq 1 ]; then run_python; fi
   if wants node && [ "$node_ready" -eq 1 ]; then run_node; fi

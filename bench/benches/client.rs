@@ -8,8 +8,8 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{FetchResponse, ProduceRequest, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use laminar_bench::BatchBuilder;
-use laminar_net::client::records::{batches, for_each_record};
-use laminar_net::client::{encode_frame, Compression};
+use laminar_client::records::{batches, for_each_record};
+use laminar_client::{encode_frame, Compression};
 
 const RECORDS: usize = 256;
 const RECORD_BYTES: usize = 1024;

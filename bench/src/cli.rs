@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use laminar_net::client::{Acks, Compression};
+use laminar_client::{Acks, Compression};
+
+use crate::layout::{BATCH_HEADER_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
 
 /// `laminar bench …`: load against any Kafka-compatible broker, and this machine's limits.
 #[derive(Debug, Clone, Subcommand)]
@@ -169,12 +171,6 @@ impl CompressionArg {
     }
 }
 
-/// A v2 batch's header, before its records.
-const BATCH_HEADER_BYTES: usize = 61;
-/// Most bytes a plain record adds around its key and value (length, attributes, timestamp and
-/// offset deltas, key and value lengths, header count; varints of records under 2 MiB).
-const RECORD_FRAMING_BYTES: usize = 3 + 1 + 1 + 3 + 1 + 3 + 1;
-
 fn parse_acks(text: &str) -> Result<Acks, String> {
     text.parse()
 }
@@ -193,7 +189,7 @@ impl ProducerArgs {
     /// Full batches that fit one request of `max_request_bytes` (at least one), counting each
     /// record's key, value and framing, and the batch header.
     pub fn batches_per_request(&self) -> usize {
-        let record_bytes = self.record_size + crate::produce::KEY_BYTES + RECORD_FRAMING_BYTES;
+        let record_bytes = self.record_size + KEY_BYTES + RECORD_FRAMING_BYTES;
         let batch_bytes = self.records_per_batch() * record_bytes + BATCH_HEADER_BYTES;
         (self.max_request_bytes / batch_bytes).max(1)
     }

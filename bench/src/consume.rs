@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use laminar_net::client::records::{batches, for_each_record};
-use laminar_net::client::{ClientConfig, Connection, FetchPosition, FetchSpec};
+use laminar_client::records::{batches, for_each_record};
+use laminar_client::{ClientConfig, Connection, FetchPosition, FetchSpec};
 
+use crate::layout::KEY_BYTES;
 use crate::pacing::Clock;
-use crate::produce::KEY_BYTES;
 use crate::stats::Recorder;
 
 /// What one consumer thread does.
@@ -169,7 +169,7 @@ mod tests {
     use super::*;
     use crate::produce::BatchBuilder;
     use crate::stats::Progress;
-    use laminar_net::client::Compression;
+    use laminar_client::Compression;
 
     fn patched(mut batch: Vec<u8>, base_offset: i64) -> Vec<u8> {
         batch[..8].copy_from_slice(&base_offset.to_be_bytes());

@@ -1,5 +1,5 @@
 //! `laminar bench`: load generator and reports for any Kafka-compatible broker, speaking Kafka
-//! through `laminar_net::client`.
+//! through `laminar_client`.
 //!
 //! - `produce`: batches built into reused buffers, several produce requests in flight per
 //!   connection (one connection per producer thread), optional fixed rate with latency measured
@@ -11,12 +11,14 @@
 
 mod cli;
 mod consume;
+mod layout;
 pub mod limits;
 mod output;
 pub mod pacing;
 mod produce;
 mod progress;
 mod report;
+mod result;
 mod run;
 mod setup;
 pub mod sink;

@@ -12,18 +12,16 @@ use anyhow::Context;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ProduceResponse;
 use kafka_protocol::records::Record;
-use laminar_net::client::records::{encode_batch, encode_plain_batch, plain_record};
-use laminar_net::client::{Acks, ClientConfig, Connection, Pending};
+use laminar_client::records::{encode_batch, encode_plain_batch, plain_record};
+use laminar_client::{Acks, ClientConfig, Connection, Pending};
 
 use crate::cli::ProducerArgs;
+use crate::layout::KEY_BYTES;
 use crate::pacing::{BatchPlan, Clock, Pacer};
 use crate::stats::Recorder;
 
 /// While pacing, how often to look for acknowledgements between sends.
 const ACK_POLL_US: u64 = 100;
-
-/// Bytes of the timestamp key of every record.
-pub const KEY_BYTES: usize = 8;
 
 /// What one producer thread does.
 #[derive(Debug, Clone)]
@@ -90,7 +88,7 @@ impl BatchBuilder {
     pub fn build(
         &mut self,
         timestamps_us: impl Iterator<Item = u64>,
-        compression: laminar_net::client::Compression,
+        compression: laminar_client::Compression,
     ) -> anyhow::Result<Bytes> {
         self.keys.clear();
         let mut first_ms = None;
@@ -102,7 +100,7 @@ impl BatchBuilder {
         self.out.clear();
         self.out
             .reserve(self.keys.len() / KEY_BYTES * (self.value.len() + 32) + 128);
-        if compression == laminar_net::client::Compression::None {
+        if compression == laminar_client::Compression::None {
             let keys: Vec<&[u8]> = self.keys.chunks_exact(KEY_BYTES).collect();
             encode_plain_batch(&mut self.out, &keys, &self.value, timestamp_ms);
         } else {
@@ -116,7 +114,7 @@ impl BatchBuilder {
     fn encode_with_crate(
         &mut self,
         timestamp_ms: i64,
-        compression: laminar_net::client::Compression,
+        compression: laminar_client::Compression,
     ) -> anyhow::Result<()> {
         let keys = self.keys.split().freeze();
         for (index, key) in keys.chunks_exact(KEY_BYTES).enumerate() {
@@ -306,8 +304,8 @@ fn acknowledge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use laminar_net::client::records::{batches, for_each_record};
-    use laminar_net::client::Compression;
+    use laminar_client::records::{batches, for_each_record};
+    use laminar_client::Compression;
 
     #[test]
     fn builder_writes_keyed_batches_and_reuses_its_buffers() {

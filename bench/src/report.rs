@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::output::RunResult;
+use crate::result::RunResult;
 use crate::stats::Measurement;
 
 const WIDTH: f64 = 720.0;
@@ -21,56 +21,116 @@ pub struct Series {
 
 /// An SVG line chart. `log_x` plots x on a log10 scale (x must be > 0).
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bool) -> String {
-    let fx = |x: f64| if log_x { x.max(1e-9).log10() } else { x };
-    let all = series.iter().flat_map(|s| s.points.iter());
-    let (mut x_min, mut x_max, mut y_max) = (f64::MAX, f64::MIN, 0.0f64);
-    for (x, y) in all {
-        x_min = x_min.min(fx(*x));
-        x_max = x_max.max(fx(*x));
-        y_max = y_max.max(*y);
-    }
-    if x_min > x_max {
-        (x_min, x_max) = (0.0, 1.0);
-    }
-    if x_max - x_min < 1e-9 {
-        x_max = x_min + 1.0;
-    }
-    let y_max = if y_max > 0.0 { y_max * 1.05 } else { 1.0 };
-    let px = |x: f64| MARGIN + (fx(x) - x_min) / (x_max - x_min) * (WIDTH - 2.0 * MARGIN);
-    let py = |y: f64| HEIGHT - MARGIN + 8.0 - y / y_max * (HEIGHT - 2.0 * MARGIN);
+    let scale = Scale::fit(series, log_x);
     let mut svg = String::new();
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11"><text x="{MARGIN}" y="16" font-size="13" font-weight="bold">{}</text>"#,
         escape(title)
     );
-    let (left, right, bottom, top) = (MARGIN, WIDTH - MARGIN, HEIGHT - MARGIN + 8.0, MARGIN - 8.0);
+    write_axes(&mut svg, &scale);
+    write_axis_labels(&mut svg, x_label, y_label);
+    write_lines(&mut svg, &scale, series);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The plot area's edges.
+const LEFT: f64 = MARGIN;
+const RIGHT: f64 = WIDTH - MARGIN;
+const BOTTOM: f64 = HEIGHT - MARGIN + 8.0;
+const TOP: f64 = MARGIN - 8.0;
+
+/// How data units map to the plot area: x from `x_min` to `x_max` (log10 of x when `log_x`),
+/// y from 0 to `y_max`.
+struct Scale {
+    log_x: bool,
+    x_min: f64,
+    x_max: f64,
+    y_max: f64,
+}
+
+impl Scale {
+    /// The scale that shows every point of `series` (a unit range when there are none), with
+    /// 5 % room above the highest y.
+    fn fit(series: &[Series], log_x: bool) -> Scale {
+        let mut scale = Scale {
+            log_x,
+            x_min: f64::MAX,
+            x_max: f64::MIN,
+            y_max: 0.0,
+        };
+        for (x, y) in series.iter().flat_map(|s| s.points.iter()) {
+            scale.x_min = scale.x_min.min(scale.fx(*x));
+            scale.x_max = scale.x_max.max(scale.fx(*x));
+            scale.y_max = scale.y_max.max(*y);
+        }
+        if scale.x_min > scale.x_max {
+            (scale.x_min, scale.x_max) = (0.0, 1.0);
+        }
+        if scale.x_max - scale.x_min < 1e-9 {
+            scale.x_max = scale.x_min + 1.0;
+        }
+        scale.y_max = if scale.y_max > 0.0 {
+            scale.y_max * 1.05
+        } else {
+            1.0
+        };
+        scale
+    }
+
+    /// x on the axis (its log10 on a log scale).
+    fn fx(&self, x: f64) -> f64 {
+        if self.log_x {
+            x.max(1e-9).log10()
+        } else {
+            x
+        }
+    }
+
+    /// The horizontal pixel of `x`.
+    fn px(&self, x: f64) -> f64 {
+        MARGIN + (self.fx(x) - self.x_min) / (self.x_max - self.x_min) * (WIDTH - 2.0 * MARGIN)
+    }
+
+    /// The vertical pixel of `y`.
+    fn py(&self, y: f64) -> f64 {
+        HEIGHT - MARGIN + 8.0 - y / self.y_max * (HEIGHT - 2.0 * MARGIN)
+    }
+}
+
+/// The axes, with five ticks each (and grid lines across for y).
+fn write_axes(svg: &mut String, scale: &Scale) {
     let _ = write!(
         svg,
-        r##"<path d="M{left} {top}V{bottom}H{right}" fill="none" stroke="#444"/>"##
+        r##"<path d="M{LEFT} {TOP}V{BOTTOM}H{RIGHT}" fill="none" stroke="#444"/>"##
     );
     for tick in 0..=4 {
-        let y = y_max * tick as f64 / 4.0;
+        let y = scale.y_max * tick as f64 / 4.0;
         let _ = write!(
             svg,
-            r##"<text x="{}" y="{}" text-anchor="end">{}</text><path d="M{left} {}H{right}" stroke="#ddd"/>"##,
-            left - 4.0,
-            py(y) + 4.0,
+            r##"<text x="{}" y="{}" text-anchor="end">{}</text><path d="M{LEFT} {}H{RIGHT}" stroke="#ddd"/>"##,
+            LEFT - 4.0,
+            scale.py(y) + 4.0,
             number(y),
-            py(y)
+            scale.py(y)
         );
     }
     for tick in 0..=4 {
-        let x = x_min + (x_max - x_min) * tick as f64 / 4.0;
-        let shown = if log_x { 10f64.powf(x) } else { x };
+        let x = scale.x_min + (scale.x_max - scale.x_min) * tick as f64 / 4.0;
+        let shown = if scale.log_x { 10f64.powf(x) } else { x };
         let _ = write!(
             svg,
             r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            px(if log_x { shown } else { x }),
-            bottom + 14.0,
+            scale.px(if scale.log_x { shown } else { x }),
+            BOTTOM + 14.0,
             number(shown)
         );
     }
+}
+
+/// The x label under the plot, the y label turned along its left side.
+fn write_axis_labels(svg: &mut String, x_label: &str, y_label: &str) {
     let _ = write!(
         svg,
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
@@ -81,12 +141,16 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], 
         HEIGHT / 2.0,
         escape(y_label)
     );
+}
+
+/// One polyline per series (none for an empty one) and its name in the legend, in turn.
+fn write_lines(svg: &mut String, scale: &Scale, series: &[Series]) {
     for (index, line) in series.iter().enumerate() {
         let colour = COLOURS[index % COLOURS.len()];
         let path: Vec<String> = line
             .points
             .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .map(|(x, y)| format!("{:.1},{:.1}", scale.px(*x), scale.py(*y)))
             .collect();
         if !path.is_empty() {
             let _ = write!(
@@ -98,13 +162,11 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], 
         let _ = write!(
             svg,
             r#"<text x="{}" y="{}" fill="{colour}">{}</text>"#,
-            right - 150.0,
-            top + 14.0 * (index as f64 + 1.0),
+            RIGHT - 150.0,
+            TOP + 14.0 * (index as f64 + 1.0),
             escape(&line.name)
         );
     }
-    svg.push_str("</svg>");
-    svg
 }
 
 fn number(value: f64) -> String {

@@ -5,16 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use laminar_net::client::{ClientConfig, Connection, OffsetSpec};
+use laminar_client::{ClientConfig, Connection, OffsetSpec};
 use serde_json::json;
 
 use crate::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, ProducerArgs};
 use crate::consume::{run_consumer, ConsumeTarget, ConsumerJob};
 use crate::limits::{measure, Budget, Limits};
-use crate::output::{RunResult, Section};
 use crate::pacing::Clock;
 use crate::produce::{run_producer, ProducerJob};
 use crate::progress::ProgressLine;
+use crate::result::{RunResult, Section};
 use crate::setup::{prepare_topic, TopicLayout};
 use crate::stats::{Interval, Measurement, Progress, Recorder};
 

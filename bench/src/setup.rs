@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use kafka_protocol_codes::{TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION};
-use laminar_net::client::{ClientConfig, ClusterMetadata, Connection, NewTopic};
+use laminar_client::{ClientConfig, ClusterMetadata, Connection, NewTopic};
 
 /// Kafka error codes the set-up tolerates.
 mod kafka_protocol_codes {

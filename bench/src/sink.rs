@@ -22,12 +22,12 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable, StrBytes};
-use laminar_engine::partition::RecordBytes;
-use laminar_net::client::records::batches;
-use laminar_net::client::{client_versions, write_all_pieces, Compression};
-use laminar_net::frame::FrameReader;
-use laminar_net::handlers::fetch_encode::{encode_fetch_frame, FetchAnswer, PartitionAnswer};
-use laminar_net::send::Chunk;
+use laminar_client::records::batches;
+use laminar_client::{client_versions, write_all_pieces, Compression};
+use laminar_protocol::chunk::Chunk;
+use laminar_protocol::fetch_response::RecordBytes;
+use laminar_protocol::fetch_response::{encode_fetch_frame, FetchAnswer, PartitionAnswer};
+use laminar_protocol::frame::FrameReader;
 
 use crate::produce::BatchBuilder;
 

@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use laminar_net::client::{Acks, ClientConfig, Connection, OffsetSpec};
+use laminar_client::{Acks, ClientConfig, Connection, OffsetSpec};
 
 use super::*;
 use crate::cli::{BenchCommand, ProducerArgs};

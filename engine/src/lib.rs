@@ -2,7 +2,7 @@
 //!
 //! The engine knows partitions, logs, shards and files. It knows nothing of sockets or of Kafka
 //! requests; the only wire type it understands is the Kafka RecordBatch v2, because that is also
-//! the on-disk format (DESIGN.md invariant 3).
+//! the on-disk format (docs/ARCHITECTURE.md invariant 3).
 //!
 //! - [`log`]: RecordBatch view and validation, segments, sparse indexes, recovery, retention.
 //! - [`partition`]: one partition replica: its log, group commit, offsets, append notification.

@@ -1,8 +1,12 @@
-//! The engine's direct system calls, where std and glommio offer no safe equivalent. Every
-//! `unsafe` block of the engine lives here.
+//! The engine's direct system calls, where std, glommio and io-uring offer no safe
+//! equivalent. Every `unsafe` block of the engine lives here, each behind a safe function.
+#![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+
+use io_uring::squeue::PushError;
+use io_uring::{opcode, types, IoUring};
 
 /// The kernel takes at most this many iovecs per call (IOV_MAX); longer lists go in pieces.
 const IOV_MAX: usize = 1024;
@@ -89,6 +93,73 @@ pub fn is_cached(fd: RawFd, pos: u64) -> io::Result<bool> {
         // caller takes its path that cannot block.
         e if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => Ok(false),
         e => Err(e),
+    }
+}
+
+/// Queues (does not submit) an `IORING_OP_SYNC_FILE_RANGE` of `[offset, offset + len)` of the
+/// open file `fd` with `flags` on `ring`, tagged `user_data`. `Err` when the submission queue
+/// is full. The caller keeps `fd` open until the op's completion is reaped: a descriptor closed
+/// earlier makes the op fail or sync whichever file reuses the number.
+pub fn push_sync_file_range(
+    ring: &mut IoUring,
+    fd: RawFd,
+    (offset, len): (u64, u32),
+    flags: u32,
+    user_data: u64,
+) -> Result<(), PushError> {
+    let entry = opcode::SyncFileRange::new(types::Fd(fd), len)
+        .offset(offset)
+        .flags(flags)
+        .build()
+        .user_data(user_data);
+    // SAFETY: `push` requires the entry's buffers to stay valid until the op completes; a
+    // sync_file_range entry has none (a descriptor number and integers only), so the kernel
+    // never touches memory of ours for it, whatever becomes of the descriptor meanwhile.
+    unsafe { ring.submission().push(&entry) }
+}
+
+/// Linux's `struct cachestat` (include/uapi/linux/mman.h): pages of a file range in the page
+/// cache, and how many of them are dirty, under writeback or were evicted.
+#[cfg(test)]
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct Cachestat {
+    pub nr_cache: u64,
+    pub nr_dirty: u64,
+    pub nr_writeback: u64,
+    pub nr_evicted: u64,
+    pub nr_recently_evicted: u64,
+}
+
+/// Linux's `struct cachestat_range`.
+#[cfg(test)]
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// `cachestat(2)` of `[off, off + len)` of the open file `fd` (Linux 6.5+; the same system call
+/// number on every architecture). `ENOSYS` where the kernel lacks it.
+#[cfg(test)]
+pub fn cachestat(fd: RawFd, off: u64, len: u64) -> io::Result<Cachestat> {
+    const SYS_CACHESTAT: libc::c_long = 451;
+    let range = CachestatRange { off, len };
+    let mut out = Cachestat::default();
+    // SAFETY: `range` and `out` are live, laid out as the kernel's structs (repr(C)) and outlive
+    // the call, which reads the one and writes the other; the flags argument must be 0.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd,
+            &range as *const CachestatRange,
+            &mut out as *mut Cachestat,
+            0u32,
+        )
+    };
+    match rc {
+        0 => Ok(out),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 

@@ -98,27 +98,52 @@ async fn check_read(p: &Partition<FaultyStorage>, model: &Model, rng: &mut StdRn
     assert!(p.read(end + 1, 10, true).await.is_err());
 }
 
-async fn run(seed: u64, ops: usize) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let storage = FaultyStorage::new(seed);
-    let dir = PathBuf::from("/logs/model-0");
-    let mut cfg = config(&mut rng);
-    let open = |cfg: LogConfig| {
-        let storage = Rc::new(storage.clone());
-        let dir = dir.clone();
-        async move { Partition::open(storage, dir, cfg).await.unwrap() }
-    };
-    let mut p = open(cfg.clone()).await;
-    let mut model = Model {
-        batches: Vec::new(),
-        log_start: 0,
-        synced: 0,
-    };
-    let mut now: i64 = 1_700_000_000_000;
-    for _ in 0..ops {
-        now += rng.gen_range(0..2_000);
-        let op = rng.gen_range(0..100);
+const DIR: &str = "/logs/model-0";
+
+async fn open(storage: &FaultyStorage, cfg: LogConfig) -> Partition<FaultyStorage> {
+    let storage = Rc::new(storage.clone());
+    Partition::open(storage, PathBuf::from(DIR), cfg).await.unwrap()
+}
+
+/// One run: the partition under test, the model it must match, and the randomness driving both.
+struct Run {
+    rng: StdRng,
+    storage: FaultyStorage,
+    cfg: LogConfig,
+    /// `None` only while a crash is simulated.
+    partition: Option<Partition<FaultyStorage>>,
+    model: Model,
+}
+
+impl Run {
+    async fn start(seed: u64) -> Run {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let storage = FaultyStorage::new(seed);
+        let cfg = config(&mut rng);
+        let partition = Some(open(&storage, cfg.clone()).await);
+        let model = Model {
+            batches: Vec::new(),
+            log_start: 0,
+            synced: 0,
+        };
+        Run {
+            rng,
+            storage,
+            cfg,
+            partition,
+            model,
+        }
+    }
+
+    fn p(&self) -> &Partition<FaultyStorage> {
+        self.partition.as_ref().expect("an open partition")
+    }
+
+    /// One random operation at `now`, checked against the model.
+    async fn step(&mut self, now: i64) {
+        let op = self.rng.gen_range(0..100);
         if std::env::var("LAMINAR_MODEL_TRACE").is_ok() {
+            let model = &self.model;
             eprintln!(
                 "op {op} start {} end {} synced {}",
                 model.log_start,
@@ -127,109 +152,151 @@ async fn run(seed: u64, ops: usize) {
             );
         }
         match op {
-            0..=39 => {
-                let batches: Vec<Vec<u8>> = (0..rng.gen_range(1..4))
-                    .map(|_| random_batch(&mut rng, now))
-                    .collect();
-                let info = p.append(Bytes::from(batches.concat()), now).await.unwrap();
-                assert_eq!(info.base_offset, model.end());
-                let mut next = info.base_offset;
-                for mut b in batches {
-                    batch::set_base_offset(&mut b, next);
-                    batch::set_partition_leader_epoch(&mut b, 0);
-                    next = header(&b).next_offset();
-                    model.batches.push(b);
-                }
-                assert_eq!(info.last_offset + 1, next);
-            }
-            40..=64 => check_read(&p, &model, &mut rng).await,
-            65..=72 => {
-                p.flush().await.unwrap();
-                model.synced = model.end();
-            }
-            73..=77 => {
-                let outcome = p.apply_retention(now).await.unwrap();
-                let start = outcome.log_start_offset;
-                assert!(start >= model.log_start && start <= model.end());
-                let gone = model.index_of(start);
-                let at_boundary =
-                    gone == model.batches.len() || header(&model.batches[gone]).base_offset == start;
-                assert!(start == model.log_start || at_boundary, "whole segments only");
-                model.batches.drain(..gone);
-                model.log_start = start;
-            }
-            78..=80 => {
-                let offset = rng.gen_range(model.log_start..=model.end());
-                let moved = offset > model.log_start;
-                let start = p.delete_records_before(offset).await.unwrap();
-                assert_eq!(start, offset.max(model.log_start));
-                model.batches.drain(..model.index_of(start));
-                model.log_start = start;
-                if moved {
-                    // The new start offset is only persisted behind a sync of the log.
-                    model.synced = model.end();
-                }
-            }
-            81..=83 => {
-                let first = model.index_of(model.log_start);
-                let candidates: Vec<i64> = model.batches[first..]
-                    .iter()
-                    .map(|b| header(b).base_offset)
-                    .filter(|&o| o >= model.log_start)
-                    .chain([model.end()])
-                    .collect();
-                let to = candidates[rng.gen_range(0..candidates.len())];
-                p.truncate_to(to).await.unwrap();
-                model.truncate_at_offset(to);
-                model.synced = model.synced.min(to);
-            }
-            84..=89 => {
-                p.close().await.unwrap();
-                if rng.gen_bool(0.3) {
-                    cfg = config(&mut rng);
-                }
-                p = open(cfg.clone()).await;
-                model.synced = model.end();
-            }
-            90..=95 => {
-                drop(p);
-                let mode = [
-                    CrashMode::LoseUnsynced,
-                    CrashMode::TornTail,
-                    CrashMode::TornTailWithGarbage,
-                ][rng.gen_range(0..3)];
-                storage.crash(mode);
-                p = open(cfg.clone()).await;
-                let end = p.log_end_offset();
-                assert!(
-                    end >= model.synced,
-                    "crash lost synced data: end {end} < {}",
-                    model.synced
-                );
-                assert!(end <= model.end());
-                model.truncate_at_offset(end);
-                model.synced = end;
-            }
-            _ => {
-                let fresh = LogConfig {
-                    segment_bytes: rng.gen_range(600..4000),
-                    ..cfg.clone()
-                };
-                p.set_config(fresh.clone()).await;
-                cfg = fresh;
-            }
+            0..=39 => self.append(now).await,
+            40..=64 => self.check_read().await,
+            65..=72 => self.flush().await,
+            73..=77 => self.apply_retention(now).await,
+            78..=80 => self.delete_records().await,
+            81..=83 => self.truncate().await,
+            84..=89 => self.close_and_reopen().await,
+            90..=95 => self.crash_and_reopen().await,
+            _ => self.change_segment_bytes().await,
         }
     }
-    check_read(&p, &model, &mut rng).await;
-    let mut offset = model.log_start;
-    let mut seen = Vec::new();
-    while offset < model.end() {
-        let got = p.read(offset, 1 << 20, true).await.unwrap().data;
-        offset = header(got.last().unwrap()).next_offset();
-        seen.extend(got);
+
+    async fn check_read(&mut self) {
+        let partition = self.partition.as_ref().expect("an open partition");
+        check_read(partition, &self.model, &mut self.rng).await;
     }
-    let first = model.index_of(model.log_start);
-    assert_eq!(seen.len(), model.batches.len() - first);
+
+    async fn append(&mut self, now: i64) {
+        let batches: Vec<Vec<u8>> = (0..self.rng.gen_range(1..4))
+            .map(|_| random_batch(&mut self.rng, now))
+            .collect();
+        let info = self.p().append(Bytes::from(batches.concat()), now).await.unwrap();
+        assert_eq!(info.base_offset, self.model.end());
+        let mut next = info.base_offset;
+        for mut b in batches {
+            batch::set_base_offset(&mut b, next);
+            batch::set_partition_leader_epoch(&mut b, 0);
+            next = header(&b).next_offset();
+            self.model.batches.push(b);
+        }
+        assert_eq!(info.last_offset + 1, next);
+    }
+
+    async fn flush(&mut self) {
+        self.p().flush().await.unwrap();
+        self.model.synced = self.model.end();
+    }
+
+    async fn apply_retention(&mut self, now: i64) {
+        let outcome = self.p().apply_retention(now).await.unwrap();
+        let model = &mut self.model;
+        let start = outcome.log_start_offset;
+        assert!(start >= model.log_start && start <= model.end());
+        let gone = model.index_of(start);
+        let at_boundary = gone == model.batches.len() || header(&model.batches[gone]).base_offset == start;
+        assert!(start == model.log_start || at_boundary, "whole segments only");
+        model.batches.drain(..gone);
+        model.log_start = start;
+    }
+
+    async fn delete_records(&mut self) {
+        let offset = self.rng.gen_range(self.model.log_start..=self.model.end());
+        let moved = offset > self.model.log_start;
+        let start = self.p().delete_records_before(offset).await.unwrap();
+        let model = &mut self.model;
+        assert_eq!(start, offset.max(model.log_start));
+        model.batches.drain(..model.index_of(start));
+        model.log_start = start;
+        if moved {
+            // The new start offset is only persisted behind a sync of the log.
+            model.synced = model.end();
+        }
+    }
+
+    /// Truncates at a random batch boundary at or above the log start.
+    async fn truncate(&mut self) {
+        let model = &self.model;
+        let first = model.index_of(model.log_start);
+        let candidates: Vec<i64> = model.batches[first..]
+            .iter()
+            .map(|b| header(b).base_offset)
+            .filter(|&o| o >= model.log_start)
+            .chain([model.end()])
+            .collect();
+        let to = candidates[self.rng.gen_range(0..candidates.len())];
+        self.p().truncate_to(to).await.unwrap();
+        self.model.truncate_at_offset(to);
+        self.model.synced = self.model.synced.min(to);
+    }
+
+    /// A clean shutdown and restart, sometimes with another configuration.
+    async fn close_and_reopen(&mut self) {
+        self.p().close().await.unwrap();
+        if self.rng.gen_bool(0.3) {
+            self.cfg = config(&mut self.rng);
+        }
+        self.partition = Some(open(&self.storage, self.cfg.clone()).await);
+        self.model.synced = self.model.end();
+    }
+
+    /// A crash of a random kind and a restart: nothing synced is lost.
+    async fn crash_and_reopen(&mut self) {
+        self.partition = None;
+        let modes = [
+            CrashMode::LoseUnsynced,
+            CrashMode::TornTail,
+            CrashMode::TornTailWithGarbage,
+        ];
+        self.storage.crash(modes[self.rng.gen_range(0..3)]);
+        self.partition = Some(open(&self.storage, self.cfg.clone()).await);
+        let end = self.p().log_end_offset();
+        let model = &mut self.model;
+        assert!(
+            end >= model.synced,
+            "crash lost synced data: end {end} < {}",
+            model.synced
+        );
+        assert!(end <= model.end());
+        model.truncate_at_offset(end);
+        model.synced = end;
+    }
+
+    async fn change_segment_bytes(&mut self) {
+        let fresh = LogConfig {
+            segment_bytes: self.rng.gen_range(600..4000),
+            ..self.cfg.clone()
+        };
+        self.p().set_config(fresh.clone()).await;
+        self.cfg = fresh;
+    }
+
+    /// Reads the whole log from its start: every batch of the model comes back.
+    async fn read_everything(&self) {
+        let model = &self.model;
+        let mut offset = model.log_start;
+        let mut seen = Vec::new();
+        while offset < model.end() {
+            let got = self.p().read(offset, 1 << 20, true).await.unwrap().data;
+            offset = header(got.last().unwrap()).next_offset();
+            seen.extend(got);
+        }
+        let first = model.index_of(model.log_start);
+        assert_eq!(seen.len(), model.batches.len() - first);
+    }
+}
+
+async fn run(seed: u64, ops: usize) {
+    let mut run = Run::start(seed).await;
+    let mut now: i64 = 1_700_000_000_000;
+    for _ in 0..ops {
+        now += run.rng.gen_range(0..2_000);
+        run.step(now).await;
+    }
+    run.check_read().await;
+    run.read_everything().await;
 }
 
 #[test]

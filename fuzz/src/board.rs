@@ -3,15 +3,15 @@
 //! (an abort, a panic: the broker ends the process on either) or stops beating (a spin), the
 //! supervisor reads from the board which frame did it, and the counters survive the worker.
 
-use std::cell::UnsafeCell;
 use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::mutate::FRAME_BYTES_MAX;
 use crate::report::{Outcome, Tally, OUTCOMES, SLOTS};
+use crate::sys::{map_shared, FrameBytes};
 
 #[repr(C)]
 pub struct Board {
@@ -23,12 +23,8 @@ pub struct Board {
     pub peak_rss_kib: AtomicU64,
     frame_len: AtomicU64,
     counts: [[AtomicU64; OUTCOMES]; SLOTS],
-    frame: UnsafeCell<[u8; FRAME_BYTES_MAX]>,
+    frame: FrameBytes<FRAME_BYTES_MAX>,
 }
-
-// The frame bytes are written by the worker only, and read by the supervisor only once the
-// worker has stopped (died or been killed).
-unsafe impl Sync for Board {}
 
 impl Board {
     /// Creates the board file, zeroed (every counter 0), and maps it.
@@ -41,7 +37,7 @@ impl Board {
             .open(path)
             .with_context(|| format!("creating {}", path.display()))?;
         file.set_len(std::mem::size_of::<Board>() as u64)?;
-        map(&file)
+        map_shared(&file)
     }
 
     /// Maps an existing board (the worker's side).
@@ -51,17 +47,12 @@ impl Board {
             .write(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
-        if file.metadata()?.len() != std::mem::size_of::<Board>() as u64 {
-            bail!("{} is not a board of this build", path.display());
-        }
-        map(&file)
+        map_shared(&file).with_context(|| format!("{} is not a board of this build", path.display()))
     }
 
     /// Records the frame about to be handled (before handing it to the broker).
     pub fn begin(&self, index: u64, frame: &[u8]) {
-        let len = frame.len().min(FRAME_BYTES_MAX);
-        // SAFETY: only the worker writes, one frame at a time; see `unsafe impl Sync`.
-        unsafe { (&mut *self.frame.get())[..len].copy_from_slice(&frame[..len]) };
+        let len = self.frame.write(frame);
         self.frame_len.store(len as u64, Ordering::Release);
         self.index.store(index, Ordering::Release);
         self.beat();
@@ -69,9 +60,7 @@ impl Board {
 
     /// The frame last begun. Call only while the worker is stopped.
     pub fn frame(&self) -> Vec<u8> {
-        let len = self.frame_len.load(Ordering::Acquire) as usize;
-        // SAFETY: the writer has stopped (see `unsafe impl Sync`).
-        unsafe { (&*self.frame.get())[..len].to_vec() }
+        self.frame.read(self.frame_len.load(Ordering::Acquire) as usize)
     }
 
     pub fn count(&self, slot: usize, outcome: Outcome) {
@@ -95,28 +84,6 @@ impl Board {
     pub fn note_rss(&self, kib: u64) {
         self.peak_rss_kib.fetch_max(kib, Ordering::Relaxed);
     }
-}
-
-fn map(file: &std::fs::File) -> Result<&'static Board> {
-    use std::os::fd::AsRawFd;
-    let len = std::mem::size_of::<Board>();
-    // SAFETY: a shared mapping of a file of exactly `len` bytes; every field of Board is valid
-    // for any bytes (atomics and a byte array), and the mapping is never unmapped (leaked for
-    // the life of the process), so the reference stays valid.
-    let at = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if at == libc::MAP_FAILED {
-        bail!("mmap of the board: {}", std::io::Error::last_os_error());
-    }
-    Ok(unsafe { &*(at as *const Board) })
 }
 
 pub fn now_ms() -> u64 {

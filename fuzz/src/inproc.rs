@@ -16,10 +16,10 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use futures::future::{select, Either};
 use kafka_protocol::messages::ApiKey;
-use laminar_net::broker::BrokerCtx;
-use laminar_net::config::BrokerConfig;
-use laminar_net::handlers::append_order::AppendOrder;
-use laminar_net::handlers::{self, Outcome as Handled};
+use laminar_broker::broker::BrokerCtx;
+use laminar_broker::config::BrokerConfig;
+use laminar_broker::handlers::append_order::AppendOrder;
+use laminar_broker::handlers::{self, Outcome as Handled};
 
 use crate::board::{now_ms, peak_rss_kib, peak_rss_of, Board};
 use crate::mutate::Mutator;
@@ -255,7 +255,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
     let board = Board::open(&args.board)?;
     board.beat();
     let dir = data_dir(&args.board, args.from);
-    let broker = laminar_net::server::start(broker_config(&dir)?)?;
+    let broker = laminar_broker::server::start(broker_config(&dir)?)?;
     let mutator = Mutator::new(seeds::all()?);
     let regressions = args
         .regressions

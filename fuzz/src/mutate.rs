@@ -466,7 +466,7 @@ fn header_edit(seed: &Seed, rng: &mut SmallRng) -> (&'static str, Vec<Edit>) {
         }
         2 => {
             let key = if rng.gen_bool(0.7) {
-                laminar_net::codec::SUPPORTED_APIS
+                laminar_protocol::codec::SUPPORTED_APIS
                     .choose(rng)
                     .expect("non-empty")
                     .key as i16

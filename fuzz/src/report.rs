@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use kafka_protocol::messages::ApiKey;
-use laminar_net::codec::SUPPORTED_APIS;
+use laminar_protocol::codec::SUPPORTED_APIS;
 
 /// Versions counted per api key.
 pub const VERSIONS: usize = 16;

@@ -9,10 +9,8 @@ use std::io::Write;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use laminar_net::client::records::{batches, decode_records};
-use laminar_net::client::{
-    CommittedOffset, Connection, FetchPosition, FetchSpec, GroupMembership, OffsetSpec,
-};
+use laminar_client::records::{batches, decode_records};
+use laminar_client::{CommittedOffset, Connection, FetchPosition, FetchSpec, GroupMembership, OffsetSpec};
 
 use super::format::{FormattedRecord, RecordFormat};
 use super::{topic_metadata, BrokerArgs};
@@ -282,7 +280,7 @@ impl Consumer {
 
     fn print_records(
         &mut self,
-        fetched: &laminar_net::client::FetchedPartition,
+        fetched: &laminar_client::FetchedPartition,
         count: Option<u64>,
         out: &mut Vec<u8>,
     ) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
-use laminar_net::client::{CommittedOffset, Connection, OffsetSpec};
+use laminar_client::{CommittedOffset, Connection, OffsetSpec};
 
 use super::{print_table, topic_metadata, BrokerArgs};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use laminar_net::config::BrokerConfig;
+use laminar_broker::config::BrokerConfig;
 use laminar_tuning::iotune::{run_iotune, IoTuneOptions};
 use laminar_tuning::systemd_units::{BROKER_UNIT, TUNE_UNIT};
 use laminar_tuning::{apply, check_all, render_json, render_table, TuneOptions};

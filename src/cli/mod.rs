@@ -1,5 +1,5 @@
 //! The client-side commands of `laminar` (rpk-style verbs, Kafka names), one module per group.
-//! Every command talks to a broker through `laminar_net::client` and fails with one line that
+//! Every command talks to a broker through `laminar_client` and fails with one line that
 //! says why (unreachable broker, unknown topic, invalid name, the broker's error code).
 
 pub mod cluster;
@@ -13,7 +13,7 @@ pub mod topic;
 
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
-use laminar_net::client::{ClientConfig, ClusterMetadata, Connection, TopicMetadata};
+use laminar_client::{ClientConfig, ClusterMetadata, Connection, TopicMetadata};
 
 /// Where the brokers are; every client command takes it.
 #[derive(Args, Debug, Clone)]

@@ -9,8 +9,8 @@ use std::io::{BufRead, Write};
 use anyhow::{anyhow, bail, Context};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
-use laminar_net::client::records::{encode_batch, plain_record};
-use laminar_net::client::{Acks, Compression, Connection};
+use laminar_client::records::{encode_batch, plain_record};
+use laminar_client::{Acks, Compression, Connection};
 
 use super::partitioner::partition_for_key;
 use super::{parse_key_value, topic_metadata, BrokerArgs};

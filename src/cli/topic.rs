@@ -2,9 +2,12 @@
 
 use anyhow::{anyhow, bail, Context};
 use clap::Subcommand;
-use laminar_net::client::{ConfigChange, NewTopic, OffsetSpec};
+use laminar_client::{ConfigChange, NewTopic, OffsetSpec};
 
-use super::{check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, ADMIN_TIMEOUT_MS};
+use super::{
+    check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, Connection, TopicMetadata,
+    ADMIN_TIMEOUT_MS,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum TopicCommand {
@@ -92,119 +95,126 @@ pub fn run(command: TopicCommand) -> anyhow::Result<()> {
             replicas,
             configs,
             brokers,
-        } => {
-            check_topic_name(&name)?;
-            let configs = configs
-                .iter()
-                .map(|c| parse_key_value(c))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let mut connection = brokers.connect()?;
-            let topic = NewTopic {
-                name: name.clone(),
-                partitions,
-                replication_factor: replicas,
-                configs,
-            };
-            let outcomes = connection.create_topics(&[topic], ADMIN_TIMEOUT_MS)?;
-            for (topic, outcome) in outcomes {
-                outcome.map_err(|e| anyhow!("cannot create topic {topic}: {e}"))?;
-                println!("created topic {topic}");
-            }
-            Ok(())
-        }
-        TopicCommand::List { brokers } => {
-            let metadata = brokers
-                .connect()?
-                .metadata(None, false)
-                .context("cannot list topics")?;
-            let rows: Vec<Vec<String>> = metadata
-                .topics
-                .iter()
-                .map(|t| {
-                    let replicas = t.partitions.first().map_or(0, |p| p.replicas.len());
-                    vec![
-                        t.name.clone(),
-                        t.partitions.len().to_string(),
-                        replicas.to_string(),
-                    ]
-                })
-                .collect();
-            print_table(&["NAME", "PARTITIONS", "REPLICAS"], &rows);
-            Ok(())
-        }
+        } => create(&name, partitions, replicas, &configs, &brokers),
+        TopicCommand::List { brokers } => list(&brokers),
         TopicCommand::Describe { name, brokers } => describe(&name, &brokers),
-        TopicCommand::Delete { names, brokers } => {
-            for name in &names {
-                check_topic_name(name)?;
-            }
-            let mut connection = brokers.connect()?;
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            for (topic, outcome) in connection.delete_topics(&names, ADMIN_TIMEOUT_MS)? {
-                match outcome {
-                    Ok(()) => println!("deleted topic {topic}"),
-                    Err(e) if e.code == 3 => bail!("unknown topic {topic}"),
-                    Err(e) => bail!("cannot delete topic {topic}: {e}"),
-                }
-            }
-            Ok(())
-        }
+        TopicCommand::Delete { names, brokers } => delete(&names, &brokers),
         TopicCommand::AlterConfig {
             name,
             set,
             delete,
             brokers,
-        } => {
-            check_topic_name(&name)?;
-            let mut changes = Vec::new();
-            for pair in &set {
-                let (key, value) = parse_key_value(pair)?;
-                changes.push(ConfigChange::Set(key, value));
-            }
-            changes.extend(delete.into_iter().map(ConfigChange::Delete));
-            if changes.is_empty() {
-                bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
-            }
-            brokers
-                .connect()?
-                .alter_topic_configs(&name, &changes)
-                .with_context(|| format!("cannot alter the configs of {name}"))?;
-            println!("altered {} config(s) of topic {name}", changes.len());
-            Ok(())
-        }
-        TopicCommand::AddPartitions { name, num, brokers } => {
-            if num <= 0 {
-                bail!("--num must be at least 1, not {num}");
-            }
-            let mut connection = brokers.connect()?;
-            let (_, topic) = topic_metadata(&mut connection, &name)?;
-            let total = topic.partitions.len() as i32 + num;
-            connection
-                .create_partitions(&name, total, ADMIN_TIMEOUT_MS)
-                .with_context(|| format!("cannot add partitions to {name}"))?;
-            println!("topic {name} now has {total} partitions");
-            Ok(())
+        } => alter_config(&name, &set, delete, &brokers),
+        TopicCommand::AddPartitions { name, num, brokers } => add_partitions(&name, num, &brokers),
+    }
+}
+
+/// Creates the topic (-1 partitions or replicas: the broker's default) with the `key=value`
+/// `configs`.
+fn create(
+    name: &str,
+    partitions: i32,
+    replicas: i16,
+    configs: &[String],
+    brokers: &BrokerArgs,
+) -> anyhow::Result<()> {
+    check_topic_name(name)?;
+    let configs = configs
+        .iter()
+        .map(|c| parse_key_value(c))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut connection = brokers.connect()?;
+    let topic = NewTopic {
+        name: name.to_string(),
+        partitions,
+        replication_factor: replicas,
+        configs,
+    };
+    let outcomes = connection.create_topics(&[topic], ADMIN_TIMEOUT_MS)?;
+    for (topic, outcome) in outcomes {
+        outcome.map_err(|e| anyhow!("cannot create topic {topic}: {e}"))?;
+        println!("created topic {topic}");
+    }
+    Ok(())
+}
+
+fn list(brokers: &BrokerArgs) -> anyhow::Result<()> {
+    let metadata = brokers
+        .connect()?
+        .metadata(None, false)
+        .context("cannot list topics")?;
+    let rows: Vec<Vec<String>> = metadata
+        .topics
+        .iter()
+        .map(|t| {
+            let replicas = t.partitions.first().map_or(0, |p| p.replicas.len());
+            vec![
+                t.name.clone(),
+                t.partitions.len().to_string(),
+                replicas.to_string(),
+            ]
+        })
+        .collect();
+    print_table(&["NAME", "PARTITIONS", "REPLICAS"], &rows);
+    Ok(())
+}
+
+fn delete(names: &[String], brokers: &BrokerArgs) -> anyhow::Result<()> {
+    for name in names {
+        check_topic_name(name)?;
+    }
+    let mut connection = brokers.connect()?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    for (topic, outcome) in connection.delete_topics(&names, ADMIN_TIMEOUT_MS)? {
+        match outcome {
+            Ok(()) => println!("deleted topic {topic}"),
+            Err(e) if e.code == 3 => bail!("unknown topic {topic}"),
+            Err(e) => bail!("cannot delete topic {topic}: {e}"),
         }
     }
+    Ok(())
+}
+
+/// Overrides the `key=value` pairs of `set`, drops the overrides of `delete`.
+fn alter_config(name: &str, set: &[String], delete: Vec<String>, brokers: &BrokerArgs) -> anyhow::Result<()> {
+    check_topic_name(name)?;
+    let mut changes = Vec::new();
+    for pair in set {
+        let (key, value) = parse_key_value(pair)?;
+        changes.push(ConfigChange::Set(key, value));
+    }
+    changes.extend(delete.into_iter().map(ConfigChange::Delete));
+    if changes.is_empty() {
+        bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
+    }
+    brokers
+        .connect()?
+        .alter_topic_configs(name, &changes)
+        .with_context(|| format!("cannot alter the configs of {name}"))?;
+    println!("altered {} config(s) of topic {name}", changes.len());
+    Ok(())
+}
+
+/// Adds `num` partitions to the topic.
+fn add_partitions(name: &str, num: i32, brokers: &BrokerArgs) -> anyhow::Result<()> {
+    if num <= 0 {
+        bail!("--num must be at least 1, not {num}");
+    }
+    let mut connection = brokers.connect()?;
+    let (_, topic) = topic_metadata(&mut connection, name)?;
+    let total = topic.partitions.len() as i32 + num;
+    connection
+        .create_partitions(name, total, ADMIN_TIMEOUT_MS)
+        .with_context(|| format!("cannot add partitions to {name}"))?;
+    println!("topic {name} now has {total} partitions");
+    Ok(())
 }
 
 fn describe(name: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
     let mut connection = brokers.connect()?;
     let (_, topic) = topic_metadata(&mut connection, name)?;
-    let indexes: Vec<i32> = topic.partitions.iter().map(|p| p.partition).collect();
-    let earliest = connection.list_offsets(
-        name,
-        &indexes
-            .iter()
-            .map(|p| (*p, OffsetSpec::Earliest))
-            .collect::<Vec<_>>(),
-    )?;
-    let latest = connection.list_offsets(
-        name,
-        &indexes
-            .iter()
-            .map(|p| (*p, OffsetSpec::Latest))
-            .collect::<Vec<_>>(),
-    )?;
+    let earliest = partition_offsets(&mut connection, &topic, OffsetSpec::Earliest)?;
+    let latest = partition_offsets(&mut connection, &topic, OffsetSpec::Latest)?;
     let configs = connection
         .describe_topic_configs(name, None)
         .with_context(|| format!("cannot describe the configs of {name}"))?;
@@ -217,11 +227,34 @@ fn describe(name: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
     );
     println!();
     println!("PARTITIONS");
+    print_partitions(&topic, &earliest, &latest);
+    println!();
+    println!("CONFIGS");
+    let rows: Vec<Vec<String>> = configs
+        .iter()
+        .map(|c| config_row(&c.name, c.value.as_deref(), c.source))
+        .collect();
+    print_table(&["KEY", "VALUE", "SOURCE"], &rows);
+    Ok(())
+}
+
+/// `(partition, offset)` of every partition of `topic` for `spec`.
+fn partition_offsets(
+    connection: &mut Connection,
+    topic: &TopicMetadata,
+    spec: OffsetSpec,
+) -> anyhow::Result<Vec<(i32, i64)>> {
+    let partitions: Vec<(i32, OffsetSpec)> = topic.partitions.iter().map(|p| (p.partition, spec)).collect();
+    Ok(connection.list_offsets(&topic.name, &partitions)?)
+}
+
+/// One row per partition: leader, replicas, ISR and its `earliest` and `latest` offsets.
+fn print_partitions(topic: &TopicMetadata, earliest: &[(i32, i64)], latest: &[(i32, i64)]) {
     let join = |ids: &[i32]| ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
     let rows: Vec<Vec<String>> = topic
         .partitions
         .iter()
-        .zip(earliest.iter().zip(&latest))
+        .zip(earliest.iter().zip(latest))
         .map(|(p, ((_, start), (_, end)))| {
             vec![
                 p.partition.to_string(),
@@ -244,23 +277,19 @@ fn describe(name: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
         ],
         &rows,
     );
-    println!();
-    println!("CONFIGS");
-    let rows: Vec<Vec<String>> = configs
-        .iter()
-        .map(|c| {
-            let source = match c.source {
-                1 => "topic",
-                5 => "default",
-                _ => "broker",
-            };
-            vec![
-                c.name.clone(),
-                c.value.clone().unwrap_or_else(|| "-".into()),
-                source.to_string(),
-            ]
-        })
-        .collect();
-    print_table(&["KEY", "VALUE", "SOURCE"], &rows);
-    Ok(())
+}
+
+/// A config's key, value ("-" when unset or sensitive) and where the value comes from (Kafka's
+/// ConfigSource code).
+fn config_row(name: &str, value: Option<&str>, source: i8) -> Vec<String> {
+    let source = match source {
+        1 => "topic",
+        5 => "default",
+        _ => "broker",
+    };
+    vec![
+        name.to_string(),
+        value.unwrap_or("-").to_string(),
+        source.to_string(),
+    ]
 }

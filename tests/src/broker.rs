@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tempfile::TempDir;
 
+use crate::sys;
+
 /// Environment variable naming the broker binary; without it, `target/debug/laminar` of the
 /// workspace (honouring `CARGO_TARGET_DIR`) is used.
 pub const BINARY_ENV: &str = "LAMINAR_BIN";
@@ -194,15 +196,10 @@ impl Broker {
         let Some(mut child) = self.child.take() else {
             bail!("terminate(): the broker is not running");
         };
-        let pid = libc::pid_t::try_from(child.id()).context("pid out of range")?;
-        // SAFETY: kill(2) with a pid we spawned and have not reaped yet, so it cannot name
-        // another process.
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        if rc != 0 {
-            bail!(
-                "SIGTERM to broker {pid} failed: {}",
-                std::io::Error::last_os_error()
-            );
+        let pid = child.id();
+        // Not reaped yet (a reaped broker leaves `child` None), so the pid names the broker.
+        if let Err(error) = sys::send_sigterm(&child) {
+            bail!("SIGTERM to broker {pid} failed: {error}");
         }
         let deadline = Instant::now() + self.options.shutdown_timeout;
         loop {
@@ -276,9 +273,9 @@ impl Broker {
             .stdout(log.try_clone().context("duplicating the log handle")?)
             .stderr(log)
             .env("RUST_BACKTRACE", "1");
-        set_parent_death_signal(&mut command);
+        sys::kill_with_parent(&mut command);
         if let Some(limit) = self.options.open_files_limit {
-            set_open_files_limit(&mut command, limit);
+            sys::limit_open_files(&mut command, limit);
         }
         let child = command
             .spawn()
@@ -408,38 +405,6 @@ fn read_tail(path: &Path) -> std::io::Result<String> {
     } else {
         text
     })
-}
-
-fn set_parent_death_signal(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: pre_exec runs between fork and exec in the child; prctl is async-signal-safe and
-    // touches no memory of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-fn set_open_files_limit(command: &mut Command, limit: u64) {
-    use std::os::unix::process::CommandExt;
-    let limit = libc::rlimit {
-        rlim_cur: limit,
-        rlim_max: limit,
-    };
-    // SAFETY: pre_exec runs between fork and exec in the child; setrlimit is async-signal-safe
-    // and reads only `limit`, a copy owned by the closure.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
 }
 
 #[cfg(test)]

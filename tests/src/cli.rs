@@ -49,6 +49,13 @@ pub fn ok(args: &[&str], stdin: &str) -> Result<String> {
     Ok(outcome.stdout)
 }
 
+/// Runs `laminar ARGS --brokers BROKERS`, which must succeed; returns its stdout.
+pub fn ok_on(brokers: &str, args: &[&str], stdin: &str) -> Result<String> {
+    let mut args = args.to_vec();
+    args.extend(["--brokers", brokers]);
+    ok(&args, stdin)
+}
+
 /// Runs `laminar ARGS`, which must fail with exactly one line on stderr; returns that line.
 pub fn fails(args: &[&str]) -> Result<String> {
     let outcome = run(args, "")?;

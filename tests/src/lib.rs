@@ -7,6 +7,7 @@ pub mod cli;
 pub mod http;
 pub mod process;
 pub mod rdkafka_client;
+pub mod sys;
 pub mod wire;
 
 pub use broker::{default_binary, Broker, BrokerOptions, BINARY_ENV};

@@ -42,7 +42,6 @@ pub fn cpu_time(pid: u32) -> Result<Duration> {
         bail!("short /proc/{pid}/stat: {stat:?}");
     }
     let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    // SAFETY: sysconf reads a constant of the running system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let per_second = crate::sys::clock_ticks_per_second();
     Ok(Duration::from_millis(ticks * 1000 / per_second))
 }

@@ -1,4 +1,4 @@
-//! Version negotiation as the target clients need it (see DESIGN.md "Compatibility"): every
+//! Version negotiation as the target clients need it (see docs/ARCHITECTURE.md, "Compatibility"): every
 //! ApiVersions version answers with a v0 response header; v3 ends with an empty tag section
 //! (librdkafka 2.0.2 in Debian's kcat rejects anything else); Produce is advertised from v0 and
 //! up to >= 7 and Fetch up to >= 10 (zstd); the APIs the broker serves today are all listed.

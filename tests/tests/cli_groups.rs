@@ -2,7 +2,7 @@
 //! broker, and the consumer-group lag the broker exports on `/metrics`.
 
 use anyhow::Result;
-use laminar_tests::cli::{fails, ok, rows_starting};
+use laminar_tests::cli::{fails, ok, ok_on, rows_starting};
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::Broker;
 
@@ -44,52 +44,27 @@ fn row(p: i32, current: i64, end: i64, lag: i64) -> (String, String, String, Str
     )
 }
 
-#[test]
-fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
-    let broker = Broker::start_default()?;
-    let b = broker.bootstrap();
-    ok(&["topic", "create", "orders", "-p", "2", "--brokers", &b], "")?;
+/// Creates `orders` with two partitions and produces ten records `p<partition>-<i>` to each.
+fn orders_with_ten_records_per_partition(b: &str) -> Result<()> {
+    ok_on(b, &["topic", "create", "orders", "-p", "2"], "")?;
     for partition in ["0", "1"] {
         let lines: String = (0..10).map(|i| format!("p{partition}-{i}\n")).collect();
-        ok(&["produce", "orders", "-p", partition, "--brokers", &b], &lines)?;
+        ok_on(b, &["produce", "orders", "-p", partition], &lines)?;
     }
+    Ok(())
+}
 
-    // One member gets both partitions (range), reads 13 records: 10 of one partition and 3 of
-    // the other, or some split; the committed offsets add up to 13 either way.
-    let out = ok(
-        &[
-            "consume",
-            "orders",
-            "--group",
-            "billing",
-            "--from-beginning",
-            "-n",
-            "13",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    assert_eq!(out.lines().count(), 13, "{out}");
+/// `laminar consume orders --group billing ARGS`: its stdout.
+fn consume_as_billing(b: &str, args: &[&str]) -> Result<String> {
+    let mut all = vec!["consume", "orders", "--group", "billing"];
+    all.extend_from_slice(args);
+    ok_on(b, &all, "")
+}
 
-    let listed = ok(&["group", "list", "--brokers", &b], "")?;
-    assert_eq!(
-        rows_starting(&listed, "billing"),
-        vec![vec!["billing", "Empty", "consumer"]]
-    );
-
-    let described = ok(&["group", "describe", "billing", "--brokers", &b], "")?;
-    assert!(described.contains("state:    Empty"), "{described}");
-    let rows = lag_rows(&described, "orders");
-    assert_eq!(rows.len(), 2, "{described}");
-    let committed: i64 = rows.iter().map(|r| r.1.parse::<i64>().unwrap()).sum();
-    let lag: i64 = rows.iter().map(|r| r.3.parse::<i64>().unwrap()).sum();
-    assert_eq!((committed, lag), (13, 7), "{described}");
-    assert!(rows.iter().all(|r| r.2 == "10"));
-
-    // The broker's /metrics shows the same lag per partition.
+/// The broker's /metrics shows the lag of every `group describe` row.
+fn check_metrics_show_lag(broker: &Broker, rows: &[(String, String, String, String)]) -> Result<()> {
     let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
-    for (partition, current, _, lag) in &rows {
+    for (partition, current, _, lag) in rows {
         let series = format!(
             "laminar_kafka_consumer_group_lag{{group=\"billing\",topic=\"orders\",partition=\"{partition}\"}}"
         );
@@ -99,25 +74,51 @@ fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
             "{series} (committed {current})"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn a_group_consume_commits_its_offsets_shown_as_lag_and_the_next_resumes_there() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    orders_with_ten_records_per_partition(&b)?;
+    // One member gets both partitions (range), reads 13 records: 10 of one partition and 3 of
+    // the other, or some split; the committed offsets add up to 13 either way.
+    let out = consume_as_billing(&b, &["--from-beginning", "-n", "13"])?;
+    assert_eq!(out.lines().count(), 13, "{out}");
+
+    let listed = ok_on(&b, &["group", "list"], "")?;
+    assert_eq!(
+        rows_starting(&listed, "billing"),
+        vec![vec!["billing", "Empty", "consumer"]]
+    );
+    let described = ok_on(&b, &["group", "describe", "billing"], "")?;
+    assert!(described.contains("state:    Empty"), "{described}");
+    let rows = lag_rows(&described, "orders");
+    assert_eq!(rows.len(), 2, "{described}");
+    let committed: i64 = rows.iter().map(|r| r.1.parse::<i64>().unwrap()).sum();
+    let lag: i64 = rows.iter().map(|r| r.3.parse::<i64>().unwrap()).sum();
+    assert_eq!((committed, lag), (13, 7), "{described}");
+    assert!(rows.iter().all(|r| r.2 == "10"));
+    check_metrics_show_lag(&broker, &rows)?;
 
     // A second group consume resumes from the committed offsets.
-    let rest = ok(
-        &[
-            "consume",
-            "orders",
-            "--group",
-            "billing",
-            "-n",
-            "7",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
+    let rest = consume_as_billing(&b, &["-n", "7"])?;
     let mut all: Vec<&str> = out.lines().chain(rest.lines()).collect();
     all.sort_unstable();
     all.dedup();
     assert_eq!(all.len(), 20, "every record exactly once:\n{out}{rest}");
+    Ok(())
+}
+
+#[test]
+fn reset_offsets_plans_then_executes_per_partition_and_by_timestamp_and_delete_removes_the_group(
+) -> Result<()> {
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    orders_with_ten_records_per_partition(&b)?;
+    consume_as_billing(&b, &["--from-beginning", "-n", "20"])?;
+    assert_eq!(group_lag(&b)?, vec![row(0, 10, 10, 0), row(1, 10, 10, 0)]);
 
     // Reset: dry run changes nothing; --execute commits.
     let plan = reset(&b, &["--to-earliest"])?;
@@ -127,28 +128,14 @@ fn group_consume_describe_lag_reset_and_delete() -> Result<()> {
     assert_eq!(group_lag(&b)?, vec![row(0, 4, 10, 6), row(1, 4, 10, 6)]);
     reset(&b, &["-p", "1", "--to-latest", "--execute"])?;
     assert_eq!(group_lag(&b)?, vec![row(0, 4, 10, 6), row(1, 10, 10, 0)]);
-    let out = ok(
-        &[
-            "consume",
-            "orders",
-            "--group",
-            "billing",
-            "-n",
-            "6",
-            "--format",
-            "%v\\n",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
+    let out = consume_as_billing(&b, &["-n", "6", "--format", "%v\\n"])?;
     assert_eq!(out, "p0-4\np0-5\np0-6\np0-7\np0-8\np0-9\n");
 
     // Reset by timestamp: everything was produced after 0, so to the log start.
     reset(&b, &["--to-timestamp", "0", "--execute"])?;
     assert_eq!(group_lag(&b)?, vec![row(0, 0, 10, 10), row(1, 0, 10, 10)]);
 
-    let deleted = ok(&["group", "delete", "billing", "--brokers", &b], "")?;
+    let deleted = ok_on(&b, &["group", "delete", "billing"], "")?;
     assert_eq!(deleted.trim(), "deleted group billing");
     assert_eq!(
         fails(&["group", "describe", "billing", "--brokers", &b])?,

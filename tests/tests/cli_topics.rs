@@ -2,36 +2,29 @@
 //! one-line failures (unreachable broker, unknown topic, invalid name, existing topic).
 
 use anyhow::Result;
-use laminar_tests::cli::{fails, ok, rows_starting};
+use laminar_tests::cli::{fails, ok, ok_on, rows_starting};
 use laminar_tests::Broker;
 
-#[test]
-fn topic_lifecycle_create_list_describe_alter_grow_delete() -> Result<()> {
-    let broker = Broker::start_default()?;
-    let b = broker.bootstrap();
-    let created = ok(
-        &[
-            "topic",
-            "create",
-            "orders",
-            "-p",
-            "3",
-            "-c",
-            "retention.ms=60000",
-            "--brokers",
-            &b,
-        ],
+/// Creates `orders` (3 partitions, a retention.ms override) and `audit`; both are listed.
+fn create_orders_and_audit(b: &str) -> Result<()> {
+    let created = ok_on(
+        b,
+        &["topic", "create", "orders", "-p", "3", "-c", "retention.ms=60000"],
         "",
     )?;
     assert_eq!(created.trim(), "created topic orders");
-    ok(&["topic", "create", "audit", "--brokers", &b], "")?;
-
-    let listed = ok(&["topic", "list", "--brokers", &b], "")?;
+    ok_on(b, &["topic", "create", "audit"], "")?;
+    let listed = ok_on(b, &["topic", "list"], "")?;
     assert_eq!(rows_starting(&listed, "orders"), vec![vec!["orders", "3", "1"]]);
     assert_eq!(rows_starting(&listed, "audit").len(), 1);
+    Ok(())
+}
 
-    ok(&["produce", "orders", "-p", "2", "--brokers", &b], "a\nb\nc\n")?;
-    let described = ok(&["topic", "describe", "orders", "--brokers", &b], "")?;
+/// Three records in partition 2 of `orders`: describe shows its offsets and the configs with
+/// their sources.
+fn check_orders_described(b: &str) -> Result<()> {
+    ok_on(b, &["produce", "orders", "-p", "2"], "a\nb\nc\n")?;
+    let described = ok_on(b, &["topic", "describe", "orders"], "")?;
     // PARTITION LEADER REPLICAS ISR LOG-START-OFFSET LOG-END-OFFSET
     assert_eq!(
         rows_starting(&described, "2"),
@@ -46,42 +39,42 @@ fn topic_lifecycle_create_list_describe_alter_grow_delete() -> Result<()> {
         vec![vec!["retention.ms", "60000", "topic"]]
     );
     assert_eq!(rows_starting(&described, "segment.bytes")[0][2], "default");
+    Ok(())
+}
 
-    ok(
-        &[
-            "topic",
-            "alter-config",
-            "orders",
-            "--set",
-            "retention.ms=1000",
-            "--delete",
-            "segment.ms",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    let described = ok(&["topic", "describe", "orders", "--brokers", &b], "")?;
+/// Alters a config of `orders`, grows it to 5 partitions, deletes it; returns the listing
+/// after that.
+fn alter_grow_and_delete_orders(b: &str) -> Result<String> {
+    let alter = [
+        "topic",
+        "alter-config",
+        "orders",
+        "--set",
+        "retention.ms=1000",
+        "--delete",
+        "segment.ms",
+    ];
+    ok_on(b, &alter, "")?;
+    let described = ok_on(b, &["topic", "describe", "orders"], "")?;
     assert_eq!(rows_starting(&described, "retention.ms")[0][1], "1000");
-
-    let grown = ok(
-        &["topic", "add-partitions", "orders", "--num", "2", "--brokers", &b],
-        "",
-    )?;
+    let grown = ok_on(b, &["topic", "add-partitions", "orders", "--num", "2"], "")?;
     assert_eq!(grown.trim(), "topic orders now has 5 partitions");
-
-    ok(&["topic", "delete", "orders", "--brokers", &b], "")?;
-    let listed = ok(&["topic", "list", "--brokers", &b], "")?;
+    ok_on(b, &["topic", "delete", "orders"], "")?;
+    let listed = ok_on(b, &["topic", "list"], "")?;
     assert!(rows_starting(&listed, "orders").is_empty(), "{listed}");
+    Ok(listed)
+}
 
-    // Counts include internal topics (__consumer_offsets): compare with the listing.
+/// `cluster info` counts the topics and partitions of `listed` (internal topics included) and
+/// names this broker the controller.
+fn check_cluster_info_matches(b: &str, listed: &str) -> Result<()> {
     let topics: Vec<Vec<&str>> = listed
         .lines()
         .skip(1)
         .map(|l| l.split_whitespace().collect())
         .collect();
     let partitions: usize = topics.iter().map(|t| t[1].parse::<usize>().unwrap()).sum();
-    let info = ok(&["cluster", "info", "--brokers", &b], "")?;
+    let info = ok_on(b, &["cluster", "info"], "")?;
     assert!(
         info.contains(&format!("topics:     {}\n", topics.len())),
         "{info}"
@@ -89,6 +82,16 @@ fn topic_lifecycle_create_list_describe_alter_grow_delete() -> Result<()> {
     assert!(info.contains(&format!("partitions: {partitions}\n")), "{info}");
     assert!(info.contains(&format!("1   {b}  controller")), "{info}");
     Ok(())
+}
+
+#[test]
+fn topic_lifecycle_create_list_describe_alter_grow_delete() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    create_orders_and_audit(&b)?;
+    check_orders_described(&b)?;
+    let listed = alter_grow_and_delete_orders(&b)?;
+    check_cluster_info_matches(&b, &listed)
 }
 
 #[test]
@@ -120,40 +123,41 @@ fn failures_exit_non_zero_with_one_line() -> Result<()> {
     Ok(())
 }
 
+/// Creates `events` (4 partitions) and produces 20 records `key<i % 5>:value<i>` with the
+/// headers `src=cli,v=2`, zstd-compressed.
+fn produce_keyed_events(b: &str) -> Result<()> {
+    ok_on(b, &["topic", "create", "events", "-p", "4"], "")?;
+    let input: String = (0..20).map(|i| format!("key{}:value{i}\n", i % 5)).collect();
+    let produce = [
+        "produce",
+        "events",
+        "--key-separator",
+        ":",
+        "--headers",
+        "src=cli,v=2",
+        "--compression",
+        "zstd",
+    ];
+    ok_on(b, &produce, &input)?;
+    Ok(())
+}
+
+/// Every record of `events`, one line each: partition, offset, key, value, headers.
+fn consume_events_formatted(b: &str) -> Result<String> {
+    let format = "%p %o %k %v %h\\n";
+    ok_on(
+        b,
+        &["consume", "events", "--from-beginning", "-e", "--format", format],
+        "",
+    )
+}
+
 #[test]
-fn produce_and_consume_keys_headers_offsets_and_formats() -> Result<()> {
+fn produced_keys_headers_and_values_consume_back_one_partition_per_key() -> Result<()> {
     let broker = Broker::start_default()?;
     let b = broker.bootstrap();
-    ok(&["topic", "create", "events", "-p", "4", "--brokers", &b], "")?;
-    let input: String = (0..20).map(|i| format!("key{}:value{i}\n", i % 5)).collect();
-    ok(
-        &[
-            "produce",
-            "events",
-            "--key-separator",
-            ":",
-            "--headers",
-            "src=cli,v=2",
-            "--compression",
-            "zstd",
-            "--brokers",
-            &b,
-        ],
-        &input,
-    )?;
-    let out = ok(
-        &[
-            "consume",
-            "events",
-            "--from-beginning",
-            "-e",
-            "--format",
-            "%p %o %k %v %h\\n",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
+    produce_keyed_events(&b)?;
+    let out = consume_events_formatted(&b)?;
     let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split(' ').collect()).collect();
     assert_eq!(lines.len(), 20, "{out}");
     for line in &lines {
@@ -168,75 +172,42 @@ fn produce_and_consume_keys_headers_offsets_and_formats() -> Result<()> {
         );
     }
     // (murmur2 itself is checked against Kafka's test vectors in src/cli/partitioner.rs.)
+    Ok(())
+}
 
+#[test]
+fn consume_starts_at_an_offset_or_a_timestamp_and_stops_after_n_records() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    produce_keyed_events(&b)?;
+    let keyed = consume_events_formatted(&b)?;
+    let end_before = keyed.lines().filter(|l| l.starts_with("1 ")).count() as i64;
     // -n stops after that many; --offset starts inside the log; -p limits partitions.
-    ok(
-        &["produce", "events", "-p", "1", "--brokers", &b],
-        "x0\nx1\nx2\nx3\n",
-    )?;
-    let end_before: i64 = lines.iter().filter(|l| l[0] == "1").count() as i64;
+    ok_on(&b, &["produce", "events", "-p", "1"], "x0\nx1\nx2\nx3\n")?;
     let offset = (end_before + 2).to_string();
-    let out = ok(
-        &[
-            "consume",
-            "events",
-            "-p",
-            "1",
-            "--offset",
-            &offset,
-            "-e",
-            "--brokers",
-            &b,
-        ],
+    let out = ok_on(
+        &b,
+        &["consume", "events", "-p", "1", "--offset", &offset, "-e"],
         "",
     )?;
     assert_eq!(out, "x2\nx3\n");
-    let out = ok(
-        &[
-            "consume",
-            "events",
-            "-p",
-            "1",
-            "--from-beginning",
-            "-n",
-            "2",
-            "--format",
-            "%o\\n",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    assert_eq!(out, "0\n1\n");
+    let first_two = [
+        "consume",
+        "events",
+        "-p",
+        "1",
+        "--from-beginning",
+        "-n",
+        "2",
+        "--format",
+        "%o\\n",
+    ];
+    assert_eq!(ok_on(&b, &first_two, "")?, "0\n1\n");
     // --timestamp past every record starts at the end.
-    let out = ok(
-        &[
-            "consume",
-            "events",
-            "--timestamp",
-            "99999999999999",
-            "-e",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    assert_eq!(out, "");
-    let out = ok(
-        &[
-            "consume",
-            "events",
-            "--timestamp",
-            "0",
-            "-e",
-            "--format",
-            "%v\\n",
-            "--brokers",
-            &b,
-        ],
-        "",
-    )?;
-    assert_eq!(out.lines().count(), 24);
+    let past_every_record = ["consume", "events", "--timestamp", "99999999999999", "-e"];
+    assert_eq!(ok_on(&b, &past_every_record, "")?, "");
+    let from_zero = ["consume", "events", "--timestamp", "0", "-e", "--format", "%v\\n"];
+    assert_eq!(ok_on(&b, &from_zero, "")?.lines().count(), 24);
     Ok(())
 }
 

@@ -111,11 +111,9 @@ fn expect(actual: (i16, i64), expected: (i16, i64), what: &str) -> Result<()> {
 }
 
 #[test]
-fn resent_batches_get_their_original_offsets_across_restarts() -> Result<()> {
-    let mut broker = Broker::start_default()?;
-    let topic = unique_topic("idem-wire");
+fn init_producer_id_hands_out_fresh_ids_and_refuses_transactional_ids() -> Result<()> {
+    let broker = Broker::start_default()?;
     let mut conn = WireConnection::connect(broker.addr())?;
-    create_by_metadata(&mut conn, &topic)?;
     let (error, id, epoch) = init_producer_id(&mut conn, 4, None)?;
     assert_eq!((error, epoch), (0, 0));
     let (error, second_id, _) = init_producer_id(&mut conn, 1, None)?;
@@ -127,39 +125,53 @@ fn resent_batches_get_their_original_offsets_across_restarts() -> Result<()> {
         (COORDINATOR_NOT_AVAILABLE, -1, -1),
         "transactions do not exist yet"
     );
+    Ok(())
+}
 
-    let first = idempotent_batch(id, 0, 0, 3)?;
-    let second = idempotent_batch(id, 0, 3, 2)?;
-    expect(send(&mut conn, &topic, &first)?, (0, 0), "first batch")?;
-    expect(send(&mut conn, &topic, &second)?, (0, 3), "second batch")?;
-    expect(
-        send(&mut conn, &topic, &first)?,
-        (0, 0),
-        "retry of the first batch",
-    )?;
-    expect(
-        send(&mut conn, &topic, &second)?,
-        (0, 3),
-        "retry of the second batch",
-    )?;
-    let gap = send(&mut conn, &topic, &idempotent_batch(id, 0, 9, 1)?)?;
+/// `first` (3 records) and `second` (2) get offsets 0 and 3, and again when resent; a sequence
+/// gap of producer `id` is refused; each record is stored once.
+fn check_resent_batches_get_their_offsets(
+    conn: &mut WireConnection,
+    topic: &str,
+    id: i64,
+    (first, second): (&Bytes, &Bytes),
+) -> Result<()> {
+    expect(send(conn, topic, first)?, (0, 0), "first batch")?;
+    expect(send(conn, topic, second)?, (0, 3), "second batch")?;
+    expect(send(conn, topic, first)?, (0, 0), "retry of the first batch")?;
+    expect(send(conn, topic, second)?, (0, 3), "retry of the second batch")?;
+    let gap = send(conn, topic, &idempotent_batch(id, 0, 9, 1)?)?;
     assert_eq!(gap.0, OUT_OF_ORDER_SEQUENCE_NUMBER, "a sequence gap");
     let expected: Vec<String> = (0..5).map(|i| format!("v{i}")).collect();
-    assert_eq!(stored_values(&mut conn, &topic)?, expected, "each record once");
+    assert_eq!(stored_values(conn, topic)?, expected, "each record once");
+    Ok(())
+}
 
-    // Another producer moves to epoch 1; its epoch 0 is fenced from then on.
-    expect(
-        send(&mut conn, &topic, &idempotent_batch(second_id, 0, 0, 1)?)?,
-        (0, 5),
-        "epoch 0",
-    )?;
-    expect(
-        send(&mut conn, &topic, &idempotent_batch(second_id, 1, 0, 1)?)?,
-        (0, 6),
-        "epoch 1",
-    )?;
-    let fenced = send(&mut conn, &topic, &idempotent_batch(second_id, 0, 1, 1)?)?;
+/// Producer `id` writes at epoch 0 (offset 5), then at epoch 1 (offset 6); its epoch 0 is
+/// fenced from then on.
+fn check_a_new_epoch_fences_the_old(conn: &mut WireConnection, topic: &str, id: i64) -> Result<()> {
+    let epoch_0 = idempotent_batch(id, 0, 0, 1)?;
+    expect(send(conn, topic, &epoch_0)?, (0, 5), "epoch 0")?;
+    let epoch_1 = idempotent_batch(id, 1, 0, 1)?;
+    expect(send(conn, topic, &epoch_1)?, (0, 6), "epoch 1")?;
+    let fenced = send(conn, topic, &idempotent_batch(id, 0, 1, 1)?)?;
     assert_eq!(fenced.0, INVALID_PRODUCER_EPOCH);
+    Ok(())
+}
+
+#[test]
+fn resent_batches_get_their_original_offsets_across_restarts() -> Result<()> {
+    let mut broker = Broker::start_default()?;
+    let topic = unique_topic("idem-wire");
+    let mut conn = WireConnection::connect(broker.addr())?;
+    create_by_metadata(&mut conn, &topic)?;
+    let (_, id, _) = init_producer_id(&mut conn, 4, None)?;
+    let (_, second_id, _) = init_producer_id(&mut conn, 1, None)?;
+    let first = idempotent_batch(id, 0, 0, 3)?;
+    let second = idempotent_batch(id, 0, 3, 2)?;
+    check_resent_batches_get_their_offsets(&mut conn, &topic, id, (&first, &second))?;
+    // Another producer moves to epoch 1.
+    check_a_new_epoch_fences_the_old(&mut conn, &topic, second_id)?;
 
     drop(conn);
     broker.kill9()?;

@@ -25,11 +25,10 @@ const FAMILIES: [(&str, &str); 15] = [
     ("laminar_kafka_under_replicated_partitions", "gauge"),
 ];
 
-#[test]
-fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
-    let broker = Broker::start_default()?;
+/// Creates `topic` with three partitions, produces two records to each (acks=all) and fetches
+/// them back; returns the connection, still open, and the bytes of the batches produced.
+fn produce_and_fetch_every_partition(broker: &Broker, topic: &str) -> Result<(WireConnection, u64)> {
     let mut conn = WireConnection::connect(broker.addr())?;
-    let topic = "metered";
     create_topic(&mut conn, topic, 3)?;
     let mut bytes_in = 0u64;
     for partition in 0..3 {
@@ -42,12 +41,17 @@ fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
         let fetched = fetch(&mut conn, topic, partition, 0)?;
         ensure!(fetched.error_code == 0, "fetch: {fetched:?}");
     }
+    Ok((conn, bytes_in))
+}
 
-    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
-    for (family, kind) in FAMILIES {
-        assert_eq!(page.types.get(family).map(String::as_str), Some(kind), "{family}");
-    }
-    let value = |series: &str| page.value(series).unwrap_or_else(|| panic!("no {series}"));
+/// The value of `series`, which the page must have.
+fn value(page: &MetricsPage, series: &str) -> f64 {
+    page.value(series).unwrap_or_else(|| panic!("no {series}"))
+}
+
+/// Requests per API, and bytes and records per topic: each batch in once and out once.
+fn check_requests_and_topic_traffic(page: &MetricsPage, topic: &str, bytes_in: u64) {
+    let value = |series: &str| value(page, series);
     assert_eq!(value("laminar_kafka_requests_total{request=\"Produce\"}"), 3.0);
     assert_eq!(value("laminar_kafka_requests_total{request=\"Fetch\"}"), 3.0);
     assert_eq!(
@@ -62,19 +66,15 @@ fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
         bytes_in as f64,
         "fetched every batch back once"
     );
-    assert_eq!(
-        value(&format!(
-            "laminar_kafka_records_produced_total{{topic=\"{topic}\"}}"
-        )),
-        6.0
-    );
-    assert_eq!(
-        value(&format!(
-            "laminar_kafka_records_fetched_total{{topic=\"{topic}\"}}"
-        )),
-        6.0
-    );
-    // Two shards; they own our three partitions and those of __consumer_offsets.
+    let produced = format!("laminar_kafka_records_produced_total{{topic=\"{topic}\"}}");
+    assert_eq!(value(&produced), 6.0);
+    let fetched = format!("laminar_kafka_records_fetched_total{{topic=\"{topic}\"}}");
+    assert_eq!(value(&fetched), 6.0);
+}
+
+/// Partitions per shard add up to those `/v1/status` lists (two shards: our three partitions
+/// and those of __consumer_offsets); storage, connections and fdatasyncs are counted.
+fn check_shards_and_storage(broker: &Broker, page: &MetricsPage, topic: &str, bytes_in: u64) -> Result<()> {
     let status = get_ok(broker.http_addr(), "/v1/status")?;
     let owned_total = status.matches("\"partition\": ").count() as f64;
     assert_eq!(
@@ -90,10 +90,14 @@ fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
         "our connection is open"
     );
     // acks=all with laminar.fsync=always: each produce waited for an fdatasync.
-    assert!(value("laminar_storage_fdatasync_latency_seconds_count") >= 3.0);
-    assert!(value("laminar_storage_fdatasync_latency_seconds_sum") > 0.0);
-    assert_eq!(value("laminar_kafka_under_replicated_partitions"), 0.0);
-    // Produce latency histogram: cumulative buckets, +Inf equals the count.
+    assert!(value(page, "laminar_storage_fdatasync_latency_seconds_count") >= 3.0);
+    assert!(value(page, "laminar_storage_fdatasync_latency_seconds_sum") > 0.0);
+    assert_eq!(value(page, "laminar_kafka_under_replicated_partitions"), 0.0);
+    Ok(())
+}
+
+/// The produce latency histogram: cumulative buckets, +Inf equals the count (3 requests).
+fn check_produce_latency_histogram(page: &MetricsPage) {
     let produce_buckets: Vec<f64> = page
         .samples
         .iter()
@@ -101,13 +105,33 @@ fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
         .map(|(_, v)| *v)
         .collect();
     assert!(produce_buckets.len() > 10, "{produce_buckets:?}");
-    let inf = value("laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"+Inf\"}");
+    let inf = value(
+        page,
+        "laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"+Inf\"}",
+    );
     assert_eq!(
         inf,
-        value("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}")
+        value(
+            page,
+            "laminar_kafka_request_latency_seconds_count{request=\"Produce\"}"
+        )
     );
     assert_eq!(inf, 3.0);
     assert!(produce_buckets.iter().all(|b| *b <= inf));
+}
+
+#[test]
+fn metrics_count_traffic_per_topic_api_and_shard() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let topic = "metered";
+    let (_open, bytes_in) = produce_and_fetch_every_partition(&broker, topic)?;
+    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    for (family, kind) in FAMILIES {
+        assert_eq!(page.types.get(family).map(String::as_str), Some(kind), "{family}");
+    }
+    check_requests_and_topic_traffic(&page, topic, bytes_in);
+    check_shards_and_storage(&broker, &page, topic, bytes_in)?;
+    check_produce_latency_histogram(&page);
     Ok(())
 }
 

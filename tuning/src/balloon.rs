@@ -7,8 +7,8 @@
 //! moment before, so a broker's append rate there depends on how recently its memory was freed.
 //! Only the VM's configuration can turn it off, so the check reports and never writes.
 
+use crate::check::TuneCheck;
 use crate::hostfs::HostFs;
-use crate::tune::TuneCheck;
 
 const NAME: &str = "free page reporting (virtio-balloon)";
 const WHY: &str = "the hypervisor drops memory the guest frees, so each page the page cache \

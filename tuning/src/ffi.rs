@@ -1,5 +1,6 @@
 //! Every `unsafe` of this crate: resource limits, page-aligned buffers for O_DIRECT, and
 //! queueing io_uring operations whose buffers must outlive the kernel's use of them.
+#![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use crate::blockdev::BlockDevice;
+use crate::check::TuneCheck;
 use crate::hostfs::{parse_cpu_list, HostFs};
-use crate::tune::TuneCheck;
 
 const WHY: &str = "interrupts all landing on one core steal it from its shard; spread them \
                    (irqbalance, or smp_affinity_list by hand)";

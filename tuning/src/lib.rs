@@ -1,6 +1,7 @@
 //! Host checks and tuners, the disk probe and the systemd integration.
 //!
 //! - [`probe`]: start-up check for io_uring opcodes and locked memory ([`probe_host`]).
+//! - [`check`]: [`TuneCheck`], what every host check reports.
 //! - [`tune`]: `laminar tune` — kernel settings for a broker: [`check_all`], [`apply`],
 //!   [`render_table`], [`render_json`].
 //! - [`iotune`]: `laminar iotune` — measures the data disk and writes `iotune.json`.
@@ -10,6 +11,7 @@
 
 mod balloon;
 pub mod blockdev;
+pub mod check;
 mod ffi;
 pub mod hostfs;
 pub mod iotune;
@@ -19,5 +21,6 @@ pub mod sd_notify;
 pub mod systemd_units;
 pub mod tune;
 
+pub use check::TuneCheck;
 pub use probe::{probe_host, probe_host_for, HostError, HostReport};
-pub use tune::{apply, check_all, render_json, render_table, TuneCheck, TuneOptions};
+pub use tune::{apply, check_all, render_json, render_table, TuneOptions};

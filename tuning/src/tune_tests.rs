@@ -1,4 +1,5 @@
 use super::*;
+use crate::check::NOT_AVAILABLE;
 
 fn fake_host() -> (tempfile::TempDir, HostFs) {
     let dir = tempfile::tempdir().unwrap();

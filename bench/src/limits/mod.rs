@@ -3,7 +3,7 @@
 //! buffered, through io_uring), fdatasync latency, synced appends (the ceiling for acks=all), and
 //! loopback TCP bandwidth.
 
-mod uring;
+mod sys;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -16,7 +16,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::stats::new_histogram;
-use uring::{drop_page_cache, send_file, sequential_io, AlignedBuffer, Direction};
+use sys::{drop_page_cache, send_file, sequential_io, AlignedBuffer, Direction};
 
 /// How long each probe may run and how much it may write.
 #[derive(Debug, Clone, Copy)]
@@ -120,70 +120,8 @@ impl Drop for ScratchFile {
 pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
     let started = Instant::now();
     let scratch = ScratchFile(dir.join(format!(".laminar-limits-{}.tmp", std::process::id())));
-    let buffers = || {
-        (0..budget.queue_depth)
-            .map(|_| AlignedBuffer::new(budget.block_bytes))
-            .collect::<Vec<_>>()
-    };
-    let direct = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&scratch.0)
-        .with_context(|| format!("opening {} with O_DIRECT", scratch.0.display()))?;
-    let (written, write_direct) = timed(|| {
-        sequential_io(
-            &direct,
-            Direction::Write,
-            filled(buffers()),
-            budget.file_bytes,
-            u64::MAX,
-            Instant::now() + budget.per_probe,
-        )
-    })?;
-    direct.sync_data()?;
-    let file_bytes =
-        (written.min(budget.file_bytes) / budget.block_bytes as u64).max(1) * budget.block_bytes as u64;
-    let (_, read_direct) = timed(|| {
-        sequential_io(
-            &direct,
-            Direction::Read,
-            buffers(),
-            file_bytes,
-            u64::MAX,
-            Instant::now() + budget.per_probe,
-        )
-    })?;
-    drop(direct);
-
-    let buffered = OpenOptions::new().read(true).write(true).open(&scratch.0)?;
-    let (_, write_buffered) = timed(|| {
-        let done = sequential_io(
-            &buffered,
-            Direction::Write,
-            filled(buffers()),
-            file_bytes,
-            file_bytes,
-            Instant::now() + budget.per_probe,
-        )?;
-        buffered.sync_data()?;
-        Ok(done)
-    })?;
-    drop_page_cache(&buffered)?;
-    let (_, read_buffered) = timed(|| {
-        sequential_io(
-            &buffered,
-            Direction::Read,
-            buffers(),
-            file_bytes,
-            file_bytes,
-            Instant::now() + budget.per_probe,
-        )
-    })?;
-    drop(buffered);
-
+    let (direct, file_bytes) = direct_bandwidth(&scratch.0, budget)?;
+    let buffered = buffered_bandwidth(&scratch.0, budget, file_bytes)?;
     let sync = fdatasync_latency(&scratch.0, budget.per_probe)?;
     // Twice as long as the other probes: short bursts of synced appends read high on a disk
     // with a volatile cache in front (0.6 s gave 720–820 MB/s where 2 s gave 480–530).
@@ -195,10 +133,10 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
     let loopback_sendfile = sendfile_loopback_bandwidth(dir, sendfile_bytes, loopback_duration)?;
     Ok(Limits {
         dir: dir.display().to_string(),
-        disk_write_direct_mb_per_sec: write_direct,
-        disk_read_direct_mb_per_sec: read_direct,
-        disk_write_buffered_mb_per_sec: write_buffered,
-        disk_read_buffered_mb_per_sec: read_buffered,
+        disk_write_direct_mb_per_sec: direct.write_mb_per_sec,
+        disk_read_direct_mb_per_sec: direct.read_mb_per_sec,
+        disk_write_buffered_mb_per_sec: buffered.write_mb_per_sec,
+        disk_read_buffered_mb_per_sec: buffered.read_mb_per_sec,
         fdatasync_per_sec: sync.0,
         fdatasync_us_p50: sync.1,
         fdatasync_us_p99: sync.2,
@@ -209,6 +147,94 @@ pub fn measure(dir: &Path, budget: &Budget) -> anyhow::Result<Limits> {
         loopback_mb_per_sec: loopback,
         loopback_sendfile_mb_per_sec: loopback_sendfile,
         seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Sequential write, then read, bandwidth of one file (MB/s).
+struct Bandwidth {
+    write_mb_per_sec: f64,
+    read_mb_per_sec: f64,
+}
+
+/// `budget.queue_depth` zeroed buffers of `budget.block_bytes`.
+fn aligned_buffers(budget: &Budget) -> Vec<AlignedBuffer> {
+    (0..budget.queue_depth)
+        .map(|_| AlignedBuffer::new(budget.block_bytes))
+        .collect()
+}
+
+/// O_DIRECT bandwidth of the scratch file at `path`: writes for a probe's time (wrapping at
+/// `budget.file_bytes`), then reads what was written. Also returns the bytes written, in
+/// whole blocks, which the buffered probes reuse.
+fn direct_bandwidth(path: &Path, budget: &Budget) -> anyhow::Result<(Bandwidth, u64)> {
+    let direct = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .with_context(|| format!("opening {} with O_DIRECT", path.display()))?;
+    let (written, write_mb_per_sec) = timed(|| {
+        sequential_io(
+            &direct,
+            Direction::Write,
+            filled(aligned_buffers(budget)),
+            budget.file_bytes,
+            u64::MAX,
+            Instant::now() + budget.per_probe,
+        )
+    })?;
+    direct.sync_data()?;
+    let file_bytes =
+        (written.min(budget.file_bytes) / budget.block_bytes as u64).max(1) * budget.block_bytes as u64;
+    let (_, read_mb_per_sec) = timed(|| {
+        sequential_io(
+            &direct,
+            Direction::Read,
+            aligned_buffers(budget),
+            file_bytes,
+            u64::MAX,
+            Instant::now() + budget.per_probe,
+        )
+    })?;
+    let bandwidth = Bandwidth {
+        write_mb_per_sec,
+        read_mb_per_sec,
+    };
+    Ok((bandwidth, file_bytes))
+}
+
+/// Buffered bandwidth of the first `file_bytes` of the scratch file at `path`: one pass of
+/// writes up to fdatasync, then, with its pages dropped from the cache, one pass of reads.
+fn buffered_bandwidth(path: &Path, budget: &Budget, file_bytes: u64) -> anyhow::Result<Bandwidth> {
+    let buffered = OpenOptions::new().read(true).write(true).open(path)?;
+    let (_, write_mb_per_sec) = timed(|| {
+        let done = sequential_io(
+            &buffered,
+            Direction::Write,
+            filled(aligned_buffers(budget)),
+            file_bytes,
+            file_bytes,
+            Instant::now() + budget.per_probe,
+        )?;
+        buffered.sync_data()?;
+        Ok(done)
+    })?;
+    drop_page_cache(&buffered)?;
+    let (_, read_mb_per_sec) = timed(|| {
+        sequential_io(
+            &buffered,
+            Direction::Read,
+            aligned_buffers(budget),
+            file_bytes,
+            file_bytes,
+            Instant::now() + budget.per_probe,
+        )
+    })?;
+    Ok(Bandwidth {
+        write_mb_per_sec,
+        read_mb_per_sec,
     })
 }
 

@@ -47,7 +47,9 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 
-use io_uring::{opcode, types, IoUring, Probe};
+use io_uring::{opcode, IoUring, Probe};
+
+use crate::sys;
 
 /// The write-behind settings of every shard. 0 `write_batch_bytes` turns it off (appends then
 /// stay in the page cache until fdatasync or the kernel's writeback). Plain data.
@@ -268,15 +270,11 @@ impl WriteBehindRing {
         // One op covers at most u32::MAX bytes; whole batches only, the rest waits.
         let len = (pending / batch).min(u64::from(u32::MAX) / batch) * batch;
         let start = file.submitted_to.get();
-        let entry = opcode::SyncFileRange::new(types::Fd(own_fd), len as u32)
-            .offset(start)
-            .flags(SYNC_FLAGS)
-            .build()
-            .user_data(slot as u64);
         let mut ring = self.ring.borrow_mut();
-        // SAFETY: the entry points at no memory; the descriptor it names stays open until its
-        // completion is reaped, because the slot filled below holds the file state owning it.
-        let pushed = unsafe { ring.submission().push(&entry) };
+        // The descriptor stays open until the completion is reaped: the slot filled below holds
+        // the file state owning it.
+        let pushed =
+            sys::push_sync_file_range(&mut ring, own_fd, (start, len as u32), SYNC_FLAGS, slot as u64);
         pushed.expect("the submission queue has room for io_depth ops");
         if let Err(e) = ring.submit() {
             // The entry stays queued; `reap` submits it again.

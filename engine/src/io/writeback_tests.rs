@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use super::{WriteBehind, WriteBehindStats};
 use crate::io::{GlommioStorage, Storage, StorageFile, WriteMode};
+use crate::sys::{self, Cachestat};
 
 fn run<F, Fut>(test: F)
 where
@@ -69,47 +70,16 @@ fn descriptors_of(path: &Path) -> usize {
         .count()
 }
 
-/// Linux's `struct cachestat_range` and `struct cachestat` (include/uapi/linux/mman.h).
-#[repr(C)]
-struct CachestatRange {
-    off: u64,
-    len: u64,
-}
-
-#[repr(C)]
-#[derive(Debug, Default)]
-struct Cachestat {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
-
-/// `cachestat(2)` (Linux 6.5+; the same number on every architecture), or `None` where the
-/// kernel lacks it.
+/// `cachestat(2)` of a range of the file at `path`, or `None` where the kernel lacks it.
 fn cachestat(path: &Path, off: u64, len: u64) -> Option<Cachestat> {
-    const SYS_CACHESTAT: libc::c_long = 451;
     let file = std::fs::File::open(path).expect("open for cachestat");
-    let range = CachestatRange { off, len };
-    let mut out = Cachestat::default();
-    // SAFETY: `range` and `out` are live, correctly laid out (repr(C), the kernel's layout) and
-    // outlive the call; the descriptor is open for its duration.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            file.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut out as *mut Cachestat,
-            0u32,
-        )
-    };
-    if rc == 0 {
-        return Some(out);
+    match sys::cachestat(file.as_raw_fd(), off, len) {
+        Ok(stat) => Some(stat),
+        Err(error) => {
+            assert_eq!(error.raw_os_error(), Some(libc::ENOSYS), "cachestat: {error}");
+            None
+        }
     }
-    let error = std::io::Error::last_os_error();
-    assert_eq!(error.raw_os_error(), Some(libc::ENOSYS), "cachestat: {error}");
-    None
 }
 
 #[test]

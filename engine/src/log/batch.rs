@@ -1,6 +1,6 @@
 //! Kafka RecordBatch v2 (magic 2): a zero-copy view, validation and header patching.
 //!
-//! A batch on the wire is the batch on disk (DESIGN.md invariant 3). Its 61-byte header, all
+//! A batch on the wire is the batch on disk (docs/ARCHITECTURE.md invariant 3). Its 61-byte header, all
 //! integers big endian:
 //!
 //! ```text

@@ -41,7 +41,7 @@
 
 use super::batch::{self, BatchHeader, TimestampType};
 use super::records::{self, RecordView};
-use super::scan::{BatchScanner, Scanned};
+use super::scan::{BatchScanner, Scanned, Verify};
 use super::segment::{segment_path, IndexBuilder, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use super::{Log, LogError};
 use crate::io::{Storage, StorageFile};
@@ -76,6 +76,14 @@ type LatestOffsets = HashMap<Box<[u8]>, i64>;
 struct Removed {
     records: u64,
     tombstones: u64,
+}
+
+/// What becomes of a segment that compaction leaves without a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IfEmptied {
+    /// The log's first segment: kept, empty, so that the log start offset does not move.
+    Keep,
+    Remove,
 }
 
 /// What compaction keeps of one batch.
@@ -119,7 +127,16 @@ impl<S: Storage> Log<S> {
             outcome.tombstones_removed += removed.tombstones;
             outcome.bytes_before += segment.meta().size;
             let interval = config.index_interval_bytes;
-            match self.replace(segment, &latest, expire, interval, i == 0).await? {
+            // The first segment stays, empty, so that the log start offset does not move.
+            let if_emptied = if i == 0 {
+                IfEmptied::Keep
+            } else {
+                IfEmptied::Remove
+            };
+            match self
+                .replace(segment, &latest, expire, interval, if_emptied)
+                .await?
+            {
                 Some(size) => {
                     outcome.segments_rewritten += 1;
                     outcome.bytes_after += size;
@@ -134,17 +151,17 @@ impl<S: Storage> Log<S> {
     }
 
     /// Rewrites `old` without what compaction removes and swaps it in; deletes it instead when
-    /// nothing survives and it is not the first segment. Returns the new size, None if deleted.
+    /// nothing survives and `if_emptied` says so. Returns the new size, None if deleted.
     async fn replace(
         &self,
         old: &Rc<Segment<S::File>>,
         latest: &LatestOffsets,
         expire: bool,
         interval: u32,
-        first: bool,
+        if_emptied: IfEmptied,
     ) -> Result<Option<u64>, LogError> {
         let cleaned = self.write_copy(old, latest, expire, interval).await?;
-        let swapped = self.swap_in(old, cleaned, first).await;
+        let swapped = self.swap_in(old, cleaned, if_emptied).await;
         swapped.map_err(|e| self.fail(e))
     }
 
@@ -174,11 +191,11 @@ impl<S: Storage> Log<S> {
         &self,
         old: &Rc<Segment<S::File>>,
         cleaned: Segment<S::File>,
-        first: bool,
+        if_emptied: IfEmptied,
     ) -> io::Result<Option<u64>> {
         let (storage, dir, base) = (&*self.storage, &self.dir, old.base_offset);
         let size = cleaned.meta().size;
-        if size == 0 && !first {
+        if size == 0 && if_emptied == IfEmptied::Remove {
             self.state.borrow_mut().segments.retain(|s| !Rc::ptr_eq(s, old));
             remove_cleaned(storage, dir, base).await?;
             old.remove_files(storage, dir).await?;
@@ -216,23 +233,36 @@ fn invalid(segment_base: i64, what: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
-/// The whole, CRC-checked batches of a segment, in order.
+/// The whole, CRC-checked batches of a segment, in order. A batch that cannot be where it is
+/// (an offset outside the segment's 32-bit relative offsets or below the batch before it, a
+/// position past 32 bits) is an error: the base offset is outside the CRC, and the segment's
+/// indexes could not point at it.
 struct WholeBatches<'a, F> {
     scanner: BatchScanner<'a, F>,
     base_offset: i64,
+    /// The offset after the last batch returned (the segment's base offset before the first).
+    next_offset: i64,
 }
 
 impl<'a, F: StorageFile> WholeBatches<'a, F> {
     fn new(segment: &'a Segment<F>) -> Self {
         WholeBatches {
-            scanner: BatchScanner::new(&*segment.log, 0, segment.meta().size, true),
+            scanner: BatchScanner::new(&*segment.log, 0, segment.meta().size, Verify::Checksums),
             base_offset: segment.base_offset,
+            next_offset: segment.base_offset,
         }
     }
 
     async fn next(&mut self) -> io::Result<Option<(BatchHeader, Bytes)>> {
         match self.scanner.next().await? {
             Scanned::Batch { position, header } => {
+                let relative = header.base_offset - self.base_offset;
+                let indexable = position <= u64::from(u32::MAX) && relative <= i64::from(u32::MAX);
+                if header.base_offset < self.next_offset || !indexable {
+                    let what = format!("batch offset {} at {position} out of place", header.base_offset);
+                    return Err(invalid(self.base_offset, what));
+                }
+                self.next_offset = header.next_offset();
                 Ok(Some((header, self.scanner.batch_bytes(position, &header))))
             }
             Scanned::End => Ok(None),

@@ -411,3 +411,28 @@ fn a_pass_without_space_for_its_copy_changes_nothing_and_is_retried() {
             .unwrap();
     });
 }
+
+/// A closed segment whose second batch carries a damaged base offset (outside the CRC; the
+/// index points past it, so opening the log does not read it): compaction reports the segment
+/// as corrupt and changes nothing, whether the offset goes back or leaves the segment's 32 bits.
+#[test]
+fn a_damaged_batch_offset_in_a_closed_segment_is_reported_and_changes_nothing() {
+    block_on(async {
+        let storage = FaultyStorage::new(10);
+        let log = open(&storage).await;
+        fill(&log, 10, 1_000).await;
+        log.close().await.unwrap();
+        let path = segment_path(&dir(), 0, "log");
+        let mut bytes = storage.file_bytes(&path).unwrap();
+        let second = batch::validate(&bytes, usize::MAX).unwrap().total_len();
+        for damaged in [0i64, 1 << 33] {
+            bytes[second..second + 8].copy_from_slice(&damaged.to_be_bytes());
+            storage.set_file_bytes(&path, bytes.clone());
+            let log = open(&storage).await;
+            let error = log.compact(2_000).await.unwrap_err();
+            assert!(error.to_string().contains("out of place"), "{error}");
+            assert_eq!(storage.file_bytes(&path).unwrap(), bytes, "offset {damaged}");
+            log.close().await.unwrap();
+        }
+    });
+}

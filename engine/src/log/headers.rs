@@ -2,7 +2,7 @@
 //! state after the last snapshot needs.
 
 use super::batch::BatchHeader;
-use super::scan::{BatchScanner, Scanned};
+use super::scan::{BatchScanner, Scanned, Verify};
 use super::{Log, LogError};
 use crate::io::Storage;
 use std::io;
@@ -36,7 +36,7 @@ impl<S: Storage> Log<S> {
                     None => continue,
                 }
             };
-            let mut scanner = BatchScanner::new(&*segment.log, start, meta.size, false);
+            let mut scanner = BatchScanner::new(&*segment.log, start, meta.size, Verify::HeadersOnly);
             loop {
                 match scanner.next().await? {
                     Scanned::Batch { header, .. } => visit(&header),

@@ -29,6 +29,19 @@ pub trait Entry: Copy + std::fmt::Debug {
     fn decode(bytes: &[u8]) -> Self;
     /// The relative offset the entry points at (both indexes have one).
     fn relative_offset(&self) -> u32;
+    /// Whether the entry may come after `earlier` in its file: every field strictly greater.
+    fn follows(&self, earlier: &Self) -> bool;
+}
+
+/// Asserts that `entries` strictly increase, starting after `last` (if any).
+fn assert_increasing<E: Entry>(last: Option<&E>, entries: &[E]) {
+    let mut previous = last;
+    for entry in entries {
+        if let Some(earlier) = previous {
+            assert!(entry.follows(earlier), "index entry {entry:?} after {earlier:?}");
+        }
+        previous = Some(entry);
+    }
 }
 
 /// One offset-index entry.
@@ -53,6 +66,9 @@ impl Entry for IndexEntry {
     fn relative_offset(&self) -> u32 {
         self.relative_offset
     }
+    fn follows(&self, earlier: &Self) -> bool {
+        self.relative_offset > earlier.relative_offset && self.position > earlier.position
+    }
 }
 
 /// Entries made but not yet written that make the index files catch up (about 4 KiB of offset
@@ -74,8 +90,10 @@ pub fn decode_entries<E: Entry>(bytes: &[u8]) -> Vec<E> {
 }
 
 impl<F: StorageFile, E: Entry> EntryFile<F, E> {
-    /// `entries` are those the file already holds.
+    /// `entries` are those the file already holds, strictly increasing (recovery keeps only
+    /// the sane prefix of what it reads).
     pub fn new(file: Rc<F>, entries: Vec<E>) -> Self {
+        assert_increasing(None, &entries);
         EntryFile {
             file,
             written: Cell::new(entries.len()),
@@ -122,10 +140,11 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     }
 
     /// Appends entries to memory, and to the file once [`WRITE_BEHIND_ENTRIES`] are waiting.
-    /// The caller keeps them increasing.
+    /// They strictly increase, from the last entry on.
     pub async fn append(&self, new: &[E]) -> io::Result<()> {
         let waiting = {
             let mut entries = self.entries.borrow_mut();
+            assert_increasing(entries.last(), new);
             entries.extend_from_slice(new);
             entries.len() - self.written.get()
         };
@@ -197,11 +216,7 @@ pub fn sane_prefix<E>(
 
 /// Length of the sane prefix: both fields strictly increase and positions lie in the log.
 pub fn offset_index_sane_prefix(entries: &[IndexEntry], log_len: u64) -> usize {
-    sane_prefix(
-        entries,
-        |p, e| e.relative_offset > p.relative_offset && e.position > p.position,
-        |e| (e.position as u64) < log_len,
-    )
+    sane_prefix(entries, |p, e| e.follows(p), |e| u64::from(e.position) < log_len)
 }
 
 #[cfg(test)]
@@ -259,6 +274,22 @@ mod tests {
             let reopened = storage.open(path, false).await.unwrap();
             let on_file = EntryFile::<_, IndexEntry>::read_all(&*reopened).await.unwrap();
             assert_eq!(on_file, vec![entry(1), entry(2), entry(10)]);
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "index entry")]
+    fn appending_an_entry_that_does_not_follow_the_last_is_a_bug() {
+        block_on(async {
+            let storage = FaultyStorage::new(1);
+            storage.create_dir_all(Path::new("/d")).await.unwrap();
+            let file = storage.open(Path::new("/d/0.index"), true).await.unwrap();
+            let index = EntryFile::new(file, vec![entry(5)]);
+            let same_offset_further = IndexEntry {
+                relative_offset: 5,
+                position: 600,
+            };
+            index.append(&[same_offset_further]).await.unwrap();
         });
     }
 

@@ -1,4 +1,4 @@
-//! The log of one partition: a directory of segments (DESIGN.md invariant 4).
+//! The log of one partition: a directory of segments (docs/ARCHITECTURE.md invariant 4).
 //!
 //! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
 //! `log-start-offset` (see `retention.rs`) and, between a clean close and the next open, the
@@ -32,6 +32,8 @@ use crate::io::{Storage, StorageFile};
 use batch::BatchIter;
 use bytes::Bytes;
 use records::check_keyed;
+use recovery::OffsetGaps;
+use scan::Verify;
 use segment::{parse_log_name, Segment};
 use staged::StagedAppend;
 use std::cell::{Cell, RefCell};
@@ -93,10 +95,21 @@ impl<S: Storage> Log<S> {
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
             let is_active = i + 1 == bases.len();
-            let verify = !clean && is_active;
+            // Only the active segment needs crash recovery (the others were fsynced as they
+            // rolled), and only it is never compacted.
+            let (verify, gaps) = if is_active {
+                let verify = if clean {
+                    Verify::HeadersOnly
+                } else {
+                    Verify::Checksums
+                };
+                (verify, OffsetGaps::Refused)
+            } else {
+                (Verify::HeadersOnly, OffsetGaps::Allowed)
+            };
             let interval = config.index_interval_bytes;
             let (segment, _cut) =
-                recovery::open_segment(&*storage, &dir, base, interval, verify, !is_active).await?;
+                recovery::open_segment(&*storage, &dir, base, interval, verify, gaps).await?;
             segments.push(Rc::new(segment));
         }
         if segments.is_empty() {
@@ -317,10 +330,20 @@ impl<S: Storage> Log<S> {
         active.write_indexes().await.map_err(|e| self.refuse_or_fail(e))?;
         active.sync_all().await.map_err(|e| self.fail(e))?;
         let base = self.log_end_offset();
+        assert_eq!(
+            active.meta().next_offset,
+            base,
+            "the active segment ends at the log end"
+        );
         let segment = Self::new_segment(&self.storage, &self.dir, base).await;
         let segment = segment.map_err(|e| self.refuse_or_fail(e))?;
         self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
-        self.state.borrow_mut().segments.push(Rc::new(segment));
+        let mut state = self.state.borrow_mut();
+        assert_eq!(
+            segment.base_offset, state.log_end_offset,
+            "a new segment starts at the log end"
+        );
+        state.segments.push(Rc::new(segment));
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! The records inside an uncompressed RecordBatch v2, read only where the broker must look at
 //! keys: compaction and the keyed-records rule of compacted topics. The produce and fetch
-//! paths never decode records (DESIGN.md invariant 3).
+//! paths never decode records (docs/ARCHITECTURE.md invariant 3).
 //!
 //! Each record, after the batch header (varints are zigzag LEB128, as in protobuf):
 //!

@@ -12,13 +12,39 @@
 //! when they rolled and are opened as after a clean shutdown; an index found damaged is
 //! rebuilt by a verifying scan.
 
-use super::index::{offset_index_sane_prefix, EntryFile, IndexEntry};
-use super::scan::{BatchScanner, Scanned};
+use super::batch::BatchHeader;
+use super::index::{offset_index_sane_prefix, Entry, EntryFile, IndexEntry};
+use super::scan::{BatchScanner, Scanned, Verify};
 use super::segment::{IndexBuilder, Segment, SegmentMeta};
 use super::timeindex::{time_index_sane_prefix, TimeEntry};
 use crate::io::{Storage, StorageFile};
 use std::io;
 use std::path::Path;
+use std::rc::Rc;
+
+/// Whether a segment may skip offsets between batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetGaps {
+    /// A closed segment: compaction may have removed batches.
+    Allowed,
+    /// The active segment, which is never compacted: a gap there is damage.
+    Refused,
+}
+
+/// Where a scan starts: the segment's first byte, or the batch of its last offset-index entry
+/// together with its last time entry (where the running max timestamp starts).
+#[derive(Debug, Clone, Copy)]
+struct ScanStart {
+    entry: Option<IndexEntry>,
+    last_time: Option<TimeEntry>,
+}
+
+impl ScanStart {
+    const FILE_START: ScanStart = ScanStart {
+        entry: None,
+        last_time: None,
+    };
+}
 
 /// What scanning a segment found.
 struct ScanOutcome {
@@ -29,53 +55,34 @@ struct ScanOutcome {
     invalid: Option<(u64, String)>,
 }
 
-/// Scans `log` from `start` (the batch of index entry `from`, or the file start) to its end.
+/// Scans `log` from `from` to its end.
 async fn scan<F: StorageFile>(
     log: &F,
     base_offset: i64,
     interval: u32,
-    from: Option<IndexEntry>,
-    last_time: Option<TimeEntry>,
-    verify: bool,
-    gaps_allowed: bool,
+    from: ScanStart,
+    verify: Verify,
+    gaps: OffsetGaps,
 ) -> io::Result<ScanOutcome> {
-    let start = from.map_or(0, |e| e.position as u64);
+    let start = from.entry.map_or(0, |e| u64::from(e.position));
     let mut meta = Segment::<F>::empty_meta(base_offset);
-    meta.max_timestamp = last_time.map_or(-1, |t| t.timestamp);
-    let mut builder = IndexBuilder::new(interval, last_time, from);
+    meta.max_timestamp = from.last_time.map_or(-1, |t| t.timestamp);
+    let mut builder = IndexBuilder::new(interval, from.last_time, from.entry);
     let mut scanner = BatchScanner::new(log, start, log.len(), verify);
-    let mut invalid = None;
-    loop {
+    let invalid = loop {
         match scanner.next().await? {
             Scanned::Batch { position, header } => {
-                let expected = if position == start {
-                    from.map(|e| e.relative_offset)
-                } else {
-                    None
-                };
-                let relative = header.base_offset - base_offset;
-                // Offsets are contiguous, except in closed segments where compaction removed
-                // batches; the base offset is outside the CRC, so this is what catches a
-                // damaged one.
-                let in_sequence = header.base_offset == meta.next_offset
-                    || (gaps_allowed && header.base_offset > meta.next_offset);
-                let in_order = in_sequence
-                    && (0..=u32::MAX as i64).contains(&relative)
-                    && expected.is_none_or(|r| r as i64 == relative);
-                if !in_order {
-                    let why = format!("batch offset {} out of sequence", header.base_offset);
-                    invalid = Some((position, why));
-                    break;
+                let indexed = from.entry.filter(|_| position == start);
+                let expected = indexed.map(|e| e.relative_offset);
+                if let Some(why) = misplaced(&meta, base_offset, position, &header, expected, gaps) {
+                    break Some((position, why));
                 }
                 builder.add(&mut meta, base_offset, position, &header);
             }
-            Scanned::End => break,
-            Scanned::Invalid { position, error } => {
-                invalid = Some((position, error.to_string()));
-                break;
-            }
+            Scanned::End => break None,
+            Scanned::Invalid { position, error } => break Some((position, error.to_string())),
         }
-    }
+    };
     meta.size = invalid.as_ref().map_or(scanner.position(), |(p, _)| *p);
     Ok(ScanOutcome {
         meta,
@@ -85,50 +92,105 @@ async fn scan<F: StorageFile>(
     })
 }
 
-/// Opens the segment at `base_offset`. `verify` asks for the crash path (see module docs);
-/// `gaps_allowed` for a closed segment, which compaction may have left with offset gaps (the
-/// active segment is never compacted, so a gap there is damage).
+/// Why the batch `header` at `position` cannot come next in the segment scanned so far
+/// (`meta`), if it cannot. `expected` is the relative offset an index entry gives it.
+fn misplaced(
+    meta: &SegmentMeta,
+    base_offset: i64,
+    position: u64,
+    header: &BatchHeader,
+    expected: Option<u32>,
+    gaps: OffsetGaps,
+) -> Option<String> {
+    if position > u64::from(u32::MAX) {
+        return Some(format!(
+            "batch at {position}, past the 32-bit positions of the index"
+        ));
+    }
+    let relative = header.base_offset - base_offset;
+    // Offsets are contiguous, except in closed segments where compaction removed batches; the
+    // base offset is outside the CRC, so this is what catches a damaged one.
+    let in_sequence = header.base_offset == meta.next_offset
+        || (gaps == OffsetGaps::Allowed && header.base_offset > meta.next_offset);
+    let in_order = in_sequence
+        && (0..=i64::from(u32::MAX)).contains(&relative)
+        && expected.is_none_or(|r| i64::from(r) == relative);
+    (!in_order).then(|| format!("batch offset {} out of sequence", header.base_offset))
+}
+
+/// Opens the segment at `base_offset`. `Verify::Checksums` asks for the crash path (see module
+/// docs); `Verify::HeadersOnly` trusts sane indexes and reads the headers after them.
 /// Returns the segment and the number of bytes cut off its end.
 pub async fn open_segment<S: Storage>(
     storage: &S,
     dir: &Path,
     base_offset: i64,
     interval: u32,
-    verify: bool,
-    gaps_allowed: bool,
+    verify: Verify,
+    gaps: OffsetGaps,
 ) -> io::Result<(Segment<S::File>, u64)> {
     let files = Segment::<S::File>::open_files(storage, dir, base_offset).await?;
-    let (log, index_file, time_file) = (&files.0, &files.1, &files.2);
-    if !verify {
-        let offsets = EntryFile::<S::File, IndexEntry>::read_all(index_file).await?;
-        let times = EntryFile::<S::File, TimeEntry>::read_all(time_file).await?;
-        let whole = index_file.len() % 8 == 0 && time_file.len() % 12 == 0;
-        let sane_offsets = offset_index_sane_prefix(&offsets, log.len()) == offsets.len();
-        let sane_times = time_index_sane_prefix(&times, &offsets, u32::MAX) == times.len();
-        if whole && sane_offsets && sane_times {
-            let (last, last_time) = (offsets.last().copied(), times.last().copied());
-            let tail = scan(
-                &**log,
-                base_offset,
-                interval,
-                last,
-                last_time,
-                false,
-                gaps_allowed,
-            )
-            .await?;
-            if tail.invalid.is_none() {
-                let meta = tail.meta;
-                // Entries the tail scan made (a lost or missing index) go to the files too.
-                let segment = Segment::new(base_offset, files, offsets, times, meta);
-                segment.index.append(&tail.offsets).await?;
-                segment.time_index.append(&tail.times).await?;
-                return Ok((segment, 0));
-            }
+    if verify == Verify::HeadersOnly {
+        if let Some(segment) = open_with_indexes(&files, base_offset, interval, gaps).await? {
+            return Ok((segment, 0));
         }
         tracing::warn!(base_offset, dir = %dir.display(), "segment index damaged: rebuilding");
     }
-    let outcome = scan(&**log, base_offset, interval, None, None, true, gaps_allowed).await?;
+    open_verified(files, dir, base_offset, interval, gaps).await
+}
+
+/// The segment with the entries of its index files, if they are whole and sane and the
+/// batches after the last entry are valid; entries for those batches go to the files too.
+async fn open_with_indexes<F: StorageFile>(
+    files: &(Rc<F>, Rc<F>, Rc<F>),
+    base_offset: i64,
+    interval: u32,
+    gaps: OffsetGaps,
+) -> io::Result<Option<Segment<F>>> {
+    let (log, index_file, time_file) = files;
+    let offsets = EntryFile::<F, IndexEntry>::read_all(index_file).await?;
+    let times = EntryFile::<F, TimeEntry>::read_all(time_file).await?;
+    let whole =
+        index_file.len() % IndexEntry::LEN as u64 == 0 && time_file.len() % TimeEntry::LEN as u64 == 0;
+    let sane_offsets = offset_index_sane_prefix(&offsets, log.len()) == offsets.len();
+    let sane_times = time_index_sane_prefix(&times, &offsets, u32::MAX) == times.len();
+    if !(whole && sane_offsets && sane_times) {
+        return Ok(None);
+    }
+    let from = ScanStart {
+        entry: offsets.last().copied(),
+        last_time: times.last().copied(),
+    };
+    let tail = scan(&**log, base_offset, interval, from, Verify::HeadersOnly, gaps).await?;
+    if tail.invalid.is_some() {
+        return Ok(None);
+    }
+    let segment = Segment::new(base_offset, files.clone(), offsets, times, tail.meta);
+    // Entries the tail scan made (a lost or missing index).
+    segment.index.append(&tail.offsets).await?;
+    segment.time_index.append(&tail.times).await?;
+    Ok(Some(segment))
+}
+
+/// The segment as a verifying scan of every batch finds it, cut at the first invalid one, its
+/// indexes rebuilt. Returns it and the number of bytes cut off.
+async fn open_verified<F: StorageFile>(
+    files: (Rc<F>, Rc<F>, Rc<F>),
+    dir: &Path,
+    base_offset: i64,
+    interval: u32,
+    gaps: OffsetGaps,
+) -> io::Result<(Segment<F>, u64)> {
+    let log = &files.0;
+    let outcome = scan(
+        &**log,
+        base_offset,
+        interval,
+        ScanStart::FILE_START,
+        Verify::Checksums,
+        gaps,
+    )
+    .await?;
     let cut = log.len() - outcome.meta.size;
     if let Some((position, why)) = &outcome.invalid {
         tracing::warn!(
@@ -150,14 +212,15 @@ pub async fn open_segment<S: Storage>(
 /// Recomputes a segment's metadata and indexes from its batches (after a truncation, which
 /// may make a compacted segment the active one: its gaps are accepted).
 pub async fn rebuild<F: StorageFile>(segment: &Segment<F>, interval: u32) -> io::Result<()> {
+    let (log, base) = (&*segment.log, segment.base_offset);
+    let from = ScanStart::FILE_START;
     let outcome = scan(
-        &*segment.log,
-        segment.base_offset,
+        log,
+        base,
         interval,
-        None,
-        None,
-        false,
-        true,
+        from,
+        Verify::HeadersOnly,
+        OffsetGaps::Allowed,
     )
     .await?;
     if let Some((position, why)) = outcome.invalid {
@@ -170,4 +233,52 @@ pub async fn rebuild<F: StorageFile>(segment: &Segment<F>, interval: u32) -> io:
     segment.time_index.rewrite(0, &outcome.times).await?;
     segment.set_meta(outcome.meta);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FaultyStorage;
+    use crate::log::batch::testing::BatchBuilder;
+
+    type File = <FaultyStorage as Storage>::File;
+
+    fn header_at(base_offset: i64) -> BatchHeader {
+        let bytes = BatchBuilder::new(1_000)
+            .base_offset(base_offset)
+            .record(None, Some(b"v"), 0)
+            .build();
+        BatchHeader::parse(&bytes).unwrap()
+    }
+
+    #[test]
+    fn a_batch_past_the_32_bit_positions_of_the_index_is_misplaced() {
+        let meta = Segment::<File>::empty_meta(100);
+        let header = header_at(100);
+        let last = u64::from(u32::MAX);
+        assert_eq!(
+            misplaced(&meta, 100, last, &header, None, OffsetGaps::Refused),
+            None
+        );
+        let why = misplaced(&meta, 100, last + 1, &header, None, OffsetGaps::Refused);
+        assert!(why.is_some_and(|why| why.contains("32-bit positions")));
+    }
+
+    #[test]
+    fn a_batch_offset_outside_the_segment_or_out_of_sequence_is_misplaced() {
+        let mut meta = Segment::<File>::empty_meta(100);
+        meta.next_offset = 110;
+        let at = |offset, gaps| misplaced(&meta, 100, 4096, &header_at(offset), None, gaps);
+        assert_eq!(at(110, OffsetGaps::Refused), None);
+        assert!(
+            at(120, OffsetGaps::Refused).is_some(),
+            "a gap in the active segment"
+        );
+        assert_eq!(at(120, OffsetGaps::Allowed), None);
+        assert!(at(109, OffsetGaps::Allowed).is_some(), "an offset going back");
+        assert!(at(100 + (1 << 32), OffsetGaps::Allowed).is_some(), "past 32 bits");
+        let expected = |r| misplaced(&meta, 100, 4096, &header_at(110), Some(r), OffsetGaps::Refused);
+        assert_eq!(expected(10), None);
+        assert!(expected(11).is_some(), "not where the index entry says");
+    }
 }

@@ -19,19 +19,27 @@ pub enum Scanned {
     Invalid { position: u64, error: BatchError },
 }
 
-/// Walks batches from `position` to `end` of a file. With `verify`, each batch is read whole
-/// and CRC-checked; otherwise only headers are read and bodies are skipped.
+/// How much of each batch a [`BatchScanner`] reads and checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Each batch is read whole and CRC-checked.
+    Checksums,
+    /// Only headers are read; bodies are skipped.
+    HeadersOnly,
+}
+
+/// Walks batches from `position` to `end` of a file, reading what `verify` asks for.
 pub struct BatchScanner<'a, F> {
     file: &'a F,
     position: u64,
     end: u64,
-    verify: bool,
+    verify: Verify,
     buf: Bytes,
     buf_start: u64,
 }
 
 impl<'a, F: StorageFile> BatchScanner<'a, F> {
-    pub fn new(file: &'a F, position: u64, end: u64, verify: bool) -> Self {
+    pub fn new(file: &'a F, position: u64, end: u64, verify: Verify) -> Self {
         BatchScanner {
             file,
             position,
@@ -63,7 +71,11 @@ impl<'a, F: StorageFile> BatchScanner<'a, F> {
     /// The whole bytes of the batch a verifying [`next`](Self::next) just returned at
     /// `position` (it read them to check the CRC).
     pub fn batch_bytes(&self, position: u64, header: &BatchHeader) -> Bytes {
-        assert!(self.verify, "only a verifying scan holds whole batches");
+        assert_eq!(
+            self.verify,
+            Verify::Checksums,
+            "only a verifying scan holds whole batches"
+        );
         let from = (position - self.buf_start) as usize;
         self.buf.slice(from..from + header.total_len())
     }
@@ -87,7 +99,7 @@ impl<'a, F: StorageFile> BatchScanner<'a, F> {
             };
             return Ok(Scanned::Invalid { position, error });
         }
-        if self.verify {
+        if self.verify == Verify::Checksums {
             let whole = self.fill(total).await?;
             if let Err(error) = batch::validate(&whole, usize::MAX) {
                 return Ok(Scanned::Invalid { position, error });

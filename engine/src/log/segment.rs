@@ -6,7 +6,7 @@
 
 use super::batch::{BatchHeader, HEADER_LEN};
 use super::index::{EntryFile, IndexEntry};
-use super::scan::{BatchScanner, Scanned};
+use super::scan::{BatchScanner, Scanned, Verify};
 use super::timeindex::TimeEntry;
 use crate::io::{Storage, StorageFile};
 use bytes::Bytes;
@@ -95,15 +95,19 @@ impl IndexBuilder {
         }
     }
 
-    /// Accounts for one batch at `position` and updates `meta` (size excluded).
+    /// Accounts for one batch at `position` and updates `meta` (size excluded). The batch must
+    /// fit the index: its offset within 32 bits of `base`, its position within 32 bits
+    /// (appends roll first; batches read from disk are checked before they get here).
     pub fn add(&mut self, meta: &mut SegmentMeta, base: i64, position: u64, h: &BatchHeader) {
-        let relative = (h.base_offset - base) as u32;
+        let relative =
+            u32::try_from(h.base_offset - base).expect("a batch offset within 32 bits of the segment's");
+        let position = u32::try_from(position).expect("a batch position within 32 bits");
         meta.max_timestamp = meta.max_timestamp.max(h.max_timestamp);
         let fresh = self.last_indexed_relative.is_none_or(|r| relative > r);
         if meta.bytes_since_index >= self.interval && fresh && position > 0 {
             self.offsets.push(IndexEntry {
                 relative_offset: relative,
-                position: position as u32,
+                position,
             });
             self.last_indexed_relative = Some(relative);
             meta.bytes_since_index = 0;
@@ -271,7 +275,7 @@ impl<F: StorageFile> Segment<F> {
         start: u64,
         found: impl Fn(&BatchHeader) -> bool,
     ) -> io::Result<Option<(u64, BatchHeader)>> {
-        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, false);
+        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, Verify::HeadersOnly);
         loop {
             match scanner.next().await? {
                 Scanned::Batch { position, header, .. } if found(&header) => {

@@ -38,6 +38,9 @@ impl Entry for TimeEntry {
     fn relative_offset(&self) -> u32 {
         self.relative_offset
     }
+    fn follows(&self, earlier: &Self) -> bool {
+        self.timestamp > earlier.timestamp && self.relative_offset > earlier.relative_offset
+    }
 }
 
 /// Length of the sane prefix: strictly increasing entries whose offsets are offset-index
@@ -49,7 +52,7 @@ pub fn time_index_sane_prefix(
 ) -> usize {
     sane_prefix(
         entries,
-        |p, e| e.timestamp > p.timestamp && e.relative_offset > p.relative_offset,
+        |p, e| e.follows(p),
         |e| {
             let indexed = offset_index
                 .binary_search_by_key(&e.relative_offset, |x| x.relative_offset)

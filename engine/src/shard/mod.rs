@@ -1,4 +1,4 @@
-//! Shards: one pinned glommio executor per core (DESIGN.md invariant 1).
+//! Shards: one pinned glommio executor per core (docs/ARCHITECTURE.md invariant 1).
 //!
 //! - [`runtime`]: starts the executors and gives each its [`ShardContext`].
 //! - [`routing`]: the partition→shard table.

@@ -5,8 +5,8 @@
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use laminar_net::client::records::{encode_batch, plain_record};
-use laminar_net::client::Compression;
+use kafka_protocol::records::Compression;
+use laminar_protocol::records::{encode_batch, plain_record};
 
 use super::Marks;
 

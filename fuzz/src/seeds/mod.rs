@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use laminar_net::codec::SUPPORTED_APIS;
+use laminar_protocol::codec::SUPPORTED_APIS;
 
 use crate::tokens::{self, Kind, Label, Recorder, Token};
 

@@ -1,0 +1,235 @@
+//! The broker's state: what every shard shares, what each shard owns, and how a request reaches
+//! the shard that owns a partition.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
+use laminar_engine::io::WriteBehind;
+use laminar_engine::partition::{LogConfig, LogError, Partition};
+use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
+
+use crate::config::BrokerConfig;
+
+/// State every shard shares. Shared read-only across shards (the topic table has its own
+/// single-writer discipline).
+pub struct BrokerShared {
+    pub config: BrokerConfig,
+    /// The exclusive lock on every log dir, held for the broker's lifetime.
+    pub log_dir_locks: Vec<crate::log_dir_lock::LogDirLock>,
+    /// Why write-behind, though configured, does not run (its io_uring could not be created).
+    pub write_behind_unavailable: Option<String>,
+    pub metadata: MetadataStore,
+    pub producer_ids: ProducerIdAllocator,
+    pub log_dir: PathBuf,
+    pub cluster_id: String,
+    pub shutdown: ShutdownSignal,
+    /// Memory for requests on their way in (`queued.max.request.bytes`).
+    pub request_memory: Arc<crate::request_memory::RequestMemory>,
+    /// Opened once every shard has bound its listeners; shards accept only after it.
+    pub start_gate: ShutdownSignal,
+}
+
+/// Per-shard broker state. Owned by one shard; not Send.
+pub struct BrokerShard {
+    pub shared: Arc<BrokerShared>,
+    pub partitions: ShardPartitions,
+    pub connections_active: Cell<usize>,
+    /// The consumer groups this shard coordinates.
+    pub groups: crate::group::coordinator::GroupCoordinator,
+    pub metrics: crate::metrics::shard::ShardMetrics,
+}
+
+pub type BrokerCtx = ShardContext<BrokerShard>;
+
+/// Why a partition could not be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionAccessError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    /// The request names this partition more than once where once is the rule (Produce).
+    #[error("partition named more than once in the request")]
+    NamedTwice,
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    ShardGone(#[from] ShardGone),
+}
+
+/// A topic partition named by a request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl BrokerShared {
+    /// The log settings of one topic: its overrides over the broker's defaults.
+    pub fn log_config_for(&self, topic: &TopicMetadata) -> LogConfig {
+        crate::config::engine::log_config(&topic.configs, &self.config)
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// The write-behind settings the shards run with (off when unavailable).
+    pub fn write_behind(&self) -> WriteBehind {
+        match self.write_behind_unavailable {
+            None => self.config.write_behind.settings,
+            Some(_) => WriteBehind::disabled(),
+        }
+    }
+
+    /// For the startup line and `/v1/status`: the settings and their sources, or why not.
+    pub fn write_behind_summary(&self) -> String {
+        match &self.write_behind_unavailable {
+            None => self.config.write_behind.to_string(),
+            Some(reason) => format!("unavailable ({reason}); configured {}", self.config.write_behind),
+        }
+    }
+}
+
+impl BrokerShard {
+    /// The open partition `tp`, which must be owned by this shard.
+    pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
+        let table = self.shared.metadata.current();
+        let topic = table
+            .get(&tp.topic)
+            .ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
+        if tp.partition < 0 || tp.partition >= topic.partition_count {
+            return Err(PartitionAccessError::UnknownTopicOrPartition);
+        }
+        let config = || self.shared.log_config_for(topic);
+        Ok(self
+            .partitions
+            .get_or_open(&tp.topic, tp.partition, config)
+            .await?)
+    }
+}
+
+/// The shard that owns `tp` in a broker running `shard_count` shards; `None` for a negative
+/// index, which a client may send but no partition has (so it never reaches the routing table).
+pub fn owner_of(tp: &TopicPartition, shard_count: usize) -> Option<ShardId> {
+    (tp.partition >= 0).then(|| shard_of_partition(&tp.topic, tp.partition, shard_count))
+}
+
+/// Runs `work` for every item on the shard that owns its partition: one message per shard,
+/// items of one shard run concurrently there, and the results come back in the input's order
+/// (docs/ARCHITECTURE.md invariant 2: split by owning shard, forwarded, reassembled).
+pub async fn on_owning_shards<T, R, F, Fut>(
+    ctx: &Rc<BrokerCtx>,
+    items: Vec<(TopicPartition, T)>,
+    work: F,
+) -> Vec<(TopicPartition, Result<R, PartitionAccessError>)>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: Fn(Rc<BrokerCtx>, TopicPartition, T) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<R, PartitionAccessError>> + 'static,
+{
+    let shard_count = ctx.shard_count();
+    let mut by_shard: BTreeMap<ShardId, Vec<(usize, TopicPartition, T)>> = BTreeMap::new();
+    let mut results = Vec::with_capacity(items.len());
+    let item_count = items.len();
+    for (index, (tp, item)) in items.into_iter().enumerate() {
+        match owner_of(&tp, shard_count) {
+            Some(shard) => by_shard.entry(shard).or_default().push((index, tp, item)),
+            None => results.push((index, tp, Err(PartitionAccessError::UnknownTopicOrPartition))),
+        }
+    }
+    let per_shard = handover_order(by_shard, ctx.id())
+        .into_iter()
+        .map(|(shard, batch)| {
+            let work = work.clone();
+            let names: Vec<(usize, TopicPartition)> =
+                batch.iter().map(|(i, tp, _)| (*i, tp.clone())).collect();
+            async move {
+                let done = ctx
+                    .submit_to(shard, move |there| async move {
+                        let runs = batch.into_iter().map(|(index, tp, item)| {
+                            let there = there.clone();
+                            let work = work.clone();
+                            async move { (index, tp.clone(), work(there, tp, item).await) }
+                        });
+                        futures::future::join_all(runs).await
+                    })
+                    .await;
+                match done {
+                    Ok(results) => results,
+                    Err(gone) => names
+                        .into_iter()
+                        .map(|(i, tp)| (i, tp, Err(PartitionAccessError::ShardGone(ShardGone(gone.0)))))
+                        .collect(),
+                }
+            }
+        });
+    results.extend(futures::future::join_all(per_shard).await.into_iter().flatten());
+    results.sort_unstable_by_key(|(index, _, _)| *index);
+    assert_eq!(results.len(), item_count, "every item gets exactly one result");
+    results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
+}
+
+/// The order in which per-shard work is started: every other shard first, `here` last. This
+/// shard's own work runs inline when first polled and may finish without yielding (an append
+/// into the page cache does), so polled first it would hold back the hand-over to the other
+/// shards until it is done: their appends (and fdatasyncs) would start only after this shard's
+/// instead of beside them. Measured: acks=all 1.18x, acks=1 1.04x (docs/decisions/0008).
+fn handover_order<V>(by_shard: BTreeMap<ShardId, V>, here: ShardId) -> Vec<(ShardId, V)> {
+    let (local, mut order): (Vec<_>, Vec<_>) = by_shard.into_iter().partition(|(shard, _)| *shard == here);
+    order.extend(local);
+    order
+}
+
+/// A one-way signal to every shard (stop, or start serving): closing the channel wakes every
+/// waiter on every thread.
+#[derive(Clone)]
+pub struct ShutdownSignal {
+    closed: async_channel::Receiver<()>,
+    _keep_open: async_channel::Sender<()>,
+}
+
+impl Default for ShutdownSignal {
+    fn default() -> Self {
+        let (sender, receiver) = async_channel::bounded(1);
+        Self {
+            closed: receiver,
+            _keep_open: sender,
+        }
+    }
+}
+
+impl ShutdownSignal {
+    pub fn trigger(&self) {
+        self.closed.close();
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        self.closed.is_closed()
+    }
+
+    /// Resolves once [`ShutdownSignal::trigger`] has been called (on any thread).
+    pub async fn wait(&self) {
+        while self.closed.recv().await.is_ok() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_shards_are_handed_their_work_before_this_one_runs_its_own() {
+        let by_shard: BTreeMap<ShardId, &str> = [(0, "a"), (1, "b"), (2, "c")].into_iter().collect();
+        let order = |here| handover_order(by_shard.clone(), here);
+        assert_eq!(order(0), vec![(1, "b"), (2, "c"), (0, "a")]);
+        assert_eq!(order(1), vec![(0, "a"), (2, "c"), (1, "b")]);
+        // Work for other shards only: the order stays by shard.
+        assert_eq!(order(5), vec![(0, "a"), (1, "b"), (2, "c")]);
+    }
+}

@@ -1,0 +1,447 @@
+//! [`BrokerConfig`]: `server.properties` plus `--override key=value`, validated against the
+//! registry in [`super::broker_keys`], into typed fields.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::broker_keys::{find_broker_key, ignored_key_reason, BrokerDefault, BrokerKey, BROKER_KEYS};
+use super::broker_settings::BrokerConfig;
+use super::properties::parse_properties;
+use super::value::{
+    parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Listener,
+    TimestampType,
+};
+use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
+use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
+
+/// A config plus the warnings its loading produced (the caller logs them).
+#[derive(Debug, Clone)]
+pub struct LoadedBrokerConfig {
+    pub config: BrokerConfig,
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// A Kafka key Laminar knows and ignores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    pub key: String,
+    pub value: String,
+    pub reason: &'static str,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "config warning: {}={:?} is a Kafka setting Laminar ignores ({})",
+            self.key, self.value, self.reason
+        )
+    }
+}
+
+impl BrokerConfig {
+    /// Reads `path` (Java properties) and applies `overrides` (`key=value` each) on top.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<LoadedBrokerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Self::from_properties(&text, overrides)
+    }
+
+    /// Parses properties text and applies `overrides` (`key=value` each) on top.
+    pub fn from_properties(text: &str, overrides: &[String]) -> Result<LoadedBrokerConfig, ConfigError> {
+        let mut entries: Vec<(String, String)> = parse_properties(text)?
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect();
+        for entry in overrides {
+            let (key, value) = entry
+                .split_once('=')
+                .filter(|(key, _)| !key.trim().is_empty())
+                .ok_or_else(|| ConfigError::BadOverride { entry: entry.clone() })?;
+            entries.push((key.trim().to_string(), value.trim().to_string()));
+        }
+        Self::from_entries(entries)
+    }
+
+    /// Builds a config from `key, value` pairs; a later pair for the same key wins.
+    pub fn from_entries(
+        entries: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<LoadedBrokerConfig, ConfigError> {
+        let merged: BTreeMap<String, String> = entries.into_iter().collect();
+        let mut explicit = BTreeMap::new();
+        let mut warnings = Vec::new();
+        for (key, value) in merged {
+            if let Some(registered) = find_broker_key(&key) {
+                registered.kind.validate(&key, &value)?;
+                explicit.insert(key, value);
+            } else if let Some(reason) = ignored_key_reason(&key) {
+                warnings.push(ConfigWarning { key, value, reason });
+            } else {
+                return Err(ConfigError::UnknownKey {
+                    scope: "broker",
+                    key,
+                    value,
+                });
+            }
+        }
+        let config = build(explicit)?;
+        Ok(LoadedBrokerConfig { config, warnings })
+    }
+
+    /// The effective text value of a registered broker key: set, else its default (derived
+    /// defaults computed). `None` for a key with no value of its own.
+    ///
+    /// Panics on an unregistered name: callers pass names from the registries.
+    pub fn value_of(&self, name: &str) -> Option<String> {
+        let key = find_broker_key(name).unwrap_or_else(|| panic!("{name} is not a registered broker key"));
+        if let Some(value) = self.explicit.get(name) {
+            return Some(value.clone());
+        }
+        self.default_of(key)
+    }
+
+    /// The iotune profile to read: `laminar.iotune.profile` if set, else `iotune.json` in the
+    /// first log dir when that file exists, else none.
+    pub fn iotune_profile_path(&self) -> Option<PathBuf> {
+        if let Some(path) = &self.laminar_iotune_profile {
+            return Some(path.clone());
+        }
+        let default = self.log_dirs.first()?.join(PROFILE_FILE_NAME);
+        default.is_file().then_some(default)
+    }
+
+    /// Applies an iotune profile's recommendation to the write-behind keys left unset.
+    pub fn apply_iotune_profile(&mut self, profile: &ProfileRecommendation) -> Result<(), ConfigError> {
+        self.write_behind = write_behind::choose(
+            self.laminar_storage_write_batch_bytes,
+            self.laminar_storage_io_depth,
+            Some(profile),
+        )?;
+        Ok(())
+    }
+
+    /// Whether `name` was set by the file or an override.
+    pub fn is_set(&self, name: &str) -> bool {
+        self.explicit.contains_key(name)
+    }
+
+    fn default_of(&self, key: &BrokerKey) -> Option<String> {
+        match key.default {
+            BrokerDefault::Fixed(value) => Some(value.to_string()),
+            BrokerDefault::Derived(compute) => Some(compute(self)),
+            BrokerDefault::Unset => None,
+        }
+    }
+
+    /// Every registered broker key with its value and source (StaticBroker when the key or one
+    /// of its fallbacks was set, else Default), for DescribeConfigs on the broker resource.
+    /// Static broker configs cannot be altered at run time, so every entry is read-only.
+    pub fn describe(&self) -> Vec<ConfigEntry> {
+        BROKER_KEYS
+            .iter()
+            .map(|key| {
+                let synonyms = self.broker_synonyms(key.name, key.fallbacks);
+                let source = if synonyms.iter().any(|s| s.source == ConfigSource::StaticBroker) {
+                    ConfigSource::StaticBroker
+                } else {
+                    ConfigSource::Default
+                };
+                ConfigEntry {
+                    name: key.name.to_string(),
+                    value: self.value_of(key.name),
+                    source,
+                    read_only: true,
+                    sensitive: false,
+                    synonyms,
+                    config_type: key.kind.config_type(),
+                    doc: key.doc,
+                }
+            })
+            .collect()
+    }
+
+    /// Synonyms in precedence order: each of `first` and `fallbacks` that was set
+    /// (StaticBroker), then the default that applies when none is (Default).
+    pub(crate) fn broker_synonyms(&self, first: &str, fallbacks: &[&str]) -> Vec<ConfigSynonym> {
+        let chain = std::iter::once(first).chain(fallbacks.iter().copied());
+        let mut synonyms: Vec<ConfigSynonym> = chain
+            .clone()
+            .filter_map(|name| {
+                self.explicit.get(name).map(|value| ConfigSynonym {
+                    name: name.to_string(),
+                    value: Some(value.clone()),
+                    source: ConfigSource::StaticBroker,
+                })
+            })
+            .collect();
+        let default = chain
+            .clone()
+            .find(|name| matches!(registered(name).default, BrokerDefault::Fixed(_)))
+            .or_else(|| chain.clone().next());
+        if let Some(name) = default {
+            synonyms.push(ConfigSynonym {
+                name: name.to_string(),
+                value: self.default_of(registered(name)),
+                source: ConfigSource::Default,
+            });
+        }
+        synonyms
+    }
+}
+
+impl Default for BrokerConfig {
+    /// Every key at its default.
+    fn default() -> Self {
+        build(BTreeMap::new()).expect("the built-in broker defaults are valid")
+    }
+}
+
+fn registered(name: &str) -> &'static BrokerKey {
+    find_broker_key(name).unwrap_or_else(|| panic!("{name} is not a registered broker key"))
+}
+
+/// Reads validated text values: explicit, else the fixed default.
+struct Values<'a> {
+    explicit: &'a BTreeMap<String, String>,
+}
+
+impl Values<'_> {
+    fn set(&self, name: &str) -> Option<&str> {
+        self.explicit.get(name).map(String::as_str)
+    }
+
+    fn text(&self, name: &str) -> &str {
+        self.set(name).unwrap_or_else(|| match registered(name).default {
+            BrokerDefault::Fixed(value) => value,
+            _ => panic!("{name} has no fixed default; resolve it explicitly"),
+        })
+    }
+
+    fn int(&self, name: &str) -> Result<i64, ConfigError> {
+        registered(name).kind.parse_int(name, self.text(name))
+    }
+
+    fn set_int(&self, name: &str) -> Result<Option<i64>, ConfigError> {
+        self.set(name)
+            .map(|value| registered(name).kind.parse_int(name, value))
+            .transpose()
+    }
+
+    fn parsed<T>(&self, name: &str, parse: fn(&str) -> Option<T>) -> Result<T, ConfigError> {
+        let text = self.text(name);
+        parse(text).ok_or_else(|| registered(name).kind.invalid(name, text))
+    }
+}
+
+/// Narrows a validated integer; the registry's range guarantees it fits.
+fn narrow<T: TryFrom<i64>>(name: &str, value: i64) -> T {
+    T::try_from(value).unwrap_or_else(|_| panic!("{name}={value} passed validation but does not fit"))
+}
+
+fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+    let v = Values { explicit: &explicit };
+    let node_id = node_id(&v)?;
+    let log_dirs = log_dirs(&v)?;
+    let (listeners, advertised_listeners) = listeners(&v)?;
+    let log_retention_ms = retention_ms(&v)?;
+    let log_roll_ms = roll_ms(&v)?;
+    let WriteBehindKeys {
+        write_batch_bytes: laminar_storage_write_batch_bytes,
+        io_depth: laminar_storage_io_depth,
+        profile: laminar_iotune_profile,
+        choice: write_behind,
+    } = write_behind_keys(&v)?;
+    let laminar_cores = match v.set_int("laminar.cores")? {
+        Some(cores) => narrow("laminar.cores", cores),
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    Ok(BrokerConfig {
+        node_id: narrow("node.id", node_id),
+        log_dirs,
+        listeners,
+        advertised_listeners,
+        num_partitions: narrow("num.partitions", v.int("num.partitions")?),
+        default_replication_factor: narrow(
+            "default.replication.factor",
+            v.int("default.replication.factor")?,
+        ),
+        min_insync_replicas: narrow("min.insync.replicas", v.int("min.insync.replicas")?),
+        auto_create_topics_enable: v.parsed("auto.create.topics.enable", parse_bool)?,
+        delete_topic_enable: v.parsed("delete.topic.enable", parse_bool)?,
+        message_max_bytes: narrow("message.max.bytes", v.int("message.max.bytes")?),
+        socket_request_max_bytes: narrow("socket.request.max.bytes", v.int("socket.request.max.bytes")?),
+        fetch_max_bytes: narrow("fetch.max.bytes", v.int("fetch.max.bytes")?),
+        queued_max_request_bytes: queued_max_request_bytes(&v)?,
+        connections_max_idle_ms: v.int("connections.max.idle.ms")?,
+        laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
+        compression_type: v.parsed("compression.type", CompressionType::parse)?,
+        log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),
+        log_roll_ms,
+        log_retention_ms,
+        log_retention_bytes: v.int("log.retention.bytes")?,
+        log_retention_check_interval_ms: v.int("log.retention.check.interval.ms")?,
+        producer_id_expiration_ms: v.int("producer.id.expiration.ms")?,
+        log_index_interval_bytes: narrow("log.index.interval.bytes", v.int("log.index.interval.bytes")?),
+        log_message_timestamp_type: v.parsed("log.message.timestamp.type", TimestampType::parse)?,
+        log_cleanup_policy: v.parsed("log.cleanup.policy", CleanupPolicy::parse)?,
+        log_flush_interval_messages: v.int("log.flush.interval.messages")?,
+        log_flush_interval_ms: v.int("log.flush.interval.ms")?,
+        offsets_topic_num_partitions: narrow(
+            "offsets.topic.num.partitions",
+            v.int("offsets.topic.num.partitions")?,
+        ),
+        group_initial_rebalance_delay_ms: narrow(
+            "group.initial.rebalance.delay.ms",
+            v.int("group.initial.rebalance.delay.ms")?,
+        ),
+        max_broker_partitions: narrow("max.broker.partitions", v.int("max.broker.partitions")?),
+        laminar_request_partitions_max: narrow(
+            "laminar.request.partitions.max",
+            v.int("laminar.request.partitions.max")?,
+        ),
+        laminar_cores,
+        laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,
+        laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
+        laminar_storage_write_batch_bytes,
+        laminar_storage_io_depth,
+        laminar_iotune_profile,
+        write_behind,
+        explicit,
+    })
+}
+
+/// `node.id`, or its older name `broker.id`; if both are set they must agree.
+fn node_id(v: &Values<'_>) -> Result<i64, ConfigError> {
+    match (v.set_int("node.id")?, v.set_int("broker.id")?) {
+        (Some(node), Some(broker)) if node != broker => Err(ConfigError::Rejected {
+            key: "broker.id".to_string(),
+            value: broker.to_string(),
+            reason: format!("must equal node.id, which is {node}"),
+        }),
+        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (None, None) => v.int("node.id"),
+    }
+}
+
+/// `log.dirs`, else `log.dir`.
+fn log_dirs(v: &Values<'_>) -> Result<Vec<PathBuf>, ConfigError> {
+    match v.set("log.dirs") {
+        Some(dirs) => parse_paths("log.dirs", dirs),
+        None => parse_paths("log.dir", v.text("log.dir")),
+    }
+}
+
+/// `listeners`, and `advertised.listeners` (by default the listeners, wildcards made local).
+fn listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Vec<Listener>), ConfigError> {
+    let listeners = parse_listeners("listeners", v.text("listeners"), false)?;
+    let advertised = match v.set("advertised.listeners") {
+        Some(text) => advertised_matching(text, &listeners)?,
+        None => listeners.iter().map(advertise_default).collect(),
+    };
+    Ok((listeners, advertised))
+}
+
+/// `log.roll.ms`, else `log.roll.hours`.
+fn roll_ms(v: &Values<'_>) -> Result<i64, ConfigError> {
+    match v.set_int("log.roll.ms")? {
+        Some(ms) => Ok(ms),
+        None => hours_to_ms("log.roll.hours", v.int("log.roll.hours")?),
+    }
+}
+
+/// The write-behind keys as set, and the choice they make before any iotune profile applies.
+struct WriteBehindKeys {
+    write_batch_bytes: Option<u64>,
+    io_depth: Option<u32>,
+    profile: Option<PathBuf>,
+    choice: WriteBehindChoice,
+}
+
+fn write_behind_keys(v: &Values<'_>) -> Result<WriteBehindKeys, ConfigError> {
+    let write_batch_bytes = v
+        .set_int(write_behind::WRITE_BATCH_BYTES_KEY)?
+        .map(|n| narrow(write_behind::WRITE_BATCH_BYTES_KEY, n));
+    let io_depth = v
+        .set_int(write_behind::IO_DEPTH_KEY)?
+        .map(|n| narrow(write_behind::IO_DEPTH_KEY, n));
+    Ok(WriteBehindKeys {
+        write_batch_bytes,
+        io_depth,
+        profile: v.set(write_behind::PROFILE_KEY).map(|p| PathBuf::from(p.trim())),
+        choice: write_behind::choose(write_batch_bytes, io_depth, None)?,
+    })
+}
+
+/// Kafka's precedence: `log.retention.ms`, else `.minutes`, else `.hours`; negative = forever.
+fn retention_ms(v: &Values<'_>) -> Result<i64, ConfigError> {
+    if let Some(ms) = v.set_int("log.retention.ms")? {
+        return Ok(ms);
+    }
+    if let Some(minutes) = v.set_int("log.retention.minutes")? {
+        return Ok(if minutes < 0 { -1 } else { minutes * 60_000 });
+    }
+    let hours = v.int("log.retention.hours")?;
+    if hours < 0 {
+        return Ok(-1);
+    }
+    hours_to_ms("log.retention.hours", hours)
+}
+
+fn hours_to_ms(name: &str, hours: i64) -> Result<i64, ConfigError> {
+    // The registry bounds hours to i32, so this cannot overflow; checked all the same.
+    hours.checked_mul(3_600_000).ok_or_else(|| ConfigError::Rejected {
+        key: name.to_string(),
+        value: hours.to_string(),
+        reason: "too large once converted to milliseconds".to_string(),
+    })
+}
+
+/// `queued.max.request.bytes`, which must leave room for the largest frame (as Kafka requires).
+fn queued_max_request_bytes(v: &Values<'_>) -> Result<usize, ConfigError> {
+    let queued = v.int("queued.max.request.bytes")?;
+    let frame_max = v.int("socket.request.max.bytes")?;
+    if queued == -1 {
+        return Ok(usize::MAX);
+    }
+    if queued < frame_max {
+        return Err(ConfigError::Rejected {
+            key: "queued.max.request.bytes".to_string(),
+            value: queued.to_string(),
+            reason: format!("must be -1 or at least socket.request.max.bytes ({frame_max})"),
+        });
+    }
+    Ok(usize::try_from(queued).unwrap_or(usize::MAX))
+}
+
+/// Advertised listeners must name listeners that exist.
+fn advertised_matching(text: &str, listeners: &[Listener]) -> Result<Vec<Listener>, ConfigError> {
+    let advertised = parse_listeners("advertised.listeners", text, true)?;
+    if let Some(stray) = advertised
+        .iter()
+        .find(|a| !listeners.iter().any(|l| l.name == a.name))
+    {
+        return Err(ConfigError::Rejected {
+            key: "advertised.listeners".to_string(),
+            value: text.to_string(),
+            reason: format!("listener {} is not in listeners", stray.name),
+        });
+    }
+    Ok(advertised)
+}
+
+/// The default advertised address of a listener: itself, with a wildcard host replaced by
+/// 127.0.0.1 (see the `advertised.listeners` doc in the registry).
+fn advertise_default(listener: &Listener) -> Listener {
+    let mut advertised = listener.clone();
+    if advertised.is_wildcard_host() {
+        advertised.host = "127.0.0.1".to_string();
+    }
+    advertised
+}
+
+#[cfg(test)]
+#[path = "broker_tests.rs"]
+mod tests;

@@ -1,0 +1,329 @@
+//! The registry of broker keys: one row per key Laminar implements (name, default, value kind,
+//! fallback keys, doc), and the list of Kafka keys Laminar knows but ignores with a warning.
+//!
+//! Defaults are Kafka's, except `log.dir` (`./data`, not `/tmp/kafka-logs`) and
+//! `advertised.listeners` (see its doc).
+
+use super::broker_settings::BrokerConfig;
+use super::value::{CleanupPolicy, CompressionType, Kind, TimestampType};
+
+/// Where a broker key's value comes from when nobody set it.
+#[derive(Clone, Copy)]
+pub enum BrokerDefault {
+    /// A constant, parsed like any explicit value.
+    Fixed(&'static str),
+    /// Computed from other keys or from the host; reported as the key's default value.
+    Derived(fn(&BrokerConfig) -> String),
+    /// No value of its own (Kafka's null): a fallback key applies instead.
+    Unset,
+}
+
+/// One broker key.
+pub struct BrokerKey {
+    pub name: &'static str,
+    pub default: BrokerDefault,
+    pub kind: Kind,
+    /// Lower-precedence keys consulted when this one is unset (e.g. `log.retention.hours` for
+    /// `log.retention.ms`); they are this key's synonyms in DescribeConfigs.
+    pub fallbacks: &'static [&'static str],
+    pub doc: &'static str,
+}
+
+pub const LONG_MAX: &str = "9223372036854775807";
+const I32_MAX: i64 = i32::MAX as i64;
+const POSITIVE: Kind = Kind::Int {
+    min: 1,
+    max: i64::MAX,
+};
+const POSITIVE_I32: Kind = Kind::Int { min: 1, max: I32_MAX };
+const NON_NEGATIVE: Kind = Kind::Int {
+    min: 0,
+    max: i64::MAX,
+};
+const NON_NEGATIVE_I32: Kind = Kind::Int { min: 0, max: I32_MAX };
+
+const fn key(
+    name: &'static str,
+    default: BrokerDefault,
+    kind: Kind,
+    fallbacks: &'static [&'static str],
+    doc: &'static str,
+) -> BrokerKey {
+    BrokerKey {
+        name,
+        default,
+        kind,
+        fallbacks,
+        doc,
+    }
+}
+
+use BrokerDefault::{Derived, Fixed, Unset};
+
+#[rustfmt::skip]
+pub static BROKER_KEYS: &[BrokerKey] = &[
+    key("node.id", Fixed("1"), Kind::Int { min: 0, max: I32_MAX }, &[],
+        "This broker's id in the cluster."),
+    key("broker.id", Derived(|c| c.node_id.to_string()), Kind::Int { min: 0, max: I32_MAX }, &[],
+        "Older name of node.id; if both are set they must agree."),
+    key("log.dirs", Derived(|c| join_paths(&c.log_dirs)), Kind::Paths, &["log.dir"],
+        "Comma-separated directories holding partition logs; log.dir applies when unset."),
+    key("log.dir", Fixed("./data"), Kind::Paths, &[],
+        "The log directory when log.dirs is unset (Laminar's default is ./data)."),
+    key("listeners", Fixed("PLAINTEXT://0.0.0.0:9092"), Kind::Listeners, &[],
+        "Where the broker accepts Kafka clients, as NAME://host:port; only PLAINTEXT exists."),
+    key("advertised.listeners", Derived(|c| join(&c.advertised_listeners)),
+        Kind::AdvertisedListeners, &["listeners"],
+        "Addresses given to clients in Metadata. Default: listeners, with a wildcard host \
+         replaced by 127.0.0.1 (a single-node setup then works without DNS; set this key \
+         when clients run on other hosts)."),
+    key("num.partitions", Fixed("1"), POSITIVE_I32, &[],
+        "Partitions of an auto-created topic."),
+    key("default.replication.factor", Fixed("1"), Kind::Int { min: 1, max: i16::MAX as i64 }, &[],
+        "Replication factor of an auto-created topic."),
+    key("min.insync.replicas", Fixed("1"), POSITIVE_I32, &[],
+        "In-sync replicas that must hold a batch before acks=all succeeds."),
+    key("auto.create.topics.enable", Fixed("true"), Kind::Bool, &[],
+        "Create a topic when a client asks for an unknown one in Metadata."),
+    key("delete.topic.enable", Fixed("true"), Kind::Bool, &[],
+        "Allow DeleteTopics."),
+    key("message.max.bytes", Fixed("1048588"), NON_NEGATIVE_I32, &[],
+        "Largest record batch accepted, after compression."),
+    key("socket.request.max.bytes", Fixed("104857600"), POSITIVE_I32, &[],
+        "Largest request frame accepted; a larger frame closes the connection."),
+    key("fetch.max.bytes", Fixed("57671680"), Kind::Int { min: 1024, max: I32_MAX }, &[],
+        "Most record bytes one fetch answer carries over all its partitions (a first batch \
+         larger than that still comes whole, so a consumer progresses); a request asking for \
+         more gets this."),
+    key("queued.max.request.bytes", Fixed("536870912"),
+        Kind::IntOrUnlimited { min: 1, max: i64::MAX }, &[],
+        "Memory all connections together may hold for requests being received or waiting for \
+         their handler, beyond 64 KiB per connection; at the bound, connections that need more \
+         stop reading until memory is freed. At least socket.request.max.bytes; -1: no bound \
+         (Kafka's default; Laminar's is 512 MiB)."),
+    key("connections.max.idle.ms", Fixed("600000"), POSITIVE, &[],
+        "A connection with no request for this long is closed."),
+    key("laminar.request.receive.timeout.ms", Fixed("30000"), POSITIVE, &[],
+        "A request frame must arrive whole within this time of its first byte, or the \
+         connection is closed and the frame's memory freed (a stalled sender holds nothing \
+         for long). Kafka clients give up on a request after request.timeout.ms (30 s) anyway."),
+    key("compression.type", Fixed("producer"), Kind::Choice(CompressionType::NAMES), &[],
+        "Default compression of stored batches; producer keeps what the producer sent."),
+    key("log.segment.bytes", Fixed("1073741824"), Kind::Int { min: 14, max: I32_MAX }, &[],
+        "Size at which a segment file rolls."),
+    key("log.roll.ms", Derived(|c| c.log_roll_ms.to_string()), POSITIVE, &["log.roll.hours"],
+        "Age at which a segment rolls even if not full; log.roll.hours applies when unset."),
+    key("log.roll.hours", Fixed("168"), POSITIVE_I32, &[],
+        "Segment roll age in hours, when log.roll.ms is unset."),
+    key("log.roll.jitter.ms", Fixed("0"), NON_NEGATIVE, &[],
+        "Random jitter subtracted from the roll age, so that segments do not all roll at once."),
+    key("log.retention.ms", Derived(|c| c.log_retention_ms.to_string()),
+        Kind::IntOrUnlimited { min: 1, max: i64::MAX },
+        &["log.retention.minutes", "log.retention.hours"],
+        "How long segments are kept (-1: forever). Precedence: ms, then minutes, then hours."),
+    key("log.retention.minutes", Unset, Kind::IntOrUnlimited { min: 1, max: I32_MAX },
+        &["log.retention.hours"], "Retention in minutes, when log.retention.ms is unset."),
+    key("log.retention.hours", Fixed("168"), Kind::IntOrUnlimited { min: 1, max: I32_MAX }, &[],
+        "Retention in hours, when log.retention.ms and log.retention.minutes are unset."),
+    key("log.retention.bytes", Fixed("-1"), Kind::IntOrUnlimited { min: 0, max: i64::MAX }, &[],
+        "Size per partition beyond which whole old segments are deleted (-1: no limit)."),
+    key("log.retention.check.interval.ms", Fixed("300000"), POSITIVE, &[],
+        "How often retention is checked (and idle producer ids expired)."),
+    key("producer.id.expiration.ms", Fixed("86400000"), POSITIVE_I32, &[],
+        "How long a partition remembers an idle idempotent producer's sequence state."),
+    key("log.index.interval.bytes", Fixed("4096"), NON_NEGATIVE_I32, &[],
+        "Bytes of log between two entries of the sparse offset index."),
+    key("log.index.size.max.bytes", Fixed("10485760"), Kind::Int { min: 4, max: I32_MAX }, &[],
+        "Largest offset index file; a segment rolls when its index is full."),
+    key("log.segment.delete.delay.ms", Fixed("60000"), NON_NEGATIVE, &[],
+        "Delay between unlinking a segment from the log and deleting its files."),
+    key("log.message.timestamp.type", Fixed("CreateTime"), Kind::Choice(TimestampType::NAMES),
+        &[], "Whether batches keep the producer's timestamp or get the broker's append time."),
+    key("log.message.timestamp.difference.max.ms", Fixed(LONG_MAX), NON_NEGATIVE, &[],
+        "Deprecated by Kafka: largest allowed gap between a CreateTime timestamp and now."),
+    key("log.message.timestamp.before.max.ms", Fixed(LONG_MAX), NON_NEGATIVE, &[],
+        "How far in the past a CreateTime timestamp may be."),
+    key("log.message.timestamp.after.max.ms", Fixed(LONG_MAX), NON_NEGATIVE, &[],
+        "How far in the future a CreateTime timestamp may be."),
+    key("log.message.downconversion.enable", Fixed("true"), Kind::Bool, &[],
+        "Whether old fetch versions get down-converted batches."),
+    key("log.cleanup.policy", Fixed("delete"), Kind::ChoiceList(CleanupPolicy::NAMES), &[],
+        "delete (by retention), compact (keep the last record per key), or both."),
+    key("log.cleaner.delete.retention.ms", Fixed("86400000"), NON_NEGATIVE, &[],
+        "How long tombstones stay in a compacted log."),
+    key("log.cleaner.min.compaction.lag.ms", Fixed("0"), NON_NEGATIVE, &[],
+        "Minimum age of a record before compaction may remove it."),
+    key("log.cleaner.max.compaction.lag.ms", Fixed(LONG_MAX), POSITIVE, &[],
+        "Maximum age of an uncompacted record."),
+    key("log.cleaner.min.cleanable.ratio", Fixed("0.5"), Kind::Ratio, &[],
+        "Dirty fraction of a log that makes it eligible for compaction."),
+    key("log.flush.interval.messages", Fixed(LONG_MAX), POSITIVE, &[],
+        "Records appended to a partition before it is flushed (Kafka's per-partition flush)."),
+    key("log.flush.interval.ms", Fixed(LONG_MAX), NON_NEGATIVE, &[],
+        "Milliseconds a record may stay unflushed (Kafka's per-partition flush)."),
+    key("log.preallocate", Fixed("false"), Kind::Bool, &[],
+        "Preallocate segment files at creation."),
+    key("log.local.retention.ms", Fixed("-2"), Kind::Int { min: -2, max: i64::MAX }, &[],
+        "Tiered-storage local retention (-2: same as retention); Laminar has no tiers."),
+    key("log.local.retention.bytes", Fixed("-2"), Kind::Int { min: -2, max: i64::MAX }, &[],
+        "Tiered-storage local retention in bytes (-2: same as retention)."),
+    key("unclean.leader.election.enable", Fixed("false"), Kind::Bool, &[],
+        "Allow an out-of-sync replica to become leader, losing data."),
+    key("offsets.topic.num.partitions", Fixed("50"), POSITIVE_I32, &[],
+        "Partitions of __consumer_offsets."),
+    key("max.broker.partitions", Fixed("200000"), POSITIVE_I32, &[],
+        "Most partitions this broker hosts, internal topics included (KIP-578's name). \
+         CreateTopics, CreatePartitions and auto-creation that would pass it are refused with \
+         POLICY_VIOLATION; a topic table on disk that passes it stops the start."),
+    key("laminar.request.partitions.max", Fixed("100000"), POSITIVE_I32, &[],
+        "Most partitions one CreateTopics or CreatePartitions request may add, all its topics \
+         together; a topic that would pass it is refused with INVALID_PARTITIONS."),
+    key("group.initial.rebalance.delay.ms", Fixed("3000"), NON_NEGATIVE_I32, &[],
+        "How long the first rebalance of an empty group waits for more members."),
+    key("laminar.cores", Derived(|c| c.laminar_cores.to_string()),
+        Kind::Int { min: 1, max: 4096 }, &[],
+        "Shards (one pinned executor per core). Default: every available core."),
+    key("laminar.fsync", Fixed("always"), Kind::Fsync, &[],
+        "always: fdatasync before acknowledging acks=all (group commit); never; or \
+         interval:<ms>: fdatasync in the background every <ms> milliseconds."),
+    key("laminar.http.listen", Fixed("127.0.0.1:9644"), Kind::SocketAddr, &[],
+        "Address of the HTTP endpoint (health, metrics)."),
+    key("laminar.storage.write_batch_bytes",
+        Derived(|c| c.write_behind.settings.write_batch_bytes.to_string()),
+        Kind::Int { min: 0, max: super::write_behind::WRITE_BATCH_BYTES_MAX as i64 }, &[],
+        "Write-behind: once this many appended bytes of a segment are in the page cache, the \
+         kernel is asked to write them out in the background (sync_file_range), so that \
+         fdatasync and dirty-page throttling find less to do. 0 turns it off; otherwise at \
+         least 4096. Default: the iotune profile's recommended_write_batch_bytes, else 0."),
+    key("laminar.storage.io_depth", Derived(|c| c.write_behind.settings.io_depth.to_string()),
+        Kind::Int { min: 1, max: laminar_engine::io::WriteBehind::IO_DEPTH_MAX as i64 }, &[],
+        "Write-behind ranges in flight per shard at most; more wait for the next append. \
+         Default: the iotune profile's recommended_io_depth, else 4."),
+    key("laminar.iotune.profile", Unset, Kind::Path, &[],
+        "An iotune.json written by `laminar iotune`, whose recommendations set the write-behind \
+         keys left unset. Default: iotune.json in the first log dir, when that file exists."),
+];
+
+pub fn find_broker_key(name: &str) -> Option<&'static BrokerKey> {
+    BROKER_KEYS.iter().find(|k| k.name == name)
+}
+
+fn join_paths(paths: &[std::path::PathBuf]) -> String {
+    let items: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    items.join(",")
+}
+
+fn join(items: &[impl ToString]) -> String {
+    let items: Vec<String> = items.iter().map(ToString::to_string).collect();
+    items.join(",")
+}
+
+/// Kafka keys Laminar recognises and ignores, with the reason given in the warning.
+static IGNORED_KEYS: &[(&str, &str)] = &[
+    ("zookeeper.connect", "Laminar has no ZooKeeper"),
+    (
+        "process.roles",
+        "every Laminar node is a broker; the controller is built in",
+    ),
+    (
+        "controller.quorum.voters",
+        "the controller quorum is not configured this way",
+    ),
+    (
+        "controller.quorum.bootstrap.servers",
+        "the controller quorum is not configured this way",
+    ),
+    (
+        "controller.listener.names",
+        "there is no separate controller listener",
+    ),
+    (
+        "inter.broker.listener.name",
+        "brokers talk over the single PLAINTEXT listener",
+    ),
+    ("listener.security.protocol.map", "only PLAINTEXT listeners exist"),
+    (
+        "num.network.threads",
+        "one shard per core does all work; see laminar.cores",
+    ),
+    (
+        "num.io.threads",
+        "one shard per core does all work; see laminar.cores",
+    ),
+    (
+        "background.threads",
+        "one shard per core does all work; see laminar.cores",
+    ),
+    (
+        "num.recovery.threads.per.data.dir",
+        "each shard recovers its own partitions",
+    ),
+    ("num.replica.fetchers", "replication fetchers are per shard"),
+    (
+        "queued.max.requests",
+        "back-pressure is by bytes in flight per connection",
+    ),
+    (
+        "socket.send.buffer.bytes",
+        "the kernel's socket buffer defaults are used",
+    ),
+    (
+        "socket.receive.buffer.bytes",
+        "the kernel's socket buffer defaults are used",
+    ),
+    (
+        "socket.listen.backlog.size",
+        "the listen backlog follows net.core.somaxconn",
+    ),
+    ("offsets.topic.replication.factor", "not implemented"),
+    ("offsets.retention.minutes", "not implemented"),
+    ("group.min.session.timeout.ms", "not implemented"),
+    ("group.max.session.timeout.ms", "not implemented"),
+    ("group.max.size", "not implemented"),
+    ("replica.lag.time.max.ms", "not implemented"),
+    ("auto.leader.rebalance.enable", "not implemented"),
+    ("max.connections", "not implemented"),
+    ("max.connections.per.ip", "not implemented"),
+    ("metadata.log.dir", "metadata lives under log.dirs"),
+    ("log.flush.scheduler.interval.ms", "see laminar.fsync"),
+    (
+        "log.flush.offset.checkpoint.interval.ms",
+        "checkpoints are written on clean shutdown",
+    ),
+    ("log.roll.jitter.hours", "use log.roll.jitter.ms"),
+    ("log.cleaner.enable", "not implemented"),
+    (
+        "transactional.id.expiration.ms",
+        "transactions are not implemented",
+    ),
+    ("transaction.max.timeout.ms", "transactions are not implemented"),
+    ("authorizer.class.name", "there is no authorizer"),
+    ("super.users", "there is no authorizer"),
+    ("metric.reporters", "metrics are served on laminar.http.listen"),
+    ("broker.rack", "rack-aware placement is not implemented"),
+    ("cluster.id", "not implemented"),
+];
+
+/// Prefixes of Kafka key families Laminar ignores (checked after the registry, so that e.g.
+/// `log.cleaner.delete.retention.ms` is implemented while other `log.cleaner.*` keys are not).
+static IGNORED_PREFIXES: &[(&str, &str)] = &[
+    ("zookeeper.", "Laminar has no ZooKeeper"),
+    ("controller.", "the controller is built in"),
+    ("log.cleaner.", "not implemented"),
+    ("transaction.state.log.", "transactions are not implemented"),
+    ("ssl.", "only PLAINTEXT listeners exist"),
+    ("sasl.", "only PLAINTEXT listeners exist"),
+    ("replica.fetch.", "not implemented"),
+    ("remote.log.", "Laminar has no tiered storage"),
+    ("metrics.", "metrics are served on laminar.http.listen"),
+    ("quota.", "quotas are not implemented"),
+];
+
+/// If `name` is a Kafka key Laminar ignores, the reason.
+pub fn ignored_key_reason(name: &str) -> Option<&'static str> {
+    IGNORED_KEYS
+        .iter()
+        .find(|(key, _)| *key == name)
+        .or_else(|| IGNORED_PREFIXES.iter().find(|(p, _)| name.starts_with(p)))
+        .map(|(_, reason)| *reason)
+}

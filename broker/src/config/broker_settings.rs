@@ -1,0 +1,68 @@
+//! The broker's settings as the broker acts on them: one typed field per key it uses. Loading
+//! and validation are in `broker.rs`; the registry of keys, defaults and docs in
+//! `broker_keys.rs`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::value::{CleanupPolicy, CompressionType, FsyncSetting, Listener, TimestampType};
+use super::write_behind::WriteBehindChoice;
+
+/// The broker's static configuration. Built once at start, then shared read-only across shards.
+///
+/// Fields are the keys the broker itself acts on; every other registered key (those that only
+/// serve as topic defaults) is reachable through [`BrokerConfig::value_of`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub log_dirs: Vec<PathBuf>,
+    pub listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub min_insync_replicas: i32,
+    pub auto_create_topics_enable: bool,
+    pub delete_topic_enable: bool,
+    pub message_max_bytes: u32,
+    pub socket_request_max_bytes: u32,
+    pub fetch_max_bytes: u32,
+    /// `queued.max.request.bytes`; `usize::MAX` for -1 (no bound).
+    pub queued_max_request_bytes: usize,
+    pub connections_max_idle_ms: i64,
+    pub laminar_request_receive_timeout_ms: i64,
+    pub compression_type: CompressionType,
+    pub log_segment_bytes: u32,
+    pub log_roll_ms: i64,
+    /// -1 means forever.
+    pub log_retention_ms: i64,
+    /// -1 means no size limit.
+    pub log_retention_bytes: i64,
+    pub log_retention_check_interval_ms: i64,
+    pub producer_id_expiration_ms: i64,
+    pub log_index_interval_bytes: u32,
+    pub log_message_timestamp_type: TimestampType,
+    pub log_cleanup_policy: CleanupPolicy,
+    pub log_flush_interval_messages: i64,
+    pub log_flush_interval_ms: i64,
+    pub offsets_topic_num_partitions: i32,
+    /// `max.broker.partitions`: the most partitions the topic table may hold.
+    pub max_broker_partitions: i32,
+    /// `laminar.request.partitions.max`: the most partitions one admin request may add.
+    pub laminar_request_partitions_max: i32,
+    pub group_initial_rebalance_delay_ms: i32,
+    pub laminar_cores: usize,
+    pub laminar_fsync: FsyncSetting,
+    pub laminar_http_listen: SocketAddr,
+    /// `laminar.storage.write_batch_bytes`, when set.
+    pub laminar_storage_write_batch_bytes: Option<u64>,
+    /// `laminar.storage.io_depth`, when set.
+    pub laminar_storage_io_depth: Option<u32>,
+    /// `laminar.iotune.profile`, when set (see [`BrokerConfig::iotune_profile_path`]).
+    pub laminar_iotune_profile: Option<PathBuf>,
+    /// Write-behind as the keys and, once applied, the iotune profile say.
+    pub write_behind: WriteBehindChoice,
+    /// The registered keys set by the file or by overrides (validated), for `describe` and for
+    /// telling a static value from a default.
+    pub(super) explicit: BTreeMap<String, String>,
+}

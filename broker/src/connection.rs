@@ -1,0 +1,296 @@
+//! One client connection: read a frame, handle it, write the answer, in order.
+//!
+//! Requests on one connection are handled one after another, as Kafka does, so appends land in
+//! request order (the idempotent producer relies on it). One exception keeps fsync cheap: an
+//! acks=all produce whose appends are done waits for its fdatasync as a deferred answer while the
+//! next requests are handled, so pipelined produce requests share one group commit. Answers
+//! always leave in request order (clients rely on it). A malformed frame or request closes this
+//! connection only, logged once.
+
+use std::future::Future;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::{select, Either};
+use futures::stream::FuturesOrdered;
+use futures::{AsyncWriteExt, FutureExt, StreamExt};
+use glommio::net::TcpStream;
+
+use crate::broker::BrokerCtx;
+use crate::handlers::append_order::AppendOrder;
+use crate::handlers::{self, Outcome};
+use crate::request_memory::{BudgetTimedOut, Lease};
+use laminar_protocol::chunk::Chunk;
+use laminar_protocol::frame::{FrameError, FrameReader, FrameStatus};
+
+/// Answers a connection may owe at once (requests read ahead while acks=all waits for a sync);
+/// past it the connection stops reading: back-pressure, not growth.
+const ANSWERS_IN_FLIGHT_MAX: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+enum CloseReason {
+    #[error("client closed the connection")]
+    ClientClosed,
+    #[error("client closed the connection mid-frame")]
+    Truncated,
+    #[error("idle for {0:?}")]
+    Idle(Duration),
+    #[error("a request frame did not arrive whole within {0:?}")]
+    FrameTimedOut(Duration),
+    #[error(transparent)]
+    RequestMemory(#[from] BudgetTimedOut),
+    #[error("shutting down")]
+    Shutdown,
+    #[error("bad frame: {0}")]
+    BadFrame(#[from] FrameError),
+    #[error("bad request: {0}")]
+    BadRequest(#[from] handlers::RequestError),
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(peer, error = %e, "cannot set TCP_NODELAY");
+    }
+    ctx.state
+        .connections_active
+        .set(ctx.state.connections_active.get() + 1);
+    let reason = serve_requests(&ctx, &mut stream).await;
+    ctx.state
+        .connections_active
+        .set(ctx.state.connections_active.get() - 1);
+    match reason {
+        CloseReason::ClientClosed | CloseReason::Shutdown => tracing::debug!(peer, "connection closed"),
+        reason => tracing::warn!(peer, %reason, "closing connection"),
+    }
+    let _ = stream.close().await;
+}
+
+/// An answer on its way: `None` for a request that gets none (acks=0).
+type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Chunk>>, handlers::RequestError>>>>;
+
+/// What a connection has received and not yet handed to a handler, with the memory it holds.
+/// Owned by the connection's task.
+struct Inbound {
+    reader: FrameReader,
+    /// Covers the reader's buffer beyond the connection's allowance (`request_memory`).
+    lease: Lease,
+    /// When the first byte of the frame in progress arrived.
+    frame_started: Option<Instant>,
+    idle_timeout: Duration,
+    receive_timeout: Duration,
+}
+
+impl Inbound {
+    fn new(ctx: &Rc<BrokerCtx>) -> Inbound {
+        let config = &ctx.state.shared.config;
+        Inbound {
+            reader: FrameReader::new(config.socket_request_max_bytes as usize),
+            lease: Lease::new(ctx.state.shared.request_memory.clone()),
+            frame_started: None,
+            idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
+            receive_timeout: Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64),
+        }
+    }
+
+    /// The next whole frame, with the part of the lease that covers it (held until its answer
+    /// is done, so frames waiting in a handler count against the budget too).
+    fn next_frame(&mut self) -> Result<Option<(Bytes, Lease)>, FrameError> {
+        let FrameStatus::Ready(frame) = self.reader.next_frame()? else {
+            return Ok(None);
+        };
+        let frame_lease = self.lease.split_off(frame.len());
+        self.frame_started = (self.reader.buffered_len() > 0).then(Instant::now);
+        Ok(Some((frame, frame_lease)))
+    }
+}
+
+async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
+    let mut inbound = Inbound::new(ctx);
+    let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
+    let order = AppendOrder::default();
+    loop {
+        if let Err(reason) = write_ready_answers(&mut answers, stream, ctx).await {
+            return reason;
+        }
+        if answers.len() < ANSWERS_IN_FLIGHT_MAX {
+            match inbound.next_frame() {
+                Ok(Some((frame, frame_lease))) => {
+                    answers.push_back(handle(ctx, &order, frame, frame_lease).await);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return e.into(),
+            }
+        }
+        let waited = if answers.is_empty() {
+            if ctx.state.shared.shutdown.is_triggered() {
+                return CloseReason::Shutdown;
+            }
+            read_more(ctx, stream, &mut inbound).await
+        } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
+            write_answer(answers.next().await, stream, ctx).await
+        } else {
+            // A deferred answer is pending: read the next request meanwhile.
+            let raced = {
+                let next_answer = answers.next();
+                let read = std::pin::pin!(read_more(ctx, stream, &mut inbound));
+                match select(next_answer, read).await {
+                    Either::Left((answer, _)) => Err(answer),
+                    Either::Right((read, _)) => Ok(read),
+                }
+            };
+            match raced {
+                Ok(read) => read,
+                // The abandoned read committed nothing to the reader.
+                Err(answer) => write_answer(answer, stream, ctx).await,
+            }
+        };
+        if let Err(reason) = waited {
+            return reason;
+        }
+    }
+}
+
+/// Handles one request; its answer is ready now or later (acks=all), and is timed when ready.
+/// `frame_lease` is given back when the answer is.
+async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes, frame_lease: Lease) -> Answer {
+    let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
+    let outcome = handlers::handle(ctx, order, frame).await;
+    let ctx = ctx.clone();
+    let timed = move |answer: Result<Option<Vec<Chunk>>, handlers::RequestError>| {
+        drop(frame_lease);
+        ctx.state
+            .metrics
+            .observe_request(api_key, started.elapsed(), answer.is_ok());
+        answer
+    };
+    match outcome {
+        Ok(Outcome::Respond(frame)) => {
+            Box::pin(futures::future::ready(timed(Ok(Some(vec![Chunk::Memory(
+                frame,
+            )])))))
+        }
+        Ok(Outcome::RespondChunks(chunks)) => Box::pin(futures::future::ready(timed(Ok(Some(chunks))))),
+        Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
+        Ok(Outcome::Deferred(pending)) => {
+            Box::pin(async move { timed(pending.await.map(|f| f.map(|f| vec![Chunk::Memory(f)]))) })
+        }
+        Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
+    }
+}
+
+/// Writes the answers that are ready, oldest first, stopping at the first that is not.
+async fn write_ready_answers(
+    answers: &mut FuturesOrdered<Answer>,
+    stream: &mut TcpStream,
+    ctx: &Rc<BrokerCtx>,
+) -> Result<(), CloseReason> {
+    while let Some(answer) = answers.next().now_or_never() {
+        let Some(answer) = answer else { break };
+        write_answer(Some(answer), stream, ctx).await?;
+    }
+    Ok(())
+}
+
+async fn write_answer(
+    answer: Option<Result<Option<Vec<Chunk>>, handlers::RequestError>>,
+    stream: &mut TcpStream,
+    ctx: &Rc<BrokerCtx>,
+) -> Result<(), CloseReason> {
+    match answer.expect("only awaited while answers are pending") {
+        Ok(Some(chunks)) => {
+            let paths = crate::send::write_frame(stream, &chunks).await?;
+            ctx.state.metrics.count_fetch_paths(paths);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads at least one byte more, or tells why the connection ends. The buffer grows only as
+/// far as the request memory budget allows; inside a frame, the wait for the rest (and for
+/// budget) ends at the frame's receive deadline.
+async fn read_more(
+    ctx: &Rc<BrokerCtx>,
+    stream: &mut TcpStream,
+    inbound: &mut Inbound,
+) -> Result<(), CloseReason> {
+    let between_requests = inbound.reader.buffered_len() == 0;
+    let deadline = match inbound.frame_started {
+        Some(started) if !between_requests => started + inbound.receive_timeout,
+        _ => Instant::now() + inbound.idle_timeout,
+    };
+    let needed = inbound.reader.buffered_len() + inbound.reader.receive_bytes_next();
+    inbound.lease.shrink_to(needed);
+    inbound.lease.cover(needed, deadline).await?;
+    let mut socket = SocketNow(stream.as_raw_fd());
+    let read = loop {
+        match inbound.reader.receive_from(&mut socket) {
+            Ok(read) => break read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e.into()),
+            Err(_) => {}
+        }
+        // Nothing waiting: sleep until bytes (or the end of the stream) arrive. Peeking one byte
+        // takes nothing, so a wait abandoned for an answer or a timeout loses no input.
+        let mut probe = [0u8; 1];
+        let readable = std::pin::pin!(stream.peek(&mut probe));
+        let stop = std::pin::pin!(deadline_or_shutdown(ctx, inbound, between_requests, deadline));
+        match select(readable, stop).await {
+            Either::Left((readable, _)) => readable.map_err(std::io::Error::from)?,
+            Either::Right((reason, _)) => return Err(reason),
+        };
+    };
+    if read == 0 {
+        return Err(if between_requests {
+            CloseReason::ClientClosed
+        } else {
+            CloseReason::Truncated
+        });
+    }
+    if between_requests {
+        inbound.frame_started = Some(Instant::now());
+    }
+    Ok(())
+}
+
+/// glommio's socket, received from without waiting; [`read_more`] awaits readiness itself.
+struct SocketNow(std::os::fd::RawFd);
+
+impl laminar_protocol::frame::Receive for SocketNow {
+    fn receive(&mut self, buffer: &mut bytes::BytesMut, max: usize) -> std::io::Result<usize> {
+        laminar_protocol::sys::recv_into(self.0, buffer, max, laminar_protocol::sys::Wait::No)
+    }
+}
+
+/// Between requests a connection waits for the client, the idle timeout or shutdown; inside a
+/// partially received frame it waits for the rest until the frame's receive deadline.
+async fn deadline_or_shutdown(
+    ctx: &Rc<BrokerCtx>,
+    inbound: &Inbound,
+    between_requests: bool,
+    deadline: Instant,
+) -> CloseReason {
+    let timeout = std::pin::pin!(glommio::timer::sleep(
+        deadline.saturating_duration_since(Instant::now())
+    ));
+    if !between_requests {
+        timeout.await;
+        return CloseReason::FrameTimedOut(inbound.receive_timeout);
+    }
+    let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
+    match select(timeout, stop).await {
+        Either::Left(_) => CloseReason::Idle(inbound.idle_timeout),
+        Either::Right(_) => CloseReason::Shutdown,
+    }
+}

@@ -1,0 +1,247 @@
+//! The groups and committed offsets one shard coordinates: the groups whose
+//! `__consumer_offsets` partition this shard owns. Every method is synchronous and runs on that
+//! shard, so group state needs no lock; writing records is [`super::store`]'s job.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use kafka_protocol::error::ResponseError;
+
+use super::records::{GroupRecord, GroupValue, MemberRecord, OffsetKey, OffsetValue};
+use super::state::{Group, GroupSettings, GroupState};
+
+/// Committed offsets of one group, by (topic, partition).
+pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
+
+/// Owned by one shard; not Send.
+pub struct GroupCoordinator {
+    pub settings: GroupSettings,
+    /// Partitions of `__consumer_offsets`, fixed at start (a group's home must not move).
+    pub offsets_partition_count: i32,
+    groups: RefCell<HashMap<String, Group>>,
+    offsets: RefCell<HashMap<String, GroupOffsets>>,
+    /// Set once this shard has replayed its `__consumer_offsets` partitions.
+    loaded: Cell<bool>,
+    /// Wakes the timer task when a deadline may have moved.
+    pub(super) changed: event_listener::Event,
+    clock_origin: Instant,
+}
+
+/// A summary for ListGroups.
+#[derive(Debug, Clone)]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: GroupState,
+}
+
+impl GroupCoordinator {
+    pub fn new(settings: GroupSettings, offsets_partition_count: i32) -> Self {
+        assert!(offsets_partition_count > 0, "__consumer_offsets has partitions");
+        GroupCoordinator {
+            settings,
+            offsets_partition_count,
+            groups: RefCell::default(),
+            offsets: RefCell::default(),
+            loaded: Cell::new(false),
+            changed: event_listener::Event::new(),
+            clock_origin: Instant::now(),
+        }
+    }
+
+    /// Monotonic milliseconds for group deadlines.
+    pub fn now_ms(&self) -> i64 {
+        self.clock_origin.elapsed().as_millis() as i64
+    }
+
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.get()
+    }
+
+    pub(super) fn set_loaded(&self) {
+        self.loaded.set(true);
+    }
+
+    /// Runs `work` on the group, creating it (Empty) when `create` and it does not exist.
+    /// Returns None for an unknown group. Afterwards the timer task re-reads the deadlines.
+    pub fn with_group<R>(
+        &self,
+        group_id: &str,
+        create: bool,
+        work: impl FnOnce(&mut Group) -> R,
+    ) -> Option<R> {
+        let mut groups = self.groups.borrow_mut();
+        if create && !groups.contains_key(group_id) {
+            groups.insert(
+                group_id.to_string(),
+                Group::new(group_id.to_string(), self.settings),
+            );
+        }
+        let result = groups.get_mut(group_id).map(work);
+        self.changed.notify(usize::MAX);
+        result
+    }
+
+    pub fn group_exists(&self, group_id: &str) -> bool {
+        self.groups.borrow().contains_key(group_id)
+    }
+
+    /// Applies passed deadlines to every group; returns the groups whose record should be
+    /// rewritten.
+    pub fn tick_all(&self, now_ms: i64) -> Vec<String> {
+        let mut groups = self.groups.borrow_mut();
+        let mut changed = Vec::new();
+        for group in groups.values_mut() {
+            if group.next_deadline_ms().is_some_and(|t| t <= now_ms) {
+                group.tick(now_ms);
+            }
+            if group.take_persist_wanted() {
+                changed.push(group.id.clone());
+            }
+        }
+        changed
+    }
+
+    pub fn next_deadline_ms(&self) -> Option<i64> {
+        self.groups
+            .borrow()
+            .values()
+            .filter_map(Group::next_deadline_ms)
+            .min()
+    }
+
+    /// The record that stores `group_id`'s current metadata, if it changed since last asked.
+    pub fn take_group_record(&self, group_id: &str) -> Option<GroupRecord> {
+        let mut groups = self.groups.borrow_mut();
+        let group = groups.get_mut(group_id)?;
+        if !group.take_persist_wanted() {
+            return None;
+        }
+        Some(group_record(group, crate::clock::now_ms()))
+    }
+
+    /// OffsetCommit's membership check. A commit with generation -1 and no member id is a
+    /// "simple" commit, allowed while the group has no members.
+    pub fn check_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        let now_ms = self.now_ms();
+        let simple = generation_id < 0;
+        let checked = self.with_group(group_id, simple, |group| {
+            if simple && group.state == GroupState::Empty {
+                return Ok(());
+            }
+            group.check_member(member_id, instance_id, generation_id)?;
+            match group.state {
+                GroupState::CompletingRebalance => Err(ResponseError::RebalanceInProgress),
+                GroupState::Dead => Err(ResponseError::CoordinatorNotAvailable),
+                _ => {
+                    if let Some(member) = group.members.iter_mut().find(|m| m.member_id == member_id) {
+                        member.heartbeat(now_ms);
+                    }
+                    Ok(())
+                }
+            }
+        });
+        checked.unwrap_or(Err(ResponseError::IllegalGeneration))
+    }
+
+    pub fn committed(&self, group_id: &str) -> GroupOffsets {
+        self.offsets.borrow().get(group_id).cloned().unwrap_or_default()
+    }
+
+    /// Applies one record, written now or replayed at start, to the in-memory state.
+    pub fn apply(&self, record: GroupRecord) {
+        match record {
+            GroupRecord::Offset(key, value) => {
+                let mut offsets = self.offsets.borrow_mut();
+                let OffsetKey {
+                    group,
+                    topic,
+                    partition,
+                } = key;
+                match value {
+                    Some(value) => {
+                        if !self.group_exists(&group) {
+                            self.groups
+                                .borrow_mut()
+                                .insert(group.clone(), Group::new(group.clone(), self.settings));
+                        }
+                        offsets
+                            .entry(group)
+                            .or_default()
+                            .insert((topic, partition), value);
+                    }
+                    None => {
+                        if let Some(committed) = offsets.get_mut(&group) {
+                            committed.remove(&(topic, partition));
+                        }
+                    }
+                }
+            }
+            GroupRecord::Group(group_id, Some(value)) => {
+                let mut groups = self.groups.borrow_mut();
+                // Only replay restores from a record; a live group is its own truth.
+                let live = groups.get(&group_id).is_some_and(|g| !g.is_empty());
+                if !live {
+                    let protocol_type = (!value.protocol_type.is_empty()).then_some(value.protocol_type);
+                    groups.insert(
+                        group_id.clone(),
+                        Group::restored(group_id, self.settings, value.generation_id, protocol_type),
+                    );
+                }
+            }
+            GroupRecord::Group(group_id, None) => {
+                self.groups.borrow_mut().remove(&group_id);
+                self.offsets.borrow_mut().remove(&group_id);
+            }
+        }
+    }
+
+    pub fn list(&self) -> Vec<ListedGroup> {
+        self.groups
+            .borrow()
+            .values()
+            .map(|g| ListedGroup {
+                group_id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state,
+            })
+            .collect()
+    }
+}
+
+/// The group metadata record for the group as it is now.
+pub fn group_record(group: &Group, now_ms: i64) -> GroupRecord {
+    let protocol = group.protocol_name.clone().unwrap_or_default();
+    let members = group
+        .members
+        .iter()
+        .map(|m| MemberRecord {
+            member_id: m.member_id.clone(),
+            group_instance_id: m.group_instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            rebalance_timeout_ms: m.rebalance_timeout_ms,
+            session_timeout_ms: m.session_timeout_ms,
+            subscription: m.metadata_for(&protocol),
+            assignment: m.assignment.clone(),
+        })
+        .collect();
+    GroupRecord::Group(
+        group.id.clone(),
+        Some(GroupValue {
+            protocol_type: group.protocol_type.clone().unwrap_or_default(),
+            generation_id: group.generation_id,
+            protocol_name: group.protocol_name.clone(),
+            leader_id: group.leader_id.clone(),
+            state_timestamp_ms: now_ms,
+            members,
+        }),
+    )
+}

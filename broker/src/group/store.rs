@@ -1,0 +1,185 @@
+//! Group state on disk: records appended to the group's `__consumer_offsets` partition, the
+//! replay that rebuilds a shard's groups and offsets at start, and the timer task that applies
+//! session and rebalance deadlines.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use kafka_protocol::error::ResponseError;
+use laminar_engine::cluster::{MetadataError, MetadataStore};
+use laminar_engine::log::batch::BatchHeader;
+use laminar_engine::partition::LogError;
+use laminar_engine::shard::shard_of_partition;
+
+use super::records::{decode_batch, encode_batch, GroupRecord};
+use super::OFFSETS_TOPIC;
+use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::clock::now_ms;
+use crate::config::{BrokerConfig, FsyncSetting};
+
+/// Kafka's `offsets.topic.segment.bytes` default.
+const OFFSETS_SEGMENT_BYTES: &str = "104857600";
+/// Bytes read per step while replaying.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// Creates `__consumer_offsets` if it does not exist; returns its partition count (an existing
+/// topic keeps its count, as in Kafka, so that no group changes home).
+pub fn ensure_offsets_topic(metadata: &MetadataStore, config: &BrokerConfig) -> anyhow::Result<i32> {
+    if let Some(topic) = metadata.current().get(OFFSETS_TOPIC) {
+        return Ok(topic.partition_count);
+    }
+    // Compact only: every group's latest records stay (retention.ms does not apply), older
+    // ones go at each compaction pass.
+    let configs = BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string()),
+    ]);
+    let partitions = config.offsets_topic_num_partitions;
+    match metadata.create_topic(OFFSETS_TOPIC, partitions, 1, configs) {
+        Ok(topic) => {
+            tracing::info!(partitions, "created {OFFSETS_TOPIC}");
+            Ok(topic.partition_count)
+        }
+        Err(MetadataError::TopicAlreadyExists(_)) => metadata
+            .current()
+            .get(OFFSETS_TOPIC)
+            .map(|t| t.partition_count)
+            .ok_or_else(|| anyhow::anyhow!("{OFFSETS_TOPIC} vanished while being created")),
+        Err(e) => Err(anyhow::anyhow!("cannot create {OFFSETS_TOPIC}: {e}")),
+    }
+}
+
+fn offsets_partition(partition: i32) -> TopicPartition {
+    TopicPartition {
+        topic: OFFSETS_TOPIC.to_string(),
+        partition,
+    }
+}
+
+/// Appends `records` as one batch to `__consumer_offsets` partition `partition` (which this
+/// shard owns) and returns once they are as durable as acks=all makes produced data.
+pub async fn append(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    records: &[GroupRecord],
+) -> Result<(), ResponseError> {
+    let now = now_ms();
+    let batch = encode_batch(records, now).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode group records");
+        ResponseError::UnknownServerError
+    })?;
+    let written = async {
+        let log = ctx.state.partition(&offsets_partition(partition)).await?;
+        let info = log.append(batch, now).await?;
+        if ctx.state.shared.config.laminar_fsync == FsyncSetting::Always {
+            log.wait_durable(info.last_offset).await?;
+        }
+        Ok::<_, PartitionAccessError>(())
+    };
+    written.await.map_err(|e| {
+        tracing::error!(partition, error = %e, "cannot write to {OFFSETS_TOPIC}");
+        match e {
+            PartitionAccessError::Log(LogError::MessageTooLarge { .. }) => {
+                ResponseError::InvalidCommitOffsetSize
+            }
+            // A full log dir: retriable, Kafka's answer when the offsets topic's append meets a
+            // storage error.
+            PartitionAccessError::Log(LogError::Exhausted(_)) => ResponseError::NotCoordinator,
+            PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
+            PartitionAccessError::UnknownTopicOrPartition
+            | PartitionAccessError::NamedTwice
+            | PartitionAccessError::ShardGone(_) => ResponseError::CoordinatorNotAvailable,
+        }
+    })
+}
+
+/// Writes the group's metadata record if the group changed since it was last written.
+pub async fn persist_group(ctx: &Rc<BrokerCtx>, partition: i32, group_id: &str) {
+    if let Some(record) = ctx.state.groups.take_group_record(group_id) {
+        // The record only restores the generation after a restart; a failure is logged in
+        // `append` and costs nothing else.
+        let _ = append(ctx, partition, &[record]).await;
+    }
+}
+
+/// Replays every `__consumer_offsets` partition this shard owns into its coordinator.
+pub async fn load(ctx: &Rc<BrokerCtx>) {
+    let coordinator = &ctx.state.groups;
+    for partition in 0..coordinator.offsets_partition_count {
+        if shard_of_partition(OFFSETS_TOPIC, partition, ctx.shard_count()) != ctx.id() {
+            continue;
+        }
+        match replay_partition(ctx, partition).await {
+            Ok(0) => {}
+            Ok(records) => tracing::info!(partition, records, "loaded group records"),
+            Err(error) => tracing::error!(partition, %error, "cannot load group records"),
+        }
+    }
+    coordinator.set_loaded();
+}
+
+async fn replay_partition(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<usize, PartitionAccessError> {
+    let log = ctx.state.partition(&offsets_partition(partition)).await?;
+    let mut offset = log.log_start_offset();
+    let mut applied = 0;
+    while offset < log.log_end_offset() {
+        let read = log.read(offset, REPLAY_READ_BYTES, true).await?;
+        if read.data.is_empty() {
+            break;
+        }
+        for batch in read.data {
+            let next = BatchHeader::parse(&batch)
+                .map_err(|e| PartitionAccessError::Log(LogError::Batch(e)))?
+                .next_offset();
+            match decode_batch(batch) {
+                Ok(records) => {
+                    applied += records.len();
+                    records.into_iter().for_each(|r| ctx.state.groups.apply(r));
+                }
+                Err(error) => tracing::warn!(partition, offset, %error, "skipping unreadable group batch"),
+            }
+            offset = offset.max(next);
+        }
+    }
+    Ok(applied)
+}
+
+/// Applies session and rebalance deadlines as they come due: sleeps until the earliest one, or
+/// until a request changes a group (which may bring a deadline forward).
+pub async fn run_timers(ctx: Rc<BrokerCtx>) {
+    let coordinator = &ctx.state.groups;
+    loop {
+        let changed = coordinator.changed.listen();
+        let wait = coordinator
+            .next_deadline_ms()
+            .map(|t| Duration::from_millis((t - coordinator.now_ms()).max(0) as u64));
+        match wait {
+            Some(wait) if wait.is_zero() => {}
+            Some(wait) => {
+                let sleep = std::pin::pin!(glommio::timer::sleep(wait));
+                if let Either::Left(_) = select(changed, sleep).await {
+                    continue;
+                }
+            }
+            None => {
+                changed.await;
+                continue;
+            }
+        }
+        for group_id in coordinator.tick_all(coordinator.now_ms()) {
+            let (_, partition) = super::coordinator_of(&ctx, &group_id);
+            let record = coordinator.with_group(&group_id, false, |g| {
+                super::coordinator::group_record(g, now_ms())
+            });
+            if let Some(record) = record {
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move {
+                    let _ = append(&ctx, partition, &[record]).await;
+                })
+                .detach();
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! One file per Kafka API. `handle` checks the version, decodes the body, runs the handler and
+//! encodes the answer; handlers see typed requests and return typed responses.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+
+use crate::broker::BrokerCtx;
+use crate::handlers::append_order::AppendOrder;
+use crate::metrics::ProducedTraffic;
+use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod append_order;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_groups;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_groups;
+pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
+mod partition_answers;
+pub mod produce;
+pub mod sasl_handshake;
+pub mod sync_group;
+mod topic_admin;
+
+/// What the connection does after a request.
+pub enum Outcome {
+    /// Write this frame.
+    Respond(Bytes),
+    /// Write this frame, given as chunks in order (a fetch answer: stored batches in memory or
+    /// segment file ranges).
+    RespondChunks(Vec<laminar_protocol::chunk::Chunk>),
+    /// Nothing to write (Produce with acks=0).
+    NoResponse,
+    /// Write this frame when it is ready (a produce whose appends and, for acks=all, fdatasync
+    /// are under way), or nothing (acks=0); the connection handles later requests meanwhile
+    /// and keeps answers in request order.
+    Deferred(Pin<Box<dyn Future<Output = Result<Option<Bytes>, RequestError>>>>),
+}
+
+/// A request that cannot be answered: the connection is closed, as Kafka does.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    #[error("{api:?} is not supported")]
+    UnsupportedApi { api: ApiKey },
+    #[error("{api:?} v{version} is not supported (supported: v{min}-v{max})")]
+    UnsupportedVersion {
+        api: ApiKey,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
+    #[error("malformed {api:?} v{version} request: {reason}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        reason: String,
+    },
+    #[error("cannot encode the {0}")]
+    Encode(String),
+}
+
+/// Handles one request frame of a connection; `order` is that connection's (produce requests
+/// take their turn in it, so handle frames in the order they arrived).
+pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> Result<Outcome, RequestError> {
+    let RequestFrame {
+        api_key,
+        header,
+        mut body,
+    } = decode_request_header(frame)?;
+    let version = header.request_api_version;
+    let correlation_id = header.correlation_id;
+    if api_key == ApiKey::ApiVersions {
+        let response = api_versions::handle(version);
+        let answer_version = if response.error_code == 0 { version } else { 0 };
+        return respond(
+            api_key,
+            answer_version,
+            correlation_id,
+            &ResponseKind::ApiVersions(response),
+        );
+    }
+    check_served(api_key, version)?;
+    if api_key == ApiKey::Produce && version < codec::PRODUCE_VERSION_MIN_SERVED {
+        return Ok(produce::refuse_legacy_version(version, correlation_id, body));
+    }
+    let malformed = |e: anyhow::Error| RequestError::Malformed {
+        api: api_key,
+        version,
+        reason: e.to_string(),
+    };
+    let request = RequestKind::decode(api_key, &mut body, version).map_err(malformed)?;
+    match request {
+        RequestKind::Produce(r) => handle_produce(ctx, order, r, version, correlation_id),
+        RequestKind::Fetch(r) => {
+            let answer = fetch::handle(ctx, r, version).await;
+            ctx.state.metrics.count_fetched(&answer);
+            Ok(Outcome::RespondChunks(
+                laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id),
+            ))
+        }
+        request if is_group_api(api_key) => {
+            handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
+        }
+        request => handle_partition_or_admin_api(ctx, api_key, request, version, correlation_id).await,
+    }
+}
+
+/// Refuses an API the broker does not serve, or a version outside the served range.
+fn check_served(api_key: ApiKey, version: i16) -> Result<(), RequestError> {
+    let support = codec::supported(api_key).ok_or(RequestError::UnsupportedApi { api: api_key })?;
+    if version < support.min || version > support.max {
+        return Err(RequestError::UnsupportedVersion {
+            api: api_key,
+            version,
+            min: support.min,
+            max: support.max,
+        });
+    }
+    Ok(())
+}
+
+/// Produce: answered now (refused), later (once durable as `acks` asks), or never (acks=0).
+fn handle_produce(
+    ctx: &Rc<BrokerCtx>,
+    order: &AppendOrder,
+    request: kafka_protocol::messages::ProduceRequest,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outcome, RequestError> {
+    let produced = ProducedTraffic::of(&request);
+    match produce::handle(ctx, order, request) {
+        produce::Produced::Answer(response) => {
+            ctx.state.metrics.count_produced(produced, Some(&response));
+            respond(
+                ApiKey::Produce,
+                version,
+                correlation_id,
+                &ResponseKind::Produce(response),
+            )
+        }
+        produce::Produced::Pending(pending) => {
+            let ctx = ctx.clone();
+            Ok(Outcome::Deferred(Box::pin(async move {
+                let response = pending.await;
+                ctx.state.metrics.count_produced(produced, response.as_ref());
+                let Some(response) = response else { return Ok(None) };
+                let kind = ResponseKind::Produce(response);
+                encode(ApiKey::Produce, version, correlation_id, &kind).map(Some)
+            })))
+        }
+    }
+}
+
+/// Per-partition data APIs other than Produce and Fetch, and the topic and config admin APIs.
+async fn handle_partition_or_admin_api(
+    ctx: &Rc<BrokerCtx>,
+    api_key: ApiKey,
+    request: RequestKind,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outcome, RequestError> {
+    let response = match request {
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
+        RequestKind::SaslHandshake(r) => ResponseKind::SaslHandshake(sasl_handshake::handle(r)),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r).await),
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(ctx, r, version))
+        }
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle_alter(ctx, r).await),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(alter_configs::handle_incremental(ctx, r).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
+        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r)),
+        _ => return Err(RequestError::UnsupportedApi { api: api_key }),
+    };
+    respond(api_key, version, correlation_id, &response)
+}
+
+fn is_group_api(api_key: ApiKey) -> bool {
+    matches!(
+        api_key,
+        ApiKey::FindCoordinator
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::Heartbeat
+            | ApiKey::LeaveGroup
+            | ApiKey::OffsetCommit
+            | ApiKey::OffsetFetch
+            | ApiKey::ListGroups
+            | ApiKey::DescribeGroups
+            | ApiKey::DeleteGroups
+            | ApiKey::OffsetDelete
+    )
+}
+
+/// The consumer-group APIs (FindCoordinator, JoinGroup, ..., OffsetDelete).
+async fn handle_group_api(
+    ctx: &Rc<BrokerCtx>,
+    api_key: ApiKey,
+    request: RequestKind,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<kafka_protocol::protocol::StrBytes>,
+) -> Result<Outcome, RequestError> {
+    let response = match request {
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version))
+        }
+        RequestKind::JoinGroup(r) => {
+            let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();
+            ResponseKind::JoinGroup(join_group::handle(ctx, r, version, client_id).await)
+        }
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(ctx, r, version).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(ctx, r).await),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(ctx, r, version).await),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(ctx, r).await),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(ctx, r, version).await),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(ctx, r, version).await),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(ctx, r).await),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(ctx, r).await),
+        _ => return Err(RequestError::UnsupportedApi { api: api_key }),
+    };
+    respond(api_key, version, correlation_id, &response)
+}
+
+fn respond(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Result<Outcome, RequestError> {
+    encode(api_key, version, correlation_id, response).map(Outcome::Respond)
+}
+
+fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Result<Bytes, RequestError> {
+    codec::encode_response(api_key, version, correlation_id, response).map_err(RequestError::Encode)
+}

@@ -1,0 +1,107 @@
+//! OffsetCommit: checks the member and generation on the group's coordinator shard, appends the
+//! offsets to `__consumer_offsets`, and answers once they are written.
+
+use std::rc::Rc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::OffsetCommitResponsePartition;
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+
+use crate::broker::BrokerCtx;
+use crate::clock::now_ms;
+use crate::group::records::{GroupRecord, OffsetKey, OffsetValue};
+use crate::group::{on_coordinator, store};
+use crate::handlers::partition_answers::push_partition;
+
+/// Kafka's `offset.metadata.max.bytes` default.
+const METADATA_BYTES_MAX: usize = 4096;
+
+/// One partition of the request: (topic, partition, offset, leader epoch, metadata).
+type Commit = (String, i32, i64, i32, String);
+
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let commits: Vec<Commit> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
+                let epoch = p.committed_leader_epoch;
+                (
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    epoch,
+                    metadata.unwrap_or_default(),
+                )
+            })
+        })
+        .collect();
+    let group_id = request.group_id.to_string();
+    let member_id = request.member_id.to_string();
+    let instance_id = request.group_instance_id.as_ref().map(|s| s.to_string());
+    let generation_id = request.generation_id_or_member_epoch;
+    let id = group_id.clone();
+    let keys: Vec<(String, i32)> = commits.iter().map(|c| (c.0.clone(), c.1)).collect();
+    let done = on_coordinator(ctx, &group_id, move |there, partition| async move {
+        let coordinator = &there.state.groups;
+        coordinator.check_commit(&id, &member_id, instance_id.as_deref(), generation_id)?;
+        let topics = there.state.shared.metadata.current();
+        let now = now_ms();
+        let mut results = Vec::with_capacity(commits.len());
+        let mut records = Vec::new();
+        for (topic, index, offset, leader_epoch, metadata) in commits {
+            let known = topics
+                .get(&topic)
+                .is_some_and(|t| (0..t.partition_count).contains(&index));
+            let error = if !known {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if metadata.len() > METADATA_BYTES_MAX {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                let key = OffsetKey {
+                    group: id.clone(),
+                    topic: topic.clone(),
+                    partition: index,
+                };
+                let value = OffsetValue {
+                    offset,
+                    leader_epoch,
+                    metadata,
+                    commit_timestamp_ms: now,
+                };
+                records.push(GroupRecord::Offset(key, Some(value)));
+                None
+            };
+            results.push(error);
+        }
+        if !records.is_empty() {
+            if let Err(error) = store::append(&there, partition, &records).await {
+                return Ok(results.into_iter().map(|e| Some(e.unwrap_or(error))).collect());
+            }
+            records.into_iter().for_each(|r| coordinator.apply(r));
+        }
+        Ok(results)
+    })
+    .await
+    .and_then(|r| r);
+    response(keys, done)
+}
+
+pub fn response(
+    keys: Vec<(String, i32)>,
+    results: Result<Vec<Option<ResponseError>>, ResponseError>,
+) -> OffsetCommitResponse {
+    let errors: Vec<Option<ResponseError>> = match results {
+        Ok(errors) => errors,
+        Err(error) => vec![Some(error); keys.len()],
+    };
+    let mut response = OffsetCommitResponse::default();
+    for ((topic, index), error) in keys.into_iter().zip(errors) {
+        let partition = OffsetCommitResponsePartition::default()
+            .with_partition_index(index)
+            .with_error_code(error.map_or(0, |e| e.code()));
+        push_partition(&mut response.topics, topic, partition);
+    }
+    response
+}

@@ -1,0 +1,240 @@
+//! Produce: validate each partition's batches, append them on the owning shard, and answer once
+//! durability matches `acks` (docs/ARCHITECTURE.md invariant 5).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::Decodable;
+use laminar_engine::log::batch::{BatchError, HEADER_LEN};
+use laminar_engine::partition::{AppendInfo, LogError};
+
+use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::clock::now_ms;
+use crate::config::FsyncSetting;
+use crate::errors::partition_error_code;
+use crate::handlers::append_order::AppendOrder;
+use crate::handlers::partition_answers::{items_by_partition, push_partition};
+use crate::handlers::Outcome;
+
+const ACKS_NONE: i16 = 0;
+const ACKS_LEADER: i16 = 1;
+const ACKS_ALL: i16 = -1;
+
+/// What a produce request turns into.
+pub enum Produced {
+    /// Refused before any append (an invalid `acks`): the answer, now.
+    Answer(ProduceResponse),
+    /// The appends, under way: the answer once durability matches `acks` (after the group
+    /// commit for acks=all with `laminar.fsync=always`), or none at all for acks=0. The
+    /// connection handles later requests meanwhile; answers still leave in request order.
+    Pending(Pin<Box<dyn Future<Output = Option<ProduceResponse>>>>),
+}
+
+/// Takes the request's turn in `order` now (so call it in request order), and returns its
+/// appends as a future that waits for that turn, then appends on the owning shards.
+pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest) -> Produced {
+    let acks = request.acks;
+    if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
+        return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
+    }
+    let items = refuse_partitions_named_twice(items_by_partition(
+        &request.topic_data,
+        |t| (t.name.as_str(), t.partition_data.as_slice()),
+        |p| (p.index, Ok(p.records.clone())),
+    ));
+    let turn = order.take_turn(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
+    let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
+    let ctx = ctx.clone();
+    Produced::Pending(Box::pin(async move {
+        turn.wait().await;
+        let now_ms = now_ms();
+        let results = on_owning_shards(&ctx, items, move |there, tp, records| async move {
+            let records =
+                records?.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
+                    needed: HEADER_LEN,
+                    available: 0,
+                })))?;
+            let partition = there.state.partition(&tp).await?;
+            Ok(partition.append(records, now_ms).await?)
+        })
+        .await;
+        drop(turn);
+        match acks {
+            ACKS_NONE => None,
+            _ if wait_for_sync => Some(answer(wait_durable(&ctx, results).await)),
+            _ => Some(answer(results)),
+        }
+    }))
+}
+
+/// A partition's records as the request gave them, or why they are refused before any append.
+type ProduceItem = Result<Option<Bytes>, PartitionAccessError>;
+
+/// Every entry of a partition named more than once is refused with INVALID_REQUEST and none is
+/// appended: which of them the client meant is unknowable (Kafka keeps the last silently).
+fn refuse_partitions_named_twice(
+    mut items: Vec<(TopicPartition, ProduceItem)>,
+) -> Vec<(TopicPartition, ProduceItem)> {
+    let mut seen = std::collections::HashMap::with_capacity(items.len());
+    for (tp, _) in &items {
+        *seen.entry(tp.clone()).or_insert(0usize) += 1;
+    }
+    for (tp, item) in &mut items {
+        if seen[tp] > 1 {
+            *item = Err(PartitionAccessError::NamedTwice);
+        }
+    }
+    items
+}
+
+type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessError>)>;
+
+/// Group commit: every appended partition waits for the fdatasync that covers its last offset.
+async fn wait_durable(ctx: &Rc<BrokerCtx>, results: AppendResults) -> AppendResults {
+    let waits = results
+        .iter()
+        .filter_map(|(tp, r)| r.as_ref().ok().map(|info| (tp.clone(), info.last_offset)));
+    let synced = on_owning_shards(ctx, waits.collect(), |there, tp, last_offset| async move {
+        let partition = there.state.partition(&tp).await?;
+        let started = std::time::Instant::now();
+        partition.wait_durable(last_offset).await?;
+        there.state.metrics.observe_durability_wait(started.elapsed());
+        Ok(())
+    })
+    .await;
+    let mut failures: Vec<_> = synced
+        .into_iter()
+        .filter_map(|(tp, r)| r.err().map(|e| (tp, e)))
+        .collect();
+    results
+        .into_iter()
+        .map(
+            |(tp, result)| match failures.iter().position(|(failed, _)| *failed == tp) {
+                Some(at) => (tp, Err(failures.swap_remove(at).1)),
+                None => (tp, result),
+            },
+        )
+        .collect()
+}
+
+fn answer(results: AppendResults) -> ProduceResponse {
+    let mut response = ProduceResponse::default();
+    for (tp, result) in results {
+        let partition = match result {
+            Ok(info) => appended(tp.partition, &info),
+            Err(e) => failed(tp.partition, partition_error_code(&e)),
+        };
+        push_partition(&mut response.responses, tp.topic, partition);
+    }
+    response
+}
+
+fn appended(index: i32, info: &AppendInfo) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_base_offset(info.base_offset)
+        .with_log_append_time_ms(info.log_append_time_ms)
+        .with_log_start_offset(info.log_start_offset)
+}
+
+fn failed(index: i32, error_code: i16) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error_code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+}
+
+fn answer_all(request: &ProduceRequest, error_code: i16) -> ProduceResponse {
+    let mut response = ProduceResponse::default();
+    for topic in &request.topic_data {
+        for partition in &topic.partition_data {
+            push_partition(
+                &mut response.responses,
+                topic.name.as_str(),
+                failed(partition.index, error_code),
+            );
+        }
+    }
+    response
+}
+
+/// Produce v0-2 (message formats 0 and 1) is advertised but refused with UNSUPPORTED_VERSION for
+/// every partition. The codec cannot encode those versions, so the answer is written here:
+/// v0 `[topic: string, [partition: i32, error_code: i16, base_offset: i64]]`, v1 appends
+/// `throttle_time_ms: i32`, v2 adds `log_append_time: i64` after each base offset.
+pub fn refuse_legacy_version(version: i16, correlation_id: i32, body: Bytes) -> Outcome {
+    // A v0-2 request body is a v3 body without the leading transactional id (null = -1 length).
+    let mut as_v3 = BytesMut::with_capacity(body.len() + 2);
+    as_v3.put_i16(-1);
+    as_v3.extend_from_slice(&body);
+    let request = ProduceRequest::decode(&mut as_v3.freeze(), 3).unwrap_or_default();
+    if request.acks == ACKS_NONE {
+        return Outcome::NoResponse;
+    }
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    frame.put_i32(correlation_id);
+    frame.put_i32(request.topic_data.len() as i32);
+    for topic in &request.topic_data {
+        let name = topic.name.as_bytes();
+        frame.put_i16(name.len() as i16);
+        frame.put_slice(name);
+        frame.put_i32(topic.partition_data.len() as i32);
+        for partition in &topic.partition_data {
+            frame.put_i32(partition.index);
+            frame.put_i16(ResponseError::UnsupportedVersion.code());
+            frame.put_i64(-1);
+            if version >= 2 {
+                frame.put_i64(-1);
+            }
+        }
+    }
+    if version >= 1 {
+        frame.put_i32(0);
+    }
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Outcome::Respond(frame.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_produce_gets_unsupported_version_per_partition() {
+        // v2 body: acks=1, timeout=1000, one topic "t" with partition 4 and 0 record bytes
+        let mut body = BytesMut::new();
+        body.put_i16(1); // acks
+        body.put_i32(1000); // timeout_ms
+        body.put_i32(1); // topics
+        body.put_i16(1); // name length
+        body.put_slice(b"t");
+        body.put_i32(1); // partitions
+        body.put_i32(4); // index
+        body.put_i32(0); // records length
+        let Outcome::Respond(frame) = refuse_legacy_version(2, 9, body.freeze()) else {
+            panic!("acks=1 gets an answer");
+        };
+        let expected: &[u8] = &[
+            0, 0, 0, 41, // size
+            0, 0, 0, 9, // correlation id
+            0, 0, 0, 1, // topics
+            0, 1, b't', // name
+            0, 0, 0, 1, // partitions
+            0, 0, 0, 4, // index
+            0, 35, // UNSUPPORTED_VERSION
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // base_offset -1
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // log_append_time -1 (v2)
+            0, 0, 0, 0, // throttle_time_ms (v1+)
+        ];
+        assert_eq!(&frame[..], expected);
+    }
+}

@@ -1,0 +1,21 @@
+//! The Kafka broker: accepts connections on every shard, answers each Kafka API in a handler
+//! file of its own, coordinates consumer groups, and serves metrics and admin HTTP. Storage is
+//! the engine's; the wire format is `laminar-protocol`'s (docs/ARCHITECTURE.md).
+
+pub mod admin_http;
+pub mod broker;
+pub mod clock;
+pub mod config;
+mod connection;
+mod errors;
+pub mod group;
+pub mod handlers;
+pub mod log_dir_lock;
+mod maintenance;
+pub mod metrics;
+pub mod open_files;
+pub mod request_memory;
+pub mod send;
+pub mod server;
+#[allow(unsafe_code)] // the broker's own OS calls, each with its SAFETY comment
+mod sys;

@@ -1,0 +1,398 @@
+//! Every metric family the broker exports, documented in [`FAMILIES`] (the one place; `/metrics`
+//! prints each family's help from it), and the Prometheus text renderer.
+//!
+//! Names follow Redpanda's (`redpanda_kafka_request_latency_seconds` is
+//! `laminar_kafka_request_latency_seconds` here) so that dashboards translate by prefix; labels
+//! use Kafka's names (`request="Produce"`, `topic`, `partition`, `group`).
+
+use std::fmt::Write;
+
+use super::histogram::HistogramSnapshot;
+use super::{api_name, BrokerSnapshot};
+
+/// A family's Prometheus type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A metric family: name, type, labels and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+const fn family(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+pub const BUILD_INFO: &str = "laminar_build_info";
+pub const UPTIME: &str = "laminar_uptime_seconds_total";
+pub const REQUESTS: &str = "laminar_kafka_requests_total";
+pub const REQUEST_ERRORS: &str = "laminar_kafka_request_errors_total";
+pub const REQUEST_LATENCY: &str = "laminar_kafka_request_latency_seconds";
+pub const REQUEST_BYTES: &str = "laminar_kafka_request_bytes_total";
+pub const RECORDS_PRODUCED: &str = "laminar_kafka_records_produced_total";
+pub const RECORDS_FETCHED: &str = "laminar_kafka_records_fetched_total";
+pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
+pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
+pub const PARTITIONS: &str = "laminar_kafka_partitions";
+pub const LOG_BYTES: &str = "laminar_storage_log_bytes";
+pub const FDATASYNC_LATENCY: &str = "laminar_storage_fdatasync_latency_seconds";
+pub const DURABILITY_WAIT: &str = "laminar_storage_durability_wait_seconds";
+pub const GROUP_LAG: &str = "laminar_kafka_consumer_group_lag";
+pub const UNDER_REPLICATED: &str = "laminar_kafka_under_replicated_partitions";
+pub const WRITEBACK_SUBMITTED: &str = "laminar_storage_writeback_ranges_submitted_total";
+pub const WRITEBACK_COMPLETED: &str = "laminar_storage_writeback_ranges_completed_total";
+pub const WRITEBACK_FAILED: &str = "laminar_storage_writeback_ranges_failed_total";
+pub const WRITEBACK_DEFERRED: &str = "laminar_storage_writeback_ranges_deferred_total";
+pub const WRITEBACK_BYTES: &str = "laminar_storage_writeback_bytes_total";
+pub const WRITEBACK_IN_FLIGHT: &str = "laminar_storage_writeback_in_flight";
+
+/// Every family `/metrics` serves, in the order it serves them.
+pub const FAMILIES: &[Family] = &[
+    family(
+        BUILD_INFO,
+        Kind::Gauge,
+        &["version"],
+        "Always 1; the label carries the broker version.",
+    ),
+    family(
+        UPTIME,
+        Kind::Counter,
+        &[],
+        "Seconds since the broker started (Redpanda: redpanda_uptime_seconds_total).",
+    ),
+    family(
+        REQUESTS,
+        Kind::Counter,
+        &["request"],
+        "Kafka requests answered, by API (Kafka's request name, e.g. Produce, Fetch).",
+    ),
+    family(
+        REQUEST_ERRORS,
+        Kind::Counter,
+        &["request"],
+        "Kafka requests that could not be answered (malformed, unsupported version) and closed \
+         their connection, by API. Error codes inside answered responses are not counted here.",
+    ),
+    family(
+        REQUEST_LATENCY,
+        Kind::Histogram,
+        &["request"],
+        "Time from a request's last byte arriving to its response being ready to write, by API \
+         (Redpanda: redpanda_kafka_request_latency_seconds). Log2 buckets from 8 us to 33.5 s.",
+    ),
+    family(
+        REQUEST_BYTES,
+        Kind::Counter,
+        &["topic", "direction"],
+        "Record bytes per topic: direction=\"in\" produced and accepted, direction=\"out\" sent \
+         in fetch responses (Redpanda: redpanda_kafka_request_bytes_total; Kafka: BytesInPerSec, \
+         BytesOutPerSec).",
+    ),
+    family(
+        RECORDS_PRODUCED,
+        Kind::Counter,
+        &["topic"],
+        "Records produced and accepted per topic, from batch headers \
+         (Redpanda: redpanda_kafka_records_produced_total).",
+    ),
+    family(
+        RECORDS_FETCHED,
+        Kind::Counter,
+        &["topic"],
+        "Records sent to fetchers per topic, from batch headers; a fetch from inside a batch \
+         counts the whole batch (Redpanda: redpanda_kafka_records_fetched_total).",
+    ),
+    family(
+        FETCH_BYTES,
+        Kind::Counter,
+        &["path"],
+        "Fetched record bytes by how they reached the socket: path=\"sendfile\" from the page \
+         cache without a copy, \"copied\" from the file through user space because the socket \
+         was full at that moment, \"memory\" read into memory first (data no longer cached).",
+    ),
+    family(
+        CONNECTIONS,
+        Kind::Gauge,
+        &["shard"],
+        "Open Kafka client connections per shard.",
+    ),
+    family(
+        PARTITIONS,
+        Kind::Gauge,
+        &["shard"],
+        "Partition replicas each shard owns.",
+    ),
+    family(
+        LOG_BYTES,
+        Kind::Gauge,
+        &["shard"],
+        "Bytes in the segment files of the partitions each shard owns.",
+    ),
+    family(
+        FDATASYNC_LATENCY,
+        Kind::Histogram,
+        &[],
+        "Duration of each fdatasync of a segment file (one covers every batch appended since the \
+         previous one: group commit).",
+    ),
+    family(
+        DURABILITY_WAIT,
+        Kind::Histogram,
+        &[],
+        "Time a produce with acks=all (laminar.fsync=always) or a periodic flush \
+         (laminar.fsync=interval) waited for its data to be fdatasync'd, group-commit queueing \
+         included.",
+    ),
+    family(
+        GROUP_LAG,
+        Kind::Gauge,
+        &["group", "topic", "partition"],
+        "Log end offset minus the group's committed offset, per partition (kafka_exporter: \
+         kafka_consumergroup_lag), computed when scraped; a partition not written since its \
+         creation has end offset 0.",
+    ),
+    family(
+        UNDER_REPLICATED,
+        Kind::Gauge,
+        &[],
+        "Partitions whose in-sync replicas are fewer than their replicas \
+         (Kafka: UnderReplicatedPartitions). A single node is every partition's only replica, \
+         so this is 0 until replication exists.",
+    ),
+    family(
+        WRITEBACK_SUBMITTED,
+        Kind::Counter,
+        &["shard"],
+        "Write-behind ranges (sync_file_range of appended segment bytes, \
+         laminar.storage.write_batch_bytes each or a multiple) handed to the kernel, per shard. \
+         No sample while write-behind is off.",
+    ),
+    family(
+        WRITEBACK_COMPLETED,
+        Kind::Counter,
+        &["shard"],
+        "Write-behind ranges whose completion was reaped, failed ones included, per shard.",
+    ),
+    family(
+        WRITEBACK_FAILED,
+        Kind::Counter,
+        &["shard"],
+        "Write-behind ranges that completed with an error; the file's log then fails at its \
+         next append or fdatasync.",
+    ),
+    family(
+        WRITEBACK_DEFERRED,
+        Kind::Counter,
+        &["shard"],
+        "Times a range was ready while laminar.storage.io_depth ranges were in flight; it goes \
+         out with the file's next append, merged with what follows.",
+    ),
+    family(
+        WRITEBACK_BYTES,
+        Kind::Counter,
+        &["shard"],
+        "Bytes of write-behind ranges that completed without error, per shard.",
+    ),
+    family(
+        WRITEBACK_IN_FLIGHT,
+        Kind::Gauge,
+        &["shard"],
+        "Write-behind ranges in flight (submitted, completion not yet reaped), per shard.",
+    ),
+];
+
+/// What the renderer needs besides the shards' snapshot.
+#[derive(Debug, Clone)]
+pub struct RenderContext<'a> {
+    pub version: &'a str,
+    pub uptime_seconds: f64,
+}
+
+/// The whole `/metrics` page in Prometheus text format 0.0.4.
+pub fn render(snapshot: &BrokerSnapshot, context: &RenderContext<'_>) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    for family in FAMILIES {
+        header(&mut out, family);
+        samples(&mut out, family.name, snapshot, context);
+    }
+    out
+}
+
+fn header(out: &mut String, family: &Family) {
+    let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+    let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind.as_str());
+}
+
+fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &RenderContext<'_>) {
+    match name {
+        BUILD_INFO => sample(out, name, &[("version", context.version)], 1),
+        UPTIME => {
+            let _ = writeln!(out, "{name} {:.3}", context.uptime_seconds);
+        }
+        REQUESTS | REQUEST_ERRORS | REQUEST_LATENCY => request_samples(out, name, snapshot),
+        REQUEST_BYTES | RECORDS_PRODUCED | RECORDS_FETCHED => topic_samples(out, name, snapshot),
+        FETCH_BYTES => {
+            let paths = snapshot.fetch_paths();
+            sample(out, name, &[("path", "sendfile")], paths.sendfile);
+            sample(out, name, &[("path", "copied")], paths.copied);
+            sample(out, name, &[("path", "memory")], paths.memory);
+        }
+        CONNECTIONS | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
+        FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),
+        DURABILITY_WAIT => histogram(out, name, &[], &snapshot.durability_wait()),
+        GROUP_LAG => group_lag_samples(out, name, snapshot),
+        UNDER_REPLICATED => sample(out, name, &[], 0),
+        WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
+        | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
+        other => unreachable!("family {other} has no renderer"),
+    }
+}
+
+/// Per Kafka API: requests served, failed, and their latency.
+fn request_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for (key, stats) in snapshot.requests() {
+        let api = api_name(key);
+        let labels = [("request", api.as_str())];
+        match name {
+            REQUESTS => sample(out, name, &labels, stats.served),
+            REQUEST_ERRORS => sample(out, name, &labels, stats.failed),
+            _ => histogram(out, name, &labels, &stats.latency),
+        }
+    }
+}
+
+/// Per topic: bytes in and out, records produced or fetched.
+fn topic_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for (topic, traffic) in snapshot.topics() {
+        match name {
+            REQUEST_BYTES => {
+                sample(
+                    out,
+                    name,
+                    &[("topic", &topic), ("direction", "in")],
+                    traffic.bytes_in,
+                );
+                sample(
+                    out,
+                    name,
+                    &[("topic", &topic), ("direction", "out")],
+                    traffic.bytes_out,
+                );
+            }
+            RECORDS_PRODUCED => sample(out, name, &[("topic", &topic)], traffic.records_in),
+            _ => sample(out, name, &[("topic", &topic)], traffic.records_out),
+        }
+    }
+}
+
+/// Per shard: connections, partitions owned, log bytes.
+fn shard_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for shard in &snapshot.shards {
+        let value = match name {
+            CONNECTIONS => shard.connections_active as u64,
+            PARTITIONS => shard.partitions.len() as u64,
+            _ => shard.partitions.iter().map(|p| p.size_bytes).sum(),
+        };
+        sample(out, name, &[("shard", &shard.shard.to_string())], value);
+    }
+}
+
+fn group_lag_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for lag in &snapshot.group_lag {
+        let partition = lag.partition.to_string();
+        let labels = [
+            ("group", lag.group.as_str()),
+            ("topic", lag.topic.as_str()),
+            ("partition", partition.as_str()),
+        ];
+        sample_i64(out, name, &labels, lag.lag);
+    }
+}
+
+/// Per shard with write-behind on: its counters.
+fn writeback_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for shard in &snapshot.shards {
+        let Some(stats) = &shard.write_behind else {
+            continue;
+        };
+        let value = match name {
+            WRITEBACK_SUBMITTED => stats.ranges_submitted,
+            WRITEBACK_COMPLETED => stats.ranges_completed,
+            WRITEBACK_FAILED => stats.ranges_failed,
+            WRITEBACK_DEFERRED => stats.ranges_deferred,
+            WRITEBACK_BYTES => stats.bytes_written_back,
+            _ => stats.in_flight,
+        };
+        sample(out, name, &[("shard", &shard.shard.to_string())], value);
+    }
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
+    let _ = writeln!(out, "{name}{} {value}", label_set(labels));
+}
+
+fn sample_i64(out: &mut String, name: &str, labels: &[(&str, &str)], value: i64) {
+    let _ = writeln!(out, "{name}{} {value}", label_set(labels));
+}
+
+fn histogram(out: &mut String, name: &str, labels: &[(&str, &str)], h: &HistogramSnapshot) {
+    for (bound, count) in h.cumulative() {
+        let le = format!("{bound}");
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", &le));
+        let _ = writeln!(out, "{name}_bucket{} {count}", label_set(&with_le));
+    }
+    let mut with_inf = labels.to_vec();
+    with_inf.push(("le", "+Inf"));
+    let _ = writeln!(out, "{name}_bucket{} {}", label_set(&with_inf), h.count());
+    let set = label_set(labels);
+    let _ = writeln!(out, "{name}_sum{set} {}", h.sum_micros as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{set} {}", h.count());
+}
+
+/// `{a="x",b="y"}`, or nothing without labels. Values are escaped as the text format says.
+fn label_set(labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = labels
+        .iter()
+        .map(|(key, value)| format!("{key}=\"{}\"", escape(value)))
+        .collect();
+    format!("{{{}}}", pairs.join(","))
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

@@ -1,0 +1,272 @@
+//! Broker metrics: counters each shard keeps for itself (plain `Cell`s, no atomics or locks on
+//! the data path), copied out and added up only when `/metrics` is scraped.
+//!
+//! - [`ShardMetrics`]: one shard's request counts and latencies per Kafka API, per-topic bytes
+//!   and records in and out, and durability-wait latency.
+//! - [`gather`]: asks every shard for a [`ShardSnapshot`] and returns the [`BrokerSnapshot`].
+//! - [`families`]: every metric family, documented in one table, and the Prometheus renderer.
+
+pub mod families;
+pub mod histogram;
+pub mod shard;
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::ApiKey;
+
+use laminar_engine::io::WriteBehindStats;
+use laminar_engine::shard::shard_of_partition;
+
+use crate::broker::{BrokerCtx, BrokerShard};
+use histogram::HistogramSnapshot;
+pub use shard::{api_key_of, FetchPaths, ProducedTraffic, ShardMetrics, TopicTraffic};
+
+/// Request counters of one API, copied out of a shard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestSnapshot {
+    pub served: u64,
+    pub failed: u64,
+    pub latency: HistogramSnapshot,
+}
+
+/// Everything one shard reports. Plain data: moves between shards.
+#[derive(Debug, Clone, Default)]
+pub struct ShardSnapshot {
+    pub shard: usize,
+    pub requests: BTreeMap<i16, RequestSnapshot>,
+    pub topics: BTreeMap<String, TopicTraffic>,
+    pub fetch_paths: FetchPaths,
+    pub durability_wait: HistogramSnapshot,
+    pub fdatasync: HistogramSnapshot,
+    pub connections_active: usize,
+    /// The partitions this shard owns.
+    pub partitions: Vec<PartitionSnapshot>,
+    pub kafka_listener_bound: bool,
+    /// Offsets committed by the groups this shard coordinates.
+    pub committed_offsets: Vec<GroupOffset>,
+    /// This shard's write-behind counters; `None` when write-behind is off.
+    pub write_behind: Option<WriteBehindStats>,
+}
+
+/// An offset a consumer group committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// One open partition of a shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSnapshot {
+    pub topic: String,
+    pub partition: i32,
+    /// Not yet opened since its creation: no segment written, offsets and size are 0.
+    pub open: bool,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub size_bytes: u64,
+}
+
+impl ShardSnapshot {
+    /// Copies the counters and gauges of shard `shard` (of `shard_count`), whose state is
+    /// `state`. Partitions come from the topic table (what the shard owns); offsets and sizes
+    /// from those it has open (a partition opens on first use after its creation).
+    pub fn of(shard: usize, shard_count: usize, state: &BrokerShard) -> ShardSnapshot {
+        let metrics = &state.metrics;
+        let table = state.shared.metadata.current();
+        let mut partitions = Vec::new();
+        for topic in table.topics.values() {
+            for partition in 0..topic.partition_count {
+                if shard_of_partition(&topic.name, partition, shard_count) != shard {
+                    continue;
+                }
+                let open = state.partitions.get(&topic.name, partition);
+                partitions.push(PartitionSnapshot {
+                    topic: topic.name.clone(),
+                    partition,
+                    open: open.is_some(),
+                    log_start_offset: open.as_ref().map_or(0, |p| p.log_start_offset()),
+                    log_end_offset: open.as_ref().map_or(0, |p| p.log_end_offset()),
+                    size_bytes: open.as_ref().map_or(0, |p| p.size_bytes()),
+                });
+            }
+        }
+        ShardSnapshot {
+            shard,
+            requests: metrics
+                .requests
+                .borrow()
+                .iter()
+                .map(|(key, stats)| {
+                    let snapshot = RequestSnapshot {
+                        served: stats.served.get(),
+                        failed: stats.failed.get(),
+                        latency: stats.latency.snapshot(),
+                    };
+                    (*key, snapshot)
+                })
+                .collect(),
+            topics: metrics.topics.borrow().clone(),
+            fetch_paths: metrics.fetch_paths.get(),
+            durability_wait: metrics.durability_wait.snapshot(),
+            fdatasync: metrics.fdatasync.snapshot(),
+            connections_active: state.connections_active.get(),
+            partitions,
+            kafka_listener_bound: metrics.kafka_listener_bound.get(),
+            committed_offsets: committed_offsets(state),
+            write_behind: state.partitions.write_behind_stats(),
+        }
+    }
+}
+
+fn committed_offsets(state: &BrokerShard) -> Vec<GroupOffset> {
+    let mut offsets = Vec::new();
+    for listed in state.groups.list() {
+        for ((topic, partition), value) in state.groups.committed(&listed.group_id) {
+            offsets.push(GroupOffset {
+                group: listed.group_id.clone(),
+                topic,
+                partition,
+                offset: value.offset,
+            });
+        }
+    }
+    offsets
+}
+
+/// A consumer group's lag on one partition: log end offset minus committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupLag {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub lag: i64,
+}
+
+/// What a scrape sees: every shard that answered, in shard order.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerSnapshot {
+    pub shards: Vec<ShardSnapshot>,
+    /// Shards that did not answer (stopped); readiness fails while any is missing.
+    pub shards_missing: Vec<usize>,
+    /// Computed from the shards' committed offsets and log end offsets by [`gather`].
+    pub group_lag: Vec<GroupLag>,
+}
+
+impl BrokerSnapshot {
+    /// Requests per API, added up over shards.
+    pub fn requests(&self) -> BTreeMap<i16, RequestSnapshot> {
+        let mut total: BTreeMap<i16, RequestSnapshot> = BTreeMap::new();
+        for shard in &self.shards {
+            for (key, stats) in &shard.requests {
+                let entry = total.entry(*key).or_default();
+                entry.served += stats.served;
+                entry.failed += stats.failed;
+                entry.latency.merge(&stats.latency);
+            }
+        }
+        total
+    }
+
+    /// Traffic per topic, added up over shards.
+    pub fn topics(&self) -> BTreeMap<String, TopicTraffic> {
+        let mut total: BTreeMap<String, TopicTraffic> = BTreeMap::new();
+        for shard in &self.shards {
+            for (topic, traffic) in &shard.topics {
+                total.entry(topic.clone()).or_default().add(traffic);
+            }
+        }
+        total
+    }
+
+    pub fn durability_wait(&self) -> HistogramSnapshot {
+        self.merged(|shard| &shard.durability_wait)
+    }
+
+    pub fn fetch_paths(&self) -> FetchPaths {
+        let mut total = FetchPaths::default();
+        for shard in &self.shards {
+            total.add(&shard.fetch_paths);
+        }
+        total
+    }
+
+    pub fn fdatasync(&self) -> HistogramSnapshot {
+        self.merged(|shard| &shard.fdatasync)
+    }
+
+    fn merged(&self, histogram: impl Fn(&ShardSnapshot) -> &HistogramSnapshot) -> HistogramSnapshot {
+        let mut total = HistogramSnapshot::default();
+        for shard in &self.shards {
+            total.merge(histogram(shard));
+        }
+        total
+    }
+
+    /// Every shard answered and has its Kafka listener bound.
+    pub fn all_shards_serving(&self) -> bool {
+        self.shards_missing.is_empty() && self.shards.iter().all(|s| s.kafka_listener_bound)
+    }
+}
+
+/// The Kafka name of an API key (`Produce`, `Fetch`, …), or `api_<key>` for a key this build
+/// does not know.
+pub fn api_name(key: i16) -> String {
+    match ApiKey::try_from(key) {
+        Ok(api) => format!("{api:?}"),
+        Err(_) => format!("api_{key}"),
+    }
+}
+
+/// Asks every shard for its snapshot (one `submit_to` each, concurrently).
+pub async fn gather(ctx: &Rc<BrokerCtx>) -> BrokerSnapshot {
+    let asks = (0..ctx.shard_count()).map(|shard| async move {
+        let answer = ctx
+            .submit_to(shard, move |there| async move {
+                ShardSnapshot::of(there.id(), there.shard_count(), &there.state)
+            })
+            .await;
+        (shard, answer)
+    });
+    let mut snapshot = BrokerSnapshot::default();
+    for (shard, answer) in futures::future::join_all(asks).await {
+        match answer {
+            Ok(shard_snapshot) => snapshot.shards.push(shard_snapshot),
+            Err(_) => snapshot.shards_missing.push(shard),
+        }
+    }
+    snapshot.group_lag = group_lag(&snapshot.shards);
+    snapshot
+}
+
+/// Lag of every committed offset: the partition's log end offset (from the shard that owns it)
+/// minus the committed offset, never below 0. Partitions of shards that did not answer are left
+/// out rather than guessed.
+pub fn group_lag(shards: &[ShardSnapshot]) -> Vec<GroupLag> {
+    let ends: BTreeMap<(&str, i32), i64> = shards
+        .iter()
+        .flat_map(|s| s.partitions.iter())
+        .map(|p| ((p.topic.as_str(), p.partition), p.log_end_offset))
+        .collect();
+    let mut lag: Vec<GroupLag> = shards
+        .iter()
+        .flat_map(|s| s.committed_offsets.iter())
+        .filter_map(|c| {
+            let end = ends.get(&(c.topic.as_str(), c.partition))?;
+            Some(GroupLag {
+                group: c.group.clone(),
+                topic: c.topic.clone(),
+                partition: c.partition,
+                lag: (end - c.offset).max(0),
+            })
+        })
+        .collect();
+    lag.sort_by(|a, b| (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition)));
+    lag
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,316 @@
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+
+use super::families::{render, RenderContext, FAMILIES};
+use super::*;
+use laminar_client::Compression;
+use laminar_engine::io::FileRange;
+use laminar_engine::partition::RecordBytes;
+use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer};
+use laminar_protocol::records::{encode_batch, plain_record};
+
+fn batch(records: usize) -> Bytes {
+    let records: Vec<_> = (0..records)
+        .map(|i| plain_record(i as i64, 1_000, None, Some(Bytes::from_static(b"value"))))
+        .collect();
+    let mut out = BytesMut::new();
+    encode_batch(&mut out, &records, Compression::None).unwrap();
+    out.freeze()
+}
+
+fn topic(name: &str) -> TopicName {
+    TopicName(name.to_string().into())
+}
+
+fn produce_request(parts: &[(&str, i32, Bytes)]) -> ProduceRequest {
+    let mut request = ProduceRequest::default();
+    for (name, index, records) in parts {
+        request.topic_data.push(
+            TopicProduceData::default()
+                .with_name(topic(name))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(*index)
+                    .with_records(Some(records.clone()))]),
+        );
+    }
+    request
+}
+
+#[test]
+fn produce_counts_only_accepted_partitions() {
+    let metrics = ShardMetrics::default();
+    let (ok, refused) = (batch(3), batch(2));
+    let request = produce_request(&[("a", 0, ok.clone()), ("b", 1, refused)]);
+    let response = ProduceResponse::default().with_responses(vec![
+        TopicProduceResponse::default()
+            .with_name(topic("a"))
+            .with_partition_responses(vec![PartitionProduceResponse::default().with_index(0)]),
+        TopicProduceResponse::default()
+            .with_name(topic("b"))
+            .with_partition_responses(vec![PartitionProduceResponse::default()
+                .with_index(1)
+                .with_error_code(3)]),
+    ]);
+    metrics.count_produced(ProducedTraffic::of(&request), Some(&response));
+    let topics = metrics.topics.borrow();
+    assert_eq!(
+        topics.get("a"),
+        Some(&TopicTraffic {
+            bytes_in: ok.len() as u64,
+            records_in: 3,
+            ..TopicTraffic::default()
+        })
+    );
+    assert!(!topics.contains_key("b"), "refused partition not counted");
+}
+
+#[test]
+fn fetch_counts_bytes_and_records_per_topic() {
+    let metrics = ShardMetrics::default();
+    let mut two_batches = BytesMut::from(&batch(4)[..]);
+    two_batches.extend_from_slice(&batch(1));
+    let two_batches = two_batches.freeze();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("log"), batch(3)).unwrap();
+    let file = std::sync::Arc::new(std::fs::File::open(dir.path().join("log")).unwrap());
+    let in_file = FileRange {
+        file,
+        position: 0,
+        len: batch(3).len() as u64,
+    };
+    let response = FetchAnswer {
+        topics: vec![(
+            "t".to_string(),
+            vec![
+                PartitionAnswer {
+                    records: RecordBytes::Memory(vec![
+                        two_batches.slice(..batch(4).len()),
+                        two_batches.slice(batch(4).len()..),
+                    ]),
+                    ..Default::default()
+                },
+                PartitionAnswer {
+                    partition: 1,
+                    ..Default::default()
+                },
+                PartitionAnswer {
+                    partition: 2,
+                    records: RecordBytes::File {
+                        range: in_file,
+                        offsets: 7..10,
+                    },
+                    ..Default::default()
+                },
+            ],
+        )],
+    };
+    metrics.count_fetched(&response);
+    metrics.count_fetched(&response);
+    let traffic = metrics.topics.borrow()["t"];
+    assert_eq!(traffic.bytes_out, 2 * (two_batches.len() + batch(3).len()) as u64);
+    assert_eq!(traffic.records_out, 2 * (5 + 3));
+}
+
+/// A shard's snapshot with requests, fetches, a topic, a partition and write-behind counters.
+fn sample_shard() -> ShardSnapshot {
+    let metrics = ShardMetrics::default();
+    metrics.observe_request(Some(0), Duration::from_micros(300), true);
+    metrics.observe_request(Some(0), Duration::from_micros(30), false);
+    metrics.observe_request(Some(1), Duration::from_millis(2), true);
+    metrics.observe_request(None, Duration::from_millis(2), false);
+    metrics.observe_durability_wait(Duration::from_millis(1));
+    (metrics.fdatasync_observer())(Duration::from_micros(250));
+    metrics.count_produced(
+        ProducedTraffic::of(&produce_request(&[("we\"ird", 0, batch(1))])),
+        None,
+    );
+    let requests = metrics
+        .requests
+        .borrow()
+        .iter()
+        .map(|(k, s)| {
+            let snapshot = RequestSnapshot {
+                served: s.served.get(),
+                failed: s.failed.get(),
+                latency: s.latency.snapshot(),
+            };
+            (*k, snapshot)
+        })
+        .collect();
+    let topics = metrics.topics.borrow().clone();
+    ShardSnapshot {
+        shard: 0,
+        requests,
+        topics,
+        fetch_paths: FetchPaths {
+            sendfile: 1000,
+            copied: 20,
+            memory: 3,
+        },
+        durability_wait: metrics.durability_wait.snapshot(),
+        fdatasync: metrics.fdatasync.snapshot(),
+        connections_active: 2,
+        partitions: vec![PartitionSnapshot {
+            topic: "t".into(),
+            partition: 0,
+            open: true,
+            log_start_offset: 0,
+            log_end_offset: 9,
+            size_bytes: 4096,
+        }],
+        kafka_listener_bound: true,
+        committed_offsets: Vec::new(),
+        write_behind: Some(WriteBehindStats {
+            ranges_submitted: 5,
+            ranges_completed: 4,
+            bytes_written_back: 4 << 20,
+            ranges_deferred: 2,
+            in_flight: 1,
+            ..WriteBehindStats::default()
+        }),
+    }
+}
+
+/// The page for two identical shards (so every counter doubles).
+fn rendered_page() -> String {
+    let shard = sample_shard();
+    let snapshot = BrokerSnapshot {
+        shards: vec![shard.clone(), ShardSnapshot { shard: 1, ..shard }],
+        ..BrokerSnapshot::default()
+    };
+    let context = RenderContext {
+        version: "0.1.0",
+        uptime_seconds: 1.5,
+    };
+    render(&snapshot, &context)
+}
+
+/// The value of the sample named exactly `prefix` (name and labels).
+fn sample_value(page: &str, prefix: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {prefix} in\n{page}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn rendered_page_has_every_family_and_only_documented_ones() {
+    let page = rendered_page();
+    for family in FAMILIES {
+        let header = format!("# TYPE {} ", family.name);
+        assert!(page.contains(&header), "{}", family.name);
+    }
+    for sample in page.lines().filter(|l| !l.starts_with('#')) {
+        let name = sample.split(['{', ' ']).next().unwrap();
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .filter(|base| FAMILIES.iter().any(|f| f.name == *base))
+            .unwrap_or(name);
+        assert!(FAMILIES.iter().any(|f| f.name == base), "undocumented {name}");
+    }
+}
+
+#[test]
+fn request_and_fetch_counters_add_up_over_shards() {
+    let page = rendered_page();
+    let line = |prefix: &str| sample_value(&page, prefix);
+    assert_eq!(line("laminar_kafka_requests_total{request=\"Produce\"}"), 2.0);
+    assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"sendfile\"}"), 2000.0);
+    assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"copied\"}"), 40.0);
+    assert_eq!(line("laminar_kafka_fetch_bytes_total{path=\"memory\"}"), 6.0);
+    assert_eq!(
+        line("laminar_kafka_request_errors_total{request=\"Produce\"}"),
+        2.0
+    );
+    assert_eq!(
+        line("laminar_kafka_request_latency_seconds_count{request=\"Produce\"}"),
+        4.0
+    );
+    let fast_produce = "laminar_kafka_request_latency_seconds_bucket{request=\"Produce\",le=\"0.000032\"}";
+    assert_eq!(line(fast_produce), 2.0);
+    let all_fetches = "laminar_kafka_request_latency_seconds_bucket{request=\"Fetch\",le=\"+Inf\"}";
+    assert_eq!(line(all_fetches), 2.0);
+    assert_eq!(
+        line("laminar_kafka_request_latency_seconds_sum{request=\"Fetch\"}"),
+        0.004
+    );
+    assert_eq!(
+        line("laminar_kafka_records_produced_total{topic=\"we\\\"ird\"}"),
+        2.0
+    );
+    assert_eq!(line("laminar_kafka_connections_active{shard=\"1\"}"), 2.0);
+    assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
+}
+
+#[test]
+fn storage_and_write_behind_figures_are_rendered_per_shard() {
+    let page = rendered_page();
+    let line = |prefix: &str| sample_value(&page, prefix);
+    assert_eq!(line("laminar_storage_log_bytes{shard=\"0\"}"), 4096.0);
+    assert_eq!(line("laminar_kafka_partitions{shard=\"0\"}"), 1.0);
+    assert_eq!(line("laminar_storage_fdatasync_latency_seconds_count"), 2.0);
+    assert_eq!(line("laminar_storage_fdatasync_latency_seconds_sum"), 0.0005);
+    let writeback = |family: &str| line(&format!("laminar_storage_writeback_{family}{{shard=\"1\"}}"));
+    assert_eq!(writeback("ranges_submitted_total"), 5.0);
+    assert_eq!(writeback("ranges_completed_total"), 4.0);
+    assert_eq!(writeback("ranges_failed_total"), 0.0);
+    assert_eq!(writeback("ranges_deferred_total"), 2.0);
+    assert_eq!(writeback("bytes_total"), 4194304.0);
+    assert_eq!(writeback("in_flight"), 1.0);
+    assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
+    assert_eq!(line("laminar_kafka_under_replicated_partitions"), 0.0);
+}
+
+#[test]
+fn api_key_comes_from_the_frame_head() {
+    assert_eq!(api_key_of(&[0, 1, 0, 12]), Some(1));
+    assert_eq!(api_key_of(&[0]), None);
+    assert_eq!(api_name(3), "Metadata");
+    assert_eq!(api_name(999), "api_999");
+}
+
+#[test]
+fn group_lag_is_end_minus_committed_from_the_owning_shard() {
+    let partition = |topic: &str, partition: i32, end: i64| PartitionSnapshot {
+        topic: topic.into(),
+        partition,
+        open: true,
+        log_start_offset: 0,
+        log_end_offset: end,
+        size_bytes: 0,
+    };
+    let committed = |group: &str, topic: &str, partition: i32, offset: i64| GroupOffset {
+        group: group.into(),
+        topic: topic.into(),
+        partition,
+        offset,
+    };
+    let shards = vec![
+        ShardSnapshot {
+            partitions: vec![partition("t", 0, 10)],
+            committed_offsets: vec![committed("g", "t", 1, 4), committed("g", "gone", 0, 1)],
+            ..ShardSnapshot::default()
+        },
+        ShardSnapshot {
+            shard: 1,
+            partitions: vec![partition("t", 1, 7)],
+            committed_offsets: vec![committed("g", "t", 0, 3), committed("h", "t", 1, 9)],
+            ..ShardSnapshot::default()
+        },
+    ];
+    let lag: Vec<(String, i32, i64)> = group_lag(&shards)
+        .into_iter()
+        .map(|l| (format!("{}/{}", l.group, l.topic), l.partition, l.lag))
+        .collect();
+    assert_eq!(
+        lag,
+        vec![("g/t".into(), 0, 7), ("g/t".into(), 1, 3), ("h/t".into(), 1, 0)],
+        "the unknown topic is left out; a commit past the end is lag 0"
+    );
+}

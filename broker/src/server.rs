@@ -1,0 +1,339 @@
+//! Starts the broker: the shards, a listener on every shard (SO_REUSEPORT), and the shutdown
+//! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
+
+use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use glommio::net::TcpListener;
+use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
+use laminar_engine::io::writeback::WriteBehindRing;
+use laminar_engine::io::{DescriptorBudget, GlommioStorage, WriteBehind, WriteMode};
+use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_engine::shard::runtime::ShardRuntimeConfig;
+use laminar_engine::shard::{ShardGone, ShardRuntime};
+
+use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
+use crate::config::BrokerConfig;
+use crate::connection;
+use crate::log_dir_lock::LogDirLock;
+use crate::open_files::{self, OpenedAtStart};
+use crate::request_memory::RequestMemory;
+
+/// How long shutdown waits for connections to finish their current request.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long start-up waits for a busy Kafka port to be released.
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(30);
+
+/// A broker that has started: its shards run until [`ShutdownSignal::trigger`].
+pub struct RunningBroker {
+    pub shared: Arc<BrokerShared>,
+    pub listen_addr: SocketAddr,
+    runtime: ShardRuntime<BrokerShard>,
+}
+
+impl RunningBroker {
+    /// Runs `work` on `shard` with its context, from a thread that is not a shard, and blocks
+    /// until it returns. For tools that feed request frames to [`crate::handlers::handle`]
+    /// without a socket (laminar-fuzz); connections never use it.
+    pub fn run_on_shard<R, F, Fut>(&self, shard: usize, work: F) -> Result<R, ShardGone>
+    where
+        F: FnOnce(Rc<BrokerCtx>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = R> + 'static,
+        R: Send + 'static,
+    {
+        self.runtime.run_on(shard, work)
+    }
+
+    /// Waits until every shard has stopped.
+    pub fn join(self) -> Result<(), String> {
+        self.runtime.join()
+    }
+}
+
+/// Starts a broker with `config`. Returns once every shard listens.
+pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
+    crate::sys::keep_freed_memory();
+    // Before anything in a log dir is read or written: another broker may be using it.
+    let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
+    let log_dir = log_dir_locks[0].dir().to_path_buf();
+    let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
+    let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
+    let producer_ids = ProducerIdAllocator::open(&log_dir)?;
+    let listen_addr = resolve_listen_addr(&config)?;
+    let cluster_id = cluster_id(&log_dir)?;
+    let shard_count = config.laminar_cores.max(1);
+    let open_files_limit = open_files::open_files_limit();
+    let descriptors = open_files::storage_budget(open_files_limit);
+    let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
+    let request_memory = RequestMemory::new(config.queued_max_request_bytes);
+    let shared = Arc::new(BrokerShared {
+        config,
+        log_dir_locks,
+        write_behind_unavailable,
+        metadata,
+        producer_ids,
+        log_dir: log_dir.clone(),
+        cluster_id,
+        shutdown: ShutdownSignal::default(),
+        request_memory,
+        start_gate: ShutdownSignal::default(),
+    });
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
+    let init_shared = shared.clone();
+    let init_descriptors = descriptors.clone();
+    let runtime = ShardRuntime::start(
+        ShardRuntimeConfig {
+            shard_count,
+            pin: true,
+            spin_before_park: None,
+        },
+        move |_id| shard_state(&init_shared, &init_descriptors, offsets_partitions),
+        move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
+    )?;
+    let opened = match wait_for_shards(&ready_rx, shard_count) {
+        Ok(opened) => opened,
+        Err(e) => {
+            shared.shutdown.trigger();
+            let _ = runtime.join();
+            anyhow::bail!("{e}");
+        }
+    };
+    opened.report(&descriptors, open_files_limit);
+    shared.start_gate.trigger();
+    Ok(RunningBroker {
+        shared,
+        listen_addr,
+        runtime,
+    })
+}
+
+/// What a shard reports once it listens: what it opened, or why it cannot serve.
+type ShardReady = Result<OpenedAtStart, String>;
+
+/// Waits until every shard listens; returns what they opened together, or the first failure.
+fn wait_for_shards(
+    ready: &std::sync::mpsc::Receiver<ShardReady>,
+    shard_count: usize,
+) -> Result<OpenedAtStart, String> {
+    let mut opened = OpenedAtStart::default();
+    for _ in 0..shard_count {
+        let shard = ready
+            .recv()
+            .map_err(|_| "a shard stopped during start-up".to_string())?;
+        opened.add(shard?);
+    }
+    Ok(opened)
+}
+
+/// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
+/// paths are absolute from here on: glommio opens directories through io_uring, which resolves
+/// a relative path against no directory at all (EBADF), so `./data` would fail at close.
+fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
+    let mut locks: Vec<LogDirLock> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", dir.display()))?;
+        let dir = std::fs::canonicalize(dir)
+            .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", dir.display()))?;
+        // The same directory named twice is locked once (a second lock would be refused).
+        if locks.iter().all(|lock| lock.dir() != dir) {
+            locks.push(LogDirLock::acquire(&dir)?);
+        }
+    }
+    anyhow::ensure!(!locks.is_empty(), "log.dirs is empty");
+    Ok(locks)
+}
+
+/// One shard's state, created on that shard's thread.
+fn shard_state(
+    shared: &Arc<BrokerShared>,
+    descriptors: &Arc<DescriptorBudget>,
+    offsets_partitions: i32,
+) -> BrokerShard {
+    let storage = shard_storage(shared.write_behind()).with_descriptor_budget(descriptors.clone());
+    let group_settings = crate::group::state::GroupSettings {
+        initial_rebalance_delay_ms: i64::from(shared.config.group_initial_rebalance_delay_ms),
+    };
+    BrokerShard {
+        shared: shared.clone(),
+        partitions: ShardPartitions::new(shared.log_dir.clone(), Rc::new(storage)),
+        connections_active: Default::default(),
+        groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions),
+        metrics: Default::default(),
+    }
+}
+
+/// Whether write-behind can run here: `None` if so (or if it is off), else why not. Checked once,
+/// before the shards start, so that a missing feature is one warning, not one per shard.
+fn probe_write_behind(settings: WriteBehind) -> Option<String> {
+    if !settings.is_enabled() {
+        return None;
+    }
+    let error = WriteBehindRing::new(settings).err()?;
+    tracing::warn!(
+        error = %error,
+        "write-behind unavailable (its io_uring cannot be created); running without it"
+    );
+    Some(error.to_string())
+}
+
+/// The shard's storage; without write-behind if its ring cannot be created after all.
+fn shard_storage(write_behind: WriteBehind) -> GlommioStorage {
+    GlommioStorage::with_write_behind(WriteMode::Buffered, write_behind).unwrap_or_else(|error| {
+        tracing::warn!(%error, "write-behind unavailable on this shard; running without it");
+        GlommioStorage::new(WriteMode::Buffered)
+    })
+}
+
+async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc::Sender<ShardReady>) {
+    let started = std::time::Instant::now();
+    ctx.state
+        .partitions
+        .observe_syncs(ctx.state.metrics.fdatasync_observer());
+    let opened = open_files::open_owned_partitions(&ctx).await;
+    crate::group::load(&ctx).await;
+    let listener = match TcpListener::bind(addr) {
+        Ok(listener) => listener,
+        Err(e) => {
+            let _ = ready.send(Err(format!("listeners: cannot listen on {addr}: {e}")));
+            return;
+        }
+    };
+    ctx.state.metrics.set_kafka_listener_bound();
+    if ctx.id() == 0 {
+        match crate::admin_http::bind(ctx.state.shared.config.laminar_http_listen) {
+            Ok(admin) => {
+                let addr = admin.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                tracing::info!(%addr, "admin HTTP listening (/metrics, /v1/status, /v1/status/ready)");
+                glommio::spawn_local(crate::admin_http::serve(ctx.clone(), admin, started)).detach();
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        }
+    }
+    let _ = ready.send(Ok(opened));
+    // No shard accepts until every shard has bound its listeners: a start-up that fails on one
+    // shard (the admin port, say) must not have served clients on another meanwhile.
+    let serving = {
+        let open = std::pin::pin!(ctx.state.shared.start_gate.wait());
+        let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
+        matches!(select(open, stop).await, Either::Left(_))
+    };
+    let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
+    let memory_trim =
+        (ctx.id() == 0).then(|| glommio::spawn_local(crate::maintenance::give_back_memory(ctx.clone())));
+    let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
+    if serving {
+        accept_until_shutdown(&ctx, &listener).await;
+    }
+    drop(listener);
+    drain_connections(&ctx).await;
+    drop(background);
+    drop(memory_trim);
+    drop(group_timers);
+    for ((topic, partition), error) in ctx.state.partitions.close_all().await {
+        tracing::error!(topic, partition, %error, "partition did not close cleanly");
+    }
+}
+
+async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
+    let shutdown = ctx.state.shared.shutdown.clone();
+    loop {
+        let accepted = {
+            let accept = std::pin::pin!(listener.accept());
+            let stop = std::pin::pin!(shutdown.wait());
+            match select(accept, stop).await {
+                Either::Left((accepted, _)) => accepted,
+                Either::Right(_) => return,
+            }
+        };
+        match accepted {
+            Ok(stream) => {
+                glommio::spawn_local(connection::serve(ctx.clone(), stream)).detach();
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn drain_connections(ctx: &Rc<BrokerCtx>) {
+    let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
+    while ctx.state.connections_active.get() > 0 && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The first listener's address. Port 0 picks a free port once, so every shard binds the same.
+fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
+    let listener = config
+        .listeners
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("listeners is empty"))?;
+    let mut addr = (listener.host.as_str(), listener.port)
+        .to_socket_addrs()
+        .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
+    if addr.port() == 0 {
+        let probe = StdTcpListener::bind(addr)?;
+        addr.set_port(probe.local_addr()?.port());
+        return Ok(addr);
+    }
+    refuse_a_port_in_use(addr)?;
+    Ok(addr)
+}
+
+/// The shards bind with SO_REUSEPORT, which would silently share a port that another process
+/// listens on. A plain bind tells a free port; when it fails, the port may still be free to us:
+/// connections of a broker that was killed linger in TIME_WAIT (they block a plain bind, not a
+/// SO_REUSEPORT one), and its listeners live on until the kernel has torn down its io_uring
+/// rings. So a port counts as taken only while something accepts connections on it, and that
+/// is given a while to go away before start-up gives up.
+fn refuse_a_port_in_use(addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + PORT_RELEASE_WAIT;
+    loop {
+        match StdTcpListener::bind(addr) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
+                anyhow::bail!("listeners: cannot listen on {addr}: {e}")
+            }
+            Err(e) => {
+                let listened =
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
+                if !listened {
+                    return Ok(());
+                }
+                if std::time::Instant::now() >= deadline {
+                    anyhow::bail!("listeners: cannot listen on {addr}: {e} (another process accepts on it)");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// A stable cluster id, made on first start and kept in the data directory.
+fn cluster_id(log_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = log_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
+            return Ok(id.trim().to_string());
+        }
+    }
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
+    let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(id)
+}

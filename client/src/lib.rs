@@ -1,0 +1,35 @@
+//! A small blocking Kafka client on the `kafka-protocol` crate, used by the CLI, the benchmark
+//! harness and (later) replication.
+//!
+//! - [`Connection`]: one TCP connection (TCP_NODELAY) with ApiVersions negotiated at connect,
+//!   pipelined: [`Connection::send`] several requests, then [`Connection::receive`] the
+//!   responses in order.
+//! - Typed helpers on `Connection`: [`Connection::metadata`], [`Connection::create_topics`],
+//!   [`Connection::delete_topics`], [`Connection::describe_configs`],
+//!   [`Connection::list_offsets`], [`Connection::produce`] / [`Connection::send_produce`],
+//!   [`Connection::fetch`].
+//! - [`records`]: batch encoding and cheap walks over fetched record bytes.
+//! - [`ClientError`]: I/O, framing, decoding and broker error codes, typed.
+
+mod admin;
+mod connection;
+mod data;
+mod error;
+mod group_member;
+mod groups;
+mod produce_frame;
+mod topic_changes;
+mod versions;
+
+pub use admin::{BrokerInfo, ClusterMetadata, ConfigEntry, NewTopic, PartitionMetadata, TopicMetadata};
+pub use connection::{encode_frame, write_all_pieces, ClientConfig, Connection, Pending};
+pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};
+pub use error::{ClientError, KafkaError};
+pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
+pub use groups::{decode_assignment, CommittedOffset, GroupDescription, GroupMember, ListedGroup};
+pub use kafka_protocol::records::Compression;
+pub use topic_changes::ConfigChange;
+pub use versions::{client_versions, ApiVersionTable};
+
+/// Record batches: encoding and cheap walks over fetched bytes (shared with the broker).
+pub use laminar_protocol::records;

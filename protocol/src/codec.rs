@@ -1,0 +1,181 @@
+//! Request headers in, response frames out, and the table of API versions Laminar serves.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+/// One API Laminar serves, with the version range it advertises.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiSupport {
+    pub key: ApiKey,
+    pub min: i16,
+    pub max: i16,
+}
+
+const fn api(key: ApiKey, min: i16, max: i16) -> ApiSupport {
+    ApiSupport { key, min, max }
+}
+
+/// Versions chosen so that librdkafka, kafka-python and kafkajs all negotiate (docs/ARCHITECTURE.md,
+/// Compatibility). Produce starts at 0 because librdkafka < 2.11.1 turns compression off
+/// otherwise; versions 0-2 are answered with UNSUPPORTED_VERSION. Fetch stops at 12 and Metadata
+/// at 12: later versions address topics by id only.
+pub const SUPPORTED_APIS: &[ApiSupport] = &[
+    api(ApiKey::Produce, 0, 11),
+    api(ApiKey::Fetch, 4, 12),
+    api(ApiKey::ListOffsets, 1, 6),
+    api(ApiKey::Metadata, 0, 12),
+    api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::ApiVersions, 0, 3),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DeleteRecords, 0, 2),
+    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::DescribeCluster, 0, 1),
+    // Consumer groups: librdkafka needs FindCoordinator, JoinGroup, SyncGroup, Heartbeat and
+    // LeaveGroup from v0, OffsetCommit and OffsetFetch reaching v1. The tops are the newest
+    // versions kafka-protocol's message structs encode.
+    api(ApiKey::FindCoordinator, 0, 4),
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
+    // v5 adds two-phase commit (KIP-939), which needs transactions.
+    api(ApiKey::InitProducerId, 0, 4),
+];
+
+/// Produce versions below this are advertised but refused (see [`SUPPORTED_APIS`]).
+pub const PRODUCE_VERSION_MIN_SERVED: i16 = 3;
+
+pub fn supported(key: ApiKey) -> Option<ApiSupport> {
+    SUPPORTED_APIS.iter().copied().find(|a| a.key == key)
+}
+
+/// A request frame split into its header and undecoded body.
+#[derive(Debug)]
+pub struct RequestFrame {
+    pub api_key: ApiKey,
+    pub header: RequestHeader,
+    pub body: Bytes,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    #[error("frame of {0} bytes is too short for a request header")]
+    TooShort(usize),
+    #[error("unknown api key {0}")]
+    UnknownApiKey(i16),
+    #[error("malformed request header: {0}")]
+    Malformed(String),
+}
+
+/// Decodes the request header. The header's own version depends on the API and its version, so
+/// the first four bytes are read before the rest.
+pub fn decode_request_header(mut frame: Bytes) -> Result<RequestFrame, HeaderError> {
+    if frame.len() < 8 {
+        return Err(HeaderError::TooShort(frame.len()));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(key).map_err(|_| HeaderError::UnknownApiKey(key))?;
+    let header_version = request_header_version(api_key, version);
+    let header = RequestHeader::decode(&mut frame, header_version)
+        .map_err(|e| HeaderError::Malformed(e.to_string()))?;
+    Ok(RequestFrame {
+        api_key,
+        header,
+        body: frame,
+    })
+}
+
+/// The header version for a request. ApiVersions requests of versions newer than Laminar knows
+/// still parse with the flexible header, so they can get an UNSUPPORTED_VERSION answer.
+fn request_header_version(api_key: ApiKey, version: i16) -> i16 {
+    let known_max = api_key.valid_versions().max;
+    api_key.request_header_version(version.clamp(0, known_max))
+}
+
+/// Encodes `response` as a complete frame: size, response header, body.
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Result<Bytes, String> {
+    // ApiVersions always answers with a v0 header, so that a client that sent a version the
+    // broker does not know can still read the error (KIP-511).
+    let header_version = if api_key == ApiKey::ApiVersions {
+        0
+    } else {
+        response.header_version(version)
+    };
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let mut frame = BytesMut::with_capacity(64);
+    frame.put_i32(0);
+    header
+        .encode(&mut frame, header_version)
+        .map_err(|e| e.to_string())?;
+    response
+        .encode(&mut frame, version)
+        .map_err(|e| format!("{api_key:?} v{version}: {e}"))?;
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(frame.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn every_advertised_range_is_decodable_by_the_codec() {
+        for api in SUPPORTED_APIS {
+            let codec = api.key.valid_versions();
+            let min_served = if api.key == ApiKey::Produce {
+                PRODUCE_VERSION_MIN_SERVED
+            } else {
+                api.min
+            };
+            assert!(min_served >= codec.min && api.max <= codec.max, "{:?}", api.key);
+            assert!(api.min <= api.max);
+        }
+    }
+
+    #[test]
+    fn header_round_trips_and_rejects_unknown_keys() {
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Metadata as i16)
+            .with_request_api_version(9)
+            .with_correlation_id(42)
+            .with_client_id(Some(StrBytes::from_static_str("t")));
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, ApiKey::Metadata.request_header_version(9))
+            .unwrap();
+        buf.extend_from_slice(b"body");
+        let frame = decode_request_header(buf.freeze()).unwrap();
+        assert_eq!(frame.api_key, ApiKey::Metadata);
+        assert_eq!(frame.header.correlation_id, 42);
+        assert_eq!(&frame.body[..], b"body");
+
+        let unknown = Bytes::from_static(&[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
+        assert!(matches!(
+            decode_request_header(unknown),
+            Err(HeaderError::UnknownApiKey(0x7f00))
+        ));
+        assert!(matches!(
+            decode_request_header(Bytes::from_static(&[0, 3])),
+            Err(HeaderError::TooShort(2))
+        ));
+    }
+}

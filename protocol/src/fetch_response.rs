@@ -1,0 +1,319 @@
+//! The Fetch response, encoded by hand so that record batches are never copied into it.
+//!
+//! Every other response goes through the kafka-protocol codec, which copies `records` into its
+//! output buffer. A fetch answer is mostly record bytes, so it is written as a list of chunks:
+//! small buffers for the fields, and in between the records as the engine's read left them:
+//! ranges of segment files (sent with sendfile) or batches in memory (`Bytes` shared with the
+//! read). The broker's connection writes the chunks in order. The layout follows
+//! Kafka's FetchResponse v4-v12 (v12 is flexible: compact lengths and empty tag sections); a
+//! test checks it byte for byte against the codec at every served version.
+
+use bytes::{BufMut, BytesMut};
+pub use laminar_engine::partition::RecordBytes;
+
+use crate::chunk::Chunk;
+
+/// One partition's part of the answer.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionAnswer {
+    pub partition: i32,
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    /// READ_COMMITTED answers carry an (empty) aborted-transactions list; others carry null.
+    pub read_committed: bool,
+    /// Whole batches, in offset order.
+    pub records: RecordBytes,
+}
+
+/// The whole answer: topics in request order, each with its partitions.
+#[derive(Debug, Clone, Default)]
+pub struct FetchAnswer {
+    pub topics: Vec<(String, Vec<PartitionAnswer>)>,
+}
+
+const FIRST_FLEXIBLE_VERSION: i16 = 12;
+/// Kafka's "no preferred read replica".
+const NO_PREFERRED_REPLICA: i32 = -1;
+
+/// Writes the frame (size prefix, response header, body) as chunks to send in order.
+pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i32) -> Vec<Chunk> {
+    assert!(
+        (4..=FIRST_FLEXIBLE_VERSION).contains(&version),
+        "Fetch v{version} is not served"
+    );
+    let flexible = version >= FIRST_FLEXIBLE_VERSION;
+    let mut out = Chunks::default();
+    out.fields.put_i32(0); // frame size, patched at the end
+    out.fields.put_i32(correlation_id);
+    if flexible {
+        out.fields.put_u8(0); // response header tag section
+    }
+    out.fields.put_i32(0); // throttle_time_ms
+    if version >= 7 {
+        out.fields.put_i16(0); // error_code
+        out.fields.put_i32(0); // session_id: sessionless (KIP-227 sessions are not offered)
+    }
+    put_len(&mut out.fields, answer.topics.len(), flexible);
+    for (topic, partitions) in &answer.topics {
+        put_string(&mut out.fields, topic, flexible);
+        put_len(&mut out.fields, partitions.len(), flexible);
+        for partition in partitions {
+            put_partition(&mut out, partition, version, flexible);
+        }
+        if flexible {
+            out.fields.put_u8(0); // topic tag section
+        }
+    }
+    if flexible {
+        out.fields.put_u8(0); // response tag section
+    }
+    out.finish()
+}
+
+fn put_partition(out: &mut Chunks, partition: &PartitionAnswer, version: i16, flexible: bool) {
+    let fields = &mut out.fields;
+    fields.put_i32(partition.partition);
+    fields.put_i16(partition.error_code);
+    fields.put_i64(partition.high_watermark);
+    fields.put_i64(partition.last_stable_offset);
+    if version >= 5 {
+        fields.put_i64(partition.log_start_offset);
+    }
+    // aborted_transactions: an empty list for READ_COMMITTED, null otherwise
+    match (partition.read_committed, flexible) {
+        (true, false) => fields.put_i32(0),
+        (true, true) => fields.put_u8(1),
+        (false, false) => fields.put_i32(-1),
+        (false, true) => fields.put_u8(0),
+    }
+    if version >= 11 {
+        fields.put_i32(NO_PREFERRED_REPLICA);
+    }
+    let records_len = partition.records.len();
+    if flexible {
+        put_uvarint(fields, records_len as u64 + 1);
+    } else {
+        fields.put_i32(i32::try_from(records_len).expect("a fetch answer stays below 2 GiB"));
+    }
+    match &partition.records {
+        RecordBytes::Memory(batches) => {
+            for batch in batches {
+                out.push_shared(Chunk::Memory(batch.clone()));
+            }
+        }
+        RecordBytes::File { range, .. } => out.push_shared(Chunk::File(range.clone())),
+    }
+    if flexible {
+        out.fields.put_u8(0); // partition tag section
+    }
+}
+
+/// Field bytes accumulate in `fields` until records interrupt them.
+#[derive(Default)]
+struct Chunks {
+    done: Vec<Chunk>,
+    fields: BytesMut,
+}
+
+impl Chunks {
+    fn push_shared(&mut self, records: Chunk) {
+        self.close_fields();
+        self.done.push(records);
+    }
+
+    fn close_fields(&mut self) {
+        if !self.fields.is_empty() {
+            self.done.push(Chunk::Memory(self.fields.split().freeze()));
+        }
+    }
+
+    /// Closes the last field chunk and patches the frame size into the first.
+    fn finish(mut self) -> Vec<Chunk> {
+        self.close_fields();
+        let size = self.done.iter().map(Chunk::len).sum::<usize>() - 4;
+        let size = i32::try_from(size).expect("a fetch answer stays below 2 GiB");
+        let Chunk::Memory(head) = &self.done[0] else {
+            unreachable!("a frame starts with its size and header fields");
+        };
+        let mut first = BytesMut::from(&head[..]);
+        first[..4].copy_from_slice(&size.to_be_bytes());
+        self.done[0] = Chunk::Memory(first.freeze());
+        self.done
+    }
+}
+
+fn put_len(buf: &mut BytesMut, len: usize, flexible: bool) {
+    if flexible {
+        put_uvarint(buf, len as u64 + 1);
+    } else {
+        buf.put_i32(i32::try_from(len).expect("array length fits an i32"));
+    }
+}
+
+fn put_string(buf: &mut BytesMut, text: &str, flexible: bool) {
+    if flexible {
+        put_uvarint(buf, text.len() as u64 + 1);
+    } else {
+        buf.put_i16(i16::try_from(text.len()).expect("topic names are at most 249 bytes"));
+    }
+    buf.put_slice(text.as_bytes());
+}
+
+fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        buf.put_u8((value as u8) | 0x80);
+        value >>= 7;
+    }
+    buf.put_u8(value as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, ResponseKind, TopicName};
+    use laminar_engine::io::FileRange;
+    use std::sync::Arc;
+
+    fn sample(read_committed: bool) -> FetchAnswer {
+        let ok = PartitionAnswer {
+            partition: 3,
+            high_watermark: 42,
+            last_stable_offset: 42,
+            log_start_offset: 7,
+            read_committed,
+            records: RecordBytes::Memory(vec![
+                Bytes::from_static(b"first batch"),
+                Bytes::from_static(b"second"),
+            ]),
+            ..Default::default()
+        };
+        let failed = PartitionAnswer {
+            partition: 9,
+            error_code: 3,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            read_committed,
+            records: RecordBytes::default(),
+        };
+        FetchAnswer {
+            topics: vec![
+                ("orders".into(), vec![ok, failed.clone()]),
+                ("t".into(), vec![failed]),
+            ],
+        }
+    }
+
+    /// The same answer through kafka-protocol's encoder, records joined into one buffer.
+    fn through_codec(answer: &FetchAnswer, version: i16) -> Bytes {
+        let responses = answer
+            .topics
+            .iter()
+            .map(|(topic, partitions)| {
+                let partitions = partitions
+                    .iter()
+                    .map(|p| {
+                        let records = records_bytes(&p.records);
+                        PartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_error_code(p.error_code)
+                            .with_high_watermark(p.high_watermark)
+                            .with_last_stable_offset(p.last_stable_offset)
+                            .with_log_start_offset(p.log_start_offset)
+                            .with_aborted_transactions(p.read_committed.then(Vec::new))
+                            .with_preferred_read_replica(BrokerId(-1))
+                            .with_records(Some(Bytes::from(records)))
+                    })
+                    .collect();
+                FetchableTopicResponse::default()
+                    .with_topic(TopicName(topic.clone().into()))
+                    .with_partitions(partitions)
+            })
+            .collect();
+        let response = ResponseKind::Fetch(FetchResponse::default().with_responses(responses));
+        crate::codec::encode_response(ApiKey::Fetch, version, 77, &response).unwrap()
+    }
+
+    fn records_bytes(records: &RecordBytes) -> Vec<u8> {
+        match records {
+            RecordBytes::Memory(batches) => batches.concat(),
+            RecordBytes::File { range, .. } => range_bytes(range),
+        }
+    }
+
+    fn range_bytes(range: &FileRange) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let mut out = vec![0u8; range.len as usize];
+        range.file.read_exact_at(&mut out, range.position).unwrap();
+        out
+    }
+
+    fn joined(chunks: &[Chunk]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            match chunk {
+                Chunk::Memory(bytes) => out.extend_from_slice(bytes),
+                Chunk::File(range) => out.extend(range_bytes(range)),
+            }
+        }
+        out
+    }
+
+    /// `sample` with its first partition's records in a file instead: "...first batchsecond..."
+    fn sample_in_file(read_committed: bool, dir: &std::path::Path) -> FetchAnswer {
+        let path = dir.join("00000000000000000000.log");
+        std::fs::write(&path, b"older bytesfirst batchsecondlater bytes").unwrap();
+        let file = Arc::new(std::fs::File::open(&path).unwrap());
+        let range = FileRange {
+            file,
+            position: 11,
+            len: 17,
+        };
+        let mut answer = sample(read_committed);
+        answer.topics[0].1[0].records = RecordBytes::File { range, offsets: 0..2 };
+        answer
+    }
+
+    #[test]
+    fn chunks_match_the_codec_at_every_served_version() {
+        let dir = tempfile::tempdir().unwrap();
+        for version in 4..=12 {
+            for read_committed in [false, true] {
+                for answer in [sample(read_committed), sample_in_file(read_committed, dir.path())] {
+                    let chunks = encode_fetch_frame(&answer, version, 77);
+                    let expected = through_codec(&answer, version).to_vec();
+                    assert_eq!(joined(&chunks), expected, "v{version}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn records_are_shared_not_copied() {
+        let answer = sample(false);
+        let chunks = encode_fetch_frame(&answer, 12, 1);
+        let RecordBytes::Memory(batches) = &answer.topics[0].1[0].records else {
+            unreachable!()
+        };
+        let stored = &batches[0];
+        assert!(chunks.iter().any(|c| matches!(c, Chunk::Memory(b)
+            if b.as_ptr() == stored.as_ptr() && b.len() == stored.len())));
+
+        let dir = tempfile::tempdir().unwrap();
+        let answer = sample_in_file(false, dir.path());
+        let chunks = encode_fetch_frame(&answer, 12, 1);
+        let files: Vec<_> = chunks.iter().filter(|c| matches!(c, Chunk::File(_))).collect();
+        assert!(matches!(
+            files[..],
+            [Chunk::File(FileRange {
+                position: 11,
+                len: 17,
+                ..
+            })]
+        ));
+    }
+}
