@@ -57,7 +57,7 @@ pub fn run(options: &Options) -> Result<Report> {
     while from < total {
         board.index.store(u64::MAX, Ordering::Release);
         let (status, lines) = run_worker(options, &board_path, board, from)?;
-        // The worker exits without cleaning up (it may have died): its broker's data goes here.
+        // The worker exits without cleaning up (or dies), so its broker's data is removed here.
         let _ = std::fs::remove_dir_all(data_dir(&board_path, from));
         if !matches!(status, WorkerEnd::Finished) && board.index.load(Ordering::Acquire) == u64::MAX {
             bail!("the fuzz worker stopped before its first frame: {status:?}");
