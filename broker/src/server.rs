@@ -14,7 +14,7 @@ use laminar_engine::io::writeback::WriteBehindRing;
 use laminar_engine::io::{DescriptorBudget, GlommioStorage, WriteBehind, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
-use laminar_engine::shard::ShardRuntime;
+use laminar_engine::shard::{ShardGone, ShardRuntime};
 
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
@@ -32,10 +32,22 @@ const PORT_RELEASE_WAIT: Duration = Duration::from_secs(30);
 pub struct RunningBroker {
     pub shared: Arc<BrokerShared>,
     pub listen_addr: SocketAddr,
-    runtime: ShardRuntime,
+    runtime: ShardRuntime<BrokerShard>,
 }
 
 impl RunningBroker {
+    /// Runs `work` on `shard` with its context, from a thread that is not a shard, and blocks
+    /// until it returns. For tools that feed request frames to [`crate::handlers::handle`]
+    /// without a socket (laminar-fuzz); connections never use it.
+    pub fn run_on_shard<R, F, Fut>(&self, shard: usize, work: F) -> Result<R, ShardGone>
+    where
+        F: FnOnce(Rc<BrokerCtx>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = R> + 'static,
+        R: Send + 'static,
+    {
+        self.runtime.run_on(shard, work)
+    }
+
     /// Waits until every shard has stopped.
     pub fn join(self) -> Result<(), String> {
         self.runtime.join()

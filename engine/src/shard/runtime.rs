@@ -132,20 +132,17 @@ pub struct ShardRuntimeConfig {
 }
 
 /// The running shards. Dropping it does not stop them; call [`ShardRuntime::join`].
-pub struct ShardRuntime {
+pub struct ShardRuntime<S> {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
+    senders: Arc<Vec<async_channel::Sender<Job<S>>>>,
 }
 
-impl ShardRuntime {
+impl<S: 'static> ShardRuntime<S> {
     /// Starts `config.shard_count` executors. On each, `init(id)` builds the shard state (on that
     /// shard's own thread, so it need not be Send), then `main(ctx)` runs. A shard whose `main`
     /// returns keeps serving other shards' jobs until every shard's `main` has returned, so a
     /// shutdown on one shard never strands a request forwarded from another.
-    pub fn start<S, Init, Main, Fut>(
-        config: ShardRuntimeConfig,
-        init: Init,
-        main: Main,
-    ) -> std::io::Result<Self>
+    pub fn start<Init, Main, Fut>(config: ShardRuntimeConfig, init: Init, main: Main) -> std::io::Result<Self>
     where
         S: 'static,
         Init: Fn(ShardId) -> S + Send + Sync + 'static,
@@ -194,7 +191,29 @@ impl ShardRuntime {
                 .map_err(|e| std::io::Error::other(format!("cannot start shard {id}: {e}")))?;
             handles.push(handle);
         }
-        Ok(Self { handles })
+        Ok(Self { handles, senders })
+    }
+
+    /// Runs `work` on `shard` with its context, from a thread that is not a shard, and blocks
+    /// until it returns. For tools that drive a shard without a socket (the fuzzer feeds request
+    /// frames to the handlers this way); the request path never uses it.
+    pub fn run_on<R, F, Fut>(&self, shard: ShardId, work: F) -> Result<R, ShardGone>
+    where
+        F: FnOnce(Rc<ShardContext<S>>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+        R: Send + 'static,
+    {
+        assert!(shard < self.senders.len(), "shard {shard} out of range");
+        let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
+        let job: Job<S> = Box::new(move |ctx| {
+            Box::pin(async move {
+                let _ = reply_tx.send(work(ctx).await);
+            })
+        });
+        self.senders[shard]
+            .send_blocking(job)
+            .map_err(|_| ShardGone(shard))?;
+        futures::executor::block_on(reply_rx).map_err(|_| ShardGone(shard))
     }
 
     /// Waits for every shard to stop.
@@ -243,6 +262,34 @@ fn install_shard_panic_hook() {
 mod tests {
     use super::*;
     use std::cell::Cell;
+
+    #[test]
+    fn work_run_from_outside_runs_on_the_shard_named_with_its_state() {
+        let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+        let config = ShardRuntimeConfig {
+            shard_count: 2,
+            pin: false,
+            spin_before_park: None,
+        };
+        let runtime = ShardRuntime::start(
+            config,
+            |id| Cell::new(id * 100),
+            move |_ctx: Rc<ShardContext<Cell<usize>>>| {
+                let stop = stop_rx.clone();
+                async move { while stop.recv().await.is_ok() {} }
+            },
+        )
+        .unwrap();
+        let bump = |ctx: Rc<ShardContext<Cell<usize>>>| async move {
+            ctx.state.set(ctx.state.get() + 1);
+            (ctx.id(), ctx.state.get())
+        };
+        assert_eq!(runtime.run_on(1, bump).unwrap(), (1, 101));
+        assert_eq!(runtime.run_on(1, bump).unwrap(), (1, 102));
+        assert_eq!(runtime.run_on(0, bump).unwrap(), (0, 1));
+        stop_tx.close();
+        runtime.join().unwrap();
+    }
 
     #[test]
     fn work_submitted_to_another_shard_runs_there_with_its_state() {

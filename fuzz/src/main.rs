@@ -1,0 +1,161 @@
+//! `laminar-fuzz inproc|live`: runs the fuzzing harness and prints frames per API, crashes,
+//! hangs and peak RSS; exits 1 when anything crashed or hung.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use laminar_fuzz::report::{regression_files, Report};
+use laminar_fuzz::{inproc, live};
+
+#[derive(Parser)]
+#[command(
+    name = "laminar-fuzz",
+    about = "Fuzz every API the broker advertises, at every version"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Frames straight to the request handlers of a broker inside a worker process.
+    Inproc(Common),
+    /// Frames over TCP to a running broker.
+    Live {
+        /// The broker's Kafka address.
+        #[arg(long)]
+        broker: String,
+        /// A fresh connection must get an ApiVersions answer every this many frames.
+        #[arg(long, default_value_t = 1000)]
+        check_every: u64,
+        /// The broker's process id (to report its peak RSS).
+        #[arg(long)]
+        broker_pid: Option<u32>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Prints a saved frame (a *.hex file) decoded: its header and request.
+    Show { file: PathBuf },
+    /// The worker of `inproc` (started by it).
+    #[command(hide = true)]
+    InprocWorker {
+        #[arg(long)]
+        board: PathBuf,
+        #[arg(long)]
+        from: u64,
+        #[arg(long)]
+        frames: u64,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        hang_ms: u64,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        regression: Vec<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct Common {
+    /// Generated frames (regression frames are replayed first, in addition).
+    #[arg(long, default_value_t = 100_000)]
+    frames: u64,
+    /// The run's seed: frame i is a function of (seed, i).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// No answer within this many ms (plus what the request may wait) is a hang.
+    #[arg(long, default_value_t = 5000)]
+    hang_ms: u64,
+    /// Where each crashing or hanging frame is written, as hex.
+    #[arg(long, default_value = "fuzz-findings")]
+    out: PathBuf,
+    /// Directory of regression frames (*.hex) to replay first.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/corpus/regressions"))]
+    regressions: PathBuf,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse().command) {
+        Ok((target, report)) => {
+            print!("{}", report.table(target));
+            if report.crashes + report.hangs > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("laminar-fuzz: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
+    match command {
+        Command::Inproc(common) => {
+            let options = inproc::Options {
+                exe: std::env::current_exe()?,
+                frames: common.frames,
+                seed: common.seed,
+                hang: Duration::from_millis(common.hang_ms),
+                out: common.out,
+                regressions: regression_files(&common.regressions),
+            };
+            Ok(("inproc", inproc::run(&options)?))
+        }
+        Command::Live {
+            broker,
+            check_every,
+            broker_pid,
+            common,
+        } => {
+            let options = live::Options {
+                broker,
+                frames: common.frames,
+                seed: common.seed,
+                hang: Duration::from_millis(common.hang_ms),
+                out: common.out,
+                regressions: regression_files(&common.regressions),
+                check_every: check_every.max(1),
+                broker_pid,
+            };
+            Ok(("live", live::run(&options)?))
+        }
+        Command::Show { file } => {
+            let frame = laminar_fuzz::report::read_frame(&file)?;
+            println!("{} bytes: {}", frame.len(), laminar_fuzz::report::hex(&frame));
+            match laminar_fuzz::waits::decode_frame(&frame) {
+                Ok((header, request, trailing)) => {
+                    println!("{header:?}\n{request:#?}\n{trailing} bytes after the body")
+                }
+                Err(e) => println!("does not decode: {e}"),
+            }
+            std::process::exit(0)
+        }
+        Command::InprocWorker {
+            board,
+            from,
+            frames,
+            seed,
+            hang_ms,
+            out,
+            regression,
+        } => {
+            inproc::worker(inproc::WorkerArgs {
+                board,
+                from,
+                frames,
+                seed,
+                hang: Duration::from_millis(hang_ms),
+                out,
+                regressions: regression,
+            })?;
+            unreachable!("the worker exits the process when it is done")
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Valid, populated requests of the data and admin APIs, for any version the broker serves:
+//! two topics of three partitions, record batches, configs, so that mutations reach past
+//! decoding into the handlers.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+use laminar_protocol::records::{encode_batch, plain_record};
+
+use super::Marks;
+
+/// Topics the in-process target creates before fuzzing (three partitions each).
+pub const TOPICS: [&str; 2] = ["fuzz-a", "fuzz-b"];
+/// Topics that CreateTopics seeds create and DeleteTopics seeds delete.
+pub const DOOMED: [&str; 2] = ["fuzz-doomed-1", "fuzz-doomed-2"];
+
+pub fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+pub fn topic(text: &str) -> TopicName {
+    TopicName(s(text))
+}
+
+/// A v2 batch of three records; variant 1 is lz4-compressed.
+pub fn record_batch(variant: usize) -> Bytes {
+    let records: Vec<_> = (0..3)
+        .map(|i| {
+            let key = Bytes::from(format!("key-{i}"));
+            let value = Bytes::from(format!("value-{i}-{}", "x".repeat(i as usize * 8)));
+            plain_record(i, 1_700_000_000_000 + i, Some(key), Some(value))
+        })
+        .collect();
+    let compression = if variant == 1 {
+        Compression::Lz4
+    } else {
+        Compression::None
+    };
+    let mut out = BytesMut::new();
+    encode_batch(&mut out, &records, compression).expect("a plain batch encodes");
+    out.freeze()
+}
+
+/// Variants: acks 1, acks -1 (compressed batch), acks 0.
+pub fn produce(variant: usize, marks: &Marks) -> ProduceRequest {
+    let acks = [1, -1, 0][variant];
+    let topic_data = TOPICS
+        .iter()
+        .map(|name| {
+            let partition_data = marks
+                .partitions
+                .iter()
+                .map(|&index| {
+                    produce_request::PartitionProduceData::default()
+                        .with_index(index)
+                        .with_records(Some(record_batch(variant % 2)))
+                })
+                .collect();
+            produce_request::TopicProduceData::default()
+                .with_name(topic(name))
+                .with_partition_data(partition_data)
+        })
+        .collect();
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(marks.wait_ms)
+        .with_topic_data(topic_data)
+}
+
+pub fn fetch(version: i16, marks: &Marks) -> FetchRequest {
+    let partition = |index: i32| {
+        let mut p = fetch_request::FetchPartition::default()
+            .with_partition(index)
+            .with_fetch_offset(0)
+            .with_partition_max_bytes(65_536);
+        if version >= 5 {
+            p.log_start_offset = -1;
+        }
+        if version >= 9 {
+            p.current_leader_epoch = -1;
+        }
+        if version >= 12 {
+            p.last_fetched_epoch = -1;
+        }
+        p
+    };
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            fetch_request::FetchTopic::default()
+                .with_topic(topic(name))
+                .with_partitions(marks.partitions.iter().map(|&i| partition(i)).collect())
+        })
+        .collect();
+    let mut request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(marks.wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(topics);
+    if version >= 7 {
+        request.session_epoch = -1;
+        request.forgotten_topics_data = vec![fetch_request::ForgottenTopic::default()
+            .with_topic(topic(DOOMED[0]))
+            .with_partitions(marks.partitions.to_vec())];
+    }
+    if version >= 11 {
+        request.rack_id = s("rack-1");
+    }
+    request
+}
+
+pub fn list_offsets(version: i16, marks: &Marks) -> ListOffsetsRequest {
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            let partitions = marks
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(n, &index)| {
+                    let mut p = list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(index)
+                        .with_timestamp([-1, -2, 1_700_000_000_001][n]);
+                    if version >= 4 {
+                        p.current_leader_epoch = -1;
+                    }
+                    p
+                })
+                .collect();
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(topic(name))
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(topics)
+}
+
+/// Variants: two named topics; all topics (v1+: null array).
+pub fn metadata(version: i16, variant: usize) -> MetadataRequest {
+    let named = TOPICS
+        .iter()
+        .map(|name| metadata_request::MetadataRequestTopic::default().with_name(Some(topic(name))))
+        .collect();
+    let topics = if variant == 1 && version >= 1 {
+        None
+    } else {
+        Some(named)
+    };
+    let mut request = MetadataRequest::default().with_topics(topics);
+    if version >= 4 {
+        request.allow_auto_topic_creation = variant == 0;
+    }
+    request
+}
+
+pub fn api_versions(version: i16) -> ApiVersionsRequest {
+    let mut request = ApiVersionsRequest::default();
+    if version >= 3 {
+        request.client_software_name = s("laminar-fuzz");
+        request.client_software_version = s("0.1.0");
+    }
+    request
+}
+
+pub fn create_topics(version: i16, marks: &Marks) -> CreateTopicsRequest {
+    let config = |name: &str, value: &str| {
+        create_topics_request::CreatableTopicConfig::default()
+            .with_name(s(name))
+            .with_value(Some(s(value)))
+    };
+    let first = create_topics_request::CreatableTopic::default()
+        .with_name(topic(DOOMED[0]))
+        .with_num_partitions(2)
+        .with_replication_factor(1)
+        .with_configs(vec![
+            config("retention.ms", "60000"),
+            config("cleanup.policy", "delete"),
+        ]);
+    let defaults = if version >= 4 { -1 } else { 1 };
+    let second = create_topics_request::CreatableTopic::default()
+        .with_name(topic(DOOMED[1]))
+        .with_num_partitions(defaults)
+        .with_replication_factor(defaults as i16);
+    CreateTopicsRequest::default()
+        .with_topics(vec![first, second])
+        .with_timeout_ms(marks.wait_ms)
+}
+
+pub fn delete_topics(version: i16, marks: &Marks) -> DeleteTopicsRequest {
+    let mut request = DeleteTopicsRequest::default().with_timeout_ms(marks.wait_ms);
+    if version >= 6 {
+        request.topics = DOOMED
+            .iter()
+            .map(|name| delete_topics_request::DeleteTopicState::default().with_name(Some(topic(name))))
+            .collect();
+    } else {
+        request.topic_names = DOOMED.iter().map(|name| topic(name)).collect();
+    }
+    request
+}
+
+pub fn delete_records(marks: &Marks) -> DeleteRecordsRequest {
+    let partitions = marks
+        .partitions
+        .iter()
+        .map(|&index| {
+            delete_records_request::DeleteRecordsPartition::default()
+                .with_partition_index(index)
+                .with_offset(0)
+        })
+        .collect();
+    DeleteRecordsRequest::default()
+        .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+            .with_name(topic(TOPICS[0]))
+            .with_partitions(partitions)])
+        .with_timeout_ms(marks.wait_ms)
+}
+
+pub fn describe_configs(version: i16) -> DescribeConfigsRequest {
+    let topic_resource = describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(s(TOPICS[0]))
+        .with_configuration_keys(Some(vec![s("retention.ms"), s("cleanup.policy")]));
+    let broker_resource = describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(4)
+        .with_resource_name(s("1"));
+    let mut request = DescribeConfigsRequest::default()
+        .with_resources(vec![topic_resource, broker_resource])
+        .with_include_synonyms(true);
+    if version >= 3 {
+        request.include_documentation = true;
+    }
+    request
+}
+
+pub fn alter_configs() -> AlterConfigsRequest {
+    let config = |name: &str, value: &str| {
+        alter_configs_request::AlterableConfig::default()
+            .with_name(s(name))
+            .with_value(Some(s(value)))
+    };
+    let resource = alter_configs_request::AlterConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(s(TOPICS[1]))
+        .with_configs(vec![
+            config("retention.ms", "86400000"),
+            config("max.message.bytes", "1048588"),
+        ]);
+    AlterConfigsRequest::default().with_resources(vec![resource])
+}
+
+pub fn incremental_alter_configs() -> IncrementalAlterConfigsRequest {
+    let config = |name: &str, operation: i8, value: &str| {
+        incremental_alter_configs_request::AlterableConfig::default()
+            .with_name(s(name))
+            .with_config_operation(operation)
+            .with_value(Some(s(value)))
+    };
+    let resource = incremental_alter_configs_request::AlterConfigsResource::default()
+        .with_resource_type(2)
+        .with_resource_name(s(TOPICS[1]))
+        .with_configs(vec![
+            config("retention.ms", 0, "3600000"),
+            config("cleanup.policy", 2, "compact"),
+            config("segment.ms", 1, ""),
+        ]);
+    IncrementalAlterConfigsRequest::default().with_resources(vec![resource])
+}
+
+pub fn create_partitions(marks: &Marks) -> CreatePartitionsRequest {
+    let grow = |name: &str, count: i32| {
+        create_partitions_request::CreatePartitionsTopic::default()
+            .with_name(topic(name))
+            .with_count(count)
+    };
+    CreatePartitionsRequest::default()
+        .with_topics(vec![grow(DOOMED[0], 3), grow(DOOMED[1], 4)])
+        .with_timeout_ms(marks.wait_ms)
+}
+
+pub fn describe_cluster(version: i16) -> DescribeClusterRequest {
+    let mut request = DescribeClusterRequest::default();
+    if version >= 1 {
+        request.endpoint_type = 1;
+    }
+    request
+}
+
+/// Variants: no transactional id; a transactional id (transactions are not served).
+pub fn init_producer_id(version: i16, variant: usize) -> InitProducerIdRequest {
+    let mut request = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
+    if variant == 1 {
+        request.transactional_id = Some(TransactionalId(s("fuzz-tx")));
+    }
+    if version >= 3 {
+        request.producer_id = ProducerId(-1);
+        request.producer_epoch = -1;
+    }
+    request
+}
