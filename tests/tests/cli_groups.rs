@@ -61,9 +61,28 @@ fn consume_as_billing(b: &str, args: &[&str]) -> Result<String> {
     ok_on(b, &all, "")
 }
 
-/// The broker's /metrics shows the lag of every `group describe` row.
+/// The broker's /metrics?partitions=true shows the lag of every `group describe` row, and plain
+/// /metrics their sum and largest per group.
 fn check_metrics_show_lag(broker: &Broker, rows: &[(String, String, String, String)]) -> Result<()> {
-    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    let totals = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    let lags: Vec<f64> = rows
+        .iter()
+        .map(|(_, _, _, lag)| lag.parse())
+        .collect::<Result<_, _>>()?;
+    let sum = "laminar_kafka_consumer_group_lag_sum{group=\"billing\"}";
+    let max = "laminar_kafka_consumer_group_lag_max{group=\"billing\"}";
+    assert_eq!(totals.value(sum), Some(lags.iter().sum()), "{sum}");
+    assert_eq!(
+        totals.value(max),
+        Some(lags.iter().cloned().fold(0.0, f64::max)),
+        "{max}"
+    );
+    assert_eq!(
+        totals.sum("laminar_kafka_consumer_group_lag"),
+        0.0,
+        "no per-partition series"
+    );
+    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics?partitions=true")?)?;
     for (partition, current, _, lag) in rows {
         let series = format!(
             "laminar_kafka_consumer_group_lag{{group=\"billing\",topic=\"orders\",partition=\"{partition}\"}}"

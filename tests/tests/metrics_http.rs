@@ -7,7 +7,7 @@ use laminar_tests::http::{get_ok, request, MetricsPage};
 use laminar_tests::wire::{create_topic, fetch, produce, record_batch, WireConnection};
 use laminar_tests::Broker;
 
-const FAMILIES: [(&str, &str); 15] = [
+const FAMILIES: [(&str, &str); 17] = [
     ("laminar_build_info", "gauge"),
     ("laminar_uptime_seconds_total", "counter"),
     ("laminar_kafka_requests_total", "counter"),
@@ -22,6 +22,8 @@ const FAMILIES: [(&str, &str); 15] = [
     ("laminar_storage_log_bytes", "gauge"),
     ("laminar_storage_fdatasync_latency_seconds", "histogram"),
     ("laminar_kafka_consumer_group_lag", "gauge"),
+    ("laminar_kafka_consumer_group_lag_sum", "gauge"),
+    ("laminar_kafka_consumer_group_lag_max", "gauge"),
     ("laminar_kafka_under_replicated_partitions", "gauge"),
 ];
 
@@ -72,10 +74,11 @@ fn check_requests_and_topic_traffic(page: &MetricsPage, topic: &str, bytes_in: u
     assert_eq!(value(&fetched), 6.0);
 }
 
-/// Partitions per shard add up to those `/v1/status` lists (two shards: our three partitions
-/// and those of __consumer_offsets); storage, connections and fdatasyncs are counted.
+/// Partitions per shard add up to those `/v1/status?partitions=true` lists (two shards: our
+/// three partitions and those of __consumer_offsets), and plain `/v1/status` gives only their
+/// counts; storage, connections and fdatasyncs are counted.
 fn check_shards_and_storage(broker: &Broker, page: &MetricsPage, topic: &str, bytes_in: u64) -> Result<()> {
-    let status = get_ok(broker.http_addr(), "/v1/status")?;
+    let status = get_ok(broker.http_addr(), "/v1/status?partitions=true")?;
     let owned_total = status.matches("\"partition\": ").count() as f64;
     assert_eq!(
         status.matches(&format!("\"topic\": \"{topic}\"")).count(),
@@ -83,6 +86,14 @@ fn check_shards_and_storage(broker: &Broker, page: &MetricsPage, topic: &str, by
         "{status}"
     );
     assert_eq!(page.sum("laminar_kafka_partitions"), owned_total);
+    let totals_only = get_ok(broker.http_addr(), "/v1/status")?;
+    assert_eq!(totals_only.matches("\"partition\": ").count(), 0, "{totals_only}");
+    let counted: f64 = totals_only
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("\"partition_count\": "))
+        .map(|n| n.trim_end_matches(',').parse::<f64>().unwrap_or(f64::NAN))
+        .sum();
+    assert_eq!(counted, owned_total, "{totals_only}");
     assert!(page.value("laminar_kafka_partitions{shard=\"1\"}").is_some());
     assert!(page.sum("laminar_storage_log_bytes") >= bytes_in as f64);
     assert!(
@@ -170,10 +181,11 @@ fn status_and_readiness_describe_the_running_broker() -> Result<()> {
         assert!(status.contains(field), "{field} missing in {status}");
     }
     assert_eq!(status.matches("\"shard\": ").count(), 2, "{status}");
+    let detailed = get_ok(broker.http_addr(), "/v1/status?partitions=true")?;
     assert_eq!(
-        status.matches("\"topic\": \"status-topic\"").count(),
+        detailed.matches("\"topic\": \"status-topic\"").count(),
         4,
-        "{status}"
+        "{detailed}"
     );
 
     let missing = request(broker.http_addr(), "GET", "/nope")?;

@@ -90,7 +90,7 @@ async fn serve_one(ctx: &Rc<BrokerCtx>, mut stream: TcpStream, started: Instant)
         Ok(Some(head)) => match route(&head) {
             Err(refusal) => refusal,
             Ok(route) => {
-                let snapshot = metrics::gather(ctx).await;
+                let snapshot = metrics::gather(ctx, routes::detail(&head)).await;
                 answer(route, &snapshot, &facts(ctx, started))
             }
         },

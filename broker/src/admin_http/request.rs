@@ -11,6 +11,8 @@ pub struct RequestHead {
     pub method: String,
     /// The path without the query string.
     pub path: String,
+    /// The query string, without its `?` (empty when there is none).
+    pub query: String,
 }
 
 /// Why a request head cannot be served.
@@ -54,10 +56,11 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> {
     if version != "HTTP/1.1" && version != "HTTP/1.0" {
         return Err(HeadError::Version(version.to_string()));
     }
-    let path = target.split('?').next().unwrap_or(target);
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     Ok(Some(RequestHead {
         method: method.to_string(),
         path: path.to_string(),
+        query: query.to_string(),
     }))
 }
 

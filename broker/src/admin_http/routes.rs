@@ -6,7 +6,7 @@ use serde_json::json;
 use super::request::RequestHead;
 use crate::config::WriteBehindChoice;
 use crate::metrics::families::{render, RenderContext};
-use crate::metrics::BrokerSnapshot;
+use crate::metrics::{BrokerSnapshot, SnapshotDetail};
 
 pub const METRICS_PATH: &str = "/metrics";
 pub const STATUS_PATH: &str = "/v1/status";
@@ -78,6 +78,18 @@ impl Response {
     }
 }
 
+/// How much per-partition detail a request asks for: `?partitions=true` adds a series (or a JSON
+/// entry) per partition; by default answers carry totals, so that their size does not grow with
+/// the partition count.
+pub fn detail(head: &RequestHead) -> SnapshotDetail {
+    let wants_partitions = head.query.split('&').any(|pair| pair == "partitions=true");
+    if wants_partitions {
+        SnapshotDetail::Partitions
+    } else {
+        SnapshotDetail::Totals
+    }
+}
+
 /// The route for a request, or the error response to send instead.
 pub fn route(head: &RequestHead) -> Result<Route, Response> {
     let route = match head.path.as_str() {
@@ -123,6 +135,7 @@ pub fn answer(route: Route, snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> R
                 &RenderContext {
                     version: facts.version,
                     uptime_seconds: facts.uptime_seconds,
+                    detail: snapshot.detail,
                 },
             ),
         },
@@ -174,6 +187,9 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
                 "shard": shard.shard,
                 "serving": shard.kafka_listener_bound,
                 "connections_active": shard.connections_active,
+                "partition_count": shard.partition_count,
+                "log_bytes": shard.log_bytes,
+                // One entry per partition only with ?partitions=true.
                 "partitions": partitions,
                 "write_behind": write_behind,
             })
@@ -214,7 +230,23 @@ mod tests {
         RequestHead {
             method: method.into(),
             path: path.into(),
+            query: String::new(),
         }
+    }
+
+    #[test]
+    fn per_partition_detail_only_when_asked() {
+        let with_query = |query: &str| RequestHead {
+            query: query.into(),
+            ..head("GET", METRICS_PATH)
+        };
+        assert_eq!(detail(&head("GET", METRICS_PATH)), SnapshotDetail::Totals);
+        assert_eq!(detail(&with_query("partitions=true")), SnapshotDetail::Partitions);
+        assert_eq!(
+            detail(&with_query("a=1&partitions=true")),
+            SnapshotDetail::Partitions
+        );
+        assert_eq!(detail(&with_query("partitions=false")), SnapshotDetail::Totals);
     }
 
     fn facts(shutting_down: bool) -> BrokerFacts {

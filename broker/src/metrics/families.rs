@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use super::histogram::HistogramSnapshot;
-use super::{api_name, BrokerSnapshot};
+use super::{api_name, BrokerSnapshot, SnapshotDetail};
 
 /// A family's Prometheus type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +66,8 @@ pub const LOG_BYTES: &str = "laminar_storage_log_bytes";
 pub const FDATASYNC_LATENCY: &str = "laminar_storage_fdatasync_latency_seconds";
 pub const DURABILITY_WAIT: &str = "laminar_storage_durability_wait_seconds";
 pub const GROUP_LAG: &str = "laminar_kafka_consumer_group_lag";
+pub const GROUP_LAG_SUM: &str = "laminar_kafka_consumer_group_lag_sum";
+pub const GROUP_LAG_MAX: &str = "laminar_kafka_consumer_group_lag_max";
 pub const UNDER_REPLICATED: &str = "laminar_kafka_under_replicated_partitions";
 pub const WRITEBACK_SUBMITTED: &str = "laminar_storage_writeback_ranges_submitted_total";
 pub const WRITEBACK_COMPLETED: &str = "laminar_storage_writeback_ranges_completed_total";
@@ -176,8 +178,21 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         &["group", "topic", "partition"],
         "Log end offset minus the group's committed offset, per partition (kafka_exporter: \
-         kafka_consumergroup_lag), computed when scraped; a partition not written since its \
-         creation has end offset 0.",
+         kafka_consumergroup_lag), computed when scraped; only with /metrics?partitions=true, \
+         so that a default scrape does not grow with the partition count.",
+    ),
+    family(
+        GROUP_LAG_SUM,
+        Kind::Gauge,
+        &["group"],
+        "A group's lag over all its committed partitions (Redpanda: \
+         redpanda_kafka_consumer_group_lag_sum).",
+    ),
+    family(
+        GROUP_LAG_MAX,
+        Kind::Gauge,
+        &["group"],
+        "A group's largest lag on one partition (Redpanda: redpanda_kafka_consumer_group_lag_max).",
     ),
     family(
         UNDER_REPLICATED,
@@ -234,6 +249,8 @@ pub const FAMILIES: &[Family] = &[
 pub struct RenderContext<'a> {
     pub version: &'a str,
     pub uptime_seconds: f64,
+    /// Whether per-partition series are rendered.
+    pub detail: SnapshotDetail,
 }
 
 /// The whole `/metrics` page in Prometheus text format 0.0.4.
@@ -268,7 +285,9 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         CONNECTIONS | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
         FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),
         DURABILITY_WAIT => histogram(out, name, &[], &snapshot.durability_wait()),
-        GROUP_LAG => group_lag_samples(out, name, snapshot),
+        GROUP_LAG if context.detail == SnapshotDetail::Partitions => group_lag_samples(out, name, snapshot),
+        GROUP_LAG => {}
+        GROUP_LAG_SUM | GROUP_LAG_MAX => group_lag_totals(out, name, snapshot),
         UNDER_REPLICATED => sample(out, name, &[], 0),
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
@@ -318,8 +337,8 @@ fn shard_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
     for shard in &snapshot.shards {
         let value = match name {
             CONNECTIONS => shard.connections_active as u64,
-            PARTITIONS => shard.partitions.len() as u64,
-            _ => shard.partitions.iter().map(|p| p.size_bytes).sum(),
+            PARTITIONS => shard.partition_count as u64,
+            _ => shard.log_bytes,
         };
         sample(out, name, &[("shard", &shard.shard.to_string())], value);
     }
@@ -334,6 +353,20 @@ fn group_lag_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
             ("partition", partition.as_str()),
         ];
         sample_i64(out, name, &labels, lag.lag);
+    }
+}
+
+/// Per group: the lag added up, or the largest, over its partitions.
+fn group_lag_totals(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    let mut per_group: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
+    for lag in &snapshot.group_lag {
+        let (sum, max) = per_group.entry(lag.group.as_str()).or_default();
+        *sum += lag.lag;
+        *max = (*max).max(lag.lag);
+    }
+    for (group, (sum, max)) in per_group {
+        let value = if name == GROUP_LAG_SUM { sum } else { max };
+        sample_i64(out, name, &[("group", group)], value);
     }
 }
 

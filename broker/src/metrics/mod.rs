@@ -18,7 +18,7 @@ use kafka_protocol::messages::ApiKey;
 use laminar_engine::io::WriteBehindStats;
 use laminar_engine::shard::shard_of_partition;
 
-use crate::broker::{BrokerCtx, BrokerShard};
+use crate::broker::{on_owning_shards, BrokerCtx, BrokerShard, PartitionAccessError, TopicPartition};
 use histogram::HistogramSnapshot;
 pub use shard::{api_key_of, FetchPaths, ProducedTraffic, ShardMetrics, TopicTraffic};
 
@@ -40,7 +40,11 @@ pub struct ShardSnapshot {
     pub durability_wait: HistogramSnapshot,
     pub fdatasync: HistogramSnapshot,
     pub connections_active: usize,
-    /// The partitions this shard owns.
+    /// Partitions this shard owns (from the topic table).
+    pub partition_count: usize,
+    /// Bytes in the logs of this shard's open partitions.
+    pub log_bytes: u64,
+    /// One entry per partition this shard owns; empty unless [`SnapshotDetail::Partitions`].
     pub partitions: Vec<PartitionSnapshot>,
     pub kafka_listener_bound: bool,
     /// Offsets committed by the groups this shard coordinates.
@@ -70,30 +74,34 @@ pub struct PartitionSnapshot {
     pub size_bytes: u64,
 }
 
+/// How much per-partition detail a snapshot (and what is rendered from it) carries. Totals by
+/// default, so that a scrape's cost and size do not grow with the partition count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SnapshotDetail {
+    #[default]
+    Totals,
+    /// A series (or status entry) per partition too: asked for with `?partitions=true`.
+    Partitions,
+}
+
 impl ShardSnapshot {
     /// Copies the counters and gauges of shard `shard` (of `shard_count`), whose state is
     /// `state`. Partitions come from the topic table (what the shard owns); offsets and sizes
     /// from those it has open (a partition opens on first use after its creation).
-    pub fn of(shard: usize, shard_count: usize, state: &BrokerShard) -> ShardSnapshot {
+    pub fn of(
+        shard: usize,
+        shard_count: usize,
+        state: &BrokerShard,
+        detail: SnapshotDetail,
+    ) -> ShardSnapshot {
         let metrics = &state.metrics;
-        let table = state.shared.metadata.current();
-        let mut partitions = Vec::new();
-        for topic in table.topics.values() {
-            for partition in 0..topic.partition_count {
-                if shard_of_partition(&topic.name, partition, shard_count) != shard {
-                    continue;
-                }
-                let open = state.partitions.get(&topic.name, partition);
-                partitions.push(PartitionSnapshot {
-                    topic: topic.name.clone(),
-                    partition,
-                    open: open.is_some(),
-                    log_start_offset: open.as_ref().map_or(0, |p| p.log_start_offset()),
-                    log_end_offset: open.as_ref().map_or(0, |p| p.log_end_offset()),
-                    size_bytes: open.as_ref().map_or(0, |p| p.size_bytes()),
-                });
-            }
-        }
+        let (partition_count, partitions) = owned_partitions(shard, shard_count, state, detail);
+        let log_bytes = state
+            .partitions
+            .all()
+            .iter()
+            .map(|(_, open)| open.size_bytes())
+            .sum();
         ShardSnapshot {
             shard,
             requests: metrics
@@ -114,12 +122,47 @@ impl ShardSnapshot {
             durability_wait: metrics.durability_wait.snapshot(),
             fdatasync: metrics.fdatasync.snapshot(),
             connections_active: state.connections_active.get(),
+            partition_count,
+            log_bytes,
             partitions,
             kafka_listener_bound: metrics.kafka_listener_bound.get(),
             committed_offsets: committed_offsets(state),
             write_behind: state.partitions.write_behind_stats(),
         }
     }
+}
+
+/// How many partitions shard `shard` owns, and with [`SnapshotDetail::Partitions`] each one.
+fn owned_partitions(
+    shard: usize,
+    shard_count: usize,
+    state: &BrokerShard,
+    detail: SnapshotDetail,
+) -> (usize, Vec<PartitionSnapshot>) {
+    let table = state.shared.metadata.current();
+    let mut count = 0;
+    let mut partitions = Vec::new();
+    for topic in table.topics.values() {
+        for partition in 0..topic.partition_count {
+            if shard_of_partition(&topic.name, partition, shard_count) != shard {
+                continue;
+            }
+            count += 1;
+            if detail == SnapshotDetail::Totals {
+                continue;
+            }
+            let open = state.partitions.get(&topic.name, partition);
+            partitions.push(PartitionSnapshot {
+                topic: topic.name.clone(),
+                partition,
+                open: open.is_some(),
+                log_start_offset: open.as_ref().map_or(0, |p| p.log_start_offset()),
+                log_end_offset: open.as_ref().map_or(0, |p| p.log_end_offset()),
+                size_bytes: open.as_ref().map_or(0, |p| p.size_bytes()),
+            });
+        }
+    }
+    (count, partitions)
 }
 
 fn committed_offsets(state: &BrokerShard) -> Vec<GroupOffset> {
@@ -154,6 +197,8 @@ pub struct BrokerSnapshot {
     pub shards_missing: Vec<usize>,
     /// Computed from the shards' committed offsets and log end offsets by [`gather`].
     pub group_lag: Vec<GroupLag>,
+    /// What the shards were asked for.
+    pub detail: SnapshotDetail,
 }
 
 impl BrokerSnapshot {
@@ -221,41 +266,63 @@ pub fn api_name(key: i16) -> String {
     }
 }
 
-/// Asks every shard for its snapshot (one `submit_to` each, concurrently).
-pub async fn gather(ctx: &Rc<BrokerCtx>) -> BrokerSnapshot {
+/// Asks every shard for its snapshot (one `submit_to` each, concurrently), then the owners of
+/// the partitions that groups committed offsets for for their log end offsets (for the lag).
+pub async fn gather(ctx: &Rc<BrokerCtx>, detail: SnapshotDetail) -> BrokerSnapshot {
     let asks = (0..ctx.shard_count()).map(|shard| async move {
         let answer = ctx
             .submit_to(shard, move |there| async move {
-                ShardSnapshot::of(there.id(), there.shard_count(), &there.state)
+                ShardSnapshot::of(there.id(), there.shard_count(), &there.state, detail)
             })
             .await;
         (shard, answer)
     });
-    let mut snapshot = BrokerSnapshot::default();
+    let mut snapshot = BrokerSnapshot {
+        detail,
+        ..BrokerSnapshot::default()
+    };
     for (shard, answer) in futures::future::join_all(asks).await {
         match answer {
             Ok(shard_snapshot) => snapshot.shards.push(shard_snapshot),
             Err(_) => snapshot.shards_missing.push(shard),
         }
     }
-    snapshot.group_lag = group_lag(&snapshot.shards);
+    let ends = committed_log_ends(ctx, &snapshot.shards).await;
+    snapshot.group_lag = group_lag(&snapshot.shards, &ends);
     snapshot
 }
 
-/// Lag of every committed offset: the partition's log end offset (from the shard that owns it)
-/// minus the committed offset, never below 0. Partitions of shards that did not answer are left
-/// out rather than guessed.
-pub fn group_lag(shards: &[ShardSnapshot]) -> Vec<GroupLag> {
-    let ends: BTreeMap<(&str, i32), i64> = shards
+/// Log end offsets of the open partitions that some group committed an offset for.
+async fn committed_log_ends(ctx: &Rc<BrokerCtx>, shards: &[ShardSnapshot]) -> BTreeMap<(String, i32), i64> {
+    let committed: std::collections::BTreeSet<TopicPartition> = shards
         .iter()
-        .flat_map(|s| s.partitions.iter())
-        .map(|p| ((p.topic.as_str(), p.partition), p.log_end_offset))
+        .flat_map(|s| s.committed_offsets.iter())
+        .map(|c| TopicPartition {
+            topic: c.topic.clone(),
+            partition: c.partition,
+        })
         .collect();
+    let items = committed.into_iter().map(|tp| (tp, ())).collect();
+    let ends = on_owning_shards(ctx, items, |there, tp, ()| async move {
+        let open = there.state.partitions.get(&tp.topic, tp.partition);
+        open.map(|p| p.log_end_offset())
+            .ok_or(PartitionAccessError::UnknownTopicOrPartition)
+    })
+    .await;
+    ends.into_iter()
+        .filter_map(|(tp, end)| Some(((tp.topic, tp.partition), end.ok()?)))
+        .collect()
+}
+
+/// Lag of every committed offset: the partition's log end offset minus the committed offset,
+/// never below 0. Partitions whose end is unknown (not open, or on a shard that did not answer)
+/// are left out rather than guessed.
+pub fn group_lag(shards: &[ShardSnapshot], ends: &BTreeMap<(String, i32), i64>) -> Vec<GroupLag> {
     let mut lag: Vec<GroupLag> = shards
         .iter()
         .flat_map(|s| s.committed_offsets.iter())
         .filter_map(|c| {
-            let end = ends.get(&(c.topic.as_str(), c.partition))?;
+            let end = ends.get(&(c.topic.clone(), c.partition))?;
             Some(GroupLag {
                 group: c.group.clone(),
                 topic: c.topic.clone(),

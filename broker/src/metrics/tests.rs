@@ -154,6 +154,8 @@ fn sample_shard() -> ShardSnapshot {
         durability_wait: metrics.durability_wait.snapshot(),
         fdatasync: metrics.fdatasync.snapshot(),
         connections_active: 2,
+        partition_count: 1,
+        log_bytes: 4096,
         partitions: vec![PartitionSnapshot {
             topic: "t".into(),
             partition: 0,
@@ -185,6 +187,7 @@ fn rendered_page() -> String {
     let context = RenderContext {
         version: "0.1.0",
         uptime_seconds: 1.5,
+        detail: SnapshotDetail::Partitions,
     };
     render(&snapshot, &context)
 }
@@ -276,15 +279,7 @@ fn api_key_comes_from_the_frame_head() {
 }
 
 #[test]
-fn group_lag_is_end_minus_committed_from_the_owning_shard() {
-    let partition = |topic: &str, partition: i32, end: i64| PartitionSnapshot {
-        topic: topic.into(),
-        partition,
-        open: true,
-        log_start_offset: 0,
-        log_end_offset: end,
-        size_bytes: 0,
-    };
+fn group_lag_is_end_minus_committed_and_unknown_ends_are_left_out() {
     let committed = |group: &str, topic: &str, partition: i32, offset: i64| GroupOffset {
         group: group.into(),
         topic: topic.into(),
@@ -293,18 +288,17 @@ fn group_lag_is_end_minus_committed_from_the_owning_shard() {
     };
     let shards = vec![
         ShardSnapshot {
-            partitions: vec![partition("t", 0, 10)],
             committed_offsets: vec![committed("g", "t", 1, 4), committed("g", "gone", 0, 1)],
             ..ShardSnapshot::default()
         },
         ShardSnapshot {
             shard: 1,
-            partitions: vec![partition("t", 1, 7)],
             committed_offsets: vec![committed("g", "t", 0, 3), committed("h", "t", 1, 9)],
             ..ShardSnapshot::default()
         },
     ];
-    let lag: Vec<(String, i32, i64)> = group_lag(&shards)
+    let ends = BTreeMap::from([(("t".to_string(), 0), 10), (("t".to_string(), 1), 7)]);
+    let lag: Vec<(String, i32, i64)> = group_lag(&shards, &ends)
         .into_iter()
         .map(|l| (format!("{}/{}", l.group, l.topic), l.partition, l.lag))
         .collect();
@@ -313,4 +307,37 @@ fn group_lag_is_end_minus_committed_from_the_owning_shard() {
         vec![("g/t".into(), 0, 7), ("g/t".into(), 1, 3), ("h/t".into(), 1, 0)],
         "the unknown topic is left out; a commit past the end is lag 0"
     );
+}
+
+#[test]
+fn a_default_page_has_group_lag_totals_and_no_series_per_partition() {
+    let mut snapshot = BrokerSnapshot {
+        shards: vec![sample_shard()],
+        ..BrokerSnapshot::default()
+    };
+    let lag = |partition: i32, lag: i64| GroupLag {
+        group: "g".into(),
+        topic: "t".into(),
+        partition,
+        lag,
+    };
+    snapshot.group_lag = vec![lag(0, 5), lag(1, 2)];
+    let context = |detail| RenderContext {
+        version: "0.1.0",
+        uptime_seconds: 1.0,
+        detail,
+    };
+    let totals = render(&snapshot, &context(SnapshotDetail::Totals));
+    assert_eq!(
+        sample_value(&totals, "laminar_kafka_consumer_group_lag_sum{group=\"g\"}"),
+        7.0
+    );
+    assert_eq!(
+        sample_value(&totals, "laminar_kafka_consumer_group_lag_max{group=\"g\"}"),
+        5.0
+    );
+    assert!(!totals.contains("laminar_kafka_consumer_group_lag{"), "{totals}");
+    let detailed = render(&snapshot, &context(SnapshotDetail::Partitions));
+    let one = "laminar_kafka_consumer_group_lag{group=\"g\",topic=\"t\",partition=\"1\"}";
+    assert_eq!(sample_value(&detailed, one), 2.0);
 }
