@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use laminar_client::{Acks, Compression};
 
-use crate::layout::{BATCH_HEADER_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
+use crate::layout::{BATCH_HEADER_BYTES, KEYED_KEY_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
 
 /// `laminar bench …`: load against any Kafka-compatible broker, and this machine's limits.
 #[derive(Debug, Clone, Subcommand)]
@@ -84,6 +84,14 @@ pub struct ProducerArgs {
     /// producer does; at least one. A value below one batch sends one batch per request.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// Keyed records, spread as Kafka's default partitioner spreads them: every record gets a
+    /// distinct 16-byte key (its timestamp, then a sequence number) and goes to the partition
+    /// murmur2 of its key picks among all of the topic's partitions (every producer writes to
+    /// all of them when one broker leads them), so a request carries many small batches.
+    /// Without it, a batch fills one partition, the next batch the next one, as Kafka's sticky
+    /// partitioner does with unkeyed records (keys then hold only the timestamp).
+    #[arg(long)]
+    pub keyed: bool,
 }
 
 /// `laminar bench produce`.
@@ -192,6 +200,13 @@ impl ProducerArgs {
         let record_bytes = self.record_size + KEY_BYTES + RECORD_FRAMING_BYTES;
         let batch_bytes = self.records_per_batch() * record_bytes + BATCH_HEADER_BYTES;
         (self.max_request_bytes / batch_bytes).max(1)
+    }
+
+    /// Keyed records that fit one request of `max_request_bytes` (at least one), were each to
+    /// land in a batch of its own: every record's key, value and framing, and a batch header.
+    pub fn records_per_keyed_request(&self) -> usize {
+        let record_bytes = self.record_size + KEYED_KEY_BYTES + RECORD_FRAMING_BYTES + BATCH_HEADER_BYTES;
+        (self.max_request_bytes / record_bytes).max(1)
     }
 }
 

@@ -16,6 +16,7 @@ pub mod limits;
 mod output;
 pub mod pacing;
 mod produce;
+mod produce_request;
 mod progress;
 mod report;
 mod result;
