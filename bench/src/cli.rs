@@ -38,7 +38,8 @@ pub enum BenchCommand {
     /// producing to 1 000 partitions, and the start after that; then, on a fresh broker,
     /// produce throughput with 1, 100, 1 000 and 10 000 partitions and with 1, 4, 16 and 64
     /// producers, unkeyed and keyed, and consume throughput (1 KiB records, acks=1,
-    /// --throughput-mib per run), each against the best of its series.
+    /// --throughput-mib per run, the fastest of --throughput-tries, each try on a topic
+    /// created for it), each against the best of its series.
     ///
     /// Every step is timed and bounded: one that fails or overruns --step-timeout-s is
     /// reported with its error and what it measured, and the run goes on. The goals
@@ -196,9 +197,15 @@ pub struct ScaleArgs {
     /// its hard limit, cannot hold them: the run says so).
     #[arg(long, default_value_t = 10_000)]
     pub connections: u64,
-    /// Record-value MiB each throughput run produces.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Record-value MiB each throughput run produces (long enough that a run's start-up
+    /// does not decide its figure).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_mib: u64,
+    /// Tries of each throughput run; the fastest is kept and all are reported. On a VM that
+    /// hands freed memory back to its host, a run writing into memory freed long ago is up to
+    /// 2× slower than the same run just after another's data was deleted (docs/decisions/0008).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    pub throughput_tries: u64,
     /// Longest a step (and each throughput run) may take, in seconds.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub step_timeout_s: u64,

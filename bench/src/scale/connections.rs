@@ -16,7 +16,7 @@ use super::step::StepLog;
 /// accepting, and each further try would wait for its timeout.
 const CONSECUTIVE_FAILURES_MAX: u32 = 20;
 /// Longest wait for one connect.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest wait for all the ApiVersions answers together.
 const ANSWERS_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause before sampling the broker, so that connection set-up work has settled.
@@ -62,6 +62,13 @@ fn open(addr: SocketAddr, count: usize, log: &StepLog) -> (Vec<TcpStream>, Optio
         }
     }
     log.put("connect_failures", failures as f64);
+    let tried = streams.len() as u64 + failures;
+    log.put("connections_not_tried", (count as u64 - tried) as f64);
+    if consecutive >= CONSECUTIVE_FAILURES_MAX {
+        log.note(format!(
+            "stopped opening connections after {CONSECUTIVE_FAILURES_MAX} connects in a row failed"
+        ));
+    }
     (streams, first_error)
 }
 

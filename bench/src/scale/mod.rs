@@ -122,6 +122,8 @@ impl Setup {
             "broker_binary": self.binary.display().to_string(), "broker_args": broker.command_line(),
             "open_files_soft_limit": self.open_files.soft, "open_files_hard_limit": self.open_files.hard,
             "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+            "throughput_tries": args.throughput_tries,
+            "free_page_reporting_kib": free_page_reporting_kib(),
         })
     }
 }
@@ -214,7 +216,12 @@ fn sample_step(
     bounded(name, title, setup.step_limit, move |log| {
         let pid = pid?;
         let empty = empty.context("no figures at 0 partitions to compare with")?;
-        sample_broker(log, pid, &data_dir, Some((partitions, &empty)))?;
+        let now = sample_broker(log, pid, &data_dir, Some((partitions, &empty)))?;
+        if (now.disk.files, now.disk.dirs) == (empty.disk.files, empty.disk.dirs) {
+            log.note(format!(
+                "the data dir holds no file or directory more than at 0 partitions: the {partitions} partitions have none until written"
+            ));
+        }
         if idle_cpu == IdleCpu::Measure {
             let before = cpu_seconds(pid)?;
             std::thread::sleep(IDLE_WINDOW);
@@ -324,7 +331,15 @@ fn throughput_step(setup: &Setup, mut broker: BrokerProcess, steps: &mut Vec<Ste
             budget_bytes: setup.args.throughput_mib << 20,
             run_limit: setup.step_limit,
             floor: setup.floor(),
+            tries: setup.args.throughput_tries as usize,
         };
+        if let Some(kib) = free_page_reporting_kib().filter(|kib| *kib > 0) {
+            log.note(format!(
+                "this VM hands freed memory back to its host (free page reporting, {} GiB so far): a run writing into memory freed long ago can be up to 2× slower than the same run just after a deletion (docs/decisions/0008); each figure is the fastest of {} tries",
+                kib >> 20,
+                setup.args.throughput_tries
+            ));
+        }
         let runs = throughput::run_all(&plan, log);
         let all = throughput::series(&runs);
         log.put("runs", runs.len() as f64);
@@ -345,4 +360,11 @@ fn throughput_step(setup: &Setup, mut broker: BrokerProcess, steps: &mut Vec<Ste
         Ok(())
     }));
     series
+}
+
+/// Memory this VM's balloon has reported free to its host so far, if the kernel reports free
+/// pages at all.
+fn free_page_reporting_kib() -> Option<u64> {
+    let text = std::fs::read_to_string("/sys/module/page_reporting/parameters/reported_kib").ok()?;
+    text.trim().parse().ok()
 }

@@ -117,6 +117,7 @@ pub fn sample_broker(
     log.put("disk_apparent_bytes", now.disk.apparent_bytes as f64);
     log.put("disk_reserved_ahead_bytes", now.disk.reserved_ahead_bytes as f64);
     log.put("files", now.disk.files as f64);
+    log.put("dirs", now.disk.dirs as f64);
     if let Some((partitions, before)) = per {
         if partitions == 0 {
             bail!("no partitions to divide by");

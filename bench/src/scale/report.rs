@@ -84,10 +84,11 @@ fn goal_lines(goals: &[Goal]) -> Vec<String> {
         let figure = goal
             .value
             .map_or("—".to_owned(), |v| format_figure(goal.figure, v));
-        let verdict = match goal.met {
-            Some(true) => "met",
-            Some(false) => "not met",
-            None => "unknown (no figure)",
+        let verdict = match (goal.met, goal.step_finished) {
+            (Some(true), _) => "met",
+            (Some(false), true) => "not met",
+            (Some(false), false) => "not met (its step did not finish)",
+            (None, _) => "unknown (no figure)",
         };
         lines.push(format!("{:<90} {figure:>12}  {verdict}", goal.text));
     }
@@ -100,11 +101,20 @@ fn series_lines(series: &Series) -> Vec<String> {
         let line = match (point.mb_per_sec, point.ratio_to_best) {
             (Some(mb), Some(ratio)) => {
                 let flag = if ratio < RATIO_GOAL {
-                    "  below 0.8 of the best"
+                    "below 0.8 of the best"
                 } else {
                     ""
                 };
-                format!("    {:>6} {:>10.1} MB/s  {ratio:>5.2}{flag}", point.x, mb)
+                let tries: Vec<String> = point
+                    .tries_mb_per_sec
+                    .iter()
+                    .map(|t| t.map_or("failed".to_owned(), |mb| format!("{mb:.0}")))
+                    .collect();
+                format!(
+                    "    {:>6} {mb:>10.1} MB/s  {ratio:>5.2}  {flag:<22}  tries: {}",
+                    point.x,
+                    tries.join(", ")
+                )
             }
             _ => format!(
                 "    {:>6}     failed: {}",

@@ -179,11 +179,13 @@ pub fn bounded(
         Ok(outcome) => finish(Step::from_log(name, title, &log, started), outcome),
         Err(_) => {
             log.cancel.store(true, Ordering::Relaxed);
-            Step {
+            let step = Step {
                 status: Status::TimedOut,
                 error: Some(format!("did not finish within {} s", limit.as_secs())),
                 ..Step::from_log(name, title, &log, started)
-            }
+            };
+            report_progress(&step);
+            step
         }
     }
 }
@@ -193,14 +195,26 @@ fn announce(title: &str) {
 }
 
 fn finish(step: Step, outcome: anyhow::Result<()>) -> Step {
-    match outcome {
+    let step = match outcome {
         Ok(()) => step,
         Err(error) => Step {
             status: Status::Failed,
             error: Some(format!("{error:#}")),
             ..step
         },
-    }
+    };
+    report_progress(&step);
+    step
+}
+
+/// One line on stderr as each step ends, so a long run shows where it is.
+fn report_progress(step: &Step) {
+    let why = step
+        .error
+        .as_deref()
+        .and_then(|e| e.lines().next())
+        .unwrap_or_default();
+    eprintln!("    {} in {:.2} s {why}", step.status.word(), step.seconds);
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
+use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -94,4 +96,14 @@ pub fn free_bytes(path: &Path) -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     Ok(stats.f_bavail.saturating_mul(stats.f_frsize))
+}
+
+/// Writes out the dirty pages of the filesystem holding `dir` (syncfs(2)).
+pub fn sync_filesystem(dir: &Path) -> io::Result<()> {
+    let dir = File::open(dir)?;
+    // SAFETY: syncfs takes a descriptor, which `dir` keeps open for the call.
+    if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

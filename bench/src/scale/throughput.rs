@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::partitions::{connect, DiskFloor};
 use super::step::{bounded, Status, Step, StepLog};
+use super::sys;
 use crate::cli::{CommonArgs, CompressionArg, ConsumeArgs, ProduceArgs, ProducerArgs};
 use crate::run::{consume_result, produce_result};
 
@@ -45,6 +46,8 @@ pub struct Plan {
     pub run_limit: Duration,
     /// Where writing stops for lack of disk.
     pub floor: DiskFloor,
+    /// Tries of each run; the fastest is kept.
+    pub tries: usize,
 }
 
 impl Plan {
@@ -82,16 +85,18 @@ pub struct Run {
     pub workers: usize,
     /// Unkeyed or keyed (produce only).
     pub keys: Keys,
-    /// How it went: status, figures (`mb_per_sec`, …), error.
+    /// The fastest try: status, figures (`mb_per_sec`, …), error.
     pub step: Step,
+    /// MB/s of every try, in order (`None`: it failed, and ended the tries).
+    pub tries_mb_per_sec: Vec<Option<f64>>,
+    /// The topic the run leaves behind (its last try's).
+    pub topic: String,
 }
 
 impl Run {
     /// MB/s of a run that finished.
     pub fn mb_per_sec(&self) -> Option<f64> {
-        (self.step.status == Status::Ok)
-            .then(|| self.step.figure("mb_per_sec"))
-            .flatten()
+        finished_mb_per_sec(&self.step)
     }
 
     /// The run in the `--json` document.
@@ -101,7 +106,8 @@ impl Run {
             Side::Consume => "consume",
         };
         json!({"side": side, "partitions": self.partitions, "workers": self.workers,
-               "keyed": self.keys == Keys::Keyed, "run": self.step.to_json()})
+               "keyed": self.keys == Keys::Keyed, "tries_mb_per_sec": self.tries_mb_per_sec,
+               "fastest_try": self.step.to_json()})
     }
 
     fn is(&self, side: Side, partitions: u32, workers: usize, keys: Keys) -> bool {
@@ -199,16 +205,58 @@ fn measure_consume(args: &ConsumeArgs, log: &StepLog) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn produce_run(plan: &Plan, partitions: u32, producers: usize, keys: Keys) -> Run {
-    let topic = topic_name(partitions, producers, keys);
-    let args = produce_args(plan, &topic, partitions, producers, keys);
-    let title = format!(
-        "produce {topic}: {} MiB of 1 KiB records",
-        plan.budget_bytes >> 20
-    );
-    let run_plan = plan.clone();
-    let step = bounded("produce", title, plan.run_limit, move |log| {
-        measure_produce(&run_plan, &args, log)
+/// MB/s of a step that finished.
+fn finished_mb_per_sec(step: &Step) -> Option<f64> {
+    (step.status == Status::Ok)
+        .then(|| step.figure("mb_per_sec"))
+        .flatten()
+}
+
+/// Makes `tries` tries (one at least) and keeps the fastest. A failed try ends the tries: the
+/// same failure would come again.
+fn fastest_of(tries: usize, mut attempt: impl FnMut(usize) -> Step) -> (Step, Vec<Option<f64>>) {
+    let mut kept: Option<Step> = None;
+    let mut speeds = Vec::new();
+    for number in 1..=tries.max(1) {
+        let step = attempt(number);
+        let speed = finished_mb_per_sec(&step);
+        speeds.push(speed);
+        if kept.as_ref().is_none_or(|kept| speed > finished_mb_per_sec(kept)) {
+            kept = Some(step);
+        }
+        if speed.is_none() {
+            break;
+        }
+    }
+    (kept.expect("one try at least"), speeds)
+}
+
+/// Before a produce try: the data of earlier runs is written out, so that no try starts with
+/// another's writeback pending.
+fn settle(plan: &Plan, log: &StepLog) {
+    if let Err(error) = sys::sync_filesystem(&plan.floor.dir) {
+        log.note(format!("syncfs before a run: {error}"));
+    }
+}
+
+/// Produces into a topic created for each try (the previous try's deleted first).
+fn produce_run(plan: &Plan, log: &StepLog, partitions: u32, producers: usize, keys: Keys) -> Run {
+    let mut topic = String::new();
+    let (step, tries_mb_per_sec) = fastest_of(plan.tries, |number| {
+        if number > 1 {
+            delete_noting(plan, log, &topic);
+        }
+        topic = format!("{}-{number}", topic_name(partitions, producers, keys));
+        settle(plan, log);
+        let args = produce_args(plan, &topic, partitions, producers, keys);
+        let title = format!(
+            "produce {topic}: {} MiB of 1 KiB records",
+            plan.budget_bytes >> 20
+        );
+        let run_plan = plan.clone();
+        bounded("produce", title, plan.run_limit, move |log| {
+            measure_produce(&run_plan, &args, log)
+        })
     });
     Run {
         side: Side::Produce,
@@ -216,6 +264,8 @@ fn produce_run(plan: &Plan, partitions: u32, producers: usize, keys: Keys) -> Ru
         workers: producers,
         keys,
         step,
+        tries_mb_per_sec,
+        topic,
     }
 }
 
@@ -232,8 +282,11 @@ fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> R
         "consume {topic} with {} consumers",
         (consumers as u32).min(partitions)
     );
-    let step = bounded("consume", title, plan.run_limit, move |log| {
-        measure_consume(&args, log)
+    let (step, tries_mb_per_sec) = fastest_of(plan.tries, |_| {
+        let args = args.clone();
+        bounded("consume", title.clone(), plan.run_limit, move |log| {
+            measure_consume(&args, log)
+        })
     });
     Run {
         side: Side::Consume,
@@ -241,6 +294,14 @@ fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> R
         workers: consumers,
         keys: Keys::Unkeyed,
         step,
+        tries_mb_per_sec,
+        topic: topic.to_owned(),
+    }
+}
+
+fn delete_noting(plan: &Plan, log: &StepLog, topic: &str) {
+    if let Err(error) = delete_topic(plan, topic) {
+        log.note(format!("{error:#}"));
     }
 }
 
@@ -258,15 +319,11 @@ fn delete_topic(plan: &Plan, topic: &str) -> anyhow::Result<()> {
 /// one run's data at a time.
 pub fn run_all(plan: &Plan, log: &StepLog) -> Vec<Run> {
     let mut runs = Vec::new();
-    let delete = |topic: &str| {
-        if let Err(error) = delete_topic(plan, topic) {
-            log.note(format!("{error:#}"));
-        }
-    };
     for partitions in PARTITION_COUNTS {
-        let topic = topic_name(partitions, SERIES_WORKERS, Keys::Unkeyed);
-        runs.push(produce_run(plan, partitions, SERIES_WORKERS, Keys::Unkeyed));
-        if runs.last().is_some_and(|run| run.mb_per_sec().is_some()) {
+        let run = produce_run(plan, log, partitions, SERIES_WORKERS, Keys::Unkeyed);
+        let (topic, produced) = (run.topic.clone(), run.mb_per_sec().is_some());
+        runs.push(run);
+        if produced {
             runs.push(consume_run(plan, &topic, partitions, SERIES_WORKERS));
             if partitions == SERIES_PARTITIONS {
                 for consumers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
@@ -274,14 +331,16 @@ pub fn run_all(plan: &Plan, log: &StepLog) -> Vec<Run> {
                 }
             }
         }
-        delete(&topic);
-        runs.push(produce_run(plan, partitions, SERIES_WORKERS, Keys::Keyed));
-        delete(&topic_name(partitions, SERIES_WORKERS, Keys::Keyed));
+        delete_noting(plan, log, &topic);
+        let run = produce_run(plan, log, partitions, SERIES_WORKERS, Keys::Keyed);
+        delete_noting(plan, log, &run.topic);
+        runs.push(run);
     }
     for producers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
         for keys in [Keys::Unkeyed, Keys::Keyed] {
-            runs.push(produce_run(plan, SERIES_PARTITIONS, producers, keys));
-            delete(&topic_name(SERIES_PARTITIONS, producers, keys));
+            let run = produce_run(plan, log, SERIES_PARTITIONS, producers, keys);
+            delete_noting(plan, log, &run.topic);
+            runs.push(run);
         }
     }
     runs
@@ -296,6 +355,8 @@ pub struct Point {
     pub mb_per_sec: Option<f64>,
     /// Share of the series' best.
     pub ratio_to_best: Option<f64>,
+    /// MB/s of every try.
+    pub tries_mb_per_sec: Vec<Option<f64>>,
     /// Why the run did not finish.
     pub error: Option<String>,
 }
@@ -331,6 +392,7 @@ impl Series {
                     x,
                     mb_per_sec,
                     ratio_to_best: mb_per_sec.filter(|_| best > 0.0).map(|mb| mb / best),
+                    tries_mb_per_sec: run.map(|run| run.tries_mb_per_sec.clone()).unwrap_or_default(),
                     error,
                 }
             })
@@ -358,6 +420,7 @@ impl Series {
             .iter()
             .map(|p| {
                 json!({"x": p.x, "mb_per_sec": p.mb_per_sec, "ratio_to_best": p.ratio_to_best,
+                       "tries_mb_per_sec": p.tries_mb_per_sec,
                        "below_goal": p.ratio_to_best.is_none_or(|r| r < RATIO_GOAL), "error": p.error})
             })
             .collect();
@@ -436,6 +499,8 @@ mod tests {
             workers,
             keys: Keys::Unkeyed,
             step,
+            tries_mb_per_sec: vec![mb],
+            topic: String::new(),
         }
     }
 
