@@ -173,27 +173,38 @@ fn partition_steps(setup: &Setup, broker: &mut BrokerProcess, steps: &mut Vec<St
     let (bootstrap, topics, created) = (broker.bootstrap(), setup.topics.clone(), setup.created.clone());
     let (limit, partitions) = (setup.step_limit, setup.args.partitions);
     let title = format!("create {partitions} partitions in {} topics", topics.len());
+    let data_dir = broker.data_dir().to_path_buf();
     steps.push(bounded("create_partitions", title, limit, move |log| {
-        partitions::create_topics(&bootstrap, &topics, limit, log, &created)
+        let entries = || std::fs::read_dir(&data_dir).map(Iterator::count).unwrap_or(0);
+        let before = entries();
+        partitions::create_topics(&bootstrap, &topics, limit, log, &created)?;
+        if entries() == before {
+            log.note("no directory appeared in the data dir: the partitions' directories and files are made on first write, not by CreateTopics");
+        }
+        Ok(())
     }));
-    let title = format!("broker with {} idle partitions", setup.created_partitions());
-    steps.push(sample_step(
-        setup,
-        broker,
-        ("broker_idle", title),
-        empty,
-        IdleCpu::Measure,
-    ));
+    let created = setup.created_partitions();
+    let title = format!("broker with {created} idle partitions");
+    let name = ("broker_idle", title);
+    steps.push(sample_step(setup, broker, name, empty, created, IdleCpu::Measure));
     let (bootstrap, topics, floor) = (broker.bootstrap(), setup.created(), setup.floor());
     let title = "one 100-byte record to every partition".to_owned();
     steps.push(bounded("produce_every_partition", title, limit, move |log| {
         partitions::produce_one_each(&bootstrap, &topics, u64::MAX, &floor, log)
     }));
-    let name = (
-        "broker_after_produce",
-        "broker after one record to each partition".to_owned(),
-    );
-    steps.push(sample_step(setup, broker, name, empty, IdleCpu::Skip));
+    // Per-partition figures are of the partitions that took their record: dividing by those
+    // that refused it would hide what a written partition costs.
+    let written = steps
+        .last()
+        .and_then(|s| s.figure("partitions_acked"))
+        .unwrap_or(0.0) as u64;
+    let title = format!("broker after one record to each partition ({written} took it)");
+    let name = ("broker_after_produce", title);
+    steps.push(sample_step(setup, broker, name, empty, written, IdleCpu::Skip));
+    if written < created {
+        let note = format!("per-partition figures divide by the {written} partitions that hold a record, not by all {created}");
+        steps.last_mut().expect("pushed above").notes.push(note);
+    }
 }
 
 /// Whether a sample step also watches the idle broker's CPU time.
@@ -203,16 +214,18 @@ enum IdleCpu {
     Skip,
 }
 
-/// RSS, descriptors and disk, and per partition against `empty` (the broker at 0 partitions).
+/// RSS, descriptors and disk, and per partition (of `partitions`) against `empty` (the
+/// broker at 0 partitions).
 fn sample_step(
     setup: &Setup,
     broker: &BrokerProcess,
     (name, title): (&'static str, String),
     empty: Option<Baseline>,
+    partitions: u64,
     idle_cpu: IdleCpu,
 ) -> Step {
     let pid = broker.pid();
-    let (data_dir, partitions) = (broker.data_dir().to_path_buf(), setup.created_partitions());
+    let data_dir = broker.data_dir().to_path_buf();
     bounded(name, title, setup.step_limit, move |log| {
         let pid = pid?;
         let empty = empty.context("no figures at 0 partitions to compare with")?;
