@@ -21,13 +21,13 @@ pub enum BenchCommand {
     /// Measurement tool for the harness's own ceiling: a server that accepts produce requests
     /// and discards them, and serves canned batches to fetches. Never a broker result.
     Sink(SinkArgs),
-    /// Start a broker, give it N partitions, and measure what they cost: memory, descriptors,
-    /// disk, creation, start and shutdown times, requests over everything, throughput as the
-    /// work spreads, idle connections.
+    /// Start a broker, give it N partitions, and measure what they cost (issue 14's figures).
     ///
-    /// The harness starts the broker itself (this `laminar` executable, `laminar broker` on
-    /// free loopback ports and a data dir of its own), so it reads its RSS, descriptors and CPU
-    /// time from /proc, stops it, kills it and starts it again. Steps, in order: the broker at
+    /// Memory, descriptors, disk, creation, start and shutdown times, requests over
+    /// everything, throughput as the work spreads, idle connections. The harness starts the
+    /// broker itself (this `laminar` executable, `laminar broker` on free loopback ports and
+    /// a data dir of its own), so it reads its RSS, descriptors and CPU time from /proc,
+    /// stops it, kills it and starts it again. Steps, in order: the broker at
     /// 0 partitions; CreateTopics for N partitions (topics of --partitions-per-topic, many
     /// topics per request); the broker with N idle partitions (RSS, descriptors, disk blocks
     /// as `du` counts them, and per partition; CPU over 5 s); one 100-byte record to every
@@ -182,9 +182,10 @@ pub struct ScaleArgs {
     /// Partitions of each topic (the last topic takes the rest).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub partitions_per_topic: u32,
-    /// Directory for the run: the brokers' data dirs and logs go under it, and it is kept.
-    /// Default: a new directory in the current one (on its disk, not a tmpfs), removed at
-    /// the end.
+    /// Directory for the run: the brokers' data dirs and logs go under it, and it is kept
+    /// (the N-partition data dir itself is removed before the throughput runs, to give its
+    /// disk back). Default: a new directory in the current one (on its disk, not a tmpfs),
+    /// removed at the end.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Write the results as JSON to this file.
