@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use laminar_client::{Acks, Compression};
 
-use crate::layout::{BATCH_HEADER_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
+use crate::layout::{BATCH_HEADER_BYTES, KEYED_KEY_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
 
 /// `laminar bench …`: load against any Kafka-compatible broker, and this machine's limits.
 #[derive(Debug, Clone, Subcommand)]
@@ -21,6 +21,34 @@ pub enum BenchCommand {
     /// Measurement tool for the harness's own ceiling: a server that accepts produce requests
     /// and discards them, and serves canned batches to fetches. Never a broker result.
     Sink(SinkArgs),
+    /// Start a broker, give it N partitions, and measure what they cost (issue 14's figures).
+    ///
+    /// Memory, descriptors, disk, creation, start and shutdown times, requests over
+    /// everything, throughput as the work spreads, idle connections. The harness starts the
+    /// broker itself (this `laminar` executable, `laminar broker` on free loopback ports and
+    /// a data dir of its own), so it reads its RSS, descriptors and CPU time from /proc,
+    /// stops it, kills it and starts it again. Steps, in order: the broker at
+    /// 0 partitions; CreateTopics for N partitions (topics of --partitions-per-topic, many
+    /// topics per request); the broker with N idle partitions (RSS, descriptors, disk blocks
+    /// as `du` counts them, and per partition; CPU over 5 s); one 100-byte record to every
+    /// partition (acks=1, pipelined) and the same figures again; Metadata for all topics,
+    /// GET /metrics, ListGroups, DescribeConfigs (median of 5); --connections idle
+    /// connections (RSS per connection, CPU over 5 s); clean shutdown (SIGTERM to exit); start
+    /// after it (spawn to the first Metadata that lists every partition); kill -9 after
+    /// producing to 1 000 partitions, and the start after that; then, on a fresh broker,
+    /// produce throughput with 1, 100, 1 000 and 10 000 partitions and with 1, 4, 16 and 64
+    /// producers, unkeyed and keyed, and consume throughput (1 KiB records, acks=1,
+    /// --throughput-mib per run, the fastest of --throughput-tries, each try on a topic
+    /// created for it), each against the best of its series.
+    ///
+    /// Every step is timed and bounded: one that fails or overruns --step-timeout-s is
+    /// reported with its error and what it measured, and the run goes on. The issue's goals
+    /// (issue 14) are printed beside the figures as met or not met; nothing is asserted.
+    /// Writing steps stop when the disk has less than --min-free-mib free.
+    ///
+    /// Example: laminar bench scale --partitions 100000 --json scale.json
+    #[command(verbatim_doc_comment)]
+    Scale(ScaleArgs),
 }
 
 /// Where to connect, and what to write out.
@@ -84,6 +112,14 @@ pub struct ProducerArgs {
     /// producer does; at least one. A value below one batch sends one batch per request.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// Keyed records, spread as Kafka's default partitioner spreads them: every record gets a
+    /// distinct 16-byte key (its timestamp, then a sequence number) and goes to the partition
+    /// murmur2 of its key picks among all of the topic's partitions (every producer writes to
+    /// all of them when one broker leads them), so a request carries many small batches.
+    /// Without it, a batch fills one partition, the next batch the next one, as Kafka's sticky
+    /// partitioner does with unkeyed records (keys then hold only the timestamp).
+    #[arg(long)]
+    pub keyed: bool,
 }
 
 /// `laminar bench produce`.
@@ -135,6 +171,56 @@ pub struct LimitsArgs {
     /// Write the limits as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// `laminar bench scale`.
+#[derive(Debug, Clone, Args)]
+pub struct ScaleArgs {
+    /// Partitions in all.
+    #[arg(long, default_value_t = 10_000)]
+    pub partitions: u32,
+    /// Partitions of each topic (the last topic takes the rest).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub partitions_per_topic: u32,
+    /// Directory for the run: the brokers' data dirs and logs go under it, and it is kept
+    /// (the N-partition data dir itself is removed before the throughput runs, to give its
+    /// disk back). Default: a new directory in the current one (on its disk, not a tmpfs),
+    /// removed at the end.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Skip the produce and consume throughput runs.
+    #[arg(long)]
+    pub skip_throughput: bool,
+    /// Idle client connections to open (fewer if this process's open-file limit, raised to
+    /// its hard limit, cannot hold them: the run says so).
+    #[arg(long, default_value_t = 10_000)]
+    pub connections: u64,
+    /// Record-value MiB each throughput run produces (long enough that a run's start-up
+    /// does not decide its figure).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub throughput_mib: u64,
+    /// Tries of each throughput run; the fastest is kept and all are reported. On a VM that
+    /// hands freed memory back to its host, a run writing into memory freed long ago is up to
+    /// 2× slower than the same run just after another's data was deleted (docs/decisions/0008).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    pub throughput_tries: u64,
+    /// Longest a step (and each throughput run) may take, in seconds.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub step_timeout_s: u64,
+    /// Steps that write stop when the data dir's filesystem has less than this free (MiB):
+    /// a broker that reserves blocks ahead for every partition can fill a disk.
+    #[arg(long, default_value_t = 2048)]
+    pub min_free_mib: u64,
+    /// The `laminar` executable to run as the broker (default: this one).
+    #[arg(long)]
+    pub broker_bin: Option<PathBuf>,
+    /// `key=value` for the broker, after the harness's own (log.dirs, listeners,
+    /// laminar.http.listen).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
 }
 
 /// `laminar bench sink`.
@@ -192,6 +278,13 @@ impl ProducerArgs {
         let record_bytes = self.record_size + KEY_BYTES + RECORD_FRAMING_BYTES;
         let batch_bytes = self.records_per_batch() * record_bytes + BATCH_HEADER_BYTES;
         (self.max_request_bytes / batch_bytes).max(1)
+    }
+
+    /// Keyed records that fit one request of `max_request_bytes` (at least one), were each to
+    /// land in a batch of its own: every record's key, value and framing, and a batch header.
+    pub fn records_per_keyed_request(&self) -> usize {
+        let record_bytes = self.record_size + KEYED_KEY_BYTES + RECORD_FRAMING_BYTES + BATCH_HEADER_BYTES;
+        (self.max_request_bytes / record_bytes).max(1)
     }
 }
 
@@ -299,5 +392,33 @@ mod tests {
             "--num-records is required"
         );
         assert!(parse(&["limits", "--dir", "/tmp"]).is_ok());
+    }
+
+    #[test]
+    fn scale_arguments_parse() {
+        let BenchCommand::Scale(args) = parse(&["scale"]).expect("parses") else {
+            panic!("not scale")
+        };
+        assert_eq!(
+            (args.partitions, args.partitions_per_topic, args.connections),
+            (10_000, 1_000, 10_000)
+        );
+        assert!(!args.skip_throughput && args.overrides.is_empty());
+        let command = parse(&[
+            "scale",
+            "--partitions",
+            "200",
+            "--partitions-per-topic",
+            "50",
+            "--skip-throughput",
+            "--override",
+            "laminar.cores=1",
+        ]);
+        let BenchCommand::Scale(args) = command.expect("parses") else {
+            panic!("not scale")
+        };
+        assert_eq!((args.partitions, args.partitions_per_topic), (200, 50));
+        assert_eq!(args.overrides, vec!["laminar.cores=1".to_owned()]);
+        assert!(parse(&["scale", "--partitions-per-topic", "0"]).is_err());
     }
 }

@@ -5,6 +5,10 @@
 /// intended send time.
 pub const KEY_BYTES: usize = 8;
 
+/// Bytes of the key of a keyed record (`--keyed`): the timestamp key, then 8 bytes that make
+/// it distinct from every other record's.
+pub const KEYED_KEY_BYTES: usize = 16;
+
 /// A v2 batch's header, before its records.
 pub const BATCH_HEADER_BYTES: usize = 61;
 

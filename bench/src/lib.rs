@@ -8,6 +8,7 @@
 //! - `e2e`: both at once; latency from the timestamp each record carries in its key.
 //! - `limits`: the disk and loopback limits every result is read against.
 //! - `sink`: a measurement tool for the harness's own ceiling (never a broker result).
+//! - `scale`: starts a broker, gives it N partitions and measures what they cost (issue 14).
 
 mod cli;
 mod consume;
@@ -16,15 +17,19 @@ pub mod limits;
 mod output;
 pub mod pacing;
 mod produce;
+mod produce_request;
 mod progress;
 mod report;
 mod result;
 mod run;
+mod scale;
 mod setup;
 pub mod sink;
 mod stats;
 
-pub use cli::{BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, SinkArgs};
+pub use cli::{
+    BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, ScaleArgs, SinkArgs,
+};
 pub use produce::{payload, BatchBuilder};
 
 /// Runs a `laminar bench` command.
@@ -42,5 +47,6 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Sink(args) => sink::serve_forever(&args.listen, args.record_size),
+        BenchCommand::Scale(args) => scale::run(args),
     }
 }

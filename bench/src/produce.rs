@@ -2,11 +2,13 @@
 //! requests in flight on its one connection, and records each record's latency from its
 //! intended send time.
 //!
-//! Each record's key is the 8-byte big-endian wall-clock µs of its intended send time (what
-//! `e2e` consumers read back); the value is `record_size` bytes shared by every record
-//! (a reference count, not a copy, until the encoder writes the batch).
+//! Each record's key starts with the 8-byte big-endian wall-clock µs of its intended send time
+//! (what `e2e` consumers read back); keyed records (`--keyed`) add 8 bytes that make every key
+//! distinct. The value is `record_size` bytes shared by every record (a reference count, not a
+//! copy, until the encoder writes the batch).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -16,8 +18,9 @@ use laminar_client::records::{encode_batch, encode_plain_batch, plain_record};
 use laminar_client::{Acks, ClientConfig, Connection, Pending};
 
 use crate::cli::ProducerArgs;
-use crate::layout::KEY_BYTES;
+use crate::layout::{KEYED_KEY_BYTES, KEY_BYTES};
 use crate::pacing::{BatchPlan, Clock, Pacer};
+use crate::produce_request::RequestBuilder;
 use crate::stats::Recorder;
 
 /// While pacing, how often to look for acknowledgements between sends.
@@ -26,6 +29,8 @@ const ACK_POLL_US: u64 = 100;
 /// What one producer thread does.
 #[derive(Debug, Clone)]
 pub struct ProducerJob {
+    /// This producer's index in the run (salts its keyed records' keys).
+    pub index: usize,
     /// Leader of `partitions`.
     pub leader: String,
     /// Topic.
@@ -91,20 +96,48 @@ impl BatchBuilder {
         compression: laminar_client::Compression,
     ) -> anyhow::Result<Bytes> {
         self.keys.clear();
-        let mut first_ms = None;
         for timestamp_us in timestamps_us {
             self.keys.put_u64(timestamp_us);
-            first_ms.get_or_insert(timestamp_us as i64 / 1000);
         }
-        let timestamp_ms = first_ms.context("a batch has records")?;
+        self.encode(KEY_BYTES, compression)
+    }
+
+    /// One v2 batch of keyed records, `(timestamp µs, distinct part)` each: the 16-byte key
+    /// holds both (`produce_request::keyed_key`).
+    pub fn build_keyed(
+        &mut self,
+        keys: impl Iterator<Item = (u64, u64)>,
+        compression: laminar_client::Compression,
+    ) -> anyhow::Result<Bytes> {
+        self.keys.clear();
+        for (timestamp_us, distinct) in keys {
+            self.keys.put_u64(timestamp_us);
+            self.keys.put_u64(distinct);
+        }
+        self.encode(KEYED_KEY_BYTES, compression)
+    }
+
+    /// Encodes the keys gathered, `key_bytes` each; the batch's timestamp is the first key's.
+    fn encode(
+        &mut self,
+        key_bytes: usize,
+        compression: laminar_client::Compression,
+    ) -> anyhow::Result<Bytes> {
+        let first: [u8; KEY_BYTES] = self
+            .keys
+            .get(..KEY_BYTES)
+            .context("a batch has records")?
+            .try_into()
+            .expect("8 bytes");
+        let timestamp_ms = u64::from_be_bytes(first) as i64 / 1000;
         self.out.clear();
         self.out
-            .reserve(self.keys.len() / KEY_BYTES * (self.value.len() + 32) + 128);
+            .reserve(self.keys.len() / key_bytes * (self.value.len() + key_bytes + 24) + 128);
         if compression == laminar_client::Compression::None {
-            let keys: Vec<&[u8]> = self.keys.chunks_exact(KEY_BYTES).collect();
+            let keys: Vec<&[u8]> = self.keys.chunks_exact(key_bytes).collect();
             encode_plain_batch(&mut self.out, &keys, &self.value, timestamp_ms);
         } else {
-            self.encode_with_crate(timestamp_ms, compression)?;
+            self.encode_with_crate(key_bytes, timestamp_ms, compression)?;
         }
         Ok(self.out.split().freeze())
     }
@@ -113,17 +146,18 @@ impl BatchBuilder {
     /// than building its records).
     fn encode_with_crate(
         &mut self,
+        key_bytes: usize,
         timestamp_ms: i64,
         compression: laminar_client::Compression,
     ) -> anyhow::Result<()> {
         let keys = self.keys.split().freeze();
-        for (index, key) in keys.chunks_exact(KEY_BYTES).enumerate() {
-            let start = index * KEY_BYTES;
-            debug_assert_eq!(key.len(), KEY_BYTES);
+        for (index, key) in keys.chunks_exact(key_bytes).enumerate() {
+            let start = index * key_bytes;
+            debug_assert_eq!(key.len(), key_bytes);
             self.records.push(plain_record(
                 index as i64,
                 timestamp_ms,
-                Some(keys.slice(start..start + KEY_BYTES)),
+                Some(keys.slice(start..start + key_bytes)),
                 Some(self.value.clone()),
             ));
         }
@@ -134,12 +168,14 @@ impl BatchBuilder {
     }
 }
 
-/// Runs one producer to completion.
+/// Runs one producer to completion, or until `stop` is set (another producer failed, or the
+/// caller ends the run).
 pub fn run_producer(
     job: &ProducerJob,
     args: &ProducerArgs,
     clock: Clock,
     recorder: &mut Recorder,
+    stop: &AtomicBool,
 ) -> anyhow::Result<()> {
     let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
         .with_context(|| format!("producer connecting to {}", job.leader))?;
@@ -152,14 +188,13 @@ pub fn run_producer(
     );
     let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(args.max_in_flight);
     let record_bytes = args.record_size as u64;
-    let batches_max = args.batches_per_request().min(job.partitions.len());
-    let mut request = RequestBuilder::new(&job.partitions, batches_max);
+    let mut request = RequestBuilder::new(&job.partitions, args, job.index);
     let mut sent = 0u64;
     clock.sleep_until_us(job.start_us);
-    while sent < job.records {
+    while sent < job.records && !stop.load(Ordering::Relaxed) {
         let built_us = clock.now_us();
-        let left = job.records - sent;
-        let count = match request.fill(&mut builder, &pacer, sent, left, built_us, args)? {
+        let progress = (sent, job.records - sent);
+        let count = match request.fill(&mut builder, &pacer, progress, built_us, args)? {
             BatchPlan::Send(count) => count,
             BatchPlan::WaitUntil(until_us) => {
                 // Use the wait to take an acknowledgement that has arrived; never block on
@@ -198,84 +233,6 @@ pub fn run_producer(
         acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
     }
     Ok(())
-}
-
-/// The batches of the next produce request, for the producer's partitions in turn. Owned by
-/// one producer thread.
-struct RequestBuilder<'a> {
-    partitions: &'a [i32],
-    next_partition: usize,
-    batches_max: usize,
-    batches: Vec<(i32, Bytes)>,
-}
-
-impl<'a> RequestBuilder<'a> {
-    fn new(partitions: &'a [i32], batches_max: usize) -> RequestBuilder<'a> {
-        assert!(
-            (1..=partitions.len()).contains(&batches_max),
-            "a request carries 1 to {} batches, one per partition",
-            partitions.len()
-        );
-        RequestBuilder {
-            partitions,
-            next_partition: 0,
-            batches_max,
-            batches: Vec::with_capacity(batches_max),
-        }
-    }
-
-    fn has_room(&self) -> bool {
-        self.batches.len() < self.batches_max
-    }
-
-    /// Builds every batch ready at `now_us` (full, or lingered long enough) into this request,
-    /// up to one per partition; records from `sent` on, `left` of them still to send. Returns
-    /// the records gathered, or when the first batch will be ready.
-    fn fill(
-        &mut self,
-        builder: &mut BatchBuilder,
-        pacer: &Pacer,
-        sent: u64,
-        left: u64,
-        now_us: u64,
-        args: &ProducerArgs,
-    ) -> anyhow::Result<BatchPlan> {
-        let mut count = 0u64;
-        while self.has_room() && count < left {
-            let room = (args.records_per_batch() as u64).min(left - count) as usize;
-            let first = sent + count;
-            let batch_count = match pacer.plan(first, now_us, room) {
-                BatchPlan::Send(batch_count) => batch_count,
-                BatchPlan::WaitUntil(until_us) if count == 0 => return Ok(BatchPlan::WaitUntil(until_us)),
-                BatchPlan::WaitUntil(_) => break,
-            };
-            let timestamps = (first..first + batch_count as u64).map(|index| {
-                if pacer.is_paced() {
-                    pacer.due_us(index)
-                } else {
-                    now_us
-                }
-            });
-            self.add(builder.build(timestamps, args.compression.codec())?);
-            count += batch_count as u64;
-        }
-        Ok(BatchPlan::Send(count as usize))
-    }
-
-    /// Adds a batch for the next partition in turn.
-    fn add(&mut self, batch: Bytes) {
-        assert!(self.has_room(), "the request is full");
-        let partition = self.partitions[self.next_partition % self.partitions.len()];
-        self.next_partition += 1;
-        self.batches.push((partition, batch));
-    }
-
-    /// The batches gathered and how many there are; the builder starts the next request.
-    fn take(&mut self) -> (Vec<(i32, Bytes)>, usize) {
-        let batches = std::mem::replace(&mut self.batches, Vec::with_capacity(self.batches_max));
-        let count = batches.len();
-        (batches, count)
-    }
 }
 
 /// Waits for a request's acknowledgement and records its records' latencies.

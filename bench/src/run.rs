@@ -36,7 +36,7 @@ fn producer_settings(args: &ProducerArgs) -> serde_json::Value {
         "record_size": args.record_size, "num_records": args.num_records, "throughput": args.rate(),
         "acks": args.acks.wire(), "batch_bytes": args.batch_bytes, "linger_ms": args.linger_ms,
         "compression": format!("{:?}", args.compression).to_lowercase(), "producers": args.producers,
-        "max_in_flight": args.max_in_flight,
+        "max_in_flight": args.max_in_flight, "keyed": args.keyed,
     })
 }
 
@@ -47,11 +47,18 @@ fn producer_jobs(
     start_us: u64,
 ) -> anyhow::Result<Vec<ProducerJob>> {
     let producers = args.producers.max(1);
-    Ok(layout
-        .deal(producers)?
+    let mut dealt = layout.deal(producers)?;
+    if let (true, Some(leader)) = (args.keyed, layout.single_leader()) {
+        // Keyed records go wherever their keys hash, so every producer writes every partition
+        // (over its one connection, which one leader for all of them allows).
+        let all: Vec<i32> = layout.leaders.iter().map(|(partition, _)| *partition).collect();
+        dealt = vec![(leader.to_owned(), all); producers];
+    }
+    Ok(dealt
         .into_iter()
         .enumerate()
         .map(|(index, (leader, partitions))| ProducerJob {
+            index,
             leader,
             topic: topic.to_owned(),
             partitions,
@@ -103,7 +110,7 @@ fn spawn_producers(
             let (args, progress, stop) = (args.clone(), progress.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut recorder = Recorder::new(job.start_us, progress);
-                let outcome = run_producer(&job, &args, clock, &mut recorder);
+                let outcome = run_producer(&job, &args, clock, &mut recorder, &stop);
                 if outcome.is_err() {
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -158,6 +165,13 @@ fn seconds_since(clock: Clock, start_us: u64) -> f64 {
 
 /// `laminar bench produce`.
 pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
+    let result = produce_result(&args, &Arc::new(AtomicBool::new(false)))?;
+    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+}
+
+/// Runs `laminar bench produce` and returns what it measured, printing nothing but the
+/// progress line. Setting `stop` ends the run early (the records sent until then count).
+pub fn produce_result(args: &ProduceArgs, stop: &Arc<AtomicBool>) -> anyhow::Result<RunResult> {
     let limits = limits_for(&args.common)?;
     let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
     let clock = Clock::new();
@@ -165,17 +179,11 @@ pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
     let jobs = producer_jobs(&layout, &args.common.topic, &args.producer, start_us)?;
     let progress = Progress::new();
     let line = ProgressLine::start("produce", vec![("produce", progress.clone())]);
-    let threads = spawn_producers(
-        jobs,
-        &args.producer,
-        clock,
-        &progress,
-        Arc::new(AtomicBool::new(false)),
-    );
+    let threads = spawn_producers(jobs, &args.producer, clock, &progress, stop.clone());
     let parts = join(threads, "producer")?;
     let seconds = seconds_since(clock, start_us);
     drop(line);
-    let result = RunResult {
+    Ok(RunResult {
         kind: "produce",
         settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "producer": producer_settings(&args.producer)}),
         sections: vec![Section {
@@ -186,12 +194,18 @@ pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
             measurement: Measurement::merge(parts, seconds),
         }],
         limits,
-    };
-    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+    })
 }
 
 /// `laminar bench consume`.
 pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
+    let result = consume_result(&args)?;
+    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+}
+
+/// Runs `laminar bench consume` and returns what it measured, printing nothing but the
+/// progress line.
+pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
     let limits = limits_for(&args.common)?;
     let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
     let jobs = consumer_jobs(
@@ -218,7 +232,7 @@ pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     )?;
     let seconds = seconds_since(clock, start_us);
     drop(line);
-    let result = RunResult {
+    Ok(RunResult {
         kind: "consume",
         settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "num_records": args.num_records, "consumers": args.consumers, "fetch_max_bytes": args.fetch_max_bytes}),
         sections: vec![Section {
@@ -229,8 +243,7 @@ pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
             measurement: Measurement::merge(parts, seconds),
         }],
         limits,
-    };
-    result.emit(args.common.json.as_deref(), args.common.report.as_deref())
+    })
 }
 
 /// `laminar bench e2e`.

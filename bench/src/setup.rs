@@ -20,6 +20,15 @@ pub struct TopicLayout {
 }
 
 impl TopicLayout {
+    /// The leader of every partition, when one broker leads them all.
+    pub fn single_leader(&self) -> Option<&str> {
+        let (_, first) = self.leaders.first()?;
+        self.leaders
+            .iter()
+            .all(|(_, leader)| leader == first)
+            .then_some(first.as_str())
+    }
+
     /// Deals the partitions to `workers` round-robin; each worker's partitions must share a
     /// leader (one connection per worker). With more workers than partitions, workers share.
     pub fn deal(&self, workers: usize) -> anyhow::Result<Vec<(String, Vec<i32>)>> {

@@ -28,6 +28,7 @@ fn producer_args(extra: &[&str]) -> ProducerArgs {
 fn produce_into_sink(sink: &Sink, args: &ProducerArgs, topic: &str) -> Measurement {
     let clock = Clock::new();
     let job = ProducerJob {
+        index: 0,
         leader: sink.address.to_string(),
         topic: topic.into(),
         partitions: vec![0, 1, 2, 3],
@@ -36,7 +37,8 @@ fn produce_into_sink(sink: &Sink, args: &ProducerArgs, topic: &str) -> Measureme
         start_us: clock.now_us(),
     };
     let mut recorder = Recorder::new(job.start_us, Progress::new());
-    run_producer(&job, args, clock, &mut recorder).expect("produce into the sink");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    run_producer(&job, args, clock, &mut recorder, &stop).expect("produce into the sink");
     Measurement::merge(
         vec![recorder.finish()],
         (clock.now_us() - job.start_us) as f64 / 1e6,
@@ -106,6 +108,25 @@ fn a_request_size_below_one_batch_sends_one_batch_per_request() {
     assert_eq!(produced.records, 20_000);
     assert_eq!(sink.produce_requests.load(Ordering::Relaxed), 313);
     assert_eq!(per_partition(&sink, "single"), vec![5024, 4992, 4992, 4992]);
+}
+
+#[test]
+fn keyed_records_spread_over_every_partition() {
+    let sink = start("127.0.0.1:0", 1024).expect("sink");
+    let args = producer_args(&[&TWENTY_THOUSAND_IN_64_KIB_BATCHES[..], &["--keyed"]].concat());
+    let produced = produce_into_sink(&sink, &args, "keyed");
+    assert_eq!(produced.records, 20_000);
+    let counts = per_partition(&sink, "keyed");
+    assert_eq!(counts.iter().sum::<i64>(), 20_000);
+    // murmur2 of distinct keys: about a quarter each.
+    assert!(
+        counts.iter().all(|count| (4_500..5_500).contains(count)),
+        "{counts:?}"
+    );
+    // A request ends when one partition's batch is full (64 records), about 230 records in:
+    // ~90 requests of 4 batches each, where unkeyed records take 79 of full batches.
+    let requests = sink.produce_requests.load(Ordering::Relaxed);
+    assert!((80..=100).contains(&requests), "{requests} requests");
 }
 
 #[test]

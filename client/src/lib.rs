@@ -9,6 +9,8 @@
 //!   [`Connection::list_offsets`], [`Connection::produce`] / [`Connection::send_produce`],
 //!   [`Connection::fetch`].
 //! - [`records`]: batch encoding and cheap walks over fetched record bytes.
+//! - [`partitioner`]: Kafka's default partitioner for keyed records (the CLI's `produce`, and
+//!   `laminar bench`'s keyed load).
 //! - [`ClientError`]: I/O, framing, decoding and broker error codes, typed.
 
 mod admin;
@@ -17,6 +19,7 @@ mod data;
 mod error;
 mod group_member;
 mod groups;
+pub mod partitioner;
 mod produce_frame;
 mod topic_changes;
 mod versions;

@@ -7,7 +7,6 @@ pub mod consume;
 pub mod format;
 pub mod group;
 pub mod host;
-pub mod partitioner;
 pub mod produce;
 pub mod topic;
 

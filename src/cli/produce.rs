@@ -12,8 +12,8 @@ use clap::Args;
 use laminar_client::records::{encode_batch, plain_record};
 use laminar_client::{Acks, Compression, Connection};
 
-use super::partitioner::partition_for_key;
 use super::{parse_key_value, topic_metadata, BrokerArgs};
+use laminar_client::partitioner::partition_for_key;
 
 /// Records per batch before it is sent regardless of stdin.
 const BATCH_RECORDS_MAX: usize = 1000;

@@ -1,0 +1,525 @@
+//! Throughput as the work spreads: `laminar bench produce` and `consume` (the same code paths,
+//! run in-process) over topics of 1 to 10 000 partitions and with 1 to 64 producers or
+//! consumers, unkeyed and keyed. Every run writes the same number of bytes into a topic
+//! created for it; each series is read against its best run.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+use laminar_client::Acks;
+use serde_json::{json, Value};
+
+use super::partitions::{connect, DiskFloor};
+use super::step::{bounded, Status, Step, StepLog};
+use super::sys;
+use crate::cli::{CommonArgs, CompressionArg, ConsumeArgs, ProduceArgs, ProducerArgs};
+use crate::run::{consume_result, produce_result};
+
+/// Partition counts of the partition series.
+pub const PARTITION_COUNTS: [u32; 4] = [1, 100, 1_000, 10_000];
+/// Producer (or consumer) counts of the connection series.
+pub const WORKER_COUNTS: [usize; 4] = [1, 4, 16, 64];
+/// Producers (and consumers) of the partition series.
+pub const SERIES_WORKERS: usize = 4;
+/// Partitions of the connection series.
+pub const SERIES_PARTITIONS: u32 = 1_000;
+/// Bytes of each record's value.
+pub const RECORD_BYTES: usize = 1024;
+/// Kafka's default `batch.size`: with the default budget, every partition of 10 000 gets a
+/// batch or two (256 MiB / 10 000 = 26 KiB each), so the data does spread; the bench's own
+/// default (256 KiB) would leave most of them empty.
+pub const BATCH_BYTES: usize = 16 * 1024;
+/// The goal: within 20 % of the best run of its series.
+pub const RATIO_GOAL: f64 = 0.8;
+
+/// What every run shares.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Bootstrap of the broker measured.
+    pub bootstrap: String,
+    /// Record-value bytes each produce run sends.
+    pub budget_bytes: u64,
+    /// Longest one run may take.
+    pub run_limit: Duration,
+    /// Where writing stops for lack of disk.
+    pub floor: DiskFloor,
+    /// Tries of each run; the fastest is kept.
+    pub tries: usize,
+}
+
+impl Plan {
+    fn records(&self) -> u64 {
+        (self.budget_bytes / RECORD_BYTES as u64).max(1)
+    }
+}
+
+/// Produce or consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `laminar bench produce`.
+    Produce,
+    /// `laminar bench consume`.
+    Consume,
+}
+
+/// Unkeyed or keyed records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Sticky batches, one partition after another.
+    Unkeyed,
+    /// Records spread by murmur2 of distinct keys.
+    Keyed,
+}
+
+/// One measured run.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// Produce or consume.
+    pub side: Side,
+    /// Partitions of its topic.
+    pub partitions: u32,
+    /// Producers or consumers (connections).
+    pub workers: usize,
+    /// Unkeyed or keyed (produce only).
+    pub keys: Keys,
+    /// The fastest try: status, figures (`mb_per_sec`, …), error.
+    pub step: Step,
+    /// MB/s of every try, in order (`None`: it failed, and ended the tries).
+    pub tries_mb_per_sec: Vec<Option<f64>>,
+    /// The topic the run leaves behind (its last try's).
+    pub topic: String,
+}
+
+impl Run {
+    /// MB/s of a run that finished.
+    pub fn mb_per_sec(&self) -> Option<f64> {
+        finished_mb_per_sec(&self.step)
+    }
+
+    /// The run in the `--json` document.
+    pub fn to_json(&self) -> Value {
+        let side = match self.side {
+            Side::Produce => "produce",
+            Side::Consume => "consume",
+        };
+        json!({"side": side, "partitions": self.partitions, "workers": self.workers,
+               "keyed": self.keys == Keys::Keyed, "tries_mb_per_sec": self.tries_mb_per_sec,
+               "fastest_try": self.step.to_json()})
+    }
+
+    fn is(&self, side: Side, partitions: u32, workers: usize, keys: Keys) -> bool {
+        (self.side, self.partitions, self.workers, self.keys) == (side, partitions, workers, keys)
+    }
+}
+
+fn topic_name(partitions: u32, workers: usize, keys: Keys) -> String {
+    let keys = match keys {
+        Keys::Unkeyed => "unkeyed",
+        Keys::Keyed => "keyed",
+    };
+    format!("throughput-p{partitions}-w{workers}-{keys}")
+}
+
+fn common(plan: &Plan, topic: &str, partitions: u32) -> CommonArgs {
+    CommonArgs {
+        brokers: plan.bootstrap.clone(),
+        topic: topic.to_owned(),
+        partitions: partitions as i32,
+        json: None,
+        report: None,
+        limits_dir: PathBuf::from("."),
+        no_limits: true,
+    }
+}
+
+fn produce_args(plan: &Plan, topic: &str, partitions: u32, producers: usize, keys: Keys) -> ProduceArgs {
+    ProduceArgs {
+        common: common(plan, topic, partitions),
+        producer: ProducerArgs {
+            record_size: RECORD_BYTES,
+            num_records: plan.records(),
+            throughput: None,
+            acks: Acks::Leader,
+            batch_bytes: BATCH_BYTES,
+            linger_ms: 5,
+            compression: CompressionArg::None,
+            producers,
+            max_in_flight: 5,
+            max_request_bytes: 1024 * 1024,
+            keyed: keys == Keys::Keyed,
+        },
+    }
+}
+
+/// Watches the free space while a run writes; sets `stop` when it falls under the floor.
+fn watch_floor(
+    floor: DiskFloor,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Option<String>> {
+    std::thread::spawn(move || {
+        while !done.load(Ordering::Relaxed) {
+            if let Err(error) = floor.check() {
+                stop.store(true, Ordering::Relaxed);
+                return Some(format!("{error:#}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    })
+}
+
+fn measure_produce(plan: &Plan, args: &ProduceArgs, log: &StepLog) -> anyhow::Result<()> {
+    let stop = log.cancel_flag();
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = watch_floor(plan.floor.clone(), stop.clone(), done.clone());
+    let result = produce_result(args, &stop);
+    done.store(true, Ordering::Relaxed);
+    let floor_error = watcher.join().unwrap_or(None);
+    let measurement = &result?.sections[0].measurement;
+    log.put("seconds", measurement.seconds);
+    log.put("records", measurement.records as f64);
+    log.put("mb_per_sec", measurement.mb_per_sec());
+    if let Some(error) = floor_error {
+        bail!("{error}");
+    }
+    if measurement.records < args.producer.num_records {
+        bail!(
+            "stopped after {} of {} records",
+            measurement.records,
+            args.producer.num_records
+        );
+    }
+    Ok(())
+}
+
+fn measure_consume(args: &ConsumeArgs, log: &StepLog) -> anyhow::Result<()> {
+    let result = consume_result(args)?;
+    let measurement = &result.sections[0].measurement;
+    log.put("seconds", measurement.seconds);
+    log.put("records", measurement.records as f64);
+    log.put("mb_per_sec", measurement.mb_per_sec());
+    Ok(())
+}
+
+/// MB/s of a step that finished.
+fn finished_mb_per_sec(step: &Step) -> Option<f64> {
+    (step.status == Status::Ok)
+        .then(|| step.figure("mb_per_sec"))
+        .flatten()
+}
+
+/// Makes `tries` tries (one at least) and keeps the fastest. A failed try ends the tries: the
+/// same failure would come again.
+fn fastest_of(tries: usize, mut attempt: impl FnMut(usize) -> Step) -> (Step, Vec<Option<f64>>) {
+    let mut kept: Option<Step> = None;
+    let mut speeds = Vec::new();
+    for number in 1..=tries.max(1) {
+        let step = attempt(number);
+        let speed = finished_mb_per_sec(&step);
+        speeds.push(speed);
+        if kept.as_ref().is_none_or(|kept| speed > finished_mb_per_sec(kept)) {
+            kept = Some(step);
+        }
+        if speed.is_none() {
+            break;
+        }
+    }
+    (kept.expect("one try at least"), speeds)
+}
+
+/// Before a produce try: the data of earlier runs is written out, so that no try starts with
+/// another's writeback pending.
+fn settle(plan: &Plan, log: &StepLog) {
+    if let Err(error) = sys::sync_filesystem(&plan.floor.dir) {
+        log.note(format!("syncfs before a run: {error}"));
+    }
+}
+
+/// Produces into a topic created for each try (the previous try's deleted first).
+fn produce_run(plan: &Plan, log: &StepLog, partitions: u32, producers: usize, keys: Keys) -> Run {
+    let mut topic = String::new();
+    let (step, tries_mb_per_sec) = fastest_of(plan.tries, |number| {
+        if number > 1 {
+            delete_noting(plan, log, &topic);
+        }
+        topic = format!("{}-{number}", topic_name(partitions, producers, keys));
+        settle(plan, log);
+        let args = produce_args(plan, &topic, partitions, producers, keys);
+        let title = format!(
+            "produce {topic}: {} MiB of 1 KiB records",
+            plan.budget_bytes >> 20
+        );
+        let run_plan = plan.clone();
+        bounded("produce", title, plan.run_limit, move |log| {
+            measure_produce(&run_plan, &args, log)
+        })
+    });
+    Run {
+        side: Side::Produce,
+        partitions,
+        workers: producers,
+        keys,
+        step,
+        tries_mb_per_sec,
+        topic,
+    }
+}
+
+fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> Run {
+    let args = ConsumeArgs {
+        common: common(plan, topic, partitions),
+        num_records: plan.records(),
+        consumers,
+        fetch_max_bytes: 8 * 1024 * 1024,
+        idle_timeout_s: 10,
+    };
+    // The harness deals partitions to consumers: never more consumers than partitions.
+    let title = format!(
+        "consume {topic} with {} consumers",
+        (consumers as u32).min(partitions)
+    );
+    let (step, tries_mb_per_sec) = fastest_of(plan.tries, |_| {
+        let args = args.clone();
+        bounded("consume", title.clone(), plan.run_limit, move |log| {
+            measure_consume(&args, log)
+        })
+    });
+    Run {
+        side: Side::Consume,
+        partitions,
+        workers: consumers,
+        keys: Keys::Unkeyed,
+        step,
+        tries_mb_per_sec,
+        topic: topic.to_owned(),
+    }
+}
+
+fn delete_noting(plan: &Plan, log: &StepLog, topic: &str) {
+    if let Err(error) = delete_topic(plan, topic) {
+        log.note(format!("{error:#}"));
+    }
+}
+
+fn delete_topic(plan: &Plan, topic: &str) -> anyhow::Result<()> {
+    let mut connection = connect(&plan.bootstrap, Duration::from_secs(60))?;
+    for (name, outcome) in connection.delete_topics(&[topic], 60_000)? {
+        if let Err(error) = outcome {
+            bail!("deleting {name}: {error}");
+        }
+    }
+    Ok(())
+}
+
+/// Every run, topic by topic: each topic is deleted once its runs are done, so the disk holds
+/// one run's data at a time.
+pub fn run_all(plan: &Plan, log: &StepLog) -> Vec<Run> {
+    let mut runs = Vec::new();
+    for partitions in PARTITION_COUNTS {
+        let run = produce_run(plan, log, partitions, SERIES_WORKERS, Keys::Unkeyed);
+        let (topic, produced) = (run.topic.clone(), run.mb_per_sec().is_some());
+        runs.push(run);
+        if produced {
+            runs.push(consume_run(plan, &topic, partitions, SERIES_WORKERS));
+            if partitions == SERIES_PARTITIONS {
+                for consumers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
+                    runs.push(consume_run(plan, &topic, partitions, consumers));
+                }
+            }
+        }
+        delete_noting(plan, log, &topic);
+        let run = produce_run(plan, log, partitions, SERIES_WORKERS, Keys::Keyed);
+        delete_noting(plan, log, &run.topic);
+        runs.push(run);
+    }
+    for producers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
+        for keys in [Keys::Unkeyed, Keys::Keyed] {
+            let run = produce_run(plan, log, SERIES_PARTITIONS, producers, keys);
+            delete_noting(plan, log, &run.topic);
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+/// One line of a series: the value of its axis and the run.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// Partitions or workers.
+    pub x: u64,
+    /// MB/s, if the run finished.
+    pub mb_per_sec: Option<f64>,
+    /// Share of the series' best.
+    pub ratio_to_best: Option<f64>,
+    /// MB/s of every try.
+    pub tries_mb_per_sec: Vec<Option<f64>>,
+    /// Why the run did not finish.
+    pub error: Option<String>,
+}
+
+/// Runs that differ in one thing, read against the best of them.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Key in the JSON.
+    pub name: &'static str,
+    /// Heading in the table.
+    pub title: String,
+    /// What `x` counts.
+    pub axis: &'static str,
+    /// In axis order.
+    pub points: Vec<Point>,
+}
+
+impl Series {
+    fn of(name: &'static str, title: String, axis: &'static str, runs: Vec<(u64, Option<&Run>)>) -> Series {
+        let best = runs
+            .iter()
+            .filter_map(|(_, run)| run.and_then(Run::mb_per_sec))
+            .fold(0.0f64, f64::max);
+        let points = runs
+            .into_iter()
+            .map(|(x, run)| {
+                let mb_per_sec = run.and_then(Run::mb_per_sec);
+                let error = match run {
+                    None => Some("not run (an earlier run of its topic failed)".to_owned()),
+                    Some(run) => run.step.error.clone(),
+                };
+                Point {
+                    x,
+                    mb_per_sec,
+                    ratio_to_best: mb_per_sec.filter(|_| best > 0.0).map(|mb| mb / best),
+                    tries_mb_per_sec: run.map(|run| run.tries_mb_per_sec.clone()).unwrap_or_default(),
+                    error,
+                }
+            })
+            .collect();
+        Series {
+            name,
+            title,
+            axis,
+            points,
+        }
+    }
+
+    /// Points that finished below [`RATIO_GOAL`] of the best, or did not finish.
+    pub fn short_points(&self) -> usize {
+        self.points
+            .iter()
+            .filter(|p| p.ratio_to_best.is_none_or(|ratio| ratio < RATIO_GOAL))
+            .count()
+    }
+
+    /// The series in the `--json` document.
+    pub fn to_json(&self) -> Value {
+        let points: Vec<Value> = self
+            .points
+            .iter()
+            .map(|p| {
+                json!({"x": p.x, "mb_per_sec": p.mb_per_sec, "ratio_to_best": p.ratio_to_best,
+                       "tries_mb_per_sec": p.tries_mb_per_sec,
+                       "below_goal": p.ratio_to_best.is_none_or(|r| r < RATIO_GOAL), "error": p.error})
+            })
+            .collect();
+        json!({"name": self.name, "title": self.title, "axis": self.axis, "points": points})
+    }
+}
+
+/// The six series of the runs.
+pub fn series(runs: &[Run]) -> Vec<Series> {
+    let find = |side, partitions, workers, keys| runs.iter().find(|r| r.is(side, partitions, workers, keys));
+    let by_partitions = |side, keys| {
+        PARTITION_COUNTS
+            .iter()
+            .map(|&p| (u64::from(p), find(side, p, SERIES_WORKERS, keys)))
+            .collect::<Vec<_>>()
+    };
+    let by_workers = |side, keys| {
+        WORKER_COUNTS
+            .iter()
+            .map(|&w| (w as u64, find(side, SERIES_PARTITIONS, w, keys)))
+            .collect::<Vec<_>>()
+    };
+    let (w, p) = (SERIES_WORKERS, SERIES_PARTITIONS);
+    vec![
+        Series::of(
+            "produce_by_partitions_unkeyed",
+            format!("produce, unkeyed, {w} producers"),
+            "partitions",
+            by_partitions(Side::Produce, Keys::Unkeyed),
+        ),
+        Series::of(
+            "produce_by_partitions_keyed",
+            format!("produce, keyed, {w} producers"),
+            "partitions",
+            by_partitions(Side::Produce, Keys::Keyed),
+        ),
+        Series::of(
+            "produce_by_producers_unkeyed",
+            format!("produce, unkeyed, {p} partitions"),
+            "producers",
+            by_workers(Side::Produce, Keys::Unkeyed),
+        ),
+        Series::of(
+            "produce_by_producers_keyed",
+            format!("produce, keyed, {p} partitions"),
+            "producers",
+            by_workers(Side::Produce, Keys::Keyed),
+        ),
+        Series::of(
+            "consume_by_partitions",
+            format!("consume, {w} consumers (at most one a partition)"),
+            "partitions",
+            by_partitions(Side::Consume, Keys::Unkeyed),
+        ),
+        Series::of(
+            "consume_by_consumers",
+            format!("consume, {p} partitions"),
+            "consumers",
+            by_workers(Side::Consume, Keys::Unkeyed),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(side: Side, partitions: u32, workers: usize, mb: Option<f64>) -> Run {
+        let mut step = Step::skipped("run", "run".into(), "");
+        step.status = if mb.is_some() { Status::Ok } else { Status::Failed };
+        step.figures = mb.map(|mb| vec![("mb_per_sec", mb)]).unwrap_or_default();
+        step.error = mb.is_none().then(|| "failed run".to_owned());
+        Run {
+            side,
+            partitions,
+            workers,
+            keys: Keys::Unkeyed,
+            step,
+            tries_mb_per_sec: vec![mb],
+            topic: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_point_is_read_against_the_best_of_its_series() {
+        let runs = vec![
+            run(Side::Produce, 1, 4, Some(400.0)),
+            run(Side::Produce, 100, 4, Some(500.0)),
+            run(Side::Produce, 1_000, 4, Some(300.0)),
+            run(Side::Produce, 10_000, 4, None),
+        ];
+        let all = series(&runs);
+        let unkeyed = &all[0];
+        let ratios: Vec<Option<f64>> = unkeyed.points.iter().map(|p| p.ratio_to_best).collect();
+        assert_eq!(ratios, vec![Some(0.8), Some(1.0), Some(0.6), None]);
+        assert_eq!(unkeyed.short_points(), 2, "0.6 and the failed run");
+        assert_eq!(unkeyed.points[3].error.as_deref(), Some("failed run"));
+        let keyed = &all[1];
+        assert!(keyed.points.iter().all(|p| p.error.is_some()), "no keyed runs");
+        assert_eq!(unkeyed.to_json()["points"][2]["below_goal"], true);
+    }
+}
