@@ -1,12 +1,13 @@
 //! Opening the partitions at start within the process's open-file limit.
 //!
-//! Every segment holds three descriptors, so a data dir can hold more partitions than the limit
-//! lets the broker open. The storage files of all shards share a [`DescriptorBudget`] below the
+//! Every segment holds three files, so a data dir can hold more partitions than the limit lets
+//! the broker hold open. The storage files of all shards share a [`DescriptorBudget`] below the
 //! limit, and what the budget leaves is kept for sockets, rings and short-lived files, so the
-//! broker always comes up and binds its listener. Each shard opens its partitions (internal
-//! topics first: the group coordinator replays them next) until the budget runs out; the rest
-//! stay closed, answer KAFKA_STORAGE_ERROR (retriable) and open on a later request once
-//! descriptors free up. Start-up logs one line with the count.
+//! broker always comes up and binds its listener. Each shard's file cache closes idle files
+//! when the budget runs short and opens them again on demand (`laminar_engine::io::FileCache`),
+//! so every partition opens; one that cannot (the files in use do not fit) stays closed,
+//! answers KAFKA_STORAGE_ERROR (retriable) and opens on a later request. Start-up logs one line
+//! with the count of those.
 
 use std::rc::Rc;
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::io::writeback::WriteBehindRing;
-use laminar_engine::io::{DescriptorBudget, GlommioStorage, WriteBehind, WriteMode};
+use laminar_engine::io::{DescriptorBudget, FileCache, GlommioStorage, WriteBehind, WriteMode};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::ShardRuntime;
@@ -142,7 +142,11 @@ fn shard_state(
     descriptors: &Arc<DescriptorBudget>,
     offsets_partitions: i32,
 ) -> BrokerShard {
-    let storage = shard_storage(shared.write_behind()).with_descriptor_budget(descriptors.clone());
+    // The shard's files take their descriptors from its account on the shared budget, through
+    // the cache that closes idle ones when it runs short.
+    let shard_descriptors = descriptors.shard();
+    let storage = shard_storage(shared.write_behind()).with_descriptor_budget(shard_descriptors.clone());
+    let storage = FileCache::new(storage, Some(shard_descriptors));
     let group_settings = crate::group::state::GroupSettings {
         initial_rebalance_delay_ms: i64::from(shared.config.group_initial_rebalance_delay_ms),
     };
@@ -217,6 +221,10 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     let memory_trim =
         (ctx.id() == 0).then(|| glommio::spawn_local(crate::maintenance::give_back_memory(ctx.clone())));
     let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
+    let descriptor_pressure = {
+        let ctx = ctx.clone();
+        glommio::spawn_local(async move { ctx.state.partitions.answer_descriptor_pressure().await })
+    };
     if serving {
         accept_until_shutdown(&ctx, &listener).await;
     }
@@ -225,6 +233,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     drop(background);
     drop(memory_trim);
     drop(group_timers);
+    drop(descriptor_pressure);
     for ((topic, partition), error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic, partition, %error, "partition did not close cleanly");
     }

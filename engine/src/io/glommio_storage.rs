@@ -4,9 +4,9 @@
 //! topic deletion — and glommio 0.9 offers no io_uring version of most of them, so they use
 //! blocking `std::fs` calls; directory fsync goes through glommio.
 
-use super::descriptors::{DescriptorBudget, DescriptorSlots};
+use super::descriptors::{DescriptorSlots, ShardDescriptors};
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
-use super::{Storage, StorageFile};
+use super::{FileId, Storage, StorageFile};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};
@@ -15,6 +15,10 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
+
+/// Duplicate descriptors for sendfile are made only while the descriptor budget is used below
+/// this fraction (numerator, denominator).
+pub const SENDABLE_BUDGET_SHARE: (u64, u64) = (3, 4);
 
 /// How segment files are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,8 +47,9 @@ pub struct GlommioStorage {
     mode: WriteMode,
     /// This shard's write-behind (buffered mode only; see [`super::writeback`]).
     write_behind: Option<Rc<WriteBehindRing>>,
-    /// Where open files take their descriptors from; `None`: no bound but the kernel's.
-    descriptors: Option<Arc<DescriptorBudget>>,
+    /// This shard's account on the budget open files take their descriptors from; `None`: no
+    /// bound but the kernel's.
+    descriptors: Option<Rc<ShardDescriptors>>,
 }
 
 impl GlommioStorage {
@@ -57,10 +62,10 @@ impl GlommioStorage {
         }
     }
 
-    /// Every file opened from now on holds its descriptors in `budget`, and an open past it
-    /// fails with EMFILE (see [`super::descriptors`]).
-    pub fn with_descriptor_budget(mut self, budget: Arc<DescriptorBudget>) -> Self {
-        self.descriptors = Some(budget);
+    /// Every file opened from now on holds its descriptors in `shard`'s account, and an open
+    /// past the budget fails with EMFILE (see [`super::descriptors`]).
+    pub fn with_descriptor_budget(mut self, shard: Rc<ShardDescriptors>) -> Self {
+        self.descriptors = Some(shard);
         self
     }
 
@@ -104,6 +109,7 @@ impl Clone for Handle {
 /// An open glommio file. Owned by one shard; not Send.
 pub struct GlommioFile {
     handle: RefCell<Option<Handle>>,
+    id: FileId,
     len: Cell<u64>,
     /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`.
     tail_block: RefCell<Vec<u8>>,
@@ -274,19 +280,44 @@ impl StorageFile for GlommioFile {
         }
     }
 
+    /// The duplicate descriptor is made only while the budget is less than
+    /// [`SENDABLE_BUDGET_SHARE`] used: past that, the bytes go through memory, so that sends in
+    /// progress (each holds its file open, see [`StorageFile::is_lent`]) never take the
+    /// descriptors that other partitions' files need.
     fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
         if let Some(file) = &*self.sendable.borrow() {
             return Ok(Some(file.clone()));
         }
-        let duplicate = crate::sys::duplicate(self.read_fd()?)?;
+        let fd = self.read_fd()?;
         if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
-            if slots.grow(1).is_err() {
+            let budget = slots.budget();
+            let (numerator, denominator) = SENDABLE_BUDGET_SHARE;
+            let tight = budget.used().saturating_add(1).saturating_mul(denominator)
+                > budget.limit().saturating_mul(numerator);
+            if tight || slots.grow(1).is_err() {
                 return Ok(None); // no descriptor to spare: the bytes go through memory instead
             }
         }
+        let duplicate = match crate::sys::duplicate(fd) {
+            Ok(duplicate) => duplicate,
+            Err(error) if super::is_out_of_descriptors(&error) => {
+                if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
+                    slots.shrink(1);
+                }
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        };
         let file = Arc::new(std::fs::File::from(duplicate));
         *self.sendable.borrow_mut() = Some(file.clone());
         Ok(Some(file))
+    }
+
+    fn is_lent(&self) -> bool {
+        self.sendable
+            .borrow()
+            .as_ref()
+            .is_some_and(|file| Arc::strong_count(file) > 1)
     }
 
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
@@ -304,6 +335,10 @@ impl StorageFile for GlommioFile {
 
     fn len(&self) -> u64 {
         self.len.get()
+    }
+
+    fn id(&self) -> FileId {
+        self.id
     }
 
     async fn close(&self) -> io::Result<()> {
@@ -379,8 +414,13 @@ impl Storage for GlommioStorage {
                 )
             }
         };
+        let (device, inode) = crate::sys::file_id(match &handle {
+            Handle::Buffered(f) => f.as_raw_fd(),
+            Handle::Direct(f, _) => f.as_raw_fd(),
+        })?;
         let file = GlommioFile {
             handle: RefCell::new(Some(handle.clone())),
+            id: FileId { device, inode },
             len: Cell::new(len),
             tail_block: RefCell::new(Vec::new()),
             sendable: RefCell::new(None),

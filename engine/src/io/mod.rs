@@ -6,13 +6,28 @@
 
 mod descriptors;
 mod faulty;
+mod file_cache;
 mod glommio_storage;
 pub mod writeback;
 
-pub use descriptors::{is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots};
-pub use faulty::{CrashMode, FaultyStorage};
+pub use descriptors::{
+    is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots, ShardDescriptors,
+};
+pub use faulty::{CrashMode, FaultyStorage, MemHandle};
+pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
 pub use writeback::{WriteBehind, WriteBehindStats};
+
+/// The storage a broker shard runs on: glommio files behind the shard's [`FileCache`].
+pub type ShardStorage = FileCache<GlommioStorage>;
+
+/// Which file an open file is, whatever path it was opened by: device and inode for kernel
+/// files, a number for in-memory ones. A file reopened by its path must be the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    pub device: u64,
+    pub inode: u64,
+}
 
 use bytes::Bytes;
 use std::io;
@@ -55,6 +70,11 @@ pub trait StorageFile {
     fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
         Ok(None)
     }
+    /// Whether a handle from [`StorageFile::sendable`] is still held elsewhere (a send in
+    /// progress): the file is in use and must not be closed while idle.
+    fn is_lent(&self) -> bool {
+        false
+    }
     /// Whether reading `[pos, pos + len)` now would not wait for the disk (its first, middle
     /// and last pages are in the page cache). Files without a page cache say yes.
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
@@ -63,6 +83,8 @@ pub trait StorageFile {
     }
     /// Current length as seen by this process (written bytes, synced or not).
     fn len(&self) -> u64;
+    /// Which file this is (read when it was opened).
+    fn id(&self) -> FileId;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

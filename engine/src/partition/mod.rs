@@ -4,7 +4,7 @@
 mod producer_snapshot;
 pub mod producer_state;
 
-use crate::io::{GlommioStorage, Storage};
+use crate::io::{ShardStorage, Storage};
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
@@ -57,7 +57,7 @@ pub struct ReadResult<D = Vec<Bytes>> {
 /// One partition. Owned by one shard; not Send. Used as `Rc<Partition>`; concurrent appends
 /// from several connections are serialized by `append_lock`, which makes checking the
 /// producer state, appending and recording the batches one step.
-pub struct Partition<S: Storage = GlommioStorage> {
+pub struct Partition<S: Storage = ShardStorage> {
     log: Log<S>,
     storage: Rc<S>,
     producers: RefCell<ProducerStateTable>,
