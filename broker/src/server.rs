@@ -20,7 +20,7 @@ use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::log_dir_lock::LogDirLock;
-use crate::open_files::{self, OpenedAtStart};
+use crate::open_files;
 use crate::request_memory::RequestMemory;
 
 /// How long shutdown waits for connections to finish their current request.
@@ -82,15 +82,16 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         move |_id| shard_state(&init_shared, &init_descriptors, offsets_partitions),
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
-    let opened = match wait_for_shards(&ready_rx, shard_count) {
-        Ok(opened) => opened,
-        Err(e) => {
-            shared.shutdown.trigger();
-            let _ = runtime.join();
-            anyhow::bail!("{e}");
-        }
-    };
-    opened.report(&descriptors, open_files_limit);
+    if let Err(e) = wait_for_shards(&ready_rx, shard_count) {
+        shared.shutdown.trigger();
+        let _ = runtime.join();
+        anyhow::bail!("{e}");
+    }
+    tracing::info!(
+        open_files_limit,
+        partition_file_descriptors = descriptors.limit(),
+        "partitions open on first use; files of idle ones close when descriptors run short"
+    );
     shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
@@ -99,22 +100,17 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     })
 }
 
-/// What a shard reports once it listens: what it opened, or why it cannot serve.
-type ShardReady = Result<OpenedAtStart, String>;
+/// What a shard reports once it listens: nothing, or why it cannot serve.
+type ShardReady = Result<(), String>;
 
-/// Waits until every shard listens; returns what they opened together, or the first failure.
-fn wait_for_shards(
-    ready: &std::sync::mpsc::Receiver<ShardReady>,
-    shard_count: usize,
-) -> Result<OpenedAtStart, String> {
-    let mut opened = OpenedAtStart::default();
+/// Waits until every shard listens; returns the first failure, if any.
+fn wait_for_shards(ready: &std::sync::mpsc::Receiver<ShardReady>, shard_count: usize) -> Result<(), String> {
     for _ in 0..shard_count {
-        let shard = ready
+        ready
             .recv()
-            .map_err(|_| "a shard stopped during start-up".to_string())?;
-        opened.add(shard?);
+            .map_err(|_| "a shard stopped during start-up".to_string())??;
     }
-    Ok(opened)
+    Ok(())
 }
 
 /// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
@@ -186,7 +182,9 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     ctx.state
         .partitions
         .observe_syncs(ctx.state.metrics.fdatasync_observer());
-    let opened = open_files::open_owned_partitions(&ctx).await;
+    // Partitions open on first use: after a clean shutdown nothing is read here, after a crash
+    // each partition written since its last clean close is recovered when it is first used.
+    // The group coordinator's partitions are replayed now.
     crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {
         Ok(listener) => listener,
@@ -209,7 +207,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
             }
         }
     }
-    let _ = ready.send(Ok(opened));
+    let _ = ready.send(Ok(()));
     // No shard accepts until every shard has bound its listeners: a start-up that fails on one
     // shard (the admin port, say) must not have served clients on another meanwhile.
     let serving = {

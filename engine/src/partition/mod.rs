@@ -328,10 +328,15 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Flushes, snapshots the producer state at the log end, closes the files and leaves the
-    /// clean-shutdown marker.
+    /// clean-shutdown marker. A partition not written since it opened after a clean close has
+    /// all of that on disk already: it only closes its files.
     pub async fn close(&self) -> Result<(), LogError> {
         self.check_open()?;
         let _append = self.append_lock.lock().await;
+        if self.log.is_clean() {
+            self.closed.set(true);
+            return self.log.close().await;
+        }
         self.flush().await?;
         let table = self.producers.borrow().clone();
         let end = self.log_end_offset();

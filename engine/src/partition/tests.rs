@@ -461,3 +461,55 @@ fn split_batches(bytes: &[u8]) -> Vec<Bytes> {
         .map(|item| Bytes::copy_from_slice(&bytes[item.unwrap().0]))
         .collect()
 }
+
+/// Flips a byte inside the last batch of the active segment `00000000000000000000.log`, as
+/// a torn write could leave it (its CRC no longer matches).
+fn damage_last_batch(storage: &FaultyStorage) {
+    let log = dir().join(format!("{:020}.log", 0));
+    let mut bytes = storage.file_bytes(&log).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0xFF;
+    storage.set_file_bytes(&log, bytes);
+}
+
+#[test]
+fn a_log_only_read_since_a_clean_close_keeps_its_marker_and_needs_no_recovery() {
+    block_on(async {
+        let storage = FaultyStorage::new(7);
+        let config = LogConfig::default();
+        let p = open(&storage, config.clone()).await;
+        for i in 0..3 {
+            p.append(batch(2, i), 0).await.unwrap();
+        }
+        p.close().await.unwrap();
+        let marker = dir().join(crate::log::CLEAN_SHUTDOWN_MARKER);
+        damage_last_batch(&storage);
+
+        // Read only, then a crash: the marker is still there, so the next open trusts the files
+        // (the damage is not looked for: only headers are read after a clean close).
+        let p = open(&storage, config.clone()).await;
+        assert_eq!(p.read(0, 1 << 20, true).await.unwrap().data.len(), 3);
+        let syncs = storage.sync_count();
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        assert!(storage.file_bytes(&marker).is_some(), "kept while only read");
+        let p = open(&storage, config.clone()).await;
+        assert_eq!(p.log_end_offset(), 6);
+        // Closing a log nobody wrote writes nothing.
+        p.close().await.unwrap();
+        assert_eq!(storage.sync_count(), syncs);
+
+        // The first write removes the marker: a crash after it is recovered, and recovery
+        // verifies the whole active segment, cutting at the damaged batch.
+        let p = open(&storage, config.clone()).await;
+        p.append(batch(1, 9), 0).await.unwrap();
+        assert!(
+            storage.file_bytes(&marker).is_none(),
+            "removed before the first write"
+        );
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, config).await;
+        assert_eq!(p.log_end_offset(), 4, "cut at the damaged third batch");
+    });
+}

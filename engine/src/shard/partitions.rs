@@ -1,4 +1,4 @@
-//! The partitions one shard owns, opened on first use (or at start) and closed on shutdown.
+//! The partitions one shard owns, opened on first use and closed on shutdown.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::io::{FileCacheStats, ShardStorage, Storage, WriteBehindStats};
+use crate::log::segment::parse_log_name;
 use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
 
 /// A partition replica's name: topic and index.
@@ -87,6 +88,18 @@ impl ShardPartitions {
             .borrow_mut()
             .insert((topic.to_string(), partition), opened.clone());
         Ok(opened)
+    }
+
+    /// How many segments the partition's directory holds, read from the directory without
+    /// opening the partition (0 when there is no directory). Retention needs to open only a
+    /// partition with more than one: it never deletes the active segment.
+    pub async fn segments_on_disk(&self, topic: &str, partition: i32) -> Result<usize, LogError> {
+        let dir = partition_dir(&self.log_dir, topic, partition);
+        match self.storage.list_dir(&dir).await {
+            Ok(names) => Ok(names.iter().filter(|n| parse_log_name(n).is_some()).count()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Closes and deletes a partition's files, whether or not it was open.
