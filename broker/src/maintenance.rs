@@ -1,5 +1,6 @@
-//! Per-shard background work: retention checks and compaction, expiring idle producer ids and, with `laminar.fsync=interval:<ms>`, the
-//! periodic flush. Each shard looks after only the partitions it owns, those not opened since
+//! Per-shard background work: retention checks and compaction, expiring idle producer ids,
+//! giving back disk reserved ahead by partitions that went idle and, with
+//! `laminar.fsync=interval:<ms>`, the periodic flush. Each shard looks after only the partitions it owns, those not opened since
 //! the start included (see `open_for_retention`).
 
 use std::rc::Rc;
@@ -19,17 +20,39 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         FsyncSetting::IntervalMs(ms) => Some(Duration::from_millis(ms.max(1))),
         FsyncSetting::Always | FsyncSetting::Never => None,
     };
-    let tick = flush_every.map_or(retention_every, |f| f.min(retention_every));
-    let mut since_retention = Duration::ZERO;
+    let tick = flush_every
+        .map_or(retention_every, |f| f.min(retention_every))
+        .min(RESERVATION_CHECK_EVERY);
+    let (mut since_retention, mut since_reservations) = (Duration::ZERO, Duration::ZERO);
     loop {
         glommio::timer::sleep(tick).await;
         since_retention += tick;
+        since_reservations += tick;
         if flush_every.is_some() {
             flush_all(&ctx).await;
+        }
+        if since_reservations >= RESERVATION_CHECK_EVERY {
+            since_reservations = Duration::ZERO;
+            release_idle_reservations(&ctx).await;
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
             apply_retention(&ctx).await;
+        }
+    }
+}
+
+/// How often each shard looks for partitions that hold disk reserved ahead of appends they no
+/// longer get (half of `segment::RESERVE_IDLE_MS`).
+const RESERVATION_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Gives back the blocks reserved ahead by partitions that went idle: an idle partition holds
+/// no disk but its bytes.
+async fn release_idle_reservations(ctx: &Rc<BrokerCtx>) {
+    let now = now_ms();
+    for ((topic, partition), open) in ctx.state.partitions.all() {
+        if let Err(error) = open.release_idle_reservation(now).await {
+            tracing::error!(topic, partition, %error, "giving back reserved blocks failed");
         }
     }
 }

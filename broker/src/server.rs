@@ -11,7 +11,9 @@ use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::io::writeback::WriteBehindRing;
-use laminar_engine::io::{DescriptorBudget, FileCache, GlommioStorage, WriteBehind, WriteMode};
+use laminar_engine::io::{
+    DescriptorBudget, FileCache, GlommioStorage, ReserveBudget, WriteBehind, WriteMode,
+};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::ShardRuntime;
@@ -56,6 +58,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
     let descriptors = open_files::storage_budget(open_files_limit);
+    let reservations = ReserveBudget::for_log_dir(&log_dir);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let request_memory = RequestMemory::new(config.queued_max_request_bytes);
     let shared = Arc::new(BrokerShared {
@@ -73,13 +76,20 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
     let init_descriptors = descriptors.clone();
+    let init_reservations = reservations.clone();
     let runtime = ShardRuntime::start(
         ShardRuntimeConfig {
             shard_count,
             pin: true,
             spin_before_park: None,
         },
-        move |_id| shard_state(&init_shared, &init_descriptors, offsets_partitions),
+        move |_id| {
+            let budgets = ShardBudgets {
+                descriptors: init_descriptors.clone(),
+                reservations: init_reservations.clone(),
+            };
+            shard_state(&init_shared, &budgets, offsets_partitions)
+        },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
     if let Err(e) = wait_for_shards(&ready_rx, shard_count) {
@@ -90,6 +100,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     tracing::info!(
         open_files_limit,
         partition_file_descriptors = descriptors.limit(),
+        reserved_ahead_bytes_max = reservations.limit(),
         "partitions open on first use; files of idle ones close when descriptors run short"
     );
     shared.start_gate.trigger();
@@ -132,16 +143,21 @@ fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
     Ok(locks)
 }
 
+/// What the shards' storage shares: the descriptor budget and the log dir's budget of blocks
+/// reserved ahead of appends.
+struct ShardBudgets {
+    descriptors: Arc<DescriptorBudget>,
+    reservations: Arc<ReserveBudget>,
+}
+
 /// One shard's state, created on that shard's thread.
-fn shard_state(
-    shared: &Arc<BrokerShared>,
-    descriptors: &Arc<DescriptorBudget>,
-    offsets_partitions: i32,
-) -> BrokerShard {
+fn shard_state(shared: &Arc<BrokerShared>, budgets: &ShardBudgets, offsets_partitions: i32) -> BrokerShard {
     // The shard's files take their descriptors from its account on the shared budget, through
     // the cache that closes idle ones when it runs short.
-    let shard_descriptors = descriptors.shard();
-    let storage = shard_storage(shared.write_behind()).with_descriptor_budget(shard_descriptors.clone());
+    let shard_descriptors = budgets.descriptors.shard();
+    let storage = shard_storage(shared.write_behind())
+        .with_descriptor_budget(shard_descriptors.clone())
+        .with_reserve_budget(budgets.reservations.clone());
     let storage = FileCache::new(storage, Some(shard_descriptors));
     let group_settings = crate::group::state::GroupSettings {
         initial_rebalance_delay_ms: i64::from(shared.config.group_initial_rebalance_delay_ms),

@@ -3,7 +3,8 @@
 //! least recently used first. 400 partitions hold at least 1 200 files (three per segment);
 //! the limit is 256, of which the partition files may use 192. Produce to and fetch from every
 //! one of them, one at a time and all in one request, across a clean restart, with new
-//! connections accepted all along, and no warning that the budget is too small.
+//! connections accepted all along, and no warning that the budget is too small. Tiny as they
+//! are, the partitions reserve no disk ahead of their appends.
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -128,6 +129,23 @@ fn fetch_all_at_once(broker: &Broker, first: &str) -> Result<()> {
     Ok(())
 }
 
+/// Disk blocks the partitions' files hold, all together: a tiny partition reserves nothing
+/// ahead of its appends, so each holds a few pages, not a reservation of a MiB or more.
+fn assert_tiny_partitions_hold_little_disk(broker: &Broker) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut allocated = 0;
+    for partition in 0..PARTITIONS {
+        let dir = broker.data_dir().join(format!("{TOPIC}-{partition}"));
+        for entry in std::fs::read_dir(dir)? {
+            allocated += entry?.metadata()?.blocks() * 512;
+        }
+    }
+    let per_partition = allocated / PARTITIONS as u64;
+    eprintln!("{per_partition} bytes of disk per partition of {TOPIC}");
+    assert!(per_partition <= 32 << 10, "{per_partition} bytes per partition");
+    Ok(())
+}
+
 fn assert_no_shortage(broker: &Broker) {
     let stderr = broker.stderr_tail();
     assert!(!stderr.contains("too small"), "{stderr}");
@@ -147,6 +165,7 @@ fn a_broker_serves_more_partitions_than_its_open_file_limit() -> Result<()> {
     produce_all_at_once(&broker, "three")?;
     fetch_all_at_once(&broker, "one")?;
     assert_no_shortage(&broker);
+    assert_tiny_partitions_hold_little_disk(&broker)?;
     broker.terminate()?;
 
     broker.restart()?;

@@ -516,9 +516,17 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         Ok(())
     }
 
+    /// A truncate to the current length changes no byte (it gives back blocks reserved past
+    /// it): the file does not become dirty for it.
     async fn truncate(&self, len: u64) -> io::Result<()> {
+        let unchanged = matches!(&*self.handle.borrow(), Handle::Parked { len: at } if *at == len);
+        if unchanged && self.failure.borrow().is_none() {
+            return Ok(()); // a closed file holds no blocks ahead (its close gave them back)
+        }
         let (file, _in_use) = self.acquire().await?;
-        self.writes.set(self.writes.get() + 1);
+        if len != file.len() {
+            self.writes.set(self.writes.get() + 1);
+        }
         file.truncate(len).await
     }
 
@@ -526,6 +534,10 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         if let Some(file) = self.open_handle() {
             file.reserve(end);
         }
+    }
+
+    fn reserved_bytes(&self) -> u64 {
+        self.open_handle().map_or(0, |file| file.reserved_bytes())
     }
 
     fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {

@@ -8,6 +8,7 @@ mod descriptors;
 mod faulty;
 mod file_cache;
 mod glommio_storage;
+mod reservations;
 pub mod writeback;
 
 pub use descriptors::{
@@ -16,6 +17,7 @@ pub use descriptors::{
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
+pub use reservations::ReserveBudget;
 pub use writeback::{WriteBehind, WriteBehindStats};
 
 /// The storage a broker shard runs on: glommio files behind the shard's [`FileCache`].
@@ -63,6 +65,10 @@ pub trait StorageFile {
     /// appends allocate their blocks as they go.
     fn reserve(&self, end: u64) {
         let _ = end;
+    }
+    /// Bytes reserved past the length now.
+    fn reserved_bytes(&self) -> u64 {
+        0
     }
     /// A handle other threads may read this file through (the network layer's sendfile), still
     /// valid after this file is closed, renamed or removed; `None` for files that are not

@@ -466,6 +466,18 @@ impl<S: Storage> Log<S> {
         Ok(None)
     }
 
+    /// Gives back the blocks the active segment reserved ahead of its appends when it took
+    /// none for a while (`segment::RESERVE_IDLE_MS`); returns whether it did.
+    pub async fn release_idle_reservation(&self, now_ms: i64) -> Result<bool, LogError> {
+        if self.active().log.reserved_bytes() == 0 {
+            return Ok(false); // the common case, without the lock
+        }
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let released = self.active().release_reservation_if_idle(now_ms).await;
+        released.map_err(|e| self.fail(e))
+    }
+
     /// fdatasyncs the active segment; returns the log end offset it covers. Segments that
     /// rolled were synced when they rolled.
     pub async fn sync(&self) -> Result<i64, LogError> {

@@ -302,6 +302,13 @@ impl<S: Storage> Partition<S> {
         self.log.compact(now_ms).await
     }
 
+    /// Gives back the disk blocks reserved ahead of appends when none came for a while (see
+    /// `log::segment::reserve_ahead_bytes`); returns whether it did.
+    pub async fn release_idle_reservation(&self, now_ms: i64) -> Result<bool, LogError> {
+        self.check_open()?;
+        self.log.release_idle_reservation(now_ms).await
+    }
+
     pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {
         self.check_open()?;
         self.log.delete_records_before(offset).await
