@@ -22,7 +22,7 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
     };
     let tick = flush_every
         .map_or(retention_every, |f| f.min(retention_every))
-        .min(RESERVATION_CHECK_EVERY);
+        .min(IDLE_CHECK_EVERY);
     let (mut since_retention, mut since_reservations) = (Duration::ZERO, Duration::ZERO);
     loop {
         glommio::timer::sleep(tick).await;
@@ -31,9 +31,9 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         if flush_every.is_some() {
             flush_all(&ctx).await;
         }
-        if since_reservations >= RESERVATION_CHECK_EVERY {
+        if since_reservations >= IDLE_CHECK_EVERY {
             since_reservations = Duration::ZERO;
-            release_idle_reservations(&ctx).await;
+            release_idle(&ctx).await;
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
@@ -43,14 +43,17 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
 }
 
 /// How often each shard looks for partitions that hold disk reserved ahead of appends they no
-/// longer get (half of `segment::RESERVE_IDLE_MS`).
-const RESERVATION_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// longer get (half of `segment::RESERVE_IDLE_MS`) or index entries nothing reads.
+const IDLE_CHECK_EVERY: Duration = Duration::from_secs(5);
 
-/// Gives back the blocks reserved ahead by partitions that went idle: an idle partition holds
-/// no disk but its bytes.
-async fn release_idle_reservations(ctx: &Rc<BrokerCtx>) {
+/// Gives back what partitions that went idle hold: the blocks reserved ahead of appends that no
+/// longer come, and the index entries of segments nothing read or appended to over a whole
+/// check period (a read brings them back). An idle partition holds no disk but its bytes, and
+/// little memory.
+async fn release_idle(ctx: &Rc<BrokerCtx>) {
     let now = now_ms();
     for ((topic, partition), open) in ctx.state.partitions.all() {
+        open.release_unused_indexes();
         if let Err(error) = open.release_idle_reservation(now).await {
             tracing::error!(topic, partition, %error, "giving back reserved blocks failed");
         }

@@ -207,9 +207,13 @@ impl Run {
         assert_eq!(info.last_offset + 1, next);
     }
 
+    /// A flush; then the shard's maintenance finds the indexes unused twice, so those whose
+    /// entries are all written are dropped from memory (later reads bring them back).
     async fn flush(&mut self) {
         self.p().flush().await.unwrap();
         self.model.synced = self.model.end();
+        self.p().release_unused_indexes();
+        self.p().release_unused_indexes();
     }
 
     async fn apply_retention(&mut self, now: i64) {

@@ -466,6 +466,12 @@ impl<S: Storage> Log<S> {
         Ok(None)
     }
 
+    /// Drops from memory the index entries of segments no read or append used since the last
+    /// call; returns how many indexes it dropped. A read brings them back.
+    pub fn release_unused_indexes(&self) -> usize {
+        self.segments().iter().map(|s| s.release_unused_indexes()).sum()
+    }
+
     /// Gives back the blocks the active segment reserved ahead of its appends when it took
     /// none for a while (`segment::RESERVE_IDLE_MS`); returns whether it did.
     pub async fn release_idle_reservation(&self, now_ms: i64) -> Result<bool, LogError> {

@@ -310,6 +310,7 @@ impl<F: StorageFile> Segment<F> {
             return Ok(None);
         }
         let relative = (offset - self.base_offset) as u32;
+        self.index.load().await?;
         let start = self.index.last_where(|e| e.relative_offset <= relative);
         self.scan_until(start.map_or(0, |e| e.position as u64), |h| {
             h.last_offset() >= offset
@@ -322,6 +323,8 @@ impl<F: StorageFile> Segment<F> {
         if self.meta.get().max_timestamp < ts {
             return Ok(None);
         }
+        self.time_index.load().await?;
+        self.index.load().await?;
         let start = match self.time_index.last_where(|t| t.timestamp < ts) {
             None => 0,
             Some(t) => self
@@ -416,6 +419,12 @@ impl<F: StorageFile> Segment<F> {
         self.log.fdatasync().await?;
         self.index.sync().await?;
         self.time_index.sync().await
+    }
+
+    /// Drops from memory the index entries no lookup or append used since the last call
+    /// (see `index::EntryFile::release_if_unused`); returns how many of its two indexes did.
+    pub fn release_unused_indexes(&self) -> usize {
+        usize::from(self.index.release_if_unused()) + usize::from(self.time_index.release_if_unused())
     }
 
     /// Gives back the blocks reserved ahead of the `.log` file's appends when none came for

@@ -302,6 +302,12 @@ impl<S: Storage> Partition<S> {
         self.log.compact(now_ms).await
     }
 
+    /// Drops from memory the index entries of segments nothing used since the last call (a
+    /// later read brings them back); returns how many indexes it dropped.
+    pub fn release_unused_indexes(&self) -> usize {
+        self.log.release_unused_indexes()
+    }
+
     /// Gives back the disk blocks reserved ahead of appends when none came for a while (see
     /// `log::segment::reserve_ahead_bytes`); returns whether it did.
     pub async fn release_idle_reservation(&self, now_ms: i64) -> Result<bool, LogError> {
