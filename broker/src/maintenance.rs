@@ -1,10 +1,15 @@
-//! Per-shard background work: retention checks and compaction, expiring idle producer ids and, with `laminar.fsync=interval:<ms>`, the
-//! periodic flush. Each shard looks after only the partitions it owns.
+//! Per-shard background work: retention checks and compaction, expiring idle producer ids,
+//! giving back disk reserved ahead by partitions that went idle and, with
+//! `laminar.fsync=interval:<ms>`, the periodic flush. Each shard looks after only the partitions it owns, those not opened since
+//! the start included (see `open_for_retention`).
 
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::broker::BrokerCtx;
+use laminar_engine::partition::Partition;
+use laminar_engine::shard::shard_of_partition;
+
+use crate::broker::{BrokerCtx, TopicPartition};
 use crate::clock::now_ms;
 use crate::config::FsyncSetting;
 
@@ -15,17 +20,42 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         FsyncSetting::IntervalMs(ms) => Some(Duration::from_millis(ms.max(1))),
         FsyncSetting::Always | FsyncSetting::Never => None,
     };
-    let tick = flush_every.map_or(retention_every, |f| f.min(retention_every));
-    let mut since_retention = Duration::ZERO;
+    let tick = flush_every
+        .map_or(retention_every, |f| f.min(retention_every))
+        .min(IDLE_CHECK_EVERY);
+    let (mut since_retention, mut since_reservations) = (Duration::ZERO, Duration::ZERO);
     loop {
         glommio::timer::sleep(tick).await;
         since_retention += tick;
+        since_reservations += tick;
         if flush_every.is_some() {
             flush_all(&ctx).await;
+        }
+        if since_reservations >= IDLE_CHECK_EVERY {
+            since_reservations = Duration::ZERO;
+            release_idle(&ctx).await;
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
             apply_retention(&ctx).await;
+        }
+    }
+}
+
+/// How often each shard looks for partitions that hold disk reserved ahead of appends they no
+/// longer get (half of `segment::RESERVE_IDLE_MS`) or index entries nothing reads.
+const IDLE_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Gives back what partitions that went idle hold: the blocks reserved ahead of appends that no
+/// longer come, and the index entries of segments nothing read or appended to over a whole
+/// check period (a read brings them back). An idle partition holds no disk but its bytes, and
+/// little memory.
+async fn release_idle(ctx: &Rc<BrokerCtx>) {
+    let now = now_ms();
+    for ((topic, partition), open) in ctx.state.partitions.all() {
+        open.release_unused_indexes();
+        if let Err(error) = open.release_idle_reservation(now).await {
+            tracing::error!(topic, partition, %error, "giving back reserved blocks failed");
         }
     }
 }
@@ -62,19 +92,65 @@ async fn flush_all(ctx: &Rc<BrokerCtx>) {
 
 async fn apply_retention(ctx: &Rc<BrokerCtx>) {
     let now = now_ms();
-    let producer_idle_max_ms = ctx.state.shared.config.producer_id_expiration_ms;
     for ((topic, partition), open) in ctx.state.partitions.all() {
-        let expired = open.expire_producers(now, producer_idle_max_ms);
-        if expired > 0 {
-            tracing::debug!(topic, partition, expired, "idle producer ids expired");
-        }
-        match open.apply_retention(now).await {
-            Ok(outcome) => tracing::debug!(topic, partition, ?outcome, "retention checked"),
-            Err(error) => tracing::error!(topic, partition, %error, "retention failed"),
-        }
-        // A no-op unless the topic's cleanup.policy has compact.
-        if let Err(error) = open.compact(now).await {
-            tracing::error!(topic, partition, %error, "compaction failed");
+        retain(ctx, &topic, partition, &open, now).await;
+    }
+    open_for_retention(ctx, now).await;
+}
+
+/// Retention, compaction and producer expiry of one open partition.
+async fn retain(ctx: &Rc<BrokerCtx>, topic: &str, partition: i32, open: &Partition, now: i64) {
+    let producer_idle_max_ms = ctx.state.shared.config.producer_id_expiration_ms;
+    let expired = open.expire_producers(now, producer_idle_max_ms);
+    if expired > 0 {
+        tracing::debug!(topic, partition, expired, "idle producer ids expired");
+    }
+    match open.apply_retention(now).await {
+        Ok(outcome) => tracing::debug!(topic, partition, ?outcome, "retention checked"),
+        Err(error) => tracing::error!(topic, partition, %error, "retention failed"),
+    }
+    // A no-op unless the topic's cleanup.policy has compact.
+    if let Err(error) = open.compact(now).await {
+        tracing::error!(topic, partition, %error, "compaction failed");
+    }
+}
+
+/// Partitions open on first use, so some this shard owns have not opened since the start.
+/// Retention and compaction only ever act on segments other than the active one, so only a
+/// partition whose directory holds more than one segment is opened for them (its directory
+/// listed, nothing read); the others stay closed.
+async fn open_for_retention(ctx: &Rc<BrokerCtx>, now: i64) {
+    let table = ctx.state.shared.metadata.current();
+    for topic in table.topics.values() {
+        for partition in 0..topic.partition_count {
+            let owned = shard_of_partition(&topic.name, partition, ctx.shard_count()) == ctx.id();
+            if !owned || ctx.state.partitions.get(&topic.name, partition).is_some() {
+                continue;
+            }
+            glommio::yield_if_needed().await;
+            let segments = ctx
+                .state
+                .partitions
+                .segments_on_disk(&topic.name, partition)
+                .await;
+            match segments {
+                Ok(segments) if segments > 1 => {}
+                Ok(_) => continue,
+                Err(error) => {
+                    tracing::error!(topic = topic.name, partition, %error, "cannot list partition");
+                    continue;
+                }
+            }
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition,
+            };
+            match ctx.state.partition(&tp).await {
+                Ok(open) => retain(ctx, &tp.topic, partition, &open, now).await,
+                Err(error) => {
+                    tracing::error!(topic = tp.topic, partition, %error, "cannot open for retention")
+                }
+            }
         }
     }
 }

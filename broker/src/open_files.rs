@@ -1,20 +1,17 @@
-//! Opening the partitions at start within the process's open-file limit.
+//! The partition files' share of the process's open-file limit.
 //!
-//! Every segment holds three descriptors, so a data dir can hold more partitions than the limit
-//! lets the broker open. The storage files of all shards share a [`DescriptorBudget`] below the
+//! Every segment holds three files, so a data dir can hold more partitions than the limit lets
+//! the broker hold open. The storage files of all shards share a [`DescriptorBudget`] below the
 //! limit, and what the budget leaves is kept for sockets, rings and short-lived files, so the
-//! broker always comes up and binds its listener. Each shard opens its partitions (internal
-//! topics first: the group coordinator replays them next) until the budget runs out; the rest
-//! stay closed, answer KAFKA_STORAGE_ERROR (retriable) and open on a later request once
-//! descriptors free up. Start-up logs one line with the count.
+//! broker always comes up and binds its listener. Partitions open on first use (start-up opens
+//! none but the group coordinator's), and each shard's file cache closes idle files when the
+//! budget runs short and opens them again on demand (`laminar_engine::io::FileCache`); an open
+//! that cannot fit (the files in use at that instant do not) answers KAFKA_STORAGE_ERROR
+//! (retriable), and the broker says once how many descriptors it needs.
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use laminar_engine::io::DescriptorBudget;
-use laminar_engine::shard::shard_of_partition;
-
-use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
 
 /// The least and the most descriptors kept out of the storage's budget.
 const DESCRIPTORS_KEPT_MIN: u64 = 64;
@@ -34,69 +31,6 @@ pub fn open_files_limit() -> u64 {
         tracing::warn!(%error, "cannot read the open-file limit; partition files are not budgeted");
         u64::MAX
     })
-}
-
-/// What the shards opened at start. Sent from each shard to the starting thread.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct OpenedAtStart {
-    pub opened: u64,
-    /// Left closed: no descriptor was left for them.
-    pub not_opened: u64,
-}
-
-impl OpenedAtStart {
-    pub fn add(&mut self, other: OpenedAtStart) {
-        self.opened += other.opened;
-        self.not_opened += other.not_opened;
-    }
-
-    /// The start-up line for partitions left closed, if any.
-    pub fn report(&self, budget: &DescriptorBudget, open_files_limit: u64) {
-        if self.not_opened == 0 {
-            return;
-        }
-        tracing::warn!(
-            opened = self.opened,
-            not_opened = self.not_opened,
-            open_files_limit,
-            partition_file_descriptors = budget.limit(),
-            "{} of {} partitions are not open: no file descriptor left for their files; they answer \
-             KAFKA_STORAGE_ERROR until descriptors free up. Raise the open-file limit (ulimit -n, \
-             systemd LimitNOFILE=) to serve them all",
-            self.not_opened,
-            self.opened + self.not_opened,
-        );
-    }
-}
-
-/// Opens (and so recovers) every partition this shard owns, before it serves, internal topics
-/// first. Once descriptors run out the rest are only counted: each open would fail alike.
-pub async fn open_owned_partitions(ctx: &Rc<BrokerCtx>) -> OpenedAtStart {
-    let table = ctx.state.shared.metadata.current();
-    let (internal, others): (Vec<_>, Vec<_>) = table.topics.values().partition(|t| t.name.starts_with("__"));
-    let owned = internal.into_iter().chain(others).flat_map(|topic| {
-        (0..topic.partition_count)
-            .filter(|&partition| shard_of_partition(&topic.name, partition, ctx.shard_count()) == ctx.id())
-            .map(|partition| TopicPartition {
-                topic: topic.name.clone(),
-                partition,
-            })
-    });
-    let mut counts = OpenedAtStart::default();
-    for tp in owned {
-        if counts.not_opened > 0 {
-            counts.not_opened += 1;
-            continue;
-        }
-        match ctx.state.partition(&tp).await {
-            Ok(_) => counts.opened += 1,
-            Err(PartitionAccessError::Log(e)) if e.is_out_of_descriptors() => counts.not_opened += 1,
-            Err(error) => {
-                tracing::error!(topic = tp.topic, partition = tp.partition, %error, "cannot open partition")
-            }
-        }
-    }
-    counts
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::io::writeback::WriteBehindRing;
-use laminar_engine::io::{DescriptorBudget, GlommioStorage, WriteBehind, WriteMode};
+use laminar_engine::io::{
+    DescriptorBudget, FileCache, GlommioStorage, ReserveBudget, WriteBehind, WriteMode,
+};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::{ShardGone, ShardRuntime};
@@ -20,7 +22,7 @@ use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::log_dir_lock::LogDirLock;
-use crate::open_files::{self, OpenedAtStart};
+use crate::open_files;
 use crate::request_memory::RequestMemory;
 
 /// How long shutdown waits for connections to finish their current request.
@@ -68,6 +70,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
     let descriptors = open_files::storage_budget(open_files_limit);
+    let reservations = ReserveBudget::for_log_dir(&log_dir);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let request_memory = RequestMemory::new(config.queued_max_request_bytes);
     let shared = Arc::new(BrokerShared {
@@ -85,24 +88,33 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
     let init_descriptors = descriptors.clone();
+    let init_reservations = reservations.clone();
     let runtime = ShardRuntime::start(
         ShardRuntimeConfig {
             shard_count,
             pin: true,
             spin_before_park: None,
         },
-        move |_id| shard_state(&init_shared, &init_descriptors, offsets_partitions),
+        move |_id| {
+            let budgets = ShardBudgets {
+                descriptors: init_descriptors.clone(),
+                reservations: init_reservations.clone(),
+            };
+            shard_state(&init_shared, &budgets, offsets_partitions)
+        },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
-    let opened = match wait_for_shards(&ready_rx, shard_count) {
-        Ok(opened) => opened,
-        Err(e) => {
-            shared.shutdown.trigger();
-            let _ = runtime.join();
-            anyhow::bail!("{e}");
-        }
-    };
-    opened.report(&descriptors, open_files_limit);
+    if let Err(e) = wait_for_shards(&ready_rx, shard_count) {
+        shared.shutdown.trigger();
+        let _ = runtime.join();
+        anyhow::bail!("{e}");
+    }
+    tracing::info!(
+        open_files_limit,
+        partition_file_descriptors = descriptors.limit(),
+        reserved_ahead_bytes_max = reservations.limit(),
+        "partitions open on first use; files of idle ones close when descriptors run short"
+    );
     shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
@@ -111,22 +123,17 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     })
 }
 
-/// What a shard reports once it listens: what it opened, or why it cannot serve.
-type ShardReady = Result<OpenedAtStart, String>;
+/// What a shard reports once it listens: nothing, or why it cannot serve.
+type ShardReady = Result<(), String>;
 
-/// Waits until every shard listens; returns what they opened together, or the first failure.
-fn wait_for_shards(
-    ready: &std::sync::mpsc::Receiver<ShardReady>,
-    shard_count: usize,
-) -> Result<OpenedAtStart, String> {
-    let mut opened = OpenedAtStart::default();
+/// Waits until every shard listens; returns the first failure, if any.
+fn wait_for_shards(ready: &std::sync::mpsc::Receiver<ShardReady>, shard_count: usize) -> Result<(), String> {
     for _ in 0..shard_count {
-        let shard = ready
+        ready
             .recv()
-            .map_err(|_| "a shard stopped during start-up".to_string())?;
-        opened.add(shard?);
+            .map_err(|_| "a shard stopped during start-up".to_string())??;
     }
-    Ok(opened)
+    Ok(())
 }
 
 /// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
@@ -148,13 +155,22 @@ fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
     Ok(locks)
 }
 
+/// What the shards' storage shares: the descriptor budget and the log dir's budget of blocks
+/// reserved ahead of appends.
+struct ShardBudgets {
+    descriptors: Arc<DescriptorBudget>,
+    reservations: Arc<ReserveBudget>,
+}
+
 /// One shard's state, created on that shard's thread.
-fn shard_state(
-    shared: &Arc<BrokerShared>,
-    descriptors: &Arc<DescriptorBudget>,
-    offsets_partitions: i32,
-) -> BrokerShard {
-    let storage = shard_storage(shared.write_behind()).with_descriptor_budget(descriptors.clone());
+fn shard_state(shared: &Arc<BrokerShared>, budgets: &ShardBudgets, offsets_partitions: i32) -> BrokerShard {
+    // The shard's files take their descriptors from its account on the shared budget, through
+    // the cache that closes idle ones when it runs short.
+    let shard_descriptors = budgets.descriptors.shard();
+    let storage = shard_storage(shared.write_behind())
+        .with_descriptor_budget(shard_descriptors.clone())
+        .with_reserve_budget(budgets.reservations.clone());
+    let storage = FileCache::new(storage, Some(shard_descriptors));
     let group_settings = crate::group::state::GroupSettings {
         initial_rebalance_delay_ms: i64::from(shared.config.group_initial_rebalance_delay_ms),
     };
@@ -194,7 +210,9 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     ctx.state
         .partitions
         .observe_syncs(ctx.state.metrics.fdatasync_observer());
-    let opened = open_files::open_owned_partitions(&ctx).await;
+    // Partitions open on first use: after a clean shutdown nothing is read here, after a crash
+    // each partition written since its last clean close is recovered when it is first used.
+    // The group coordinator's partitions are replayed now.
     crate::group::load(&ctx).await;
     let listener = match TcpListener::bind(addr) {
         Ok(listener) => listener,
@@ -217,7 +235,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
             }
         }
     }
-    let _ = ready.send(Ok(opened));
+    let _ = ready.send(Ok(()));
     // No shard accepts until every shard has bound its listeners: a start-up that fails on one
     // shard (the admin port, say) must not have served clients on another meanwhile.
     let serving = {
@@ -229,6 +247,10 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     let memory_trim =
         (ctx.id() == 0).then(|| glommio::spawn_local(crate::maintenance::give_back_memory(ctx.clone())));
     let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
+    let descriptor_pressure = {
+        let ctx = ctx.clone();
+        glommio::spawn_local(async move { ctx.state.partitions.answer_descriptor_pressure().await })
+    };
     if serving {
         accept_until_shutdown(&ctx, &listener).await;
     }
@@ -237,6 +259,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     drop(background);
     drop(memory_trim);
     drop(group_timers);
+    drop(descriptor_pressure);
     for ((topic, partition), error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic, partition, %error, "partition did not close cleanly");
     }

@@ -73,6 +73,36 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnedFd> {
     borrowed.try_clone_to_owned()
 }
 
+/// The size in bytes of the file system holding `path` (`statvfs`: blocks times fragment size).
+pub fn file_system_bytes(path: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; statvfs writes at most
+    // one `struct statvfs` into the buffer, which is that size.
+    if unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs succeeded, so it filled the struct (and zeroed memory is a valid one).
+    let stat = unsafe { stat.assume_init() };
+    Ok(stat.f_blocks.saturating_mul(stat.f_frsize))
+}
+
+/// The device and inode number of the open file `fd` (`fstat`): which file a descriptor names,
+/// whatever path it was opened by.
+pub fn file_id(fd: RawFd) -> io::Result<(u64, u64)> {
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat writes at most one `struct stat` into the buffer, which is that size and
+    // outlives the call; it acts on the caller's open descriptor only.
+    if unsafe { libc::fstat(fd, stat.as_mut_ptr()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so it filled the struct (and zeroed memory is a valid `stat`).
+    let stat = unsafe { stat.assume_init() };
+    Ok((stat.st_dev, stat.st_ino))
+}
+
 /// Whether the byte at `pos` of the open file `fd` is in the page cache: a one-byte `preadv2`
 /// with `RWF_NOWAIT`, which fails with `EAGAIN` instead of going to the disk. `false` also where
 /// the filesystem cannot say.

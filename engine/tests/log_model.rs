@@ -1,9 +1,12 @@
 //! Randomised model test: thousands of operations on a `Partition` over `FaultyStorage`,
 //! checked against a plain `Vec` of batches. Seed from `LAMINAR_SEED` (printed on failure).
+//! The partition's files go through a `FileCache`, once without a descriptor budget and once
+//! with a budget of a few descriptors, so that its files are closed while idle and reopened
+//! all the time (crashes included).
 
 use bytes::Bytes;
 use futures::executor::block_on;
-use laminar_engine::io::{CrashMode, FaultyStorage};
+use laminar_engine::io::{CrashMode, DescriptorBudget, FaultyStorage, FileCache};
 use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::log::batch::{self, BatchHeader};
 use laminar_engine::partition::{LogConfig, Partition};
@@ -67,7 +70,10 @@ fn config(rng: &mut StdRng) -> LogConfig {
     }
 }
 
-async fn check_read(p: &Partition<FaultyStorage>, model: &Model, rng: &mut StdRng) {
+/// The storage under test: in-memory files behind a shard's file cache.
+type Cached = FileCache<FaultyStorage>;
+
+async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
     let (start, end) = (model.log_start, model.end());
     assert_eq!((p.log_start_offset(), p.log_end_offset()), (start, end));
     let offset = rng.gen_range(start..=end);
@@ -100,27 +106,42 @@ async fn check_read(p: &Partition<FaultyStorage>, model: &Model, rng: &mut StdRn
 
 const DIR: &str = "/logs/model-0";
 
-async fn open(storage: &FaultyStorage, cfg: LogConfig) -> Partition<FaultyStorage> {
-    let storage = Rc::new(storage.clone());
-    Partition::open(storage, PathBuf::from(DIR), cfg).await.unwrap()
+async fn open(storage: &Rc<Cached>, cfg: LogConfig) -> Partition<Cached> {
+    Partition::open(storage.clone(), PathBuf::from(DIR), cfg)
+        .await
+        .unwrap()
+}
+
+/// `storage` behind a file cache; its opens take descriptors from a budget of `descriptors`.
+fn cached(storage: &FaultyStorage, descriptors: Option<u64>) -> Rc<Cached> {
+    match descriptors {
+        None => Rc::new(FileCache::new(storage.clone(), None)),
+        Some(limit) => {
+            let shard = DescriptorBudget::new(limit).shard();
+            let inner = storage.clone().with_descriptors(shard.clone());
+            Rc::new(FileCache::new(inner, Some(shard)))
+        }
+    }
 }
 
 /// One run: the partition under test, the model it must match, and the randomness driving both.
 struct Run {
     rng: StdRng,
     storage: FaultyStorage,
+    cache: Rc<Cached>,
     cfg: LogConfig,
     /// `None` only while a crash is simulated.
-    partition: Option<Partition<FaultyStorage>>,
+    partition: Option<Partition<Cached>>,
     model: Model,
 }
 
 impl Run {
-    async fn start(seed: u64) -> Run {
+    async fn start(seed: u64, descriptors: Option<u64>) -> Run {
         let mut rng = StdRng::seed_from_u64(seed);
         let storage = FaultyStorage::new(seed);
+        let cache = cached(&storage, descriptors);
         let cfg = config(&mut rng);
-        let partition = Some(open(&storage, cfg.clone()).await);
+        let partition = Some(open(&cache, cfg.clone()).await);
         let model = Model {
             batches: Vec::new(),
             log_start: 0,
@@ -129,13 +150,14 @@ impl Run {
         Run {
             rng,
             storage,
+            cache,
             cfg,
             partition,
             model,
         }
     }
 
-    fn p(&self) -> &Partition<FaultyStorage> {
+    fn p(&self) -> &Partition<Cached> {
         self.partition.as_ref().expect("an open partition")
     }
 
@@ -185,9 +207,13 @@ impl Run {
         assert_eq!(info.last_offset + 1, next);
     }
 
+    /// A flush; then the shard's maintenance finds the indexes unused twice, so those whose
+    /// entries are all written are dropped from memory (later reads bring them back).
     async fn flush(&mut self) {
         self.p().flush().await.unwrap();
         self.model.synced = self.model.end();
+        self.p().release_unused_indexes();
+        self.p().release_unused_indexes();
     }
 
     async fn apply_retention(&mut self, now: i64) {
@@ -238,7 +264,7 @@ impl Run {
         if self.rng.gen_bool(0.3) {
             self.cfg = config(&mut self.rng);
         }
-        self.partition = Some(open(&self.storage, self.cfg.clone()).await);
+        self.partition = Some(open(&self.cache, self.cfg.clone()).await);
         self.model.synced = self.model.end();
     }
 
@@ -251,7 +277,7 @@ impl Run {
             CrashMode::TornTailWithGarbage,
         ];
         self.storage.crash(modes[self.rng.gen_range(0..3)]);
-        self.partition = Some(open(&self.storage, self.cfg.clone()).await);
+        self.partition = Some(open(&self.cache, self.cfg.clone()).await);
         let end = self.p().log_end_offset();
         let model = &mut self.model;
         assert!(
@@ -288,8 +314,8 @@ impl Run {
     }
 }
 
-async fn run(seed: u64, ops: usize) {
-    let mut run = Run::start(seed).await;
+async fn run(seed: u64, ops: usize, descriptors: Option<u64>) {
+    let mut run = Run::start(seed, descriptors).await;
     let mut now: i64 = 1_700_000_000_000;
     for _ in 0..ops {
         now += run.rng.gen_range(0..2_000);
@@ -297,10 +323,16 @@ async fn run(seed: u64, ops: usize) {
     }
     run.check_read().await;
     run.read_everything().await;
+    if descriptors.is_some() {
+        let stats = run.cache.stats();
+        assert!(
+            stats.parks > 0 && stats.reopens > 0,
+            "files were parked and reopened: {stats:?}"
+        );
+    }
 }
 
-#[test]
-fn log_matches_model() {
+fn seed_and_ops() -> (u64, usize) {
     let seed = std::env::var("LAMINAR_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -309,9 +341,27 @@ fn log_matches_model() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3000);
-    let result = std::panic::catch_unwind(|| block_on(run(seed, ops)));
+    (seed, ops)
+}
+
+fn run_reporting_seed(name: &str, descriptors: Option<u64>) {
+    let (seed, ops) = seed_and_ops();
+    let result = std::panic::catch_unwind(|| block_on(run(seed, ops, descriptors)));
     if let Err(panic) = result {
-        eprintln!("log_matches_model failed: rerun with LAMINAR_SEED={seed}");
+        eprintln!("{name} failed: rerun with LAMINAR_SEED={seed}");
         std::panic::resume_unwind(panic);
     }
+}
+
+#[test]
+fn log_matches_model() {
+    run_reporting_seed("log_matches_model", None);
+}
+
+/// Four descriptors: fewer than the three files of one segment plus the files a roll, a
+/// producer snapshot or a close open beside them, so that files are parked and reopened at
+/// nearly every step.
+#[test]
+fn log_matches_model_with_four_descriptors() {
+    run_reporting_seed("log_matches_model_with_four_descriptors", Some(4));
 }

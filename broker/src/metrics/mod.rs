@@ -67,7 +67,8 @@ pub struct GroupOffset {
 pub struct PartitionSnapshot {
     pub topic: String,
     pub partition: i32,
-    /// Not yet opened since its creation: no segment written, offsets and size are 0.
+    /// Not opened since the broker started (partitions open on first use): offsets and size
+    /// are reported as 0.
     pub open: bool,
     pub log_start_offset: i64,
     pub log_end_offset: i64,

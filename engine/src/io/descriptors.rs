@@ -1,16 +1,24 @@
 //! The storage's share of the process's file descriptors, and telling the two kinds of
 //! resource exhaustion a storage error can mean: no space, no descriptor.
 //!
-//! Every segment holds three open files, so a data dir with more partitions than the
-//! descriptor limit allows would use up every descriptor while the partitions open at start,
-//! and the broker could then not even create its listening socket. The storage of every shard
-//! therefore takes its descriptors from one [`DescriptorBudget`] that stays below the process
-//! limit: what is left is kept for sockets (listeners, connections), rings and short-lived
-//! files. An open past the budget fails like an open past the limit (EMFILE), before any system
-//! call, and the partition it was for answers a retriable error until descriptors free up.
+//! Every open file holds a descriptor, and a data dir can hold far more partition files than the
+//! process may open. The storage of every shard therefore takes its descriptors from one
+//! [`DescriptorBudget`] that stays below the process limit: what is left is kept for sockets
+//! (listeners, connections), rings and short-lived files, so a full budget never stops `accept`.
+//! An open past the budget fails like an open past the limit (EMFILE), before any system call;
+//! the shard's [`super::FileCache`] then closes the files it used least recently and are idle,
+//! and opens again.
+//!
+//! Each shard takes its descriptors through its own [`ShardDescriptors`], which counts what that
+//! shard holds. A shard may hold more than its fair share (the budget over the number of shards)
+//! while the budget has room; a shard that finds the budget full and nothing idle of its own to
+//! close raises [`DescriptorBudget::raise_pressure`], and every shard above its fair share then
+//! closes idle files until it is back at it (see `FileCache::give_back`).
 
+use std::cell::Cell;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How many descriptors the storage files of every shard may hold at once. Shared across
@@ -19,6 +27,14 @@ use std::sync::Arc;
 pub struct DescriptorBudget {
     limit: u64,
     used: AtomicU64,
+    /// Shards taking descriptors from this budget (their fair share is the limit over this).
+    shards: AtomicU64,
+    /// Raised by a shard that found the budget full with nothing idle of its own to close.
+    pressure: event_listener::Event,
+    /// How many times pressure was raised (each shard compares it with what it last saw).
+    pressure_raised: AtomicU64,
+    /// The budget was found too small for the files in use (said once).
+    shortage_reported: AtomicBool,
 }
 
 impl DescriptorBudget {
@@ -26,6 +42,10 @@ impl DescriptorBudget {
         Arc::new(DescriptorBudget {
             limit,
             used: AtomicU64::new(0),
+            shards: AtomicU64::new(0),
+            pressure: event_listener::Event::new(),
+            pressure_raised: AtomicU64::new(0),
+            shortage_reported: AtomicBool::new(false),
         })
     }
 
@@ -33,18 +53,47 @@ impl DescriptorBudget {
         self.limit
     }
 
-    /// Descriptors held now.
+    /// Descriptors held now, by every shard.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
 
-    /// Takes `count` descriptors, or fails with EMFILE when that would pass the limit.
-    pub fn take(self: &Arc<Self>, count: u64) -> io::Result<DescriptorSlots> {
-        self.claim(count)?;
-        Ok(DescriptorSlots {
+    /// A new shard's account on this budget (call once per shard, on that shard).
+    pub fn shard(self: &Arc<Self>) -> Rc<ShardDescriptors> {
+        self.shards.fetch_add(1, Ordering::AcqRel);
+        let seen = self.pressure_raised.load(Ordering::Acquire);
+        Rc::new(ShardDescriptors {
             budget: self.clone(),
-            count,
+            held: Cell::new(0),
+            pressure_seen: Cell::new(seen),
         })
+    }
+
+    /// Tells every shard that descriptors are wanted: those above their fair share give back
+    /// idle ones.
+    pub fn raise_pressure(&self) {
+        self.pressure_raised.fetch_add(1, Ordering::AcqRel);
+        self.pressure.notify(usize::MAX);
+    }
+
+    /// Says, once per process, that the budget is too small for the files in use, with the
+    /// number of descriptors that would have been needed.
+    pub fn report_shortage(&self, wanted: u64, held_in_use_here: u64) {
+        if self.shortage_reported.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let needed = self.used() + wanted;
+        tracing::warn!(
+            budget = self.limit,
+            used = self.used(),
+            needed,
+            held_in_use_here,
+            "the file descriptor budget for partition files ({}) is too small for the files in \
+             use: at least {needed} are needed. Opens past it answer KAFKA_STORAGE_ERROR \
+             (retriable) until files go idle. Raise the open-file limit (ulimit -n, systemd \
+             LimitNOFILE=); partition files may use all but a quarter of it",
+            self.limit,
+        );
     }
 
     fn claim(&self, count: u64) -> io::Result<()> {
@@ -57,18 +106,80 @@ impl DescriptorBudget {
     }
 }
 
+/// One shard's account on a [`DescriptorBudget`]: what this shard holds. Owned by one shard;
+/// not Send.
+#[derive(Debug)]
+pub struct ShardDescriptors {
+    budget: Arc<DescriptorBudget>,
+    held: Cell<u64>,
+    /// The budget's pressure count when this shard last answered it.
+    pressure_seen: Cell<u64>,
+}
+
+impl ShardDescriptors {
+    pub fn budget(&self) -> &Arc<DescriptorBudget> {
+        &self.budget
+    }
+
+    /// Descriptors this shard holds now.
+    pub fn held(&self) -> u64 {
+        self.held.get()
+    }
+
+    /// The budget over the number of shards: what a shard keeps when others are short.
+    pub fn fair_share(&self) -> u64 {
+        self.budget.limit / self.budget.shards.load(Ordering::Acquire).max(1)
+    }
+
+    /// Takes `count` descriptors, or fails with EMFILE when that would pass the budget.
+    pub fn take(self: &Rc<Self>, count: u64) -> io::Result<DescriptorSlots> {
+        self.budget.claim(count)?;
+        self.held.set(self.held.get() + count);
+        Ok(DescriptorSlots {
+            owner: self.clone(),
+            count,
+        })
+    }
+
+    /// Whether pressure was raised since this shard last looked (and marks it seen).
+    pub fn take_pressure(&self) -> bool {
+        let raised = self.budget.pressure_raised.load(Ordering::Acquire);
+        raised != self.pressure_seen.replace(raised)
+    }
+
+    /// Resolves the next time some shard raises pressure. Wakes this shard's executor from
+    /// another thread.
+    pub fn pressure_raised(&self) -> event_listener::EventListener {
+        self.budget.pressure.listen()
+    }
+}
+
 /// Descriptors taken from a [`DescriptorBudget`], given back when dropped. Owned by the file
 /// that holds them (one shard).
 #[derive(Debug)]
 pub struct DescriptorSlots {
-    budget: Arc<DescriptorBudget>,
+    owner: Rc<ShardDescriptors>,
     count: u64,
 }
 
 impl DescriptorSlots {
+    /// The budget these slots were taken from.
+    pub fn budget(&self) -> &Arc<DescriptorBudget> {
+        &self.owner.budget
+    }
+
+    /// Gives back `count` of these slots (a descriptor taken for a file that was not opened).
+    pub fn shrink(&mut self, count: u64) {
+        assert!(count <= self.count, "slots give back at most what they hold");
+        self.owner.budget.used.fetch_sub(count, Ordering::AcqRel);
+        self.owner.held.set(self.owner.held.get() - count);
+        self.count -= count;
+    }
+
     /// Takes `count` more from the same budget.
     pub fn grow(&mut self, count: u64) -> io::Result<()> {
-        self.budget.claim(count)?;
+        self.owner.budget.claim(count)?;
+        self.owner.held.set(self.owner.held.get() + count);
         self.count += count;
         Ok(())
     }
@@ -76,7 +187,10 @@ impl DescriptorSlots {
 
 impl Drop for DescriptorSlots {
     fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.count, Ordering::AcqRel);
+        self.owner.budget.used.fetch_sub(self.count, Ordering::AcqRel);
+        let held = self.owner.held.get();
+        assert!(held >= self.count, "a shard gives back descriptors it holds");
+        self.owner.held.set(held - self.count);
     }
 }
 
@@ -111,15 +225,31 @@ mod tests {
     #[test]
     fn the_budget_refuses_past_its_limit_and_dropped_slots_give_back() {
         let budget = DescriptorBudget::new(4);
-        let mut three = budget.take(3).unwrap();
-        let refused = budget.take(2).unwrap_err();
+        let (one, two) = (budget.shard(), budget.shard());
+        assert_eq!(one.fair_share(), 2);
+        let mut three = one.take(3).unwrap();
+        let refused = two.take(2).unwrap_err();
         assert!(is_out_of_descriptors(&refused), "{refused}");
         assert!(three.grow(2).is_err());
         three.grow(1).unwrap();
-        assert_eq!(budget.used(), 4);
+        assert_eq!((budget.used(), one.held(), two.held()), (4, 4, 0));
         drop(three);
-        assert_eq!(budget.used(), 0);
-        let _again = budget.take(4).unwrap();
+        assert_eq!((budget.used(), one.held()), (0, 0));
+        let _again = two.take(4).unwrap();
+        assert_eq!(two.held(), 4);
+    }
+
+    #[test]
+    fn pressure_is_seen_once_by_every_shard() {
+        let budget = DescriptorBudget::new(4);
+        let (one, two) = (budget.shard(), budget.shard());
+        assert!(!one.take_pressure());
+        let woken = two.pressure_raised();
+        budget.raise_pressure();
+        futures::executor::block_on(woken);
+        assert!(one.take_pressure());
+        assert!(!one.take_pressure());
+        assert!(two.take_pressure());
     }
 
     #[test]

@@ -7,9 +7,14 @@
 //! ([`FaultyStorage::set_space_left`]). Directory operations are modelled as immediately
 //! durable (the log syncs directories after creating or removing files anyway).
 //!
+//! Every open returns a [`MemHandle`] of its own, which holds a descriptor from the shard's
+//! budget when the storage has one ([`FaultyStorage::with_descriptors`]) until it is closed or
+//! dropped, and refuses every operation once closed, as a kernel file does.
+//!
 //! [`crash`]: FaultyStorage::crash
 
-use super::{Storage, StorageFile};
+use super::descriptors::{DescriptorSlots, ShardDescriptors};
+use super::{FileId, Storage, StorageFile};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +44,8 @@ struct Faults {
     rng: Cell<u64>,
     /// Bytes the files may still grow by, all together; `None`: no bound.
     space_left: Cell<Option<u64>>,
+    /// Files created so far (each gets the next number as its inode).
+    files_created: Cell<u64>,
 }
 
 impl Faults {
@@ -81,11 +88,43 @@ impl Faults {
     }
 }
 
-/// An in-memory file. Owned by one shard; not Send.
-pub struct MemFile {
+/// An in-memory file (an inode). Owned by one shard; not Send.
+struct MemFile {
     data: RefCell<Vec<u8>>,
     synced: RefCell<Vec<u8>>,
     faults: Rc<Faults>,
+    inode: u64,
+}
+
+impl MemFile {
+    fn new(faults: &Rc<Faults>, data: Vec<u8>, synced: Vec<u8>) -> Rc<MemFile> {
+        let inode = faults.files_created.get() + 1;
+        faults.files_created.set(inode);
+        Rc::new(MemFile {
+            data: RefCell::new(data),
+            synced: RefCell::new(synced),
+            faults: faults.clone(),
+            inode,
+        })
+    }
+}
+
+/// One open of an in-memory file: what [`FaultyStorage::open`] returns. Owned by one shard;
+/// not Send.
+pub struct MemHandle {
+    file: Rc<MemFile>,
+    /// The descriptor this open holds, when the storage has a budget; `None` once closed.
+    descriptor: RefCell<Option<DescriptorSlots>>,
+    closed: Cell<bool>,
+}
+
+impl MemHandle {
+    fn file(&self) -> io::Result<&MemFile> {
+        if self.closed.get() {
+            return Err(io::Error::other("file already closed"));
+        }
+        Ok(&self.file)
+    }
 }
 
 /// In-memory storage with fault injection. Owned by one shard (or test); not Send.
@@ -94,6 +133,8 @@ pub struct FaultyStorage {
     files: Rc<RefCell<BTreeMap<PathBuf, Rc<MemFile>>>>,
     dirs: Rc<RefCell<BTreeSet<PathBuf>>>,
     faults: Rc<Faults>,
+    /// Where opens take a descriptor from; `None`: no bound.
+    descriptors: Option<Rc<ShardDescriptors>>,
 }
 
 fn not_found(path: &Path) -> io::Error {
@@ -108,7 +149,15 @@ impl FaultyStorage {
             files: Rc::default(),
             dirs: Rc::default(),
             faults: Rc::new(faults),
+            descriptors: None,
         }
+    }
+
+    /// Every open from now on holds one descriptor of `shard`'s account until it is closed, and
+    /// an open past the budget fails with EMFILE, as [`super::GlommioStorage`] does.
+    pub fn with_descriptors(mut self, shard: Rc<ShardDescriptors>) -> Self {
+        self.descriptors = Some(shard);
+        self
     }
 
     /// The `n`th write from now (1 = the next one) fails with an I/O error.
@@ -168,11 +217,7 @@ impl FaultyStorage {
                 }
             }
             drop(data);
-            *file = Rc::new(MemFile {
-                synced: RefCell::new(kept.clone()),
-                data: RefCell::new(kept),
-                faults: self.faults.clone(),
-            });
+            *file = MemFile::new(&self.faults, kept.clone(), kept);
         }
     }
 
@@ -183,32 +228,29 @@ impl FaultyStorage {
 
     /// Replaces a file's bytes, as synced.
     pub fn set_file_bytes(&self, path: &Path, bytes: Vec<u8>) {
-        let file = Rc::new(MemFile {
-            synced: RefCell::new(bytes.clone()),
-            data: RefCell::new(bytes),
-            faults: self.faults.clone(),
-        });
+        let file = MemFile::new(&self.faults, bytes.clone(), bytes);
         self.files.borrow_mut().insert(path.to_path_buf(), file);
     }
 }
 
-impl StorageFile for MemFile {
+impl StorageFile for MemHandle {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        let data = self.data.borrow();
+        let data = self.file()?.data.borrow();
         let start = (pos as usize).min(data.len());
         let end = start.saturating_add(len).min(data.len());
         Ok(Bytes::copy_from_slice(&data[start..end]))
     }
 
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
-        let n = self.faults.writes.get() + 1;
-        self.faults.writes.set(n);
-        if self.faults.fail_write_at.get() == Some(n) {
+        let file = self.file()?;
+        let n = file.faults.writes.get() + 1;
+        file.faults.writes.set(n);
+        if file.faults.fail_write_at.get() == Some(n) {
             return Err(io::Error::other("injected write error"));
         }
-        let mut data = self.data.borrow_mut();
+        let mut data = file.data.borrow_mut();
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        let stop = self.faults.grow_to(data.len(), pos as usize + total);
+        let stop = file.faults.grow_to(data.len(), pos as usize + total);
         let mut at = pos as usize;
         for part in parts {
             let end = (at + part.len()).min(stop);
@@ -228,33 +270,44 @@ impl StorageFile for MemFile {
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
-        let n = self.faults.syncs.get() + 1;
-        self.faults.syncs.set(n);
-        if self.faults.fail_sync_at.get() == Some(n) {
+        let file = self.file()?;
+        let n = file.faults.syncs.get() + 1;
+        file.faults.syncs.set(n);
+        if file.faults.fail_sync_at.get() == Some(n) {
             return Err(io::Error::other("injected fdatasync error"));
         }
-        *self.synced.borrow_mut() = self.data.borrow().clone();
+        *file.synced.borrow_mut() = file.data.borrow().clone();
         Ok(())
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
-        let mut data = self.data.borrow_mut();
-        self.faults.free(data.len().saturating_sub(len as usize));
+        let file = self.file()?;
+        let mut data = file.data.borrow_mut();
+        file.faults.free(data.len().saturating_sub(len as usize));
         data.resize(len as usize, 0);
         Ok(())
     }
 
     fn len(&self) -> u64 {
-        self.data.borrow().len() as u64
+        self.file.data.borrow().len() as u64
+    }
+
+    fn id(&self) -> FileId {
+        FileId {
+            device: 0,
+            inode: self.file.inode,
+        }
     }
 
     async fn close(&self) -> io::Result<()> {
+        self.closed.set(true);
+        self.descriptor.borrow_mut().take();
         Ok(())
     }
 }
 
 impl Storage for FaultyStorage {
-    type File = MemFile;
+    type File = MemHandle;
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut dirs = self.dirs.borrow_mut();
@@ -280,22 +333,29 @@ impl Storage for FaultyStorage {
             .collect())
     }
 
-    async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<MemFile>> {
+    async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<MemHandle>> {
+        let descriptor = match &self.descriptors {
+            Some(shard) => Some(shard.take(1)?),
+            None => None,
+        };
         let mut files = self.files.borrow_mut();
-        if let Some(f) = files.get(path) {
-            return Ok(f.clone());
-        }
-        let parent = path.parent().unwrap_or(Path::new(""));
-        if !create || !self.dirs.borrow().contains(parent) {
-            return Err(not_found(path));
-        }
-        let file = Rc::new(MemFile {
-            data: RefCell::default(),
-            synced: RefCell::default(),
-            faults: self.faults.clone(),
-        });
-        files.insert(path.to_path_buf(), file.clone());
-        Ok(file)
+        let file = match files.get(path) {
+            Some(file) => file.clone(),
+            None => {
+                let parent = path.parent().unwrap_or(Path::new(""));
+                if !create || !self.dirs.borrow().contains(parent) {
+                    return Err(not_found(path));
+                }
+                let file = MemFile::new(&self.faults, Vec::new(), Vec::new());
+                files.insert(path.to_path_buf(), file.clone());
+                file
+            }
+        };
+        Ok(Rc::new(MemHandle {
+            file,
+            descriptor: RefCell::new(descriptor),
+            closed: Cell::new(false),
+        }))
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -305,7 +365,7 @@ impl Storage for FaultyStorage {
             .borrow_mut()
             .remove(path)
             .ok_or_else(|| not_found(path))?;
-        self.faults.free(removed.len() as usize);
+        self.faults.free(removed.data.borrow().len());
         Ok(())
     }
 
@@ -313,7 +373,7 @@ impl Storage for FaultyStorage {
         self.files.borrow_mut().retain(|p, file| {
             let kept = !p.starts_with(path);
             if !kept {
-                self.faults.free(file.len() as usize);
+                self.faults.free(file.data.borrow().len());
             }
             kept
         });
@@ -326,7 +386,7 @@ impl Storage for FaultyStorage {
         let mut files = self.files.borrow_mut();
         let file = files.remove(from).ok_or_else(|| not_found(from))?;
         if let Some(replaced) = files.insert(to.to_path_buf(), file) {
-            self.faults.free(replaced.len() as usize);
+            self.faults.free(replaced.data.borrow().len());
         }
         Ok(())
     }

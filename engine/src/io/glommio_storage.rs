@@ -4,9 +4,10 @@
 //! topic deletion — and glommio 0.9 offers no io_uring version of most of them, so they use
 //! blocking `std::fs` calls; directory fsync goes through glommio.
 
-use super::descriptors::{DescriptorBudget, DescriptorSlots};
+use super::descriptors::{DescriptorSlots, ShardDescriptors};
+use super::reservations::ReserveBudget;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
-use super::{Storage, StorageFile};
+use super::{FileId, Storage, StorageFile};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};
@@ -15,6 +16,10 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
+
+/// Duplicate descriptors for sendfile are made only while the descriptor budget is used below
+/// this fraction (numerator, denominator).
+pub const SENDABLE_BUDGET_SHARE: (u64, u64) = (3, 4);
 
 /// How segment files are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,8 +48,11 @@ pub struct GlommioStorage {
     mode: WriteMode,
     /// This shard's write-behind (buffered mode only; see [`super::writeback`]).
     write_behind: Option<Rc<WriteBehindRing>>,
-    /// Where open files take their descriptors from; `None`: no bound but the kernel's.
-    descriptors: Option<Arc<DescriptorBudget>>,
+    /// This shard's account on the budget open files take their descriptors from; `None`: no
+    /// bound but the kernel's.
+    descriptors: Option<Rc<ShardDescriptors>>,
+    /// The log dir's budget of blocks reserved ahead of appends; `None`: no bound.
+    reservations: Option<Arc<ReserveBudget>>,
 }
 
 impl GlommioStorage {
@@ -54,13 +62,21 @@ impl GlommioStorage {
             mode,
             write_behind: None,
             descriptors: None,
+            reservations: None,
         }
     }
 
-    /// Every file opened from now on holds its descriptors in `budget`, and an open past it
-    /// fails with EMFILE (see [`super::descriptors`]).
-    pub fn with_descriptor_budget(mut self, budget: Arc<DescriptorBudget>) -> Self {
-        self.descriptors = Some(budget);
+    /// Blocks reserved ahead of appends in files opened from now on come out of `budget`
+    /// (see [`super::reservations`]).
+    pub fn with_reserve_budget(mut self, budget: Arc<ReserveBudget>) -> Self {
+        self.reservations = Some(budget);
+        self
+    }
+
+    /// Every file opened from now on holds its descriptors in `shard`'s account, and an open
+    /// past the budget fails with EMFILE (see [`super::descriptors`]).
+    pub fn with_descriptor_budget(mut self, shard: Rc<ShardDescriptors>) -> Self {
+        self.descriptors = Some(shard);
         self
     }
 
@@ -76,6 +92,7 @@ impl GlommioStorage {
             mode,
             write_behind,
             descriptors: None,
+            reservations: None,
         })
     }
 
@@ -104,6 +121,7 @@ impl Clone for Handle {
 /// An open glommio file. Owned by one shard; not Send.
 pub struct GlommioFile {
     handle: RefCell<Option<Handle>>,
+    id: FileId,
     len: Cell<u64>,
     /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`.
     tail_block: RefCell<Vec<u8>>,
@@ -113,6 +131,11 @@ pub struct GlommioFile {
     /// The descriptors this file holds (its own, and the duplicate once made), when the storage
     /// has a budget; given back at close, or when the file is dropped.
     descriptors: RefCell<Option<DescriptorSlots>>,
+    /// Blocks are reserved up to here (0: none past the length).
+    reserved_to: Cell<u64>,
+    /// Bytes of the reserve budget this file holds: what it reserved past its length.
+    reserve_held: Cell<u64>,
+    reservations: Option<Arc<ReserveBudget>>,
 }
 
 fn closed() -> io::Error {
@@ -128,6 +151,24 @@ impl GlommioFile {
 
     fn handle(&self) -> io::Result<Handle> {
         self.handle.borrow().clone().ok_or_else(closed)
+    }
+
+    /// Gives back the part of the reserve budget that appends have since filled (or a
+    /// truncate freed): the file then holds only what lies reserved past its length.
+    fn settle_reservation(&self) {
+        let ahead = self.reserved_to.get().saturating_sub(self.len.get());
+        let held = self.reserve_held.get();
+        if held > ahead {
+            if let Some(budget) = &self.reservations {
+                budget.give_back(held - ahead);
+            }
+            self.reserve_held.set(ahead);
+        }
+    }
+
+    /// Blocks are reserved past the length (a truncate to it gives them back).
+    fn reserves_ahead(&self) -> bool {
+        self.reserved_to.get() > self.len.get()
     }
 
     /// The descriptor reads go through (the page-cache one in Direct mode too).
@@ -197,6 +238,16 @@ impl GlommioFile {
     }
 }
 
+impl Drop for GlommioFile {
+    /// A file dropped unclosed gives back its share of the reserve budget (its blocks, if any,
+    /// stay reserved until its segment's file is next truncated, or is removed).
+    fn drop(&mut self) {
+        if let Some(budget) = &self.reservations {
+            budget.give_back(self.reserve_held.get());
+        }
+    }
+}
+
 impl StorageFile for GlommioFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         let len = len.min(self.len.get().saturating_sub(pos) as usize);
@@ -223,6 +274,7 @@ impl StorageFile for GlommioFile {
                 let written = crate::sys::pwritev_all(f.as_raw_fd(), parts, pos)?;
                 self.writeback.written(f.as_raw_fd(), pos, written);
                 self.len.set(self.len.get().max(pos + written));
+                self.settle_reservation();
                 Ok(())
             }
             Handle::Direct(f, r) => self.write_direct(&f, &r, pos, parts).await,
@@ -258,35 +310,87 @@ impl StorageFile for GlommioFile {
         }
         self.len.set(len);
         self.writeback.truncated(len);
+        // The blocks past the new length are free again.
+        self.reserved_to.set(0);
+        self.settle_reservation();
         Ok(())
     }
 
+    /// Reserves what the budget grants of `[max(length, reserved end), end)`.
     fn reserve(&self, end: u64) {
         let Ok(Handle::Buffered(f)) = self.handle() else {
             return; // O_DIRECT writes whole blocks of their own
         };
-        let from = self.len.get();
+        self.settle_reservation();
+        let from = self.len.get().max(self.reserved_to.get());
         if end <= from {
             return;
         }
-        if let Err(error) = crate::sys::reserve_blocks(f.as_raw_fd(), from, end - from) {
-            tracing::debug!(%error, "cannot reserve blocks ahead of appends; they allocate as they go");
+        let granted = match &self.reservations {
+            Some(budget) => budget.take_up_to(end - from),
+            None => end - from,
+        };
+        if granted == 0 {
+            return; // the log dir's budget is spent: appends allocate as they go
+        }
+        match crate::sys::reserve_blocks(f.as_raw_fd(), from, granted) {
+            Ok(()) => {
+                self.reserved_to.set(from + granted);
+                if self.reservations.is_some() {
+                    self.reserve_held.set(self.reserve_held.get() + granted);
+                }
+            }
+            Err(error) => {
+                if let Some(budget) = &self.reservations {
+                    budget.give_back(granted);
+                }
+                tracing::debug!(%error, "cannot reserve blocks ahead of appends; they allocate as they go");
+            }
         }
     }
 
+    fn reserved_bytes(&self) -> u64 {
+        self.reserved_to.get().saturating_sub(self.len.get())
+    }
+
+    /// The duplicate descriptor is made only while the budget is less than
+    /// [`SENDABLE_BUDGET_SHARE`] used: past that, the bytes go through memory, so that sends in
+    /// progress (each holds its file open, see [`StorageFile::is_lent`]) never take the
+    /// descriptors that other partitions' files need.
     fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
         if let Some(file) = &*self.sendable.borrow() {
             return Ok(Some(file.clone()));
         }
-        let duplicate = crate::sys::duplicate(self.read_fd()?)?;
+        let fd = self.read_fd()?;
         if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
-            if slots.grow(1).is_err() {
+            let budget = slots.budget();
+            let (numerator, denominator) = SENDABLE_BUDGET_SHARE;
+            let tight = budget.used().saturating_add(1).saturating_mul(denominator)
+                > budget.limit().saturating_mul(numerator);
+            if tight || slots.grow(1).is_err() {
                 return Ok(None); // no descriptor to spare: the bytes go through memory instead
             }
         }
+        let duplicate = match crate::sys::duplicate(fd) {
+            Ok(duplicate) => duplicate,
+            Err(error) if super::is_out_of_descriptors(&error) => {
+                if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
+                    slots.shrink(1);
+                }
+                return Ok(None);
+            }
+            Err(error) => return Err(error),
+        };
         let file = Arc::new(std::fs::File::from(duplicate));
         *self.sendable.borrow_mut() = Some(file.clone());
         Ok(Some(file))
+    }
+
+    fn is_lent(&self) -> bool {
+        self.sendable
+            .borrow()
+            .as_ref()
+            .is_some_and(|file| Arc::strong_count(file) > 1)
     }
 
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
@@ -306,6 +410,10 @@ impl StorageFile for GlommioFile {
         self.len.get()
     }
 
+    fn id(&self) -> FileId {
+        self.id
+    }
+
     async fn close(&self) -> io::Result<()> {
         // Senders on other threads keep their own reference until they are done.
         self.sendable.borrow_mut().take();
@@ -318,6 +426,12 @@ impl StorageFile for GlommioFile {
         self.descriptors.borrow_mut().take();
         match handle {
             Handle::Buffered(f) => {
+                if self.reserves_ahead() {
+                    // A closed file keeps no blocks ahead: nothing would give them back.
+                    f.truncate(self.len.get()).await?;
+                    self.reserved_to.set(0);
+                    self.settle_reservation();
+                }
                 if let Ok(f) = Rc::try_unwrap(f) {
                     f.close().await?;
                 }
@@ -379,13 +493,21 @@ impl Storage for GlommioStorage {
                 )
             }
         };
+        let (device, inode) = crate::sys::file_id(match &handle {
+            Handle::Buffered(f) => f.as_raw_fd(),
+            Handle::Direct(f, _) => f.as_raw_fd(),
+        })?;
         let file = GlommioFile {
             handle: RefCell::new(Some(handle.clone())),
+            id: FileId { device, inode },
             len: Cell::new(len),
             tail_block: RefCell::new(Vec::new()),
             sendable: RefCell::new(None),
             writeback,
             descriptors: RefCell::new(descriptors),
+            reserved_to: Cell::new(0),
+            reserve_held: Cell::new(0),
+            reservations: self.reservations.clone(),
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);

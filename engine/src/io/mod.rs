@@ -6,13 +6,30 @@
 
 mod descriptors;
 mod faulty;
+mod file_cache;
 mod glommio_storage;
+mod reservations;
 pub mod writeback;
 
-pub use descriptors::{is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots};
-pub use faulty::{CrashMode, FaultyStorage};
+pub use descriptors::{
+    is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots, ShardDescriptors,
+};
+pub use faulty::{CrashMode, FaultyStorage, MemHandle};
+pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
+pub use reservations::ReserveBudget;
 pub use writeback::{WriteBehind, WriteBehindStats};
+
+/// The storage a broker shard runs on: glommio files behind the shard's [`FileCache`].
+pub type ShardStorage = FileCache<GlommioStorage>;
+
+/// Which file an open file is, whatever path it was opened by: device and inode for kernel
+/// files, a number for in-memory ones. A file reopened by its path must be the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    pub device: u64,
+    pub inode: u64,
+}
 
 use bytes::Bytes;
 use std::io;
@@ -49,11 +66,20 @@ pub trait StorageFile {
     fn reserve(&self, end: u64) {
         let _ = end;
     }
+    /// Bytes reserved past the length now.
+    fn reserved_bytes(&self) -> u64 {
+        0
+    }
     /// A handle other threads may read this file through (the network layer's sendfile), still
     /// valid after this file is closed, renamed or removed; `None` for files that are not
     /// kernel files (the in-memory test storage).
     fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
         Ok(None)
+    }
+    /// Whether a handle from [`StorageFile::sendable`] is still held elsewhere (a send in
+    /// progress): the file is in use and must not be closed while idle.
+    fn is_lent(&self) -> bool {
+        false
     }
     /// Whether reading `[pos, pos + len)` now would not wait for the disk (its first, middle
     /// and last pages are in the page cache). Files without a page cache say yes.
@@ -63,6 +89,8 @@ pub trait StorageFile {
     }
     /// Current length as seen by this process (written bytes, synced or not).
     fn len(&self) -> u64;
+    /// Which file this is (read when it was opened).
+    fn id(&self) -> FileId;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -25,11 +25,13 @@
 //! that gets no further append leaves its deferred bytes to fdatasync or to the kernel.
 //!
 //! Descriptor lifetime: the ops use a descriptor of their own, a second open file description
-//! of the same inode (opened through `/proc/self/fd`, lazily, at a file's first op), never the
-//! one glommio owns and closes. io_uring may look a descriptor up only when the io-wq worker
-//! runs the op, so that descriptor must stay open until the completion is reaped: every slot
-//! holds an `Rc` of the file's state, and the descriptor is closed only once the file is closed
-//! and none of its ops is in flight (or when the last `Rc` goes). A truncation while ops are in
+//! of the same inode (opened through `/proc/self/fd`, lazily, when an op is submitted while the
+//! file has none), never the one glommio owns and closes. io_uring may look a descriptor up only
+//! when the io-wq worker runs the op, so that descriptor must stay open until the completion is
+//! reaped: every slot holds an `Rc` of the file's state, and the descriptor is closed once none
+//! of the file's ops is in flight (or when the last `Rc` goes). So a shard holds at most
+//! `io_depth` of these descriptors, whatever the number of files it writes: they are outside
+//! the storage's descriptor budget, inside what it keeps for the rest. A truncation while ops are in
 //! flight is harmless: syncing a range past the end of file writes nothing. At shard teardown
 //! the ring's `Drop` waits for the ops still in flight (at most `io_depth`) before the
 //! descriptors close.
@@ -128,20 +130,20 @@ pub struct WriteBehindStats {
 struct FileState {
     written_to: Cell<u64>,
     submitted_to: Cell<u64>,
-    /// The ops' own descriptor (see the module doc); `None` until the first op, and again once
-    /// the file is closed and its ops are reaped.
+    /// The ops' own descriptor (see the module doc); `None` while none of them is in flight
+    /// (once reaped).
     fd: RefCell<Option<File>>,
     /// Opening `fd` failed: this file goes without write-behind.
     no_descriptor: Cell<bool>,
     in_flight: Cell<u32>,
-    closed: Cell<bool>,
     /// The first failed op: (errno, range start, range end).
     failure: Cell<Option<(i32, u64, u64)>>,
 }
 
 impl FileState {
+    /// Closes the ops' descriptor once none of them is in flight (the next op opens another).
     fn release_descriptor_if_idle(&self) {
-        if self.closed.get() && self.in_flight.get() == 0 {
+        if self.in_flight.get() == 0 {
             self.fd.borrow_mut().take();
         }
     }
@@ -362,7 +364,6 @@ impl FileWriteBehind {
             fd: RefCell::new(None),
             no_descriptor: Cell::new(false),
             in_flight: Cell::new(0),
-            closed: Cell::new(false),
             failure: Cell::new(None),
         };
         FileWriteBehind(Some((ring, Rc::new(state))))
@@ -403,7 +404,6 @@ impl FileWriteBehind {
     /// After the file was closed: its descriptor closes once its ops are reaped.
     pub fn closed(&self) {
         let Some((ring, file)) = &self.0 else { return };
-        file.closed.set(true);
         ring.reap();
         file.release_descriptor_if_idle();
     }

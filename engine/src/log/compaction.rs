@@ -123,6 +123,7 @@ impl<S: Storage> Log<S> {
             if removed.records == 0 {
                 continue;
             }
+            self.mark_dirty().await?;
             outcome.records_removed += removed.records;
             outcome.tombstones_removed += removed.tombstones;
             outcome.bytes_before += segment.meta().size;

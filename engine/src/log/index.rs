@@ -10,7 +10,9 @@
 //! ```
 //!
 //! One entry is added for the first batch appended after `index.interval.bytes` bytes without
-//! one; both fields strictly increase. The entries live in memory, which lookups read. They go
+//! one; both fields strictly increase. The entries live in memory, which lookups read (while
+//! the segment is used: an unused index whose entries are all in its file leaves memory and is
+//! read back at its next use, see [`EntryFile`]). They go
 //! to the file [`WRITE_BEHIND_ENTRIES`] at a time, and all of them before the file is fsynced
 //! (the segment rolls) or closed, so a clean shutdown leaves complete files. A crash may lose
 //! the unwritten ones, which is no loss: recovery rebuilds the active segment's indexes from a
@@ -23,7 +25,7 @@ use std::io;
 use std::rc::Rc;
 
 /// A fixed-size entry of an index file.
-pub trait Entry: Copy + std::fmt::Debug {
+pub trait Entry: Copy + PartialEq + std::fmt::Debug {
     const LEN: usize;
     fn encode(&self, out: &mut Vec<u8>);
     fn decode(bytes: &[u8]) -> Self;
@@ -77,11 +79,24 @@ pub const WRITE_BEHIND_ENTRIES: usize = 512;
 
 /// Entries of one index file, kept in memory and appended to the file behind them. Owned by
 /// one shard; not Send.
+///
+/// Memory comes back when a segment goes unused: [`EntryFile::release_if_unused`] (called by
+/// the shard's maintenance) drops the entries of an index whose entries are all in its file and
+/// that no lookup or append used since the previous call, and the next use reads them back,
+/// checking that the file holds exactly what was released (their number, order and last
+/// entry); anything else is an `InvalidData` error, never a wrong lookup. So an idle segment
+/// holds no index in memory, only its entry count and last entry.
 pub struct EntryFile<F, E> {
     file: Rc<F>,
-    entries: RefCell<Vec<E>>,
+    /// The entries; `None` while released (all of them are then in the file).
+    entries: RefCell<Option<Vec<E>>>,
+    /// How many entries there are, in memory or not.
+    count: Cell<usize>,
+    last: Cell<Option<E>>,
     /// The first `written` entries are in the file.
     written: Cell<usize>,
+    /// Used since the last [`EntryFile::release_if_unused`].
+    used: Cell<bool>,
 }
 
 /// Decodes whole entries; a trailing partial entry is ignored (a torn write).
@@ -97,7 +112,10 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         EntryFile {
             file,
             written: Cell::new(entries.len()),
-            entries: RefCell::new(entries),
+            count: Cell::new(entries.len()),
+            last: Cell::new(entries.last().copied()),
+            entries: RefCell::new(Some(entries)),
+            used: Cell::new(true),
         }
     }
 
@@ -105,6 +123,42 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     pub async fn read_all(file: &F) -> io::Result<Vec<E>> {
         let bytes = file.read_at(0, file.len() as usize).await?;
         Ok(decode_entries(&bytes))
+    }
+
+    /// Brings the entries back into memory if they were released, and marks them used.
+    pub async fn load(&self) -> io::Result<()> {
+        self.used.set(true);
+        if self.entries.borrow().is_some() {
+            return Ok(());
+        }
+        let read: Vec<E> = Self::read_all(&self.file).await?;
+        // Nothing changes the entries while they are released (every writer loads them first).
+        let increasing = read.windows(2).all(|pair| pair[1].follows(&pair[0]));
+        let same = read.len() == self.count.get() && read.last().copied() == self.last.get();
+        if !(increasing && same) {
+            let message = format!(
+                "index file holds {} entries, not the {} released (or out of order)",
+                read.len(),
+                self.count.get()
+            );
+            return Err(io::Error::new(io::ErrorKind::InvalidData, message));
+        }
+        let mut entries = self.entries.borrow_mut();
+        if entries.is_none() {
+            *entries = Some(read); // else another use loaded them meanwhile
+        }
+        Ok(())
+    }
+
+    /// Drops the entries from memory when all of them are in the file and nothing used them
+    /// since the last call; returns whether it did.
+    pub fn release_if_unused(&self) -> bool {
+        let unused = !self.used.replace(false);
+        let all_written = self.written.get() == self.count.get();
+        if !(unused && all_written) || self.count.get() == 0 {
+            return false;
+        }
+        self.entries.borrow_mut().take().is_some()
     }
 
     /// Writes what the file lacks, then fdatasyncs it.
@@ -120,7 +174,7 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     }
 
     pub fn len(&self) -> usize {
-        self.entries.borrow().len()
+        self.count.get()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -128,13 +182,16 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     }
 
     pub fn last(&self) -> Option<E> {
-        self.entries.borrow().last().copied()
+        self.last.get()
     }
 
     /// The last entry for which `is_before` holds, entries being sorted so that `is_before` is
-    /// true for a prefix.
+    /// true for a prefix. `None` too while the entries are released: callers that need the
+    /// answer [`load`](Self::load) them first; the others fall back to reading the log.
     pub fn last_where(&self, is_before: impl Fn(&E) -> bool) -> Option<E> {
+        self.used.set(true);
         let entries = self.entries.borrow();
+        let entries = entries.as_ref()?;
         let n = entries.partition_point(is_before);
         n.checked_sub(1).map(|i| entries[i])
     }
@@ -142,10 +199,17 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     /// Appends entries to memory, and to the file once [`WRITE_BEHIND_ENTRIES`] are waiting.
     /// They strictly increase, from the last entry on.
     pub async fn append(&self, new: &[E]) -> io::Result<()> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.load().await?;
         let waiting = {
             let mut entries = self.entries.borrow_mut();
+            let entries = entries.as_mut().expect("loaded above, and nothing awaits since");
             assert_increasing(entries.last(), new);
             entries.extend_from_slice(new);
+            self.count.set(entries.len());
+            self.last.set(entries.last().copied());
             entries.len() - self.written.get()
         };
         if waiting >= WRITE_BEHIND_ENTRIES {
@@ -158,6 +222,9 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     pub async fn write_pending(&self) -> io::Result<()> {
         let (from, buf) = {
             let entries = self.entries.borrow();
+            let Some(entries) = entries.as_ref() else {
+                return Ok(()); // released: all of them are in the file
+            };
             let from = self.written.get();
             let mut buf = Vec::with_capacity((entries.len() - from) * E::LEN);
             entries[from..].iter().for_each(|e| e.encode(&mut buf));
@@ -173,10 +240,14 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
 
     /// Keeps the entries whose relative offset is below `relative_offset`.
     pub async fn truncate_from(&self, relative_offset: u32) -> io::Result<()> {
+        self.load().await?;
         let keep = {
             let mut entries = self.entries.borrow_mut();
+            let entries = entries.as_mut().expect("loaded above, and nothing awaits since");
             let keep = entries.partition_point(|e| e.relative_offset() < relative_offset);
             entries.truncate(keep);
+            self.count.set(keep);
+            self.last.set(entries.last().copied());
             keep
         };
         self.keep_written(keep).await
@@ -191,10 +262,14 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
 
     /// Replaces the file's content with the in-memory entries plus `extra`.
     pub async fn rewrite(&self, keep: usize, extra: &[E]) -> io::Result<()> {
+        self.load().await?;
         {
             let mut entries = self.entries.borrow_mut();
+            let entries = entries.as_mut().expect("loaded above, and nothing awaits since");
             assert!(keep <= entries.len(), "rewrite keeps existing entries only");
             entries.truncate(keep);
+            self.count.set(keep);
+            self.last.set(entries.last().copied());
         }
         self.keep_written(keep).await?;
         self.append(extra).await?;
@@ -274,6 +349,54 @@ mod tests {
             let reopened = storage.open(path, false).await.unwrap();
             let on_file = EntryFile::<_, IndexEntry>::read_all(&*reopened).await.unwrap();
             assert_eq!(on_file, vec![entry(1), entry(2), entry(10)]);
+        });
+    }
+
+    #[test]
+    fn unused_entries_leave_memory_and_come_back_from_the_file_as_they_were() {
+        block_on(async {
+            let storage = FaultyStorage::new(1);
+            storage.create_dir_all(Path::new("/d")).await.unwrap();
+            let path = Path::new("/d/0.index");
+            let file = storage.open(path, true).await.unwrap();
+            let index = EntryFile::new(file.clone(), Vec::new());
+            let wanted: Vec<IndexEntry> = (1..=10).map(entry).collect();
+            index.append(&wanted).await.unwrap();
+            assert!(!index.release_if_unused(), "used since");
+            assert!(!index.release_if_unused(), "not all in the file yet");
+            index.write_pending().await.unwrap();
+            assert!(
+                index.release_if_unused(),
+                "unused since the last call, all written"
+            );
+            assert_eq!((index.len(), index.last()), (10, Some(entry(10))));
+            assert_eq!(
+                index.last_where(|e| e.relative_offset <= 4),
+                None,
+                "not in memory"
+            );
+            index.load().await.unwrap();
+            assert_eq!(index.last_where(|e| e.relative_offset <= 4), Some(entry(4)));
+            // Appending to released entries brings them back first.
+            index.release_if_unused();
+            assert!(index.release_if_unused());
+            index.append(&[entry(11)]).await.unwrap();
+            assert_eq!(index.last_where(|e| e.relative_offset <= 11), Some(entry(11)));
+
+            // A file that no longer holds what was released is refused, not used.
+            index.write_pending().await.unwrap();
+            index.release_if_unused();
+            assert!(index.release_if_unused());
+            let mut bytes = storage.file_bytes(path).unwrap();
+            bytes.truncate(bytes.len() - IndexEntry::LEN);
+            storage.set_file_bytes(path, bytes);
+            let reopened = storage.open(path, false).await.unwrap();
+            let tampered = EntryFile::<_, IndexEntry>::new(reopened, Vec::new());
+            tampered.count.set(11);
+            tampered.last.set(Some(entry(11)));
+            tampered.entries.borrow_mut().take();
+            let error = tampered.load().await.unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
         });
     }
 

@@ -1,9 +1,17 @@
 //! The log of one partition: a directory of segments (docs/ARCHITECTURE.md invariant 4).
 //!
 //! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
-//! `log-start-offset` (see `retention.rs`) and, between a clean close and the next open, the
-//! empty marker file `.laminar-clean-shutdown`. Compaction's temporary files (`*.cleaned`,
-//! `*.log.swap`) are described in `compaction.rs`.
+//! `log-start-offset` (see `retention.rs`) and, from a clean close until the first write after
+//! the next open, the empty marker file `.laminar-clean-shutdown`. Compaction's temporary files
+//! (`*.cleaned`, `*.log.swap`) are described in `compaction.rs`.
+//!
+//! The marker says that the files hold nothing a crash could have torn: with it, an open trusts
+//! the indexes and reads no more than the batch headers after the last index entry (decision
+//! 0004). It stays in place while the log is only read, and goes (removed, directory fsynced)
+//! before the first write of any kind: an append, a truncation, retention or DeleteRecords
+//! deleting segments, a compaction rewriting one. So a crash sends to recovery only the logs
+//! written since their last clean close, not every log that was opened; and closing a log that
+//! was never written closes its files and writes nothing.
 
 pub mod batch;
 pub mod checksum;
@@ -77,6 +85,8 @@ pub struct Log<S: Storage> {
     /// The last write was refused for lack of space or descriptors (so that the change is
     /// logged once each way).
     exhausted: Cell<bool>,
+    /// The clean-shutdown marker is on disk: nothing was written since the last clean close.
+    clean_marker: Cell<bool>,
 }
 
 impl<S: Storage> Log<S> {
@@ -123,11 +133,7 @@ impl<S: Storage> Log<S> {
             .unwrap_or(first_base)
             .max(first_base)
             .min(log_end_offset);
-        if clean {
-            // From now on a crash must be recovered, so the marker goes before any write.
-            storage.remove_file(&dir.join(CLEAN_SHUTDOWN_MARKER)).await?;
-            storage.sync_dir(&dir).await?;
-        }
+        // The marker stays until the first write (`mark_dirty`).
         let state = LogState {
             config,
             segments,
@@ -142,7 +148,36 @@ impl<S: Storage> Log<S> {
             writer: async_lock::Mutex::new(()),
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
+            clean_marker: Cell::new(clean),
         })
+    }
+
+    /// Whether nothing was written since the last clean close (its marker is still on disk).
+    pub fn is_clean(&self) -> bool {
+        self.clean_marker.get()
+    }
+
+    /// Removes the clean-shutdown marker, durably, if it is there: from now on a crash must be
+    /// recovered. Every writer calls it, holding the writer lock, before its first write.
+    async fn mark_dirty(&self) -> Result<(), LogError> {
+        if !self.clean_marker.get() {
+            return Ok(());
+        }
+        let removed = async {
+            match self
+                .storage
+                .remove_file(&self.dir.join(CLEAN_SHUTDOWN_MARKER))
+                .await
+            {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            self.storage.sync_dir(&self.dir).await
+        }
+        .await;
+        removed.map_err(|e| self.fail(e))?;
+        self.clean_marker.set(false);
+        Ok(())
     }
 
     async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
@@ -266,6 +301,7 @@ impl<S: Storage> Log<S> {
             .into());
         }
         let span: i64 = headers.iter().map(|h| h.last_offset_delta as i64 + 1).sum();
+        self.mark_dirty().await?;
         self.roll_if_needed(&config, records.len() as u64, span, now_ms)
             .await?;
         let (base_offset, epoch) = {
@@ -430,6 +466,24 @@ impl<S: Storage> Log<S> {
         Ok(None)
     }
 
+    /// Drops from memory the index entries of segments no read or append used since the last
+    /// call; returns how many indexes it dropped. A read brings them back.
+    pub fn release_unused_indexes(&self) -> usize {
+        self.segments().iter().map(|s| s.release_unused_indexes()).sum()
+    }
+
+    /// Gives back the blocks the active segment reserved ahead of its appends when it took
+    /// none for a while (`segment::RESERVE_IDLE_MS`); returns whether it did.
+    pub async fn release_idle_reservation(&self, now_ms: i64) -> Result<bool, LogError> {
+        if self.active().log.reserved_bytes() == 0 {
+            return Ok(false); // the common case, without the lock
+        }
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let released = self.active().release_reservation_if_idle(now_ms).await;
+        released.map_err(|e| self.fail(e))
+    }
+
     /// fdatasyncs the active segment; returns the log end offset it covers. Segments that
     /// rolled were synced when they rolled.
     pub async fn sync(&self) -> Result<i64, LogError> {
@@ -454,6 +508,7 @@ impl<S: Storage> Log<S> {
                 log_end,
             });
         }
+        self.mark_dirty().await?;
         let result = self.truncate_locked(offset).await;
         result.map_err(|e| self.fail(e))
     }
@@ -484,10 +539,21 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// fdatasyncs everything, closes the files and leaves the clean-shutdown marker.
+    /// fdatasyncs everything, closes the files and leaves the clean-shutdown marker. A log not
+    /// written since its marker was left only closes its files.
     pub async fn close(&self) -> Result<(), LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
+        if self.clean_marker.get() {
+            let closed = async {
+                for segment in self.segments() {
+                    segment.close().await?;
+                }
+                Ok(())
+            }
+            .await;
+            return closed.map_err(|e| self.fail(e));
+        }
         let result = async {
             let active = self.active();
             active.sync_all().await?;
@@ -503,7 +569,9 @@ impl<S: Storage> Log<S> {
             self.storage.sync_dir(&self.dir).await
         }
         .await;
-        result.map_err(|e| self.fail(e))
+        result.map_err(|e| self.fail(e))?;
+        self.clean_marker.set(true);
+        Ok(())
     }
 
     /// Removes the whole directory.

@@ -95,6 +95,9 @@ impl<S: Storage> Log<S> {
     }
 
     async fn delete_front_segments(&self, count: usize) -> Result<RetentionOutcome, LogError> {
+        if count > 0 {
+            self.mark_dirty().await?;
+        }
         let removed: Vec<Rc<Segment<S::File>>> = {
             let mut state = self.state.borrow_mut();
             let removed: Vec<_> = state.segments.drain(..count).collect();
@@ -136,6 +139,7 @@ impl<S: Storage> Log<S> {
         if offset <= log_start {
             return Ok(log_start);
         }
+        self.mark_dirty().await?;
         // The new start must never lie beyond what survives a crash.
         self.active().log.fdatasync().await.map_err(|e| self.fail(e))?;
         let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));

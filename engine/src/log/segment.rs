@@ -59,20 +59,77 @@ pub struct Segment<F> {
     meta: Cell<SegmentMeta>,
     /// The `.log` file's blocks are reserved up to here (see [`reserve_ahead_bytes`]).
     reserved_to: Cell<u64>,
+    /// How fast appends arrive, for how far ahead to reserve.
+    rate: Cell<AppendRate>,
 }
 
+/// A segment reserves nothing ahead until it holds this much: a tiny or idle partition holds
+/// no disk but its bytes.
+pub const RESERVE_FROM_BYTES: u64 = 1 << 20;
 /// The least and the most disk a segment reserves ahead of its appends.
 pub const RESERVE_AHEAD_MIN_BYTES: u64 = 1 << 20;
 pub const RESERVE_AHEAD_MAX_BYTES: u64 = 16 << 20;
+/// Appends are counted over windows of this length to tell the write rate.
+pub const RATE_WINDOW_MS: i64 = 1000;
+/// A segment that took no append for this long gives back its reservation
+/// ([`Segment::release_reservation_if_idle`]).
+pub const RESERVE_IDLE_MS: i64 = 10_000;
 
 /// How far past an append the `.log` file's disk blocks are reserved when an append outruns
-/// the reservation (`StorageFile::reserve`). ext4 then maps each new page of an append to a
-/// reserved block instead of making a delayed-allocation reservation per 4 KiB block
-/// (docs/decisions/0008). The reservation grows with the segment, from 1 MiB to 16 MiB, so a
-/// quiet partition (there are 50 of `__consumer_offsets` alone) holds little disk ahead and a
-/// busy one reserves rarely. `sync_all` (the segment rolls, the log closes) gives back the rest.
-pub fn reserve_ahead_bytes(segment_size: u64) -> u64 {
-    segment_size.clamp(RESERVE_AHEAD_MIN_BYTES, RESERVE_AHEAD_MAX_BYTES)
+/// the reservation (`StorageFile::reserve`), for a segment `segment_size` bytes long that took
+/// `rate` bytes in the last second. ext4 then maps each new page of an append to a reserved
+/// block instead of making a delayed-allocation reservation per 4 KiB block (decision 0008).
+/// Nothing below [`RESERVE_FROM_BYTES`]; then the segment's length or a second of appends,
+/// whichever is less, within 1–16 MiB: a busy partition reserves rarely and far ahead, a slow
+/// one 1 MiB, a tiny one nothing. The log dir's budget bounds the total (`io::ReserveBudget`);
+/// `sync_all` (the segment rolls, the log closes), a truncate, closing the file while idle, or
+/// [`RESERVE_IDLE_MS`] without appends give back the rest.
+pub fn reserve_ahead_bytes(segment_size: u64, rate: u64) -> u64 {
+    if segment_size < RESERVE_FROM_BYTES {
+        return 0;
+    }
+    segment_size
+        .min(rate)
+        .clamp(RESERVE_AHEAD_MIN_BYTES, RESERVE_AHEAD_MAX_BYTES)
+}
+
+/// Bytes appended to a segment per [`RATE_WINDOW_MS`]: the last whole window's and the current
+/// one's. Plain data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendRate {
+    window_start_ms: i64,
+    window_bytes: u64,
+    /// Bytes per window over the last window that ended (scaled to one window).
+    last_rate: u64,
+    /// When the last append came (0: none yet).
+    last_append_ms: i64,
+}
+
+impl AppendRate {
+    /// Counts `bytes` appended at `now_ms`.
+    pub fn record(&mut self, now_ms: i64, bytes: u64) {
+        if self.last_append_ms == 0 {
+            self.window_start_ms = now_ms;
+        }
+        let elapsed = now_ms.saturating_sub(self.window_start_ms);
+        if elapsed >= RATE_WINDOW_MS {
+            let scaled = u128::from(self.window_bytes) * RATE_WINDOW_MS as u128 / elapsed as u128;
+            self.last_rate = u64::try_from(scaled).unwrap_or(u64::MAX);
+            (self.window_start_ms, self.window_bytes) = (now_ms, 0);
+        }
+        self.window_bytes = self.window_bytes.saturating_add(bytes);
+        self.last_append_ms = now_ms.max(1);
+    }
+
+    /// Bytes per window: the larger of the last window's and what the current one took so far.
+    pub fn bytes_per_window(&self) -> u64 {
+        self.last_rate.max(self.window_bytes)
+    }
+
+    /// Whether no append came in the last `idle_ms` before `now_ms`.
+    pub fn is_idle(&self, now_ms: i64, idle_ms: i64) -> bool {
+        now_ms.saturating_sub(self.last_append_ms) >= idle_ms
+    }
 }
 
 /// The index entries a run of batches adds, by the rule documented in `index.rs`.
@@ -159,6 +216,7 @@ impl<F: StorageFile> Segment<F> {
             time_index: EntryFile::new(time_file, times),
             meta: Cell::new(meta),
             reserved_to: Cell::new(0),
+            rate: Cell::new(AppendRate::default()),
         }
     }
 
@@ -206,8 +264,12 @@ impl<F: StorageFile> Segment<F> {
         if meta.rolling_timestamp.is_none() {
             meta.rolling_timestamp = Some(now_ms);
         }
-        if position > self.reserved_to.get() {
-            self.reserved_to.set(position + reserve_ahead_bytes(position));
+        let mut rate = self.rate.get();
+        rate.record(now_ms, position - meta.size);
+        self.rate.set(rate);
+        let ahead = reserve_ahead_bytes(position, rate.bytes_per_window());
+        if ahead > 0 && position > self.reserved_to.get() {
+            self.reserved_to.set(position + ahead);
             self.log.reserve(self.reserved_to.get());
         }
         if let Err(error) = self.write_appended(meta.size, parts, &builder).await {
@@ -248,6 +310,7 @@ impl<F: StorageFile> Segment<F> {
             return Ok(None);
         }
         let relative = (offset - self.base_offset) as u32;
+        self.index.load().await?;
         let start = self.index.last_where(|e| e.relative_offset <= relative);
         self.scan_until(start.map_or(0, |e| e.position as u64), |h| {
             h.last_offset() >= offset
@@ -260,6 +323,8 @@ impl<F: StorageFile> Segment<F> {
         if self.meta.get().max_timestamp < ts {
             return Ok(None);
         }
+        self.time_index.load().await?;
+        self.index.load().await?;
         let start = match self.time_index.last_where(|t| t.timestamp < ts) {
             None => 0,
             Some(t) => self
@@ -356,6 +421,25 @@ impl<F: StorageFile> Segment<F> {
         self.time_index.sync().await
     }
 
+    /// Drops from memory the index entries no lookup or append used since the last call
+    /// (see `index::EntryFile::release_if_unused`); returns how many of its two indexes did.
+    pub fn release_unused_indexes(&self) -> usize {
+        usize::from(self.index.release_if_unused()) + usize::from(self.time_index.release_if_unused())
+    }
+
+    /// Gives back the blocks reserved ahead of the `.log` file's appends when none came for
+    /// `RESERVE_IDLE_MS` before `now_ms`; returns whether it did. An idle partition holds no
+    /// disk but its bytes.
+    pub async fn release_reservation_if_idle(&self, now_ms: i64) -> io::Result<bool> {
+        if self.log.reserved_bytes() == 0 || !self.rate.get().is_idle(now_ms, RESERVE_IDLE_MS) {
+            return Ok(false);
+        }
+        let size = self.meta.get().size;
+        self.log.truncate(size).await?;
+        self.reserved_to.set(size);
+        Ok(true)
+    }
+
     pub async fn close(&self) -> io::Result<()> {
         self.log.close().await?;
         self.index.close().await?;
@@ -379,10 +463,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_reservation_grows_with_the_segment_within_bounds() {
-        assert_eq!(reserve_ahead_bytes(0), RESERVE_AHEAD_MIN_BYTES);
-        assert_eq!(reserve_ahead_bytes(300 << 10), RESERVE_AHEAD_MIN_BYTES);
-        assert_eq!(reserve_ahead_bytes(5 << 20), 5 << 20);
-        assert_eq!(reserve_ahead_bytes(1 << 30), RESERVE_AHEAD_MAX_BYTES);
+    fn the_reservation_grows_with_the_segment_and_the_rate_within_bounds() {
+        let fast = 100 << 20;
+        assert_eq!(
+            reserve_ahead_bytes(0, fast),
+            0,
+            "an empty segment reserves nothing"
+        );
+        assert_eq!(reserve_ahead_bytes(300 << 10, fast), 0, "nor a tiny one");
+        assert_eq!(reserve_ahead_bytes(1 << 20, fast), RESERVE_AHEAD_MIN_BYTES);
+        assert_eq!(reserve_ahead_bytes(5 << 20, fast), 5 << 20);
+        assert_eq!(reserve_ahead_bytes(1 << 30, fast), RESERVE_AHEAD_MAX_BYTES);
+        assert_eq!(
+            reserve_ahead_bytes(1 << 30, 3 << 20),
+            3 << 20,
+            "a second of appends"
+        );
+        assert_eq!(
+            reserve_ahead_bytes(1 << 30, 10),
+            RESERVE_AHEAD_MIN_BYTES,
+            "a slow one"
+        );
+    }
+
+    #[test]
+    fn the_append_rate_is_counted_per_second() {
+        let mut rate = AppendRate::default();
+        rate.record(10_000, 100);
+        rate.record(10_500, 300);
+        assert_eq!(rate.bytes_per_window(), 400, "the current window so far");
+        rate.record(12_000, 50);
+        assert_eq!(rate.bytes_per_window(), 200, "400 bytes over 2 s");
+        assert!(!rate.is_idle(12_000 + RESERVE_IDLE_MS - 1, RESERVE_IDLE_MS));
+        assert!(rate.is_idle(12_000 + RESERVE_IDLE_MS, RESERVE_IDLE_MS));
+        rate.record(60_000, 7);
+        assert_eq!(
+            rate.bytes_per_window(),
+            7,
+            "a burst after a long pause starts over"
+        );
     }
 }

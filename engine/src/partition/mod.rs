@@ -4,7 +4,7 @@
 mod producer_snapshot;
 pub mod producer_state;
 
-use crate::io::{GlommioStorage, Storage};
+use crate::io::{ShardStorage, Storage};
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
@@ -57,7 +57,7 @@ pub struct ReadResult<D = Vec<Bytes>> {
 /// One partition. Owned by one shard; not Send. Used as `Rc<Partition>`; concurrent appends
 /// from several connections are serialized by `append_lock`, which makes checking the
 /// producer state, appending and recording the batches one step.
-pub struct Partition<S: Storage = GlommioStorage> {
+pub struct Partition<S: Storage = ShardStorage> {
     log: Log<S>,
     storage: Rc<S>,
     producers: RefCell<ProducerStateTable>,
@@ -302,6 +302,19 @@ impl<S: Storage> Partition<S> {
         self.log.compact(now_ms).await
     }
 
+    /// Drops from memory the index entries of segments nothing used since the last call (a
+    /// later read brings them back); returns how many indexes it dropped.
+    pub fn release_unused_indexes(&self) -> usize {
+        self.log.release_unused_indexes()
+    }
+
+    /// Gives back the disk blocks reserved ahead of appends when none came for a while (see
+    /// `log::segment::reserve_ahead_bytes`); returns whether it did.
+    pub async fn release_idle_reservation(&self, now_ms: i64) -> Result<bool, LogError> {
+        self.check_open()?;
+        self.log.release_idle_reservation(now_ms).await
+    }
+
     pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {
         self.check_open()?;
         self.log.delete_records_before(offset).await
@@ -328,10 +341,15 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Flushes, snapshots the producer state at the log end, closes the files and leaves the
-    /// clean-shutdown marker.
+    /// clean-shutdown marker. A partition not written since it opened after a clean close has
+    /// all of that on disk already: it only closes its files.
     pub async fn close(&self) -> Result<(), LogError> {
         self.check_open()?;
         let _append = self.append_lock.lock().await;
+        if self.log.is_clean() {
+            self.closed.set(true);
+            return self.log.close().await;
+        }
         self.flush().await?;
         let table = self.producers.borrow().clone();
         let end = self.log_end_offset();

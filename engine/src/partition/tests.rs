@@ -300,6 +300,91 @@ fn log_files_allocated_and_len(dir: &std::path::Path) -> (u64, u64) {
         })
 }
 
+/// Appends 64 KiB batches (16 per MiB) at `now_ms` until `mib` MiB more were appended, all in
+/// one burst: a high write rate. Returns how many batches.
+async fn append_mib<S: Storage>(p: &Partition<S>, mib: u64, now_ms: i64) -> i64 {
+    let target = p.size_bytes() + (mib << 20);
+    let mut batches = 0;
+    while p.size_bytes() < target {
+        let big = Bytes::from(BatchBuilder::new(now_ms).records_of(64, 1024).build());
+        p.append(big, now_ms).await.unwrap();
+        batches += 1;
+    }
+    batches
+}
+
+#[test]
+fn tiny_partitions_reserve_nothing_busy_ones_within_the_budget_and_idle_ones_give_back() {
+    use crate::io::{GlommioStorage, ReserveBudget, WriteMode};
+    use crate::log::segment::{RESERVE_AHEAD_MIN_BYTES, RESERVE_IDLE_MS};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            // One and a half reservations of the least size.
+            let budget = ReserveBudget::new(3 * RESERVE_AHEAD_MIN_BYTES / 2);
+            let storage = GlommioStorage::new(WriteMode::Buffered).with_reserve_budget(budget.clone());
+            let storage = Rc::new(storage);
+            let open = |name: &str| Partition::open(storage.clone(), root.join(name), LogConfig::default());
+            let (tiny, busy, other) = (
+                open("tiny-0").await.unwrap(),
+                open("busy-0").await.unwrap(),
+                open("busy-1").await.unwrap(),
+            );
+            let now = 1_700_000_000_000;
+            tiny.append(batch(3, 0), now).await.unwrap();
+            let (allocated, len) = log_files_allocated_and_len(&root.join("tiny-0"));
+            assert!(
+                allocated <= len.next_multiple_of(4096),
+                "tiny: {allocated} for {len}"
+            );
+            assert_eq!(budget.reserved(), 0);
+
+            let ahead = |name: &str| {
+                let (allocated, len) = log_files_allocated_and_len(&root.join(name));
+                allocated.saturating_sub(len)
+            };
+            // Past 1 MiB, a fast partition reserves a second of its appends (at least 1 MiB).
+            let batches = append_mib(&busy, 1, now).await;
+            busy.append(batch(3, 0), now).await.unwrap();
+            if budget.reserved() == 0 {
+                return; // this filesystem reserves nothing (fallocate is only a hint)
+            }
+            assert!(
+                ahead("busy-0") >= RESERVE_AHEAD_MIN_BYTES - 64 * 1024,
+                "{}",
+                ahead("busy-0")
+            );
+            // The second busy partition gets what is left of the budget.
+            append_mib(&other, 1, now).await;
+            other.append(batch(3, 0), now).await.unwrap();
+            assert!(budget.reserved() <= budget.limit());
+            let second = ahead("busy-1");
+            assert!(
+                second > 0 && second < RESERVE_AHEAD_MIN_BYTES,
+                "what was left: {second}"
+            );
+            assert!(ahead("busy-0") + ahead("busy-1") <= budget.limit() + 2 * 4096);
+
+            // Idle for a while: the reservation comes back; the partition stays usable.
+            let later = now + RESERVE_IDLE_MS;
+            assert!(
+                !busy.release_idle_reservation(later - 1).await.unwrap(),
+                "not idle yet"
+            );
+            assert!(busy.release_idle_reservation(later).await.unwrap());
+            assert!(ahead("busy-0") <= 4096);
+            other.close().await.unwrap();
+            assert!(ahead("busy-1") <= 4096);
+            assert_eq!(budget.reserved(), 0);
+            busy.append(batch(1, 0), later).await.unwrap();
+            assert_eq!(busy.log_end_offset(), batches * 64 + 3 + 1);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 #[test]
 fn blocks_reserved_ahead_of_appends_are_given_back_when_the_segment_rolls_and_closes() {
     use crate::io::{GlommioStorage, WriteMode};
@@ -309,31 +394,29 @@ fn blocks_reserved_ahead_of_appends_are_given_back_when_the_segment_rolls_and_cl
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
             let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
-            // segment.bytes of 1: every append after the first rolls the segment.
+            // segment.bytes of 2 MiB: the third MiB appended rolls the segment.
             let config = LogConfig {
-                segment_bytes: 1,
+                segment_bytes: 2 << 20,
                 ..LogConfig::default()
             };
             let p = Partition::open(storage.clone(), path.clone(), config)
                 .await
                 .unwrap();
+            append_mib(&p, 1, 0).await;
             p.append(batch(3, 0), 0).await.unwrap();
             let (allocated, len) = log_files_allocated_and_len(&path);
-            if allocated < RESERVE_AHEAD_MIN_BYTES {
+            if allocated < len + RESERVE_AHEAD_MIN_BYTES / 2 {
                 return; // this filesystem reserves nothing (fallocate is only a hint)
             }
-            assert!(
-                len < 4096,
-                "the file's length is what was appended, not the reservation"
-            );
-            // The next append rolls: the first segment gives back its reservation, and the new
-            // one reserves its own.
-            p.append(batch(3, 3), 0).await.unwrap();
-            let (allocated, _) = log_files_allocated_and_len(&path);
-            assert!(
-                allocated < 2 * RESERVE_AHEAD_MIN_BYTES,
-                "one small reservation left: {allocated}"
-            );
+            assert!(len < (1 << 20) + (64 << 10), "the length is what was appended");
+            // The next MiB rolls: the first segment gives back its reservation, and the new
+            // one, tiny, reserves nothing.
+            append_mib(&p, 1, 0).await;
+            p.append(batch(3, 0), 0).await.unwrap();
+            assert_eq!(p.segment_count(), 2);
+            let (allocated, len) = log_files_allocated_and_len(&path);
+            assert!(allocated <= len + 2 * 4096, "rolled: {allocated} bytes for {len}");
+            append_mib(&p, 1, 0).await;
             p.close().await.unwrap();
             let (allocated, len) = log_files_allocated_and_len(&path);
             assert!(allocated <= len + 2 * 4096, "closed: {allocated} bytes for {len}");
@@ -460,4 +543,56 @@ fn split_batches(bytes: &[u8]) -> Vec<Bytes> {
     batch::BatchIter::new(bytes, usize::MAX)
         .map(|item| Bytes::copy_from_slice(&bytes[item.unwrap().0]))
         .collect()
+}
+
+/// Flips a byte inside the last batch of the active segment `00000000000000000000.log`, as
+/// a torn write could leave it (its CRC no longer matches).
+fn damage_last_batch(storage: &FaultyStorage) {
+    let log = dir().join(format!("{:020}.log", 0));
+    let mut bytes = storage.file_bytes(&log).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 0xFF;
+    storage.set_file_bytes(&log, bytes);
+}
+
+#[test]
+fn a_log_only_read_since_a_clean_close_keeps_its_marker_and_needs_no_recovery() {
+    block_on(async {
+        let storage = FaultyStorage::new(7);
+        let config = LogConfig::default();
+        let p = open(&storage, config.clone()).await;
+        for i in 0..3 {
+            p.append(batch(2, i), 0).await.unwrap();
+        }
+        p.close().await.unwrap();
+        let marker = dir().join(crate::log::CLEAN_SHUTDOWN_MARKER);
+        damage_last_batch(&storage);
+
+        // Read only, then a crash: the marker is still there, so the next open trusts the files
+        // (the damage is not looked for: only headers are read after a clean close).
+        let p = open(&storage, config.clone()).await;
+        assert_eq!(p.read(0, 1 << 20, true).await.unwrap().data.len(), 3);
+        let syncs = storage.sync_count();
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        assert!(storage.file_bytes(&marker).is_some(), "kept while only read");
+        let p = open(&storage, config.clone()).await;
+        assert_eq!(p.log_end_offset(), 6);
+        // Closing a log nobody wrote writes nothing.
+        p.close().await.unwrap();
+        assert_eq!(storage.sync_count(), syncs);
+
+        // The first write removes the marker: a crash after it is recovered, and recovery
+        // verifies the whole active segment, cutting at the damaged batch.
+        let p = open(&storage, config.clone()).await;
+        p.append(batch(1, 9), 0).await.unwrap();
+        assert!(
+            storage.file_bytes(&marker).is_none(),
+            "removed before the first write"
+        );
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, config).await;
+        assert_eq!(p.log_end_offset(), 4, "cut at the damaged third batch");
+    });
 }

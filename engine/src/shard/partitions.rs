@@ -1,11 +1,12 @@
-//! The partitions one shard owns, opened on first use (or at start) and closed on shutdown.
+//! The partitions one shard owns, opened on first use and closed on shutdown.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::io::{GlommioStorage, Storage, WriteBehindStats};
+use crate::io::{FileCacheStats, ShardStorage, Storage, WriteBehindStats};
+use crate::log::segment::parse_log_name;
 use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
 
 /// A partition replica's name: topic and index.
@@ -14,14 +15,12 @@ pub type PartitionKey = (String, i32);
 /// The open partitions of one shard. Owned by one shard; not Send.
 pub struct ShardPartitions {
     log_dir: PathBuf,
-    storage: Rc<GlommioStorage>,
+    storage: Rc<ShardStorage>,
     open: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
     /// Handed to every partition this shard opens (fdatasync timing for metrics).
     sync_observer: RefCell<Option<SyncObserver>>,
     /// Serialises opens and removals, so that two requests never open one partition twice.
     lifecycle: futures::lock::Mutex<()>,
-    /// The last open found no descriptor left (so that the change is logged once each way).
-    descriptors_exhausted: Cell<bool>,
 }
 
 /// `<log.dirs>/<topic>-<partition>`, Kafka's directory name for a partition.
@@ -30,14 +29,13 @@ pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
 }
 
 impl ShardPartitions {
-    pub fn new(log_dir: PathBuf, storage: Rc<GlommioStorage>) -> Self {
+    pub fn new(log_dir: PathBuf, storage: Rc<ShardStorage>) -> Self {
         Self {
             log_dir,
             storage,
             open: RefCell::default(),
             sync_observer: RefCell::new(None),
             lifecycle: futures::lock::Mutex::new(()),
-            descriptors_exhausted: Cell::new(false),
         }
     }
 
@@ -48,7 +46,18 @@ impl ShardPartitions {
 
     /// This shard's write-behind counters; `None` when write-behind is off.
     pub fn write_behind_stats(&self) -> Option<WriteBehindStats> {
-        self.storage.write_behind_stats()
+        self.storage.inner().write_behind_stats()
+    }
+
+    /// This shard's open and parked files (see `io::FileCache`).
+    pub fn file_cache_stats(&self) -> FileCacheStats {
+        self.storage.stats()
+    }
+
+    /// Gives back idle descriptors above this shard's fair share each time another shard finds
+    /// the budget full; never returns. Run it as one task per shard.
+    pub async fn answer_descriptor_pressure(&self) {
+        self.storage.answer_pressure().await;
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
@@ -71,7 +80,7 @@ impl ShardPartitions {
         }
         let dir = partition_dir(&self.log_dir, topic, partition);
         let opened = Partition::open(self.storage.clone(), dir, config()).await;
-        let opened = Rc::new(self.note_descriptors(opened)?);
+        let opened = Rc::new(opened?);
         if let Some(observer) = self.sync_observer.borrow().clone() {
             opened.observe_syncs(observer);
         }
@@ -81,18 +90,16 @@ impl ShardPartitions {
         Ok(opened)
     }
 
-    /// Logs when opens start to find no descriptor left, and when they find one again.
-    fn note_descriptors(&self, opened: Result<Partition, LogError>) -> Result<Partition, LogError> {
-        let exhausted = matches!(&opened, Err(e) if e.is_out_of_descriptors());
-        if exhausted != self.descriptors_exhausted.replace(exhausted) {
-            match &opened {
-                Err(error) => {
-                    tracing::warn!(%error, "no file descriptor left: partitions that are not open stay closed until some free up")
-                }
-                Ok(_) => tracing::info!("file descriptors free again: partitions open"),
-            }
+    /// How many segments the partition's directory holds, read from the directory without
+    /// opening the partition (0 when there is no directory). Retention needs to open only a
+    /// partition with more than one: it never deletes the active segment.
+    pub async fn segments_on_disk(&self, topic: &str, partition: i32) -> Result<usize, LogError> {
+        let dir = partition_dir(&self.log_dir, topic, partition);
+        match self.storage.list_dir(&dir).await {
+            Ok(names) => Ok(names.iter().filter(|n| parse_log_name(n).is_some()).count()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(e.into()),
         }
-        opened
     }
 
     /// Closes and deletes a partition's files, whether or not it was open.

@@ -1,0 +1,203 @@
+//! The file cache over the fault-injecting storage with a tiny descriptor budget.
+
+use super::*;
+use crate::io::{CrashMode, DescriptorBudget, FaultyStorage};
+use futures::executor::block_on;
+
+const DIR: &str = "/d";
+
+fn path(i: usize) -> PathBuf {
+    Path::new(DIR).join(format!("{i}.log"))
+}
+
+/// A cache over fresh in-memory storage whose opens take descriptors from `shard`.
+fn cache(storage: &FaultyStorage, shard: &Rc<ShardDescriptors>) -> FileCache<FaultyStorage> {
+    let inner = storage.clone().with_descriptors(shard.clone());
+    FileCache::new(inner, Some(shard.clone()))
+}
+
+async fn storage() -> FaultyStorage {
+    let storage = FaultyStorage::new(3);
+    storage.create_dir_all(Path::new(DIR)).await.unwrap();
+    storage
+}
+
+#[test]
+fn more_files_than_descriptors_are_served_least_recently_used_closed_first() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(4);
+        let cache = cache(&storage, &budget.shard());
+        let mut files = Vec::new();
+        for i in 0..40 {
+            let file = cache.open(&path(i), true).await.unwrap();
+            file.write_at(0, &[format!("file {i}").as_bytes()]).await.unwrap();
+            files.push(file);
+            assert!(budget.used() <= 4);
+        }
+        for (i, file) in files.iter().enumerate() {
+            let read = file.read_at(0, 64).await.unwrap();
+            assert_eq!(&read[..], format!("file {i}").as_bytes());
+            assert_eq!(file.len(), read.len() as u64);
+        }
+        let stats = cache.stats();
+        assert_eq!(stats.files, 40);
+        assert!(stats.parked >= 36, "{stats:?}");
+        assert!(stats.reopens >= 36, "{stats:?}");
+        assert_eq!(stats.refusals, 0);
+        // The most recently used file is still open: only the oldest were closed.
+        assert!(files[39].open_handle().is_some());
+    });
+}
+
+#[test]
+fn a_dirty_file_is_synced_before_it_is_closed() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(2);
+        let cache = cache(&storage, &budget.shard());
+        let dirty = cache.open(&path(0), true).await.unwrap();
+        dirty.write_at(0, &[b"unsynced"]).await.unwrap();
+        assert_eq!(cache.park_idle(1).await, 1);
+        assert!(dirty.open_handle().is_none());
+        // The power cut keeps what was synced: all of it.
+        storage.crash(CrashMode::LoseUnsynced);
+        assert_eq!(storage.file_bytes(&path(0)).unwrap(), b"unsynced");
+        assert_eq!(storage.sync_count(), 1);
+        // A clean file is closed without a sync.
+        let clean = cache.open(&path(1), true).await.unwrap();
+        assert_eq!(cache.park_idle(1).await, 1);
+        assert!(clean.open_handle().is_none());
+        assert_eq!(storage.sync_count(), 1);
+    });
+}
+
+#[test]
+fn a_file_in_use_is_never_closed_and_an_open_waits_for_its_use_to_end() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(1);
+        let cache = cache(&storage, &budget.shard());
+        let busy = cache.open(&path(0), true).await.unwrap();
+        let in_use = InUse::new(&busy);
+        assert_eq!(cache.park_idle(10).await, 0);
+        let second = path(1);
+        let mut opening = Box::pin(cache.open(&second, true));
+        assert!(
+            futures::poll!(&mut opening).is_pending(),
+            "waits for the use to end"
+        );
+        drop(in_use);
+        opening.await.unwrap();
+        assert!(busy.open_handle().is_none(), "closed once idle");
+        assert_eq!(cache.stats().refusals, 0);
+    });
+}
+
+#[test]
+fn with_nothing_idle_and_nothing_in_use_an_open_is_refused_and_pressure_raised() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(0);
+        let shard = budget.shard();
+        let cache = cache(&storage, &shard);
+        let refused = cache
+            .open(&path(1), true)
+            .await
+            .err()
+            .expect("no descriptor at all");
+        assert!(is_out_of_descriptors(&refused), "{refused}");
+        assert_eq!(cache.stats().refusals, 1);
+        assert!(shard.take_pressure(), "raised for the other shards");
+    });
+}
+
+#[test]
+fn a_failed_sync_before_closing_fails_the_file_for_good() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(4);
+        let cache = cache(&storage, &budget.shard());
+        let file = cache.open(&path(0), true).await.unwrap();
+        file.write_at(0, &[b"lost?"]).await.unwrap();
+        storage.fail_sync_after(1);
+        assert_eq!(cache.park_idle(1).await, 0);
+        let error = file.write_at(5, &[b"!"]).await.unwrap_err();
+        assert!(error.to_string().contains("failed while closed idle"), "{error}");
+        assert!(file.fdatasync().await.is_err(), "never reported durable");
+        assert!(file.read_at(0, 5).await.is_err());
+    });
+}
+
+#[test]
+fn a_parked_file_reopens_only_as_the_same_file() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(8);
+        let cache = cache(&storage, &budget.shard());
+        let file = cache.open(&path(0), true).await.unwrap();
+        file.write_at(0, &[b"original"]).await.unwrap();
+        assert_eq!(cache.park_idle(1).await, 1);
+        // Replaced behind the cache's back: another inode at the same path.
+        storage.set_file_bytes(&path(0), b"imposter".to_vec());
+        let error = file.read_at(0, 8).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+
+        // A rename through the cache moves the path it reopens by.
+        let moved = cache.open(&path(1), true).await.unwrap();
+        moved.write_at(0, &[b"moved"]).await.unwrap();
+        cache.rename(&path(1), &path(2)).await.unwrap();
+        cache.park_idle(8).await;
+        assert!(moved.open_handle().is_none());
+        assert_eq!(&moved.read_at(0, 5).await.unwrap()[..], b"moved");
+
+        // A removed file serves its bytes while it is open; once parked, it cannot open again.
+        cache.remove_file(&path(2)).await.unwrap();
+        assert_eq!(&moved.read_at(0, 5).await.unwrap()[..], b"moved");
+        cache.park_idle(8).await;
+        let error = moved.read_at(0, 5).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
+    });
+}
+
+#[test]
+fn a_shard_above_its_fair_share_gives_back_when_another_is_short() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(4);
+        let (one, two) = (budget.shard(), budget.shard());
+        let (cache_one, cache_two) = (cache(&storage, &one), cache(&storage, &two));
+        let mut held = Vec::new();
+        for i in 0..4 {
+            held.push(cache_one.open(&path(i), true).await.unwrap());
+        }
+        assert_eq!(one.held(), 4);
+        let refused = cache_two.open(&path(9), true).await.err().expect("budget full");
+        assert!(is_out_of_descriptors(&refused));
+        // Not its fault: the other shard holds the budget, so no shortage is reported.
+        assert!(one.take_pressure());
+        assert_eq!(cache_one.give_back().await, 2);
+        assert_eq!(one.held(), 2);
+        cache_two.open(&path(9), true).await.unwrap();
+        // The parked files still serve their bytes.
+        for file in &held {
+            assert_eq!(file.read_at(0, 1).await.unwrap().len(), 0);
+        }
+    });
+}
+
+#[test]
+fn closed_files_refuse_work_and_the_registry_stays_bounded() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(4);
+        let cache = cache(&storage, &budget.shard());
+        for i in 0..1000 {
+            let file = cache.open(&path(i % 3), true).await.unwrap();
+            file.close().await.unwrap();
+            assert!(file.read_at(0, 1).await.is_err());
+        }
+        assert_eq!(budget.used(), 0);
+        assert!(cache.shared.files.borrow().len() <= REGISTRY_SLACK + 2);
+    });
+}

@@ -1,0 +1,119 @@
+//! Start-up opens no partition: after a clean shutdown a partition opens when a request first
+//! names it, reading it keeps its clean-shutdown marker (a crash then would need no recovery
+//! for it), and the first write removes the marker. Retention still reaches the partitions
+//! nobody has asked for since the start.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use laminar_tests::http::get_ok;
+use laminar_tests::wire::{self, WireConnection};
+use laminar_tests::{Broker, BrokerOptions};
+
+const TOPIC: &str = "lazy";
+const PARTITIONS: i32 = 20;
+const MARKER: &str = ".laminar-clean-shutdown";
+/// Old enough for the default retention.ms (7 days): every closed segment is past it.
+const LONG_AGO_MS: i64 = 1_600_000_000_000;
+
+/// The `open` flag of every partition of the topic in `/v1/status`, by partition index.
+fn open_flags(broker: &Broker) -> Result<Vec<bool>> {
+    let status: serde_json::Value = serde_json::from_str(&get_ok(broker.http_addr(), "/v1/status")?)?;
+    let mut flags = vec![false; PARTITIONS as usize];
+    let shards = status["shards"].as_array().cloned().unwrap_or_default();
+    for partition in shards
+        .iter()
+        .flat_map(|s| s["partitions"].as_array().cloned().unwrap_or_default())
+    {
+        if partition["topic"] == TOPIC {
+            let index = partition["partition"].as_u64().unwrap_or(u64::MAX) as usize;
+            flags[index] = partition["open"].as_bool().unwrap_or(false);
+        }
+    }
+    Ok(flags)
+}
+
+fn partition_dir(broker: &Broker, partition: i32) -> std::path::PathBuf {
+    broker.data_dir().join(format!("{TOPIC}-{partition}"))
+}
+
+fn segment_count(dir: &Path) -> Result<usize> {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir)? {
+        if entry?.file_name().to_string_lossy().ends_with(".log") {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+fn seed(broker: &Broker) -> Result<()> {
+    let mut conn = WireConnection::connect(broker.addr())?;
+    wire::create_topic(&mut conn, TOPIC, PARTITIONS)?;
+    for partition in 0..PARTITIONS {
+        for round in 0..5 {
+            let value = format!("{partition}-{round}-{}", "x".repeat(100));
+            let batch = wire::record_batch(&[value.as_bytes()], LONG_AGO_MS)?;
+            let answer = wire::produce(&mut conn, TOPIC, partition, batch, 1)?;
+            assert_eq!(answer.error_code, 0);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn partitions_open_on_first_use_and_reads_keep_them_clean() -> Result<()> {
+    let options = BrokerOptions::default()
+        .with_override("offsets.topic.num.partitions", "1")
+        .with_override("log.segment.bytes", "300");
+    let mut broker = Broker::start(options)?;
+    seed(&broker)?;
+    broker.terminate()?;
+    for partition in 0..PARTITIONS {
+        assert!(partition_dir(&broker, partition).join(MARKER).exists());
+        assert!(segment_count(&partition_dir(&broker, partition))? > 1);
+    }
+
+    broker.restart()?;
+    assert_eq!(
+        open_flags(&broker)?,
+        vec![false; PARTITIONS as usize],
+        "none opened at start"
+    );
+    let mut conn = WireConnection::connect(broker.addr())?;
+    let (error, start, _) = wire::list_offset(&mut conn, TOPIC, 3, -2)?;
+    assert_eq!((error, start), (0, 0));
+    let records = wire::fetch_records(&mut conn, TOPIC, 3, 0, 5)?;
+    assert_eq!(records.len(), 5);
+    let flags = open_flags(&broker)?;
+    assert!(
+        flags[3] && flags.iter().filter(|open| **open).count() == 1,
+        "{flags:?}"
+    );
+    let marker = partition_dir(&broker, 3).join(MARKER);
+    assert!(marker.exists(), "a read leaves the partition clean");
+    let batch = wire::record_batch(&[b"fresh"], LONG_AGO_MS)?;
+    assert_eq!(wire::produce(&mut conn, TOPIC, 3, batch, -1)?.error_code, 0);
+    assert!(!marker.exists(), "the first write removes the marker");
+    drop(conn);
+    broker.terminate()?;
+    assert!(marker.exists(), "a clean shutdown leaves it again");
+
+    // Retention reaches partitions no request named since the start.
+    broker
+        .options_mut()
+        .overrides
+        .push(("log.retention.check.interval.ms".into(), "200".into()));
+    broker.restart()?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for partition in 0..PARTITIONS {
+        while segment_count(&partition_dir(&broker, partition))? > 1 {
+            if Instant::now() > deadline {
+                bail!("retention did not delete the old segments of {TOPIC}-{partition}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
