@@ -19,7 +19,8 @@ const LONG_AGO_MS: i64 = 1_600_000_000_000;
 
 /// The `open` flag of every partition of the topic in `/v1/status`, by partition index.
 fn open_flags(broker: &Broker) -> Result<Vec<bool>> {
-    let status: serde_json::Value = serde_json::from_str(&get_ok(broker.http_addr(), "/v1/status")?)?;
+    let status: serde_json::Value =
+        serde_json::from_str(&get_ok(broker.http_addr(), "/v1/status?partitions=true")?)?;
     let mut flags = vec![false; PARTITIONS as usize];
     let shards = status["shards"].as_array().cloned().unwrap_or_default();
     for partition in shards
