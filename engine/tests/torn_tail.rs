@@ -51,14 +51,15 @@ fn write_log() -> (FaultyStorage, Vec<(usize, BatchHeader)>) {
     })
 }
 
-/// Reopens after replacing the log file by `log` and dropping the clean-shutdown marker.
+/// Reopens after replacing the log file by `log` and dropping the log's state file.
 fn reopen_with(storage: &FaultyStorage, log: Vec<u8>) -> (i64, Vec<BatchHeader>) {
     block_on(async {
         let storage = storage.clone();
         storage.set_file_bytes(&segment_path(&dir(), 0, LOG_SUFFIX), log);
-        let marker = dir().join(laminar_engine::log::CLEAN_SHUTDOWN_MARKER);
-        if storage.exists(&marker).await.unwrap() {
-            storage.remove_file(&marker).await.unwrap();
+        // Without its state file a log counts as dirty: it is recovered.
+        let state = dir().join(laminar_engine::log::disk_state::STATE_FILE);
+        if storage.exists(&state).await.unwrap() {
+            storage.remove_file(&state).await.unwrap();
         }
         let p = Partition::open(Rc::new(storage), dir(), config()).await.unwrap();
         let mut headers = Vec::new();

@@ -1,6 +1,6 @@
 //! Start-up opens no partition: after a clean shutdown a partition opens when a request first
-//! names it, reading it keeps its clean-shutdown marker (a crash then would need no recovery
-//! for it), and the first write removes the marker. Retention still reaches the partitions
+//! names it, reading it leaves it clean (a crash then would need no recovery for it), and the
+//! first write makes it dirty. Retention still reaches the partitions
 //! nobody has asked for since the start.
 
 use std::path::Path;
@@ -13,7 +13,7 @@ use laminar_tests::{Broker, BrokerOptions};
 
 const TOPIC: &str = "lazy";
 const PARTITIONS: i32 = 20;
-const MARKER: &str = ".laminar-clean-shutdown";
+const STATE_FILE: &str = ".laminar-log-state";
 /// Old enough for the default retention.ms (7 days): every closed segment is past it.
 const LONG_AGO_MS: i64 = 1_600_000_000_000;
 
@@ -33,6 +33,12 @@ fn open_flags(broker: &Broker) -> Result<Vec<bool>> {
         }
     }
     Ok(flags)
+}
+
+/// Whether the partition's state file says clean (`engine/src/log/disk_state.rs`: byte 5).
+fn is_clean(broker: &Broker, partition: i32) -> Result<bool> {
+    let bytes = std::fs::read(partition_dir(broker, partition).join(STATE_FILE))?;
+    Ok(bytes.len() == 12 && &bytes[..4] == b"LLST" && bytes[5] == 1)
 }
 
 fn partition_dir(broker: &Broker, partition: i32) -> std::path::PathBuf {
@@ -72,7 +78,7 @@ fn partitions_open_on_first_use_and_reads_keep_them_clean() -> Result<()> {
     seed(&broker)?;
     broker.terminate()?;
     for partition in 0..PARTITIONS {
-        assert!(partition_dir(&broker, partition).join(MARKER).exists());
+        assert!(is_clean(&broker, partition)?);
         assert!(segment_count(&partition_dir(&broker, partition))? > 1);
     }
 
@@ -92,14 +98,13 @@ fn partitions_open_on_first_use_and_reads_keep_them_clean() -> Result<()> {
         flags[3] && flags.iter().filter(|open| **open).count() == 1,
         "{flags:?}"
     );
-    let marker = partition_dir(&broker, 3).join(MARKER);
-    assert!(marker.exists(), "a read leaves the partition clean");
+    assert!(is_clean(&broker, 3)?, "a read leaves the partition clean");
     let batch = wire::record_batch(&[b"fresh"], LONG_AGO_MS)?;
     assert_eq!(wire::produce(&mut conn, TOPIC, 3, batch, -1)?.error_code, 0);
-    assert!(!marker.exists(), "the first write removes the marker");
+    assert!(!is_clean(&broker, 3)?, "the first write makes it dirty");
     drop(conn);
     broker.terminate()?;
-    assert!(marker.exists(), "a clean shutdown leaves it again");
+    assert!(is_clean(&broker, 3)?, "a clean shutdown leaves it clean again");
 
     // Retention reaches partitions no request named since the start.
     broker

@@ -1,5 +1,5 @@
 //! A broker started the README's way, with a relative `log.dirs` (`./data`), shuts down cleanly:
-//! every partition gets its clean-shutdown marker, so the next start skips recovery.
+//! every partition's state file says clean, so the next start skips recovery.
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
@@ -10,7 +10,7 @@ use laminar_tests::default_binary;
 use laminar_tests::wire::{self, WireConnection};
 
 #[test]
-fn relative_log_dir_gets_clean_shutdown_markers() -> Result<()> {
+fn relative_log_dir_is_left_clean() -> Result<()> {
     let work = tempfile::tempdir()?;
     let free = |()| -> Result<u16> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
     let (port, http_port) = (free(())?, free(())?);
@@ -44,11 +44,13 @@ fn relative_log_dir_gets_clean_shutdown_markers() -> Result<()> {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "clean exit; stderr: {stderr}");
     assert!(!stderr.contains("did not close cleanly"), "stderr: {stderr}");
-    let marker = work.path().join("data/relative-0/.laminar-clean-shutdown");
-    assert!(
-        marker.exists(),
-        "no clean-shutdown marker at {}",
-        marker.display()
+    // The log's state file says clean (`engine/src/log/disk_state.rs`: byte 5 is 1).
+    let state = work.path().join("data/relative-0/.laminar-log-state");
+    let bytes = std::fs::read(&state).with_context(|| format!("no state file at {}", state.display()))?;
+    assert_eq!(
+        (&bytes[..4], bytes.get(5)),
+        (&b"LLST"[..], Some(&1)),
+        "not clean: {bytes:?}"
     );
     Ok(())
 }

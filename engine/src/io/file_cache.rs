@@ -102,7 +102,8 @@ struct Shared<S: Storage> {
     /// Ticks at every use: a file's last use is the tick it was last used at.
     clock: Cell<u64>,
     stats: Cell<FileCacheStats>,
-    /// Opens underneath in flight (each may hold descriptors it will give back or use).
+    /// Opens, directory fsyncs and closes of parked files underneath in flight (each holds
+    /// descriptors it will give back or use).
     opening: Cell<usize>,
     /// Notified when a file may have become idle or given its descriptors back: an open that
     /// found nothing idle waits here while some file holding descriptors is in use.
@@ -263,15 +264,25 @@ impl<S: Storage> Shared<S> {
 
     /// Opens `path` underneath; without a descriptor left, parks idle files and tries again.
     async fn open_inner(&self, path: &Path, create: bool) -> io::Result<Rc<S::File>> {
+        self.with_descriptor(|| self.inner.open(path, create)).await
+    }
+
+    /// Runs `op`, which needs a descriptor (an open, a directory fsync); without one left,
+    /// parks idle files or waits for uses to end, and runs it again.
+    async fn with_descriptor<T, Op, Fut>(&self, op: Op) -> io::Result<T>
+    where
+        Op: Fn() -> Fut,
+        Fut: std::future::Future<Output = io::Result<T>>,
+    {
         if let Some(descriptors) = &self.descriptors {
             if descriptors.take_pressure() {
                 self.give_back().await;
             }
         }
         for _ in 0..OPEN_ROUNDS_MAX {
-            match self.open_counted(path, create).await {
+            match self.counted(op()).await {
                 Err(error) if is_out_of_descriptors(&error) => {}
-                opened => return opened,
+                done => return done,
             }
             if self.park_least_recent(self.batch()).await > 0 {
                 continue;
@@ -282,23 +293,25 @@ impl<S: Storage> Shared<S> {
             }
             freed.await;
         }
-        let last = self.open_counted(path, create).await;
+        let last = self.counted(op()).await;
         if matches!(&last, Err(error) if is_out_of_descriptors(error)) {
             self.refused();
         }
         last
     }
 
-    async fn open_counted(&self, path: &Path, create: bool) -> io::Result<Rc<S::File>> {
+    /// Runs `op` counted among the operations in flight that hold descriptors.
+    async fn counted<T>(&self, op: impl std::future::Future<Output = T>) -> T {
         self.opening.set(self.opening.get() + 1);
-        let opened = self.inner.open(path, create).await;
+        let done = op.await;
         self.opening.set(self.opening.get() - 1);
         self.freed.notify(1);
-        opened
+        done
     }
 
-    /// Whether some descriptor of this shard will come back by itself: an open in flight, or
-    /// a file that holds descriptors and is in use (it becomes idle when that use ends).
+    /// Whether some descriptor of this shard will come back by itself: an open, directory fsync
+    /// or close in flight, or a file that holds descriptors and is in use (it becomes idle when
+    /// that use ends).
     fn will_free(&self) -> bool {
         self.opening.get() > 0
             || self
@@ -466,10 +479,10 @@ impl<S: Storage> CachedFile<S> {
         };
         *self.handle.borrow_mut() = Handle::Parked { len: file.len() };
         self.shared.update(|s| s.parks += 1);
-        if let Err(error) = file.close().await {
+        // Counted in flight: its descriptors come back when the close completes.
+        if let Err(error) = self.shared.counted(file.close()).await {
             self.fail("closing an idle file", &error);
         }
-        self.shared.freed.notify(1);
         true
     }
 
@@ -501,12 +514,17 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         file.write_at(pos, parts).await
     }
 
-    /// A parked file is clean (it was parked only after a successful fdatasync with nothing
-    /// written since), so there is nothing to sync and it is not opened for it.
+    /// A file with nothing written since its last successful fdatasync needs none: a parked
+    /// file is such a file (parked only after one), and is not opened for it.
     async fn fdatasync(&self) -> io::Result<()> {
         let parked = matches!(&*self.handle.borrow(), Handle::Parked { .. });
         if parked && self.failure.borrow().is_none() {
             assert!(!self.is_dirty(), "a parked file was synced before it was closed");
+            return Ok(());
+        }
+        if !self.is_dirty() && self.failure.borrow().is_none() {
+            // Nothing written through this file since its last successful fdatasync: nothing
+            // of it is dirty, so there is nothing for writeback to fail on either.
             return Ok(());
         }
         let (file, _in_use) = self.acquire().await?;
@@ -598,7 +616,9 @@ impl<S: Storage> Storage for FileCache<S> {
             handle: RefCell::new(Handle::Open(file)),
             busy: Cell::new(0),
             last_use: Cell::new(self.shared.tick()),
-            writes: Cell::new(0),
+            // Dirty until its first fdatasync: it may hold pages an earlier process wrote and
+            // nobody synced (a crash of the broker, not of the machine, leaves those behind).
+            writes: Cell::new(1),
             writes_synced: Cell::new(0),
             unlinked: Cell::new(false),
             failure: RefCell::new(None),
@@ -629,8 +649,10 @@ impl<S: Storage> Storage for FileCache<S> {
         self.shared.inner.exists(path).await
     }
 
+    /// A directory fsync holds a descriptor while it runs: it waits for one like an open.
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.shared.inner.sync_dir(path).await
+        let shared = &self.shared;
+        shared.with_descriptor(|| shared.inner.sync_dir(path)).await
     }
 }
 

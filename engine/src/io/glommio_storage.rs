@@ -421,9 +421,10 @@ impl StorageFile for GlommioFile {
             return Ok(());
         };
         self.writeback.closed();
-        // Given back now: the descriptors are closed below, or (still in use by an operation in
-        // flight) as soon as that operation ends.
-        self.descriptors.borrow_mut().take();
+        // Given back once the descriptors are closed below (when this returns), so that no
+        // other open takes them while they are still open; one still used by an operation in
+        // flight closes as soon as that operation ends.
+        let _descriptors = self.descriptors.borrow_mut().take();
         match handle {
             Handle::Buffered(f) => {
                 if self.reserves_ahead() {
@@ -535,7 +536,12 @@ impl Storage for GlommioStorage {
         path.try_exists()
     }
 
+    /// The directory's descriptor comes out of the budget while it is open.
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let _descriptor = match &self.descriptors {
+            Some(shard) => Some(shard.take(1)?),
+            None => None,
+        };
         let dir = glommio::io::Directory::open(path).await?;
         dir.sync().await?;
         dir.close().await?;

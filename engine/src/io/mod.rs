@@ -114,8 +114,28 @@ pub trait Storage {
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 }
 
+/// Who makes a replaced file's new name durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirSync {
+    /// The replacement fsyncs the directory itself.
+    Now,
+    /// The caller fsyncs the directory afterwards (one fsync for several changes to it).
+    ByCaller,
+}
+
 /// Writes `data` to a new file at `path` durably: temp file, fdatasync, rename, sync_dir.
 pub async fn write_file_atomically<S: Storage>(storage: &S, path: &Path, data: Bytes) -> io::Result<()> {
+    replace_file(storage, path, data, DirSync::Now).await
+}
+
+/// Writes `data` to a new file at `path`: temp file, fdatasync, rename, and a directory fsync
+/// when `dir_sync` says so (until it, a crash leaves the old file or the new one).
+pub async fn replace_file<S: Storage>(
+    storage: &S,
+    path: &Path,
+    data: Bytes,
+    dir_sync: DirSync,
+) -> io::Result<()> {
     let mut tmp = PathBuf::from(path);
     tmp.set_extension("tmp");
     let file = storage.open(&tmp, true).await?;
@@ -124,6 +144,9 @@ pub async fn write_file_atomically<S: Storage>(storage: &S, path: &Path, data: B
     file.fdatasync().await?;
     file.close().await?;
     storage.rename(&tmp, path).await?;
+    if dir_sync == DirSync::ByCaller {
+        return Ok(());
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     storage.sync_dir(dir).await
 }

@@ -1,22 +1,23 @@
 //! The log of one partition: a directory of segments (docs/ARCHITECTURE.md invariant 4).
 //!
 //! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
-//! `log-start-offset` (see `retention.rs`) and, from a clean close until the first write after
-//! the next open, the empty marker file `.laminar-clean-shutdown`. Compaction's temporary files
-//! (`*.cleaned`, `*.log.swap`) are described in `compaction.rs`.
+//! `log-start-offset` (see `retention.rs`) and `.laminar-log-state` (see `disk_state.rs`).
+//! Compaction's temporary files (`*.cleaned`, `*.log.swap`) are described in `compaction.rs`.
 //!
-//! The marker says that the files hold nothing a crash could have torn: with it, an open trusts
-//! the indexes and reads no more than the batch headers after the last index entry (decision
-//! 0004). It stays in place while the log is only read, and goes (removed, directory fsynced)
-//! before the first write of any kind: an append, a truncation, retention or DeleteRecords
-//! deleting segments, a compaction rewriting one. So a crash sends to recovery only the logs
-//! written since their last clean close, not every log that was opened; and closing a log that
-//! was never written closes its files and writes nothing.
+//! The state file says whether the files may hold anything a crash could have torn: when
+//! clean, an open trusts the indexes and reads no more than the batch headers after the last
+//! index entry (decision 0004). It says clean while the log is only read, and is overwritten
+//! (dirty, fdatasync'd) before the first write of any kind: an append, a truncation, retention
+//! or DeleteRecords deleting segments, a compaction rewriting one. It says clean again once
+//! everything is synced: at a close, or at a checkpoint ([`Log::checkpoint`]) when the partition
+//! went idle. So a crash sends to recovery only the logs written since their last checkpoint;
+//! and closing a log nobody wrote closes its files and writes nothing.
 
 pub mod batch;
 pub mod checksum;
 mod compaction;
 mod config;
+pub mod disk_state;
 mod error;
 mod headers;
 pub mod index;
@@ -32,6 +33,7 @@ pub mod timeindex;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
 pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
+use disk_state::DiskState;
 pub use error::LogError;
 pub use retention::RetentionOutcome;
 pub use send::RecordBytes;
@@ -48,9 +50,6 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-
-/// Name of the marker a clean close leaves in the partition directory.
-pub const CLEAN_SHUTDOWN_MARKER: &str = ".laminar-clean-shutdown";
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,8 +84,12 @@ pub struct Log<S: Storage> {
     /// The last write was refused for lack of space or descriptors (so that the change is
     /// logged once each way).
     exhausted: Cell<bool>,
-    /// The clean-shutdown marker is on disk: nothing was written since the last clean close.
-    clean_marker: Cell<bool>,
+    /// The disk state is clean: nothing was written since everything was last synced.
+    clean: Cell<bool>,
+    /// The state file exists (else the log is dirty, or clean by the legacy marker).
+    state_file: Cell<bool>,
+    /// The legacy clean-shutdown marker is there (removed at the first write).
+    legacy_marker: Cell<bool>,
 }
 
 impl<S: Storage> Log<S> {
@@ -98,7 +101,7 @@ impl<S: Storage> Log<S> {
         if compaction::finish_interrupted(&*storage, &dir, &names).await? {
             names = storage.list_dir(&dir).await?;
         }
-        let clean = names.iter().any(|n| n == CLEAN_SHUTDOWN_MARKER);
+        let clean = disk_state::read(&*storage, &dir, &names).await? == DiskState::Clean;
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
@@ -133,7 +136,7 @@ impl<S: Storage> Log<S> {
             .unwrap_or(first_base)
             .max(first_base)
             .min(log_end_offset);
-        // The marker stays until the first write (`mark_dirty`).
+        // The state stays clean until the first write (`mark_dirty`).
         let state = LogState {
             config,
             segments,
@@ -148,36 +151,72 @@ impl<S: Storage> Log<S> {
             writer: async_lock::Mutex::new(()),
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
-            clean_marker: Cell::new(clean),
+            clean: Cell::new(clean),
+            state_file: Cell::new(names.iter().any(|n| n == disk_state::STATE_FILE)),
+            legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
         })
     }
 
-    /// Whether nothing was written since the last clean close (its marker is still on disk).
+    /// Whether nothing was written since everything was last synced (the disk state is clean).
     pub fn is_clean(&self) -> bool {
-        self.clean_marker.get()
+        self.clean.get()
     }
 
-    /// Removes the clean-shutdown marker, durably, if it is there: from now on a crash must be
+    /// Makes the disk state dirty, durably, if it is clean: from now on a crash must be
     /// recovered. Every writer calls it, holding the writer lock, before its first write.
     async fn mark_dirty(&self) -> Result<(), LogError> {
-        if !self.clean_marker.get() {
+        if !self.clean.get() {
             return Ok(());
         }
-        let removed = async {
-            match self
-                .storage
-                .remove_file(&self.dir.join(CLEAN_SHUTDOWN_MARKER))
-                .await
-            {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+        let marked = async {
+            if self.state_file.get() {
+                disk_state::write(&*self.storage, &self.dir, DiskState::Dirty, true).await?;
             }
-            self.storage.sync_dir(&self.dir).await
+            if self.legacy_marker.get() {
+                let marker = self.dir.join(disk_state::LEGACY_CLEAN_MARKER);
+                match self.storage.remove_file(&marker).await {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+                self.storage.sync_dir(&self.dir).await?;
+            }
+            Ok(())
         }
         .await;
-        removed.map_err(|e| self.fail(e))?;
-        self.clean_marker.set(false);
+        marked.map_err(|e| self.fail(e))?;
+        self.legacy_marker.set(false);
+        self.clean.set(false);
         Ok(())
+    }
+
+    /// Writes the clean state (creating the state file the first time). Everything must be
+    /// synced before: the active segment (`sync_all`) and, as they rolled, the others.
+    async fn mark_clean(&self) -> io::Result<()> {
+        let exists = self.state_file.get();
+        disk_state::write(&*self.storage, &self.dir, DiskState::Clean, exists).await?;
+        if !exists {
+            self.storage.sync_dir(&self.dir).await?;
+            self.state_file.set(true);
+        }
+        Ok(())
+    }
+
+    /// Syncs the active segment and its indexes and marks the disk state clean, unless it is:
+    /// a crash from now until the next write needs no recovery. Returns whether it wrote.
+    pub async fn checkpoint(&self) -> Result<bool, LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        if self.clean.get() {
+            return Ok(false);
+        }
+        let synced = async {
+            self.active().sync_all().await?;
+            self.mark_clean().await
+        }
+        .await;
+        synced.map_err(|e| self.fail(e))?;
+        self.clean.set(true);
+        Ok(true)
     }
 
     async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
@@ -539,38 +578,27 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// fdatasyncs everything, closes the files and leaves the clean-shutdown marker. A log not
-    /// written since its marker was left only closes its files.
+    /// fdatasyncs everything, closes the files and marks the disk state clean. A log not
+    /// written since it was last clean only closes its files.
     pub async fn close(&self) -> Result<(), LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
-        if self.clean_marker.get() {
-            let closed = async {
-                for segment in self.segments() {
-                    segment.close().await?;
-                }
-                Ok(())
-            }
-            .await;
-            return closed.map_err(|e| self.fail(e));
-        }
+        let dirty = !self.clean.get();
         let result = async {
-            let active = self.active();
-            active.sync_all().await?;
+            if dirty {
+                self.active().sync_all().await?;
+            }
             for segment in self.segments() {
                 segment.close().await?;
             }
-            let marker = self
-                .storage
-                .open(&self.dir.join(CLEAN_SHUTDOWN_MARKER), true)
-                .await?;
-            marker.fdatasync().await?;
-            marker.close().await?;
-            self.storage.sync_dir(&self.dir).await
+            if dirty {
+                self.mark_clean().await?;
+            }
+            Ok(())
         }
         .await;
         result.map_err(|e| self.fail(e))?;
-        self.clean_marker.set(true);
+        self.clean.set(true);
         Ok(())
     }
 

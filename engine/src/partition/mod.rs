@@ -4,7 +4,7 @@
 mod producer_snapshot;
 pub mod producer_state;
 
-use crate::io::{ShardStorage, Storage};
+use crate::io::{DirSync, ShardStorage, Storage};
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
@@ -70,7 +70,16 @@ pub struct Partition<S: Storage = ShardStorage> {
     closed: Cell<bool>,
     /// Told how long each fdatasync took (metrics live in the layer above).
     sync_observer: RefCell<Option<SyncObserver>>,
+    /// The `now_ms` of the last append (0: none since the open).
+    last_append_ms: Cell<i64>,
 }
+
+/// A checkpoint or close writes no producer snapshot when there is no producer state and the
+/// log is one segment shorter than this: the next open replays that little from the log.
+pub const SNAPSHOT_SKIP_BYTES: u64 = 1 << 20;
+
+/// How long a written partition takes no append before the shard's maintenance checkpoints it.
+pub const CHECKPOINT_IDLE_MS: i64 = 10_000;
 
 /// Receives the duration of every fdatasync a partition makes. Owned by one shard.
 pub type SyncObserver = Rc<dyn Fn(std::time::Duration)>;
@@ -91,6 +100,7 @@ impl<S: Storage> Partition<S> {
             appended: event_listener::Event::new(),
             closed: Cell::new(false),
             sync_observer: RefCell::new(None),
+            last_append_ms: Cell::new(0),
         })
     }
 
@@ -123,6 +133,7 @@ impl<S: Storage> Partition<S> {
         }
         let active_before = self.log.active_base_offset();
         let info = self.log.append(records, now_ms).await?;
+        self.last_append_ms.set(now_ms);
         if self.log.active_base_offset() != active_before {
             // The log rolled before this append: the state so far covers exactly the batches
             // below the new segment, which the roll fsynced.
@@ -147,7 +158,8 @@ impl<S: Storage> Partition<S> {
     /// as such.
     async fn snapshot_producers(&self, offset: i64) -> Result<(), LogError> {
         let table = self.producers.borrow().clone();
-        let written = producer_snapshot::write(&*self.storage, self.log.dir(), &table, offset).await;
+        let written =
+            producer_snapshot::write(&*self.storage, self.log.dir(), (&table, offset), DirSync::Now).await;
         match written {
             Err(error) if crate::io::is_out_of_space(&error) || crate::io::is_out_of_descriptors(&error) => {
                 tracing::warn!(dir = %self.log.dir().display(), offset, %error, "producer snapshot skipped");
@@ -340,22 +352,49 @@ impl<S: Storage> Partition<S> {
         Ok(())
     }
 
-    /// Flushes, snapshots the producer state at the log end, closes the files and leaves the
-    /// clean-shutdown marker. A partition not written since it opened after a clean close has
-    /// all of that on disk already: it only closes its files.
-    pub async fn close(&self) -> Result<(), LogError> {
+    /// Flushes, snapshots the producer state at the log end (see [`SNAPSHOT_SKIP_BYTES`]),
+    /// syncs the indexes and marks the log's disk state clean (see `log::disk_state`): a crash
+    /// from now until the next write needs no recovery. Nothing to do for a partition not
+    /// written since it was last clean. Returns whether it wrote.
+    pub async fn checkpoint(&self) -> Result<bool, LogError> {
         self.check_open()?;
         let _append = self.append_lock.lock().await;
+        self.checkpoint_locked().await
+    }
+
+    /// [`checkpoint`](Self::checkpoint)s the partition when no append came for `idle_ms` before
+    /// `now_ms` (the shard's maintenance calls it, so that only partitions written lately are
+    /// recovered after a crash, or have anything to do at shutdown).
+    pub async fn checkpoint_if_idle(&self, now_ms: i64, idle_ms: i64) -> Result<bool, LogError> {
+        if self.log.is_clean() || now_ms.saturating_sub(self.last_append_ms.get()) < idle_ms {
+            return Ok(false);
+        }
+        self.checkpoint().await
+    }
+
+    async fn checkpoint_locked(&self) -> Result<bool, LogError> {
         if self.log.is_clean() {
-            self.closed.set(true);
-            return self.log.close().await;
+            return Ok(false);
         }
         self.flush().await?;
         let table = self.producers.borrow().clone();
-        let end = self.log_end_offset();
-        producer_snapshot::write(&*self.storage, self.log.dir(), &table, end)
-            .await
-            .map_err(|e| self.log.fail(e))?;
+        let replay_is_short = self.log.segment_count() == 1 && self.log.size_bytes() < SNAPSHOT_SKIP_BYTES;
+        if !(table.is_empty() && replay_is_short) {
+            // No directory fsync: until one, a crash leaves the older snapshot, and the open
+            // replays more of the log from it.
+            let end = self.log_end_offset();
+            producer_snapshot::write(&*self.storage, self.log.dir(), (&table, end), DirSync::ByCaller)
+                .await
+                .map_err(|e| self.log.fail(e))?;
+        }
+        self.log.checkpoint().await
+    }
+
+    /// Checkpoints the partition (see [`checkpoint`](Self::checkpoint)) and closes its files.
+    pub async fn close(&self) -> Result<(), LogError> {
+        self.check_open()?;
+        let _append = self.append_lock.lock().await;
+        self.checkpoint_locked().await?;
         self.closed.set(true);
         self.log.close().await
     }

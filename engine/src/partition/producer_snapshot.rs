@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_KEPT};
-use crate::io::{write_file_atomically, Storage, StorageFile};
+use crate::io::{replace_file, DirSync, Storage, StorageFile};
 use crate::log::{Log, LogError};
 
 const MAGIC: &[u8; 4] = b"LPSS";
@@ -186,13 +186,22 @@ async fn snapshot_offsets<S: Storage>(storage: &S, dir: &Path) -> io::Result<Vec
 
 /// Writes the snapshot of `table` at `offset` durably, then removes all but the newest
 /// [`SNAPSHOTS_KEPT`].
+/// Writes the snapshot of `table` at `offset` and removes the older ones but one; with
+/// `DirSync::ByCaller` the caller fsyncs `dir` after (a crash before that leaves an older
+/// snapshot, from which the open replays more of the log).
 pub async fn write<S: Storage>(
     storage: &S,
     dir: &Path,
-    table: &ProducerStateTable,
-    offset: i64,
+    (table, offset): (&ProducerStateTable, i64),
+    dir_sync: DirSync,
 ) -> io::Result<()> {
-    write_file_atomically(storage, &snapshot_path(dir, offset), encode(table, offset)).await?;
+    replace_file(
+        storage,
+        &snapshot_path(dir, offset),
+        encode(table, offset),
+        dir_sync,
+    )
+    .await?;
     let offsets = snapshot_offsets(storage, dir).await?;
     let old = offsets.len().saturating_sub(SNAPSHOTS_KEPT);
     for &stale in &offsets[..old] {

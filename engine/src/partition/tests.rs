@@ -555,8 +555,15 @@ fn damage_last_batch(storage: &FaultyStorage) {
     storage.set_file_bytes(&log, bytes);
 }
 
+/// What the log's state file says (`None`: no file, or not a valid one).
+fn disk_state(storage: &FaultyStorage) -> Option<crate::log::disk_state::DiskState> {
+    let bytes = storage.file_bytes(&dir().join(crate::log::disk_state::STATE_FILE))?;
+    crate::log::disk_state::decode(&bytes)
+}
+
 #[test]
-fn a_log_only_read_since_a_clean_close_keeps_its_marker_and_needs_no_recovery() {
+fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
+    use crate::log::disk_state::DiskState::{Clean, Dirty};
     block_on(async {
         let storage = FaultyStorage::new(7);
         let config = LogConfig::default();
@@ -565,34 +572,92 @@ fn a_log_only_read_since_a_clean_close_keeps_its_marker_and_needs_no_recovery() 
             p.append(batch(2, i), 0).await.unwrap();
         }
         p.close().await.unwrap();
-        let marker = dir().join(crate::log::CLEAN_SHUTDOWN_MARKER);
+        assert_eq!(disk_state(&storage), Some(Clean));
         damage_last_batch(&storage);
 
-        // Read only, then a crash: the marker is still there, so the next open trusts the files
-        // (the damage is not looked for: only headers are read after a clean close).
+        // Read only, then a crash: still clean, so the next open trusts the files (the damage
+        // is not looked for: only headers are read after a clean close).
         let p = open(&storage, config.clone()).await;
         assert_eq!(p.read(0, 1 << 20, true).await.unwrap().data.len(), 3);
         let syncs = storage.sync_count();
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
-        assert!(storage.file_bytes(&marker).is_some(), "kept while only read");
+        assert_eq!(disk_state(&storage), Some(Clean), "kept while only read");
         let p = open(&storage, config.clone()).await;
         assert_eq!(p.log_end_offset(), 6);
         // Closing a log nobody wrote writes nothing.
         p.close().await.unwrap();
         assert_eq!(storage.sync_count(), syncs);
 
-        // The first write removes the marker: a crash after it is recovered, and recovery
-        // verifies the whole active segment, cutting at the damaged batch.
+        // The first write makes it dirty: a crash after it is recovered, and recovery verifies
+        // the whole active segment, cutting at the damaged batch.
         let p = open(&storage, config.clone()).await;
         p.append(batch(1, 9), 0).await.unwrap();
-        assert!(
-            storage.file_bytes(&marker).is_none(),
-            "removed before the first write"
-        );
+        assert_eq!(disk_state(&storage), Some(Dirty), "before the first write");
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, config).await;
         assert_eq!(p.log_end_offset(), 4, "cut at the damaged third batch");
+    });
+}
+
+#[test]
+fn a_checkpoint_of_an_idle_partition_spares_it_recovery() {
+    use crate::log::disk_state::DiskState::Clean;
+    use crate::partition::CHECKPOINT_IDLE_MS;
+    block_on(async {
+        let storage = FaultyStorage::new(8);
+        let config = LogConfig::default();
+        let p = open(&storage, config.clone()).await;
+        let now = 1_700_000_000_000;
+        p.append(batch(2, 0), now).await.unwrap();
+        p.append(batch(2, 1), now).await.unwrap();
+        assert!(!p
+            .checkpoint_if_idle(now + CHECKPOINT_IDLE_MS - 1, CHECKPOINT_IDLE_MS)
+            .await
+            .unwrap());
+        assert!(p
+            .checkpoint_if_idle(now + CHECKPOINT_IDLE_MS, CHECKPOINT_IDLE_MS)
+            .await
+            .unwrap());
+        assert_eq!(disk_state(&storage), Some(Clean));
+        assert!(!p.checkpoint().await.unwrap(), "nothing written since");
+        damage_last_batch(&storage);
+        drop(p);
+        // The crash finds the log clean: nothing is verified (the damage stays unseen), and
+        // everything the checkpoint covered is there, unflushed appends included.
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, config).await;
+        assert_eq!(p.log_end_offset(), 4);
+    });
+}
+
+#[test]
+fn the_marker_of_earlier_versions_counts_as_clean_until_the_first_write() {
+    use crate::log::disk_state::LEGACY_CLEAN_MARKER;
+    block_on(async {
+        let storage = FaultyStorage::new(9);
+        let config = LogConfig::default();
+        let p = open(&storage, config.clone()).await;
+        p.append(batch(2, 0), 0).await.unwrap();
+        p.append(batch(2, 1), 0).await.unwrap();
+        p.close().await.unwrap();
+        // What an earlier version left: the empty marker, no state file.
+        let state_file = dir().join(crate::log::disk_state::STATE_FILE);
+        storage.remove_file(&state_file).await.unwrap();
+        let marker = dir().join(LEGACY_CLEAN_MARKER);
+        storage.set_file_bytes(&marker, Vec::new());
+        damage_last_batch(&storage);
+        let p = open(&storage, config.clone()).await;
+        assert_eq!(p.log_end_offset(), 4, "trusted: clean");
+        p.append(batch(1, 2), 0).await.unwrap();
+        assert!(
+            storage.file_bytes(&marker).is_none(),
+            "removed at the first write"
+        );
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, config).await;
+        assert_eq!(p.log_end_offset(), 2, "recovered: cut at the damaged batch");
     });
 }
