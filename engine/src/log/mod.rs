@@ -125,6 +125,11 @@ impl<S: Storage> Log<S> {
                 recovery::open_segment(&*storage, &dir, base, interval, verify, gaps).await?;
             segments.push(Rc::new(segment));
         }
+        if let (false, Some(active)) = (clean, segments.last()) {
+            // What recovery kept may still be in the page cache only (the broker crashed, not
+            // the machine): it counts as durable from now on, so it is made so.
+            active.log.fdatasync().await?;
+        }
         if segments.is_empty() {
             let base = checkpoint.unwrap_or(0);
             segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
