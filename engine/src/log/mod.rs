@@ -130,9 +130,16 @@ impl<S: Storage> Log<S> {
             // the machine): it counts as durable from now on, so it is made so.
             active.log.fdatasync().await?;
         }
+        let mut state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
         if segments.is_empty() {
             let base = checkpoint.unwrap_or(0);
             segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
+            // Created with the segment, under the same directory fsync: checkpoints then only
+            // overwrite it.
+            if !state_file {
+                disk_state::create_dirty(&*storage, &dir).await?;
+                state_file = true;
+            }
             storage.sync_dir(&dir).await?;
         }
         let first_base = segments[0].base_offset;
@@ -157,7 +164,7 @@ impl<S: Storage> Log<S> {
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
             clean: Cell::new(clean),
-            state_file: Cell::new(names.iter().any(|n| n == disk_state::STATE_FILE)),
+            state_file: Cell::new(state_file),
             legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
         })
     }
