@@ -66,6 +66,13 @@ async fn scan<F: StorageFile>(
 ) -> io::Result<ScanOutcome> {
     let start = from.entry.map_or(0, |e| u64::from(e.position));
     let mut meta = Segment::<F>::empty_meta(base_offset);
+    // The batch an index entry points at starts at the entry's offset: the scan continues the
+    // segment from there (starting at the segment's base instead made the active segment, whose
+    // offsets must be contiguous, fail at its first batch and be rebuilt by a verifying scan
+    // after every clean close).
+    meta.next_offset = from
+        .entry
+        .map_or(base_offset, |e| base_offset + i64::from(e.relative_offset));
     meta.max_timestamp = from.last_time.map_or(-1, |t| t.timestamp);
     let mut builder = IndexBuilder::new(interval, from.last_time, from.entry);
     let mut scanner = BatchScanner::new(log, start, log.len(), verify);

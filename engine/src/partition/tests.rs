@@ -661,3 +661,31 @@ fn the_marker_of_earlier_versions_counts_as_clean_until_the_first_write() {
         assert_eq!(p.log_end_offset(), 2, "recovered: cut at the damaged batch");
     });
 }
+
+#[test]
+fn a_clean_open_trusts_the_active_segments_index_instead_of_verifying_it() {
+    block_on(async {
+        let storage = FaultyStorage::new(10);
+        let config = LogConfig {
+            index_interval_bytes: 128,
+            ..LogConfig::default()
+        };
+        let p = open(&storage, config.clone()).await;
+        for i in 0..20 {
+            p.append(batch(3, i), 0).await.unwrap();
+        }
+        p.close().await.unwrap();
+        // Damage the body of the second batch: only a verifying scan would see it.
+        let log = dir().join(format!("{:020}.log", 0));
+        let mut bytes = storage.file_bytes(&log).unwrap();
+        let second = batch(3, 0).len() + 70;
+        bytes[second] ^= 0xFF;
+        storage.set_file_bytes(&log, bytes);
+        let p = open(&storage, config).await;
+        assert_eq!(
+            p.log_end_offset(),
+            60,
+            "clean: the indexes are trusted, nothing is cut"
+        );
+    });
+}
