@@ -33,7 +33,7 @@ pub mod timeindex;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
 pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
-use disk_state::DiskState;
+use disk_state::{DiskState, StateRecord, SyncedPrefix};
 pub use error::LogError;
 pub use retention::RetentionOutcome;
 pub use send::RecordBytes;
@@ -90,6 +90,9 @@ pub struct Log<S: Storage> {
     state_file: Cell<bool>,
     /// The legacy clean-shutdown marker is there (removed at the first write).
     legacy_marker: Cell<bool>,
+    /// What of the active segment the last clean state had synced, recorded with the dirty
+    /// state so that recovery starts after it (`disk_state.rs`); `None` when unknown.
+    synced_prefix: Cell<Option<SyncedPrefix>>,
 }
 
 impl<S: Storage> Log<S> {
@@ -101,28 +104,16 @@ impl<S: Storage> Log<S> {
         if compaction::finish_interrupted(&*storage, &dir, &names).await? {
             names = storage.list_dir(&dir).await?;
         }
-        let clean = disk_state::read(&*storage, &dir, &names).await? == DiskState::Clean;
+        let record = disk_state::read(&*storage, &dir, &names).await?;
+        let clean = record.state == DiskState::Clean;
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
+        let interval = config.index_interval_bytes;
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
-            let is_active = i + 1 == bases.len();
-            // Only the active segment needs crash recovery (the others were fsynced as they
-            // rolled), and only it is never compacted.
-            let (verify, gaps) = if is_active {
-                let verify = if clean {
-                    Verify::HeadersOnly
-                } else {
-                    Verify::Checksums
-                };
-                (verify, OffsetGaps::Refused)
-            } else {
-                (Verify::HeadersOnly, OffsetGaps::Allowed)
-            };
-            let interval = config.index_interval_bytes;
-            let (segment, _cut) =
-                recovery::open_segment(&*storage, &dir, base, interval, verify, gaps).await?;
+            let active = (i + 1 == bases.len()).then_some(record);
+            let segment = Self::open_segment(&storage, &dir, (base, interval), active).await?;
             segments.push(Rc::new(segment));
         }
         if let (false, Some(active)) = (clean, segments.last()) {
@@ -149,6 +140,7 @@ impl<S: Storage> Log<S> {
             .max(first_base)
             .min(log_end_offset);
         // The state stays clean until the first write (`mark_dirty`).
+        let synced_prefix = clean.then(|| segments.last().expect("non-empty").synced_prefix());
         let state = LogState {
             config,
             segments,
@@ -166,6 +158,7 @@ impl<S: Storage> Log<S> {
             clean: Cell::new(clean),
             state_file: Cell::new(state_file),
             legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
+            synced_prefix: Cell::new(synced_prefix),
         })
     }
 
@@ -182,7 +175,11 @@ impl<S: Storage> Log<S> {
         }
         let marked = async {
             if self.state_file.get() {
-                disk_state::write(&*self.storage, &self.dir, DiskState::Dirty, true).await?;
+                let record = StateRecord {
+                    state: DiskState::Dirty,
+                    synced: self.synced_prefix.get(),
+                };
+                disk_state::write(&*self.storage, &self.dir, record, true).await?;
             }
             if self.legacy_marker.get() {
                 let marker = self.dir.join(disk_state::LEGACY_CLEAN_MARKER);
@@ -205,12 +202,28 @@ impl<S: Storage> Log<S> {
     /// synced before: the active segment (`sync_all`) and, as they rolled, the others.
     async fn mark_clean(&self) -> io::Result<()> {
         let exists = self.state_file.get();
-        disk_state::write(&*self.storage, &self.dir, DiskState::Clean, exists).await?;
+        let synced = self.active().synced_prefix();
+        let record = StateRecord {
+            state: DiskState::Clean,
+            synced: Some(synced),
+        };
+        disk_state::write(&*self.storage, &self.dir, record, exists).await?;
         if !exists {
             self.storage.sync_dir(&self.dir).await?;
             self.state_file.set(true);
         }
+        self.synced_prefix.set(Some(synced));
         Ok(())
+    }
+
+    /// Before a write below the active segment's synced prefix (a truncation): the state on
+    /// disk no longer records one, so recovery verifies the whole active segment.
+    async fn forget_synced_prefix(&self) -> Result<(), LogError> {
+        if self.synced_prefix.take().is_none() || self.clean.get() || !self.state_file.get() {
+            return Ok(()); // a clean log records none when it turns dirty (`mark_dirty`)
+        }
+        let written = disk_state::write(&*self.storage, &self.dir, StateRecord::DIRTY, true).await;
+        written.map_err(|e| self.fail(e))
     }
 
     /// Syncs the active segment and its indexes and marks the disk state clean, unless it is:
@@ -229,6 +242,31 @@ impl<S: Storage> Log<S> {
         synced.map_err(|e| self.fail(e))?;
         self.clean.set(true);
         Ok(true)
+    }
+
+    /// Opens the segment at `base`; `active` is the log's state record when it is the active
+    /// one. Only the active segment needs crash recovery (the others were fsynced as they
+    /// rolled), from its synced prefix when the record has one for it; only it is never
+    /// compacted.
+    async fn open_segment(
+        storage: &S,
+        dir: &Path,
+        (base, interval): (i64, u32),
+        active: Option<StateRecord>,
+    ) -> io::Result<Segment<S::File>> {
+        let (verify, gaps) = match active {
+            None => (Verify::HeadersOnly, OffsetGaps::Allowed),
+            Some(record) if record.state == DiskState::Clean => (Verify::HeadersOnly, OffsetGaps::Refused),
+            Some(record) => match record.synced.filter(|p| p.base_offset == base) {
+                Some(synced) => {
+                    let opened = recovery::open_active_after(storage, dir, (base, interval), synced).await?;
+                    return Ok(opened.0);
+                }
+                None => (Verify::Checksums, OffsetGaps::Refused),
+            },
+        };
+        let (segment, _cut) = recovery::open_segment(storage, dir, base, interval, verify, gaps).await?;
+        Ok(segment)
     }
 
     async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
@@ -559,6 +597,7 @@ impl<S: Storage> Log<S> {
                 log_end,
             });
         }
+        self.forget_synced_prefix().await?;
         self.mark_dirty().await?;
         let result = self.truncate_locked(offset).await;
         result.map_err(|e| self.fail(e))
