@@ -226,6 +226,36 @@ impl<S: Storage> Log<S> {
         written.map_err(|e| self.fail(e))
     }
 
+    /// For a log written without pause (never idle long enough for a checkpoint): once the
+    /// active segment holds `step` bytes past its synced prefix, syncs it and its indexes and
+    /// records the new prefix with the dirty state, so that recovery after a crash verifies at
+    /// most about `step` bytes of it. Returns whether it did.
+    pub async fn advance_synced_prefix(&self, step: u64) -> Result<bool, LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let active = self.active();
+        let from = match self.synced_prefix.get() {
+            Some(prefix) if prefix.base_offset == active.base_offset => prefix.log_len,
+            _ => 0,
+        };
+        if self.clean.get() || !self.state_file.get() || active.meta().size < from + step {
+            return Ok(false);
+        }
+        let advanced = async {
+            active.sync_appended().await?;
+            let synced = active.synced_prefix();
+            let record = StateRecord {
+                state: DiskState::Dirty,
+                synced: Some(synced),
+            };
+            disk_state::write(&*self.storage, &self.dir, record, true).await?;
+            Ok::<_, io::Error>(synced)
+        }
+        .await;
+        self.synced_prefix.set(Some(advanced.map_err(|e| self.fail(e))?));
+        Ok(true)
+    }
+
     /// Syncs the active segment and its indexes and marks the disk state clean, unless it is:
     /// a crash from now until the next write needs no recovery. Returns whether it wrote.
     pub async fn checkpoint(&self) -> Result<bool, LogError> {

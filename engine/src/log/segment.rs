@@ -420,6 +420,15 @@ impl<F: StorageFile> Segment<F> {
         Ok(())
     }
 
+    /// Makes everything appended so far durable, indexes included, while the segment goes on
+    /// taking appends (its reservation ahead stays).
+    pub async fn sync_appended(&self) -> io::Result<()> {
+        self.write_indexes().await?;
+        self.log.fdatasync().await?;
+        self.index.sync().await?;
+        self.time_index.sync().await
+    }
+
     /// Makes the segment durable when it stops taking appends (it rolls, the log closes, a
     /// compacted copy is complete), giving back the blocks reserved past its end. The truncate
     /// to the current length also frees what a reservation left past it before a crash.

@@ -766,3 +766,33 @@ fn a_truncation_below_the_checkpoint_sends_the_whole_segment_to_recovery() {
         );
     });
 }
+
+#[test]
+fn a_partition_written_without_pause_moves_its_synced_prefix_and_recovers_from_there() {
+    block_on(async {
+        let storage = FaultyStorage::new(13);
+        let p = open(&storage, small_index_config()).await;
+        for i in 0..20 {
+            p.append(batch(3, i), 0).await.unwrap();
+        }
+        let size = p.size_bytes();
+        assert!(
+            !p.log.advance_synced_prefix(size + 1).await.unwrap(),
+            "not that far yet"
+        );
+        assert!(p.log.advance_synced_prefix(size).await.unwrap());
+        assert!(!p.log.advance_synced_prefix(size).await.unwrap(), "nothing since");
+        damage_second_batch(&storage);
+        for i in 0..5 {
+            p.append(batch(3, 100 + i), 0).await.unwrap();
+        }
+        drop(p);
+        storage.crash(CrashMode::TornTailWithGarbage);
+        let p = open(&storage, small_index_config()).await;
+        let end = p.log_end_offset();
+        assert!(
+            (60..=75).contains(&end) && end % 3 == 0,
+            "trusted up to the prefix: {end}"
+        );
+    });
+}
