@@ -89,6 +89,15 @@ pub fn file_system_bytes(path: &std::path::Path) -> io::Result<u64> {
     Ok(stat.f_blocks.saturating_mul(stat.f_frsize))
 }
 
+/// A glommio file owning the descriptor of `file` (opened by std, on this thread).
+pub fn buffered_file(file: std::fs::File) -> glommio::io::BufferedFile {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let fd = file.into_raw_fd();
+    // SAFETY: `into_raw_fd` gave up ownership of an open descriptor, which nothing else holds;
+    // the glommio file takes it over and closes it once.
+    unsafe { glommio::io::BufferedFile::from_raw_fd(fd) }
+}
+
 /// The device and inode number of the open file `fd` (`fstat`): which file a descriptor names,
 /// whatever path it was opened by.
 pub fn file_id(fd: RawFd) -> io::Result<(u64, u64)> {

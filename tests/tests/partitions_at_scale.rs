@@ -183,9 +183,12 @@ fn figures() -> Result<()> {
     timed("produce one record to each", || {
         every_topic(topics, |t| produce_all(&mut conn, t, partitions))
     })?;
-    timed("fetch all", || {
+    let fetched = timed("fetch all", || {
         fetch_everything(&broker, topics, partitions, total as usize)
-    })?;
+    });
+    if let Err(error) = fetched {
+        bail!("{error}; the broker's stderr:\n{}", broker.stderr_tail());
+    }
     print_footprint(&broker, rss_before, total);
     timed("clean shutdown", || broker.terminate().map(drop))?;
     timed("start after a clean shutdown", || broker.restart())?;

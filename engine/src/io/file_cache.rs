@@ -108,6 +108,9 @@ struct Shared<S: Storage> {
     /// Notified when a file may have become idle or given its descriptors back: an open that
     /// found nothing idle waits here while some file holding descriptors is in use.
     freed: event_listener::Event,
+    /// Files in use that hold descriptors (open, not parked): each gives them up for parking
+    /// when its use ends.
+    in_use_open: Cell<usize>,
 }
 
 enum Handle<F> {
@@ -148,8 +151,12 @@ struct InUse<'a, S: Storage> {
 
 impl<'a, S: Storage> InUse<'a, S> {
     fn new(file: &'a CachedFile<S>) -> Self {
-        file.busy.set(file.busy.get() + 1);
+        let busy = file.busy.get();
+        file.busy.set(busy + 1);
         file.last_use.set(file.shared.tick());
+        if busy == 0 && file.open_handle().is_some() {
+            file.shared.in_use_open.set(file.shared.in_use_open.get() + 1);
+        }
         InUse { file }
     }
 }
@@ -159,8 +166,10 @@ impl<S: Storage> Drop for InUse<'_, S> {
         let busy = self.file.busy.get();
         assert!(busy > 0, "a file's uses end once each");
         self.file.busy.set(busy - 1);
-        if busy == 1 {
-            self.file.shared.freed.notify(1);
+        if busy == 1 && self.file.open_handle().is_some() {
+            let shared = &self.file.shared;
+            shared.in_use_open.set(shared.in_use_open.get() - 1);
+            shared.freed.notify(1);
         }
     }
 }
@@ -183,6 +192,7 @@ impl<S: Storage> FileCache<S> {
                 stats: Cell::new(FileCacheStats::default()),
                 opening: Cell::new(0),
                 freed: event_listener::Event::new(),
+                in_use_open: Cell::new(0),
             }),
         }
     }
@@ -313,11 +323,7 @@ impl<S: Storage> Shared<S> {
     /// or close in flight, or a file that holds descriptors and is in use (it becomes idle when
     /// that use ends).
     fn will_free(&self) -> bool {
-        self.opening.get() > 0
-            || self
-                .live_files()
-                .iter()
-                .any(|f| f.busy.get() > 0 && f.open_handle().is_some())
+        self.opening.get() > 0 || self.in_use_open.get() > 0
     }
 
     /// How many files a shortage parks at once.
@@ -455,6 +461,8 @@ impl<S: Storage> CachedFile<S> {
             return current;
         }
         *self.handle.borrow_mut() = Handle::Open(file.clone());
+        // In use (by the caller) and open from now on.
+        self.shared.in_use_open.set(self.shared.in_use_open.get() + 1);
         self.shared.update(|s| s.reopens += 1);
         Ok(file)
     }
@@ -586,6 +594,9 @@ impl<S: Storage> StorageFile for CachedFile<S> {
 
     async fn close(&self) -> io::Result<()> {
         let len = self.len();
+        if self.busy.get() > 0 && self.open_handle().is_some() {
+            self.shared.in_use_open.set(self.shared.in_use_open.get() - 1);
+        }
         let before = std::mem::replace(&mut *self.handle.borrow_mut(), Handle::Closed { len });
         let closed = match before {
             Handle::Open(file) => file.close().await,
@@ -616,9 +627,9 @@ impl<S: Storage> Storage for FileCache<S> {
             handle: RefCell::new(Handle::Open(file)),
             busy: Cell::new(0),
             last_use: Cell::new(self.shared.tick()),
-            // Dirty until its first fdatasync: it may hold pages an earlier process wrote and
-            // nobody synced (a crash of the broker, not of the machine, leaves those behind).
-            writes: Cell::new(1),
+            // What the file held when opened is on disk: the log syncs what recovery keeps
+            // after a crash, and everything else at rolls, checkpoints and closes.
+            writes: Cell::new(0),
             writes_synced: Cell::new(0),
             unlinked: Cell::new(false),
             failure: RefCell::new(None),

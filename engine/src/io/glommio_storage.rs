@@ -451,6 +451,17 @@ impl StorageFile for GlommioFile {
     }
 }
 
+/// Opens an existing file read+write with a plain `open(2)` on this thread: for a file that
+/// exists, the kernel finds it in the dentry cache in microseconds, where io_uring would hand
+/// the open to an io-wq worker and back (about 90 µs here, 2.6 µs plain). Files a shard's cache
+/// closed while idle reopen this way.
+/// Returns it with its length.
+fn open_existing(path: &Path) -> io::Result<(BufferedFile, u64)> {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    Ok((crate::sys::buffered_file(file), len))
+}
+
 impl Storage for GlommioStorage {
     type File = GlommioFile;
 
@@ -475,8 +486,13 @@ impl Storage for GlommioStorage {
         opts.read(true).write(true).create(create);
         let (handle, len, writeback) = match self.mode {
             WriteMode::Buffered => {
-                let f = opts.buffered_open(path).await?;
-                let len = f.file_size().await?;
+                let (f, len) = if create {
+                    let f = opts.buffered_open(path).await?;
+                    let len = f.file_size().await?;
+                    (f, len)
+                } else {
+                    open_existing(path)?
+                };
                 let writeback = match &self.write_behind {
                     Some(ring) => FileWriteBehind::new(ring.clone(), len),
                     None => FileWriteBehind::off(),

@@ -177,6 +177,11 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         self.count.get()
     }
 
+    /// Entries in the file (the first ones; the rest wait in memory).
+    pub fn written(&self) -> usize {
+        self.written.get()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

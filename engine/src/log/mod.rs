@@ -33,7 +33,7 @@ pub mod timeindex;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
 pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
-use disk_state::DiskState;
+use disk_state::{DiskState, StateRecord, SyncedPrefix};
 pub use error::LogError;
 pub use retention::RetentionOutcome;
 pub use send::RecordBytes;
@@ -90,6 +90,9 @@ pub struct Log<S: Storage> {
     state_file: Cell<bool>,
     /// The legacy clean-shutdown marker is there (removed at the first write).
     legacy_marker: Cell<bool>,
+    /// What of the active segment the last clean state had synced, recorded with the dirty
+    /// state so that recovery starts after it (`disk_state.rs`); `None` when unknown.
+    synced_prefix: Cell<Option<SyncedPrefix>>,
 }
 
 impl<S: Storage> Log<S> {
@@ -101,33 +104,33 @@ impl<S: Storage> Log<S> {
         if compaction::finish_interrupted(&*storage, &dir, &names).await? {
             names = storage.list_dir(&dir).await?;
         }
-        let clean = disk_state::read(&*storage, &dir, &names).await? == DiskState::Clean;
+        let record = disk_state::read(&*storage, &dir, &names).await?;
+        let clean = record.state == DiskState::Clean;
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
+        let interval = config.index_interval_bytes;
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
-            let is_active = i + 1 == bases.len();
-            // Only the active segment needs crash recovery (the others were fsynced as they
-            // rolled), and only it is never compacted.
-            let (verify, gaps) = if is_active {
-                let verify = if clean {
-                    Verify::HeadersOnly
-                } else {
-                    Verify::Checksums
-                };
-                (verify, OffsetGaps::Refused)
-            } else {
-                (Verify::HeadersOnly, OffsetGaps::Allowed)
-            };
-            let interval = config.index_interval_bytes;
-            let (segment, _cut) =
-                recovery::open_segment(&*storage, &dir, base, interval, verify, gaps).await?;
+            let active = (i + 1 == bases.len()).then_some(record);
+            let segment = Self::open_segment(&storage, &dir, (base, interval), active).await?;
             segments.push(Rc::new(segment));
         }
+        if let (false, Some(active)) = (clean, segments.last()) {
+            // What recovery kept may still be in the page cache only (the broker crashed, not
+            // the machine): it counts as durable from now on, so it is made so.
+            active.log.fdatasync().await?;
+        }
+        let mut state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
         if segments.is_empty() {
             let base = checkpoint.unwrap_or(0);
             segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
+            // Created with the segment, under the same directory fsync: checkpoints then only
+            // overwrite it.
+            if !state_file {
+                disk_state::create_dirty(&*storage, &dir).await?;
+                state_file = true;
+            }
             storage.sync_dir(&dir).await?;
         }
         let first_base = segments[0].base_offset;
@@ -137,6 +140,7 @@ impl<S: Storage> Log<S> {
             .max(first_base)
             .min(log_end_offset);
         // The state stays clean until the first write (`mark_dirty`).
+        let synced_prefix = clean.then(|| segments.last().expect("non-empty").synced_prefix());
         let state = LogState {
             config,
             segments,
@@ -152,8 +156,9 @@ impl<S: Storage> Log<S> {
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
             clean: Cell::new(clean),
-            state_file: Cell::new(names.iter().any(|n| n == disk_state::STATE_FILE)),
+            state_file: Cell::new(state_file),
             legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
+            synced_prefix: Cell::new(synced_prefix),
         })
     }
 
@@ -170,7 +175,11 @@ impl<S: Storage> Log<S> {
         }
         let marked = async {
             if self.state_file.get() {
-                disk_state::write(&*self.storage, &self.dir, DiskState::Dirty, true).await?;
+                let record = StateRecord {
+                    state: DiskState::Dirty,
+                    synced: self.synced_prefix.get(),
+                };
+                disk_state::write(&*self.storage, &self.dir, record, true).await?;
             }
             if self.legacy_marker.get() {
                 let marker = self.dir.join(disk_state::LEGACY_CLEAN_MARKER);
@@ -193,12 +202,58 @@ impl<S: Storage> Log<S> {
     /// synced before: the active segment (`sync_all`) and, as they rolled, the others.
     async fn mark_clean(&self) -> io::Result<()> {
         let exists = self.state_file.get();
-        disk_state::write(&*self.storage, &self.dir, DiskState::Clean, exists).await?;
+        let synced = self.active().synced_prefix();
+        let record = StateRecord {
+            state: DiskState::Clean,
+            synced: Some(synced),
+        };
+        disk_state::write(&*self.storage, &self.dir, record, exists).await?;
         if !exists {
             self.storage.sync_dir(&self.dir).await?;
             self.state_file.set(true);
         }
+        self.synced_prefix.set(Some(synced));
         Ok(())
+    }
+
+    /// Before a write below the active segment's synced prefix (a truncation): the state on
+    /// disk no longer records one, so recovery verifies the whole active segment.
+    async fn forget_synced_prefix(&self) -> Result<(), LogError> {
+        if self.synced_prefix.take().is_none() || self.clean.get() || !self.state_file.get() {
+            return Ok(()); // a clean log records none when it turns dirty (`mark_dirty`)
+        }
+        let written = disk_state::write(&*self.storage, &self.dir, StateRecord::DIRTY, true).await;
+        written.map_err(|e| self.fail(e))
+    }
+
+    /// For a log written without pause (never idle long enough for a checkpoint): once the
+    /// active segment holds `step` bytes past its synced prefix, syncs it and its indexes and
+    /// records the new prefix with the dirty state, so that recovery after a crash verifies at
+    /// most about `step` bytes of it. Returns whether it did.
+    pub async fn advance_synced_prefix(&self, step: u64) -> Result<bool, LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let active = self.active();
+        let from = match self.synced_prefix.get() {
+            Some(prefix) if prefix.base_offset == active.base_offset => prefix.log_len,
+            _ => 0,
+        };
+        if self.clean.get() || !self.state_file.get() || active.meta().size < from + step {
+            return Ok(false);
+        }
+        let advanced = async {
+            active.sync_appended().await?;
+            let synced = active.synced_prefix();
+            let record = StateRecord {
+                state: DiskState::Dirty,
+                synced: Some(synced),
+            };
+            disk_state::write(&*self.storage, &self.dir, record, true).await?;
+            Ok::<_, io::Error>(synced)
+        }
+        .await;
+        self.synced_prefix.set(Some(advanced.map_err(|e| self.fail(e))?));
+        Ok(true)
     }
 
     /// Syncs the active segment and its indexes and marks the disk state clean, unless it is:
@@ -217,6 +272,31 @@ impl<S: Storage> Log<S> {
         synced.map_err(|e| self.fail(e))?;
         self.clean.set(true);
         Ok(true)
+    }
+
+    /// Opens the segment at `base`; `active` is the log's state record when it is the active
+    /// one. Only the active segment needs crash recovery (the others were fsynced as they
+    /// rolled), from its synced prefix when the record has one for it; only it is never
+    /// compacted.
+    async fn open_segment(
+        storage: &S,
+        dir: &Path,
+        (base, interval): (i64, u32),
+        active: Option<StateRecord>,
+    ) -> io::Result<Segment<S::File>> {
+        let (verify, gaps) = match active {
+            None => (Verify::HeadersOnly, OffsetGaps::Allowed),
+            Some(record) if record.state == DiskState::Clean => (Verify::HeadersOnly, OffsetGaps::Refused),
+            Some(record) => match record.synced.filter(|p| p.base_offset == base) {
+                Some(synced) => {
+                    let opened = recovery::open_active_after(storage, dir, (base, interval), synced).await?;
+                    return Ok(opened.0);
+                }
+                None => (Verify::Checksums, OffsetGaps::Refused),
+            },
+        };
+        let (segment, _cut) = recovery::open_segment(storage, dir, base, interval, verify, gaps).await?;
+        Ok(segment)
     }
 
     async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
@@ -547,6 +627,7 @@ impl<S: Storage> Log<S> {
                 log_end,
             });
         }
+        self.forget_synced_prefix().await?;
         self.mark_dirty().await?;
         let result = self.truncate_locked(offset).await;
         result.map_err(|e| self.fail(e))

@@ -13,6 +13,7 @@
 //! rebuilt by a verifying scan.
 
 use super::batch::BatchHeader;
+use super::disk_state::SyncedPrefix;
 use super::index::{offset_index_sane_prefix, Entry, EntryFile, IndexEntry};
 use super::scan::{BatchScanner, Scanned, Verify};
 use super::segment::{IndexBuilder, Segment, SegmentMeta};
@@ -66,14 +67,54 @@ async fn scan<F: StorageFile>(
 ) -> io::Result<ScanOutcome> {
     let start = from.entry.map_or(0, |e| u64::from(e.position));
     let mut meta = Segment::<F>::empty_meta(base_offset);
+    // The batch an index entry points at starts at the entry's offset: the scan continues the
+    // segment from there (starting at the segment's base instead made the active segment, whose
+    // offsets must be contiguous, fail at its first batch and be rebuilt by a verifying scan
+    // after every clean close).
+    meta.next_offset = from
+        .entry
+        .map_or(base_offset, |e| base_offset + i64::from(e.relative_offset));
     meta.max_timestamp = from.last_time.map_or(-1, |t| t.timestamp);
-    let mut builder = IndexBuilder::new(interval, from.last_time, from.entry);
-    let mut scanner = BatchScanner::new(log, start, log.len(), verify);
+    let continued = Continued {
+        position: start,
+        meta,
+        expected_first: from.entry.map(|e| e.relative_offset),
+    };
+    scan_range(
+        log,
+        (base_offset, interval),
+        from,
+        continued,
+        (log.len(), verify, gaps),
+    )
+    .await
+}
+
+/// Where a scan goes on from: its position and the segment's metadata up to it.
+#[derive(Debug, Clone, Copy)]
+struct Continued {
+    position: u64,
+    meta: SegmentMeta,
+    /// The relative offset an index entry gives the batch at `position`, if one does.
+    expected_first: Option<u32>,
+}
+
+/// Scans `log` from `at` to `end`; `last` names the index entries before `at` (the builder of
+/// new entries goes on from them).
+async fn scan_range<F: StorageFile>(
+    log: &F,
+    (base_offset, interval): (i64, u32),
+    last: ScanStart,
+    at: Continued,
+    (end, verify, gaps): (u64, Verify, OffsetGaps),
+) -> io::Result<ScanOutcome> {
+    let mut meta = at.meta;
+    let mut builder = IndexBuilder::new(interval, last.last_time, last.entry);
+    let mut scanner = BatchScanner::new(log, at.position, end, verify);
     let invalid = loop {
         match scanner.next().await? {
             Scanned::Batch { position, header } => {
-                let indexed = from.entry.filter(|_| position == start);
-                let expected = indexed.map(|e| e.relative_offset);
+                let expected = at.expected_first.filter(|_| position == at.position);
                 if let Some(why) = misplaced(&meta, base_offset, position, &header, expected, gaps) {
                     break Some((position, why));
                 }
@@ -206,6 +247,115 @@ async fn open_verified<F: StorageFile>(
     let segment = Segment::new(base_offset, files, Vec::new(), Vec::new(), outcome.meta);
     segment.index.rewrite(0, &outcome.offsets).await?;
     segment.time_index.rewrite(0, &outcome.times).await?;
+    Ok((segment, cut))
+}
+
+/// The active segment after a crash, when its first `synced.log_len` bytes and index entries
+/// were fdatasync'd at the last clean state and nothing wrote below them since (see
+/// `disk_state.rs`): those are trusted (their batch headers after the last trusted index entry
+/// are read), and only the bytes after them are verified batch by batch with CRC-32C, cut at the
+/// first invalid batch, and indexed again. Files that do not match what was recorded (shorter,
+/// entries out of order or out of the prefix, headers not ending at its length) fall back to
+/// the verifying scan of the whole segment. Returns the segment and the bytes cut off.
+pub async fn open_active_after<S: Storage>(
+    storage: &S,
+    dir: &Path,
+    (base_offset, interval): (i64, u32),
+    synced: SyncedPrefix,
+) -> io::Result<(Segment<S::File>, u64)> {
+    assert_eq!(synced.base_offset, base_offset, "the prefix of this segment");
+    let files = Segment::<S::File>::open_files(storage, dir, base_offset).await?;
+    match trusted_prefix(&files, base_offset, interval, synced).await? {
+        Some(trusted) => verify_after(files, dir, (base_offset, interval), trusted).await,
+        None => {
+            tracing::warn!(base_offset, dir = %dir.display(), "synced prefix does not match the files: verifying the whole segment");
+            open_verified(files, dir, base_offset, interval, OffsetGaps::Refused).await
+        }
+    }
+}
+
+/// The synced prefix as read back: its index entries, and a headers-only scan from the last
+/// of them to its end.
+struct Trusted {
+    offsets: Vec<IndexEntry>,
+    times: Vec<TimeEntry>,
+    head: ScanOutcome,
+}
+
+async fn trusted_prefix<F: StorageFile>(
+    files: &(Rc<F>, Rc<F>, Rc<F>),
+    base_offset: i64,
+    interval: u32,
+    synced: SyncedPrefix,
+) -> io::Result<Option<Trusted>> {
+    let (log, index_file, time_file) = files;
+    let mut offsets = EntryFile::<F, IndexEntry>::read_all(index_file).await?;
+    let mut times = EntryFile::<F, TimeEntry>::read_all(time_file).await?;
+    let (n_offsets, n_times) = (synced.offset_entries as usize, synced.time_entries as usize);
+    if log.len() < synced.log_len || offsets.len() < n_offsets || times.len() < n_times {
+        return Ok(None);
+    }
+    offsets.truncate(n_offsets);
+    times.truncate(n_times);
+    let sane = offset_index_sane_prefix(&offsets, synced.log_len) == n_offsets
+        && time_index_sane_prefix(&times, &offsets, u32::MAX) == n_times;
+    if !sane {
+        return Ok(None);
+    }
+    let last = ScanStart {
+        entry: offsets.last().copied(),
+        last_time: times.last().copied(),
+    };
+    let mut meta = Segment::<F>::empty_meta(base_offset);
+    meta.next_offset = last
+        .entry
+        .map_or(base_offset, |e| base_offset + i64::from(e.relative_offset));
+    meta.max_timestamp = last.last_time.map_or(-1, |t| t.timestamp);
+    let at = Continued {
+        position: last.entry.map_or(0, |e| u64::from(e.position)),
+        meta,
+        expected_first: last.entry.map(|e| e.relative_offset),
+    };
+    let range = (synced.log_len, Verify::HeadersOnly, OffsetGaps::Refused);
+    let head = scan_range(&**log, (base_offset, interval), last, at, range).await?;
+    if head.invalid.is_some() || head.meta.size != synced.log_len {
+        return Ok(None);
+    }
+    Ok(Some(Trusted { offsets, times, head }))
+}
+
+/// Verifies what follows the trusted prefix and makes the segment from both.
+async fn verify_after<F: StorageFile>(
+    files: (Rc<F>, Rc<F>, Rc<F>),
+    dir: &Path,
+    (base_offset, interval): (i64, u32),
+    trusted: Trusted,
+) -> io::Result<(Segment<F>, u64)> {
+    let log = &files.0;
+    let Trusted { offsets, times, head } = trusted;
+    let last = ScanStart {
+        entry: head.offsets.last().or(offsets.last()).copied(),
+        last_time: head.times.last().or(times.last()).copied(),
+    };
+    let at = Continued {
+        position: head.meta.size,
+        meta: head.meta,
+        expected_first: None,
+    };
+    let range = (log.len(), Verify::Checksums, OffsetGaps::Refused);
+    let tail = scan_range(&**log, (base_offset, interval), last, at, range).await?;
+    let cut = log.len() - tail.meta.size;
+    if let Some((position, why)) = &tail.invalid {
+        tracing::warn!(base_offset, dir = %dir.display(), position, bytes_truncated = cut, reason = %why, "truncating segment at the first invalid batch");
+        log.truncate(tail.meta.size).await?;
+    }
+    let (kept_offsets, kept_times) = (offsets.len(), times.len());
+    let segment = Segment::new(base_offset, files, offsets, times, tail.meta);
+    // The files may hold entries past the trusted ones (written, never synced): replaced.
+    let new_offsets: Vec<IndexEntry> = head.offsets.into_iter().chain(tail.offsets).collect();
+    let new_times: Vec<TimeEntry> = head.times.into_iter().chain(tail.times).collect();
+    segment.index.rewrite(kept_offsets, &new_offsets).await?;
+    segment.time_index.rewrite(kept_times, &new_times).await?;
     Ok((segment, cut))
 }
 

@@ -234,6 +234,17 @@ impl<F: StorageFile> Segment<F> {
         self.meta.get()
     }
 
+    /// The segment as its files hold it: its length and the index entries written to them (all
+    /// fdatasync'd when the log is clean; see `disk_state.rs`).
+    pub fn synced_prefix(&self) -> super::disk_state::SyncedPrefix {
+        super::disk_state::SyncedPrefix {
+            base_offset: self.base_offset,
+            log_len: self.meta.get().size,
+            offset_entries: u32::try_from(self.index.written()).expect("fewer entries than u32"),
+            time_entries: u32::try_from(self.time_index.written()).expect("fewer entries than u32"),
+        }
+    }
+
     pub fn set_meta(&self, meta: SegmentMeta) {
         self.meta.set(meta);
     }
@@ -407,6 +418,15 @@ impl<F: StorageFile> Segment<F> {
         meta.next_offset = next_offset;
         self.set_meta(meta);
         Ok(())
+    }
+
+    /// Makes everything appended so far durable, indexes included, while the segment goes on
+    /// taking appends (its reservation ahead stays).
+    pub async fn sync_appended(&self) -> io::Result<()> {
+        self.write_indexes().await?;
+        self.log.fdatasync().await?;
+        self.index.sync().await?;
+        self.time_index.sync().await
     }
 
     /// Makes the segment durable when it stops taking appends (it rolls, the log closes, a

@@ -81,6 +81,10 @@ pub const SNAPSHOT_SKIP_BYTES: u64 = 1 << 20;
 /// How long a written partition takes no append before the shard's maintenance checkpoints it.
 pub const CHECKPOINT_IDLE_MS: i64 = 10_000;
 
+/// A partition written without pause has its synced prefix moved each time its active segment
+/// grew this much past it: after a crash, at most about this much of it is verified.
+pub const SYNCED_PREFIX_STEP_BYTES: u64 = 64 << 20;
+
 /// Receives the duration of every fdatasync a partition makes. Owned by one shard.
 pub type SyncObserver = Rc<dyn Fn(std::time::Duration)>;
 
@@ -370,6 +374,14 @@ impl<S: Storage> Partition<S> {
             return Ok(false);
         }
         self.checkpoint().await
+    }
+
+    /// For a partition written without pause: once its active segment holds
+    /// [`SYNCED_PREFIX_STEP_BYTES`] past what recovery would trust, syncs it and moves that
+    /// point (see `Log::advance_synced_prefix`); returns whether it did.
+    pub async fn advance_synced_prefix(&self) -> Result<bool, LogError> {
+        self.check_open()?;
+        self.log.advance_synced_prefix(SYNCED_PREFIX_STEP_BYTES).await
     }
 
     async fn checkpoint_locked(&self) -> Result<bool, LogError> {

@@ -558,7 +558,7 @@ fn damage_last_batch(storage: &FaultyStorage) {
 /// What the log's state file says (`None`: no file, or not a valid one).
 fn disk_state(storage: &FaultyStorage) -> Option<crate::log::disk_state::DiskState> {
     let bytes = storage.file_bytes(&dir().join(crate::log::disk_state::STATE_FILE))?;
-    crate::log::disk_state::decode(&bytes)
+    crate::log::disk_state::decode(&bytes).map(|record| record.state)
 }
 
 #[test]
@@ -589,13 +589,20 @@ fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
         p.close().await.unwrap();
         assert_eq!(storage.sync_count(), syncs);
 
-        // The first write makes it dirty: a crash after it is recovered, and recovery verifies
-        // the whole active segment, cutting at the damaged batch.
+        // The first write makes it dirty: a crash after it is recovered from what the clean
+        // state had synced on (the damaged batch below is trusted); the append, never synced,
+        // is lost.
         let p = open(&storage, config.clone()).await;
         p.append(batch(1, 9), 0).await.unwrap();
         assert_eq!(disk_state(&storage), Some(Dirty), "before the first write");
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, config.clone()).await;
+        assert_eq!(p.log_end_offset(), 6);
+        // Without its state file, the whole active segment is verified: cut at the damage.
+        drop(p);
+        let state = dir().join(crate::log::disk_state::STATE_FILE);
+        storage.remove_file(&state).await.unwrap();
         let p = open(&storage, config).await;
         assert_eq!(p.log_end_offset(), 4, "cut at the damaged third batch");
     });
@@ -659,5 +666,133 @@ fn the_marker_of_earlier_versions_counts_as_clean_until_the_first_write() {
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, config).await;
         assert_eq!(p.log_end_offset(), 2, "recovered: cut at the damaged batch");
+    });
+}
+
+#[test]
+fn a_clean_open_trusts_the_active_segments_index_instead_of_verifying_it() {
+    block_on(async {
+        let storage = FaultyStorage::new(10);
+        let config = LogConfig {
+            index_interval_bytes: 128,
+            ..LogConfig::default()
+        };
+        let p = open(&storage, config.clone()).await;
+        for i in 0..20 {
+            p.append(batch(3, i), 0).await.unwrap();
+        }
+        p.close().await.unwrap();
+        // Damage the body of the second batch: only a verifying scan would see it.
+        let log = dir().join(format!("{:020}.log", 0));
+        let mut bytes = storage.file_bytes(&log).unwrap();
+        let second = batch(3, 0).len() + 70;
+        bytes[second] ^= 0xFF;
+        storage.set_file_bytes(&log, bytes);
+        let p = open(&storage, config).await;
+        assert_eq!(
+            p.log_end_offset(),
+            60,
+            "clean: the indexes are trusted, nothing is cut"
+        );
+    });
+}
+
+/// Flips a byte in the body of the second batch of the first segment (only a verifying scan
+/// sees it).
+fn damage_second_batch(storage: &FaultyStorage) {
+    let log = dir().join(format!("{:020}.log", 0));
+    let mut bytes = storage.file_bytes(&log).unwrap();
+    bytes[batch(3, 0).len() + 70] ^= 0xFF;
+    storage.set_file_bytes(&log, bytes);
+}
+
+fn small_index_config() -> LogConfig {
+    LogConfig {
+        index_interval_bytes: 128,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn after_a_crash_only_what_follows_the_last_checkpoint_is_verified() {
+    for mode in [
+        CrashMode::LoseUnsynced,
+        CrashMode::TornTail,
+        CrashMode::TornTailWithGarbage,
+    ] {
+        block_on(async {
+            let storage = FaultyStorage::new(11);
+            let p = open(&storage, small_index_config()).await;
+            for i in 0..20 {
+                p.append(batch(3, i), 0).await.unwrap();
+            }
+            assert!(p.checkpoint().await.unwrap());
+            damage_second_batch(&storage);
+            for i in 0..5 {
+                p.append(batch(3, 100 + i), 0).await.unwrap();
+            }
+            drop(p);
+            storage.crash(mode);
+            let p = open(&storage, small_index_config()).await;
+            // The checkpointed prefix is trusted (the damage below it is not looked for); what
+            // followed is verified: whole batches of it kept, the rest cut.
+            let end = p.log_end_offset();
+            assert!((60..=75).contains(&end) && end % 3 == 0, "{mode:?}: {end}");
+            let last = p.read(end - 3, 1 << 20, true).await.unwrap();
+            assert_eq!(headers(&last.data).len(), 1, "{mode:?}");
+            p.append(batch(1, 0), 0).await.unwrap();
+        });
+    }
+}
+
+#[test]
+fn a_truncation_below_the_checkpoint_sends_the_whole_segment_to_recovery() {
+    block_on(async {
+        let storage = FaultyStorage::new(12);
+        let p = open(&storage, small_index_config()).await;
+        for i in 0..20 {
+            p.append(batch(3, i), 0).await.unwrap();
+        }
+        assert!(p.checkpoint().await.unwrap());
+        p.truncate_to(30).await.unwrap();
+        damage_second_batch(&storage);
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, small_index_config()).await;
+        assert_eq!(
+            p.log_end_offset(),
+            3,
+            "verified from the start: cut at the damaged batch"
+        );
+    });
+}
+
+#[test]
+fn a_partition_written_without_pause_moves_its_synced_prefix_and_recovers_from_there() {
+    block_on(async {
+        let storage = FaultyStorage::new(13);
+        let p = open(&storage, small_index_config()).await;
+        for i in 0..20 {
+            p.append(batch(3, i), 0).await.unwrap();
+        }
+        let size = p.size_bytes();
+        assert!(
+            !p.log.advance_synced_prefix(size + 1).await.unwrap(),
+            "not that far yet"
+        );
+        assert!(p.log.advance_synced_prefix(size).await.unwrap());
+        assert!(!p.log.advance_synced_prefix(size).await.unwrap(), "nothing since");
+        damage_second_batch(&storage);
+        for i in 0..5 {
+            p.append(batch(3, 100 + i), 0).await.unwrap();
+        }
+        drop(p);
+        storage.crash(CrashMode::TornTailWithGarbage);
+        let p = open(&storage, small_index_config()).await;
+        let end = p.log_end_offset();
+        assert!(
+            (60..=75).contains(&end) && end % 3 == 0,
+            "trusted up to the prefix: {end}"
+        );
     });
 }
