@@ -10,6 +10,7 @@
 //! - `sink`: a measurement tool for the harness's own ceiling (never a broker result).
 //! - `scale`: starts a broker, gives it N partitions and measures what they cost (issue 14).
 
+mod batch_builder;
 mod cli;
 mod consume;
 mod layout;

@@ -10,10 +10,10 @@
 use bytes::Bytes;
 use laminar_client::partitioner::partition_for_key;
 
+use crate::batch_builder::BatchBuilder;
 use crate::cli::ProducerArgs;
 use crate::layout::{KEYED_KEY_BYTES, KEY_BYTES};
 use crate::pacing::{BatchPlan, Pacer};
-use crate::produce::BatchBuilder;
 
 /// Where the next records go, for a keyed producer. Owned by one producer thread.
 struct KeyedSpread {
