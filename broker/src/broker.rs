@@ -31,6 +31,10 @@ pub struct BrokerShared {
     pub shutdown: ShutdownSignal,
     /// Memory for requests on their way in (`queued.max.request.bytes`).
     pub request_memory: Arc<crate::request_memory::RequestMemory>,
+    /// Client connections' share of descriptors (`max.connections`).
+    pub connection_slots: Arc<crate::connection_slots::ConnectionSlots>,
+    /// Partition files' share of descriptors, shared by the shards' file caches.
+    pub storage_descriptors: Arc<laminar_engine::io::DescriptorBudget>,
     /// Opened once every shard has bound its listeners; shards accept only after it.
     pub start_gate: ShutdownSignal,
 }

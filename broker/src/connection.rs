@@ -20,6 +20,7 @@ use futures::{AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
 
 use crate::broker::BrokerCtx;
+use crate::connection_slots::ConnectionSlot;
 use crate::handlers::append_order::AppendOrder;
 use crate::handlers::{self, Outcome};
 use crate::request_memory::{BudgetTimedOut, Lease};
@@ -52,7 +53,9 @@ enum CloseReason {
     Io(#[from] std::io::Error),
 }
 
-pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream) {
+/// Serves one client connection until it closes; `_slot` is its share of descriptors, given
+/// back when it ends.
+pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream, _slot: ConnectionSlot) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())

@@ -7,6 +7,7 @@ pub mod broker;
 pub mod clock;
 pub mod config;
 mod connection;
+pub mod connection_slots;
 mod errors;
 pub mod group;
 pub mod handlers;

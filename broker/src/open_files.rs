@@ -1,27 +1,48 @@
-//! The partition files' share of the process's open-file limit.
+//! How the process's open-file limit is shared: partition files, client connections, the rest.
 //!
 //! Every segment holds three files, so a data dir can hold more partitions than the limit lets
-//! the broker hold open. The storage files of all shards share a [`DescriptorBudget`] below the
-//! limit, and what the budget leaves is kept for sockets, rings and short-lived files, so the
-//! broker always comes up and binds its listener. Partitions open on first use (start-up opens
-//! none but the group coordinator's), and each shard's file cache closes idle files when the
-//! budget runs short and opens them again on demand (`laminar_engine::io::FileCache`); an open
-//! that cannot fit (the files in use at that instant do not) answers KAFKA_STORAGE_ERROR
-//! (retriable), and the broker says once how many descriptors it needs.
+//! the broker hold open, and every connection holds one. The storage files of all shards share
+//! a [`DescriptorBudget`], client connections have their own share ([`ConnectionSlots`],
+//! `max.connections`), and a reserve is kept for rings, listeners and short-lived files, so the
+//! broker always comes up and binds its listener and neither side can starve the other.
+//! Partitions open on first use (start-up opens none but the group coordinator's), and each
+//! shard's file cache closes idle files when the budget runs short and opens them again on
+//! demand (`laminar_engine::io::FileCache`); an open that cannot fit (the files in use at that
+//! instant do not) answers KAFKA_STORAGE_ERROR (retriable), and the broker says once how many
+//! descriptors it needs.
 
 use std::sync::Arc;
 
 use laminar_engine::io::DescriptorBudget;
 
-/// The least and the most descriptors kept out of the storage's budget.
-const DESCRIPTORS_KEPT_MIN: u64 = 64;
-const DESCRIPTORS_KEPT_MAX: u64 = 4096;
+use crate::connection_slots::ConnectionSlots;
 
-/// The storage's share of `open_files_limit` descriptors: all but a quarter, and at least 64 and
-/// at most 4096 are kept for the rest (a connection takes one).
-pub fn storage_budget(open_files_limit: u64) -> Arc<DescriptorBudget> {
-    let kept = (open_files_limit / 4).clamp(DESCRIPTORS_KEPT_MIN, DESCRIPTORS_KEPT_MAX);
-    DescriptorBudget::new(open_files_limit.saturating_sub(kept))
+/// The least and the most descriptors kept for neither share: rings, eventfds, listeners, the
+/// admin port, directory handles, and the instant a connection past its share is held before
+/// it is closed.
+const DESCRIPTORS_KEPT_MIN: u64 = 32;
+const DESCRIPTORS_KEPT_MAX: u64 = 1024;
+
+/// How the open-file limit is shared by partition files and client connections.
+pub struct DescriptorShares {
+    /// The pool, less what connections withhold, is the storage's.
+    pub storage: Arc<DescriptorBudget>,
+    pub connections: Arc<ConnectionSlots>,
+}
+
+/// Splits `open_files_limit`: a 64th (32 to 1024) is kept out of the pool for the rest;
+/// connections are guaranteed `max_connections` of the pool but at most half the limit, and
+/// partition files may use whatever connections do not hold. So 10 000 connections fit under
+/// the common limit of 20 000 beside partition files, and with few connections the files may
+/// use nearly all of it (idle files close when connections need their descriptors).
+pub fn descriptor_shares(open_files_limit: u64, max_connections: u64) -> DescriptorShares {
+    let kept = (open_files_limit / 64).clamp(DESCRIPTORS_KEPT_MIN, DESCRIPTORS_KEPT_MAX);
+    let pool = DescriptorBudget::new(open_files_limit.saturating_sub(kept));
+    let connections_max = max_connections.min(open_files_limit / 2).min(pool.limit());
+    DescriptorShares {
+        connections: ConnectionSlots::new(connections_max, pool.clone()),
+        storage: pool,
+    }
 }
 
 /// The raised open-file limit (see [`crate::sys::raise_open_files_limit`]); without one, a
@@ -37,12 +58,25 @@ pub fn open_files_limit() -> u64 {
 mod tests {
     use super::*;
 
+    /// (the pool, the storage's limit with no connection open, the connections' max)
+    fn split(limit: u64, max_connections: u64) -> (u64, u64, u64) {
+        let shares = descriptor_shares(limit, max_connections);
+        (
+            shares.storage.limit(),
+            shares.storage.storage_limit(),
+            shares.connections.max(),
+        )
+    }
+
     #[test]
-    fn the_storage_leaves_a_quarter_of_the_limit_within_bounds() {
-        assert_eq!(storage_budget(256).limit(), 192);
-        assert_eq!(storage_budget(100).limit(), 36);
-        assert_eq!(storage_budget(10).limit(), 0);
-        assert_eq!(storage_budget(1 << 20).limit(), (1 << 20) - 4096);
-        assert_eq!(storage_budget(u64::MAX).limit(), u64::MAX - 4096);
+    fn connections_get_half_the_limit_at_most_and_files_what_connections_do_not_hold() {
+        const ANY: u64 = i32::MAX as u64;
+        assert_eq!(split(20_000, ANY), (19_688, 19_063, 10_000));
+        assert_eq!(split(20_000, 500), (19_688, 19_657, 500));
+        assert_eq!(split(256, ANY), (224, 216, 128));
+        assert_eq!(split(1 << 20, ANY), ((1 << 20) - 1024, (1 << 20) - 2048, 1 << 19));
+        assert_eq!(split(40, ANY), (8, 7, 8), "a tiny limit keeps its reserve first");
+        assert_eq!(split(10, ANY), (0, 0, 0));
+        assert_eq!(split(u64::MAX, 0), (u64::MAX - 1024, u64::MAX - 1024, 0));
     }
 }

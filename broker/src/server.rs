@@ -21,6 +21,7 @@ use laminar_engine::shard::{ShardGone, ShardRuntime};
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
+use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
 use crate::log_dir_lock::LogDirLock;
 use crate::open_files;
 use crate::request_memory::RequestMemory;
@@ -69,7 +70,8 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let cluster_id = cluster_id(&log_dir)?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
-    let descriptors = open_files::storage_budget(open_files_limit);
+    let shares = open_files::descriptor_shares(open_files_limit, config.max_connections);
+    let descriptors = shares.storage;
     let reservations = ReserveBudget::for_log_dir(&log_dir);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
     let request_memory = RequestMemory::new(config.queued_max_request_bytes);
@@ -83,6 +85,8 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         cluster_id,
         shutdown: ShutdownSignal::default(),
         request_memory,
+        connection_slots: shares.connections,
+        storage_descriptors: descriptors.clone(),
         start_gate: ShutdownSignal::default(),
     });
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
@@ -112,6 +116,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     tracing::info!(
         open_files_limit,
         partition_file_descriptors = descriptors.limit(),
+        connections_max = shared.connection_slots.max(),
         reserved_ahead_bytes_max = reservations.limit(),
         "partitions open on first use; files of idle ones close when descriptors run short"
     );
@@ -277,14 +282,38 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
             }
         };
         match accepted {
-            Ok(stream) => {
-                glommio::spawn_local(connection::serve(ctx.clone(), stream)).detach();
-            }
+            Ok(stream) => match take_slot(ctx).await {
+                Ok(slot) => {
+                    glommio::spawn_local(connection::serve(ctx.clone(), stream, slot)).detach();
+                }
+                Err(why) => {
+                    ctx.state.shared.connection_slots.refused(why);
+                    drop(stream); // closed at once: the client retries after its backoff
+                }
+            },
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
                 glommio::timer::sleep(Duration::from_millis(50)).await;
             }
+        }
+    }
+}
+
+/// A slot for a connection just accepted, waiting up to `ROOM_WAIT_MAX` for the storage to
+/// give back descriptors when connections' share is lent to it (`connection_slots`).
+async fn take_slot(ctx: &Rc<BrokerCtx>) -> Result<ConnectionSlot, NoSlot> {
+    let slots = &ctx.state.shared.connection_slots;
+    let deadline = std::time::Instant::now() + ROOM_WAIT_MAX;
+    loop {
+        let released = slots.room_released();
+        match slots.take() {
+            Err(NoSlot::NoRoomYet) if std::time::Instant::now() < deadline => {
+                let waited = std::pin::pin!(released);
+                let timeout = std::pin::pin!(glommio::timer::sleep(Duration::from_millis(20)));
+                select(waited, timeout).await;
+            }
+            taken => return taken,
         }
     }
 }

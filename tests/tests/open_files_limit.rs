@@ -5,19 +5,28 @@
 //! one of them, one at a time and all in one request, across a clean restart, with new
 //! connections accepted all along, and no warning that the budget is too small. Tiny as they
 //! are, the partitions reserve no disk ahead of their appends.
+//!
+//! Connections have their own share of the same limit (half of it: 128 here): with the
+//! partition files holding all they may, every connection up to that share is still served
+//! (the files give back what connections need), one more is closed at once, and the partitions
+//! go on serving beside them.
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use laminar_tests::wire::{self, WireConnection};
+use laminar_tests::http::{self, MetricsPage};
+use laminar_tests::wire::{self, Reaction, WireConnection};
 use laminar_tests::{Broker, BrokerOptions};
 
 const TOPIC: &str = "many";
 const PARTITIONS: i32 = 400;
 const OPEN_FILES_LIMIT: u64 = 256;
+/// Half the limit (`open_files::descriptor_shares`).
+const CONNECTIONS_MAX: usize = 128;
 
 fn value(what: &str, partition: i32) -> Vec<u8> {
     format!("{what}-{partition}").into_bytes()
@@ -96,7 +105,10 @@ fn fetch_one_by_one(broker: &Broker, expected: &[&str]) -> Result<()> {
 /// Fetches every partition from offset 0 in one request: each answers its first record,
 /// `first-<partition>`.
 fn fetch_all_at_once(broker: &Broker, first: &str) -> Result<()> {
-    let mut conn = WireConnection::connect(broker.addr())?;
+    fetch_all_at_once_on(&mut WireConnection::connect(broker.addr())?, first)
+}
+
+fn fetch_all_at_once_on(conn: &mut WireConnection, first: &str) -> Result<()> {
     let partitions = (0..PARTITIONS)
         .map(|partition| {
             FetchPartition::default()
@@ -175,5 +187,80 @@ fn a_broker_serves_more_partitions_than_its_open_file_limit() -> Result<()> {
     fetch_one_by_one(&broker, &["one", "two", "three", "four"])?;
     assert_no_shortage(&broker);
     assert!(broker.is_running());
+    Ok(())
+}
+
+/// A new connection whose ApiVersions request is answered.
+fn served_connection(broker: &Broker) -> Result<WireConnection> {
+    let mut conn = WireConnection::connect(broker.addr())?;
+    conn.request(&ApiVersionsRequest::default(), 0)?;
+    Ok(conn)
+}
+
+fn metrics(broker: &Broker) -> Result<MetricsPage> {
+    MetricsPage::parse(&http::get_ok(broker.http_addr(), "/metrics")?)
+}
+
+/// The metrics once the broker counts `open` connections (it sees a closed one close a moment
+/// after the client closed it).
+fn wait_for_connections(broker: &Broker, open: usize) -> Result<MetricsPage> {
+    for _ in 0..100 {
+        let page = metrics(broker)?;
+        if page.value("laminar_descriptors_used{share=\"connections\"}") == Some(open as f64) {
+            return Ok(page);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    bail!("the broker does not count {open} connections open 2 s after the others closed")
+}
+
+#[test]
+fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<()> {
+    let mut options = BrokerOptions::default().with_override("offsets.topic.num.partitions", "1");
+    options.open_files_limit = Some(OPEN_FILES_LIMIT);
+    let broker = Broker::start(options)?;
+    wire::create_topic(&mut WireConnection::connect(broker.addr())?, TOPIC, PARTITIONS)?;
+    // Every partition file open that fits: the storage holds nearly all of the pool.
+    produce_all_at_once(&broker, "one")?;
+    let before = wait_for_connections(&broker, 0)?;
+    let storage_used = before.value("laminar_descriptors_used{share=\"storage\"}");
+    assert!(
+        storage_used > Some(100.0),
+        "files hold most of the pool: {storage_used:?}"
+    );
+
+    let mut open: Vec<WireConnection> = (0..CONNECTIONS_MAX)
+        .map(|n| served_connection(&broker).with_context(|| format!("connection {n}")))
+        .collect::<Result<_>>()?;
+    let mut one_too_many = WireConnection::connect(broker.addr())?;
+    assert_eq!(
+        one_too_many.reaction(std::time::Duration::from_secs(5))?,
+        Reaction::Closed
+    );
+
+    // The partitions are served beside the connections, on what the connections left them.
+    let mut conn = open.pop().context("a connection")?;
+    for partition in 0..PARTITIONS {
+        let batch = wire::record_batch(&[&value("two", partition)], 1_700_000_000_000)?;
+        let answer = wire::produce(&mut conn, TOPIC, partition, batch, -1)?;
+        assert_eq!(answer.error_code, 0, "partition {partition}");
+    }
+    drop(conn);
+    wait_for_connections(&broker, CONNECTIONS_MAX - 1)?;
+    open.push(served_connection(&broker).context("a slot given back is taken again")?);
+    fetch_all_at_once_on(&mut open[0], "one")?;
+
+    let after = metrics(&broker)?;
+    assert_eq!(
+        after.value("laminar_descriptors_max{share=\"connections\"}"),
+        Some(CONNECTIONS_MAX as f64)
+    );
+    assert!(after.value("laminar_kafka_connections_refused_total") >= Some(1.0));
+    assert!(
+        after.sum("laminar_storage_file_events_total") > 0.0,
+        "files were parked and reopened"
+    );
+    drop(open);
+    assert_no_shortage(&broker);
     Ok(())
 }

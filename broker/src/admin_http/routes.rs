@@ -6,7 +6,7 @@ use serde_json::json;
 use super::request::RequestHead;
 use crate::config::WriteBehindChoice;
 use crate::metrics::families::{render, RenderContext};
-use crate::metrics::{BrokerSnapshot, SnapshotDetail};
+use crate::metrics::{BrokerSnapshot, DescriptorsSnapshot, SnapshotDetail};
 
 pub const METRICS_PATH: &str = "/metrics";
 pub const STATUS_PATH: &str = "/v1/status";
@@ -192,6 +192,13 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
                 // One entry per partition only with ?partitions=true.
                 "partitions": partitions,
                 "write_behind": write_behind,
+                "files": {
+                    "held": shard.files.files,
+                    "parked": shard.files.parked,
+                    "parks": shard.files.parks,
+                    "reopens": shard.files.reopens,
+                    "refusals": shard.files.refusals,
+                },
             })
         })
         .collect();
@@ -204,8 +211,19 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
         "ready": facts.ready(snapshot),
         "shutting_down": facts.shutting_down,
         "write_behind": write_behind_json(facts),
+        "descriptors": descriptors_json(&snapshot.descriptors),
         "shards": shards,
         "shards_not_answering": snapshot.shards_missing,
+    })
+}
+
+fn descriptors_json(descriptors: &DescriptorsSnapshot) -> serde_json::Value {
+    json!({
+        "storage_max": descriptors.storage_max,
+        "storage_used": descriptors.storage_used,
+        "connections_max": descriptors.connections_max,
+        "connections_used": descriptors.connections_used,
+        "connections_refused_total": descriptors.connections_refused_total,
     })
 }
 

@@ -275,6 +275,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         socket_request_max_bytes: narrow("socket.request.max.bytes", v.int("socket.request.max.bytes")?),
         fetch_max_bytes: narrow("fetch.max.bytes", v.int("fetch.max.bytes")?),
         queued_max_request_bytes: queued_max_request_bytes(&v)?,
+        max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
         compression_type: v.parsed("compression.type", CompressionType::parse)?,

@@ -101,6 +101,10 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          their handler, beyond 64 KiB per connection; at the bound, connections that need more \
          stop reading until memory is freed. At least socket.request.max.bytes; -1: no bound \
          (Kafka's default; Laminar's is 512 MiB)."),
+    key("max.connections", Fixed("2147483647"), NON_NEGATIVE_I32, &[],
+        "Most client connections open at once; one past it is closed as soon as accepted. \
+         Bounded by half the open-file limit, so connections and partition files each keep \
+         their own share of descriptors."),
     key("connections.max.idle.ms", Fixed("600000"), POSITIVE, &[],
         "A connection with no request for this long is closed."),
     key("laminar.request.receive.timeout.ms", Fixed("30000"), POSITIVE, &[],
@@ -282,7 +286,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ("group.max.size", "not implemented"),
     ("replica.lag.time.max.ms", "not implemented"),
     ("auto.leader.rebalance.enable", "not implemented"),
-    ("max.connections", "not implemented"),
     ("max.connections.per.ip", "not implemented"),
     ("metadata.log.dir", "metadata lives under log.dirs"),
     ("log.flush.scheduler.interval.ms", "see laminar.fsync"),

@@ -29,6 +29,8 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: u32,
     /// `queued.max.request.bytes`; `usize::MAX` for -1 (no bound).
     pub queued_max_request_bytes: usize,
+    /// `max.connections` (before the open-file limit bounds it).
+    pub max_connections: u64,
     pub connections_max_idle_ms: i64,
     pub laminar_request_receive_timeout_ms: i64,
     pub compression_type: CompressionType,

@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use super::histogram::HistogramSnapshot;
-use super::{api_name, BrokerSnapshot, SnapshotDetail};
+use super::{api_name, BrokerSnapshot, DescriptorsSnapshot, SnapshotDetail};
 
 /// A family's Prometheus type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,11 @@ pub const RECORDS_PRODUCED: &str = "laminar_kafka_records_produced_total";
 pub const RECORDS_FETCHED: &str = "laminar_kafka_records_fetched_total";
 pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
+pub const CONNECTIONS_REFUSED: &str = "laminar_kafka_connections_refused_total";
+pub const DESCRIPTORS_MAX: &str = "laminar_descriptors_max";
+pub const DESCRIPTORS_USED: &str = "laminar_descriptors_used";
+pub const FILES: &str = "laminar_storage_files";
+pub const FILE_EVENTS: &str = "laminar_storage_file_events_total";
 pub const PARTITIONS: &str = "laminar_kafka_partitions";
 pub const LOG_BYTES: &str = "laminar_storage_log_bytes";
 pub const FDATASYNC_LATENCY: &str = "laminar_storage_fdatasync_latency_seconds";
@@ -145,6 +150,41 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         &["shard"],
         "Open Kafka client connections per shard.",
+    ),
+    family(
+        CONNECTIONS_REFUSED,
+        Kind::Counter,
+        &[],
+        "Client connections closed as soon as accepted because every slot was taken \
+         (max.connections, at most half the open-file limit).",
+    ),
+    family(
+        DESCRIPTORS_MAX,
+        Kind::Gauge,
+        &["share"],
+        "Each share of the open-file limit: share=\"storage\" for partition files (idle ones \
+         close and reopen on demand), \"connections\" for client connections.",
+    ),
+    family(
+        DESCRIPTORS_USED,
+        Kind::Gauge,
+        &["share"],
+        "Descriptors taken of each share.",
+    ),
+    family(
+        FILES,
+        Kind::Gauge,
+        &["shard", "state"],
+        "Partition files each shard holds: state=\"open\" with a descriptor, \"parked\" closed \
+         while idle, reopened at their next use.",
+    ),
+    family(
+        FILE_EVENTS,
+        Kind::Counter,
+        &["shard", "event"],
+        "File cache events per shard: event=\"park\" (an idle file closed for lack of \
+         descriptors), \"reopen\" (a parked file opened again), \"refusal\" (an open refused \
+         with nothing idle to close: the partition answered KAFKA_STORAGE_ERROR).",
     ),
     family(
         PARTITIONS,
@@ -283,6 +323,9 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
             sample(out, name, &[("path", "memory")], paths.memory);
         }
         CONNECTIONS | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
+        CONNECTIONS_REFUSED => sample(out, name, &[], snapshot.descriptors.connections_refused_total),
+        DESCRIPTORS_MAX | DESCRIPTORS_USED => descriptor_samples(out, name, &snapshot.descriptors),
+        FILES | FILE_EVENTS => file_samples(out, name, snapshot),
         FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),
         DURABILITY_WAIT => histogram(out, name, &[], &snapshot.durability_wait()),
         GROUP_LAG if context.detail == SnapshotDetail::Partitions => group_lag_samples(out, name, snapshot),
@@ -341,6 +384,38 @@ fn shard_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
             _ => shard.log_bytes,
         };
         sample(out, name, &[("shard", &shard.shard.to_string())], value);
+    }
+}
+
+/// The two descriptor shares, their sizes or what is used of them.
+fn descriptor_samples(out: &mut String, name: &str, descriptors: &DescriptorsSnapshot) {
+    let (storage, connections) = match name {
+        DESCRIPTORS_MAX => (descriptors.storage_max, descriptors.connections_max),
+        _ => (descriptors.storage_used, descriptors.connections_used),
+    };
+    sample(out, name, &[("share", "storage")], storage);
+    sample(out, name, &[("share", "connections")], connections);
+}
+
+/// Per shard: files held by state, or the file cache's events.
+fn file_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for shard in &snapshot.shards {
+        let id = shard.shard.to_string();
+        let files = &shard.files;
+        let series: &[(&str, &str, u64)] = match name {
+            FILES => &[
+                ("state", "open", files.files - files.parked),
+                ("state", "parked", files.parked),
+            ],
+            _ => &[
+                ("event", "park", files.parks),
+                ("event", "reopen", files.reopens),
+                ("event", "refusal", files.refusals),
+            ],
+        };
+        for (label, value_label, value) in series {
+            sample(out, name, &[("shard", &id), (label, value_label)], *value);
+        }
     }
 }
 

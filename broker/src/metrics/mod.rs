@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::ApiKey;
 
-use laminar_engine::io::WriteBehindStats;
+use laminar_engine::io::{FileCacheStats, WriteBehindStats};
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{on_owning_shards, BrokerCtx, BrokerShard, PartitionAccessError, TopicPartition};
@@ -51,6 +51,8 @@ pub struct ShardSnapshot {
     pub committed_offsets: Vec<GroupOffset>,
     /// This shard's write-behind counters; `None` when write-behind is off.
     pub write_behind: Option<WriteBehindStats>,
+    /// This shard's file cache: files held, parked, parks, reopens, refusals.
+    pub files: FileCacheStats,
 }
 
 /// An offset a consumer group committed.
@@ -129,6 +131,7 @@ impl ShardSnapshot {
             kafka_listener_bound: metrics.kafka_listener_bound.get(),
             committed_offsets: committed_offsets(state),
             write_behind: state.partitions.write_behind_stats(),
+            files: state.partitions.file_cache_stats(),
         }
     }
 }
@@ -200,6 +203,32 @@ pub struct BrokerSnapshot {
     pub group_lag: Vec<GroupLag>,
     /// What the shards were asked for.
     pub detail: SnapshotDetail,
+    /// How the open-file limit's shares are used, broker-wide.
+    pub descriptors: DescriptorsSnapshot,
+}
+
+/// The descriptor shares (`crate::open_files`): their sizes and what is taken of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DescriptorsSnapshot {
+    pub storage_max: u64,
+    pub storage_used: u64,
+    pub connections_max: u64,
+    pub connections_used: u64,
+    /// Connections closed as soon as accepted, all slots being taken.
+    pub connections_refused_total: u64,
+}
+
+impl DescriptorsSnapshot {
+    fn of(shared: &crate::broker::BrokerShared) -> DescriptorsSnapshot {
+        let slots = &shared.connection_slots;
+        DescriptorsSnapshot {
+            storage_max: shared.storage_descriptors.storage_limit(),
+            storage_used: shared.storage_descriptors.used(),
+            connections_max: slots.max(),
+            connections_used: slots.open(),
+            connections_refused_total: slots.refused_total(),
+        }
+    }
 }
 
 impl BrokerSnapshot {
@@ -280,6 +309,7 @@ pub async fn gather(ctx: &Rc<BrokerCtx>, detail: SnapshotDetail) -> BrokerSnapsh
     });
     let mut snapshot = BrokerSnapshot {
         detail,
+        descriptors: DescriptorsSnapshot::of(&ctx.state.shared),
         ..BrokerSnapshot::default()
     };
     for (shard, answer) in futures::future::join_all(asks).await {

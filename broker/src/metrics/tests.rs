@@ -174,6 +174,13 @@ fn sample_shard() -> ShardSnapshot {
             in_flight: 1,
             ..WriteBehindStats::default()
         }),
+        files: FileCacheStats {
+            files: 30,
+            parked: 10,
+            parks: 12,
+            reopens: 7,
+            refusals: 1,
+        },
     }
 }
 
@@ -182,6 +189,13 @@ fn rendered_page() -> String {
     let shard = sample_shard();
     let snapshot = BrokerSnapshot {
         shards: vec![shard.clone(), ShardSnapshot { shard: 1, ..shard }],
+        descriptors: DescriptorsSnapshot {
+            storage_max: 9_000,
+            storage_used: 40,
+            connections_max: 10_000,
+            connections_used: 4,
+            connections_refused_total: 3,
+        },
         ..BrokerSnapshot::default()
     };
     let context = RenderContext {
@@ -248,6 +262,15 @@ fn request_and_fetch_counters_add_up_over_shards() {
         2.0
     );
     assert_eq!(line("laminar_kafka_connections_active{shard=\"1\"}"), 2.0);
+    assert_eq!(line("laminar_kafka_connections_refused_total"), 3.0);
+    assert_eq!(line("laminar_descriptors_max{share=\"storage\"}"), 9_000.0);
+    assert_eq!(line("laminar_descriptors_used{share=\"connections\"}"), 4.0);
+    assert_eq!(line("laminar_storage_files{shard=\"1\",state=\"open\"}"), 20.0);
+    assert_eq!(line("laminar_storage_files{shard=\"0\",state=\"parked\"}"), 10.0);
+    assert_eq!(
+        line("laminar_storage_file_events_total{shard=\"0\",event=\"reopen\"}"),
+        7.0
+    );
     assert_eq!(line("laminar_uptime_seconds_total"), 1.5);
 }
 

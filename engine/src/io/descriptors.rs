@@ -14,6 +14,12 @@
 //! while the budget has room; a shard that finds the budget full and nothing idle of its own to
 //! close raises [`DescriptorBudget::raise_pressure`], and every shard above its fair share then
 //! closes idle files until it is back at it (see `FileCache::give_back`).
+//!
+//! The budget can lend to others what its storage does not use: the broker's client
+//! connections take from the same pool, and while they hold or expect descriptors the budget
+//! [`withhold`](DescriptorBudget::withhold)s them. Withholding more than the storage leaves free
+//! raises pressure, so the shards close idle files until the storage fits again; so the storage
+//! may use what connections do not, and connections get theirs back as they come.
 
 use std::cell::Cell;
 use std::io;
@@ -27,6 +33,10 @@ use std::sync::Arc;
 pub struct DescriptorBudget {
     limit: u64,
     used: AtomicU64,
+    /// Of `limit`, what others (client connections) hold or expect: the storage may use the rest.
+    withheld: AtomicU64,
+    /// Notified whenever the storage gives descriptors back, for those waiting to be lent some.
+    released: event_listener::Event,
     /// Shards taking descriptors from this budget (their fair share is the limit over this).
     shards: AtomicU64,
     /// Raised by a shard that found the budget full with nothing idle of its own to close.
@@ -42,6 +52,8 @@ impl DescriptorBudget {
         Arc::new(DescriptorBudget {
             limit,
             used: AtomicU64::new(0),
+            withheld: AtomicU64::new(0),
+            released: event_listener::Event::new(),
             shards: AtomicU64::new(0),
             pressure: event_listener::Event::new(),
             pressure_raised: AtomicU64::new(0),
@@ -56,6 +68,31 @@ impl DescriptorBudget {
     /// Descriptors held now, by every shard.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// What the storage may hold now: the limit less what is withheld for others.
+    pub fn storage_limit(&self) -> u64 {
+        self.limit.saturating_sub(self.withheld.load(Ordering::Acquire))
+    }
+
+    /// Withholds `count` of the limit for others (replacing what was withheld before). When the
+    /// storage holds more than it may now, pressure makes the shards close idle files.
+    pub fn withhold(&self, count: u64) {
+        self.withheld.store(count.min(self.limit), Ordering::Release);
+        if self.used() > self.storage_limit() {
+            self.raise_pressure();
+        }
+    }
+
+    /// Resolves the next time the storage gives descriptors back. Create it before checking
+    /// [`used`](Self::used), or a release in between is missed.
+    pub fn released(&self) -> event_listener::EventListener {
+        self.released.listen()
+    }
+
+    fn give_back(&self, count: u64) {
+        self.used.fetch_sub(count, Ordering::AcqRel);
+        self.released.notify(usize::MAX);
     }
 
     /// A new shard's account on this budget (call once per shard, on that shard).
@@ -91,7 +128,7 @@ impl DescriptorBudget {
             "the file descriptor budget for partition files ({}) is too small for the files in \
              use: at least {needed} are needed. Opens past it answer KAFKA_STORAGE_ERROR \
              (retriable) until files go idle. Raise the open-file limit (ulimit -n, systemd \
-             LimitNOFILE=); partition files may use all but a quarter of it",
+             LimitNOFILE=)",
             self.limit,
         );
     }
@@ -99,7 +136,8 @@ impl DescriptorBudget {
     fn claim(&self, count: u64) -> io::Result<()> {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(count).filter(|after| *after <= self.limit)
+                used.checked_add(count)
+                    .filter(|after| *after <= self.storage_limit())
             })
             .map(drop)
             .map_err(|_| io::Error::from_raw_os_error(libc::EMFILE))
@@ -126,9 +164,10 @@ impl ShardDescriptors {
         self.held.get()
     }
 
-    /// The budget over the number of shards: what a shard keeps when others are short.
+    /// What the storage may hold over the number of shards: what a shard keeps when others
+    /// are short.
     pub fn fair_share(&self) -> u64 {
-        self.budget.limit / self.budget.shards.load(Ordering::Acquire).max(1)
+        self.budget.storage_limit() / self.budget.shards.load(Ordering::Acquire).max(1)
     }
 
     /// Takes `count` descriptors, or fails with EMFILE when that would pass the budget.
@@ -171,7 +210,7 @@ impl DescriptorSlots {
     /// Gives back `count` of these slots (a descriptor taken for a file that was not opened).
     pub fn shrink(&mut self, count: u64) {
         assert!(count <= self.count, "slots give back at most what they hold");
-        self.owner.budget.used.fetch_sub(count, Ordering::AcqRel);
+        self.owner.budget.give_back(count);
         self.owner.held.set(self.owner.held.get() - count);
         self.count -= count;
     }
@@ -187,7 +226,7 @@ impl DescriptorSlots {
 
 impl Drop for DescriptorSlots {
     fn drop(&mut self) {
-        self.owner.budget.used.fetch_sub(self.count, Ordering::AcqRel);
+        self.owner.budget.give_back(self.count);
         let held = self.owner.held.get();
         assert!(held >= self.count, "a shard gives back descriptors it holds");
         self.owner.held.set(held - self.count);
@@ -237,6 +276,25 @@ mod tests {
         assert_eq!((budget.used(), one.held()), (0, 0));
         let _again = two.take(4).unwrap();
         assert_eq!(two.held(), 4);
+    }
+
+    #[test]
+    fn what_is_withheld_for_others_shrinks_the_storage_and_raises_pressure_past_its_use() {
+        let budget = DescriptorBudget::new(10);
+        let (one, two) = (budget.shard(), budget.shard());
+        let held = one.take(6).unwrap();
+        budget.withhold(3);
+        assert_eq!((budget.storage_limit(), one.fair_share()), (7, 3));
+        assert!(!one.take_pressure(), "6 fit in 7: no pressure");
+        assert!(two.take(2).is_err(), "6 + 2 would pass the 7 left");
+        budget.withhold(5);
+        assert!(one.take_pressure(), "6 no longer fit in 5");
+        let released = budget.released();
+        drop(held);
+        futures::executor::block_on(released);
+        assert_eq!(budget.used(), 0);
+        budget.withhold(100);
+        assert_eq!(budget.storage_limit(), 0, "never more withheld than the limit");
     }
 
     #[test]

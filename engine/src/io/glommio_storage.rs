@@ -366,7 +366,7 @@ impl StorageFile for GlommioFile {
             let budget = slots.budget();
             let (numerator, denominator) = SENDABLE_BUDGET_SHARE;
             let tight = budget.used().saturating_add(1).saturating_mul(denominator)
-                > budget.limit().saturating_mul(numerator);
+                > budget.storage_limit().saturating_mul(numerator);
             if tight || slots.grow(1).is_err() {
                 return Ok(None); // no descriptor to spare: the bytes go through memory instead
             }

@@ -1,0 +1,194 @@
+//! Client connections' share of the open-file limit (`max.connections`).
+//!
+//! A connection holds one descriptor for as long as it lives, so connections and partition
+//! files draw from one pool (`open_files::descriptor_shares`). Connections are guaranteed up
+//! to `max` of it: the pool withholds from the storage what connections hold plus a headroom
+//! for those about to come, and the storage closes idle files to fit what is left. So the
+//! storage uses what connections do not, and a burst of connections finds room at once (the
+//! headroom) or after the storage gave some back (a bounded wait).
+//!
+//! A connection past `max`, or one still without room after the wait, is closed as soon as it
+//! is accepted, which uses a descriptor of the kept reserve for an instant: `accept` itself
+//! never meets a full table, the listener's backlog keeps draining, and a client learns at once
+//! (and retries with its backoff) instead of waiting for its connection timeout. (Kafka stops
+//! accepting at `max.connections` instead.)
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use laminar_engine::io::DescriptorBudget;
+
+/// How often, at most, the broker logs that it refuses connections.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// The longest an accepted connection waits for the storage to give back a descriptor.
+pub const ROOM_WAIT_MAX: Duration = Duration::from_secs(1);
+/// Connections withheld ahead of those open: a 16th of `max`, at most this many.
+const HEADROOM_MAX: u64 = 1024;
+
+/// The count of open client connections against their share of the descriptor pool. Shared by
+/// every shard.
+#[derive(Debug)]
+pub struct ConnectionSlots {
+    max: u64,
+    headroom: u64,
+    /// The pool shared with the storage's files.
+    pool: Arc<DescriptorBudget>,
+    open: AtomicU64,
+    refused_total: AtomicU64,
+    /// When a refusal was last logged, so a flood logs once a minute.
+    refusal_logged_at: Mutex<Option<Instant>>,
+}
+
+/// One open connection's slot, given back when dropped.
+#[derive(Debug)]
+pub struct ConnectionSlot {
+    slots: Arc<ConnectionSlots>,
+}
+
+/// Why a connection got no slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoSlot {
+    /// All `max` are open.
+    AllTaken,
+    /// The storage holds what is left of the pool (in use at this instant); it gives back
+    /// under the pressure this raised.
+    NoRoomYet,
+}
+
+impl ConnectionSlots {
+    /// At most `max` connections, drawn from `pool` (which must leave room for them: see
+    /// `open_files::descriptor_shares`).
+    pub fn new(max: u64, pool: Arc<DescriptorBudget>) -> Arc<ConnectionSlots> {
+        let headroom = (max / 16).clamp(max.min(1), HEADROOM_MAX);
+        pool.withhold(headroom.min(max));
+        Arc::new(ConnectionSlots {
+            max,
+            headroom,
+            pool,
+            open: AtomicU64::new(0),
+            refused_total: AtomicU64::new(0),
+            refusal_logged_at: Mutex::new(None),
+        })
+    }
+
+    /// A slot for a new connection, whose descriptor is already open.
+    pub fn take(self: &Arc<Self>) -> Result<ConnectionSlot, NoSlot> {
+        let pool_limit = self.pool.limit();
+        let taken = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                let room = self.pool.used().saturating_add(open) < pool_limit;
+                (open < self.max && room).then_some(open + 1)
+            });
+        match taken {
+            Ok(before) => {
+                self.withhold_for(before + 1);
+                Ok(ConnectionSlot { slots: self.clone() })
+            }
+            Err(open) if open >= self.max => Err(NoSlot::AllTaken),
+            Err(_) => {
+                self.pool.raise_pressure();
+                Err(NoSlot::NoRoomYet)
+            }
+        }
+    }
+
+    /// Resolves the next time the storage gives descriptors back (create it before [`take`]).
+    pub fn room_released(&self) -> impl std::future::Future<Output = ()> {
+        self.pool.released()
+    }
+
+    /// Counts a connection closed for want of a slot, and logs it at most once a minute.
+    pub fn refused(&self, why: NoSlot) {
+        let refused_total = self.refused_total.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut logged_at = self
+            .refusal_logged_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if logged_at.is_some_and(|at| at.elapsed() < REFUSAL_LOG_INTERVAL) {
+            return;
+        }
+        *logged_at = Some(Instant::now());
+        tracing::warn!(
+            connections_max = self.max,
+            connections_open = self.open(),
+            partition_file_descriptors = self.pool.used(),
+            refused_total,
+            ?why,
+            "refusing new connections: no connection slot (max.connections, at most half the \
+             open-file limit; raise LimitNOFILE or max.connections for more)"
+        );
+    }
+
+    fn withhold_for(&self, open: u64) {
+        self.pool
+            .withhold(open.saturating_add(self.headroom).min(self.max));
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    pub fn open(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    pub fn refused_total(&self) -> u64 {
+        self.refused_total.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let before = self.slots.open.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "a connection slot was given back twice");
+        self.slots.withhold_for(before - 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_refused_past_max_and_come_back_when_dropped() {
+        let pool = DescriptorBudget::new(100);
+        let slots = ConnectionSlots::new(2, pool.clone());
+        let first = slots.take().expect("first slot");
+        let second = slots.take().expect("second slot");
+        assert_eq!(slots.take().unwrap_err(), NoSlot::AllTaken);
+        assert_eq!(pool.storage_limit(), 98);
+        drop(first);
+        assert_eq!(slots.open(), 1);
+        let third = slots.take().expect("a slot given back is taken again");
+        drop((second, third));
+        assert_eq!(slots.open(), 0);
+        assert_eq!(pool.storage_limit(), 99, "the headroom stays withheld");
+    }
+
+    #[test]
+    fn connections_withhold_from_the_storage_what_they_hold_and_a_headroom() {
+        let pool = DescriptorBudget::new(1000);
+        let slots = ConnectionSlots::new(320, pool.clone());
+        assert_eq!(pool.storage_limit(), 980, "a 16th of max withheld ahead");
+        let shard = pool.shard();
+        let files = shard
+            .take(980)
+            .expect("the storage may use all it is not withheld");
+        let held: Vec<_> = (0..20).map(|_| slots.take().expect("the headroom")).collect();
+        assert_eq!(pool.storage_limit(), 960, "20 open and 20 ahead");
+        assert!(shard.take_pressure(), "the storage holds more than it may now");
+        assert_eq!(
+            slots.take().unwrap_err(),
+            NoSlot::NoRoomYet,
+            "980 + 20 fill the pool"
+        );
+        let released = slots.room_released();
+        drop(files);
+        futures::executor::block_on(released);
+        let more = slots.take().expect("room again once the storage gave back");
+        drop((held, more));
+        assert_eq!(pool.storage_limit(), 980);
+    }
+}
