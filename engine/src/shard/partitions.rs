@@ -13,6 +13,10 @@ use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
 /// takes them together).
 pub const CLOSE_CONCURRENCY: usize = 32;
 
+/// Partitions a shard opens at once (a request naming many unopened partitions): their
+/// file creations and fdatasyncs overlap, so the disk commits them together.
+pub const OPEN_CONCURRENCY: usize = 64;
+
 /// A partition replica's name: topic and index.
 pub type PartitionKey = (String, i32);
 
@@ -23,8 +27,53 @@ pub struct ShardPartitions {
     open: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
     /// Handed to every partition this shard opens (fdatasync timing for metrics).
     sync_observer: RefCell<Option<SyncObserver>>,
-    /// Serialises opens and removals, so that two requests never open one partition twice.
-    lifecycle: futures::lock::Mutex<()>,
+    /// Opens and removals hold it shared, `close_all` exclusively: nothing opens once the
+    /// shard closes its partitions.
+    lifecycle: async_lock::RwLock<()>,
+    /// One lock per partition being opened or removed, so that two requests never open one
+    /// partition twice while different partitions open concurrently. An entry lives while some
+    /// task holds or waits for it: at most one per partition a request names.
+    partition_locks: RefCell<HashMap<PartitionKey, Rc<async_lock::Mutex<()>>>>,
+    /// Bounds the opens in flight to [`OPEN_CONCURRENCY`].
+    opens_in_flight: async_lock::Semaphore,
+}
+
+/// A task's hold on one partition's entry in `partition_locks` (waiting for the mutex or
+/// holding it); the last hold to go removes the entry, whether its task finished or was
+/// dropped.
+struct PartitionLock<'a> {
+    partitions: &'a ShardPartitions,
+    key: PartitionKey,
+    mutex: Rc<async_lock::Mutex<()>>,
+}
+
+impl<'a> PartitionLock<'a> {
+    fn new(partitions: &'a ShardPartitions, key: PartitionKey) -> Self {
+        let mutex = partitions
+            .partition_locks
+            .borrow_mut()
+            .entry(key.clone())
+            .or_insert_with(|| Rc::new(async_lock::Mutex::new(())))
+            .clone();
+        PartitionLock {
+            partitions,
+            key,
+            mutex,
+        }
+    }
+
+    fn mutex(&self) -> &async_lock::Mutex<()> {
+        &self.mutex
+    }
+}
+
+impl Drop for PartitionLock<'_> {
+    fn drop(&mut self) {
+        // The map's reference and ours: nobody else holds or waits for it.
+        if Rc::strong_count(&self.mutex) == 2 {
+            self.partitions.partition_locks.borrow_mut().remove(&self.key);
+        }
+    }
 }
 
 /// `<log.dirs>/<topic>-<partition>`, Kafka's directory name for a partition.
@@ -39,7 +88,9 @@ impl ShardPartitions {
             storage,
             open: RefCell::default(),
             sync_observer: RefCell::new(None),
-            lifecycle: futures::lock::Mutex::new(()),
+            lifecycle: async_lock::RwLock::new(()),
+            partition_locks: RefCell::default(),
+            opens_in_flight: async_lock::Semaphore::new(OPEN_CONCURRENCY),
         }
     }
 
@@ -78,19 +129,24 @@ impl ShardPartitions {
         if let Some(open) = self.get(topic, partition) {
             return Ok(open);
         }
-        let _lifecycle = self.lifecycle.lock().await;
+        let _lifecycle = self.lifecycle.read().await;
+        let key = (topic.to_string(), partition);
+        let lock = PartitionLock::new(self, key.clone());
+        let _this_partition = lock.mutex().lock().await;
         if let Some(open) = self.get(topic, partition) {
             return Ok(open);
         }
-        let dir = partition_dir(&self.log_dir, topic, partition);
-        let opened = Partition::open(self.storage.clone(), dir, config()).await;
-        let opened = Rc::new(opened?);
+        let _slot = self.opens_in_flight.acquire().await;
+        self.open_now(key, config()).await
+    }
+
+    async fn open_now(&self, key: PartitionKey, config: LogConfig) -> Result<Rc<Partition>, LogError> {
+        let dir = partition_dir(&self.log_dir, &key.0, key.1);
+        let opened = Rc::new(Partition::open(self.storage.clone(), dir, config).await?);
         if let Some(observer) = self.sync_observer.borrow().clone() {
             opened.observe_syncs(observer);
         }
-        self.open
-            .borrow_mut()
-            .insert((topic.to_string(), partition), opened.clone());
+        self.open.borrow_mut().insert(key, opened.clone());
         Ok(opened)
     }
 
@@ -108,7 +164,13 @@ impl ShardPartitions {
 
     /// Closes and deletes a partition's files, whether or not it was open.
     pub async fn remove(&self, topic: &str, partition: i32) -> Result<(), LogError> {
-        let _lifecycle = self.lifecycle.lock().await;
+        let _lifecycle = self.lifecycle.read().await;
+        let lock = PartitionLock::new(self, (topic.to_string(), partition));
+        let _this_partition = lock.mutex().lock().await;
+        self.remove_now(topic, partition).await
+    }
+
+    async fn remove_now(&self, topic: &str, partition: i32) -> Result<(), LogError> {
         let removed = self.open.borrow_mut().remove(&(topic.to_string(), partition));
         match removed {
             Some(open) => open.delete().await,
@@ -120,6 +182,11 @@ impl ShardPartitions {
                 Ok(())
             }
         }
+    }
+
+    /// Partitions some task is opening or removing now, or waiting to (each holds an entry).
+    pub fn partitions_locked(&self) -> usize {
+        self.partition_locks.borrow().len()
     }
 
     /// Every open partition, for retention, flushing and metrics.
@@ -135,7 +202,7 @@ impl ShardPartitions {
     /// [`CLOSE_CONCURRENCY`] at a time, so that their fdatasyncs overlap.
     pub async fn close_all(&self) -> Vec<(PartitionKey, LogError)> {
         use futures::StreamExt;
-        let _lifecycle = self.lifecycle.lock().await;
+        let _lifecycle = self.lifecycle.write().await;
         let open: Vec<_> = self.open.borrow_mut().drain().collect();
         futures::stream::iter(open)
             .map(|(key, partition)| async move { (key, partition.close().await) })
