@@ -17,7 +17,7 @@ pub const UNCLEAN_LEADER_ELECTION_KEY: &str = "unclean.leader.election.enable";
 const TOPIC_NAME_LEN_MAX: usize = 249;
 /// Partitions one CreateTopics or CreatePartitions may add, all topics together: bounds one
 /// log entry (about 100 bytes a partition, under `disk_format::ENTRY_PAYLOAD_LEN_MAX`).
-pub const PARTITIONS_PER_REQUEST_MAX: i64 = 50_000;
+pub const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
 
 /// The records to write and the answer to give once they are committed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,8 +42,8 @@ pub const FORMAT_VERSION: u32 = 1;
 const ENVELOPE_HEADER_LEN: usize = 8 + 4 + 8 + 4;
 const ENTRY_HEADER_LEN: usize = 8;
 /// One entry's bincode: the largest controller decision (a CreateTopics of
-/// `PARTITIONS_PER_REQUEST_MAX` partitions is about 1 MiB) with room to spare.
-pub const ENTRY_PAYLOAD_LEN_MAX: usize = 8 << 20;
+/// `decisions::PARTITIONS_PER_REQUEST_MAX` partitions, about 1 MiB) with room to spare.
+pub const ENTRY_PAYLOAD_LEN_MAX: usize = 2 << 20;
 /// A snapshot body: the whole ClusterMetadata. 256 MiB is millions of partitions.
 pub const SNAPSHOT_LEN_MAX: u64 = 256 << 20;
 /// The small files: a vote, a committed id, a purged id.
@@ -102,11 +102,7 @@ pub fn encode_envelope(magic: [u8; 8], body: &[u8]) -> Vec<u8> {
 }
 
 /// Decodes an envelope at the start of `bytes`: its body and the envelope's total length.
-pub fn decode_envelope(
-    bytes: &[u8],
-    magic: [u8; 8],
-    body_len_max: u64,
-) -> Result<(&[u8], usize), String> {
+pub fn decode_envelope(bytes: &[u8], magic: [u8; 8], body_len_max: u64) -> Result<(&[u8], usize), String> {
     let header = bytes
         .get(..ENVELOPE_HEADER_LEN)
         .ok_or("shorter than its header")?;

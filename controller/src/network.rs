@@ -31,9 +31,13 @@ use crate::api::{ControllerRequest, ControllerResponse};
 use crate::disk_format::decode_body;
 use crate::TypeConfig;
 
-/// The largest frame either side accepts: a snapshot chunk (`SNAPSHOT_CHUNK_LEN`) or an
-/// AppendEntries of up to `max_payload_entries` entries, with room to spare.
-pub const FRAME_LEN_MAX: usize = 16 << 20;
+/// The largest frame either side accepts: an AppendEntries of `MAX_PAYLOAD_ENTRIES` entries
+/// of at most `disk_format::ENTRY_PAYLOAD_LEN_MAX` each (32 MiB), or a snapshot chunk, with
+/// room to spare. The body's buffer grows with the bytes that arrive, so a peer that
+/// announces a large frame and sends little costs little.
+pub const FRAME_LEN_MAX: usize = 40 << 20;
+/// Entries per AppendEntries (openraft's `max_payload_entries`).
+pub const MAX_PAYLOAD_ENTRIES: u64 = 16;
 /// What openraft puts in one InstallSnapshot chunk; well under [`FRAME_LEN_MAX`].
 pub const SNAPSHOT_CHUNK_LEN: u64 = 1 << 20;
 /// How long a connect may take before the peer counts as unreachable for this RPC.
@@ -74,8 +78,11 @@ where
             format!("frame of {len} bytes over the bound"),
         ));
     }
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).await?;
+    let mut body = Vec::with_capacity(len.min(64 << 10));
+    let read = (&mut *stream).take(len as u64).read_to_end(&mut body).await?;
+    if read != len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "frame cut short"));
+    }
     decode_body(&body)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
