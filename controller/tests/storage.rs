@@ -10,17 +10,6 @@ use common::*;
 use laminar_controller::api::error_code;
 use laminar_controller::disk_format::LOG_FILE;
 
-/// `operations` creates and deletes of one-partition topics, one request each.
-pub async fn churn_topics(handle: &laminar_controller::ControllerHandle, operations: usize) {
-    for i in 0..operations / 2 {
-        let name = format!("churn-{i}");
-        let created = handle.create_topics(vec![topic(&name, 1, 1)]).await.unwrap();
-        assert_eq!(created[0].error_code, error_code::NONE);
-        let deleted = handle.delete_topics(vec![name]).await.unwrap();
-        assert_eq!(deleted[0].error_code, error_code::NONE);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_keep_the_metadata_directory_bounded() {
     let cluster = Cluster::start(1, |c| {

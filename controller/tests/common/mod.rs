@@ -165,3 +165,14 @@ pub fn dir_size(path: &std::path::Path) -> u64 {
         .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
         .sum()
 }
+
+/// `operations` creates and deletes of one-partition topics, one request each.
+pub async fn churn_topics(handle: &ControllerHandle, operations: usize) {
+    for i in 0..operations / 2 {
+        let name = format!("churn-{i}");
+        let created = handle.create_topics(vec![topic(&name, 1, 1)]).await.unwrap();
+        assert_eq!(created[0].error_code, laminar_controller::api::error_code::NONE);
+        let deleted = handle.delete_topics(vec![name]).await.unwrap();
+        assert_eq!(deleted[0].error_code, laminar_controller::api::error_code::NONE);
+    }
+}
