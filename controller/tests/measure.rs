@@ -37,7 +37,13 @@ async fn measure_failover_commit_latency_and_directory_size() {
         summary(elections)
     );
 
-    let cluster = Cluster::start(3, |c| c.session_timeout_ms = 600_000);
+    // Kafka-like timings for the rest: heartbeat 100 ms, election 1-2 s.
+    let cluster = Cluster::start(3, |c| {
+        c.session_timeout_ms = 600_000;
+        c.heartbeat_interval_ms = 100;
+        c.election_timeout_min_ms = 1000;
+        c.election_timeout_max_ms = 2000;
+    });
     let leader = cluster.wait_leader(Duration::from_secs(5)).await;
     let handle = cluster.handle(leader);
     register_brokers(&handle, 3, &[]).await;

@@ -166,13 +166,43 @@ pub fn dir_size(path: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// `operations` creates and deletes of one-partition topics, one request each.
+/// `operations` creates and deletes of one-partition topics, one request each. A request that
+/// meets a leadership change (NOT_CONTROLLER) is retried, as a broker would; a retry may find
+/// its first attempt applied.
 pub async fn churn_topics(handle: &ControllerHandle, operations: usize) {
+    use laminar_controller::api::error_code::*;
     for i in 0..operations / 2 {
         let name = format!("churn-{i}");
-        let created = handle.create_topics(vec![topic(&name, 1, 1)]).await.unwrap();
-        assert_eq!(created[0].error_code, laminar_controller::api::error_code::NONE);
-        let deleted = handle.delete_topics(vec![name]).await.unwrap();
-        assert_eq!(deleted[0].error_code, laminar_controller::api::error_code::NONE);
+        let created = retry(|| handle.create_topics(vec![topic(&name, 1, 1)])).await;
+        assert!(
+            [NONE, TOPIC_ALREADY_EXISTS].contains(&created),
+            "create: {created}"
+        );
+        let deleted = retry(|| handle.delete_topics(vec![name.clone()])).await;
+        assert!(
+            [NONE, UNKNOWN_TOPIC_OR_PARTITION].contains(&deleted),
+            "delete: {deleted}"
+        );
     }
+}
+
+async fn retry<F, Fut>(request: F) -> i16
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<
+        Output = Result<Vec<laminar_controller::api::TopicResult>, laminar_controller::RequestError>,
+    >,
+{
+    for _ in 0..50 {
+        match request().await {
+            Ok(results) => return results[0].error_code,
+            Err(e) => assert_eq!(
+                e.error_code,
+                laminar_controller::api::error_code::NOT_CONTROLLER,
+                "{e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no controller answered");
 }
