@@ -1,0 +1,246 @@
+//! The active-controller loop: one task per node on the controller runtime (tokio thread)
+//! that serves controller requests one at a time. On the Raft leader it decides
+//! (`decisions.rs`) from the applied metadata and writes the records; elsewhere it forwards the
+//! request once to the leader's controller listener (a forwarded request that lands on a
+//! non-leader is answered NOT_CONTROLLER with the leader it knows). The leader also keeps the
+//! brokers' sessions (in memory, as Kafka's active controller does) and fences brokers whose
+//! heartbeats stopped for `broker.session.timeout.ms`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use openraft::{BasicNode, Raft};
+use tokio::sync::{mpsc, watch};
+
+use crate::api::error_code::{REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR};
+use crate::api::{ControllerRequest, ControllerResponse};
+use crate::decisions::{decide, fence_broker, DecisionContext};
+use crate::metadata::MetadataImage;
+use crate::network::{PeerClient, RpcRequest, RpcResponse};
+use crate::node::{duration_ms, Command, ControllerConfig};
+use crate::records::{MetadataRecord, RecordBatch};
+use crate::TypeConfig;
+
+pub struct ActiveController {
+    node_id: u64,
+    config: ControllerConfig,
+    raft: Raft<TypeConfig>,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    members: BTreeMap<u64, BasicNode>,
+    /// Last heartbeat per broker; only meaningful while this node leads. At most one entry
+    /// per registered broker.
+    sessions: HashMap<i32, Instant>,
+    leading: bool,
+    /// One client per other voter, for forwarding.
+    peers: HashMap<u64, PeerClient>,
+}
+
+enum Written {
+    Applied(u64),
+    NotLeader(Option<u64>),
+    Failed(i16, String),
+}
+
+impl ActiveController {
+    pub fn new(
+        node_id: u64,
+        config: &ControllerConfig,
+        raft: Raft<TypeConfig>,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        members: BTreeMap<u64, BasicNode>,
+    ) -> Self {
+        ActiveController {
+            node_id,
+            config: config.clone(),
+            raft,
+            images,
+            members,
+            sessions: HashMap::new(),
+            leading: false,
+            peers: HashMap::new(),
+        }
+    }
+
+    pub async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        // Sessions are checked four times per timeout, so a fence comes at most a quarter late.
+        let period = duration_ms((self.config.session_timeout_ms / 4).max(10));
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                command = commands.recv() => {
+                    let Some(command) = command else { return };
+                    let response = self.serve(command.request, command.forwarded).await;
+                    let _ = command.reply.send(response);
+                }
+                _ = ticks.tick() => self.fence_expired_sessions().await,
+            }
+        }
+    }
+
+    fn current_leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// Tracks leadership changes: a new leader gives every broker a fresh session, as
+    /// Kafka's new active controller does, so none is fenced for the election's gap.
+    fn refresh_leadership(&mut self) -> bool {
+        let leading = self.current_leader() == Some(self.node_id);
+        if leading && !self.leading {
+            let now = Instant::now();
+            self.sessions = self
+                .images
+                .borrow()
+                .metadata
+                .brokers
+                .keys()
+                .map(|id| (*id, now))
+                .collect();
+        }
+        if !leading {
+            self.sessions.clear();
+        }
+        self.leading = leading;
+        leading
+    }
+
+    async fn serve(&mut self, request: ControllerRequest, forwarded: bool) -> ControllerResponse {
+        if self.refresh_leadership() {
+            return self.serve_as_leader(request).await;
+        }
+        let leader_id = self.current_leader();
+        match leader_id {
+            Some(leader) if !forwarded => self.forward(leader, request).await,
+            _ => ControllerResponse::NotController { leader_id },
+        }
+    }
+
+    async fn forward(&mut self, leader: u64, request: ControllerRequest) -> ControllerResponse {
+        let Some(node) = self.members.get(&leader) else {
+            return ControllerResponse::NotController {
+                leader_id: Some(leader),
+            };
+        };
+        let client = self
+            .peers
+            .entry(leader)
+            .or_insert_with(|| PeerClient::new(node.addr.clone()));
+        let timeout = duration_ms(self.config.request_timeout_ms);
+        match client.call(&RpcRequest::Controller(request), timeout).await {
+            Ok(RpcResponse::Controller(response)) => response,
+            Ok(_) | Err(_) => ControllerResponse::NotController {
+                leader_id: Some(leader),
+            },
+        }
+    }
+
+    async fn serve_as_leader(&mut self, request: ControllerRequest) -> ControllerResponse {
+        // Decide on everything committed so far (a new leader may not have applied it yet).
+        if self.raft.ensure_linearizable().await.is_err() {
+            return ControllerResponse::NotController {
+                leader_id: self.current_leader(),
+            };
+        }
+        let session_broker = match &request {
+            ControllerRequest::RegisterBroker { broker_id, .. }
+            | ControllerRequest::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),
+            _ => None,
+        };
+        let decision = {
+            let image = self.images.borrow().clone();
+            let timeout = duration_ms(self.config.session_timeout_ms);
+            let sessions = self.sessions.clone();
+            let ctx = DecisionContext {
+                session_alive: Box::new(move |id| sessions.get(&id).is_some_and(|t| t.elapsed() < timeout)),
+                unclean_leader_election_default: self.config.unclean_leader_election_enable,
+                seed: rand::random(),
+            };
+            decide(&image.metadata, request, &ctx)
+        };
+        let mut response = decision.response;
+        match self.write(decision.records).await {
+            Written::Applied(log_index) => {
+                if let ControllerResponse::RegisterBroker {
+                    broker_epoch,
+                    error_code: 0,
+                } = &mut response
+                {
+                    *broker_epoch = i64::try_from(log_index).unwrap_or(i64::MAX);
+                }
+            }
+            Written::NotLeader(leader_id) => return ControllerResponse::NotController { leader_id },
+            Written::Failed(error_code, message) => return ControllerResponse::Error { error_code, message },
+        }
+        if let Some(broker_id) = session_broker.filter(|_| response_ok(&response)) {
+            self.sessions.insert(broker_id, Instant::now());
+        }
+        response
+    }
+
+    /// Replicates `records` as one entry and waits until it is applied here.
+    async fn write(&mut self, records: Vec<MetadataRecord>) -> Written {
+        if records.is_empty() {
+            return Written::Applied(self.images.borrow().version);
+        }
+        let timeout = duration_ms(self.config.request_timeout_ms);
+        let written = tokio::time::timeout(timeout, self.raft.client_write(RecordBatch { records })).await;
+        match written {
+            Err(_) => Written::Failed(REQUEST_TIMED_OUT, "the records did not commit in time".into()),
+            Ok(Ok(answer)) => {
+                if answer.data.records_skipped > 0 {
+                    tracing::warn!(
+                        skipped = answer.data.records_skipped,
+                        "controller: records did not fit the state"
+                    );
+                }
+                Written::Applied(answer.data.log_index)
+            }
+            Ok(Err(e)) => match e.forward_to_leader() {
+                Some(forward) => Written::NotLeader(forward.leader_id),
+                None => Written::Failed(UNKNOWN_SERVER_ERROR, e.to_string()),
+            },
+        }
+    }
+
+    /// Fences (and moves the leaderships of) every unfenced broker whose session expired.
+    async fn fence_expired_sessions(&mut self) {
+        if !self.refresh_leadership() {
+            return;
+        }
+        let image = self.images.borrow().clone();
+        let timeout = duration_ms(self.config.session_timeout_ms);
+        let now = Instant::now();
+        for broker in image.metadata.brokers.values().filter(|b| !b.fenced) {
+            let last = *self.sessions.entry(broker.broker_id).or_insert(now);
+            if now.duration_since(last) < timeout {
+                continue;
+            }
+            tracing::info!(
+                broker_id = broker.broker_id,
+                "controller: session expired, fencing the broker"
+            );
+            let image = self.images.borrow().clone();
+            let records = fence_broker(
+                &image.metadata,
+                broker.broker_id,
+                self.config.unclean_leader_election_enable,
+            );
+            if let Written::Failed(_, message) = self.write(records).await {
+                tracing::warn!(
+                    broker_id = broker.broker_id,
+                    message,
+                    "controller: fencing failed"
+                );
+            }
+        }
+    }
+}
+
+fn response_ok(response: &ControllerResponse) -> bool {
+    match response {
+        ControllerResponse::RegisterBroker { error_code, .. }
+        | ControllerResponse::BrokerHeartbeat { error_code, .. } => *error_code == 0,
+        _ => false,
+    }
+}

@@ -1,0 +1,388 @@
+//! What the active controller decides for each request: the records to replicate and the
+//! answer, from the current metadata. Pure functions (no I/O), run by the active controller's
+//! task on its runtime, one request at a time, so each sees the effect of the previous one.
+//! The state machine validates every record again when it applies it.
+
+use std::collections::BTreeSet;
+
+use crate::api::error_code::*;
+use crate::api::*;
+use crate::metadata::{ClusterMetadata, PartitionState, TopicState, PRODUCER_ID_BLOCK_SIZE};
+use crate::placement::PlacementBroker;
+use crate::records::*;
+
+/// Kafka's per-topic (and cluster default) switch for electing an out-of-sync replica.
+pub const UNCLEAN_LEADER_ELECTION_KEY: &str = "unclean.leader.election.enable";
+/// Kafka's limit on topic names (they name partition directories).
+const TOPIC_NAME_LEN_MAX: usize = 249;
+/// Partitions one CreateTopics or CreatePartitions may add, all topics together: bounds one
+/// log entry (about 100 bytes a partition, under `disk_format::ENTRY_PAYLOAD_LEN_MAX`).
+pub const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
+
+/// The records to write and the answer to give once they are committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub records: Vec<MetadataRecord>,
+    pub response: ControllerResponse,
+}
+
+impl Decision {
+    fn answer(response: ControllerResponse) -> Self {
+        Decision {
+            records: Vec::new(),
+            response,
+        }
+    }
+}
+
+/// What the controller knows besides the metadata.
+pub struct DecisionContext {
+    /// Whether the broker's session is still alive (heartbeats within the session timeout).
+    pub session_alive: Box<dyn Fn(i32) -> bool + Send>,
+    /// The cluster default for `unclean.leader.election.enable`.
+    pub unclean_leader_election_default: bool,
+    /// Seeds placement and topic ids.
+    pub seed: u64,
+}
+
+pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionContext) -> Decision {
+    match request {
+        ControllerRequest::RegisterBroker {
+            broker_id,
+            incarnation_id,
+            endpoints,
+            rack,
+        } => {
+            let record = RegisterBrokerRecord {
+                broker_id,
+                incarnation_id,
+                endpoints,
+                rack,
+            };
+            register_broker(md, record, ctx)
+        }
+        ControllerRequest::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+        } => heartbeat(md, broker_id, broker_epoch),
+        ControllerRequest::CreateTopics { topics } => create_topics(md, &topics, ctx.seed),
+        ControllerRequest::CreatePartitions { topics } => create_partitions(md, &topics, ctx.seed),
+        ControllerRequest::DeleteTopics { names } => delete_topics(md, &names),
+        ControllerRequest::AlterPartition { .. } => alter_partition(md, &request),
+        ControllerRequest::ElectLeaders {
+            election_type,
+            partitions,
+        } => elect_leaders(md, election_type, partitions.as_deref()),
+        ControllerRequest::ControlledShutdown {
+            broker_id,
+            broker_epoch,
+        } => controlled_shutdown(md, broker_id, broker_epoch, ctx.unclean_leader_election_default),
+        ControllerRequest::AllocateProducerIds {
+            broker_id,
+            broker_epoch,
+        } => allocate_producer_ids(md, broker_id, broker_epoch),
+    }
+}
+
+/// `NONE` when `broker_epoch` is the registered broker's, else the error to answer.
+fn check_broker_epoch(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> i16 {
+    match md.brokers.get(&broker_id) {
+        None => BROKER_ID_NOT_REGISTERED,
+        Some(b) if b.broker_epoch != broker_epoch => STALE_BROKER_EPOCH,
+        Some(_) => NONE,
+    }
+}
+
+fn register_broker(md: &ClusterMetadata, record: RegisterBrokerRecord, ctx: &DecisionContext) -> Decision {
+    let broker_id = record.broker_id;
+    if broker_id < 0 {
+        return Decision::answer(ControllerResponse::Error {
+            error_code: INVALID_REQUEST,
+            message: "negative id".into(),
+        });
+    }
+    let mut records = Vec::new();
+    if let Some(existing) = md.brokers.get(&broker_id) {
+        // Kafka's rule: another incarnation may take the id only once the old session ended.
+        if existing.incarnation_id != record.incarnation_id
+            && (ctx.session_alive)(broker_id)
+            && !existing.fenced
+        {
+            let response = ControllerResponse::RegisterBroker {
+                error_code: DUPLICATE_BROKER_REGISTRATION,
+                broker_epoch: -1,
+            };
+            return Decision::answer(response);
+        }
+        records = leave_partitions(md, broker_id, ctx.unclean_leader_election_default).0;
+    }
+    records.push(MetadataRecord::RegisterBroker(record));
+    // The epoch is the entry's log index, filled in once it is committed.
+    Decision {
+        records,
+        response: ControllerResponse::RegisterBroker {
+            error_code: NONE,
+            broker_epoch: -1,
+        },
+    }
+}
+
+fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
+    let error_code = check_broker_epoch(md, broker_id, broker_epoch);
+    if error_code != NONE {
+        return Decision::answer(ControllerResponse::BrokerHeartbeat {
+            error_code,
+            is_fenced: true,
+        });
+    }
+    let mut records = Vec::new();
+    if !md.is_unfenced(broker_id) {
+        records.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+            broker_id,
+            broker_epoch,
+        }));
+        // Partitions left leaderless with this broker as their last ISR member get it back.
+        for topic in md.topics.values() {
+            for (partition_id, p) in &topic.partitions {
+                if p.leader == NO_LEADER && p.isr.contains(&broker_id) {
+                    records.push(change(topic, *partition_id, None, Some(broker_id)));
+                }
+            }
+        }
+    }
+    Decision {
+        records,
+        response: ControllerResponse::BrokerHeartbeat {
+            error_code: NONE,
+            is_fenced: false,
+        },
+    }
+}
+
+fn change(
+    topic: &TopicState,
+    partition_id: i32,
+    isr: Option<Vec<i32>>,
+    leader: Option<i32>,
+) -> MetadataRecord {
+    MetadataRecord::PartitionChange(PartitionChangeRecord {
+        topic_id: topic.topic_id,
+        partition_id,
+        replicas: None,
+        isr,
+        leader,
+    })
+}
+
+fn unclean_allowed(md: &ClusterMetadata, topic: &TopicState, default: bool) -> bool {
+    md.topic_config(topic, UNCLEAN_LEADER_ELECTION_KEY)
+        .map_or(default, |v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The records that take `broker_id` out of every partition's leadership and (where others
+/// remain) ISR, and the partitions left without a leader.
+pub fn leave_partitions(
+    md: &ClusterMetadata,
+    broker_id: i32,
+    unclean_default: bool,
+) -> (Vec<MetadataRecord>, Vec<TopicPartition>) {
+    let mut records = Vec::new();
+    let mut leaderless = Vec::new();
+    for topic in md.topics.values() {
+        for (partition_id, p) in &topic.partitions {
+            if !p.replicas.contains(&broker_id) {
+                continue;
+            }
+            let (isr, leader) = partition_without(md, topic, p, broker_id, unclean_default);
+            if leader == NO_LEADER {
+                leaderless.push(TopicPartition {
+                    topic: topic.name.clone(),
+                    partition: *partition_id,
+                });
+            }
+            let isr_change = (isr != p.isr).then_some(isr);
+            let leader_change = (leader != p.leader).then_some(leader);
+            if isr_change.is_some() || leader_change.is_some() {
+                records.push(change(topic, *partition_id, isr_change, leader_change));
+            }
+        }
+    }
+    (records, leaderless)
+}
+
+/// A partition's ISR and leader once `broker_id` cannot serve it: the leader moves to the next
+/// unfenced ISR member; with none, to any unfenced replica only when unclean election is on;
+/// else no leader. The broker leaves the ISR unless it is the last member (Kafka keeps the
+/// last one so that it can lead again when it returns).
+fn partition_without(
+    md: &ClusterMetadata,
+    topic: &TopicState,
+    p: &PartitionState,
+    broker_id: i32,
+    unclean_default: bool,
+) -> (Vec<i32>, i32) {
+    let others: Vec<i32> = p.isr.iter().copied().filter(|b| *b != broker_id).collect();
+    let mut isr = if others.is_empty() { p.isr.clone() } else { others };
+    let mut leader = p.leader;
+    if leader == broker_id || leader == NO_LEADER {
+        leader = isr
+            .iter()
+            .copied()
+            .find(|b| *b != broker_id && md.is_unfenced(*b))
+            .unwrap_or(NO_LEADER);
+    }
+    if leader == NO_LEADER && unclean_allowed(md, topic, unclean_default) {
+        if let Some(b) = p
+            .replicas
+            .iter()
+            .copied()
+            .find(|b| *b != broker_id && md.is_unfenced(*b))
+        {
+            leader = b;
+            isr = vec![b];
+        }
+    }
+    (isr, leader)
+}
+
+/// The records the active controller writes when a broker's session expires.
+pub fn fence_broker(md: &ClusterMetadata, broker_id: i32, unclean_default: bool) -> Vec<MetadataRecord> {
+    let Some(broker) = md.brokers.get(&broker_id) else {
+        return Vec::new();
+    };
+    let mut records = leave_partitions(md, broker_id, unclean_default).0;
+    records.push(MetadataRecord::FenceBroker(FenceBrokerRecord {
+        broker_id,
+        broker_epoch: broker.broker_epoch,
+    }));
+    records
+}
+
+fn controlled_shutdown(
+    md: &ClusterMetadata,
+    broker_id: i32,
+    broker_epoch: i64,
+    unclean_default: bool,
+) -> Decision {
+    let error_code = check_broker_epoch(md, broker_id, broker_epoch);
+    if error_code != NONE {
+        return Decision::answer(ControllerResponse::ControlledShutdown {
+            error_code,
+            partitions_remaining: Vec::new(),
+        });
+    }
+    let (mut records, partitions_remaining) = leave_partitions(md, broker_id, unclean_default);
+    records.push(MetadataRecord::FenceBroker(FenceBrokerRecord {
+        broker_id,
+        broker_epoch,
+    }));
+    Decision {
+        records,
+        response: ControllerResponse::ControlledShutdown {
+            error_code: NONE,
+            partitions_remaining,
+        },
+    }
+}
+
+fn allocate_producer_ids(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
+    let error_code = check_broker_epoch(md, broker_id, broker_epoch);
+    let start = md.next_producer_id;
+    let next = start.checked_add(PRODUCER_ID_BLOCK_SIZE);
+    let (error_code, next) = match next {
+        Some(next) if error_code == NONE => (NONE, next),
+        Some(_) => (error_code, start),
+        None => (UNKNOWN_SERVER_ERROR, start),
+    };
+    if error_code != NONE {
+        return Decision::answer(ControllerResponse::AllocateProducerIds {
+            error_code,
+            producer_id_start: -1,
+            producer_id_len: 0,
+        });
+    }
+    let record = ProducerIdsRecord {
+        broker_id,
+        broker_epoch,
+        next_producer_id: next,
+    };
+    let response = ControllerResponse::AllocateProducerIds {
+        error_code: NONE,
+        producer_id_start: start,
+        producer_id_len: PRODUCER_ID_BLOCK_SIZE as i32,
+    };
+    Decision {
+        records: vec![MetadataRecord::ProducerIds(record)],
+        response,
+    }
+}
+
+/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn topic_name_error(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > TOPIC_NAME_LEN_MAX {
+        return Some("length must be 1 to 249");
+    }
+    if name == "." || name == ".." {
+        return Some("'.' and '..' are not allowed");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Some("only ASCII letters, digits, '.', '_' and '-'");
+    }
+    None
+}
+
+pub(crate) fn unfenced_brokers(md: &ClusterMetadata) -> Vec<PlacementBroker> {
+    let unfenced = md.brokers.values().filter(|b| !b.fenced);
+    unfenced
+        .map(|b| PlacementBroker {
+            broker_id: b.broker_id,
+            rack: b.rack.clone(),
+        })
+        .collect()
+}
+
+pub(crate) fn seed_for(name: &str, seed: u64) -> u64 {
+    name.bytes()
+        .fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
+}
+
+pub(crate) fn topic_error(name: &str, error_code: i16, message: impl Into<String>) -> TopicResult {
+    TopicResult {
+        name: name.to_string(),
+        error_code,
+        error_message: Some(message.into()),
+        topic_id: [0; 16],
+    }
+}
+
+pub(crate) fn new_partition(topic_id: TopicId, partition_id: i32, replicas: Vec<i32>) -> MetadataRecord {
+    let leader = replicas.first().copied().unwrap_or(NO_LEADER);
+    MetadataRecord::Partition(PartitionRecord {
+        topic_id,
+        partition_id,
+        isr: replicas.clone(),
+        replicas,
+        leader,
+        leader_epoch: 0,
+        partition_epoch: 0,
+    })
+}
+
+pub(crate) fn distinct_names<'a>(names: impl Iterator<Item = &'a String>) -> BTreeSet<&'a String> {
+    let mut seen = BTreeSet::new();
+    let mut duplicates = BTreeSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            duplicates.insert(name);
+        }
+    }
+    duplicates
+}
+
+pub use crate::topic_decisions::{
+    alter_partition, create_partitions, create_topics, delete_topics, elect_leaders,
+    preferred_leader_imbalance,
+};

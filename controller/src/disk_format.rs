@@ -1,0 +1,212 @@
+//! The bytes of the controller's metadata directory, and how they are read back safely.
+//!
+//! The broker passes `<first log dir>/__cluster_metadata-0/`; this module owns three files in
+//! it. All integers are little-endian.
+//!
+//! * **Envelope** (used by `raft-state`, `snapshot` and the header of `raft-log`):
+//!   `magic: [u8; 8] | format: u32 | body_len: u64 | body_crc32c: u32 | body: [u8; body_len]`.
+//!   `body_len` is bounded per file before anything is allocated; a CRC mismatch, a short file
+//!   or an unknown format makes the file unreadable (an error, never a panic).
+//! * **`raft-state`** (magic `LMNVOTE1`): body = bincode of [`RaftStateFile`] (the vote and the
+//!   committed log id). Replaced atomically: written to `raft-state.tmp`, fsync'd, renamed,
+//!   directory fsync'd.
+//! * **`snapshot`** (magic `LMNSNAP1`): body = bincode of `(SnapshotMeta, state bytes)` where the
+//!   state bytes are bincode of `ClusterMetadata`. Replaced atomically the same way.
+//! * **`raft-log`**: an envelope (magic `LMNRLOG1`) whose body is bincode of
+//!   `Option<LogId>` — the last purged log id — followed by entry frames:
+//!   `payload_len: u32 | payload_crc32c: u32 | payload: [u8; payload_len]`, payload = bincode
+//!   (1.x default options: fixed-width little-endian integers, u64 lengths, u32 enum tags) of
+//!   `openraft::Entry<TypeConfig>`: log id (term: u64, node id: u64, index: u64) then the
+//!   payload enum (0 blank, 1 normal `RecordBatch`, 2 membership). Entries are appended and
+//!   fsync'd before openraft hears they are durable. A purge rewrites the file (header with
+//!   the new purged id, then the entries kept) to `raft-log.tmp` and renames it over, so the
+//!   purged id and the kept entries change together. At open, frames are read until the first
+//!   one that is short, longer than [`ENTRY_PAYLOAD_LEN_MAX`], fails its CRC, does not decode
+//!   or does not follow the previous index: the file is truncated there (a torn tail after a
+//!   crash), and the open carries on.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::TypeConfig;
+
+pub const LOG_FILE: &str = "raft-log";
+pub const STATE_FILE: &str = "raft-state";
+pub const SNAPSHOT_FILE: &str = "snapshot";
+pub const LOG_MAGIC: [u8; 8] = *b"LMNRLOG1";
+pub const STATE_MAGIC: [u8; 8] = *b"LMNVOTE1";
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"LMNSNAP1";
+pub const FORMAT_VERSION: u32 = 1;
+const ENVELOPE_HEADER_LEN: usize = 8 + 4 + 8 + 4;
+const ENTRY_HEADER_LEN: usize = 8;
+/// One entry's bincode: the largest controller decision (a CreateTopics of
+/// `decisions::PARTITIONS_PER_REQUEST_MAX` partitions, about 1 MiB) with room to spare.
+pub const ENTRY_PAYLOAD_LEN_MAX: usize = 2 << 20;
+/// A snapshot body: the whole ClusterMetadata. 256 MiB is millions of partitions.
+pub const SNAPSHOT_LEN_MAX: u64 = 256 << 20;
+/// The small files: a vote, a committed id, a purged id.
+pub const SMALL_BODY_LEN_MAX: u64 = 4096;
+
+pub type Entry = openraft::Entry<TypeConfig>;
+pub type LogId = openraft::LogId<u64>;
+
+/// The body of `raft-state`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaftStateFile {
+    pub vote: Option<openraft::Vote<u64>>,
+    pub committed: Option<LogId>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}: {reason}")]
+    Corrupt { path: String, reason: String },
+}
+
+impl DiskError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        DiskError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+    pub fn corrupt(path: &Path, reason: impl Into<String>) -> Self {
+        DiskError::Corrupt {
+            path: path.display().to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<DiskError> for std::io::Error {
+    fn from(e: DiskError) -> Self {
+        match e {
+            DiskError::Io { source, .. } => source,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+        }
+    }
+}
+
+pub fn encode_envelope(magic: [u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(ENVELOPE_HEADER_LEN + body.len());
+    bytes.extend_from_slice(&magic);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Decodes an envelope at the start of `bytes`: its body and the envelope's total length.
+pub fn decode_envelope(bytes: &[u8], magic: [u8; 8], body_len_max: u64) -> Result<(&[u8], usize), String> {
+    let header = bytes
+        .get(..ENVELOPE_HEADER_LEN)
+        .ok_or("shorter than its header")?;
+    let (found_magic, rest) = header.split_at(8);
+    if found_magic != magic {
+        return Err("wrong magic".into());
+    }
+    let (format, rest) = rest.split_at(4);
+    let (body_len, crc) = rest.split_at(8);
+    let format = u32::from_le_bytes(format.try_into().map_err(|_| "format")?);
+    if format != FORMAT_VERSION {
+        return Err(format!("unknown format {format}"));
+    }
+    let body_len = u64::from_le_bytes(body_len.try_into().map_err(|_| "length")?);
+    if body_len > body_len_max {
+        return Err(format!(
+            "body of {body_len} bytes is over the bound {body_len_max}"
+        ));
+    }
+    let end = ENVELOPE_HEADER_LEN + usize::try_from(body_len).map_err(|_| "length")?;
+    let body = bytes.get(ENVELOPE_HEADER_LEN..end).ok_or("body cut short")?;
+    let crc = u32::from_le_bytes(crc.try_into().map_err(|_| "crc")?);
+    if crc32c::crc32c(body) != crc {
+        return Err("body CRC mismatch".into());
+    }
+    Ok((body, end))
+}
+
+/// Writes `bytes` as `dir/name` so that a crash leaves the old or the new file: a temporary
+/// file, fsync, rename, fsync of the directory.
+pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), DiskError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut file = std::fs::File::create(&tmp).map_err(|e| DiskError::io(&tmp, e))?;
+    file.write_all(bytes).map_err(|e| DiskError::io(&tmp, e))?;
+    file.sync_all().map_err(|e| DiskError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| DiskError::io(&path, e))?;
+    sync_dir(dir)
+}
+
+pub fn sync_dir(dir: &Path) -> Result<(), DiskError> {
+    let handle = std::fs::File::open(dir).map_err(|e| DiskError::io(dir, e))?;
+    handle.sync_all().map_err(|e| DiskError::io(dir, e))
+}
+
+/// Reads an envelope file; `Ok(None)` when it does not exist.
+pub fn read_envelope_file(
+    path: &Path,
+    magic: [u8; 8],
+    body_len_max: u64,
+) -> Result<Option<Vec<u8>>, DiskError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(DiskError::io(path, e)),
+    };
+    let (body, _) = decode_envelope(&bytes, magic, body_len_max).map_err(|r| DiskError::corrupt(path, r))?;
+    Ok(Some(body.to_vec()))
+}
+
+pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, String> {
+    let payload = bincode::serialize(entry).map_err(|e| e.to_string())?;
+    if payload.len() > ENTRY_PAYLOAD_LEN_MAX {
+        return Err(format!("entry of {} bytes is over the bound", payload.len()));
+    }
+    let mut frame = Vec::with_capacity(ENTRY_HEADER_LEN + payload.len());
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    frame.extend_from_slice(&payload);
+    Ok(frame)
+}
+
+/// Decodes the entry frame at the start of `bytes`: the entry and the frame's length, or why
+/// the bytes are not a whole valid frame (the caller truncates there).
+pub fn decode_entry(bytes: &[u8]) -> Result<(Entry, usize), String> {
+    let header = bytes.get(..ENTRY_HEADER_LEN).ok_or("short frame header")?;
+    let (len, crc) = header.split_at(4);
+    let len = u32::from_le_bytes(len.try_into().map_err(|_| "len")?) as usize;
+    if len > ENTRY_PAYLOAD_LEN_MAX {
+        return Err(format!("entry length {len} over the bound"));
+    }
+    let payload = bytes
+        .get(ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + len)
+        .ok_or("short payload")?;
+    let crc = u32::from_le_bytes(crc.try_into().map_err(|_| "crc")?);
+    if crc32c::crc32c(payload) != crc {
+        return Err("entry CRC mismatch".into());
+    }
+    let entry = decode_body(payload)?;
+    Ok((entry, ENTRY_HEADER_LEN + len))
+}
+
+/// bincode with the same layout as `bincode::serialize` and a limit, so a corrupt length
+/// inside a payload that passed its CRC still cannot size an allocation past the payload.
+pub fn bounded_bincode() -> impl bincode::Options {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(SNAPSHOT_LEN_MAX)
+}
+
+/// Decodes a bincode body read from disk or the network, with the allocation bound.
+pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    use bincode::Options;
+    bounded_bincode().deserialize(body).map_err(|e| e.to_string())
+}

@@ -1,0 +1,38 @@
+//! Laminar's controller quorum: the cluster metadata (brokers, topics, partitions, leaders,
+//! ISRs, epochs, producer-id blocks) replicated with Raft (openraft), after Kafka's KRaft.
+//!
+//! A controller node runs on its own thread with its own tokio runtime (openraft needs one),
+//! beside the broker's glommio shards; other threads reach it through a [`ControllerHandle`]
+//! (channels) and see the metadata through a watch channel of [`MetadataImage`]s.
+//! Decision 0012 says why and how.
+
+mod active;
+pub mod api;
+pub mod decisions;
+pub mod disk_format;
+mod handle;
+pub mod log_store;
+pub mod metadata;
+pub mod network;
+mod node;
+pub mod placement;
+pub mod records;
+mod server;
+pub mod state_machine;
+mod topic_decisions;
+
+pub use decisions::preferred_leader_imbalance;
+pub use handle::{ControllerHandle, QuorumStatus, RequestError, VoterStatus};
+pub use metadata::{BrokerRegistration, ClusterMetadata, MetadataImage, PartitionState, TopicState};
+pub use node::{ControllerConfig, ControllerError, ControllerNode};
+pub use records::*;
+pub use server::serve_connection;
+
+openraft::declare_raft_types!(
+    /// The Raft types of the controller quorum: entries carry [`RecordBatch`]es; node ids are
+    /// Kafka's `node.id` (non-negative i32) widened to u64.
+    pub TypeConfig:
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        D = RecordBatch,
+        R = ApplyOutcome,
+);

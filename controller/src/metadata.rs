@@ -1,0 +1,318 @@
+//! `ClusterMetadata`: the state the metadata records build, and how each record applies.
+//!
+//! Every controller node holds one, owned by its state machine on the node's controller
+//! runtime (tokio thread); readers get immutable copies ([`MetadataImage`]) through a watch
+//! channel. Topics are behind `Arc` so that publishing a copy after each applied batch clones
+//! pointers, not partitions.
+//!
+//! Applying a record that does not fit the state (an unknown topic, a leader outside the ISR,
+//! a fenced leader, ...) returns [`ApplyError`] and changes nothing: the log is replicated data
+//! and a bad record must not stop (or panic) every node. The invariants kept, for every
+//! partition: `leader ∈ isr ⊆ replicas` (or no leader), replicas distinct and registered,
+//! epochs only grow, and a fenced broker leads nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::records::*;
+
+/// Ids handed out per ProducerIdsRecord: blocks keep idempotent producer ids unique across
+/// brokers while each broker writes to the quorum once per thousand producers.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub incarnation_id: [u8; 16],
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicState {
+    pub name: String,
+    pub topic_id: TopicId,
+    /// Topic config overrides in Kafka's names (`retention.ms`, ...).
+    pub configs: BTreeMap<String, String>,
+    /// Partition index → state; indexes are dense from 0.
+    pub partitions: BTreeMap<i32, PartitionState>,
+}
+
+/// The cluster's metadata as the applied records left it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterMetadata {
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    pub topics: BTreeMap<TopicId, Arc<TopicState>>,
+    pub topic_ids_by_name: BTreeMap<String, TopicId>,
+    /// Broker config overrides; key `""` holds the cluster-wide defaults.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// No producer id at or above this has been handed out.
+    pub next_producer_id: i64,
+}
+
+/// An immutable copy of the metadata and the log index it reflects (its version).
+#[derive(Debug, Clone, Default)]
+pub struct MetadataImage {
+    pub metadata: ClusterMetadata,
+    /// The applied log index: grows with every applied entry.
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("broker {0} is not registered")]
+    UnknownBroker(i32),
+    #[error("broker {broker_id}: epoch {record_epoch} is not the registered {registered_epoch}")]
+    StaleBrokerEpoch {
+        broker_id: i32,
+        record_epoch: i64,
+        registered_epoch: i64,
+    },
+    #[error("broker {0} still leads partitions")]
+    FencedBrokerLeads(i32),
+    #[error("unknown topic id")]
+    UnknownTopic,
+    #[error("topic '{0}' (or its id) already exists")]
+    TopicExists(String),
+    #[error("partition {0} does not fit the topic")]
+    BadPartitionIndex(i32),
+    #[error("invalid partition state: {0}")]
+    InvalidPartitionState(&'static str),
+    #[error("producer id block does not advance")]
+    ProducerIdsBackwards,
+}
+
+impl ClusterMetadata {
+    pub fn topic_by_name(&self, name: &str) -> Option<&Arc<TopicState>> {
+        self.topic_ids_by_name
+            .get(name)
+            .and_then(|id| self.topics.get(id))
+    }
+
+    pub fn is_unfenced(&self, broker_id: i32) -> bool {
+        self.brokers.get(&broker_id).is_some_and(|b| !b.fenced)
+    }
+
+    /// Applies one record carried by the entry at `log_index`.
+    pub fn apply(&mut self, record: &MetadataRecord, log_index: u64) -> Result<(), ApplyError> {
+        match record {
+            MetadataRecord::RegisterBroker(r) => self.apply_register_broker(r, log_index),
+            MetadataRecord::FenceBroker(r) => self.apply_fence(r.broker_id, r.broker_epoch, true),
+            MetadataRecord::UnfenceBroker(r) => self.apply_fence(r.broker_id, r.broker_epoch, false),
+            MetadataRecord::Topic(r) => self.apply_topic(r),
+            MetadataRecord::Partition(r) => self.apply_partition(r),
+            MetadataRecord::PartitionChange(r) => self.apply_partition_change(r),
+            MetadataRecord::Config(r) => self.apply_config(r),
+            MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
+            MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+        }
+    }
+
+    fn apply_register_broker(&mut self, r: &RegisterBrokerRecord, log_index: u64) -> Result<(), ApplyError> {
+        // A re-registration replaces the old one; the controller moved its leaderships first.
+        if self.leads_any(r.broker_id) {
+            return Err(ApplyError::FencedBrokerLeads(r.broker_id));
+        }
+        let broker_epoch = i64::try_from(log_index).unwrap_or(i64::MAX);
+        let registration = BrokerRegistration {
+            broker_id: r.broker_id,
+            broker_epoch,
+            incarnation_id: r.incarnation_id,
+            endpoints: r.endpoints.clone(),
+            rack: r.rack.clone(),
+            // As in Kafka: a broker starts fenced and is unfenced by a heartbeat.
+            fenced: true,
+        };
+        self.brokers.insert(r.broker_id, registration);
+        Ok(())
+    }
+
+    fn apply_fence(&mut self, broker_id: i32, broker_epoch: i64, fenced: bool) -> Result<(), ApplyError> {
+        if fenced && self.leads_any(broker_id) {
+            return Err(ApplyError::FencedBrokerLeads(broker_id));
+        }
+        let broker = self
+            .brokers
+            .get_mut(&broker_id)
+            .ok_or(ApplyError::UnknownBroker(broker_id))?;
+        if broker.broker_epoch != broker_epoch {
+            return Err(ApplyError::StaleBrokerEpoch {
+                broker_id,
+                record_epoch: broker_epoch,
+                registered_epoch: broker.broker_epoch,
+            });
+        }
+        broker.fenced = fenced;
+        Ok(())
+    }
+
+    /// Whether `broker_id` leads any partition.
+    pub fn leads_any(&self, broker_id: i32) -> bool {
+        self.topics
+            .values()
+            .any(|t| t.partitions.values().any(|p| p.leader == broker_id))
+    }
+
+    fn apply_topic(&mut self, r: &TopicRecord) -> Result<(), ApplyError> {
+        if self.topic_ids_by_name.contains_key(&r.name) || self.topics.contains_key(&r.topic_id) {
+            return Err(ApplyError::TopicExists(r.name.clone()));
+        }
+        let topic = TopicState {
+            name: r.name.clone(),
+            topic_id: r.topic_id,
+            configs: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+        };
+        self.topic_ids_by_name.insert(r.name.clone(), r.topic_id);
+        self.topics.insert(r.topic_id, Arc::new(topic));
+        Ok(())
+    }
+
+    fn apply_partition(&mut self, r: &PartitionRecord) -> Result<(), ApplyError> {
+        let state = PartitionState {
+            replicas: r.replicas.clone(),
+            isr: r.isr.clone(),
+            leader: r.leader,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+        };
+        self.check_partition_state(&state)?;
+        let topic = self.topics.get_mut(&r.topic_id).ok_or(ApplyError::UnknownTopic)?;
+        // Partitions are dense: the next one is the only one that may be added.
+        let next_index = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        if r.partition_id != next_index {
+            return Err(ApplyError::BadPartitionIndex(r.partition_id));
+        }
+        Arc::make_mut(topic).partitions.insert(r.partition_id, state);
+        Ok(())
+    }
+
+    fn apply_partition_change(&mut self, r: &PartitionChangeRecord) -> Result<(), ApplyError> {
+        let topic = self.topics.get(&r.topic_id).ok_or(ApplyError::UnknownTopic)?;
+        let old = topic
+            .partitions
+            .get(&r.partition_id)
+            .ok_or(ApplyError::BadPartitionIndex(r.partition_id))?;
+        let mut new = old.clone();
+        if let Some(replicas) = &r.replicas {
+            new.replicas.clone_from(replicas);
+        }
+        if let Some(isr) = &r.isr {
+            new.isr.clone_from(isr);
+        }
+        if let Some(leader) = r.leader {
+            new.leader = leader;
+        }
+        if new == *old {
+            return Ok(());
+        }
+        self.check_partition_state(&new)?;
+        if new.leader != old.leader {
+            new.leader_epoch = old.leader_epoch.saturating_add(1);
+        }
+        new.partition_epoch = old.partition_epoch.saturating_add(1);
+        if let Some(topic) = self.topics.get_mut(&r.topic_id) {
+            Arc::make_mut(topic).partitions.insert(r.partition_id, new);
+        }
+        Ok(())
+    }
+
+    /// `leader ∈ isr ⊆ replicas`, replicas distinct registered brokers, the leader unfenced.
+    fn check_partition_state(&self, p: &PartitionState) -> Result<(), ApplyError> {
+        use ApplyError::InvalidPartitionState as Invalid;
+        if p.replicas.is_empty() {
+            return Err(Invalid("no replicas"));
+        }
+        let mut sorted = p.replicas.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != p.replicas.len() {
+            return Err(Invalid("duplicate replicas"));
+        }
+        if p.replicas.iter().any(|b| !self.brokers.contains_key(b)) {
+            return Err(Invalid("replica on an unregistered broker"));
+        }
+        if p.isr.is_empty() || p.isr.iter().any(|b| !p.replicas.contains(b)) {
+            return Err(Invalid("isr empty or not a subset of the replicas"));
+        }
+        let mut isr_sorted = p.isr.clone();
+        isr_sorted.sort_unstable();
+        isr_sorted.dedup();
+        if isr_sorted.len() != p.isr.len() {
+            return Err(Invalid("duplicate isr members"));
+        }
+        if p.leader != NO_LEADER && (!p.isr.contains(&p.leader) || !self.is_unfenced(p.leader)) {
+            return Err(Invalid("leader outside the isr or fenced"));
+        }
+        if p.leader_epoch < 0 || p.partition_epoch < 0 {
+            return Err(Invalid("negative epoch"));
+        }
+        Ok(())
+    }
+
+    fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ApplyError> {
+        let configs = match r.resource_type {
+            ConfigResourceType::Topic => {
+                let id = self
+                    .topic_ids_by_name
+                    .get(&r.resource_name)
+                    .ok_or(ApplyError::UnknownTopic)?;
+                let topic = self.topics.get_mut(id).ok_or(ApplyError::UnknownTopic)?;
+                &mut Arc::make_mut(topic).configs
+            }
+            ConfigResourceType::Broker => self.broker_configs.entry(r.resource_name.clone()).or_default(),
+        };
+        match &r.value {
+            Some(value) => configs.insert(r.name.clone(), value.clone()),
+            None => configs.remove(&r.name),
+        };
+        Ok(())
+    }
+
+    fn apply_remove_topic(&mut self, r: &RemoveTopicRecord) -> Result<(), ApplyError> {
+        let topic = self.topics.remove(&r.topic_id).ok_or(ApplyError::UnknownTopic)?;
+        self.topic_ids_by_name.remove(&topic.name);
+        Ok(())
+    }
+
+    fn apply_producer_ids(&mut self, r: &ProducerIdsRecord) -> Result<(), ApplyError> {
+        let broker = self
+            .brokers
+            .get(&r.broker_id)
+            .ok_or(ApplyError::UnknownBroker(r.broker_id))?;
+        if broker.broker_epoch != r.broker_epoch {
+            return Err(ApplyError::StaleBrokerEpoch {
+                broker_id: r.broker_id,
+                record_epoch: r.broker_epoch,
+                registered_epoch: broker.broker_epoch,
+            });
+        }
+        if r.next_producer_id <= self.next_producer_id {
+            return Err(ApplyError::ProducerIdsBackwards);
+        }
+        self.next_producer_id = r.next_producer_id;
+        Ok(())
+    }
+
+    /// The value of a config key for a topic: the topic's override, else the cluster default.
+    pub fn topic_config(&self, topic: &TopicState, name: &str) -> Option<String> {
+        topic
+            .configs
+            .get(name)
+            .or_else(|| self.broker_configs.get("").and_then(|c| c.get(name)))
+            .cloned()
+    }
+}

@@ -1,0 +1,228 @@
+//! The controller's TCP transport: Raft's RPCs (AppendEntries, Vote, InstallSnapshot in
+//! chunks) and forwarded controller requests, as request/answer frames on one connection.
+//!
+//! Frame: `len: u32 little-endian | bincode body`. `len` is checked against
+//! [`FRAME_LEN_MAX`] before the body's buffer is allocated; bodies decode with the same bound
+//! (`disk_format::decode_body`). One request is in flight per connection at a time: openraft
+//! drives each peer's client sequentially, and the server answers before reading the next
+//! frame, so a connection buffers at most one frame each way.
+//!
+//! The frame functions are generic over `AsyncRead`/`AsyncWrite`, so TLS or SASL can wrap the
+//! TCP stream later (the `CONTROLLER://` listener, `controller.listener.names`) without
+//! touching the protocol above.
+//!
+//! Everything here runs on the controller runtime (tokio thread).
+
+use std::io;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::api::{ControllerRequest, ControllerResponse};
+use crate::disk_format::decode_body;
+use crate::TypeConfig;
+
+/// The largest frame either side accepts: an AppendEntries of `MAX_PAYLOAD_ENTRIES` entries
+/// of at most `disk_format::ENTRY_PAYLOAD_LEN_MAX` each (32 MiB), or a snapshot chunk, with
+/// room to spare. The body's buffer grows with the bytes that arrive, so a peer that
+/// announces a large frame and sends little costs little.
+pub const FRAME_LEN_MAX: usize = 40 << 20;
+/// Entries per AppendEntries (openraft's `max_payload_entries`).
+pub const MAX_PAYLOAD_ENTRIES: u64 = 16;
+/// What openraft puts in one InstallSnapshot chunk; well under [`FRAME_LEN_MAX`].
+pub const SNAPSHOT_CHUNK_LEN: u64 = 1 << 20;
+/// How long a connect may take before the peer counts as unreachable for this RPC.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    Controller(ControllerRequest),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Controller(ControllerResponse),
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub async fn read_frame<S, T>(stream: &mut S) -> io::Result<Option<T>>
+where
+    S: AsyncRead + Unpin,
+    T: serde::de::DeserializeOwned,
+{
+    let mut len = [0u8; 4];
+    match stream.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > FRAME_LEN_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes over the bound"),
+        ));
+    }
+    let mut body = Vec::with_capacity(len.min(64 << 10));
+    let read = (&mut *stream).take(len as u64).read_to_end(&mut body).await?;
+    if read != len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "frame cut short"));
+    }
+    decode_body(&body)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+pub async fn write_frame<S, T>(stream: &mut S, message: &T) -> io::Result<()>
+where
+    S: AsyncWrite + Unpin,
+    T: Serialize,
+{
+    let body = bincode::serialize(message).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    if body.len() > FRAME_LEN_MAX {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame over the bound"));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await?;
+    stream.flush().await
+}
+
+/// A client connection to one peer, opened on first use and again after any error.
+pub struct PeerClient {
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+impl PeerClient {
+    pub fn new(addr: String) -> Self {
+        PeerClient { addr, stream: None }
+    }
+
+    /// Sends `request` and waits for its answer, all within `timeout`.
+    pub async fn call(&mut self, request: &RpcRequest, timeout: Duration) -> io::Result<RpcResponse> {
+        let result = tokio::time::timeout(timeout, self.exchange(request)).await;
+        let result = result.unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "rpc timed out")));
+        if result.is_err() {
+            // The stream may hold half a frame: never reuse it.
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn exchange(&mut self, request: &RpcRequest) -> io::Result<RpcResponse> {
+        if self.stream.is_none() {
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+            stream.set_nodelay(true)?;
+            self.stream = Some(stream);
+        }
+        let stream = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| io::Error::other("no stream"))?;
+        write_frame(stream, request).await?;
+        read_frame(stream)
+            .await?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"))
+    }
+}
+
+/// Creates one [`RaftPeer`] per target for openraft.
+pub struct NetworkFactory;
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = RaftPeer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> RaftPeer {
+        RaftPeer {
+            target,
+            client: PeerClient::new(node.addr.clone()),
+        }
+    }
+}
+
+pub struct RaftPeer {
+    target: u64,
+    client: PeerClient,
+}
+
+type RpcResult<T, E> = Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
+
+fn unexpected(e: impl std::error::Error + 'static) -> NetworkError {
+    NetworkError::new(&e)
+}
+
+impl RaftPeer {
+    async fn send(&mut self, request: RpcRequest, option: &RPCOption) -> Result<RpcResponse, NetworkError> {
+        self.client
+            .call(&request, option.hard_ttl())
+            .await
+            .map_err(unexpected)
+    }
+
+    // openraft's own error type, as its trait requires.
+    #[allow(clippy::result_large_err)]
+    fn remote<T, E: std::error::Error>(&self, answer: Result<T, RaftError<u64, E>>) -> RpcResult<T, E> {
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+fn wrong_answer() -> NetworkError {
+    unexpected(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "answer of the wrong kind",
+    ))
+}
+
+impl RaftNetwork<TypeConfig> for RaftPeer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<u64>, openraft::error::Infallible> {
+        match self.send(RpcRequest::AppendEntries(rpc), &option).await? {
+            RpcResponse::AppendEntries(answer) => self.remote(answer),
+            _ => Err(wrong_answer().into()),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+        match self.send(RpcRequest::InstallSnapshot(rpc), &option).await? {
+            RpcResponse::InstallSnapshot(answer) => self.remote(answer),
+            _ => Err(wrong_answer().into()),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<u64>, openraft::error::Infallible> {
+        match self.send(RpcRequest::Vote(rpc), &option).await? {
+            RpcResponse::Vote(answer) => self.remote(answer),
+            _ => Err(wrong_answer().into()),
+        }
+    }
+}

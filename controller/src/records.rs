@@ -1,0 +1,140 @@
+//! The replicated metadata records: what the controller's Raft log carries.
+//!
+//! Named and shaped after Kafka's KRaft metadata records (`RegisterBrokerRecord`,
+//! `PartitionChangeRecord`, ...), trimmed to the fields Laminar uses. One log entry carries a
+//! [`RecordBatch`]: the records one controller request produced, applied in order.
+//!
+//! Plain data, `Send`; built by the active controller's task and applied by every node's state
+//! machine (`state_machine.rs`) on that node's controller runtime.
+
+use serde::{Deserialize, Serialize};
+
+/// Kafka's 16-byte topic id (a UUID's bytes).
+pub type TopicId = [u8; 16];
+
+/// `-1`: the partition has no leader (every in-sync replica is fenced).
+pub const NO_LEADER: i32 = -1;
+
+/// One listener a broker exposes (`listeners`), e.g. `PLAINTEXT://10.0.0.1:9092`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    pub listener_name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// A broker joins (or rejoins after a restart). Its broker epoch is the log index of the entry
+/// that carries this record, as in Kafka (the record's offset), so it is not a field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterBrokerRecord {
+    pub broker_id: i32,
+    /// New on every broker process start: tells a restart from a duplicate registration.
+    pub incarnation_id: [u8; 16],
+    pub endpoints: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceBrokerRecord {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfenceBrokerRecord {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicRecord {
+    pub name: String,
+    pub topic_id: TopicId,
+}
+
+/// A new partition with its full state (topic creation, CreatePartitions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    pub topic_id: TopicId,
+    pub partition_id: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+/// A change to an existing partition; `None` keeps the field. The epochs are not fields: the
+/// state machine bumps them (leader_epoch when the leader changes, partition_epoch on any
+/// change), so no writer can get them wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionChangeRecord {
+    pub topic_id: TopicId,
+    pub partition_id: i32,
+    pub replicas: Option<Vec<i32>>,
+    pub isr: Option<Vec<i32>>,
+    pub leader: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigResourceType {
+    Topic,
+    /// `resource_name` is a broker id, or empty for the cluster-wide default.
+    Broker,
+}
+
+/// Sets (`value: Some`) or removes (`None`) one config key of a topic or broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    pub resource_type: ConfigResourceType,
+    pub resource_name: String,
+    pub name: String,
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveTopicRecord {
+    pub topic_id: TopicId,
+}
+
+/// A block of producer ids handed to a broker: ids below `next_producer_id` are taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdsRecord {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub next_producer_id: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataRecord {
+    RegisterBroker(RegisterBrokerRecord),
+    FenceBroker(FenceBrokerRecord),
+    UnfenceBroker(UnfenceBrokerRecord),
+    Topic(TopicRecord),
+    Partition(PartitionRecord),
+    PartitionChange(PartitionChangeRecord),
+    Config(ConfigRecord),
+    RemoveTopic(RemoveTopicRecord),
+    ProducerIds(ProducerIdsRecord),
+}
+
+/// The application data of one Raft entry: the records of one controller decision, applied in
+/// order. A record that does not fit the state is skipped (and counted), never a panic.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordBatch {
+    pub records: Vec<MetadataRecord>,
+}
+
+impl std::fmt::Display for RecordBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RecordBatch({} records)", self.records.len())
+    }
+}
+
+/// What applying one entry did: its log index (a broker epoch when it registered a broker)
+/// and how many of its records did not fit the state and were skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyOutcome {
+    pub log_index: u64,
+    pub records_skipped: u32,
+}

@@ -1,0 +1,308 @@
+//! The state machine, placement, decisions and the entry encoding, without a quorum.
+
+use std::collections::BTreeMap;
+
+use laminar_controller::api::{error_code, ControllerRequest, ElectionType};
+use laminar_controller::decisions::{
+    alter_partition, elect_leaders, fence_broker, UNCLEAN_LEADER_ELECTION_KEY,
+};
+use laminar_controller::disk_format::{decode_entry, encode_entry, Entry};
+use laminar_controller::placement::{assign_replicas, PlacementBroker};
+use laminar_controller::*;
+
+#[test]
+fn entry_encoding_matches_the_documented_bytes() {
+    let log_id = openraft::LogId::new(openraft::CommittedLeaderId::new(2, 1), 7);
+    let batch = RecordBatch {
+        records: vec![MetadataRecord::RemoveTopic(RemoveTopicRecord {
+            topic_id: [0xAB; 16],
+        })],
+    };
+    let entry = Entry {
+        log_id,
+        payload: openraft::EntryPayload::Normal(batch),
+    };
+    let frame = encode_entry(&entry).unwrap();
+    let mut payload = Vec::new();
+    payload.extend(2u64.to_le_bytes()); // term
+    payload.extend(1u64.to_le_bytes()); // node id
+    payload.extend(7u64.to_le_bytes()); // index
+    payload.extend(1u32.to_le_bytes()); // EntryPayload::Normal
+    payload.extend(1u64.to_le_bytes()); // one record
+    payload.extend(7u32.to_le_bytes()); // MetadataRecord::RemoveTopic
+    payload.extend([0xAB; 16]); // topic id
+    let mut expected = Vec::new();
+    expected.extend((payload.len() as u32).to_le_bytes());
+    expected.extend(crc32c::crc32c(&payload).to_le_bytes());
+    expected.extend(&payload);
+    assert_eq!(frame, expected);
+    assert_eq!(frame.len(), 8 + 56);
+    let (decoded, len) = decode_entry(&frame).unwrap();
+    assert_eq!((decoded, len), (entry, frame.len()));
+    // Every truncation and every flipped byte is refused, never a panic.
+    for cut in 0..frame.len() {
+        assert!(decode_entry(&frame[..cut]).is_err());
+    }
+    for i in 0..frame.len() {
+        let mut bad = frame.clone();
+        bad[i] ^= 0x40;
+        assert!(decode_entry(&bad).is_err(), "byte {i}");
+    }
+}
+
+fn brokers(racks: &[&str]) -> Vec<PlacementBroker> {
+    let each = racks.iter().enumerate();
+    each.map(|(i, r)| PlacementBroker {
+        broker_id: i as i32 + 1,
+        rack: (!r.is_empty()).then(|| r.to_string()),
+    })
+    .collect()
+}
+
+#[test]
+fn placement_spreads_leaders_and_replicas_evenly() {
+    let assignment = assign_replicas(&brokers(&["", "", ""]), 0, 30, 3, 42).unwrap();
+    let mut leaders = BTreeMap::new();
+    let mut replicas = BTreeMap::new();
+    for partition in &assignment {
+        *leaders.entry(partition[0]).or_insert(0) += 1;
+        for b in partition {
+            *replicas.entry(*b).or_insert(0) += 1;
+        }
+        let mut distinct = partition.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3);
+    }
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), vec![10, 10, 10]);
+    assert_eq!(replicas.values().copied().collect::<Vec<_>>(), vec![30, 30, 30]);
+    assert_eq!(
+        assignment,
+        assign_replicas(&brokers(&["", "", ""]), 0, 30, 3, 42).unwrap(),
+        "deterministic"
+    );
+}
+
+#[test]
+fn placement_puts_replicas_on_distinct_racks() {
+    let six = brokers(&["a", "a", "b", "b", "c", "c"]);
+    let rack_of = |id: i32| six[(id - 1) as usize].rack.clone();
+    let assignment = assign_replicas(&six, 0, 60, 3, 7).unwrap();
+    let mut leaders = BTreeMap::new();
+    for partition in &assignment {
+        let mut racks: Vec<_> = partition.iter().map(|b| rack_of(*b)).collect();
+        racks.sort();
+        racks.dedup();
+        assert_eq!(racks.len(), 3, "{partition:?}");
+        *leaders.entry(partition[0]).or_insert(0) += 1;
+    }
+    assert!(leaders.values().all(|n| *n == 10), "{leaders:?}");
+    assert!(assign_replicas(&six, 0, 1, 7, 1).is_err());
+}
+
+/// Two unfenced brokers and a topic "t" of one partition on both, led by broker 1.
+fn two_broker_state() -> ClusterMetadata {
+    let mut md = ClusterMetadata::default();
+    for (index, id) in [(10, 1), (11, 2)] {
+        let record = RegisterBrokerRecord {
+            broker_id: id,
+            incarnation_id: [0; 16],
+            endpoints: vec![],
+            rack: None,
+        };
+        md.apply(&MetadataRecord::RegisterBroker(record), index).unwrap();
+        let unfence = UnfenceBrokerRecord {
+            broker_id: id,
+            broker_epoch: index as i64,
+        };
+        md.apply(&MetadataRecord::UnfenceBroker(unfence), 12).unwrap();
+    }
+    md.apply(
+        &MetadataRecord::Topic(TopicRecord {
+            name: "t".into(),
+            topic_id: [1; 16],
+        }),
+        13,
+    )
+    .unwrap();
+    let partition = PartitionRecord {
+        topic_id: [1; 16],
+        partition_id: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+    };
+    md.apply(&MetadataRecord::Partition(partition), 14).unwrap();
+    md
+}
+
+fn apply_all(md: &mut ClusterMetadata, records: &[MetadataRecord]) {
+    for record in records {
+        md.apply(record, 20).unwrap();
+    }
+}
+
+#[test]
+fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
+    let mut md = two_broker_state();
+    let shrink = |leader_epoch, partition_epoch| ControllerRequest::AlterPartition {
+        broker_id: 1,
+        broker_epoch: 10,
+        topic_id: [1; 16],
+        partition: 0,
+        leader_epoch,
+        partition_epoch,
+        new_isr: vec![1],
+    };
+    let code = |d: laminar_controller::decisions::Decision| match d.response {
+        api::ControllerResponse::AlterPartition(r) => r.error_code,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        code(alter_partition(&md, &shrink(1, 0))),
+        error_code::FENCED_LEADER_EPOCH
+    );
+    assert_eq!(
+        code(alter_partition(&md, &shrink(0, 5))),
+        error_code::INVALID_UPDATE_VERSION
+    );
+    let accepted = alter_partition(&md, &shrink(0, 0));
+    apply_all(&mut md, &accepted.records);
+    let p = md.topic_by_name("t").unwrap().partitions[&0].clone();
+    assert_eq!(
+        (p.isr.clone(), p.leader_epoch, p.partition_epoch),
+        (vec![1], 0, 1)
+    );
+    // Broker 1, the only in-sync replica, is fenced: broker 2 is out of sync, so no leader.
+    let mut clean = md.clone();
+    apply_all(&mut clean, &fence_broker(&md, 1, false));
+    let p = clean.topic_by_name("t").unwrap().partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (NO_LEADER, vec![1], 1));
+    // With the topic's unclean.leader.election.enable, broker 2 leads alone.
+    let config = ConfigRecord {
+        resource_type: ConfigResourceType::Topic,
+        resource_name: "t".into(),
+        name: UNCLEAN_LEADER_ELECTION_KEY.into(),
+        value: Some("true".into()),
+    };
+    md.apply(&MetadataRecord::Config(config), 21).unwrap();
+    let mut unclean = md.clone();
+    apply_all(&mut unclean, &fence_broker(&md, 1, false));
+    let p = unclean.topic_by_name("t").unwrap().partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    let preferred = elect_leaders(&clean, ElectionType::Preferred, None);
+    assert!(preferred.records.is_empty());
+}
+
+/// A small deterministic generator (xorshift) for the randomized test.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+    fn broker(&mut self) -> i32 {
+        self.next(5) as i32
+    }
+    fn brokers(&mut self) -> Vec<i32> {
+        (0..self.next(4)).map(|_| self.broker()).collect()
+    }
+}
+
+fn random_record(r: &mut Random) -> MetadataRecord {
+    let topic_id = [r.next(3) as u8; 16];
+    let partition_id = r.next(3) as i32;
+    match r.next(7) {
+        0 => MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: r.broker(),
+            incarnation_id: [0; 16],
+            endpoints: vec![],
+            rack: None,
+        }),
+        1 => MetadataRecord::FenceBroker(FenceBrokerRecord {
+            broker_id: r.broker(),
+            broker_epoch: r.next(40) as i64,
+        }),
+        2 => MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+            broker_id: r.broker(),
+            broker_epoch: r.next(40) as i64,
+        }),
+        3 => MetadataRecord::Topic(TopicRecord {
+            name: format!("t{}", r.next(3)),
+            topic_id,
+        }),
+        4 => MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id }),
+        5 => {
+            let replicas = r.brokers();
+            let isr = r.brokers();
+            let leader = r.broker() - 1;
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id,
+                partition_id,
+                replicas,
+                isr,
+                leader,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            })
+        }
+        _ => MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id,
+            partition_id,
+            replicas: (r.next(3) == 0).then(|| r.brokers()),
+            isr: (r.next(2) == 0).then(|| r.brokers()),
+            leader: (r.next(2) == 0).then(|| r.broker() - 1),
+        }),
+    }
+}
+
+fn check_invariants(md: &ClusterMetadata, epochs: &mut BTreeMap<([u8; 16], i32), (i32, i32)>) {
+    for topic in md.topics.values() {
+        for (index, p) in &topic.partitions {
+            assert!(
+                p.isr.iter().all(|b| p.replicas.contains(b)),
+                "isr ⊆ replicas: {p:?}"
+            );
+            if p.leader != NO_LEADER {
+                assert!(p.isr.contains(&p.leader), "leader ∈ isr: {p:?}");
+                assert!(md.is_unfenced(p.leader), "a fenced broker leads: {p:?}");
+            }
+            let key = (topic.topic_id, *index);
+            let (leader_epoch, partition_epoch) = epochs.get(&key).copied().unwrap_or((0, 0));
+            assert!(
+                p.leader_epoch >= leader_epoch && p.partition_epoch >= partition_epoch,
+                "epochs went back"
+            );
+            epochs.insert(key, (p.leader_epoch, p.partition_epoch));
+        }
+    }
+    for broker in md.brokers.values().filter(|b| b.fenced) {
+        assert!(!md.leads_any(broker.broker_id));
+    }
+}
+
+#[test]
+fn random_record_sequences_keep_the_invariants() {
+    let mut random = Random(0x5EED_1234_ABCD_0001);
+    let mut applied = 0;
+    for _ in 0..200 {
+        let mut md = ClusterMetadata::default();
+        let mut epochs = BTreeMap::new();
+        for index in 1..300u64 {
+            let record = random_record(&mut random);
+            let before = md.clone();
+            match md.apply(&record, index) {
+                Ok(()) => applied += 1,
+                Err(_) => assert_eq!(md, before, "a refused record changed the state"),
+            }
+            check_invariants(&md, &mut epochs);
+            // A removed and re-created topic starts its epochs again.
+            epochs.retain(|(id, _), _| md.topics.contains_key(id));
+        }
+    }
+    assert!(applied > 5_000, "too few records fit: {applied}");
+}
