@@ -143,7 +143,8 @@ pub struct ConsumeArgs {
     #[arg(long, default_value_t = 1)]
     pub consumers: usize,
     /// Bytes asked per fetch (split evenly over a consumer's partitions, at least 1 MiB each).
-    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    /// The default is Kafka consumers' `fetch.max.bytes` (50 MiB).
+    #[arg(long, default_value_t = crate::consume::FETCH_MAX_BYTES_DEFAULT)]
     pub fetch_max_bytes: i32,
     /// Give up after this long without a record.
     #[arg(long, default_value_t = 10)]

@@ -14,6 +14,9 @@ use crate::layout::KEY_BYTES;
 use crate::pacing::Clock;
 use crate::stats::Recorder;
 
+/// Kafka consumers' `fetch.max.bytes` default (Java and librdkafka alike): 50 MiB.
+pub const FETCH_MAX_BYTES_DEFAULT: i32 = 50 * 1024 * 1024;
+
 /// What one consumer thread does.
 #[derive(Debug, Clone)]
 pub struct ConsumerJob {
@@ -87,6 +90,13 @@ pub fn run_consumer(
             partition_max_bytes,
         })
         .collect();
+    // Answers name partitions in any order; finding each one's position must not cost a scan
+    // of all of them (10 000 partitions a fetch).
+    let position_of: std::collections::HashMap<i32, usize> = positions
+        .iter()
+        .enumerate()
+        .map(|(index, p)| (p.partition, index))
+        .collect();
     let spec = FetchSpec {
         max_wait_ms: 100,
         min_bytes: 1,
@@ -102,9 +112,9 @@ pub fn run_consumer(
             if let Some(error) = partition.error {
                 bail!("fetch {}-{}: {error}", partition.topic, partition.partition);
             }
-            let position = positions
-                .iter_mut()
-                .find(|p| p.partition == partition.partition)
+            let position = position_of
+                .get(&partition.partition)
+                .and_then(|index| positions.get_mut(*index))
                 .context("fetch answered a partition not asked for")?;
             let (records, bytes, next) = count_from(&partition.records, position.offset)?;
             if job.end_to_end {

@@ -100,8 +100,33 @@ impl BrokerShared {
 }
 
 impl BrokerShard {
-    /// The open partition `tp`, which must be owned by this shard.
+    /// The open partition `tp`, which must be owned by this shard; opened (and created) if
+    /// need be.
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
+        let topic = self.topic_of(tp)?;
+        let config = || self.shared.log_config_for(&topic);
+        Ok(self
+            .partitions
+            .get_or_open(&tp.topic, tp.partition, config)
+            .await?)
+    }
+
+    /// The partition `tp` for a read: `None` when it exists but was never written, so that
+    /// reads do not create its files (`ShardPartitions::get_or_open_written`).
+    pub async fn partition_to_read(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<Rc<Partition>>, PartitionAccessError> {
+        let topic = self.topic_of(tp)?;
+        let config = || self.shared.log_config_for(&topic);
+        Ok(self
+            .partitions
+            .get_or_open_written(&tp.topic, tp.partition, config)
+            .await?)
+    }
+
+    /// `tp`'s topic, when the partition exists in the topic table.
+    fn topic_of(&self, tp: &TopicPartition) -> Result<Arc<TopicMetadata>, PartitionAccessError> {
         let table = self.shared.metadata.current();
         let topic = table
             .get(&tp.topic)
@@ -109,11 +134,7 @@ impl BrokerShard {
         if tp.partition < 0 || tp.partition >= topic.partition_count {
             return Err(PartitionAccessError::UnknownTopicOrPartition);
         }
-        let config = || self.shared.log_config_for(topic);
-        Ok(self
-            .partitions
-            .get_or_open(&tp.topic, tp.partition, config)
-            .await?)
+        Ok(topic.clone())
     }
 }
 

@@ -1,7 +1,9 @@
 //! Start-up opens no partition: after a clean shutdown a partition opens when a request first
 //! names it, reading it leaves it clean (a crash then would need no recovery for it), and the
 //! first write makes it dirty. Retention still reaches the partitions
-//! nobody has asked for since the start.
+//! nobody has asked for since the start. A partition never written has no files, and reading
+//! it creates none: it answers as empty at offset 0, and a long poll on it wakes at its first
+//! record.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -121,5 +123,84 @@ fn partitions_open_on_first_use_and_reads_keep_them_clean() -> Result<()> {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    Ok(())
+}
+
+/// A fetch waiting up to 10 s on partition 0 of `topic` from offset 0, sent now; its answer is
+/// read by [`long_poll_answer`].
+fn long_poll(conn: &mut WireConnection, topic: &str) -> Result<()> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(10_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(kafka_protocol::protocol::StrBytes::from_string(
+                topic.into(),
+            )))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    conn.send(&request, 11)?;
+    Ok(())
+}
+
+#[test]
+fn reading_a_partition_never_written_creates_no_files() -> Result<()> {
+    const TOPIC_UNWRITTEN: &str = "unwritten";
+    let broker = Broker::start(BrokerOptions::default().with_override("offsets.topic.num.partitions", "1"))?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    wire::create_topic(&mut conn, TOPIC_UNWRITTEN, 8)?;
+    for partition in 0..8 {
+        let read = wire::fetch(&mut conn, TOPIC_UNWRITTEN, partition, 0)?;
+        assert_eq!(
+            (read.error_code, read.high_watermark),
+            (0, 0),
+            "partition {partition}"
+        );
+        assert!(read.records.as_ref().is_none_or(|r| r.is_empty()));
+        assert_eq!(
+            wire::list_offset(&mut conn, TOPIC_UNWRITTEN, partition, -1)?,
+            (0, 0, -1)
+        );
+        assert_eq!(
+            wire::list_offset(&mut conn, TOPIC_UNWRITTEN, partition, -2)?,
+            (0, 0, -1)
+        );
+        assert_eq!(wire::list_offset(&mut conn, TOPIC_UNWRITTEN, partition, 0)?.1, -1);
+    }
+    let past_the_end = wire::fetch(&mut conn, TOPIC_UNWRITTEN, 1, 5)?;
+    assert_eq!(past_the_end.error_code, 1, "OFFSET_OUT_OF_RANGE");
+    let dirs = std::fs::read_dir(broker.data_dir())?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(TOPIC_UNWRITTEN))
+        .count();
+    assert_eq!(dirs, 0, "reads created partition directories");
+
+    // A long poll on a partition never written wakes at its first record, well before 10 s.
+    let mut waiting = WireConnection::connect(broker.addr())?;
+    long_poll(&mut waiting, TOPIC_UNWRITTEN)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let batch = wire::record_batch(&[b"first"], LONG_AGO_MS)?;
+    assert_eq!(
+        wire::produce(&mut conn, TOPIC_UNWRITTEN, 0, batch, 1)?.error_code,
+        0
+    );
+    let answer = waiting.read_frame()?.expect("the long poll answers");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "woke after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        answer.len() > 40,
+        "the answer carries the record ({} bytes)",
+        answer.len()
+    );
     Ok(())
 }

@@ -274,7 +274,7 @@ fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> R
         common: common(plan, topic, partitions),
         num_records: plan.records(),
         consumers,
-        fetch_max_bytes: 8 * 1024 * 1024,
+        fetch_max_bytes: crate::consume::FETCH_MAX_BYTES_DEFAULT,
         idle_timeout_s: 10,
     };
     // The harness deals partitions to consumers: never more consumers than partitions.

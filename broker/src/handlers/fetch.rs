@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{select, select_all, Either};
 use kafka_protocol::messages::FetchRequest;
-use laminar_engine::partition::{ReadResult, RecordBytes};
+use laminar_engine::partition::{Partition, ReadResult, RecordBytes};
 
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
@@ -91,9 +91,15 @@ fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(Topi
 
 async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) -> Reads {
     on_owning_shards(ctx, wanted, |there, tp, want: Wanted| async move {
-        let partition = there.state.partition(&tp).await?;
-        let read = partition.read_for_send(want.offset, want.max_bytes, want.min_one_batch);
-        Ok(read.await?)
+        let read = match there.state.partition_to_read(&tp).await? {
+            Some(partition) => {
+                partition
+                    .read_for_send(want.offset, want.max_bytes, want.min_one_batch)
+                    .await?
+            }
+            None => ReadResult::of_unwritten(want.offset)?,
+        };
+        Ok(read)
     })
     .await
 }
@@ -133,6 +139,26 @@ async fn fit_to_budget(
     results
 }
 
+/// The watched partition `tp` once it has been written (opened at once if it was), or `None`
+/// at the deadline or on error: a partition never written has no files to watch, so the wait
+/// is for this shard to open one, then looks again.
+async fn written_partition(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    deadline: Instant,
+) -> Option<Rc<Partition>> {
+    loop {
+        let opened = there.state.partitions.partition_opened();
+        if let Some(partition) = there.state.partition_to_read(tp).await.ok()? {
+            return Some(partition);
+        }
+        let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
+        if let Either::Right(_) = select(opened, std::pin::pin!(timeout)).await {
+            return None;
+        }
+    }
+}
+
 /// Returns when any watched partition's high watermark passes its offset, or at the deadline.
 /// The waits on other shards end with this future (`submit_wait_to`): a long poll that returns
 /// leaves no waiter behind, and a waiting one costs no CPU.
@@ -145,7 +171,7 @@ async fn wait_for_appends(ctx: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)]
         Some(Box::pin(async move {
             let _ = ctx
                 .submit_wait_to(shard, move |there| async move {
-                    let Ok(partition) = there.state.partition(&tp).await else {
+                    let Some(partition) = written_partition(&there, &tp, deadline).await else {
                         return;
                     };
                     // Same thread as the appender: subscribe, then check, so no append is missed.

@@ -22,7 +22,11 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
         |p| (p.partition_index, p.timestamp),
     );
     let results = on_owning_shards(ctx, items, |there, tp, timestamp| async move {
-        let partition = there.state.partition(&tp).await?;
+        let Some(partition) = there.state.partition_to_read(&tp).await? else {
+            // Never written: empty at offset 0, and no record has a timestamp.
+            let empty = matches!(timestamp, LATEST | EARLIEST).then_some((0, -1));
+            return Ok(empty.unwrap_or((-1, -1)));
+        };
         let found = match timestamp {
             LATEST => Some((partition.high_watermark(), -1)),
             EARLIEST => Some((partition.log_start_offset(), -1)),

@@ -54,6 +54,21 @@ pub struct ReadResult<D = Vec<Bytes>> {
     pub log_end_offset: i64,
 }
 
+impl<D: Default> ReadResult<D> {
+    /// What a read from `offset` of a partition never written answers (it has no files, and
+    /// a read does not create them): nothing at offset 0, out of range past it.
+    pub fn of_unwritten(offset: i64) -> Result<Self, LogError> {
+        if offset != 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: 0,
+                log_end: 0,
+            });
+        }
+        Ok(ReadResult::default())
+    }
+}
+
 /// One partition. Owned by one shard; not Send. Used as `Rc<Partition>`; concurrent appends
 /// from several connections are serialized by `append_lock`, which makes checking the
 /// producer state, appending and recording the batches one step.

@@ -36,6 +36,8 @@ pub struct ShardPartitions {
     partition_locks: RefCell<HashMap<PartitionKey, Rc<async_lock::Mutex<()>>>>,
     /// Bounds the opens in flight to [`OPEN_CONCURRENCY`].
     opens_in_flight: async_lock::Semaphore,
+    /// Notified each time a partition opens (for waiters on partitions never written).
+    opened: event_listener::Event,
 }
 
 /// A task's hold on one partition's entry in `partition_locks` (waiting for the mutex or
@@ -91,6 +93,7 @@ impl ShardPartitions {
             lifecycle: async_lock::RwLock::new(()),
             partition_locks: RefCell::default(),
             opens_in_flight: async_lock::Semaphore::new(OPEN_CONCURRENCY),
+            opened: event_listener::Event::new(),
         }
     }
 
@@ -140,6 +143,33 @@ impl ShardPartitions {
         self.open_now(key, config()).await
     }
 
+    /// The partition, opened if need be, unless it was never written: a partition with no
+    /// directory is `None` and stays without files (reads answer it as empty; the first write
+    /// creates them). Reads of the many partitions of a new topic then create nothing.
+    pub async fn get_or_open_written(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: impl FnOnce() -> LogConfig,
+    ) -> Result<Option<Rc<Partition>>, LogError> {
+        if let Some(open) = self.get(topic, partition) {
+            return Ok(Some(open));
+        }
+        if !self
+            .storage
+            .exists(&partition_dir(&self.log_dir, topic, partition))
+            .await?
+        {
+            return Ok(None);
+        }
+        self.get_or_open(topic, partition, config).await.map(Some)
+    }
+
+    /// Resolves the next time this shard opens a partition. Listen, then look: no open is missed.
+    pub fn partition_opened(&self) -> event_listener::EventListener {
+        self.opened.listen()
+    }
+
     async fn open_now(&self, key: PartitionKey, config: LogConfig) -> Result<Rc<Partition>, LogError> {
         let dir = partition_dir(&self.log_dir, &key.0, key.1);
         let opened = Rc::new(Partition::open(self.storage.clone(), dir, config).await?);
@@ -147,6 +177,7 @@ impl ShardPartitions {
             opened.observe_syncs(observer);
         }
         self.open.borrow_mut().insert(key, opened.clone());
+        self.opened.notify(usize::MAX);
         Ok(opened)
     }
 
