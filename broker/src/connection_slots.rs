@@ -23,6 +23,9 @@ use laminar_engine::io::DescriptorBudget;
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest an accepted connection waits for the storage to give back a descriptor.
 pub const ROOM_WAIT_MAX: Duration = Duration::from_secs(1);
+/// Accepted connections that may wait for room at once, per shard: each holds a descriptor
+/// of the kept reserve meanwhile (`open_files`), which this bounds.
+pub const ROOM_WAITERS_MAX: usize = 8;
 /// Connections withheld ahead of those open: a 16th of `max`, at most this many.
 const HEADROOM_MAX: u64 = 1024;
 

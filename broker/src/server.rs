@@ -1,6 +1,7 @@
 //! Starts the broker: the shards, a listener on every shard (SO_REUSEPORT), and the shutdown
 //! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
 
+use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -21,7 +22,7 @@ use laminar_engine::shard::{ShardGone, ShardRuntime};
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
-use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
+use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAITERS_MAX, ROOM_WAIT_MAX};
 use crate::log_dir_lock::LogDirLock;
 use crate::open_files;
 use crate::request_memory::RequestMemory;
@@ -272,6 +273,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
 
 async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
     let shutdown = ctx.state.shared.shutdown.clone();
+    let waiting_for_room = Rc::new(Cell::new(0usize));
     loop {
         let accepted = {
             let accept = std::pin::pin!(listener.accept());
@@ -282,15 +284,7 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
             }
         };
         match accepted {
-            Ok(stream) => match take_slot(ctx).await {
-                Ok(slot) => {
-                    glommio::spawn_local(connection::serve(ctx.clone(), stream, slot)).detach();
-                }
-                Err(why) => {
-                    ctx.state.shared.connection_slots.refused(why);
-                    drop(stream); // closed at once: the client retries after its backoff
-                }
-            },
+            Ok(stream) => admit(ctx, stream, &waiting_for_room),
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
@@ -300,9 +294,37 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
     }
 }
 
-/// A slot for a connection just accepted, waiting up to `ROOM_WAIT_MAX` for the storage to
-/// give back descriptors when connections' share is lent to it (`connection_slots`).
-async fn take_slot(ctx: &Rc<BrokerCtx>) -> Result<ConnectionSlot, NoSlot> {
+/// Serves a connection just accepted if it gets a slot. One that finds the connections' share
+/// lent to the storage waits for it in its own task (the accept loop goes on, so the listen
+/// queue keeps draining), at most [`ROOM_WAITERS_MAX`] per shard; the others are closed at once.
+fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream, waiting_for_room: &Rc<Cell<usize>>) {
+    let slots = &ctx.state.shared.connection_slots;
+    match slots.take() {
+        Ok(slot) => {
+            glommio::spawn_local(connection::serve(ctx.clone(), stream, slot)).detach();
+            return;
+        }
+        Err(NoSlot::NoRoomYet) if waiting_for_room.get() < ROOM_WAITERS_MAX => {}
+        Err(why) => {
+            slots.refused(why);
+            return; // the stream is dropped, so closed at once: the client retries after its backoff
+        }
+    }
+    waiting_for_room.set(waiting_for_room.get() + 1);
+    let (ctx, waiting_for_room) = (ctx.clone(), waiting_for_room.clone());
+    glommio::spawn_local(async move {
+        let taken = wait_for_room(&ctx).await;
+        waiting_for_room.set(waiting_for_room.get() - 1);
+        match taken {
+            Ok(slot) => connection::serve(ctx, stream, slot).await,
+            Err(why) => ctx.state.shared.connection_slots.refused(why),
+        }
+    })
+    .detach();
+}
+
+/// A slot, once the storage gave back descriptors or within `ROOM_WAIT_MAX`.
+async fn wait_for_room(ctx: &Rc<BrokerCtx>) -> Result<ConnectionSlot, NoSlot> {
     let slots = &ctx.state.shared.connection_slots;
     let deadline = std::time::Instant::now() + ROOM_WAIT_MAX;
     loop {

@@ -21,6 +21,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const ANSWERS_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause before sampling the broker, so that connection set-up work has settled.
 const SETTLE: Duration = Duration::from_millis(500);
+/// The broker counts as quiet once it uses at most this share of a core over [`QUIET_WINDOW`].
+const QUIET_SHARE_MAX: f64 = 0.02;
+const QUIET_WINDOW: Duration = Duration::from_secs(1);
+/// The longest the step waits for the broker's background work (checkpoints of partitions
+/// written just before) to end before it measures.
+const QUIET_WAIT_MAX: Duration = Duration::from_secs(120);
 
 /// An ApiVersions v0 request (header v1, client id "scale", empty body), framed.
 fn api_versions_frame(correlation_id: i32) -> Vec<u8> {
@@ -106,7 +112,9 @@ pub fn idle_connections(
     idle: Duration,
     log: &StepLog,
 ) -> anyhow::Result<()> {
-    std::thread::sleep(SETTLE);
+    wait_until_quiet(pid, log)?;
+    let cpu_share_before = cpu_share_over(pid, idle)?;
+    log.put("cpu_share_before_connections", cpu_share_before);
     let rss_before = rss_bytes(pid)?;
     let fds_before = open_fds(pid)?;
     log.put("rss_bytes_before", rss_before as f64);
@@ -130,18 +138,42 @@ pub fn idle_connections(
     log.put("fds_added", fds_after as f64 - fds_before as f64);
     let per_connection = (rss_after as f64 - rss_before as f64) / streams.len() as f64;
     log.put("rss_bytes_per_connection", per_connection);
-    let cpu_before = cpu_seconds(pid)?;
-    std::thread::sleep(idle);
-    let cpu_used = cpu_seconds(pid)? - cpu_before;
+    let cpu_share = cpu_share_over(pid, idle)?;
     log.put("idle_seconds", idle.as_secs_f64());
-    log.put("cpu_seconds_while_idle", cpu_used);
-    log.put("cpu_share_while_idle", cpu_used / idle.as_secs_f64());
+    log.put("cpu_share_while_idle", cpu_share);
+    log.put(
+        "cpu_share_added_by_connections",
+        (cpu_share - cpu_share_before).max(0.0),
+    );
     let failed = count - streams.len();
     drop(streams);
     if failed > 0 {
         let why = connect_error.unwrap_or_else(|| "no ApiVersions answer".to_owned());
         bail!("{failed} of {count} connections were not served (first: {why})");
     }
+    Ok(())
+}
+
+/// The share of a core the broker used over `window`.
+fn cpu_share_over(pid: u32, window: Duration) -> anyhow::Result<f64> {
+    let before = cpu_seconds(pid)?;
+    std::thread::sleep(window);
+    Ok((cpu_seconds(pid)? - before) / window.as_secs_f64())
+}
+
+/// Waits until the broker's background work is done (or [`QUIET_WAIT_MAX`]), so that what the
+/// connections cost is not mixed with it; logs how long that took.
+fn wait_until_quiet(pid: u32, log: &StepLog) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while cpu_share_over(pid, QUIET_WINDOW)? > QUIET_SHARE_MAX {
+        if started.elapsed() > QUIET_WAIT_MAX {
+            log.note(format!(
+                "the broker was still busy after {QUIET_WAIT_MAX:?}; measuring anyway"
+            ));
+            break;
+        }
+    }
+    log.put("quiet_after_seconds", started.elapsed().as_secs_f64());
     Ok(())
 }
 

@@ -145,9 +145,9 @@ const FIXED_GOALS: [(&str, &str, &str, Bound, f64); 8] = [
         8.0 * 1024.0,
     ),
     (
-        "idle connections cost no CPU (≤ 1 % of a core while they idle)",
+        "idle connections cost no CPU (≤ 1 % of a core added while they idle)",
         "idle_connections",
-        "cpu_share_while_idle",
+        "cpu_share_added_by_connections",
         Bound::AtMost,
         0.01,
     ),

@@ -11,7 +11,7 @@ use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
 
 /// Partitions a shard closes at once on shutdown (each waits for its own fdatasyncs; the disk
 /// takes them together).
-pub const CLOSE_CONCURRENCY: usize = 32;
+pub const CLOSE_CONCURRENCY: usize = 128;
 
 /// Partitions a shard opens at once (a request naming many unopened partitions): their
 /// file creations and fdatasyncs overlap, so the disk commits them together.
