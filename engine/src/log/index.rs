@@ -97,6 +97,10 @@ pub struct EntryFile<F, E> {
     written: Cell<usize>,
     /// Used since the last [`EntryFile::release_if_unused`].
     used: Cell<bool>,
+    /// The file may hold what no fdatasync covered yet: [`sync`](EntryFile::sync) skips the
+    /// fdatasync otherwise (a checkpoint of a partition under one index interval then syncs
+    /// only its log). True until the first sync of a file opened from disk.
+    unsynced: Cell<bool>,
 }
 
 /// Decodes whole entries; a trailing partial entry is ignored (a torn write).
@@ -116,7 +120,19 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
             last: Cell::new(entries.last().copied()),
             entries: RefCell::new(Some(entries)),
             used: Cell::new(true),
+            unsynced: Cell::new(true),
         }
+    }
+
+    /// Says the file holds nothing unsynced: only for a file just created, empty, whose
+    /// creation the caller's directory fsync covers.
+    pub fn assume_synced(&self) {
+        assert_eq!(
+            self.written.get(),
+            0,
+            "only an empty new file is synced by its creation"
+        );
+        self.unsynced.set(false);
     }
 
     /// Reads the whole file.
@@ -161,10 +177,15 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         self.entries.borrow_mut().take().is_some()
     }
 
-    /// Writes what the file lacks, then fdatasyncs it.
+    /// Writes what the file lacks, then fdatasyncs it if anything was written since the last.
     pub async fn sync(&self) -> io::Result<()> {
         self.write_pending().await?;
-        self.file.fdatasync().await
+        if !self.unsynced.get() {
+            return Ok(());
+        }
+        self.file.fdatasync().await?;
+        self.unsynced.set(false);
+        Ok(())
     }
 
     /// Writes what the file lacks, then closes it.
@@ -238,6 +259,7 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         if buf.is_empty() {
             return Ok(());
         }
+        self.unsynced.set(true);
         self.file.write_at((from * E::LEN) as u64, &[&buf]).await?;
         self.written.set(from + buf.len() / E::LEN);
         Ok(())
@@ -262,6 +284,7 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     async fn keep_written(&self, keep: usize) -> io::Result<()> {
         let written = self.written.get().min(keep);
         self.written.set(written);
+        self.unsynced.set(true);
         self.file.truncate((written * E::LEN) as u64).await
     }
 

@@ -301,13 +301,15 @@ impl<S: Storage> Log<S> {
 
     async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
         let files = Segment::open_files(storage, dir, base).await?;
-        Ok(Segment::new(
+        let segment = Segment::new(
             base,
             files,
             Vec::new(),
             Vec::new(),
             Segment::<S::File>::empty_meta(base),
-        ))
+        );
+        segment.assume_new_indexes_synced();
+        Ok(segment)
     }
 
     pub fn dir(&self) -> &Path {

@@ -441,6 +441,13 @@ impl<F: StorageFile> Segment<F> {
         self.time_index.sync().await
     }
 
+    /// Says the index files, just created empty, need no fdatasync until written (their
+    /// creation is covered by the caller's directory fsync).
+    pub fn assume_new_indexes_synced(&self) {
+        self.index.assume_synced();
+        self.time_index.assume_synced();
+    }
+
     /// Drops from memory the index entries no lookup or append used since the last call
     /// (see `index::EntryFile::release_if_unused`); returns how many of its two indexes did.
     pub fn release_unused_indexes(&self) -> usize {
