@@ -23,11 +23,8 @@ use laminar_engine::io::DescriptorBudget;
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest an accepted connection waits for the storage to give back a descriptor.
 pub const ROOM_WAIT_MAX: Duration = Duration::from_secs(1);
-/// Accepted connections that may wait for room at once, per shard: each holds a descriptor
-/// of the kept reserve meanwhile (`open_files`), which this bounds.
-pub const ROOM_WAITERS_MAX: usize = 8;
-/// Connections withheld ahead of those open: a 16th of `max`, at most this many.
-const HEADROOM_MAX: u64 = 1024;
+/// Connections withheld ahead of those open: an 8th of `max`, at most this many.
+const HEADROOM_MAX: u64 = 2048;
 
 /// The count of open client connections against their share of the descriptor pool. Shared by
 /// every shard.
@@ -35,12 +32,28 @@ const HEADROOM_MAX: u64 = 1024;
 pub struct ConnectionSlots {
     max: u64,
     headroom: u64,
+    /// Accepted connections that may wait for room at once: each holds a descriptor of the
+    /// reserve kept out of the pool meanwhile (`open_files`), so this is part of it.
+    waiting_max: u64,
+    waiting: AtomicU64,
     /// The pool shared with the storage's files.
     pool: Arc<DescriptorBudget>,
     open: AtomicU64,
     refused_total: AtomicU64,
     /// When a refusal was last logged, so a flood logs once a minute.
     refusal_logged_at: Mutex<Option<Instant>>,
+}
+
+/// A connection's turn among those waiting for room, given back when dropped.
+#[derive(Debug)]
+pub struct WaitingForRoom {
+    slots: Arc<ConnectionSlots>,
+}
+
+impl Drop for WaitingForRoom {
+    fn drop(&mut self) {
+        self.slots.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One open connection's slot, given back when dropped.
@@ -61,13 +74,15 @@ pub enum NoSlot {
 
 impl ConnectionSlots {
     /// At most `max` connections, drawn from `pool` (which must leave room for them: see
-    /// `open_files::descriptor_shares`).
-    pub fn new(max: u64, pool: Arc<DescriptorBudget>) -> Arc<ConnectionSlots> {
-        let headroom = (max / 16).clamp(max.min(1), HEADROOM_MAX);
+    /// `open_files::descriptor_shares`); at most `waiting_max` waiting for room at once.
+    pub fn new(max: u64, pool: Arc<DescriptorBudget>, waiting_max: u64) -> Arc<ConnectionSlots> {
+        let headroom = (max / 8).clamp(max.min(1), HEADROOM_MAX);
         pool.withhold(headroom.min(max));
         Arc::new(ConnectionSlots {
             max,
             headroom,
+            waiting_max,
+            waiting: AtomicU64::new(0),
             pool,
             open: AtomicU64::new(0),
             refused_total: AtomicU64::new(0),
@@ -95,6 +110,16 @@ impl ConnectionSlots {
                 Err(NoSlot::NoRoomYet)
             }
         }
+    }
+
+    /// A turn to wait for room, unless `waiting_max` connections already wait.
+    pub fn start_waiting(self: &Arc<Self>) -> Option<WaitingForRoom> {
+        self.waiting
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |waiting| {
+                (waiting < self.waiting_max).then_some(waiting + 1)
+            })
+            .ok()
+            .map(|_| WaitingForRoom { slots: self.clone() })
     }
 
     /// Resolves the next time the storage gives descriptors back (create it before [`take`]).
@@ -157,7 +182,7 @@ mod tests {
     #[test]
     fn slots_are_refused_past_max_and_come_back_when_dropped() {
         let pool = DescriptorBudget::new(100);
-        let slots = ConnectionSlots::new(2, pool.clone());
+        let slots = ConnectionSlots::new(2, pool.clone(), 1);
         let first = slots.take().expect("first slot");
         let second = slots.take().expect("second slot");
         assert_eq!(slots.take().unwrap_err(), NoSlot::AllTaken);
@@ -173,8 +198,8 @@ mod tests {
     #[test]
     fn connections_withhold_from_the_storage_what_they_hold_and_a_headroom() {
         let pool = DescriptorBudget::new(1000);
-        let slots = ConnectionSlots::new(320, pool.clone());
-        assert_eq!(pool.storage_limit(), 980, "a 16th of max withheld ahead");
+        let slots = ConnectionSlots::new(160, pool.clone(), 1);
+        assert_eq!(pool.storage_limit(), 980, "an 8th of max withheld ahead");
         let shard = pool.shard();
         let files = shard
             .take(980)
@@ -187,6 +212,10 @@ mod tests {
             NoSlot::NoRoomYet,
             "980 + 20 fill the pool"
         );
+        let waiting = slots.start_waiting().expect("one may wait");
+        assert!(slots.start_waiting().is_none(), "only one at once");
+        drop(waiting);
+        assert!(slots.start_waiting().is_some(), "a turn comes back");
         let released = slots.room_released();
         drop(files);
         futures::executor::block_on(released);

@@ -39,8 +39,9 @@ pub fn descriptor_shares(open_files_limit: u64, max_connections: u64) -> Descrip
     let kept = (open_files_limit / 64).clamp(DESCRIPTORS_KEPT_MIN, DESCRIPTORS_KEPT_MAX);
     let pool = DescriptorBudget::new(open_files_limit.saturating_sub(kept));
     let connections_max = max_connections.min(open_files_limit / 2).min(pool.limit());
+    // Half the reserve may be held by accepted connections waiting for the storage's room.
     DescriptorShares {
-        connections: ConnectionSlots::new(connections_max, pool.clone()),
+        connections: ConnectionSlots::new(connections_max, pool.clone(), kept / 2),
         storage: pool,
     }
 }
@@ -71,10 +72,13 @@ mod tests {
     #[test]
     fn connections_get_half_the_limit_at_most_and_files_what_connections_do_not_hold() {
         const ANY: u64 = i32::MAX as u64;
-        assert_eq!(split(20_000, ANY), (19_688, 19_063, 10_000));
-        assert_eq!(split(20_000, 500), (19_688, 19_657, 500));
-        assert_eq!(split(256, ANY), (224, 216, 128));
-        assert_eq!(split(1 << 20, ANY), ((1 << 20) - 1024, (1 << 20) - 2048, 1 << 19));
+        assert_eq!(split(20_000, ANY), (19_688, 18_438, 10_000));
+        assert_eq!(split(20_000, 500), (19_688, 19_626, 500));
+        assert_eq!(split(256, ANY), (224, 208, 128));
+        assert_eq!(
+            split(1 << 20, ANY),
+            ((1 << 20) - 1024, (1 << 20) - 1024 - 2048, 1 << 19)
+        );
         assert_eq!(split(40, ANY), (8, 7, 8), "a tiny limit keeps its reserve first");
         assert_eq!(split(10, ANY), (0, 0, 0));
         assert_eq!(split(u64::MAX, 0), (u64::MAX - 1024, u64::MAX - 1024, 0));

@@ -1,7 +1,6 @@
 //! Starts the broker: the shards, a listener on every shard (SO_REUSEPORT), and the shutdown
 //! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
 
-use std::cell::Cell;
 use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -22,7 +21,7 @@ use laminar_engine::shard::{ShardGone, ShardRuntime};
 use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
-use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAITERS_MAX, ROOM_WAIT_MAX};
+use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
 use crate::log_dir_lock::LogDirLock;
 use crate::open_files;
 use crate::request_memory::RequestMemory;
@@ -273,7 +272,6 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
 
 async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
     let shutdown = ctx.state.shared.shutdown.clone();
-    let waiting_for_room = Rc::new(Cell::new(0usize));
     loop {
         let accepted = {
             let accept = std::pin::pin!(listener.accept());
@@ -284,7 +282,7 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
             }
         };
         match accepted {
-            Ok(stream) => admit(ctx, stream, &waiting_for_room),
+            Ok(stream) => admit(ctx, stream),
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
@@ -296,25 +294,29 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
 
 /// Serves a connection just accepted if it gets a slot. One that finds the connections' share
 /// lent to the storage waits for it in its own task (the accept loop goes on, so the listen
-/// queue keeps draining), at most [`ROOM_WAITERS_MAX`] per shard; the others are closed at once.
-fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream, waiting_for_room: &Rc<Cell<usize>>) {
+/// queue keeps draining), as many at once as `ConnectionSlots` lets wait; the others are
+/// closed at once.
+fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) {
     let slots = &ctx.state.shared.connection_slots;
-    match slots.take() {
+    let waiting = match slots.take() {
         Ok(slot) => {
             glommio::spawn_local(connection::serve(ctx.clone(), stream, slot)).detach();
             return;
         }
-        Err(NoSlot::NoRoomYet) if waiting_for_room.get() < ROOM_WAITERS_MAX => {}
+        Err(NoSlot::NoRoomYet) => slots.start_waiting().ok_or(NoSlot::NoRoomYet),
+        Err(why) => Err(why),
+    };
+    let waiting = match waiting {
+        Ok(waiting) => waiting,
         Err(why) => {
             slots.refused(why);
             return; // the stream is dropped, so closed at once: the client retries after its backoff
         }
-    }
-    waiting_for_room.set(waiting_for_room.get() + 1);
-    let (ctx, waiting_for_room) = (ctx.clone(), waiting_for_room.clone());
+    };
+    let ctx = ctx.clone();
     glommio::spawn_local(async move {
         let taken = wait_for_room(&ctx).await;
-        waiting_for_room.set(waiting_for_room.get() - 1);
+        drop(waiting);
         match taken {
             Ok(slot) => connection::serve(ctx, stream, slot).await,
             Err(why) => ctx.state.shared.connection_slots.refused(why),
