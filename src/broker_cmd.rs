@@ -65,21 +65,11 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
             .spawn(move || watchdog(addr, interval, stopped_rx))
             .context("cannot start the watchdog thread")?;
     }
-    let shutdown = shared.shutdown.clone();
-    let mut signals =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
-            .context("cannot install signal handlers")?;
-    std::thread::Builder::new()
-        .name("laminar-signals".into())
-        .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
-                tracing::info!(signal, "shutting down: finishing requests, flushing partitions");
-                notify(&[NotifyState::Stopping]);
-                shutdown.trigger();
-            }
-        })
-        .context("cannot start the signal thread")?;
+    stop_on_signals(&shared)?;
     let joined = broker.join().map_err(|e| anyhow::anyhow!(e));
+    if let Some(link) = &shared.cluster {
+        link.stop_controller();
+    }
     drop(stopped_tx);
     joined?;
     tracing::info!("laminar broker stopped cleanly");
@@ -150,4 +140,28 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// SIGTERM or SIGINT: in cluster mode a controlled shutdown first (leaderships move while the
+/// shards still serve, so clients move with them), then the shards stop.
+fn stop_on_signals(shared: &std::sync::Arc<laminar_broker::broker::BrokerShared>) -> anyhow::Result<()> {
+    let shutdown = shared.shutdown.clone();
+    let cluster = shared.cluster.clone();
+    let mut signals =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
+            .context("cannot install signal handlers")?;
+    std::thread::Builder::new()
+        .name("laminar-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                tracing::info!(signal, "shutting down: finishing requests, flushing partitions");
+                notify(&[NotifyState::Stopping]);
+                if let Some(link) = &cluster {
+                    laminar_broker::cluster::membership::controlled_shutdown(link);
+                }
+                shutdown.trigger();
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
 }

@@ -37,6 +37,8 @@ pub struct BrokerShared {
     pub storage_descriptors: Arc<laminar_engine::io::DescriptorBudget>,
     /// Opened once every shard has bound its listeners; shards accept only after it.
     pub start_gate: ShutdownSignal,
+    /// Cluster mode's link to the controller quorum; `None` in the single-node mode.
+    pub cluster: Option<Arc<crate::cluster::ClusterLink>>,
 }
 
 /// Per-shard broker state. Owned by one shard; not Send.
@@ -56,6 +58,9 @@ pub type BrokerCtx = ShardContext<BrokerShard>;
 pub enum PartitionAccessError {
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
+    /// Cluster mode: another broker leads the partition (or it has no leader now).
+    #[error("this broker does not lead the partition")]
+    NotLeader,
     /// The request names this partition more than once where once is the rule (Produce).
     #[error("partition named more than once in the request")]
     NamedTwice,
@@ -125,7 +130,8 @@ impl BrokerShard {
             .await?)
     }
 
-    /// `tp`'s topic, when the partition exists in the topic table.
+    /// `tp`'s topic, when the partition exists in the topic table (in a cluster, when this
+    /// broker also leads it: NOT_LEADER_OR_FOLLOWER otherwise).
     fn topic_of(&self, tp: &TopicPartition) -> Result<Arc<TopicMetadata>, PartitionAccessError> {
         let table = self.shared.metadata.current();
         let topic = table
@@ -133,6 +139,16 @@ impl BrokerShard {
             .ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
         if tp.partition < 0 || tp.partition >= topic.partition_count {
             return Err(PartitionAccessError::UnknownTopicOrPartition);
+        }
+        if let Some(link) = &self.shared.cluster {
+            // Only the leader serves a partition until replication exists (a follower holds
+            // no data); a partition opens here only once this broker leads it.
+            let image = link.image();
+            match crate::cluster::view::partition_state(&image, &tp.topic, tp.partition) {
+                None => return Err(PartitionAccessError::UnknownTopicOrPartition),
+                Some(state) if state.leader != link.node_id => return Err(PartitionAccessError::NotLeader),
+                Some(_) => {}
+            }
         }
         Ok(topic.clone())
     }

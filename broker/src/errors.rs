@@ -10,7 +10,9 @@ pub fn partition_error_code(error: &PartitionAccessError) -> i16 {
     let code = match error {
         PartitionAccessError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         PartitionAccessError::NamedTwice => ResponseError::InvalidRequest,
-        PartitionAccessError::ShardGone(_) => ResponseError::NotLeaderOrFollower,
+        PartitionAccessError::ShardGone(_) | PartitionAccessError::NotLeader => {
+            ResponseError::NotLeaderOrFollower
+        }
         PartitionAccessError::Log(log) => log_error(log),
     };
     code.code()

@@ -5,6 +5,7 @@
 pub mod admin_http;
 pub mod broker;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 mod connection;
 pub mod connection_slots;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use laminar_engine::partition::{Partition, CHECKPOINT_IDLE_MS};
 use laminar_engine::shard::shard_of_partition;
 
-use crate::broker::{BrokerCtx, TopicPartition};
+use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::clock::now_ms;
 use crate::config::FsyncSetting;
 
@@ -156,6 +156,8 @@ async fn open_for_retention(ctx: &Rc<BrokerCtx>, now: i64) {
             };
             match ctx.state.partition(&tp).await {
                 Ok(open) => retain(ctx, &tp.topic, partition, &open, now).await,
+                // Cluster mode: it waits until this broker leads it again.
+                Err(PartitionAccessError::NotLeader) => {}
                 Err(error) => {
                     tracing::error!(topic = tp.topic, partition, %error, "cannot open for retention")
                 }

@@ -64,7 +64,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
     let log_dir = log_dir_locks[0].dir().to_path_buf();
     let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
-    let offsets_partitions = crate::group::ensure_offsets_topic(&metadata, &config)?;
+    let (cluster, offsets_partitions) = cluster_and_offsets(&metadata, &config, &log_dir)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
     let listen_addr = resolve_listen_addr(&config)?;
     let cluster_id = cluster_id(&log_dir)?;
@@ -88,7 +88,11 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         connection_slots: shares.connections,
         storage_descriptors: descriptors.clone(),
         start_gate: ShutdownSignal::default(),
+        cluster: cluster.clone(),
     });
+    if let Some(link) = cluster {
+        follow_the_quorum(&shared, link)?;
+    }
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
     let init_descriptors = descriptors.clone();
@@ -126,6 +130,69 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         listen_addr,
         runtime,
     })
+}
+
+/// Starts this node's controller voter, registers the broker (retrying until the quorum has a
+/// leader), starts its heartbeats and waits until the quorum unfences it: only then does the
+/// broker serve clients.
+fn join_cluster(
+    config: &BrokerConfig,
+    settings: &crate::config::ClusterSettings,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<Arc<crate::cluster::ClusterLink>> {
+    use crate::cluster::membership;
+    let link = crate::cluster::ClusterLink::start(config, settings, log_dir)?;
+    membership::register(&link, config)?;
+    let interval = Duration::from_millis(settings.heartbeat_interval_ms);
+    membership::start_heartbeats(link.clone(), config.clone(), interval)?;
+    membership::wait_until_unfenced(&link);
+    tracing::info!(node_id = config.node_id, "unfenced by the controller quorum");
+    Ok(link)
+}
+
+/// Cluster mode's link (joined, unfenced), and `__consumer_offsets`' partition count.
+fn cluster_and_offsets(
+    metadata: &MetadataStore,
+    config: &BrokerConfig,
+    log_dir: &std::path::Path,
+) -> anyhow::Result<(Option<Arc<crate::cluster::ClusterLink>>, i32)> {
+    let cluster = config
+        .cluster
+        .as_ref()
+        .map(|settings| join_cluster(config, settings, log_dir))
+        .transpose()?;
+    let offsets_partitions = offsets_partitions(metadata, config, cluster.as_deref())?;
+    Ok((cluster, offsets_partitions))
+}
+
+/// `__consumer_offsets`' partition count. Cluster mode creates the topic through the quorum when
+/// a group first needs it (FindCoordinator), once brokers have joined to spread it over; a
+/// topic the quorum already has keeps its count, as in Kafka, so that no group changes home.
+fn offsets_partitions(
+    metadata: &MetadataStore,
+    config: &BrokerConfig,
+    cluster: Option<&crate::cluster::ClusterLink>,
+) -> anyhow::Result<i32> {
+    let Some(link) = cluster else {
+        return crate::group::ensure_offsets_topic(metadata, config);
+    };
+    let image = link.handle.metadata();
+    let existing = image.metadata.topic_by_name(crate::group::OFFSETS_TOPIC);
+    Ok(existing
+        .and_then(|t| i32::try_from(t.partitions.len()).ok())
+        .filter(|count| *count > 0)
+        .unwrap_or(config.offsets_topic_num_partitions))
+}
+
+/// Makes the topic table a view of the quorum's metadata, after migrating the single-node
+/// topics of `topics.json` into a fresh quorum (`cluster::migrate`).
+fn follow_the_quorum(
+    shared: &Arc<BrokerShared>,
+    link: Arc<crate::cluster::ClusterLink>,
+) -> anyhow::Result<()> {
+    let single_node = shared.metadata.current();
+    crate::cluster::migrate::single_node_topics(&link, &single_node);
+    crate::cluster::view::start_sync(shared.clone(), link)
 }
 
 /// What a shard reports once it listens: nothing, or why it cannot serve.
@@ -252,6 +319,13 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     let memory_trim =
         (ctx.id() == 0).then(|| glommio::spawn_local(crate::maintenance::give_back_memory(ctx.clone())));
     let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
+    let removed_topics = match (&ctx.state.shared.cluster, ctx.id()) {
+        (Some(link), 0) => Some(glommio::spawn_local(crate::cluster::view::delete_removed_topics(
+            ctx.clone(),
+            link.clone(),
+        ))),
+        _ => None,
+    };
     let descriptor_pressure = {
         let ctx = ctx.clone();
         glommio::spawn_local(async move { ctx.state.partitions.answer_descriptor_pressure().await })
@@ -265,6 +339,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     drop(memory_trim);
     drop(group_timers);
     drop(descriptor_pressure);
+    drop(removed_topics);
     for ((topic, partition), error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic, partition, %error, "partition did not close cleanly");
     }

@@ -98,6 +98,8 @@ async fn a_restarted_node_catches_up_through_a_snapshot_after_the_purge() {
     let mut cluster = Cluster::start(3, |c| {
         c.entries_since_snapshot_max = 20;
         c.entries_kept_after_snapshot = 0;
+        // Nobody heartbeats here: the brokers must stay unfenced however slow the machine.
+        c.session_timeout_ms = 600_000;
     });
     let leader = cluster.wait_leader(SECONDS_5).await;
     register_brokers(&cluster.handle(leader), 3, &[]).await;

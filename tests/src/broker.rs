@@ -262,7 +262,15 @@ impl Broker {
     }
 
     fn spawn_and_wait(&mut self) -> Result<()> {
-        assert!(self.child.is_none(), "spawn_and_wait with a broker still running");
+        self.spawn()?;
+        let args = self.command_line();
+        self.wait_until_serving()
+            .with_context(|| format!("command: {} {}", self.binary.display(), args.join(" ")))
+    }
+
+    /// Starts the process without waiting for it to serve (see [`Cluster`]).
+    fn spawn(&mut self) -> Result<()> {
+        assert!(self.child.is_none(), "spawn with a broker still running");
         self.starts += 1;
         let log = File::create(self.log_path(self.starts)).context("creating the stderr log")?;
         let args = self.command_line();
@@ -281,8 +289,7 @@ impl Broker {
             .spawn()
             .with_context(|| format!("spawning {} {}", self.binary.display(), args.join(" ")))?;
         self.child = Some(child);
-        self.wait_until_serving()
-            .with_context(|| format!("command: {} {}", self.binary.display(), args.join(" ")))
+        Ok(())
     }
 
     fn wait_until_serving(&mut self) -> Result<()> {
@@ -405,6 +412,103 @@ fn read_tail(path: &Path) -> std::io::Result<String> {
     } else {
         text
     })
+}
+
+/// Brokers of a [`Cluster`] may only serve once a quorum exists, so all are started first and
+/// then waited for; this is how long each may take to join and be unfenced.
+const CLUSTER_STARTUP_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// Several `laminar broker` processes in combined mode (`process.roles=broker,controller`) on
+/// loopback, each with its own ports and data dir, forming one controller quorum. Owned by the
+/// test thread; every node is killed when it is dropped.
+pub struct Cluster {
+    pub nodes: Vec<Broker>,
+    /// Node id of `nodes[i]` is `i + 1`.
+    pub controller_ports: Vec<u16>,
+}
+
+impl Cluster {
+    /// Starts `count` nodes with `broker.session.timeout.ms=session_timeout_ms` (heartbeats at
+    /// a sixth of it) and waits until every one serves.
+    pub fn start(count: usize, session_timeout_ms: u64, base: BrokerOptions) -> Result<Cluster> {
+        let binary = base.binary.clone().unwrap_or_else(default_binary);
+        check_runnable(&binary)?;
+        let mut ports = Vec::with_capacity(count * 3);
+        // Probed together, so no port repeats; a race with another process shows as a failed start.
+        let probes = (0..count * 3)
+            .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a probe socket"))
+            .collect::<Result<Vec<_>>>()?;
+        for probe in &probes {
+            ports.push(probe.local_addr()?.port());
+        }
+        drop(probes);
+        let controller_ports: Vec<u16> = ports[2 * count..].to_vec();
+        let voters: Vec<String> = controller_ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+            .collect();
+        let mut nodes = Vec::with_capacity(count);
+        for i in 0..count {
+            let (port, http_port, controller_port) = (ports[i], ports[count + i], controller_ports[i]);
+            let options = base
+                .clone()
+                .with_override("process.roles", "broker,controller")
+                .with_override("node.id", &(i + 1).to_string())
+                .with_override("controller.quorum.voters", &voters.join(","))
+                .with_override(
+                    "listeners",
+                    &format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"),
+                )
+                .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
+                .with_override(
+                    "broker.heartbeat.interval.ms",
+                    &(session_timeout_ms / 6).max(1).to_string(),
+                );
+            let root = tempfile::Builder::new().prefix("laminar-cluster-").tempdir()?;
+            fs::create_dir(root.path().join("data"))?;
+            let mut node = Broker {
+                options: BrokerOptions {
+                    startup_timeout: CLUSTER_STARTUP_TIMEOUT,
+                    ..options
+                },
+                binary: binary.clone(),
+                port,
+                http_port,
+                root,
+                child: None,
+                starts: 0,
+            };
+            node.spawn()?;
+            nodes.push(node);
+        }
+        for node in &mut nodes {
+            node.wait_until_serving()?;
+        }
+        Ok(Cluster {
+            nodes,
+            controller_ports,
+        })
+    }
+
+    /// `bootstrap.servers` naming every node.
+    pub fn bootstrap(&self) -> String {
+        let each: Vec<String> = self.nodes.iter().map(Broker::bootstrap).collect();
+        each.join(",")
+    }
+
+    /// The node with id `node_id` (1-based).
+    pub fn node(&mut self, node_id: i32) -> &mut Broker {
+        let index = usize::try_from(node_id - 1).expect("node ids start at 1");
+        &mut self.nodes[index]
+    }
+
+    /// Restarts a stopped node (it rejoins the quorum and the cluster) and waits until it serves.
+    pub fn restart(&mut self, node_id: i32) -> Result<()> {
+        let node = self.node(node_id);
+        node.spawn()?;
+        node.wait_until_serving()
+    }
 }
 
 #[cfg(test)]

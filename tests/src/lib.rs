@@ -10,7 +10,7 @@ pub mod rdkafka_client;
 pub mod sys;
 pub mod wire;
 
-pub use broker::{default_binary, Broker, BrokerOptions, BINARY_ENV};
+pub use broker::{default_binary, Broker, BrokerOptions, Cluster, BINARY_ENV};
 
 /// Env switch for the consumer-group and idempotent-producer suites, which need APIs the broker
 /// gains later. Those tests print that they are skipped and return when it is not `1`.

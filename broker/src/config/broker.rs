@@ -245,7 +245,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
     let log_dirs = log_dirs(&v)?;
-    let (listeners, advertised_listeners) = listeners(&v)?;
+    let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let log_retention_ms = retention_ms(&v)?;
     let log_roll_ms = roll_ms(&v)?;
     let WriteBehindKeys {
@@ -254,15 +254,15 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         profile: laminar_iotune_profile,
         choice: write_behind,
     } = write_behind_keys(&v)?;
-    let laminar_cores = match v.set_int("laminar.cores")? {
-        Some(cores) => narrow("laminar.cores", cores),
-        None => std::thread::available_parallelism().map_or(1, usize::from),
-    };
+    let laminar_cores = laminar_cores(&v)?;
     Ok(BrokerConfig {
         node_id: narrow("node.id", node_id),
         log_dirs,
         listeners,
         advertised_listeners,
+        cluster,
+        broker_rack: v.set("broker.rack").map(|r| r.trim().to_string()),
+        unclean_leader_election_enable: v.parsed("unclean.leader.election.enable", parse_bool)?,
         num_partitions: narrow("num.partitions", v.int("num.partitions")?),
         default_replication_factor: narrow(
             "default.replication.factor",
@@ -314,6 +314,14 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     })
 }
 
+/// `laminar.cores`, by default every available core.
+fn laminar_cores(v: &Values<'_>) -> Result<usize, ConfigError> {
+    Ok(match v.set_int("laminar.cores")? {
+        Some(cores) => narrow("laminar.cores", cores),
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    })
+}
+
 /// `node.id`, or its older name `broker.id`; if both are set they must agree.
 fn node_id(v: &Values<'_>) -> Result<i64, ConfigError> {
     match (v.set_int("node.id")?, v.set_int("broker.id")?) {
@@ -335,14 +343,27 @@ fn log_dirs(v: &Values<'_>) -> Result<Vec<PathBuf>, ConfigError> {
     }
 }
 
-/// `listeners`, and `advertised.listeners` (by default the listeners, wildcards made local).
-fn listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Vec<Listener>), ConfigError> {
-    let listeners = parse_listeners("listeners", v.text("listeners"), false)?;
-    let advertised = match v.set("advertised.listeners") {
-        Some(text) => advertised_matching(text, &listeners)?,
+/// The client listeners, their advertised addresses, and the quorum settings (which take the
+/// controller's listener out of `listeners`).
+type ListenersAndQuorum = (
+    Vec<Listener>,
+    Vec<Listener>,
+    Option<cluster_keys::ClusterSettings>,
+);
+
+fn listeners_and_quorum(v: &Values<'_>, node_id: i64) -> Result<ListenersAndQuorum, ConfigError> {
+    let (listeners, controller_listener) = cluster_keys::split_listeners(v)?;
+    let advertised_listeners = advertised_listeners(v, &listeners)?;
+    let cluster = cluster_keys::cluster_settings(v, node_id, controller_listener)?;
+    Ok((listeners, advertised_listeners, cluster))
+}
+
+/// `advertised.listeners` (by default the client listeners, wildcards made local).
+fn advertised_listeners(v: &Values<'_>, listeners: &[Listener]) -> Result<Vec<Listener>, ConfigError> {
+    Ok(match v.set("advertised.listeners") {
+        Some(text) => advertised_matching(text, listeners)?,
         None => listeners.iter().map(advertise_default).collect(),
-    };
-    Ok((listeners, advertised))
+    })
 }
 
 /// `log.roll.ms`, else `log.roll.hours`.
@@ -442,6 +463,9 @@ fn advertise_default(listener: &Listener) -> Listener {
     }
     advertised
 }
+
+#[path = "cluster_keys.rs"]
+pub mod cluster_keys;
 
 #[cfg(test)]
 #[path = "broker_tests.rs"]

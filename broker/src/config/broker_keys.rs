@@ -77,10 +77,26 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Addresses given to clients in Metadata. Default: listeners, with a wildcard host \
          replaced by 127.0.0.1 (a single-node setup then works without DNS; set this key \
          when clients run on other hosts)."),
+    key("process.roles", Unset, Kind::ChoiceList(&["broker", "controller"]), &[],
+        "KRaft roles of this node: broker,controller (combined mode, what Laminar runs) with \
+         controller.quorum.voters. Unset: the single-node mode, with no quorum."),
+    key("controller.quorum.voters", Fixed(""), Kind::QuorumVoters, &[],
+        "The static controller quorum as id@host:port of each voter's CONTROLLER listener, \
+         e.g. 1@h1:9093,2@h2:9093,3@h3:9093. Needs process.roles."),
+    key("controller.listener.names", Fixed("CONTROLLER"), Kind::ListenerNames, &[],
+        "Names of the listeners (in listeners) that carry the controller quorum's traffic; the \
+         first one found in listeners is bound by the controller."),
+    key("broker.session.timeout.ms", Fixed("9000"), POSITIVE_I32, &[],
+        "A broker without a heartbeat for this long is fenced by the controller and its \
+         leaderships move."),
+    key("broker.heartbeat.interval.ms", Fixed("2000"), POSITIVE_I32, &[],
+        "How often a broker heartbeats to the controller; below broker.session.timeout.ms."),
+    key("broker.rack", Unset, Kind::Text, &[],
+        "This broker's rack; replica placement spreads a partition's replicas over racks."),
     key("num.partitions", Fixed("1"), POSITIVE_I32, &[],
         "Partitions of an auto-created topic."),
     key("default.replication.factor", Fixed("1"), Kind::Int { min: 1, max: i16::MAX as i64 }, &[],
-        "Replication factor of an auto-created topic."),
+        "Replication factor of a topic created without one (CreateTopics -1, auto-creation)."),
     key("min.insync.replicas", Fixed("1"), POSITIVE_I32, &[],
         "In-sync replicas that must hold a batch before acks=all succeeds."),
     key("auto.create.topics.enable", Fixed("true"), Kind::Bool, &[],
@@ -226,20 +242,8 @@ fn join(items: &[impl ToString]) -> String {
 static IGNORED_KEYS: &[(&str, &str)] = &[
     ("zookeeper.connect", "Laminar has no ZooKeeper"),
     (
-        "process.roles",
-        "every Laminar node is a broker; the controller is built in",
-    ),
-    (
-        "controller.quorum.voters",
-        "the controller quorum is not configured this way",
-    ),
-    (
         "controller.quorum.bootstrap.servers",
-        "the controller quorum is not configured this way",
-    ),
-    (
-        "controller.listener.names",
-        "there is no separate controller listener",
+        "the quorum is static: controller.quorum.voters names it",
     ),
     (
         "inter.broker.listener.name",
@@ -303,7 +307,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ("authorizer.class.name", "there is no authorizer"),
     ("super.users", "there is no authorizer"),
     ("metric.reporters", "metrics are served on laminar.http.listen"),
-    ("broker.rack", "rack-aware placement is not implemented"),
     ("cluster.id", "not implemented"),
 ];
 

@@ -19,6 +19,12 @@ pub struct BrokerConfig {
     pub log_dirs: Vec<PathBuf>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
+    /// The KRaft settings (`process.roles` and the quorum); `None`: the single-node mode.
+    pub cluster: Option<super::broker::cluster_keys::ClusterSettings>,
+    /// `broker.rack`, when set.
+    pub broker_rack: Option<String>,
+    /// The cluster default of `unclean.leader.election.enable`.
+    pub unclean_leader_election_enable: bool,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
     pub min_insync_replicas: i32,

@@ -244,3 +244,73 @@ fn example_server_properties_loads_without_warnings() {
     assert_eq!(c.laminar_fsync, FsyncSetting::Always);
     assert_eq!(c.value_of("log.retention.hours").as_deref(), Some("168"));
 }
+
+const COMBINED: &str = "process.roles=broker,controller\nnode.id=2\n\
+    controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095\n\
+    listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9094\n";
+
+#[test]
+fn no_quorum_is_the_single_node_mode() {
+    let c = BrokerConfig::default();
+    assert_eq!(c.cluster, None);
+    assert_eq!(c.broker_rack, None);
+    assert!(!c.unclean_leader_election_enable);
+}
+
+#[test]
+fn combined_mode_takes_the_controller_listener_out_of_the_client_ones() {
+    let c = config(COMBINED, &["broker.rack=r1", "broker.session.timeout.ms=3000"]);
+    let cluster = c.cluster.expect("combined mode");
+    assert_eq!(cluster.roles, crate::config::ProcessRoles::Combined);
+    assert_eq!(cluster.voters.len(), 3);
+    assert_eq!(cluster.voters[&2], "127.0.0.1:9094");
+    assert_eq!(
+        cluster.controller_listener.to_string(),
+        "CONTROLLER://127.0.0.1:9094"
+    );
+    assert_eq!(
+        (cluster.session_timeout_ms, cluster.heartbeat_interval_ms),
+        (3000, 2000)
+    );
+    assert_eq!(c.listeners.len(), 1);
+    assert_eq!(c.listeners[0].name, "PLAINTEXT");
+    assert_eq!(
+        c.advertised_listeners[0].to_string(),
+        "PLAINTEXT://127.0.0.1:9092"
+    );
+    assert_eq!(c.broker_rack.as_deref(), Some("r1"));
+}
+
+#[test]
+fn quorum_misconfigurations_are_refused_with_the_reason() {
+    let cases: [(&[&str], &str); 8] = [
+        (&["node.id=7"], "not among the voters"),
+        (
+            &["listeners=PLAINTEXT://127.0.0.1:9092"],
+            "controller.listener.names",
+        ),
+        (&["controller.quorum.voters="], "list the quorum's voters"),
+        (&["controller.quorum.voters=1@h:1,1@h:2"], "appears twice"),
+        (&["controller.quorum.voters=x@h:1"], "id@host:port"),
+        (&["process.roles=broker"], "broker-only"),
+        (&["process.roles=controller"], "controller-only"),
+        (
+            &["broker.heartbeat.interval.ms=9000"],
+            "below broker.session.timeout.ms",
+        ),
+    ];
+    for (overrides, reason) in cases {
+        let message = load(COMBINED, overrides).unwrap_err().to_string();
+        assert!(message.contains(reason), "{overrides:?}: {message}");
+    }
+    let no_roles = "controller.quorum.voters=1@h:9093\n";
+    assert!(load(no_roles, &[])
+        .unwrap_err()
+        .to_string()
+        .contains("process.roles"));
+    let stray = "listeners=PLAINTEXT://h:1,CONTROLLER://h:2\n";
+    assert!(load(stray, &[])
+        .unwrap_err()
+        .to_string()
+        .contains("process.roles is unset"));
+}

@@ -29,7 +29,8 @@ pub enum Kind {
     /// A non-empty comma-separated list of the listed words (case-insensitive, as Kafka does for
     /// `cleanup.policy`).
     ChoiceList(&'static [&'static str]),
-    /// Comma-separated `NAME://host:port` (only PLAINTEXT).
+    /// Comma-separated `NAME://host:port`: PLAINTEXT, plus the controller's listener (a name in
+    /// `controller.listener.names`, checked when the whole config is built).
     Listeners,
     /// Like `Listeners`, and the host may not be the wildcard address.
     AdvertisedListeners,
@@ -45,6 +46,12 @@ pub enum Kind {
     ThrottledReplicas,
     /// A boolean that must be false: the feature it would enable does not exist in Laminar.
     FalseOnly,
+    /// `controller.quorum.voters`: empty, or comma-separated `id@host:port` with distinct ids.
+    QuorumVoters,
+    /// A non-empty comma-separated list of listener names (`[A-Za-z0-9_]+`).
+    ListenerNames,
+    /// Any non-empty text (`broker.rack`).
+    Text,
 }
 
 /// The Kafka `ConfigType` reported by DescribeConfigs v3+ (`config_type` field).
@@ -80,6 +87,9 @@ impl Kind {
             Kind::SocketAddr => "an address ip:port".to_string(),
             Kind::ThrottledReplicas => "empty, * or a comma-separated list of partition:broker".to_string(),
             Kind::FalseOnly => "false (Laminar does not implement this feature)".to_string(),
+            Kind::QuorumVoters => "a comma-separated list of id@host:port".to_string(),
+            Kind::ListenerNames => "a comma-separated list of listener names".to_string(),
+            Kind::Text => "a non-empty string".to_string(),
         }
     }
 
@@ -99,8 +109,8 @@ impl Kind {
             Kind::ChoiceList(_) | Kind::Listeners | Kind::AdvertisedListeners | Kind::Paths => {
                 ConfigType::List
             }
-            Kind::ThrottledReplicas => ConfigType::List,
-            Kind::Choice(_) | Kind::Fsync | Kind::SocketAddr | Kind::Path => ConfigType::String,
+            Kind::ThrottledReplicas | Kind::QuorumVoters | Kind::ListenerNames => ConfigType::List,
+            Kind::Choice(_) | Kind::Fsync | Kind::SocketAddr | Kind::Path | Kind::Text => ConfigType::String,
         }
     }
 
@@ -122,13 +132,19 @@ impl Kind {
                         .iter()
                         .all(|item| words.iter().any(|w| w.eq_ignore_ascii_case(item)))
             }
-            Kind::Listeners => return parse_listeners(key, value, false).map(drop),
+            Kind::Listeners => return parse_listener_list(key, value, false).map(drop),
             Kind::AdvertisedListeners => return parse_listeners(key, value, true).map(drop),
             Kind::Paths => return parse_paths(key, value).map(drop),
             Kind::Path => !value.trim().is_empty(),
             Kind::Fsync => FsyncSetting::parse(value).is_some(),
             Kind::SocketAddr => value.trim().parse::<SocketAddr>().is_ok(),
             Kind::ThrottledReplicas => valid_throttled_replicas(value),
+            Kind::QuorumVoters => return parse_quorum_voters(key, value).map(drop),
+            Kind::ListenerNames => {
+                let names = split_list(value);
+                !names.is_empty() && names.iter().all(|n| valid_listener_name(n))
+            }
+            Kind::Text => !value.trim().is_empty(),
         };
         if ok {
             Ok(())
@@ -231,6 +247,29 @@ impl fmt::Display for Listener {
 
 /// Parses `NAME://host:port[,...]`. Only PLAINTEXT is supported, and names must be unique.
 pub fn parse_listeners(key: &str, value: &str, advertised: bool) -> Result<Vec<Listener>, ConfigError> {
+    let listeners = parse_listener_list(key, value, advertised)?;
+    refuse_other_than_plaintext(key, value, &listeners)?;
+    Ok(listeners)
+}
+
+/// Refuses every listener but PLAINTEXT (the listeners left once the controller's is taken out).
+pub fn refuse_other_than_plaintext(
+    key: &str,
+    value: &str,
+    listeners: &[Listener],
+) -> Result<(), ConfigError> {
+    match listeners.iter().find(|l| l.name != "PLAINTEXT") {
+        Some(other) => Err(ConfigError::Rejected {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: format!("only PLAINTEXT listeners are supported, not {}", other.name),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Parses `NAME://host:port[,...]` with any listener name (upper-cased); names must be unique.
+pub fn parse_listener_list(key: &str, value: &str, advertised: bool) -> Result<Vec<Listener>, ConfigError> {
     let kind = if advertised {
         Kind::AdvertisedListeners
     } else {
@@ -248,26 +287,15 @@ pub fn parse_listeners(key: &str, value: &str, advertised: bool) -> Result<Vec<L
     let mut listeners: Vec<Listener> = Vec::new();
     for item in items {
         let (name, address) = item.split_once("://").ok_or_else(|| kind.invalid(key, value))?;
-        let (host, port) = address.rsplit_once(':').ok_or_else(|| kind.invalid(key, value))?;
-        let port: u16 = port.parse().map_err(|_| kind.invalid(key, value))?;
-        let bracketed_ipv6 = host.starts_with('[') && host.ends_with(']');
-        if host.contains(['/', ' ']) || (host.contains(':') && !bracketed_ipv6) {
+        let (host, port) = split_host_port(address).ok_or_else(|| kind.invalid(key, value))?;
+        if !valid_listener_name(name) {
             return Err(kind.invalid(key, value));
         }
         let name = name.to_ascii_uppercase();
-        if name != "PLAINTEXT" {
-            return Err(unsupported(format!(
-                "only PLAINTEXT listeners are supported, not {name}"
-            )));
-        }
         if listeners.iter().any(|l| l.name == name) {
             return Err(unsupported(format!("listener name {name} appears twice")));
         }
-        let listener = Listener {
-            name,
-            host: host.to_string(),
-            port,
-        };
+        let listener = Listener { name, host, port };
         if advertised && listener.is_wildcard_host() {
             return Err(unsupported(format!(
                 "cannot advertise the wildcard address in {listener}; name a host clients can reach"
@@ -276,6 +304,48 @@ pub fn parse_listeners(key: &str, value: &str, advertised: bool) -> Result<Vec<L
         listeners.push(listener);
     }
     Ok(listeners)
+}
+
+/// `host:port` with a numeric port; the host may be empty (every interface) or a bracketed
+/// IPv6 address, and holds no `/`, space or bare `:`.
+fn split_host_port(address: &str) -> Option<(String, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let bracketed_ipv6 = host.starts_with('[') && host.ends_with(']');
+    if host.contains(['/', ' ']) || (host.contains(':') && !bracketed_ipv6) {
+        return None;
+    }
+    Some((host.to_string(), port))
+}
+
+fn valid_listener_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Parses `controller.quorum.voters`: empty, or `id@host:port,...` with distinct non-negative
+/// ids (KRaft's static quorum). The map's values are `host:port`.
+pub fn parse_quorum_voters(
+    key: &str,
+    value: &str,
+) -> Result<std::collections::BTreeMap<i32, String>, ConfigError> {
+    let invalid = || Kind::QuorumVoters.invalid(key, value);
+    let mut voters = std::collections::BTreeMap::new();
+    for item in split_list(value) {
+        let (id, address) = item.split_once('@').ok_or_else(invalid)?;
+        let id: i32 = id.trim().parse().ok().filter(|id| *id >= 0).ok_or_else(invalid)?;
+        let (host, port) = split_host_port(address.trim()).ok_or_else(invalid)?;
+        if host.is_empty() || port == 0 {
+            return Err(invalid());
+        }
+        if voters.insert(id, format!("{host}:{port}")).is_some() {
+            return Err(ConfigError::Rejected {
+                key: key.to_string(),
+                value: value.to_string(),
+                reason: format!("voter id {id} appears twice"),
+            });
+        }
+    }
+    Ok(voters)
 }
 
 /// When the broker calls fdatasync (`laminar.fsync`). `Always` syncs before acknowledging

@@ -30,12 +30,7 @@ pub fn ensure_offsets_topic(metadata: &MetadataStore, config: &BrokerConfig) -> 
     if let Some(topic) = metadata.current().get(OFFSETS_TOPIC) {
         return Ok(topic.partition_count);
     }
-    // Compact only: every group's latest records stay (retention.ms does not apply), older
-    // ones go at each compaction pass.
-    let configs = BTreeMap::from([
-        ("cleanup.policy".to_string(), "compact".to_string()),
-        ("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string()),
-    ]);
+    let configs = offsets_topic_configs();
     let partitions = config.offsets_topic_num_partitions;
     match metadata.create_topic(OFFSETS_TOPIC, partitions, 1, configs) {
         Ok(topic) => {
@@ -49,6 +44,15 @@ pub fn ensure_offsets_topic(metadata: &MetadataStore, config: &BrokerConfig) -> 
             .ok_or_else(|| anyhow::anyhow!("{OFFSETS_TOPIC} vanished while being created")),
         Err(e) => Err(anyhow::anyhow!("cannot create {OFFSETS_TOPIC}: {e}")),
     }
+}
+
+/// `__consumer_offsets`' overrides. Compact only: every group's latest records stay
+/// (retention.ms does not apply), older ones go at each compaction pass.
+pub fn offsets_topic_configs() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string()),
+    ])
 }
 
 fn offsets_partition(partition: i32) -> TopicPartition {
@@ -88,6 +92,8 @@ pub async fn append(
             // storage error.
             PartitionAccessError::Log(LogError::Exhausted(_)) => ResponseError::NotCoordinator,
             PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
+            // Leadership of the group's partition moved: the client finds the new coordinator.
+            PartitionAccessError::NotLeader => ResponseError::NotCoordinator,
             PartitionAccessError::UnknownTopicOrPartition
             | PartitionAccessError::NamedTwice
             | PartitionAccessError::ShardGone(_) => ResponseError::CoordinatorNotAvailable,
@@ -112,7 +118,8 @@ pub async fn load(ctx: &Rc<BrokerCtx>) {
             continue;
         }
         match replay_partition(ctx, partition).await {
-            Ok(0) => {}
+            // Cluster mode: another broker leads (and coordinates) this partition's groups.
+            Ok(0) | Err(PartitionAccessError::NotLeader) => {}
             Ok(records) => tracing::info!(partition, records, "loaded group records"),
             Err(error) => tracing::error!(partition, %error, "cannot load group records"),
         }

@@ -1,4 +1,5 @@
-//! CreatePartitions: grows a topic; the new partitions open on first use.
+//! CreatePartitions: grows a topic; the new partitions open on first use. In cluster mode the
+//! controller quorum grows it (and places the new replicas).
 
 use std::rc::Rc;
 
@@ -9,14 +10,19 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::handlers::topic_admin::{AdminError, PartitionBudget};
+use crate::cluster::admin::{wait_for_view, with_retries};
+use crate::cluster::ClusterLink;
+use crate::handlers::topic_admin::{controller_error, AdminError, PartitionBudget};
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let shared = &ctx.state.shared;
     let mut response = CreatePartitionsResponse::default();
     let mut budget = PartitionBudget::new(shared.config.laminar_request_partitions_max);
     for topic in &request.topics {
-        let outcome = grow(shared, topic, request.validate_only, &mut budget);
+        let outcome = match &shared.cluster {
+            Some(link) if !request.validate_only => cluster_grow(shared, link, topic, &mut budget).await,
+            _ => grow(shared, topic, request.validate_only, &mut budget),
+        };
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
         response.results.push(match outcome {
             Ok(()) => result,
@@ -58,5 +64,44 @@ fn grow(
         tracing::info!(topic = name, partitions = topic.count, "added partitions");
     }
     budget.spend(added);
+    Ok(())
+}
+
+/// Cluster mode: checks like [`grow`] against this broker's view, then asks the quorum.
+async fn cluster_grow(
+    shared: &BrokerShared,
+    link: &ClusterLink,
+    topic: &CreatePartitionsTopic,
+    budget: &mut PartitionBudget,
+) -> Result<(), AdminError> {
+    let name = topic.name.as_str();
+    let current = shared
+        .metadata
+        .current()
+        .get(name)
+        .map_or(0, |t| t.partition_count);
+    budget.check(i64::from(topic.count) - i64::from(current))?;
+    let grown = with_retries(|| {
+        link.handle
+            .create_partitions(vec![(name.to_string(), topic.count)])
+    })
+    .await
+    .map_err(controller_error)?;
+    let error_code = grown.first().map_or(0, |r| r.error_code);
+    if error_code != 0 {
+        let code = ResponseError::try_from_code(error_code).unwrap_or(ResponseError::UnknownServerError);
+        let message = grown.into_iter().next().and_then(|r| r.error_message);
+        return Err(AdminError::new(code, message.unwrap_or_default()));
+    }
+    let count = usize::try_from(topic.count).unwrap_or(usize::MAX);
+    wait_for_view(link, |image| {
+        image
+            .metadata
+            .topic_by_name(name)
+            .is_some_and(|t| t.partitions.len() >= count)
+    })
+    .await;
+    tracing::info!(topic = name, partitions = topic.count, "added partitions");
+    budget.spend(i64::from(topic.count) - i64::from(current));
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! CreateTopics: new topics with partition counts, replication factor and config overrides;
-//! `validate_only` checks everything and creates nothing.
+//! `validate_only` checks everything and creates nothing. In cluster mode the controller quorum
+//! creates them (placing replicas over the unfenced brokers) and the answer waits, a bounded
+//! while, until this broker's view has them.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -12,15 +14,24 @@ use kafka_protocol::protocol::StrBytes;
 use laminar_engine::cluster::metadata::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
+use crate::cluster::admin::{wait_for_view, with_retries};
+use crate::cluster::view::alive_brokers;
+use crate::cluster::ClusterLink;
 use crate::config::TopicConfig;
-use crate::handlers::topic_admin::{validate_overrides, AdminError, PartitionBudget};
+use crate::handlers::topic_admin::{controller_error, validate_overrides, AdminError, PartitionBudget};
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let shared = &ctx.state.shared;
     let mut response = CreateTopicsResponse::default();
     let mut budget = PartitionBudget::new(shared.config.laminar_request_partitions_max);
     for topic in &request.topics {
-        let result = match create(shared, topic, request.validate_only, version, &mut budget) {
+        let created = match &shared.cluster {
+            Some(link) => {
+                cluster_create(shared, link, topic, request.validate_only, version, &mut budget).await
+            }
+            None => create(shared, topic, request.validate_only, version, &mut budget),
+        };
+        let result = match created {
             Ok(created) => created,
             Err(e) => CreatableTopicResult::default()
                 .with_name(topic.name.clone())
@@ -34,6 +45,108 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, version: 
     response
 }
 
+/// What a valid topic of the request asks for.
+struct Wanted {
+    partition_count: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+}
+
+/// Checks the name, counts and overrides of one topic (`alive`: brokers that may hold a
+/// replica); nothing is created.
+fn wanted(
+    shared: &BrokerShared,
+    topic: &CreatableTopic,
+    alive: usize,
+    budget: &PartitionBudget,
+) -> Result<Wanted, AdminError> {
+    validate_topic_name(topic.name.as_str())?;
+    let partition_count = partition_count(shared, topic)?;
+    budget.check(i64::from(partition_count))?;
+    let replication_factor = replication_factor(shared, topic, alive)?;
+    let mut configs = BTreeMap::new();
+    for config in &topic.configs {
+        if let Some(value) = &config.value {
+            configs.insert(config.name.to_string(), value.to_string());
+        }
+    }
+    validate_overrides(&configs)?;
+    Ok(Wanted {
+        partition_count,
+        replication_factor,
+        configs,
+    })
+}
+
+/// The answer for a topic created (or validated) as `wanted`, with id `id`.
+fn created(
+    shared: &BrokerShared,
+    topic: &CreatableTopic,
+    wanted: &Wanted,
+    id: [u8; 16],
+    version: i16,
+) -> CreatableTopicResult {
+    let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    // The effective configs are part of the answer from v5 on.
+    if version < 5 {
+        return result;
+    }
+    result
+        .with_topic_id(uuid::Uuid::from_bytes(id))
+        .with_num_partitions(wanted.partition_count)
+        .with_replication_factor(wanted.replication_factor)
+        .with_configs(Some(describe(&wanted.configs, shared)))
+}
+
+/// Cluster mode: the quorum creates the topic; the answer waits for this broker's view.
+async fn cluster_create(
+    shared: &BrokerShared,
+    link: &ClusterLink,
+    topic: &CreatableTopic,
+    validate_only: bool,
+    version: i16,
+    budget: &mut PartitionBudget,
+) -> Result<CreatableTopicResult, AdminError> {
+    let name = topic.name.as_str();
+    let alive = alive_brokers(&link.image().metadata).len();
+    let wanted = wanted(shared, topic, alive, budget)?;
+    let exists = || {
+        AdminError::new(
+            ResponseError::TopicAlreadyExists,
+            format!("topic '{name}' already exists"),
+        )
+    };
+    if validate_only {
+        if link.image().metadata.topic_by_name(name).is_some() {
+            return Err(exists());
+        }
+        budget.spend(i64::from(wanted.partition_count));
+        return Ok(created(shared, topic, &wanted, [0u8; 16], version));
+    }
+    let request = laminar_controller::api::CreatableTopic {
+        name: name.to_string(),
+        num_partitions: wanted.partition_count,
+        replication_factor: wanted.replication_factor,
+        configs: wanted.configs.clone(),
+    };
+    let results = with_retries(|| link.handle.create_topics(vec![request.clone()]))
+        .await
+        .map_err(controller_error)?;
+    let result = results
+        .into_iter()
+        .next()
+        .ok_or_else(|| AdminError::new(ResponseError::UnknownServerError, "no answer for the topic"))?;
+    if result.error_code != 0 {
+        let code =
+            ResponseError::try_from_code(result.error_code).unwrap_or(ResponseError::UnknownServerError);
+        return Err(AdminError::new(code, result.error_message.unwrap_or_default()));
+    }
+    wait_for_view(link, |image| image.metadata.topic_by_name(name).is_some()).await;
+    tracing::info!(topic = name, partitions = wanted.partition_count, "created topic");
+    budget.spend(i64::from(wanted.partition_count));
+    Ok(created(shared, topic, &wanted, result.topic_id, version))
+}
+
 fn create(
     shared: &BrokerShared,
     topic: &CreatableTopic,
@@ -42,18 +155,12 @@ fn create(
     budget: &mut PartitionBudget,
 ) -> Result<CreatableTopicResult, AdminError> {
     let name = topic.name.as_str();
-    validate_topic_name(name)?;
-    let partition_count = partition_count(shared, topic)?;
-    budget.check(i64::from(partition_count))?;
-    let replication_factor = replication_factor(shared, topic)?;
-    let mut configs = BTreeMap::new();
-    for config in &topic.configs {
-        if let Some(value) = &config.value {
-            configs.insert(config.name.to_string(), value.to_string());
-        }
-    }
-    validate_overrides(&configs)?;
-    let described = describe(&configs, shared);
+    let wanted = wanted(shared, topic, 1, budget)?;
+    let Wanted {
+        partition_count,
+        replication_factor,
+        ..
+    } = wanted;
     let id = if validate_only {
         if shared.metadata.current().get(name).is_some() {
             return Err(AdminError::new(
@@ -64,29 +171,28 @@ fn create(
         shared.metadata.check_room(i64::from(partition_count))?;
         [0u8; 16]
     } else {
-        let created = shared
-            .metadata
-            .create_topic(name, partition_count, replication_factor, configs)?;
+        let created = shared.metadata.create_topic(
+            name,
+            partition_count,
+            replication_factor,
+            wanted.configs.clone(),
+        )?;
         tracing::info!(topic = name, partitions = partition_count, "created topic");
         created.id
     };
     budget.spend(i64::from(partition_count));
-    let result = CreatableTopicResult::default().with_name(topic.name.clone());
-    // The effective configs are part of the answer from v5 on.
-    if version < 5 {
-        return Ok(result);
-    }
-    Ok(result
-        .with_topic_id(uuid::Uuid::from_bytes(id))
-        .with_num_partitions(partition_count)
-        .with_replication_factor(replication_factor)
-        .with_configs(Some(described)))
+    Ok(created(shared, topic, &wanted, id, version))
 }
 
 /// The partitions `topic` asks for: from its explicit assignment, or its count, or the default.
 fn partition_count(shared: &BrokerShared, topic: &CreatableTopic) -> Result<i32, AdminError> {
     let node_id = shared.node_id();
-    let partition_count = if !topic.assignments.is_empty() {
+    let partition_count = if !topic.assignments.is_empty() && shared.cluster.is_some() {
+        return Err(AdminError::new(
+            ResponseError::InvalidReplicaAssignment,
+            "manual replica assignments are not supported in cluster mode yet",
+        ));
+    } else if !topic.assignments.is_empty() {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err(AdminError::new(
                 ResponseError::InvalidRequest,
@@ -119,17 +225,24 @@ fn partition_count(shared: &BrokerShared, topic: &CreatableTopic) -> Result<i32,
     Ok(partition_count)
 }
 
-/// The replication factor `topic` asks for, or the default; one broker holds one replica.
-fn replication_factor(shared: &BrokerShared, topic: &CreatableTopic) -> Result<i16, AdminError> {
+/// The replication factor `topic` asks for, or the default; each of the `alive` brokers holds
+/// at most one replica (Kafka's INVALID_REPLICATION_FACTOR beyond them).
+fn replication_factor(
+    shared: &BrokerShared,
+    topic: &CreatableTopic,
+    alive: usize,
+) -> Result<i16, AdminError> {
     let replication_factor = if topic.replication_factor == -1 {
         shared.config.default_replication_factor
     } else {
         topic.replication_factor
     };
-    if replication_factor != 1 {
+    let fits = usize::try_from(replication_factor).is_ok_and(|rf| rf >= 1 && rf <= alive);
+    if !fits {
+        let brokers = if alive == 1 { "broker" } else { "brokers" };
         return Err(AdminError::new(
             ResponseError::InvalidReplicationFactor,
-            format!("replication factor {replication_factor} is larger than the 1 available broker"),
+            format!("replication factor {replication_factor} is larger than the {alive} available {brokers}"),
         ));
     }
     Ok(replication_factor)

@@ -1,4 +1,6 @@
-//! DeleteTopics: removes topics from the table, then their partitions' files on every shard.
+//! DeleteTopics: removes topics from the table, then their partitions' files on every shard. In
+//! cluster mode the quorum removes them; every broker deletes its partitions' files when its
+//! view loses the topic (`cluster::view`).
 
 use std::rc::Rc;
 
@@ -7,8 +9,14 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::BrokerCtx;
-use crate::handlers::topic_admin::{delete_partitions, AdminError};
+use std::sync::Arc;
+
+use laminar_engine::cluster::TopicMetadata;
+
+use crate::broker::{BrokerCtx, BrokerShared};
+use crate::cluster::admin::{wait_for_view, with_retries};
+use crate::cluster::ClusterLink;
+use crate::handlers::topic_admin::{controller_error, delete_partitions, AdminError};
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
     let shared = &ctx.state.shared;
@@ -45,14 +53,19 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: 
                 ResponseError::TopicDeletionDisabled,
                 "delete.topic.enable is false",
             )),
-            Some(name) => shared.metadata.delete_topic(name).map_err(AdminError::from),
+            Some(name) => match &shared.cluster {
+                Some(link) => cluster_delete(shared, link, name).await,
+                None => shared.metadata.delete_topic(name).map_err(AdminError::from),
+            },
         };
         let result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
             .with_topic_id(id);
         let result = match outcome {
             Ok(topic) => {
-                delete_partitions(ctx, &topic).await;
+                if shared.cluster.is_none() {
+                    delete_partitions(ctx, &topic).await;
+                }
                 tracing::info!(topic = topic.name, "deleted topic");
                 result.with_topic_id(uuid::Uuid::from_bytes(topic.id))
             }
@@ -63,4 +76,28 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: 
         response.responses.push(result);
     }
     response
+}
+
+/// Cluster mode: the quorum removes the topic; the answer waits for this broker's view.
+async fn cluster_delete(
+    shared: &BrokerShared,
+    link: &ClusterLink,
+    name: &str,
+) -> Result<Arc<TopicMetadata>, AdminError> {
+    let topic = shared.metadata.current().get(name).cloned();
+    let deleted = with_retries(|| link.handle.delete_topics(vec![name.to_string()]))
+        .await
+        .map_err(controller_error)?;
+    let error_code = deleted.first().map_or(0, |r| r.error_code);
+    if error_code != 0 {
+        let code = ResponseError::try_from_code(error_code).unwrap_or(ResponseError::UnknownServerError);
+        return Err(AdminError::new(code, format!("topic '{name}' not deleted")));
+    }
+    wait_for_view(link, |image| image.metadata.topic_by_name(name).is_none()).await;
+    topic.ok_or_else(|| {
+        AdminError::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("no topic '{name}'"),
+        )
+    })
 }

@@ -1,4 +1,5 @@
-//! DescribeCluster: the cluster id, the controller and the brokers (one, until clustering).
+//! DescribeCluster: the cluster id, the controller and the brokers (this one in single-node
+//! mode; the quorum's unfenced brokers and its leader in cluster mode).
 
 use std::rc::Rc;
 
@@ -7,12 +8,31 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
+use crate::cluster::view::alive_brokers;
 use crate::handlers::metadata::advertised;
 
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let shared = &ctx.state.shared;
+    if let Some(link) = &shared.cluster {
+        let brokers = alive_brokers(&link.image().metadata)
+            .into_iter()
+            .map(|b| {
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.id))
+                    .with_host(StrBytes::from_string(b.host))
+                    .with_port(b.port)
+                    .with_rack(b.rack.map(StrBytes::from_string))
+            })
+            .collect();
+        return DescribeClusterResponse::default()
+            .with_endpoint_type(request.endpoint_type)
+            .with_cluster_id(StrBytes::from_string(shared.cluster_id.clone()))
+            .with_controller_id(BrokerId(link.controller_id()))
+            .with_brokers(brokers)
+            .with_cluster_authorized_operations(OPERATIONS_OMITTED);
+    }
     let (host, port) = advertised(shared);
     let node_id = BrokerId(shared.node_id());
     DescribeClusterResponse::default()

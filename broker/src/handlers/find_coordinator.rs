@@ -1,5 +1,6 @@
 //! FindCoordinator: a single node coordinates every group and transaction itself (v4+ answers a
-//! batch of keys).
+//! batch of keys). In cluster mode a group's coordinator is the leader of its
+//! `__consumer_offsets` partition, which is created through the quorum when first needed.
 
 use std::rc::Rc;
 
@@ -8,14 +9,30 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use laminar_controller::api::CreatableTopic;
+
 use crate::broker::BrokerCtx;
+use crate::cluster::admin::with_retries;
+use crate::cluster::view::{alive_broker, alive_brokers, AliveBroker};
+use crate::cluster::ClusterLink;
+use crate::group::store::offsets_topic_configs;
+use crate::group::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::metadata::advertised;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+/// Kafka's default `offsets.topic.replication.factor`.
+const OFFSETS_REPLICATION_FACTOR: usize = 3;
 
-pub fn handle(ctx: &Rc<BrokerCtx>, request: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    request: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
     let shared = &ctx.state.shared;
+    if let Some(link) = &shared.cluster {
+        return cluster_response(ctx, link, &request, version).await;
+    }
     let (host, port) = advertised(shared);
     response(&request, version, shared.node_id(), &host, port)
 }
@@ -61,5 +78,95 @@ pub fn response(
         response.with_error_message(message)
     } else {
         response
+    }
+}
+
+/// Cluster mode: each key's coordinator, or why there is none yet.
+async fn cluster_response(
+    ctx: &Rc<BrokerCtx>,
+    link: &ClusterLink,
+    request: &FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let keys: Vec<StrBytes> = if version >= 4 {
+        request.coordinator_keys.clone()
+    } else {
+        vec![request.key.clone()]
+    };
+    let mut coordinators = Vec::with_capacity(keys.len());
+    for key in keys {
+        let found = coordinator(ctx, link, request.key_type, &key).await;
+        let (id, host, port, error) = match found {
+            Ok(b) => (b.id, b.host, b.port, None),
+            Err(e) => (-1, String::new(), -1, Some(e)),
+        };
+        coordinators.push(
+            Coordinator::default()
+                .with_key(key)
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port)
+                .with_error_code(error.map_or(0, |e| e.code()))
+                .with_error_message(error.map(|e| StrBytes::from_string(e.to_string()))),
+        );
+    }
+    if version >= 4 {
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let Some(c) = coordinators.pop() else {
+        return FindCoordinatorResponse::default();
+    };
+    let response = FindCoordinatorResponse::default()
+        .with_error_code(c.error_code)
+        .with_node_id(c.node_id)
+        .with_host(c.host)
+        .with_port(c.port);
+    if version >= 1 {
+        response.with_error_message(c.error_message)
+    } else {
+        response
+    }
+}
+
+/// The leader of the group's `__consumer_offsets` partition. Transactions do not exist yet, so
+/// a transactional id has no coordinator (as InitProducerId answers).
+async fn coordinator(
+    ctx: &Rc<BrokerCtx>,
+    link: &ClusterLink,
+    key_type: i8,
+    key: &str,
+) -> Result<AliveBroker, ResponseError> {
+    match key_type {
+        KEY_TYPE_GROUP => {}
+        KEY_TYPE_TRANSACTION => return Err(ResponseError::CoordinatorNotAvailable),
+        _ => return Err(ResponseError::InvalidRequest),
+    }
+    let image = link.image();
+    let Some(topic) = image.metadata.topic_by_name(OFFSETS_TOPIC) else {
+        create_offsets_topic(ctx, link).await;
+        return Err(ResponseError::CoordinatorNotAvailable);
+    };
+    let partition = partition_for(key, ctx.state.groups.offsets_partition_count);
+    let leader = topic
+        .partitions
+        .get(&partition)
+        .ok_or(ResponseError::CoordinatorNotAvailable)?
+        .leader;
+    alive_broker(&image.metadata, leader).ok_or(ResponseError::CoordinatorNotAvailable)
+}
+
+/// Creates `__consumer_offsets` with Kafka's `offsets.topic.replication.factor` (3), or fewer
+/// replicas while fewer brokers are up; the client asks again after COORDINATOR_NOT_AVAILABLE.
+async fn create_offsets_topic(ctx: &Rc<BrokerCtx>, link: &ClusterLink) {
+    let alive = alive_brokers(&link.image().metadata).len();
+    let topic = CreatableTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        num_partitions: ctx.state.groups.offsets_partition_count,
+        replication_factor: i16::try_from(alive.clamp(1, OFFSETS_REPLICATION_FACTOR)).unwrap_or(1),
+        configs: offsets_topic_configs(),
+    };
+    match with_retries(|| link.handle.create_topics(vec![topic.clone()])).await {
+        Ok(_) => tracing::info!(replicas = topic.replication_factor, "created {OFFSETS_TOPIC}"),
+        Err(error) => tracing::warn!(%error, "cannot create {OFFSETS_TOPIC} yet"),
     }
 }

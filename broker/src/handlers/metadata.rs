@@ -1,4 +1,6 @@
-//! Metadata: brokers, topics, partitions and leaders; auto-creates topics when allowed.
+//! Metadata: brokers, topics, partitions and leaders; auto-creates topics when allowed. In
+//! cluster mode all of it comes from the controller quorum's metadata (alive brokers with their
+//! endpoints, each partition's leader, epoch, replicas and ISR) and auto-creation goes there.
 
 use std::rc::Rc;
 
@@ -10,7 +12,15 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use laminar_engine::cluster::{MetadataError, TopicMetadata};
 
+use laminar_controller::api::error_code::TOPIC_ALREADY_EXISTS;
+use laminar_controller::api::CreatableTopic;
+use laminar_controller::{TopicState, NO_LEADER};
+use laminar_engine::cluster::metadata::validate_topic_name;
+
 use crate::broker::{BrokerCtx, BrokerShared};
+use crate::cluster::admin::{wait_for_view, with_retries};
+use crate::cluster::view::alive_brokers;
+use crate::cluster::ClusterLink;
 
 /// Kafka's "authorized operations not requested" marker.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -31,6 +41,9 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16)
     };
     let auto_create =
         shared.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
+    if let Some(link) = &shared.cluster {
+        return cluster_metadata(shared, link, names, auto_create).await;
+    }
     let topics = match names {
         None => shared
             .metadata
@@ -124,6 +137,111 @@ fn describe_topic(topic: &TopicMetadata, node_id: BrokerId) -> MetadataResponseT
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_topic_id(uuid::Uuid::from_bytes(topic.id))
+        .with_is_internal(topic.name.starts_with("__"))
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
+/// Cluster mode's answer, from the quorum's metadata as this broker last saw it.
+async fn cluster_metadata(
+    shared: &BrokerShared,
+    link: &ClusterLink,
+    names: Option<Vec<String>>,
+    auto_create: bool,
+) -> MetadataResponse {
+    let image = link.image();
+    let topics = match names {
+        None => image.metadata.topics.values().map(|t| cluster_topic(t)).collect(),
+        Some(names) => {
+            let mut topics = Vec::with_capacity(names.len());
+            for name in &names {
+                topics.push(cluster_lookup_or_create(shared, link, name, auto_create).await);
+            }
+            topics
+        }
+    };
+    let brokers = alive_brokers(&link.image().metadata)
+        .into_iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(shared.cluster_id.clone())))
+        .with_controller_id(BrokerId(link.controller_id()))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(OPERATIONS_OMITTED)
+}
+
+async fn cluster_lookup_or_create(
+    shared: &BrokerShared,
+    link: &ClusterLink,
+    name: &str,
+    auto_create: bool,
+) -> MetadataResponseTopic {
+    if let Some(topic) = link.image().metadata.topic_by_name(name) {
+        return cluster_topic(topic);
+    }
+    let error = if !auto_create {
+        ResponseError::UnknownTopicOrPartition
+    } else if let Err(e) = validate_topic_name(name) {
+        tracing::debug!(error = %e, "auto-create refused");
+        ResponseError::InvalidTopicException
+    } else {
+        let topic = CreatableTopic {
+            name: name.to_string(),
+            num_partitions: shared.config.num_partitions,
+            replication_factor: shared.config.default_replication_factor,
+            configs: Default::default(),
+        };
+        let created = with_retries(|| link.handle.create_topics(vec![topic.clone()])).await;
+        match created.map(|r| r.first().map_or(-1, |r| r.error_code)) {
+            Ok(0) | Ok(TOPIC_ALREADY_EXISTS) => {
+                wait_for_view(link, |image| image.metadata.topic_by_name(name).is_some()).await;
+                if let Some(topic) = link.image().metadata.topic_by_name(name) {
+                    tracing::info!(topic = name, "auto-created topic");
+                    return cluster_topic(topic);
+                }
+                ResponseError::LeaderNotAvailable
+            }
+            Ok(code) => ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
+            Err(e) => ResponseError::try_from_code(e.error_code).unwrap_or(ResponseError::UnknownServerError),
+        }
+    };
+    MetadataResponseTopic::default()
+        .with_error_code(error.code())
+        .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+        .with_topic_authorized_operations(OPERATIONS_OMITTED)
+}
+
+fn cluster_topic(topic: &TopicState) -> MetadataResponseTopic {
+    let ids = |ids: &[i32]| ids.iter().map(|id| BrokerId(*id)).collect::<Vec<_>>();
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(index, p)| {
+            let error = if p.leader == NO_LEADER {
+                ResponseError::LeaderNotAvailable.code()
+            } else {
+                0
+            };
+            MetadataResponsePartition::default()
+                .with_error_code(error)
+                .with_partition_index(*index)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(ids(&p.replicas))
+                .with_isr_nodes(ids(&p.isr))
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(uuid::Uuid::from_bytes(topic.topic_id))
         .with_is_internal(topic.name.starts_with("__"))
         .with_partitions(partitions)
         .with_topic_authorized_operations(OPERATIONS_OMITTED)

@@ -40,7 +40,7 @@ mod partition_answers;
 pub mod produce;
 pub mod sasl_handshake;
 pub mod sync_group;
-mod topic_admin;
+pub(crate) mod topic_admin;
 
 /// What the connection does after a request.
 pub enum Outcome {
@@ -203,7 +203,9 @@ async fn handle_partition_or_admin_api(
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r)),
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
+        }
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
@@ -237,7 +239,7 @@ async fn handle_group_api(
 ) -> Result<Outcome, RequestError> {
     let response = match request {
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version))
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version).await)
         }
         RequestKind::JoinGroup(r) => {
             let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();

@@ -37,6 +37,8 @@ impl From<MetadataError> for AdminError {
             // shipped); POLICY_VIOLATION is what Kafka answers when its create-topic policy, the
             // means it offers today to bound partitions, refuses a request.
             MetadataError::PartitionLimit { .. } => ResponseError::PolicyViolation,
+            // AlterConfigs of topics does not reach the quorum yet (it has no request for it).
+            MetadataError::FollowsController => ResponseError::InvalidRequest,
             MetadataError::Io { .. } | MetadataError::Invalid { .. } => {
                 tracing::error!(error = %e, "topic metadata write failed");
                 ResponseError::KafkaStorageError
@@ -44,6 +46,12 @@ impl From<MetadataError> for AdminError {
         };
         AdminError::new(code, e.to_string())
     }
+}
+
+/// A request the controller quorum refused as a whole (no leader within the wait, ...).
+pub fn controller_error(e: laminar_controller::RequestError) -> AdminError {
+    let code = ResponseError::try_from_code(e.error_code).unwrap_or(ResponseError::UnknownServerError);
+    AdminError::new(code, e.message)
 }
 
 /// What one CreateTopics or CreatePartitions request may still add, all its topics together

@@ -81,6 +81,9 @@ pub enum MetadataError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("cannot load the topic table {path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
+    /// In cluster mode the table is a view of the controller's metadata: changes go there.
+    #[error("the topic table follows the controller quorum; change topics through it")]
+    FollowsController,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -93,7 +96,9 @@ struct TopicsFile {
 pub struct MetadataStore {
     dir: PathBuf,
     current: ArcSwap<TopicTable>,
-    writer: Mutex<()>,
+    /// `true` once [`MetadataStore::publish_view`] was called: the table then mirrors the
+    /// controller quorum's metadata (durable in its log) and local writes are refused.
+    writer: Mutex<bool>,
     /// Most partitions the table may hold, all topics together.
     partitions_max: i32,
 }
@@ -118,7 +123,7 @@ impl MetadataStore {
         Ok(Self {
             dir,
             current: ArcSwap::from_pointee(table),
-            writer: Mutex::new(()),
+            writer: Mutex::new(false),
             partitions_max,
         })
     }
@@ -253,15 +258,31 @@ impl MetadataStore {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, Arc<TopicMetadata>>) -> Result<(), MetadataError>,
     ) -> Result<(), MetadataError> {
-        let _writer = self
+        let follows_controller = self
             .writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *follows_controller {
+            return Err(MetadataError::FollowsController);
+        }
         let mut topics = self.current.load().topics.clone();
         change(&mut topics)?;
         self.persist(&topics)?;
         self.current.store(Arc::new(TopicTable { topics }));
         Ok(())
+    }
+
+    /// Cluster mode: replaces the table with `topics` as the controller's metadata says, without
+    /// writing `topics.json` (the quorum's log is the durable copy; the file keeps the
+    /// single-node table it was migrated from). From the first call on, local changes are
+    /// refused with [`MetadataError::FollowsController`].
+    pub fn publish_view(&self, topics: BTreeMap<String, Arc<TopicMetadata>>) {
+        let mut follows_controller = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *follows_controller = true;
+        self.current.store(Arc::new(TopicTable { topics }));
     }
 
     fn persist(&self, topics: &BTreeMap<String, Arc<TopicMetadata>>) -> Result<(), MetadataError> {

@@ -1,0 +1,140 @@
+//! This broker's membership in the cluster: registration (retried until the quorum has a
+//! leader and the old incarnation's session ended), heartbeats from one background thread,
+//! the wait until unfenced, and controlled shutdown.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::executor::block_on;
+use laminar_controller::BrokerEndpoint;
+
+use super::ClusterLink;
+use crate::config::BrokerConfig;
+
+/// Pause between attempts to register or to reach an unfenced state.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How often a still-failing registration is logged.
+const LOG_EVERY: Duration = Duration::from_secs(5);
+/// How long controlled shutdown waits for this broker's leaderships to move.
+pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
+/// The endpoints clients reach this broker at: its advertised listeners.
+fn endpoints(config: &BrokerConfig) -> Vec<BrokerEndpoint> {
+    config
+        .advertised_listeners
+        .iter()
+        .map(|l| BrokerEndpoint {
+            listener_name: l.name.clone(),
+            host: l.host.clone(),
+            port: l.port,
+        })
+        .collect()
+}
+
+/// Registers with a fresh incarnation id, retrying until the quorum accepts: while it has no
+/// leader (NOT_CONTROLLER) and while this id's previous incarnation still has a live session
+/// (DUPLICATE_BROKER_REGISTRATION, after a kill -9 and a quick restart).
+pub fn register(link: &ClusterLink, config: &BrokerConfig) -> anyhow::Result<i64> {
+    let mut incarnation = [0u8; 16];
+    getrandom::fill(&mut incarnation).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
+    let mut logged = Instant::now();
+    loop {
+        let attempt = link.handle.register_broker(
+            link.node_id,
+            incarnation,
+            endpoints(config),
+            config.broker_rack.clone(),
+        );
+        match block_on(attempt) {
+            Ok(epoch) => {
+                link.broker_epoch.store(epoch, Ordering::Release);
+                tracing::info!(broker_epoch = epoch, "registered with the controller quorum");
+                return Ok(epoch);
+            }
+            Err(error) if logged.elapsed() >= LOG_EVERY => {
+                tracing::info!(%error, "not registered yet; retrying");
+                logged = Instant::now();
+            }
+            Err(_) => {}
+        }
+        std::thread::sleep(RETRY_PAUSE);
+    }
+}
+
+/// Heartbeats every `interval` from a thread of its own until controlled shutdown begins or the
+/// controller stops. A heartbeat the quorum no longer knows the epoch of (the broker was
+/// fenced and re-registered elsewhere, or its registration was replaced) registers again.
+pub fn start_heartbeats(
+    link: Arc<ClusterLink>,
+    config: BrokerConfig,
+    interval: Duration,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("laminar-heartbeat".into())
+        .spawn(move || {
+            while !link.is_stopping() {
+                let epoch = link.broker_epoch();
+                match block_on(link.handle.broker_heartbeat(link.node_id, epoch)) {
+                    Ok(_) => {}
+                    Err(e)
+                        if e.error_code == STALE_BROKER_EPOCH || e.error_code == BROKER_ID_NOT_REGISTERED =>
+                    {
+                        tracing::warn!(error = %e, "heartbeat refused; registering again");
+                        let _ = register(&link, &config);
+                        continue;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "heartbeat failed; next one in an interval"),
+                }
+                std::thread::sleep(interval);
+            }
+        })?;
+    Ok(())
+}
+
+use laminar_controller::api::error_code::{BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH};
+
+/// Blocks until the published metadata shows this broker unfenced (its first heartbeat did it).
+pub fn wait_until_unfenced(link: &ClusterLink) {
+    let mut logged = Instant::now();
+    while !link.handle.metadata().metadata.is_unfenced(link.node_id) {
+        if logged.elapsed() >= LOG_EVERY {
+            tracing::info!("waiting for the controller to unfence this broker");
+            logged = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Controlled shutdown (on SIGTERM): stops heartbeats, asks the quorum to move this broker's
+/// leaderships and fence it, and waits (at most [`CONTROLLED_SHUTDOWN_WAIT`]) until the
+/// metadata shows it leads nothing. Blocking; runs on the signal thread.
+pub fn controlled_shutdown(link: &ClusterLink) {
+    link.stopping.store(true, Ordering::Release);
+    let deadline = Instant::now() + CONTROLLED_SHUTDOWN_WAIT;
+    let started = Instant::now();
+    while Instant::now() < deadline {
+        match block_on(link.handle.controlled_shutdown(link.node_id, link.broker_epoch())) {
+            Ok(remaining) => {
+                if !remaining.is_empty() {
+                    tracing::warn!(
+                        partitions = remaining.len(),
+                        "left without a leader by this shutdown"
+                    );
+                }
+                break;
+            }
+            Err(error) => tracing::info!(%error, "controlled shutdown not accepted yet; retrying"),
+        }
+        std::thread::sleep(RETRY_PAUSE);
+    }
+    while Instant::now() < deadline && link.handle.metadata().metadata.leads_any(link.node_id) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let leads = link.handle.metadata().metadata.leads_any(link.node_id);
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        still_leads = leads,
+        "controlled shutdown done"
+    );
+}

@@ -1,0 +1,119 @@
+//! Cluster mode (`process.roles=broker,controller`): this process runs a voter of the controller
+//! quorum (`laminar-controller`, on its own thread with its own tokio runtime) and is a broker
+//! registered with it. The topic table the shards route by becomes a view of the quorum's
+//! `ClusterMetadata` (`view.rs`); admin requests and producer-id blocks go to the quorum
+//! (`admin.rs`); registration, heartbeats and controlled shutdown are in `membership.rs`.
+//!
+//! Replication does not exist yet: a follower replica holds no data, and only a partition's
+//! leader serves it (others answer NOT_LEADER_OR_FOLLOWER).
+
+pub mod admin;
+pub mod membership;
+pub mod migrate;
+pub mod view;
+
+use std::net::ToSocketAddrs;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use laminar_controller::{ControllerConfig, ControllerHandle, ControllerNode, MetadataImage};
+use laminar_engine::cluster::TopicMetadata;
+
+use crate::config::{BrokerConfig, ClusterSettings};
+
+/// The controller's directory under the first log dir (KRaft's name for the metadata log).
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+/// Topics removed from the metadata whose local partitions still wait for shard 0 to delete
+/// them: past this the metadata thread waits (back-pressure), nothing is dropped.
+const REMOVED_TOPICS_QUEUED_MAX: usize = 1024;
+
+/// The broker's link to the quorum. Shared by every shard and the membership and metadata
+/// threads (`Arc`); its controller handle's futures work from glommio.
+pub struct ClusterLink {
+    pub handle: ControllerHandle,
+    pub node_id: i32,
+    /// The epoch of this broker's current registration (-1 before the first).
+    broker_epoch: AtomicI64,
+    /// Set when controlled shutdown begins: heartbeats stop, or they would unfence us again.
+    stopping: AtomicBool,
+    /// The latest applied metadata, published by the metadata thread with the topic view.
+    image: ArcSwap<MetadataImage>,
+    /// The producer-id block InitProducerId hands ids from: `(next, end)`.
+    producer_ids: Mutex<(i64, i64)>,
+    /// The voter this process runs; taken and stopped once the shards have stopped.
+    node: Mutex<Option<ControllerNode>>,
+    removed_topics: (
+        async_channel::Sender<Arc<TopicMetadata>>,
+        async_channel::Receiver<Arc<TopicMetadata>>,
+    ),
+}
+
+impl ClusterLink {
+    /// Starts this node's voter with its metadata under `<log_dir>/__cluster_metadata-0/`.
+    pub fn start(
+        config: &BrokerConfig,
+        settings: &ClusterSettings,
+        log_dir: &Path,
+    ) -> anyhow::Result<Arc<Self>> {
+        let listener = &settings.controller_listener;
+        let listen_addr = (listener.host.as_str(), listener.port)
+            .to_socket_addrs()
+            .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {listener}: {e}"))?
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("listeners: {listener} resolves to nothing"))?;
+        let mut controller = ControllerConfig::new(
+            config.node_id,
+            listen_addr,
+            settings.voters.clone(),
+            log_dir.join(METADATA_LOG_DIR),
+        );
+        controller.session_timeout_ms = settings.session_timeout_ms;
+        controller.unclean_leader_election_enable = config.unclean_leader_election_enable;
+        let node = ControllerNode::start(controller).map_err(|e| anyhow::anyhow!("controller: {e}"))?;
+        tracing::info!(addr = %node.handle().listen_addr(), voters = ?settings.voters, "controller listening");
+        Ok(Arc::new(ClusterLink {
+            handle: node.handle(),
+            node_id: config.node_id,
+            broker_epoch: AtomicI64::new(-1),
+            stopping: AtomicBool::new(false),
+            image: ArcSwap::from_pointee(MetadataImage::default()),
+            producer_ids: Mutex::new((0, 0)),
+            node: Mutex::new(Some(node)),
+            removed_topics: async_channel::bounded(REMOVED_TOPICS_QUEUED_MAX),
+        }))
+    }
+
+    /// The metadata as last published to the shards.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.load_full()
+    }
+
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The controller id clients are told: the quorum's leader, else -1.
+    pub fn controller_id(&self) -> i32 {
+        let leader = self.handle.quorum_status().leader_id;
+        leader.and_then(|id| i32::try_from(id).ok()).unwrap_or(-1)
+    }
+
+    /// Stops the voter (after the shards stopped): the quorum goes on without it.
+    pub fn stop_controller(&self) {
+        let node = self.node.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(node) = node {
+            node.shutdown();
+        }
+    }
+
+    /// The next topic removed from the metadata (for shard 0, which deletes its partitions).
+    pub async fn next_removed_topic(&self) -> Option<Arc<TopicMetadata>> {
+        self.removed_topics.1.recv().await.ok()
+    }
+}

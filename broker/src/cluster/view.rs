@@ -1,0 +1,127 @@
+//! The topic table as a view of the quorum's metadata: a thread waits on the controller's
+//! watch channel and, on every applied change, publishes the image to the [`ClusterLink`] and
+//! the table derived from it to the shards' `MetadataStore` (one writer, as in single-node
+//! mode). Topics that disappear are queued for shard 0, which deletes their local partitions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use laminar_controller::{ClusterMetadata, MetadataImage, PartitionState};
+use laminar_engine::cluster::{MetadataStore, TopicMetadata};
+
+use super::ClusterLink;
+use crate::broker::BrokerShared;
+
+/// The shards' topic table for `md`: every topic, its partition count, replication factor
+/// (of its first partition) and config overrides.
+pub fn topic_table(md: &ClusterMetadata) -> BTreeMap<String, Arc<TopicMetadata>> {
+    md.topics
+        .values()
+        .map(|t| {
+            let topic = TopicMetadata {
+                name: t.name.clone(),
+                id: t.topic_id,
+                partition_count: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+                replication_factor: t
+                    .partitions
+                    .values()
+                    .next()
+                    .map_or(0, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX)),
+                configs: t.configs.clone(),
+            };
+            (t.name.clone(), Arc::new(topic))
+        })
+        .collect()
+}
+
+/// A partition's state in `image`, if the topic and partition exist.
+pub fn partition_state<'a>(
+    image: &'a MetadataImage,
+    topic: &str,
+    partition: i32,
+) -> Option<&'a PartitionState> {
+    image
+        .metadata
+        .topic_by_name(topic)
+        .and_then(|t| t.partitions.get(&partition))
+}
+
+/// Publishes the current image once, then keeps publishing from a thread of its own until the
+/// controller stops.
+pub fn start_sync(shared: Arc<BrokerShared>, link: Arc<ClusterLink>) -> anyhow::Result<()> {
+    let mut changes = link.handle.subscribe();
+    let first = changes.borrow_and_update().clone();
+    let mut previous = publish(&shared.metadata, &link, first, &BTreeMap::new());
+    std::thread::Builder::new()
+        .name("laminar-metadata".into())
+        .spawn(move || {
+            while futures::executor::block_on(changes.changed()).is_ok() {
+                let image = changes.borrow_and_update().clone();
+                previous = publish(&shared.metadata, &link, image, &previous);
+            }
+        })?;
+    Ok(())
+}
+
+fn publish(
+    store: &MetadataStore,
+    link: &ClusterLink,
+    image: Arc<MetadataImage>,
+    previous: &BTreeMap<String, Arc<TopicMetadata>>,
+) -> BTreeMap<String, Arc<TopicMetadata>> {
+    let table = topic_table(&image.metadata);
+    link.image.store(image);
+    store.publish_view(table.clone());
+    for (name, old) in previous {
+        let same_topic = table.get(name).is_some_and(|new| new.id == old.id);
+        if !same_topic && link.removed_topics.0.send_blocking(old.clone()).is_err() {
+            return table;
+        }
+    }
+    table
+}
+
+/// Shard 0's task: deletes the local partitions of every topic removed from the metadata.
+pub async fn delete_removed_topics(ctx: std::rc::Rc<crate::broker::BrokerCtx>, link: Arc<ClusterLink>) {
+    while let Some(topic) = link.next_removed_topic().await {
+        crate::handlers::topic_admin::delete_partitions(&ctx, &topic).await;
+        tracing::info!(
+            topic = topic.name,
+            "deleted the local partitions of a removed topic"
+        );
+    }
+}
+
+/// One unfenced broker as clients reach it: its PLAINTEXT endpoint (else its first).
+pub struct AliveBroker {
+    pub id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// The unfenced brokers of `md`, by id.
+pub fn alive_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
+    md.brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| {
+            let endpoint = b
+                .endpoints
+                .iter()
+                .find(|e| e.listener_name == "PLAINTEXT")
+                .or(b.endpoints.first())?;
+            Some(AliveBroker {
+                id: b.broker_id,
+                host: endpoint.host.clone(),
+                port: i32::from(endpoint.port),
+                rack: b.rack.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Where a broker is reached, if it is alive.
+pub fn alive_broker(md: &ClusterMetadata, id: i32) -> Option<AliveBroker> {
+    alive_brokers(md).into_iter().find(|b| b.id == id)
+}

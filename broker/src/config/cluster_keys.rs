@@ -1,0 +1,159 @@
+//! The KRaft keys (`process.roles`, `controller.quorum.voters`, `controller.listener.names`, the
+//! `CONTROLLER` listener, broker session and heartbeat) built into [`ClusterSettings`], with the
+//! cross-key checks Kafka makes at start. A child of `broker.rs` (it reads the same `Values`).
+
+use std::collections::BTreeMap;
+
+use super::super::value::{
+    parse_listener_list, parse_quorum_voters, refuse_other_than_plaintext, split_list,
+};
+use super::super::{ConfigError, Listener};
+use super::Values;
+
+/// What a node runs (`process.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessRoles {
+    /// `broker,controller`: a broker and a voter of the quorum in one process.
+    Combined,
+}
+
+/// The cluster settings of a node that is part of a quorum. Built once at start, shared
+/// read-only across shards (inside [`super::BrokerConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    pub roles: ProcessRoles,
+    /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER listener.
+    pub voters: BTreeMap<i32, String>,
+    /// The listener the controller binds (named in `controller.listener.names`).
+    pub controller_listener: Listener,
+    pub session_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+}
+
+fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Rejected {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// `listeners` split into the client listeners (PLAINTEXT only) and the controller's, if any.
+pub(super) fn split_listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Option<Listener>), ConfigError> {
+    let text = v.text("listeners");
+    let names: Vec<String> = split_list(v.text("controller.listener.names"))
+        .iter()
+        .map(|n| n.to_ascii_uppercase())
+        .collect();
+    let all = parse_listener_list("listeners", text, false)?;
+    let (controller, clients): (Vec<Listener>, Vec<Listener>) =
+        all.into_iter().partition(|l| names.contains(&l.name));
+    refuse_other_than_plaintext("listeners", text, &clients)?;
+    if clients.is_empty() {
+        return Err(rejected("listeners", text, "no PLAINTEXT listener for clients"));
+    }
+    if controller.len() > 1 {
+        return Err(rejected("listeners", text, "more than one controller listener"));
+    }
+    Ok((clients, controller.into_iter().next()))
+}
+
+/// The cluster settings, or `None` for the single-node mode (no `process.roles`, no voters).
+pub(super) fn cluster_settings(
+    v: &Values<'_>,
+    node_id: i64,
+    controller_listener: Option<Listener>,
+) -> Result<Option<ClusterSettings>, ConfigError> {
+    let voters_text = v.text("controller.quorum.voters");
+    let voters = parse_quorum_voters("controller.quorum.voters", voters_text)?;
+    let Some(roles_text) = v.set("process.roles") else {
+        if !voters.is_empty() {
+            return Err(rejected(
+                "controller.quorum.voters",
+                voters_text,
+                "needs process.roles=broker,controller",
+            ));
+        }
+        if let Some(listener) = controller_listener {
+            return Err(rejected(
+                "listeners",
+                v.text("listeners"),
+                format!(
+                    "{} is a controller listener, but process.roles is unset",
+                    listener.name
+                ),
+            ));
+        }
+        return Ok(None);
+    };
+    let roles = process_roles(roles_text)?;
+    if voters.is_empty() {
+        return Err(rejected(
+            "controller.quorum.voters",
+            voters_text,
+            "process.roles is set: list the quorum's voters as id@host:port",
+        ));
+    }
+    let in_quorum = i32::try_from(node_id).is_ok_and(|id| voters.contains_key(&id));
+    if !in_quorum {
+        return Err(rejected(
+            "controller.quorum.voters",
+            voters_text,
+            format!("node.id {node_id} is a controller but not among the voters"),
+        ));
+    }
+    let Some(controller_listener) = controller_listener else {
+        return Err(rejected(
+            "listeners",
+            v.text("listeners"),
+            format!(
+                "a controller needs a listener named in controller.listener.names ({}), \
+                 e.g. CONTROLLER://host:9093",
+                v.text("controller.listener.names")
+            ),
+        ));
+    };
+    let session_timeout_ms = positive_ms(v, "broker.session.timeout.ms")?;
+    let heartbeat_interval_ms = positive_ms(v, "broker.heartbeat.interval.ms")?;
+    if heartbeat_interval_ms >= session_timeout_ms {
+        return Err(rejected(
+            "broker.heartbeat.interval.ms",
+            &heartbeat_interval_ms.to_string(),
+            format!("must be below broker.session.timeout.ms ({session_timeout_ms})"),
+        ));
+    }
+    Ok(Some(ClusterSettings {
+        roles,
+        voters,
+        controller_listener,
+        session_timeout_ms,
+        heartbeat_interval_ms,
+    }))
+}
+
+fn positive_ms(v: &Values<'_>, name: &str) -> Result<u64, ConfigError> {
+    let ms = v.int(name)?;
+    u64::try_from(ms).map_err(|_| rejected(name, &ms.to_string(), "must be positive"))
+}
+
+/// Only the combined mode runs today: a broker-only node would need a controller client (it
+/// reaches the quorum through a local voter's handle), and a controller-only node a start path
+/// without shards. Both are refused with the reason rather than half-working.
+fn process_roles(text: &str) -> Result<ProcessRoles, ConfigError> {
+    let roles: Vec<String> = split_list(text).iter().map(|r| r.to_ascii_lowercase()).collect();
+    let broker = roles.iter().any(|r| r == "broker");
+    let controller = roles.iter().any(|r| r == "controller");
+    match (broker, controller) {
+        (true, true) => Ok(ProcessRoles::Combined),
+        (true, false) => Err(rejected(
+            "process.roles",
+            text,
+            "a broker-only node is not supported yet; run broker,controller on the voters",
+        )),
+        _ => Err(rejected(
+            "process.roles",
+            text,
+            "a controller-only node is not supported yet; use broker,controller",
+        )),
+    }
+}
