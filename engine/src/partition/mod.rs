@@ -257,6 +257,16 @@ impl<S: Storage> Partition<S> {
         self.epochs.borrow().end_offset_for(epoch, self.log_end_offset())
     }
 
+    /// OffsetForLeaderEpoch as this partition's leader at `leader_epoch` answers it. Kafka's
+    /// leader records its epoch at the log end when elected; Laminar records it at the epoch's
+    /// first append, so until then the answer counts it as if recorded (without writing it).
+    pub fn end_offset_for_leader(&self, epoch: i32, leader_epoch: i32) -> (i32, i64) {
+        let mut epochs = self.epochs.borrow().clone();
+        // Refused only below the cache's latest epoch, which then already answers.
+        let _ = epochs.assign(leader_epoch, self.log_end_offset());
+        epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
     /// After the log start moved (retention, DeleteRecords): the cache's first entry starts
     /// there too.
     async fn trim_epochs_to_log_start(&self) -> Result<(), LogError> {
