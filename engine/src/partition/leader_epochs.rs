@@ -76,6 +76,23 @@ impl LeaderEpochs {
         Ok(LeaderEpochs { entries })
     }
 
+    /// The list of a log whose batches all have epoch 0: one entry at `log_start` unless the
+    /// log is empty.
+    pub fn implicit(log_start: i64, log_end: i64) -> Self {
+        let entries = (log_end > log_start).then_some(EpochEntry {
+            epoch: 0,
+            start_offset: log_start,
+        });
+        LeaderEpochs {
+            entries: entries.into_iter().collect(),
+        }
+    }
+
+    /// Whether the list says no more than [`implicit`](Self::implicit) would: epoch 0 only.
+    pub fn is_implicit(&self) -> bool {
+        self.entries.iter().all(|entry| entry.epoch == 0)
+    }
+
     pub fn entries(&self) -> &[EpochEntry] {
         &self.entries
     }
@@ -200,12 +217,12 @@ impl LeaderEpochs {
     }
 }
 
-/// Reads the list of the partition in `dir`: empty when there is no file; an error
+/// Reads the list of the partition in `dir`: `None` when there is no file; an error
 /// (InvalidData) when the file is not a valid list.
-pub async fn read<S: Storage>(storage: &S, dir: &Path) -> io::Result<LeaderEpochs> {
+pub async fn read<S: Storage>(storage: &S, dir: &Path) -> io::Result<Option<LeaderEpochs>> {
     let path = dir.join(LEADER_EPOCH_FILE);
     if !storage.exists(&path).await? {
-        return Ok(LeaderEpochs::default());
+        return Ok(None);
     }
     let file = storage.open(&path, false).await?;
     let bytes = file.read_at(0, MAX_FILE_BYTES + 1).await;
@@ -218,7 +235,7 @@ pub async fn read<S: Storage>(storage: &S, dir: &Path) -> io::Result<LeaderEpoch
     if bytes.len() > MAX_FILE_BYTES {
         return Err(invalid(format!("larger than {MAX_FILE_BYTES} bytes")));
     }
-    LeaderEpochs::decode(&bytes).map_err(invalid)
+    LeaderEpochs::decode(&bytes).map(Some).map_err(invalid)
 }
 
 /// Replaces the file of the partition in `dir` with `epochs`, atomically and durably.

@@ -94,6 +94,11 @@ pub struct Partition<S: Storage = ShardStorage> {
     /// `append_lock` (appends, truncations) or the log's own writers (retention, through
     /// [`Partition::trim_epochs_to_log_start`]).
     epochs: RefCell<LeaderEpochs>,
+    /// Whether the partition has a `leader-epoch-checkpoint` file. Without one the list is
+    /// implicit (epoch 0 from the log start: see [`open_epochs`]), and it stays so until an
+    /// epoch above 0 comes, so a partition that never changed leader (every single-node one)
+    /// writes no file: no creation and no fsyncs on its first append.
+    epochs_file: Cell<bool>,
     /// The high watermark when a replication layer sets it
     /// ([`Partition::set_high_watermark`]); `None` in single-node mode, where every appended
     /// batch is committed and the high watermark is the log end offset.
@@ -118,11 +123,12 @@ impl<S: Storage> Partition<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
         let log = Log::open(storage.clone(), dir, config).await?;
         let producers = producer_snapshot::rebuild(&*storage, &log, wall_clock_ms()).await?;
-        let epochs = open_epochs(&*storage, &log).await?;
+        let (epochs, epochs_file) = open_epochs(&*storage, &log).await?;
         // What recovery kept is what was on disk: durable by definition.
         let durable = log.log_end_offset();
         Ok(Partition {
             epochs: RefCell::new(epochs),
+            epochs_file: Cell::new(epochs_file),
             replicated_hw: Cell::new(None),
             log,
             storage,
@@ -235,8 +241,14 @@ impl<S: Storage> Partition<S> {
     /// Replaces the leader epoch cache and its file. Lack of space or descriptors refuses the
     /// operation that needed it (the old file stays whole); any other error fails the log.
     async fn save_epochs(&self, epochs: LeaderEpochs) -> Result<(), LogError> {
+        if !self.epochs_file.get() && epochs.is_implicit() {
+            // What an open without a file rebuilds (`open_epochs`): nothing to write.
+            *self.epochs.borrow_mut() = epochs;
+            return Ok(());
+        }
         let written = leader_epochs::write(&*self.storage, self.log.dir(), &epochs).await;
         written.map_err(|e| self.log.refuse_or_fail(e))?;
+        self.epochs_file.set(true);
         *self.epochs.borrow_mut() = epochs;
         Ok(())
     }
@@ -591,13 +603,19 @@ fn producer_headers(records: &[u8]) -> Vec<BatchHeader> {
 }
 
 /// The leader epoch cache of `log` as its file holds it, without the entries at or past the
-/// log end (a crash lost what they describe; the file is rewritten without them).
-async fn open_epochs<S: Storage>(storage: &S, log: &Log<S>) -> Result<LeaderEpochs, LogError> {
-    let mut epochs = leader_epochs::read(storage, log.dir()).await?;
+/// log end (a crash lost what they describe; the file is rewritten without them), and whether
+/// there is a file. Without one, every batch of the log has epoch 0: an epoch above 0 is
+/// written to the file before any batch of it (`record_epoch`), so the list is epoch 0 from
+/// the log start (empty for an empty log).
+async fn open_epochs<S: Storage>(storage: &S, log: &Log<S>) -> Result<(LeaderEpochs, bool), LogError> {
+    let Some(mut epochs) = leader_epochs::read(storage, log.dir()).await? else {
+        let start = log.log_start_offset();
+        return Ok((LeaderEpochs::implicit(start, log.log_end_offset()), false));
+    };
     if epochs.truncate_from_end(log.log_end_offset()) {
         leader_epochs::write(storage, log.dir(), &epochs).await?;
     }
-    Ok(epochs)
+    Ok((epochs, true))
 }
 
 /// The wall clock in ms, for stamping producer state rebuilt from the log.

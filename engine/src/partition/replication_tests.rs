@@ -85,10 +85,38 @@ fn leader_appends_record_new_epochs_and_the_file_survives_a_reopen() {
 }
 
 #[test]
+fn a_partition_that_never_changed_leader_writes_no_epoch_file() {
+    block_on(async {
+        let storage = FaultyStorage::new(14);
+        let p = open_at(&storage, "/data/t-0").await;
+        p.append(batch(3), 0).await.unwrap();
+        p.append(batch(2), 0).await.unwrap();
+        let path = PathBuf::from("/data/t-0").join(LEADER_EPOCH_FILE);
+        assert!(
+            storage.file_bytes(&path).is_none(),
+            "epoch 0 only: no file, no fsync"
+        );
+        assert_eq!(p.leader_epochs(), entries(&[(0, 0)]));
+        p.close().await.unwrap();
+        let p = open_at(&storage, "/data/t-0").await;
+        assert_eq!(p.leader_epochs(), entries(&[(0, 0)]), "rebuilt without a file");
+        assert_eq!(p.end_offset_for(0), (0, 5));
+        p.set_leader_epoch(2);
+        p.append(batch(1), 0).await.unwrap();
+        assert_eq!(
+            storage.file_bytes(&path).unwrap(),
+            b"0\n2\n0 0\n2 5\n",
+            "written once epoch 2 came"
+        );
+    });
+}
+
+#[test]
 fn a_damaged_epoch_file_fails_the_open() {
     block_on(async {
         let storage = FaultyStorage::new(12);
         let p = open_at(&storage, "/data/t-0").await;
+        p.set_leader_epoch(1);
         p.append(batch(1), 0).await.unwrap();
         p.close().await.unwrap();
         let path = PathBuf::from("/data/t-0").join(LEADER_EPOCH_FILE);
