@@ -130,6 +130,16 @@ impl BrokerShard {
             .await?)
     }
 
+    /// The leader epoch this broker leads `tp` at: the quorum's in a cluster, 0 on a single
+    /// node (as Metadata answers). Call after `topic_of` or `partition_to_read` accepted `tp`.
+    pub fn leader_epoch_of(&self, tp: &TopicPartition) -> i32 {
+        let Some(link) = &self.shared.cluster else {
+            return 0;
+        };
+        let image = link.image();
+        crate::cluster::view::partition_state(&image, &tp.topic, tp.partition).map_or(0, |s| s.leader_epoch)
+    }
+
     /// `tp`'s topic, when the partition exists in the topic table (in a cluster, when this
     /// broker also leads it: NOT_LEADER_OR_FOLLOWER otherwise).
     fn topic_of(&self, tp: &TopicPartition) -> Result<Arc<TopicMetadata>, PartitionAccessError> {

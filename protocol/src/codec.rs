@@ -35,6 +35,9 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 1),
+    // KIP-320: consumers validate their position after a leader change; followers truncate
+    // (KIP-101, KIP-279). kafka-protocol encodes 2 to 4.
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     // Consumer groups: librdkafka needs FindCoordinator, JoinGroup, SyncGroup, Heartbeat and
     // LeaveGroup from v0, OffsetCommit and OffsetFetch reaching v1. The tops are the newest
     // versions kafka-protocol's message structs encode.

@@ -10,7 +10,7 @@ use laminar_tests::wire::{Reaction, WireConnection};
 use laminar_tests::Broker;
 
 /// (api key, name, highest version the clients need at least).
-const SERVED_APIS: [(i16, &str, i16); 14] = [
+const SERVED_APIS: [(i16, &str, i16); 15] = [
     (0, "Produce", 7),
     (1, "Fetch", 10),
     (2, "ListOffsets", 1),
@@ -20,6 +20,7 @@ const SERVED_APIS: [(i16, &str, i16); 14] = [
     (19, "CreateTopics", 0),
     (20, "DeleteTopics", 0),
     (21, "DeleteRecords", 0),
+    (23, "OffsetForLeaderEpoch", 2),
     (32, "DescribeConfigs", 0),
     (33, "AlterConfigs", 0),
     (37, "CreatePartitions", 0),

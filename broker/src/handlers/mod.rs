@@ -36,6 +36,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 mod partition_answers;
 pub mod produce;
 pub mod sasl_handshake;
@@ -184,6 +185,9 @@ async fn handle_partition_or_admin_api(
     let response = match request {
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r).await)
+        }
         RequestKind::SaslHandshake(r) => ResponseKind::SaslHandshake(sasl_handshake::handle(r)),
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(ctx, r, version).await)

@@ -15,6 +15,9 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::TopicName;
 
@@ -129,6 +132,22 @@ kafka_topic_answer!(
     partitions,
     with_partitions
 );
+
+/// OffsetForLeaderEpoch names its topic field `topic`, not `name`.
+impl TopicAnswer for OffsetForLeaderTopicResult {
+    type Partition = EpochEndOffset;
+    fn topic(&self) -> &str {
+        self.topic.as_str()
+    }
+    fn partitions_mut(&mut self) -> &mut Vec<EpochEndOffset> {
+        &mut self.partitions
+    }
+    fn start(topic: String, first: EpochEndOffset) -> Self {
+        Self::default()
+            .with_topic(TopicName(topic.into()))
+            .with_partitions(vec![first])
+    }
+}
 
 #[cfg(test)]
 mod tests {

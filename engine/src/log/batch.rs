@@ -355,6 +355,38 @@ pub fn with_records(original: &[u8], record_count: i32, max_timestamp: i64, reco
     out
 }
 
+/// Checks a follower's copy of its leader's batches before it is appended unchanged: each
+/// batch whole and valid as stored ([`validate`]: length, magic 2, CRC-32C, counts), and each
+/// starting where the previous one ends, the first at `log_end`. Returns their headers.
+/// Bytes that end inside a batch are refused (the fetcher drops a partial last batch).
+pub fn validate_replica_batches(
+    records: &[u8],
+    log_end: i64,
+) -> Result<Vec<BatchHeader>, crate::log::LogError> {
+    let mut headers: Vec<BatchHeader> = Vec::new();
+    let (mut position, mut next) = (0, log_end);
+    while let Some(rest) = records.get(position..).filter(|r| !r.is_empty()) {
+        let header = validate(rest, usize::MAX)?;
+        if header.base_offset != next {
+            return Err(crate::log::LogError::UnexpectedOffset {
+                expected: next,
+                got: header.base_offset,
+            });
+        }
+        next = header.next_offset();
+        position += header.total_len();
+        headers.push(header);
+    }
+    if headers.is_empty() {
+        return Err(BatchError::NeedMore {
+            needed: HEADER_LEN,
+            available: 0,
+        }
+        .into());
+    }
+    Ok(headers)
+}
+
 /// Splits a buffer of concatenated batches (a produce payload), validating each for append.
 /// Yields `(range, header)`; after the first error it yields nothing more.
 pub struct BatchIter<'a> {

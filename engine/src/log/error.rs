@@ -45,6 +45,12 @@ pub enum LogError {
     Failed { reason: String },
     #[error("log is closed")]
     Closed,
+    /// A follower's batches do not start at the log end, or do not follow each other.
+    #[error("replicated batch at offset {got} where offset {expected} was expected")]
+    UnexpectedOffset { expected: i64, got: i64 },
+    /// A follower's batch carries a leader epoch below the latest one its log holds.
+    #[error("{0}")]
+    LeaderEpochOutOfOrder(#[from] crate::partition::leader_epochs::EpochOutOfOrder),
 }
 
 impl LogError {

@@ -330,6 +330,11 @@ impl<S: Storage> Log<S> {
         self.state.borrow_mut().leader_epoch = epoch;
     }
 
+    /// The leader epoch the next append stamps.
+    pub fn leader_epoch(&self) -> i32 {
+        self.state.borrow().leader_epoch
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.state.borrow().log_start_offset
     }
@@ -435,25 +440,84 @@ impl<S: Storage> Log<S> {
         } else {
             StagedAppend::prefixed(&records, &mut headers, base_offset, epoch)
         };
-        let next = headers.last().expect("non-empty").next_offset();
-        let bytes = records.len() as u32;
-        let interval = config.index_interval_bytes;
+        let mut info = self
+            .write_at_end(&staged.parts(&records), &headers, &config, now_ms)
+            .await?;
+        if append_time {
+            info.log_append_time_ms = now_ms;
+        }
+        Ok(info)
+    }
+
+    /// Writes validated batches (`parts`, described by `headers`, whose offsets follow the log
+    /// end) to the active segment and moves the log end past them. Caller holds the writer
+    /// lock, made the state dirty and rolled if needed.
+    async fn write_at_end(
+        &self,
+        parts: &[&[u8]],
+        headers: &[BatchHeader],
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+            unreachable!("an append writes at least one batch");
+        };
+        assert_eq!(
+            first.base_offset,
+            self.log_end_offset(),
+            "batches follow the log end"
+        );
+        let bytes = parts.iter().map(|p| p.len()).sum::<usize>() as u32;
         let active = self.active();
         let appended = active
-            .append(&staged.parts(&records), &headers, interval, now_ms)
+            .append(parts, headers, config.index_interval_bytes, now_ms)
             .await;
         appended.map_err(|e| self.refuse_or_fail(e))?;
         self.resumed();
         let mut state = self.state.borrow_mut();
-        state.log_end_offset = next;
+        state.log_end_offset = last.next_offset();
         Ok(AppendInfo {
-            base_offset,
-            last_offset: next - 1,
-            log_append_time_ms: if append_time { now_ms } else { -1 },
+            base_offset: first.base_offset,
+            last_offset: last.last_offset(),
+            log_append_time_ms: -1,
             log_start_offset: state.log_start_offset,
             record_count: headers.iter().map(|h| h.record_count as u32).sum(),
             bytes,
         })
+    }
+
+    /// Appends a follower's copy of its leader's batches unchanged: same offsets, leader
+    /// epochs, timestamps and bytes. `headers` describe `records` and were checked by
+    /// [`batch::validate_replica_batches`] against this log's end, which nothing moved since
+    /// (the partition's append lock); the first base offset is checked again here.
+    pub async fn append_as_follower(
+        &self,
+        records: &Bytes,
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let log_end = self.log_end_offset();
+        let (Some(first), Some(last)) = (headers.first(), headers.last()) else {
+            return Err(BatchError::NeedMore {
+                needed: batch::HEADER_LEN,
+                available: 0,
+            }
+            .into());
+        };
+        if first.base_offset != log_end {
+            return Err(LogError::UnexpectedOffset {
+                expected: log_end,
+                got: first.base_offset,
+            });
+        }
+        let config = self.config();
+        self.mark_dirty().await?;
+        let span = last.next_offset() - log_end;
+        self.roll_if_needed(&config, records.len() as u64, span, now_ms)
+            .await?;
+        self.write_at_end(&[&records[..]], headers, &config, now_ms).await
     }
 
     async fn roll_if_needed(
@@ -614,7 +678,8 @@ impl<S: Storage> Log<S> {
         Ok(covered)
     }
 
-    /// Removes every batch whose last offset is >= `offset` (for replication).
+    /// Removes every batch whose last offset is >= `offset` (for replication): a batch that
+    /// holds `offset` goes whole, so the log then ends at that batch's base offset.
     pub async fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;

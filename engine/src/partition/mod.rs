@@ -1,6 +1,8 @@
 //! One partition replica: its log, idempotent-producer state, group commit, offsets and
 //! append notification. This is the API the protocol layer codes against.
 
+pub mod high_watermarks;
+pub mod leader_epochs;
 mod producer_snapshot;
 pub mod producer_state;
 
@@ -16,6 +18,7 @@ use std::rc::Rc;
 
 use crate::log::batch;
 pub use crate::log::{AppendInfo, CompactionOutcome, LogConfig, LogError, RetentionOutcome, TimestampType};
+use leader_epochs::{EpochEntry, LeaderEpochs};
 
 /// `laminar.fsync`: when acknowledged data must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,6 +90,19 @@ pub struct Partition<S: Storage = ShardStorage> {
     sync_observer: RefCell<Option<SyncObserver>>,
     /// The `now_ms` of the last append (0: none since the open).
     last_append_ms: Cell<i64>,
+    /// The leader epoch cache, as its file holds it (`leader_epochs.rs`); changed only under
+    /// `append_lock` (appends, truncations) or the log's own writers (retention, through
+    /// [`Partition::trim_epochs_to_log_start`]).
+    epochs: RefCell<LeaderEpochs>,
+    /// Whether the partition has a `leader-epoch-checkpoint` file. Without one the list is
+    /// implicit (epoch 0 from the log start: see [`open_epochs`]), and it stays so until an
+    /// epoch above 0 comes, so a partition that never changed leader (every single-node one)
+    /// writes no file: no creation and no fsyncs on its first append.
+    epochs_file: Cell<bool>,
+    /// The high watermark when a replication layer sets it
+    /// ([`Partition::set_high_watermark`]); `None` in single-node mode, where every appended
+    /// batch is committed and the high watermark is the log end offset.
+    replicated_hw: Cell<Option<i64>>,
 }
 
 /// A checkpoint or close writes no producer snapshot when there is no producer state and the
@@ -107,9 +123,13 @@ impl<S: Storage> Partition<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
         let log = Log::open(storage.clone(), dir, config).await?;
         let producers = producer_snapshot::rebuild(&*storage, &log, wall_clock_ms()).await?;
+        let (epochs, epochs_file) = open_epochs(&*storage, &log).await?;
         // What recovery kept is what was on disk: durable by definition.
         let durable = log.log_end_offset();
         Ok(Partition {
+            epochs: RefCell::new(epochs),
+            epochs_file: Cell::new(epochs_file),
+            replicated_hw: Cell::new(None),
             log,
             storage,
             producers: RefCell::new(producers),
@@ -151,6 +171,10 @@ impl<S: Storage> Partition<S> {
             }
         }
         let active_before = self.log.active_base_offset();
+        // Recorded before the batches are written: a crash that loses them leaves an entry at
+        // the log end, which the next open drops (see `leader_epochs.rs`).
+        self.record_epoch(self.log.leader_epoch(), self.log_end_offset())
+            .await?;
         let info = self.log.append(records, now_ms).await?;
         self.last_append_ms.set(now_ms);
         if self.log.active_base_offset() != active_before {
@@ -169,6 +193,100 @@ impl<S: Storage> Partition<S> {
         drop(producers);
         self.appended.notify(usize::MAX);
         Ok(info)
+    }
+
+    /// Appends a follower's copy of its leader's batches, unchanged (same offsets, leader
+    /// epochs, timestamps and bytes): they must start at the log end and follow each other,
+    /// and be whole and valid (see `batch::validate_replica_batches`). The producer state
+    /// records them as recovery replays them (no sequence check: the leader made it), and the
+    /// leader epoch cache takes each batch's partition leader epoch.
+    pub async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, LogError> {
+        self.check_open()?;
+        let _append = self.append_lock.lock().await;
+        let headers = batch::validate_replica_batches(&records, self.log_end_offset())?;
+        let mut epochs = self.epochs.borrow().clone();
+        let mut changed = false;
+        for h in &headers {
+            changed |= epochs.assign(h.partition_leader_epoch, h.base_offset)?;
+        }
+        if changed {
+            self.save_epochs(epochs).await?;
+        }
+        let now_ms = wall_clock_ms();
+        let active_before = self.log.active_base_offset();
+        let info = self.log.append_as_follower(&records, &headers, now_ms).await?;
+        self.last_append_ms.set(now_ms);
+        if self.log.active_base_offset() != active_before {
+            self.snapshot_producers(info.base_offset).await?;
+        }
+        let mut producers = self.producers.borrow_mut();
+        for header in &headers {
+            producers.record(header, now_ms);
+        }
+        drop(producers);
+        self.appended.notify(usize::MAX);
+        Ok(info)
+    }
+
+    /// Records that `epoch` starts at `start_offset` in the leader epoch cache, writing its
+    /// file when that changes it (once per new epoch).
+    async fn record_epoch(&self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+        let mut epochs = self.epochs.borrow().clone();
+        if epochs.assign(epoch, start_offset)? {
+            self.save_epochs(epochs).await?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the leader epoch cache and its file. Lack of space or descriptors refuses the
+    /// operation that needed it (the old file stays whole); any other error fails the log.
+    async fn save_epochs(&self, epochs: LeaderEpochs) -> Result<(), LogError> {
+        if !self.epochs_file.get() && epochs.is_implicit() {
+            // What an open without a file rebuilds (`open_epochs`): nothing to write.
+            *self.epochs.borrow_mut() = epochs;
+            return Ok(());
+        }
+        let written = leader_epochs::write(&*self.storage, self.log.dir(), &epochs).await;
+        written.map_err(|e| self.log.refuse_or_fail(e))?;
+        self.epochs_file.set(true);
+        *self.epochs.borrow_mut() = epochs;
+        Ok(())
+    }
+
+    /// The leader epoch cache entries, oldest first.
+    pub fn leader_epochs(&self) -> Vec<EpochEntry> {
+        self.epochs.borrow().entries().to_vec()
+    }
+
+    /// The leader epoch the next leader append stamps (see [`set_leader_epoch`](Self::set_leader_epoch)).
+    pub fn leader_epoch(&self) -> i32 {
+        self.log.leader_epoch()
+    }
+
+    /// OffsetForLeaderEpoch's answer for `epoch`: (the epoch found, its end offset), as Kafka
+    /// computes it (`LeaderEpochs::end_offset_for`).
+    pub fn end_offset_for(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.borrow().end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// OffsetForLeaderEpoch as this partition's leader at `leader_epoch` answers it. Kafka's
+    /// leader records its epoch at the log end when elected; Laminar records it at the epoch's
+    /// first append, so until then the answer counts it as if recorded (without writing it).
+    pub fn end_offset_for_leader(&self, epoch: i32, leader_epoch: i32) -> (i32, i64) {
+        let mut epochs = self.epochs.borrow().clone();
+        // Refused only below the cache's latest epoch, which then already answers.
+        let _ = epochs.assign(leader_epoch, self.log_end_offset());
+        epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// After the log start moved (retention, DeleteRecords): the cache's first entry starts
+    /// there too.
+    async fn trim_epochs_to_log_start(&self) -> Result<(), LogError> {
+        let mut epochs = self.epochs.borrow().clone();
+        if epochs.truncate_from_start(self.log_start_offset()) {
+            self.save_epochs(epochs).await?;
+        }
+        Ok(())
     }
 
     /// Writes the producer state snapshot at a roll to `offset`. A snapshot only shortens the
@@ -285,9 +403,21 @@ impl<S: Storage> Partition<S> {
         self.log.log_end_offset()
     }
 
-    /// Single node: every appended batch is committed.
+    /// The high watermark: in single-node mode (nothing ever called
+    /// [`set_high_watermark`](Self::set_high_watermark)) every appended batch is committed and
+    /// it is the log end offset; with replication, what was set, never past the log end.
     pub fn high_watermark(&self) -> i64 {
-        self.log.log_end_offset()
+        let end = self.log.log_end_offset();
+        self.replicated_hw.get().map_or(end, |hw| hw.min(end))
+    }
+
+    /// Puts the partition under replication with high watermark `hw` (a leader's, advanced
+    /// over its ISR, or a follower's, taken from its leader's fetch answers or, at open, from
+    /// the `replication-offset-checkpoint`; see `high_watermarks.rs`). Clamped to the log's
+    /// offsets: a checkpoint may be older or newer than what recovery kept.
+    pub fn set_high_watermark(&self, hw: i64) {
+        let clamped = hw.clamp(self.log_start_offset(), self.log_end_offset());
+        self.replicated_hw.set(Some(clamped));
     }
 
     /// Reports the duration of every later fdatasync to `observer`.
@@ -323,7 +453,11 @@ impl<S: Storage> Partition<S> {
 
     pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
         self.check_open()?;
-        self.log.apply_retention(now_ms).await
+        let outcome = self.log.apply_retention(now_ms).await?;
+        if outcome.segments_deleted > 0 {
+            self.trim_epochs_to_log_start().await?;
+        }
+        Ok(outcome)
     }
 
     /// One compaction pass when the topic is compacted (`cleanup.policy` has `compact`);
@@ -348,18 +482,36 @@ impl<S: Storage> Partition<S> {
 
     pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {
         self.check_open()?;
-        self.log.delete_records_before(offset).await
+        let start = self.log.delete_records_before(offset).await?;
+        self.trim_epochs_to_log_start().await?;
+        Ok(start)
     }
 
-    pub async fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+    /// Cuts the log at `offset` (a follower or former leader, at the offset OffsetForLeaderEpoch
+    /// gave it); returns the new log end. A batch holding `offset` goes whole: the log then ends
+    /// at that batch's base offset, below `offset` (logged), never inside a batch. Nothing
+    /// happens at or past the log end. The indexes, the producer state (rebuilt from the last
+    /// snapshot below the cut and the log), the leader epoch cache and the high watermark
+    /// follow; the log's state file first drops its synced prefix (`Log::truncate_to`).
+    pub async fn truncate_to(&self, offset: i64) -> Result<i64, LogError> {
         self.check_open()?;
         let _append = self.append_lock.lock().await;
         self.log.truncate_to(offset).await?;
         let end = self.log.log_end_offset();
+        if end < offset {
+            tracing::info!(dir = %self.log.dir().display(), offset, end, "truncated to the start of the batch holding the offset");
+        }
         self.durable_offset.set(self.durable_offset.get().min(end));
+        if let Some(hw) = self.replicated_hw.get() {
+            self.replicated_hw.set(Some(hw.min(end)));
+        }
+        let mut epochs = self.epochs.borrow().clone();
+        if epochs.truncate_from_end(end) {
+            self.save_epochs(epochs).await?;
+        }
         let rebuilt = producer_snapshot::rebuild(&*self.storage, &self.log, wall_clock_ms()).await?;
         *self.producers.borrow_mut() = rebuilt;
-        Ok(())
+        Ok(end)
     }
 
     /// fdatasyncs everything appended so far.
@@ -450,6 +602,22 @@ fn producer_headers(records: &[u8]) -> Vec<BatchHeader> {
     headers
 }
 
+/// The leader epoch cache of `log` as its file holds it, without the entries at or past the
+/// log end (a crash lost what they describe; the file is rewritten without them), and whether
+/// there is a file. Without one, every batch of the log has epoch 0: an epoch above 0 is
+/// written to the file before any batch of it (`record_epoch`), so the list is epoch 0 from
+/// the log start (empty for an empty log).
+async fn open_epochs<S: Storage>(storage: &S, log: &Log<S>) -> Result<(LeaderEpochs, bool), LogError> {
+    let Some(mut epochs) = leader_epochs::read(storage, log.dir()).await? else {
+        let start = log.log_start_offset();
+        return Ok((LeaderEpochs::implicit(start, log.log_end_offset()), false));
+    };
+    if epochs.truncate_from_end(log.log_end_offset()) {
+        leader_epochs::write(storage, log.dir(), &epochs).await?;
+    }
+    Ok((epochs, true))
+}
+
 /// The wall clock in ms, for stamping producer state rebuilt from the log.
 fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
@@ -461,5 +629,7 @@ fn wall_clock_ms() -> i64 {
 mod full_disk_tests;
 #[cfg(test)]
 mod producer_tests;
+#[cfg(test)]
+mod replication_tests;
 #[cfg(test)]
 mod tests;

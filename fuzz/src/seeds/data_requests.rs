@@ -282,6 +282,33 @@ pub fn create_partitions(marks: &Marks) -> CreatePartitionsRequest {
         .with_timeout_ms(marks.wait_ms)
 }
 
+/// Every partition asked for epoch 0, each with a different current leader epoch: none
+/// (-1), the broker's (0) and a newer one (UNKNOWN_LEADER_EPOCH).
+pub fn offset_for_leader_epoch(marks: &Marks) -> OffsetForLeaderEpochRequest {
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            let partitions = marks
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(n, &index)| {
+                    offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                        .with_partition(index)
+                        .with_current_leader_epoch([-1, 0, 5][n % 3])
+                        .with_leader_epoch(0)
+                })
+                .collect();
+            offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                .with_topic(topic(name))
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(topics)
+}
+
 pub fn describe_cluster(version: i16) -> DescribeClusterRequest {
     let mut request = DescribeClusterRequest::default();
     if version >= 1 {

@@ -178,6 +178,9 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
             RequestKind::IncrementalAlterConfigs(data::incremental_alter_configs())
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(data::describe_cluster(v)),
+        ApiKey::OffsetForLeaderEpoch => {
+            RequestKind::OffsetForLeaderEpoch(data::offset_for_leader_epoch(marks))
+        }
         ApiKey::InitProducerId => RequestKind::InitProducerId(data::init_producer_id(v, variant)),
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(group::find_coordinator(v)),
         ApiKey::JoinGroup => RequestKind::JoinGroup(group::join_group(v, variant, marks)),
@@ -251,7 +254,8 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         DescribeConfigs => DescribeConfigsRequest, AlterConfigs => AlterConfigsRequest,
         CreatePartitions => CreatePartitionsRequest,
         IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
-        DescribeCluster => DescribeClusterRequest, FindCoordinator => FindCoordinatorRequest,
+        DescribeCluster => DescribeClusterRequest,
+        OffsetForLeaderEpoch => OffsetForLeaderEpochRequest, FindCoordinator => FindCoordinatorRequest,
         JoinGroup => JoinGroupRequest, SyncGroup => SyncGroupRequest,
         Heartbeat => HeartbeatRequest, LeaveGroup => LeaveGroupRequest,
         OffsetCommit => OffsetCommitRequest, OffsetFetch => OffsetFetchRequest,

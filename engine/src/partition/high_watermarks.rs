@@ -1,0 +1,256 @@
+//! The high watermark checkpoint of a log dir: Kafka's `replication-offset-checkpoint` format,
+//! so that a follower restarts from the high watermark it had (issue 16).
+//!
+//! Format (text, ASCII, each line ended by `\n`):
+//!
+//! ```text
+//! 0                     version
+//! 2                     number of entries
+//! orders 0 1200         <topic> <partition> <high watermark>, separated by one space
+//! orders 1 877
+//! ```
+//!
+//! One file per shard, `<log dir>/replication-offset-checkpoint.shard-<N>`, not one per log
+//! dir as in Kafka: each shard owns its partitions (invariant 1), so it can write its file from
+//! its own state at any time, whereas one shared file would need every shard's high
+//! watermarks gathered (a cross-shard round) for each write. A partition's owner can change
+//! when the shard count does, so an open reads every shard's file ([`read_log_dir`]); an entry
+//! found in two files (one stale) counts at its lower value, which is always safe: a high
+//! watermark only says what is known committed. The files are replaced atomically (temp file,
+//! fdatasync, rename, directory fsync). A damaged file is an error, never guessed at.
+
+use crate::io::{write_file_atomically, Storage, StorageFile};
+use bytes::Bytes;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub const CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
+
+/// A file larger than this is refused before it is read (about 100 000 partitions with names
+/// of the longest kind Kafka allows would take 27 MiB; 64 MiB leaves room, and bounds memory).
+const MAX_FILE_BYTES: usize = 64 << 20;
+
+/// Kafka's longest topic name.
+const MAX_TOPIC_LEN: usize = 249;
+
+/// High watermarks by (topic, partition). Plain data.
+pub type HighWatermarkMap = BTreeMap<(String, i32), i64>;
+
+/// The file of shard `shard` in `log_dir`.
+pub fn shard_file(log_dir: &Path, shard: usize) -> PathBuf {
+    log_dir.join(format!("{CHECKPOINT_FILE}.shard-{shard}"))
+}
+
+/// Whether `name` is a topic name Kafka allows (`[a-zA-Z0-9._-]`, 1 to 249 characters).
+fn legal_topic(name: &str) -> bool {
+    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    !name.is_empty() && name.len() <= MAX_TOPIC_LEN && name.chars().all(legal)
+}
+
+pub fn encode(entries: &HighWatermarkMap) -> String {
+    let mut out = format!("0\n{}\n", entries.len());
+    for ((topic, partition), offset) in entries {
+        out.push_str(&format!("{topic} {partition} {offset}\n"));
+    }
+    out
+}
+
+/// The entries the file's `bytes` hold; an error says what is wrong with them.
+pub fn decode(bytes: &[u8]) -> Result<HighWatermarkMap, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not text".to_string())?;
+    let body = text.strip_suffix('\n').ok_or("the last line is not ended")?;
+    let mut lines = body.split('\n');
+    if lines.next() != Some("0") {
+        return Err("unknown version (want 0)".into());
+    }
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.parse().ok())
+        .ok_or("bad entry count")?;
+    // Bounded by the file size: `count` alone sizes nothing.
+    let mut entries = HighWatermarkMap::new();
+    let mut lines_read = 0;
+    for line in lines {
+        let (topic, partition, offset) =
+            parse_line(line).ok_or_else(|| format!("bad entry line {}: {line:?}", lines_read + 3))?;
+        if entries.insert((topic.to_string(), partition), offset).is_some() {
+            return Err(format!("{topic}-{partition} appears twice"));
+        }
+        lines_read += 1;
+    }
+    if lines_read != count {
+        return Err(format!("{lines_read} entries where the count says {count}"));
+    }
+    Ok(entries)
+}
+
+fn parse_line(line: &str) -> Option<(&str, i32, i64)> {
+    let mut fields = line.split(' ');
+    let topic = fields.next().filter(|t| legal_topic(t))?;
+    let partition = fields.next()?.parse().ok().filter(|p| *p >= 0)?;
+    let offset = fields.next()?.parse().ok().filter(|o| *o >= 0)?;
+    fields.next().is_none().then_some((topic, partition, offset))
+}
+
+/// Reads one checkpoint file: empty when there is none; InvalidData when it is damaged.
+pub async fn read<S: Storage>(storage: &S, path: &Path) -> io::Result<HighWatermarkMap> {
+    if !storage.exists(path).await? {
+        return Ok(HighWatermarkMap::new());
+    }
+    let file = storage.open(path, false).await?;
+    let bytes = file.read_at(0, MAX_FILE_BYTES + 1).await;
+    file.close().await?;
+    let bytes = bytes?;
+    let invalid =
+        |why: String| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(invalid(format!("larger than {MAX_FILE_BYTES} bytes")));
+    }
+    decode(&bytes).map_err(invalid)
+}
+
+/// Every shard's file in `log_dir`, merged (an entry in two files at its lower value).
+pub async fn read_log_dir<S: Storage>(storage: &S, log_dir: &Path) -> io::Result<HighWatermarkMap> {
+    let prefix = format!("{CHECKPOINT_FILE}.shard-");
+    let mut merged = HighWatermarkMap::new();
+    for name in storage.list_dir(log_dir).await? {
+        let is_shard_file = name
+            .strip_prefix(&prefix)
+            .is_some_and(|n| n.parse::<usize>().is_ok());
+        if !is_shard_file {
+            continue; // also the temp files of an interrupted write
+        }
+        for (key, offset) in read(storage, &log_dir.join(&name)).await? {
+            let kept = merged.entry(key).or_insert(offset);
+            *kept = (*kept).min(offset);
+        }
+    }
+    Ok(merged)
+}
+
+/// What one shard reports of its replicated partitions' high watermarks, written to its own
+/// file by [`ShardHighWatermarks::checkpoint`] (the replica manager calls it periodically, as
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms`). Owned by one shard; not Send.
+/// Holds one entry per replicated partition of the shard (bounded as the partitions are).
+pub struct ShardHighWatermarks {
+    path: PathBuf,
+    entries: RefCell<HighWatermarkMap>,
+    changed: Cell<bool>,
+}
+
+impl ShardHighWatermarks {
+    pub fn new(log_dir: &Path, shard: usize) -> Self {
+        ShardHighWatermarks {
+            path: shard_file(log_dir, shard),
+            entries: RefCell::new(HighWatermarkMap::new()),
+            changed: Cell::new(false),
+        }
+    }
+
+    /// Records the high watermark of one of this shard's partitions.
+    pub fn report(&self, topic: &str, partition: i32, high_watermark: i64) {
+        let key = (topic.to_string(), partition);
+        let previous = self.entries.borrow_mut().insert(key, high_watermark);
+        self.changed
+            .set(self.changed.get() || previous != Some(high_watermark));
+    }
+
+    /// Forgets a partition (deleted, or no longer this shard's).
+    pub fn remove(&self, topic: &str, partition: i32) {
+        let removed = self.entries.borrow_mut().remove(&(topic.to_string(), partition));
+        self.changed.set(self.changed.get() || removed.is_some());
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<i64> {
+        self.entries
+            .borrow()
+            .get(&(topic.to_string(), partition))
+            .copied()
+    }
+
+    /// Writes the shard's file when anything changed since the last write; returns whether it
+    /// wrote.
+    pub async fn checkpoint<S: Storage>(&self, storage: &S) -> io::Result<bool> {
+        if !self.changed.get() {
+            return Ok(false);
+        }
+        let bytes = Bytes::from(encode(&self.entries.borrow()));
+        self.changed.set(false);
+        let written = write_file_atomically(storage, &self.path, bytes).await;
+        if written.is_err() {
+            self.changed.set(true); // the next checkpoint tries again
+        }
+        written.map(|()| true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FaultyStorage;
+    use futures::executor::block_on;
+
+    fn map(entries: &[(&str, i32, i64)]) -> HighWatermarkMap {
+        entries.iter().map(|&(t, p, o)| ((t.to_string(), p), o)).collect()
+    }
+
+    #[test]
+    fn golden_replication_offset_checkpoint() {
+        let entries = map(&[("orders", 1, 877), ("orders", 0, 1200), ("a.b_c-d", 7, 0)]);
+        let text = "0\n3\na.b_c-d 7 0\norders 0 1200\norders 1 877\n";
+        assert_eq!(encode(&entries), text);
+        assert_eq!(decode(text.as_bytes()), Ok(entries));
+        assert_eq!(encode(&HighWatermarkMap::new()), "0\n0\n");
+    }
+
+    #[test]
+    fn damaged_files_are_refused() {
+        let bad: &[&[u8]] = &[
+            b"",
+            b"0\n1\nt 0 5",
+            b"1\n1\nt 0 5\n",
+            b"0\n2\nt 0 5\n",
+            b"0\n1\nt 0\n",
+            b"0\n1\nt 0 5 6\n",
+            b"0\n1\nt -1 5\n",
+            b"0\n1\nt 0 -5\n",
+            b"0\n1\nt/x 0 5\n",
+            b"0\n1\n 0 5\n",
+            b"0\n2\nt 0 5\nt 0 6\n",
+        ];
+        for bytes in bad {
+            assert!(decode(bytes).is_err(), "{:?}", String::from_utf8_lossy(bytes));
+        }
+    }
+
+    #[test]
+    fn shards_write_their_files_and_an_open_merges_them() {
+        block_on(async {
+            let storage = FaultyStorage::new(3);
+            let dir = PathBuf::from("/data");
+            storage.create_dir_all(&dir).await.unwrap();
+            let (zero, one) = (
+                ShardHighWatermarks::new(&dir, 0),
+                ShardHighWatermarks::new(&dir, 1),
+            );
+            zero.report("t", 0, 10);
+            zero.report("t", 2, 30);
+            one.report("t", 1, 20);
+            one.report("t", 2, 25); // stale: the shard count changed
+            assert!(zero.checkpoint(&storage).await.unwrap());
+            assert!(!zero.checkpoint(&storage).await.unwrap(), "nothing changed");
+            assert!(one.checkpoint(&storage).await.unwrap());
+            let bytes = storage.file_bytes(&shard_file(&dir, 1)).unwrap();
+            assert_eq!(bytes, b"0\n2\nt 1 20\nt 2 25\n");
+            let merged = read_log_dir(&storage, &dir).await.unwrap();
+            assert_eq!(merged, map(&[("t", 0, 10), ("t", 1, 20), ("t", 2, 25)]));
+            storage.set_file_bytes(&shard_file(&dir, 0), b"0\n1\n".to_vec());
+            assert!(
+                read_log_dir(&storage, &dir).await.is_err(),
+                "a damaged file is an error"
+            );
+        });
+    }
+}

@@ -1,0 +1,344 @@
+//! The leader epoch cache of one partition (KIP-101, KIP-279) and its file,
+//! `<partition dir>/leader-epoch-checkpoint`, in Kafka's format so that tools and operators
+//! read it as they read Kafka's.
+//!
+//! Format (text, ASCII, each line ended by `\n`):
+//!
+//! ```text
+//! 0                 version
+//! 2                 number of entries
+//! 0 0               <epoch> <start offset>, one line per entry, both decimal,
+//! 3 120               separated by one space, epochs and start offsets strictly increasing
+//! ```
+//!
+//! An entry says: the first batch stamped with that leader epoch is at that offset; the epoch
+//! lasts until the next entry's start offset, the last one until the log end. The file is
+//! replaced atomically (temp file, fdatasync, rename, directory fsync) whenever an entry is
+//! added or removed, so a crash leaves the old list or the new one. A list is written before
+//! the batches it describes are appended (see `Partition::append`), so after a crash it may
+//! name offsets the log lost: the open drops every entry at or past the log end, as Kafka's
+//! recovery does. Anything else wrong in the file (a bad version, count or line, entries out
+//! of order) fails the partition's open: answering OffsetForLeaderEpoch from a damaged list
+//! would let a follower keep a diverged log.
+
+use crate::io::{write_file_atomically, Storage, StorageFile};
+use bytes::Bytes;
+use std::io;
+use std::path::Path;
+
+pub const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
+
+/// Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET (OffsetForLeaderEpoch's "no answer").
+pub const UNDEFINED_EPOCH: i32 = -1;
+pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+/// A file larger than this is refused before it is read: it bounds the memory an open gives
+/// the list (about 100 000 entries, one per leader election that reached the log; retention
+/// removes the old ones through [`LeaderEpochs::truncate_from_start`]).
+const MAX_FILE_BYTES: usize = 4 << 20;
+
+/// One entry: `epoch` starts at `start_offset`. Plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEntry {
+    pub epoch: i32,
+    pub start_offset: i64,
+}
+
+/// Why an assignment was refused: it would break the strictly increasing order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "leader epoch {epoch} at offset {start_offset} does not follow epoch {latest_epoch} at {latest_start}"
+)]
+pub struct EpochOutOfOrder {
+    pub epoch: i32,
+    pub start_offset: i64,
+    pub latest_epoch: i32,
+    pub latest_start: i64,
+}
+
+/// The list, in memory. Owned by the partition's shard (inside its `Partition`); plain data.
+/// Entries: epochs and start offsets strictly increasing (checked by every operation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaderEpochs {
+    entries: Vec<EpochEntry>,
+}
+
+impl LeaderEpochs {
+    /// A list from `entries`, which must be strictly increasing in both fields.
+    pub fn from_entries(entries: Vec<EpochEntry>) -> Result<Self, String> {
+        let ordered = entries
+            .windows(2)
+            .all(|w| w[0].epoch < w[1].epoch && w[0].start_offset < w[1].start_offset);
+        let valid = entries.iter().all(|e| e.epoch >= 0 && e.start_offset >= 0);
+        if !(ordered && valid) {
+            return Err("epochs and start offsets are not non-negative and strictly increasing".into());
+        }
+        Ok(LeaderEpochs { entries })
+    }
+
+    /// The list of a log whose batches all have epoch 0: one entry at `log_start` unless the
+    /// log is empty.
+    pub fn implicit(log_start: i64, log_end: i64) -> Self {
+        let entries = (log_end > log_start).then_some(EpochEntry {
+            epoch: 0,
+            start_offset: log_start,
+        });
+        LeaderEpochs {
+            entries: entries.into_iter().collect(),
+        }
+    }
+
+    /// Whether the list says no more than [`implicit`](Self::implicit) would: epoch 0 only.
+    pub fn is_implicit(&self) -> bool {
+        self.entries.iter().all(|entry| entry.epoch == 0)
+    }
+
+    pub fn entries(&self) -> &[EpochEntry] {
+        &self.entries
+    }
+
+    pub fn latest(&self) -> Option<EpochEntry> {
+        self.entries.last().copied()
+    }
+
+    /// Records that `epoch` starts at `start_offset`; returns whether the list changed. Nothing
+    /// changes when `epoch` is already the latest. An entry at the same start offset as the
+    /// latest one replaces it (that epoch never got a batch kept in the log, as in Kafka); a
+    /// lower epoch, or a start offset below the latest one, is refused.
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, EpochOutOfOrder> {
+        let latest = self.latest();
+        let refused = EpochOutOfOrder {
+            epoch,
+            start_offset,
+            latest_epoch: latest.map_or(UNDEFINED_EPOCH, |l| l.epoch),
+            latest_start: latest.map_or(UNDEFINED_EPOCH_OFFSET, |l| l.start_offset),
+        };
+        if epoch < 0 || start_offset < 0 {
+            return Err(refused);
+        }
+        if let Some(latest) = latest {
+            if latest.epoch == epoch {
+                return Ok(false);
+            }
+            if epoch < latest.epoch || start_offset < latest.start_offset {
+                return Err(refused);
+            }
+            if start_offset == latest.start_offset {
+                self.entries.pop();
+            }
+        }
+        self.entries.push(EpochEntry { epoch, start_offset });
+        Ok(true)
+    }
+
+    /// Drops the entries that start at or after `end_offset` (the log was cut there); returns
+    /// whether any was.
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
+        let keep = self.entries.partition_point(|e| e.start_offset < end_offset);
+        let changed = keep < self.entries.len();
+        self.entries.truncate(keep);
+        changed
+    }
+
+    /// The log now starts at `start_offset`: entries wholly below it go, and the one that
+    /// covers it starts there (as Kafka does). Returns whether the list changed.
+    pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
+        let below = self.entries.partition_point(|e| e.start_offset < start_offset);
+        if below == 0 {
+            return false;
+        }
+        let mut covering = self.entries[below - 1];
+        covering.start_offset = start_offset;
+        self.entries.drain(..below);
+        self.entries.insert(0, covering);
+        true
+    }
+
+    /// OffsetForLeaderEpoch as Kafka answers it, with `log_end` the log end offset: the largest
+    /// epoch at most `epoch` and the start offset of the next higher one (the log end for the
+    /// latest epoch). An epoch below every entry answers itself and the first entry's start
+    /// (the log lost what came before); an epoch above every entry, UNDEFINED_EPOCH (-1) or an
+    /// empty list answer (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
+    pub fn end_offset_for(&self, epoch: i32, log_end: i64) -> (i32, i64) {
+        let undefined = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        if epoch == UNDEFINED_EPOCH {
+            return undefined;
+        }
+        if self.latest().is_some_and(|l| l.epoch == epoch) {
+            return (epoch, log_end);
+        }
+        let higher = self.entries.partition_point(|e| e.epoch <= epoch);
+        let Some(next) = self.entries.get(higher) else {
+            return undefined;
+        };
+        match higher.checked_sub(1).and_then(|i| self.entries.get(i)) {
+            Some(floor) => (floor.epoch, next.start_offset),
+            None => (epoch, next.start_offset),
+        }
+    }
+
+    /// The file's bytes (see the module docs).
+    pub fn encode(&self) -> String {
+        let mut out = format!("0\n{}\n", self.entries.len());
+        for e in &self.entries {
+            out.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
+        }
+        out
+    }
+
+    /// The list the file's `bytes` hold; an error says what is wrong with them.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not text".to_string())?;
+        let body = text.strip_suffix('\n').ok_or("the last line is not ended")?;
+        let mut lines = body.split('\n');
+        if lines.next() != Some("0") {
+            return Err("unknown version (want 0)".into());
+        }
+        let count: usize = lines
+            .next()
+            .and_then(|l| l.parse().ok())
+            .ok_or("bad entry count")?;
+        // Bounded by the file size: `count` alone sizes nothing.
+        let mut entries = Vec::new();
+        for (i, line) in lines.enumerate() {
+            let entry = line
+                .split_once(' ')
+                .and_then(|(e, o)| Some((e.parse().ok()?, o.parse().ok()?)))
+                .ok_or_else(|| format!("bad entry line {}: {line:?}", i + 3))?;
+            entries.push(EpochEntry {
+                epoch: entry.0,
+                start_offset: entry.1,
+            });
+        }
+        if entries.len() != count {
+            return Err(format!("{} entries where the count says {count}", entries.len()));
+        }
+        Self::from_entries(entries)
+    }
+}
+
+/// Reads the list of the partition in `dir`: `None` when there is no file; an error
+/// (InvalidData) when the file is not a valid list.
+pub async fn read<S: Storage>(storage: &S, dir: &Path) -> io::Result<Option<LeaderEpochs>> {
+    let path = dir.join(LEADER_EPOCH_FILE);
+    if !storage.exists(&path).await? {
+        return Ok(None);
+    }
+    let file = storage.open(&path, false).await?;
+    let bytes = file.read_at(0, MAX_FILE_BYTES + 1).await;
+    file.close().await?;
+    let bytes = bytes?;
+    let invalid = |why: String| {
+        let message = format!("{}: {why}", path.display());
+        io::Error::new(io::ErrorKind::InvalidData, message)
+    };
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(invalid(format!("larger than {MAX_FILE_BYTES} bytes")));
+    }
+    LeaderEpochs::decode(&bytes).map(Some).map_err(invalid)
+}
+
+/// Replaces the file of the partition in `dir` with `epochs`, atomically and durably.
+pub async fn write<S: Storage>(storage: &S, dir: &Path, epochs: &LeaderEpochs) -> io::Result<()> {
+    let bytes = Bytes::from(epochs.encode());
+    write_file_atomically(storage, &dir.join(LEADER_EPOCH_FILE), bytes).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(pairs: &[(i32, i64)]) -> LeaderEpochs {
+        let entries = pairs
+            .iter()
+            .map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset })
+            .collect();
+        LeaderEpochs::from_entries(entries).unwrap()
+    }
+
+    #[test]
+    fn golden_leader_epoch_checkpoint() {
+        let epochs = list(&[(0, 0), (3, 120), (7, 4096)]);
+        assert_eq!(epochs.encode().as_bytes(), b"0\n3\n0 0\n3 120\n7 4096\n");
+        assert_eq!(LeaderEpochs::default().encode().as_bytes(), b"0\n0\n");
+        assert_eq!(LeaderEpochs::decode(b"0\n3\n0 0\n3 120\n7 4096\n"), Ok(epochs));
+        assert_eq!(LeaderEpochs::decode(b"0\n0\n"), Ok(LeaderEpochs::default()));
+    }
+
+    #[test]
+    fn damaged_files_are_refused() {
+        let bad: &[&[u8]] = &[
+            b"",
+            b"0\n1\n0 0",                    // last line not ended
+            b"1\n1\n0 0\n",                  // version
+            b"0\n2\n0 0\n",                  // count too large
+            b"0\n0\n0 0\n",                  // count too small
+            b"0\nx\n",                       // count
+            b"0\n1\n0  0\n",                 // two spaces
+            b"0\n1\n0 0 0\n",                // three fields
+            b"0\n1\n-2 0\n",                 // negative epoch
+            b"0\n2\n1 5\n1 9\n",             // epochs not increasing
+            b"0\n2\n1 5\n2 5\n",             // offsets not increasing
+            b"0\n1\n\xff 0\n",               // not text
+            b"0\n99999999999999999999999\n", // count overflows
+        ];
+        for bytes in bad {
+            assert!(
+                LeaderEpochs::decode(bytes).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn assign_keeps_the_order() {
+        let mut epochs = LeaderEpochs::default();
+        assert_eq!(epochs.assign(2, 0), Ok(true));
+        assert_eq!(epochs.assign(2, 50), Ok(false), "already the latest");
+        assert!(epochs.assign(1, 60).is_err(), "a lower epoch");
+        assert_eq!(epochs.assign(4, 60), Ok(true));
+        assert!(epochs.assign(5, 59).is_err(), "a lower start offset");
+        assert_eq!(
+            epochs.assign(5, 60),
+            Ok(true),
+            "replaces an epoch without batches"
+        );
+        assert_eq!(epochs, list(&[(2, 0), (5, 60)]));
+    }
+
+    #[test]
+    fn truncations() {
+        let mut epochs = list(&[(0, 0), (3, 120), (7, 4096)]);
+        assert!(!epochs.truncate_from_end(5000));
+        assert!(epochs.truncate_from_end(4096));
+        assert_eq!(epochs, list(&[(0, 0), (3, 120)]));
+        assert!(!epochs.truncate_from_start(0));
+        assert!(epochs.truncate_from_start(100));
+        assert_eq!(epochs, list(&[(0, 100), (3, 120)]));
+        assert!(epochs.truncate_from_start(130));
+        assert_eq!(epochs, list(&[(3, 130)]));
+    }
+
+    #[test]
+    fn end_offset_for_answers_as_kafka() {
+        let epochs = list(&[(2, 10), (4, 30), (7, 50)]);
+        let log_end = 80;
+        assert_eq!(epochs.end_offset_for(7, log_end), (7, 80), "latest: the log end");
+        assert_eq!(epochs.end_offset_for(4, log_end), (4, 50));
+        assert_eq!(
+            epochs.end_offset_for(5, log_end),
+            (4, 50),
+            "an epoch with no batches"
+        );
+        assert_eq!(epochs.end_offset_for(2, log_end), (2, 30));
+        assert_eq!(
+            epochs.end_offset_for(1, log_end),
+            (1, 10),
+            "below the first entry"
+        );
+        assert_eq!(epochs.end_offset_for(8, log_end), (-1, -1), "above the latest");
+        assert_eq!(epochs.end_offset_for(-1, log_end), (-1, -1));
+        assert_eq!(LeaderEpochs::default().end_offset_for(0, 0), (-1, -1));
+    }
+}
