@@ -14,6 +14,7 @@ pub mod group;
 pub mod handlers;
 pub mod log_dir_lock;
 mod maintenance;
+pub mod meta_properties;
 pub mod metrics;
 pub mod open_files;
 pub mod request_memory;

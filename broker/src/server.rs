@@ -67,7 +67,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let (cluster, offsets_partitions) = cluster_and_offsets(&metadata, &config, &log_dir)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
     let listen_addr = resolve_listen_addr(&config)?;
-    let cluster_id = cluster_id(&log_dir)?;
+    let (cluster_id, cluster_start) = cluster_identity(&log_dir, &config, cluster.as_deref())?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
     let shares = open_files::descriptor_shares(open_files_limit, config.max_connections);
@@ -91,7 +91,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         cluster: cluster.clone(),
     });
     if let Some(link) = cluster {
-        follow_the_quorum(&shared, link)?;
+        follow_the_quorum(&shared, link, cluster_start)?;
     }
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
@@ -185,13 +185,23 @@ fn offsets_partitions(
 }
 
 /// Makes the topic table a view of the quorum's metadata, after migrating the single-node
-/// topics of `topics.json` into a fresh quorum (`cluster::migrate`).
+/// topics of `topics.json` into the quorum at the data dir's first start in it
+/// (`cluster::migrate`); then `meta.properties` names the cluster and this node, so the
+/// migration runs once.
 fn follow_the_quorum(
     shared: &Arc<BrokerShared>,
     link: Arc<crate::cluster::ClusterLink>,
+    start: crate::meta_properties::ClusterStart,
 ) -> anyhow::Result<()> {
-    let single_node = shared.metadata.current();
-    crate::cluster::migrate::single_node_topics(&link, &single_node);
+    if start == crate::meta_properties::ClusterStart::First {
+        let single_node = shared.metadata.current();
+        crate::cluster::migrate::single_node_topics(&link, &single_node);
+        let properties = crate::meta_properties::MetaProperties {
+            cluster_id: Some(shared.cluster_id.clone()),
+            node_id: Some(shared.config.node_id),
+        };
+        crate::meta_properties::write(&shared.log_dir, &properties)?;
+    }
     crate::cluster::view::start_sync(shared.clone(), link)
 }
 
@@ -473,18 +483,25 @@ fn refuse_a_port_in_use(addr: SocketAddr) -> anyhow::Result<()> {
     }
 }
 
-/// A stable cluster id, made on first start and kept in the data directory.
-fn cluster_id(log_dir: &std::path::Path) -> anyhow::Result<String> {
-    let path = log_dir.join("meta.properties");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
-            return Ok(id.trim().to_string());
-        }
-    }
-    let mut raw = [0u8; 16];
-    getrandom::fill(&mut raw).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
-    let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(&path, format!("version=1\ncluster.id={id}\n"))
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    Ok(id)
+/// The cluster id this broker answers, and (cluster mode) whether the data dir starts in a
+/// quorum for the first time. Single-node mode: the id kept in `meta.properties`. Cluster
+/// mode: the quorum's (written by its first active controller, so the registration this
+/// broker just made carried it at the latest), checked against `meta.properties`.
+fn cluster_identity(
+    log_dir: &std::path::Path,
+    config: &BrokerConfig,
+    cluster: Option<&crate::cluster::ClusterLink>,
+) -> anyhow::Result<(String, crate::meta_properties::ClusterStart)> {
+    use crate::meta_properties::{check_cluster, single_node_cluster_id, ClusterStart};
+    let Some(link) = cluster else {
+        return Ok((single_node_cluster_id(log_dir)?, ClusterStart::Again));
+    };
+    let image = link.handle.metadata();
+    let quorum_id = image
+        .metadata
+        .cluster_id
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the controller quorum has no cluster id yet"))?;
+    let start = check_cluster(log_dir, config.node_id, &quorum_id)?;
+    Ok((quorum_id, start))
 }

@@ -6,7 +6,8 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest, TopicName,
+    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -50,6 +51,26 @@ pub struct TopicMetadata {
     pub partitions: Vec<PartitionMetadata>,
 }
 
+/// A broker as DescribeCluster describes it (fenced ones included from v2 on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedBroker {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    /// DescribeCluster v2's `IsFenced`; always false from older brokers (they list unfenced
+    /// brokers only).
+    pub fenced: bool,
+}
+
+/// What DescribeCluster returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDescription {
+    pub cluster_id: String,
+    pub controller_id: i32,
+    pub brokers: Vec<DescribedBroker>,
+}
+
 /// What Metadata returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterMetadata {
@@ -57,6 +78,8 @@ pub struct ClusterMetadata {
     pub brokers: Vec<BrokerInfo>,
     /// Controller node id (-1: unknown).
     pub controller_id: i32,
+    /// The cluster id (Metadata v2+; `None` from older brokers).
+    pub cluster_id: Option<String>,
     /// The topics asked for (or all).
     pub topics: Vec<TopicMetadata>,
 }
@@ -137,6 +160,7 @@ impl Connection {
                 })
                 .collect(),
             controller_id: response.controller_id.0,
+            cluster_id: response.cluster_id.as_ref().map(|id| id.to_string()),
             topics: response
                 .topics
                 .iter()
@@ -156,6 +180,35 @@ impl Connection {
                         .collect(),
                 })
                 .collect(),
+        })
+    }
+
+    /// DescribeCluster, with the fenced brokers when the broker serves v2 (KIP-1073).
+    pub fn describe_cluster(&mut self) -> Result<ClusterDescription, ClientError> {
+        let request = DescribeClusterRequest::default().with_include_fenced_brokers(true);
+        let response = self.request(&request)?;
+        let message = response.error_message.as_ref().map(|m| m.to_string());
+        check_code(
+            ApiKey::DescribeCluster,
+            response.error_code,
+            message.as_deref(),
+            String::new,
+        )?;
+        let brokers = response
+            .brokers
+            .iter()
+            .map(|b| DescribedBroker {
+                node_id: b.broker_id.0,
+                host: b.host.to_string(),
+                port: b.port,
+                rack: b.rack.as_ref().map(|r| r.to_string()),
+                fenced: b.is_fenced,
+            })
+            .collect();
+        Ok(ClusterDescription {
+            cluster_id: response.cluster_id.to_string(),
+            controller_id: response.controller_id.0,
+            brokers,
         })
     }
 

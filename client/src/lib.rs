@@ -24,7 +24,10 @@ mod produce_frame;
 mod topic_changes;
 mod versions;
 
-pub use admin::{BrokerInfo, ClusterMetadata, ConfigEntry, NewTopic, PartitionMetadata, TopicMetadata};
+pub use admin::{
+    BrokerInfo, ClusterDescription, ClusterMetadata, ConfigEntry, DescribedBroker, NewTopic,
+    PartitionMetadata, TopicMetadata,
+};
 pub use connection::{encode_frame, write_all_pieces, ClientConfig, Connection, Pending};
 pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};
 pub use error::{ClientError, KafkaError};

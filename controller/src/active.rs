@@ -14,12 +14,12 @@ use openraft::{BasicNode, Raft};
 use tokio::sync::{mpsc, watch};
 
 use crate::api::error_code::{REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR};
-use crate::api::{ControllerRequest, ControllerResponse};
-use crate::decisions::{decide, fence_broker, DecisionContext};
+use crate::api::{ControllerRequest, ControllerResponse, ElectionType};
+use crate::decisions::{decide, fence_broker, leaders_to_rebalance, DecisionContext};
 use crate::metadata::MetadataImage;
 use crate::network::{PeerClient, RpcRequest, RpcResponse};
 use crate::node::{duration_ms, Command, ControllerConfig};
-use crate::records::{MetadataRecord, RecordBatch};
+use crate::records::{cluster_id_text, ClusterIdRecord, MetadataRecord, RecordBatch};
 use crate::TypeConfig;
 
 pub struct ActiveController {
@@ -67,6 +67,10 @@ impl ActiveController {
         let period = duration_ms((self.config.session_timeout_ms / 4).max(10));
         let mut ticks = tokio::time::interval(period);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut rebalance =
+            tokio::time::interval(duration_ms(self.config.leader_imbalance_check_interval_ms.max(1)));
+        rebalance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let rebalancing = self.config.auto_leader_rebalance_enable;
         loop {
             tokio::select! {
                 command = commands.recv() => {
@@ -75,6 +79,7 @@ impl ActiveController {
                     let _ = command.reply.send(response);
                 }
                 _ = ticks.tick() => self.fence_expired_sessions().await,
+                _ = rebalance.tick(), if rebalancing => self.rebalance_leaders().await,
             }
         }
     }
@@ -135,6 +140,38 @@ impl ActiveController {
         }
     }
 
+    /// The auto leader rebalance, on the active controller only (as in Kafka): a preferred
+    /// election of the partitions `leaders_to_rebalance` picks, served like a request.
+    async fn rebalance_leaders(&mut self) {
+        if !self.refresh_leadership() {
+            return;
+        }
+        let image = self.images.borrow().clone();
+        let partitions = leaders_to_rebalance(
+            &image.metadata,
+            self.config.leader_imbalance_per_broker_percentage,
+        );
+        if partitions.is_empty() {
+            return;
+        }
+        let count = partitions.len();
+        let request = ControllerRequest::ElectLeaders {
+            election_type: ElectionType::Preferred,
+            partitions: Some(partitions),
+        };
+        match self.serve_as_leader(request).await {
+            ControllerResponse::Partitions(results) => {
+                let moved = results.iter().filter(|r| r.error_code == 0).count();
+                tracing::info!(
+                    candidates = count,
+                    moved,
+                    "controller: leaders moved back to their preferred replicas"
+                );
+            }
+            other => tracing::debug!(?other, "controller: leader rebalance not done"),
+        }
+    }
+
     async fn serve_as_leader(&mut self, request: ControllerRequest) -> ControllerResponse {
         // Decide on everything committed so far (a new leader may not have applied it yet).
         if self.raft.ensure_linearizable().await.is_err() {
@@ -159,7 +196,13 @@ impl ActiveController {
             decide(&image.metadata, request, &ctx)
         };
         let mut response = decision.response;
-        match self.write(decision.records).await {
+        let mut records = decision.records;
+        if !records.is_empty() && self.images.borrow().metadata.cluster_id.is_none() {
+            // The first entry an active controller of this quorum writes names the cluster.
+            let cluster_id = cluster_id_text(rand::random());
+            records.insert(0, MetadataRecord::ClusterId(ClusterIdRecord { cluster_id }));
+        }
+        match self.write(records).await {
             Written::Applied(log_index) => {
                 if let ControllerResponse::RegisterBroker {
                     broker_epoch,

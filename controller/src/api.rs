@@ -20,6 +20,7 @@ pub mod error_code {
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const INVALID_PARTITIONS: i16 = 37;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
     pub const NOT_CONTROLLER: i16 = 41;
     pub const INVALID_REQUEST: i16 = 42;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
@@ -37,9 +38,14 @@ pub mod error_code {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreatableTopic {
     pub name: String,
+    /// Ignored when `assignments` is given (Kafka asks for -1 then).
     pub num_partitions: i32,
+    /// Ignored when `assignments` is given.
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// Kafka's manual assignment: partition `i`'s replicas, the preferred leader first. Empty:
+    /// the controller places the replicas (`placement.rs`).
+    pub assignments: Vec<Vec<i32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

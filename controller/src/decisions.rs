@@ -141,14 +141,7 @@ fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decisio
             broker_id,
             broker_epoch,
         }));
-        // Partitions left leaderless with this broker as their last ISR member get it back.
-        for topic in md.topics.values() {
-            for (partition_id, p) in &topic.partitions {
-                if p.leader == NO_LEADER && p.isr.contains(&broker_id) {
-                    records.push(change(topic, *partition_id, None, Some(broker_id)));
-                }
-            }
-        }
+        records.extend(rejoin_partitions(md, broker_id));
     }
     Decision {
         records,
@@ -157,6 +150,30 @@ fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decisio
             is_fenced: false,
         },
     }
+}
+
+/// What an unfenced broker gets back: the leadership of partitions left leaderless with it as
+/// their last ISR member, and its place in the ISR of every led partition it is a replica of.
+/// The latter stands in for replication, which does not exist yet (only leaders hold data, so
+/// there is nothing to catch up with): ISR = the unfenced replicas. With replication, the
+/// leader's AlterPartition adds a follower once it has caught up, and this goes.
+fn rejoin_partitions(md: &ClusterMetadata, broker_id: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in md.topics.values() {
+        for (partition_id, p) in &topic.partitions {
+            if p.leader == NO_LEADER && p.isr.contains(&broker_id) {
+                records.push(change(topic, *partition_id, None, Some(broker_id)));
+            } else if p.leader != NO_LEADER && p.replicas.contains(&broker_id) && !p.isr.contains(&broker_id)
+            {
+                // Only under a leader, as only a leader adds a follower to the ISR in Kafka: a
+                // leaderless partition's out-of-sync replica must not become electable.
+                let mut isr = p.isr.clone();
+                isr.push(broker_id);
+                records.push(change(topic, *partition_id, Some(isr), None));
+            }
+        }
+    }
+    records
 }
 
 fn change(
@@ -358,12 +375,20 @@ pub(crate) fn topic_error(name: &str, error_code: i16, message: impl Into<String
     }
 }
 
-pub(crate) fn new_partition(topic_id: TopicId, partition_id: i32, replicas: Vec<i32>) -> MetadataRecord {
-    let leader = replicas.first().copied().unwrap_or(NO_LEADER);
+/// A new partition: its unfenced replicas are the ISR (placement uses unfenced brokers only;
+/// a manual assignment may name fenced ones), the first of them leads.
+pub(crate) fn new_partition(
+    md: &ClusterMetadata,
+    topic_id: TopicId,
+    partition_id: i32,
+    replicas: Vec<i32>,
+) -> MetadataRecord {
+    let isr: Vec<i32> = replicas.iter().copied().filter(|b| md.is_unfenced(*b)).collect();
+    let leader = isr.first().copied().unwrap_or(NO_LEADER);
     MetadataRecord::Partition(PartitionRecord {
         topic_id,
         partition_id,
-        isr: replicas.clone(),
+        isr,
         replicas,
         leader,
         leader_epoch: 0,
@@ -383,6 +408,6 @@ pub(crate) fn distinct_names<'a>(names: impl Iterator<Item = &'a String>) -> BTr
 }
 
 pub use crate::topic_decisions::{
-    alter_partition, create_partitions, create_topics, delete_topics, elect_leaders,
+    alter_partition, create_partitions, create_topics, delete_topics, elect_leaders, leaders_to_rebalance,
     preferred_leader_imbalance,
 };

@@ -21,7 +21,7 @@ mod server;
 pub mod state_machine;
 mod topic_decisions;
 
-pub use decisions::preferred_leader_imbalance;
+pub use decisions::{leaders_to_rebalance, preferred_leader_imbalance};
 pub use handle::{ControllerHandle, QuorumStatus, RequestError, VoterStatus};
 pub use metadata::{BrokerRegistration, ClusterMetadata, MetadataImage, PartitionState, TopicState};
 pub use node::{ControllerConfig, ControllerError, ControllerNode};

@@ -61,6 +61,8 @@ pub struct ClusterMetadata {
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// No producer id at or above this has been handed out.
     pub next_producer_id: i64,
+    /// Set once, by the first entry the first active controller wrote (`ClusterIdRecord`).
+    pub cluster_id: Option<String>,
 }
 
 /// An immutable copy of the metadata and the log index it reflects (its version).
@@ -93,6 +95,8 @@ pub enum ApplyError {
     InvalidPartitionState(&'static str),
     #[error("producer id block does not advance")]
     ProducerIdsBackwards,
+    #[error("the cluster id is set already")]
+    ClusterIdSet,
 }
 
 impl ClusterMetadata {
@@ -118,6 +122,14 @@ impl ClusterMetadata {
             MetadataRecord::Config(r) => self.apply_config(r),
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+            MetadataRecord::ClusterId(r) => {
+                // Once set it never changes: brokers compare it with their meta.properties.
+                if self.cluster_id.is_some() {
+                    return Err(ApplyError::ClusterIdSet);
+                }
+                self.cluster_id = Some(r.cluster_id.clone());
+                Ok(())
+            }
         }
     }
 

@@ -50,6 +50,13 @@ pub struct ControllerConfig {
     pub unclean_leader_election_enable: bool,
     /// How long a request may wait for its records to commit.
     pub request_timeout_ms: u64,
+    /// `auto.leader.rebalance.enable`: the active controller moves leaderships back to the
+    /// preferred replicas every `leader_imbalance_check_interval_ms`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms.
+    pub leader_imbalance_check_interval_ms: u64,
+    /// `leader.imbalance.per.broker.percentage`.
+    pub leader_imbalance_per_broker_percentage: u32,
 }
 
 impl ControllerConfig {
@@ -73,6 +80,9 @@ impl ControllerConfig {
             session_timeout_ms: 9000,
             unclean_leader_election_enable: false,
             request_timeout_ms: 30_000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_ms: 300_000,
+            leader_imbalance_per_broker_percentage: 10,
         }
     }
 

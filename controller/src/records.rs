@@ -105,6 +105,36 @@ pub struct ProducerIdsRecord {
     pub next_producer_id: i64,
 }
 
+/// The cluster's id, written once by the first active controller with the first entry it
+/// writes (decision 0012): brokers answer it in Metadata and DescribeCluster and keep it in
+/// `meta.properties`, so that a data dir of another cluster is refused at start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterIdRecord {
+    /// Kafka's form: a random UUID in URL-safe base64 without padding (22 characters).
+    pub cluster_id: String,
+}
+
+/// Kafka's cluster id form for 16 random bytes: URL-safe base64 without padding, as
+/// `kafka-storage.sh random-uuid` prints (`Uuid.toString()`).
+pub fn cluster_id_text(bytes: [u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bits: u32 = 0;
+    let mut held = 0;
+    let mut out = String::with_capacity(22);
+    for byte in bytes {
+        bits = (bits << 8) | u32::from(byte);
+        held += 8;
+        while held >= 6 {
+            held -= 6;
+            out.push(char::from(ALPHABET[((bits >> held) & 63) as usize]));
+        }
+    }
+    if held > 0 {
+        out.push(char::from(ALPHABET[((bits << (6 - held)) & 63) as usize]));
+    }
+    out
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataRecord {
     RegisterBroker(RegisterBrokerRecord),
@@ -116,6 +146,7 @@ pub enum MetadataRecord {
     Config(ConfigRecord),
     RemoveTopic(RemoveTopicRecord),
     ProducerIds(ProducerIdsRecord),
+    ClusterId(ClusterIdRecord),
 }
 
 /// The application data of one Raft entry: the records of one controller decision, applied in

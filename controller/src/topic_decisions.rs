@@ -18,7 +18,11 @@ pub fn create_topics(md: &ClusterMetadata, topics: &[CreatableTopic], seed: u64)
     let mut records = Vec::new();
     let mut results = Vec::with_capacity(topics.len());
     for topic in topics {
-        partitions_total += i64::from(topic.num_partitions.max(0));
+        partitions_total += if topic.assignments.is_empty() {
+            i64::from(topic.num_partitions.max(0))
+        } else {
+            i64::try_from(topic.assignments.len()).unwrap_or(i64::MAX)
+        };
         let result = if duplicates.contains(&topic.name) {
             topic_error(&topic.name, INVALID_REQUEST, "named twice in the request")
         } else if partitions_total > PARTITIONS_PER_REQUEST_MAX {
@@ -51,27 +55,15 @@ fn create_topic(
     if md.topic_ids_by_name.contains_key(&topic.name) {
         return topic_error(&topic.name, TOPIC_ALREADY_EXISTS, "topic already exists");
     }
-    if topic.num_partitions <= 0 {
-        return topic_error(
-            &topic.name,
-            INVALID_PARTITIONS,
-            "partition count must be positive",
-        );
-    }
-    let factor = usize::try_from(topic.replication_factor).unwrap_or(0);
-    if factor == 0 || factor > unfenced.len() {
-        let message = format!(
-            "replication factor {} with {} unfenced brokers",
-            topic.replication_factor,
-            unfenced.len()
-        );
-        return topic_error(&topic.name, INVALID_REPLICATION_FACTOR, message);
-    }
     let topic_seed = seed_for(&topic.name, seed);
-    let count = usize::try_from(topic.num_partitions).unwrap_or(0);
-    let assignment = match assign_replicas(unfenced, 0, count, factor, topic_seed) {
+    let assignment = if topic.assignments.is_empty() {
+        placed(topic, unfenced, topic_seed)
+    } else {
+        manual(md, topic)
+    };
+    let assignment = match assignment {
         Ok(assignment) => assignment,
-        Err(e) => return topic_error(&topic.name, INVALID_REPLICATION_FACTOR, e.to_string()),
+        Err(result) => return result,
     };
     let topic_id = new_topic_id(md, topic_seed);
     records.push(MetadataRecord::Topic(TopicRecord {
@@ -87,7 +79,7 @@ fn create_topic(
         }));
     }
     for (partition_id, replicas) in (0i32..).zip(assignment) {
-        records.push(new_partition(topic_id, partition_id, replicas));
+        records.push(new_partition(md, topic_id, partition_id, replicas));
     }
     TopicResult {
         name: topic.name.clone(),
@@ -95,6 +87,68 @@ fn create_topic(
         error_message: None,
         topic_id,
     }
+}
+
+/// The replicas of each partition as the controller places them over the unfenced brokers.
+fn placed(
+    topic: &CreatableTopic,
+    unfenced: &[crate::placement::PlacementBroker],
+    topic_seed: u64,
+) -> Result<Vec<Vec<i32>>, TopicResult> {
+    if topic.num_partitions <= 0 {
+        return Err(topic_error(
+            &topic.name,
+            INVALID_PARTITIONS,
+            "partition count must be positive",
+        ));
+    }
+    let factor = usize::try_from(topic.replication_factor).unwrap_or(0);
+    if factor == 0 || factor > unfenced.len() {
+        let message = format!(
+            "replication factor {} with {} unfenced brokers",
+            topic.replication_factor,
+            unfenced.len()
+        );
+        return Err(topic_error(&topic.name, INVALID_REPLICATION_FACTOR, message));
+    }
+    let count = usize::try_from(topic.num_partitions).unwrap_or(0);
+    assign_replicas(unfenced, 0, count, factor, topic_seed)
+        .map_err(|e| topic_error(&topic.name, INVALID_REPLICATION_FACTOR, e.to_string()))
+}
+
+/// Kafka's checks of a manual assignment (KRaft's `validateManualPartitionAssignment`):
+/// counts left at -1, every partition with the same number of distinct registered brokers,
+/// and at least one of them unfenced (it leads).
+fn manual(md: &ClusterMetadata, topic: &CreatableTopic) -> Result<Vec<Vec<i32>>, TopicResult> {
+    let refuse = |code, message: String| Err(topic_error(&topic.name, code, message));
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        return refuse(
+            INVALID_REQUEST,
+            "with a manual assignment, numPartitions and replicationFactor must be -1".into(),
+        );
+    }
+    let factor = topic.assignments.first().map_or(0, Vec::len);
+    for (partition, replicas) in topic.assignments.iter().enumerate() {
+        let mut distinct = replicas.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let message = if replicas.is_empty() || distinct.len() != replicas.len() {
+            format!("partition {partition}: an empty replica list or a broker named twice")
+        } else if replicas.len() != factor {
+            format!(
+                "partition {partition} has {} replicas, not {factor}",
+                replicas.len()
+            )
+        } else if let Some(b) = replicas.iter().find(|b| !md.brokers.contains_key(b)) {
+            format!("partition {partition}: broker {b} is not registered")
+        } else if !replicas.iter().any(|b| md.is_unfenced(*b)) {
+            format!("partition {partition}: every broker of its assignment is fenced")
+        } else {
+            continue;
+        };
+        return refuse(INVALID_REPLICA_ASSIGNMENT, message);
+    }
+    Ok(topic.assignments.clone())
 }
 
 /// A random id that no topic has (and is not all zeros, Kafka's "no id").
@@ -118,7 +172,7 @@ pub fn create_partitions(md: &ClusterMetadata, topics: &[(String, i32)], seed: u
     for (name, count) in topics {
         let result = match md.topic_by_name(name) {
             None => topic_error(name, UNKNOWN_TOPIC_OR_PARTITION, "unknown topic"),
-            Some(topic) => add_partitions(topic, *count, &unfenced, seed, &mut records),
+            Some(topic) => add_partitions(md, topic, *count, &unfenced, seed, &mut records),
         };
         results.push(result);
     }
@@ -129,6 +183,7 @@ pub fn create_partitions(md: &ClusterMetadata, topics: &[(String, i32)], seed: u
 }
 
 fn add_partitions(
+    md: &ClusterMetadata,
     topic: &TopicState,
     count: i32,
     unfenced: &[crate::placement::PlacementBroker],
@@ -156,7 +211,7 @@ fn add_partitions(
         Err(e) => return topic_error(&topic.name, INVALID_REPLICATION_FACTOR, e.to_string()),
     };
     for (partition_id, replicas) in (i32::try_from(current).unwrap_or(i32::MAX)..).zip(assignment) {
-        records.push(new_partition(topic.topic_id, partition_id, replicas));
+        records.push(new_partition(md, topic.topic_id, partition_id, replicas));
     }
     TopicResult {
         name: topic.name.clone(),
@@ -392,4 +447,38 @@ pub fn preferred_leader_imbalance(md: &ClusterMetadata) -> Vec<TopicPartition> {
         }
     }
     out
+}
+
+/// Kafka's auto leader rebalance (`auto.leader.rebalance.enable`): for each broker, the share
+/// of the partitions it is the preferred (first) replica of that another broker leads; where
+/// that share passes `percentage` (`leader.imbalance.per.broker.percentage`), those of its
+/// partitions whose preferred replica can lead now (in the ISR, unfenced), in name order.
+pub fn leaders_to_rebalance(md: &ClusterMetadata, percentage: u32) -> Vec<TopicPartition> {
+    // Preferred broker → (partitions it is preferred for, those another leads, electable ones).
+    let mut brokers: BTreeMap<i32, (u64, u64, Vec<TopicPartition>)> = BTreeMap::new();
+    let topics: BTreeMap<&String, &TopicState> = md.topics.values().map(|t| (&t.name, t.as_ref())).collect();
+    for (name, topic) in topics {
+        for (partition, p) in &topic.partitions {
+            let Some(preferred) = p.replicas.first() else {
+                continue;
+            };
+            let entry = brokers.entry(*preferred).or_default();
+            entry.0 += 1;
+            if p.leader == *preferred {
+                continue;
+            }
+            entry.1 += 1;
+            if elect(md, p, ElectionType::Preferred).is_ok() {
+                entry.2.push(TopicPartition {
+                    topic: name.clone(),
+                    partition: *partition,
+                });
+            }
+        }
+    }
+    brokers
+        .into_values()
+        .filter(|(total, imbalanced, _)| imbalanced * 100 > total * u64::from(percentage))
+        .flat_map(|(_, _, electable)| electable)
+        .collect()
 }

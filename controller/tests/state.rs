@@ -306,3 +306,117 @@ fn random_record_sequences_keep_the_invariants() {
     }
     assert!(applied > 5_000, "too few records fit: {applied}");
 }
+
+fn decide_with(md: &ClusterMetadata, request: ControllerRequest) -> laminar_controller::decisions::Decision {
+    let ctx = laminar_controller::decisions::DecisionContext {
+        session_alive: Box::new(|_| false),
+        unclean_leader_election_default: false,
+        seed: 7,
+    };
+    laminar_controller::decisions::decide(md, request, &ctx)
+}
+
+fn topic_codes(decision: &laminar_controller::decisions::Decision) -> Vec<i16> {
+    match &decision.response {
+        api::ControllerResponse::Topics(results) => results.iter().map(|r| r.error_code).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
+    let md = two_broker_state();
+    let manual = |name: &str, partitions: i32, factor: i16, assignments: Vec<Vec<i32>>| {
+        let topic = api::CreatableTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: factor,
+            configs: BTreeMap::new(),
+            assignments,
+        };
+        decide_with(&md, ControllerRequest::CreateTopics { topics: vec![topic] })
+    };
+    let refused = [
+        manual("a", 2, -1, vec![vec![2]]),
+        manual("b", -1, -1, vec![vec![2, 2]]),
+        manual("c", -1, -1, vec![vec![2], vec![1, 2]]),
+        manual("d", -1, -1, vec![vec![9]]),
+    ];
+    let codes: Vec<i16> = refused.iter().flat_map(topic_codes).collect();
+    let invalid = error_code::INVALID_REPLICA_ASSIGNMENT;
+    assert_eq!(
+        codes,
+        vec![error_code::INVALID_REQUEST, invalid, invalid, invalid]
+    );
+    let accepted = manual("e", -1, -1, vec![vec![2], vec![2], vec![2]]);
+    assert_eq!(topic_codes(&accepted), vec![error_code::NONE]);
+    let mut after = md.clone();
+    apply_all(&mut after, &accepted.records);
+    let topic = after.topic_by_name("e").unwrap();
+    assert_eq!(topic.partitions.len(), 3);
+    assert!(topic
+        .partitions
+        .values()
+        .all(|p| p.replicas == vec![2] && p.leader == 2 && p.isr == vec![2]));
+}
+
+#[test]
+fn a_broker_back_rejoins_the_isr_and_the_rebalance_hands_its_leaderships_back() {
+    let md = two_broker_state();
+    // Broker 1 (preferred for t-0) is fenced: broker 2 leads, 1 leaves the ISR.
+    let mut fenced = md.clone();
+    apply_all(&mut fenced, &fence_broker(&md, 1, false));
+    let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert!(
+        leaders_to_rebalance(&fenced, 10).is_empty(),
+        "broker 1 cannot lead yet"
+    );
+    // It re-registers and heartbeats: unfenced and back in the ISR of the led partition.
+    let register = RegisterBrokerRecord {
+        broker_id: 1,
+        incarnation_id: [9; 16],
+        endpoints: vec![],
+        rack: None,
+    };
+    fenced
+        .apply(&MetadataRecord::RegisterBroker(register), 30)
+        .unwrap();
+    let heartbeat = decide_with(
+        &fenced,
+        ControllerRequest::BrokerHeartbeat {
+            broker_id: 1,
+            broker_epoch: 30,
+        },
+    );
+    apply_all(&mut fenced, &heartbeat.records);
+    let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 1]));
+    // 1 of 1 partitions preferring broker 1 is led elsewhere: 100% > 10%, so it moves back.
+    let wanted = leaders_to_rebalance(&fenced, 10);
+    assert_eq!(wanted.len(), 1);
+    assert!(leaders_to_rebalance(&fenced, 100).is_empty(), "not past 100%");
+    let elected = elect_leaders(&fenced, ElectionType::Preferred, Some(&wanted));
+    apply_all(&mut fenced, &elected.records);
+    assert_eq!(fenced.topic_by_name("t").unwrap().partitions[&0].leader, 1);
+    assert!(leaders_to_rebalance(&fenced, 0).is_empty());
+}
+
+#[test]
+fn the_cluster_id_is_set_once_in_kafkas_form() {
+    let id = cluster_id_text([0xFF; 16]);
+    assert_eq!(id.len(), 22);
+    assert_eq!(cluster_id_text([0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+    assert!(id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+    let mut md = ClusterMetadata::default();
+    let record = |id: &str| {
+        MetadataRecord::ClusterId(ClusterIdRecord {
+            cluster_id: id.into(),
+        })
+    };
+    md.apply(&record("first"), 1).unwrap();
+    assert!(md.apply(&record("second"), 2).is_err());
+    assert_eq!(md.cluster_id.as_deref(), Some("first"));
+}

@@ -34,7 +34,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::AlterConfigs, 0, 2),
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
-    api(ApiKey::DescribeCluster, 0, 1),
+    api(ApiKey::DescribeCluster, 0, 2),
     // KIP-320: consumers validate their position after a leader change; followers truncate
     // (KIP-101, KIP-279). kafka-protocol encodes 2 to 4.
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
@@ -55,6 +55,33 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     // v5 adds two-phase commit (KIP-939), which needs transactions.
     api(ApiKey::InitProducerId, 0, 4),
 ];
+
+/// APIs served only in cluster mode (`process.roles` set), advertised there only: a single
+/// node has no leader to elect. ElectLeaders 0–2 as Kafka (v1 adds the election type, v2 is
+/// flexible).
+pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[api(ApiKey::ElectLeaders, 0, 2)];
+
+/// Which APIs a broker serves: [`SUPPORTED_APIS`], and [`CLUSTER_MODE_APIS`] in cluster mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServedApis {
+    SingleNode,
+    Cluster,
+}
+
+impl ServedApis {
+    /// Every API served, in the order ApiVersions lists them.
+    pub fn all(self) -> impl Iterator<Item = ApiSupport> {
+        let cluster: &[ApiSupport] = match self {
+            ServedApis::SingleNode => &[],
+            ServedApis::Cluster => CLUSTER_MODE_APIS,
+        };
+        SUPPORTED_APIS.iter().chain(cluster).copied()
+    }
+
+    pub fn supported(self, key: ApiKey) -> Option<ApiSupport> {
+        self.all().find(|a| a.key == key)
+    }
+}
 
 /// Produce versions below this are advertised but refused (see [`SUPPORTED_APIS`]).
 pub const PRODUCE_VERSION_MIN_SERVED: i16 = 3;

@@ -414,6 +414,21 @@ fn read_tail(path: &Path) -> std::io::Result<String> {
     })
 }
 
+/// Copies the files and directories under `from` into `to` (which exists).
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    for entry in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            fs::create_dir_all(&target)?;
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target).with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Brokers of a [`Cluster`] may only serve once a quorum exists, so all are started first and
 /// then waited for; this is how long each may take to join and be unfenced.
 const CLUSTER_STARTUP_TIMEOUT: Duration = Duration::from_secs(40);
@@ -431,6 +446,17 @@ impl Cluster {
     /// Starts `count` nodes with `broker.session.timeout.ms=session_timeout_ms` (heartbeats at
     /// a sixth of it) and waits until every one serves.
     pub fn start(count: usize, session_timeout_ms: u64, base: BrokerOptions) -> Result<Cluster> {
+        Self::start_seeded(count, session_timeout_ms, base, None)
+    }
+
+    /// As [`Cluster::start`], with node 1's data dir a copy of `node1_data` (a stopped
+    /// broker's, e.g. a single-node one to migrate).
+    pub fn start_seeded(
+        count: usize,
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+        node1_data: Option<&Path>,
+    ) -> Result<Cluster> {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         check_runnable(&binary)?;
         let mut ports = Vec::with_capacity(count * 3);
@@ -467,6 +493,9 @@ impl Cluster {
                 );
             let root = tempfile::Builder::new().prefix("laminar-cluster-").tempdir()?;
             fs::create_dir(root.path().join("data"))?;
+            if let (0, Some(seed)) = (i, node1_data) {
+                copy_dir(seed, &root.path().join("data"))?;
+            }
             let mut node = Broker {
                 options: BrokerOptions {
                     startup_timeout: CLUSTER_STARTUP_TIMEOUT,

@@ -214,6 +214,33 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
         "descriptors": descriptors_json(&snapshot.descriptors),
         "shards": shards,
         "shards_not_answering": snapshot.shards_missing,
+        "cluster": snapshot.cluster.as_ref().map(cluster_json),
+    })
+}
+
+/// Cluster mode's section: this broker's membership and the quorum as its voter sees it
+/// (voters' lags only on the active controller's node). Absent (null) in single-node mode.
+fn cluster_json(cluster: &crate::cluster::ClusterStatus) -> serde_json::Value {
+    let quorum = &cluster.quorum;
+    let voters: Vec<serde_json::Value> = quorum
+        .voters
+        .iter()
+        .map(|v| json!({ "node_id": v.node_id, "matched_index": v.matched_index, "lag": v.lag }))
+        .collect();
+    json!({
+        "node_id": cluster.node_id,
+        "role": quorum.role,
+        "fenced": cluster.fenced,
+        "broker_epoch": cluster.broker_epoch,
+        "partitions_led": cluster.partitions_led,
+        "quorum": {
+            "leader_id": quorum.leader_id,
+            "term": quorum.term,
+            "last_log_index": quorum.last_log_index,
+            "last_applied_index": quorum.last_applied_index,
+            "snapshot_index": quorum.snapshot_index,
+            "voters": voters,
+        },
     })
 }
 

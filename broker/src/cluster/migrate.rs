@@ -1,15 +1,16 @@
-//! The first start of a cluster on a data dir that served in single-node mode: the topics of
-//! its `topics.json` enter the quorum with replication factor 1, the same partition counts and
-//! config overrides, so this broker keeps leading (and serving) the data it holds.
+//! The first start of a data dir in a quorum (`meta.properties` names no node yet) when it
+//! served in single-node mode: the topics of its `topics.json` enter the quorum with the same
+//! partition counts and config overrides, each partition's only replica on this broker
+//! (CreateTopics with a manual assignment, as Kafka's), so this broker leads — and serves —
+//! the data it holds, whichever brokers are up meanwhile.
 //!
-//! Only where that placement is certain: the quorum has no topics yet and this broker is its
-//! only unfenced broker (the controller places replicas on unfenced brokers). Otherwise the
-//! topics are listed in a warning and left out; `topics.json` is never changed.
+//! A topic the quorum already has (another broker created or migrated it first) is left out
+//! with an error naming it; `topics.json` is never changed.
 
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
-use laminar_controller::api::error_code::{NONE, NOT_CONTROLLER, TOPIC_ALREADY_EXISTS};
+use laminar_controller::api::error_code::{NONE, NOT_CONTROLLER};
 use laminar_controller::api::CreatableTopic;
 use laminar_engine::cluster::TopicTable;
 
@@ -23,38 +24,32 @@ pub fn single_node_topics(link: &ClusterLink, single_node: &TopicTable) {
     if single_node.topics.is_empty() {
         return;
     }
-    let md = link.handle.metadata().metadata.clone();
-    let only_broker = md.brokers.values().filter(|b| !b.fenced).count() == 1 && md.is_unfenced(link.node_id);
-    let names: Vec<&String> = single_node.topics.keys().collect();
-    if !md.topics.is_empty() || !only_broker {
-        tracing::warn!(
-            topics = ?names,
-            "topics.json holds single-node topics that were not migrated into the quorum (it \
-             already has topics, or other brokers are up); they are not served in cluster mode"
-        );
-        return;
-    }
     let topics: Vec<CreatableTopic> = single_node
         .topics
         .values()
         .map(|t| CreatableTopic {
             name: t.name.clone(),
-            num_partitions: t.partition_count,
-            replication_factor: 1,
+            num_partitions: -1,
+            replication_factor: -1,
             configs: t.configs.clone(),
+            // topics.json's counts are bounded when it is loaded (max.broker.partitions).
+            assignments: (0..t.partition_count).map(|_| vec![link.node_id]).collect(),
         })
         .collect();
+    let names: Vec<&String> = single_node.topics.keys().collect();
     let deadline = Instant::now() + MIGRATION_WAIT;
     loop {
         match block_on(link.handle.create_topics(topics.clone())) {
             Ok(results) => {
-                for r in results
-                    .iter()
-                    .filter(|r| r.error_code != NONE && r.error_code != TOPIC_ALREADY_EXISTS)
-                {
-                    tracing::error!(topic = r.name, error_code = r.error_code, "topic not migrated");
+                for r in results.iter().filter(|r| r.error_code != NONE) {
+                    tracing::error!(
+                        topic = r.name,
+                        error_code = r.error_code,
+                        message = r.error_message.as_deref().unwrap_or(""),
+                        "single-node topic not migrated: its local data is not served in cluster mode"
+                    );
                 }
-                tracing::info!(topics = ?names, "migrated single-node topics into the quorum (replication factor 1)");
+                tracing::info!(topics = ?names, node_id = link.node_id, "migrated single-node topics into the quorum, replicas on this broker");
                 return;
             }
             Err(e) if e.error_code == NOT_CONTROLLER && Instant::now() < deadline => {

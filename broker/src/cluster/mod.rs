@@ -29,6 +29,18 @@ pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 /// them: past this the metadata thread waits (back-pressure), nothing is dropped.
 const REMOVED_TOPICS_QUEUED_MAX: usize = 1024;
 
+/// What `ClusterLink::status` reports: plain data, copied out when the admin port asks.
+#[derive(Debug, Clone)]
+pub struct ClusterStatus {
+    pub node_id: i32,
+    /// Whether the published metadata shows this broker fenced.
+    pub fenced: bool,
+    pub broker_epoch: i64,
+    pub partitions_led: u64,
+    /// The quorum as this node's voter sees it; voters' lags only on the active controller.
+    pub quorum: laminar_controller::QuorumStatus,
+}
+
 /// The broker's link to the quorum. Shared by every shard and the membership and metadata
 /// threads (`Arc`); its controller handle's futures work from glommio.
 pub struct ClusterLink {
@@ -71,6 +83,9 @@ impl ClusterLink {
         );
         controller.session_timeout_ms = settings.session_timeout_ms;
         controller.unclean_leader_election_enable = config.unclean_leader_election_enable;
+        controller.auto_leader_rebalance_enable = settings.auto_leader_rebalance_enable;
+        controller.leader_imbalance_check_interval_ms = settings.leader_imbalance_check_interval_ms;
+        controller.leader_imbalance_per_broker_percentage = settings.leader_imbalance_per_broker_percentage;
         let node = ControllerNode::start(controller).map_err(|e| anyhow::anyhow!("controller: {e}"))?;
         tracing::info!(addr = %node.handle().listen_addr(), voters = ?settings.voters, "controller listening");
         Ok(Arc::new(ClusterLink {
@@ -102,6 +117,25 @@ impl ClusterLink {
     pub fn controller_id(&self) -> i32 {
         let leader = self.handle.quorum_status().leader_id;
         leader.and_then(|id| i32::try_from(id).ok()).unwrap_or(-1)
+    }
+
+    /// This broker and the quorum as this node sees them, for `/v1/status` and `/metrics`.
+    pub fn status(&self) -> ClusterStatus {
+        let image = self.image();
+        let md = &image.metadata;
+        let partitions_led = md
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.values())
+            .filter(|p| p.leader == self.node_id)
+            .count();
+        ClusterStatus {
+            node_id: self.node_id,
+            fenced: !md.is_unfenced(self.node_id),
+            broker_epoch: self.broker_epoch(),
+            partitions_led: u64::try_from(partitions_led).unwrap_or(u64::MAX),
+            quorum: self.handle.quorum_status(),
+        }
     }
 
     /// Stops the voter (after the shards stopped): the quorum goes on without it.

@@ -92,19 +92,26 @@ pub async fn delete_removed_topics(ctx: std::rc::Rc<crate::broker::BrokerCtx>, l
     }
 }
 
-/// One unfenced broker as clients reach it: its PLAINTEXT endpoint (else its first).
+/// One registered broker as clients reach it: its PLAINTEXT endpoint (else its first).
 pub struct AliveBroker {
     pub id: i32,
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    pub fenced: bool,
 }
 
 /// The unfenced brokers of `md`, by id.
 pub fn alive_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
+    let mut brokers = registered_brokers(md);
+    brokers.retain(|b| !b.fenced);
+    brokers
+}
+
+/// Every registered broker of `md`, fenced ones included, by id.
+pub fn registered_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
     md.brokers
         .values()
-        .filter(|b| !b.fenced)
         .filter_map(|b| {
             let endpoint = b
                 .endpoints
@@ -116,6 +123,7 @@ pub fn alive_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
                 host: endpoint.host.clone(),
                 port: i32::from(endpoint.port),
                 rack: b.rack.clone(),
+                fenced: b.fenced,
             })
         })
         .collect()

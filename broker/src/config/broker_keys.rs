@@ -91,6 +91,15 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          leaderships move."),
     key("broker.heartbeat.interval.ms", Fixed("2000"), POSITIVE_I32, &[],
         "How often a broker heartbeats to the controller; below broker.session.timeout.ms."),
+    key("auto.leader.rebalance.enable", Fixed("true"), Kind::Bool, &[],
+        "The active controller moves leaderships back to each partition's preferred (first) \
+         replica when a broker's share of misled partitions passes \
+         leader.imbalance.per.broker.percentage (cluster mode)."),
+    key("leader.imbalance.check.interval.seconds", Fixed("300"), Kind::Int { min: 1, max: I32_MAX }, &[],
+        "How often the active controller checks the leader imbalance."),
+    key("leader.imbalance.per.broker.percentage", Fixed("10"), Kind::Int { min: 0, max: 100 }, &[],
+        "The share (in %) of a broker's preferred partitions led elsewhere above which their \
+         leaderships are moved back to it."),
     key("broker.rack", Unset, Kind::Text, &[],
         "This broker's rack; replica placement spreads a partition's replicas over racks."),
     key("num.partitions", Fixed("1"), POSITIVE_I32, &[],
@@ -289,7 +298,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ("group.max.session.timeout.ms", "not implemented"),
     ("group.max.size", "not implemented"),
     ("replica.lag.time.max.ms", "not implemented"),
-    ("auto.leader.rebalance.enable", "not implemented"),
     ("max.connections.per.ip", "not implemented"),
     ("metadata.log.dir", "metadata lives under log.dirs"),
     ("log.flush.scheduler.interval.ms", "see laminar.fsync"),

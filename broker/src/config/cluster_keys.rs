@@ -28,6 +28,12 @@ pub struct ClusterSettings {
     pub controller_listener: Listener,
     pub session_timeout_ms: u64,
     pub heartbeat_interval_ms: u64,
+    /// `auto.leader.rebalance.enable`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms.
+    pub leader_imbalance_check_interval_ms: u64,
+    /// `leader.imbalance.per.broker.percentage` (0–100).
+    pub leader_imbalance_per_broker_percentage: u32,
 }
 
 fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -122,15 +128,31 @@ pub(super) fn cluster_settings(
             format!("must be below broker.session.timeout.ms ({session_timeout_ms})"),
         ));
     }
+    let (enable, check_ms, percentage) = rebalance_settings(v)?;
     Ok(Some(ClusterSettings {
         roles,
         voters,
         controller_listener,
         session_timeout_ms,
         heartbeat_interval_ms,
+        auto_leader_rebalance_enable: enable,
+        leader_imbalance_check_interval_ms: check_ms,
+        leader_imbalance_per_broker_percentage: percentage,
     }))
 }
 
+/// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds` (in ms) and
+/// `leader.imbalance.per.broker.percentage`.
+fn rebalance_settings(v: &Values<'_>) -> Result<(bool, u64, u32), ConfigError> {
+    let enable = v.parsed("auto.leader.rebalance.enable", super::super::value::parse_bool)?;
+    let check_seconds = positive_ms(v, "leader.imbalance.check.interval.seconds")?;
+    let percentage = v.int("leader.imbalance.per.broker.percentage")?;
+    // The registry bounds the percentage to 0..=100.
+    let percentage = u32::try_from(percentage).unwrap_or(100);
+    Ok((enable, check_seconds.saturating_mul(1000), percentage))
+}
+
+/// A positive integer key (ms or seconds, as its name says).
 fn positive_ms(v: &Values<'_>, name: &str) -> Result<u64, ConfigError> {
     let ms = v.int(name)?;
     u64::try_from(ms).map_err(|_| rejected(name, &ms.to_string(), "must be positive"))

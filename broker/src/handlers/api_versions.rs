@@ -4,19 +4,20 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::ApiVersionsResponse;
 
-use laminar_protocol::codec::{supported, SUPPORTED_APIS};
+use laminar_protocol::codec::{supported, ServedApis};
 
 /// Answers any version: an unknown one gets UNSUPPORTED_VERSION with the full list (encoded as
-/// v0 by the caller), so the client can retry with a version both sides know.
-pub fn handle(version: i16) -> ApiVersionsResponse {
+/// v0 by the caller), so the client can retry with a version both sides know. `served` adds
+/// the cluster-mode APIs (ElectLeaders) in cluster mode only.
+pub fn handle(version: i16, served: ServedApis) -> ApiVersionsResponse {
     let support = supported(kafka_protocol::messages::ApiKey::ApiVersions).expect("ApiVersions is served");
     let error_code = if (support.min..=support.max).contains(&version) {
         0
     } else {
         ResponseError::UnsupportedVersion.code()
     };
-    let api_keys = SUPPORTED_APIS
-        .iter()
+    let api_keys = served
+        .all()
         .map(|api| {
             ApiVersion::default()
                 .with_api_key(api.key as i16)
@@ -35,11 +36,24 @@ pub fn handle(version: i16) -> ApiVersionsResponse {
 mod tests {
     use super::*;
     use kafka_protocol::messages::{ApiKey, ResponseKind};
-    use laminar_protocol::codec::encode_response;
+    use laminar_protocol::codec::{encode_response, SUPPORTED_APIS};
+
+    #[test]
+    fn elect_leaders_is_advertised_in_cluster_mode_only() {
+        let elect = |served| {
+            handle(3, served)
+                .api_keys
+                .iter()
+                .find(|a| a.api_key == ApiKey::ElectLeaders as i16)
+                .map(|a| (a.min_version, a.max_version))
+        };
+        assert_eq!(elect(ServedApis::SingleNode), None);
+        assert_eq!(elect(ServedApis::Cluster), Some((0, 2)));
+    }
 
     #[test]
     fn unknown_version_gets_the_list_and_an_error() {
-        let response = handle(9);
+        let response = handle(9, ServedApis::SingleNode);
         assert_eq!(response.error_code, ResponseError::UnsupportedVersion.code());
         assert_eq!(response.api_keys.len(), SUPPORTED_APIS.len());
         assert!(response
@@ -51,8 +65,13 @@ mod tests {
     /// v3 answer with an empty tag section: librdkafka 2.0.2 reads exactly these bytes.
     #[test]
     fn v3_answer_writes_no_tagged_fields() {
-        let frame =
-            encode_response(ApiKey::ApiVersions, 3, 7, &ResponseKind::ApiVersions(handle(3))).unwrap();
+        let frame = encode_response(
+            ApiKey::ApiVersions,
+            3,
+            7,
+            &ResponseKind::ApiVersions(handle(3, ServedApis::SingleNode)),
+        )
+        .unwrap();
         // size(4) correlation id(4) — v0 response header, no tag section
         assert_eq!(&frame[4..8], &7i32.to_be_bytes());
         // error_code(2), then the compact array length (N+1 as an unsigned varint)

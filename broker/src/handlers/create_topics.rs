@@ -128,6 +128,7 @@ async fn cluster_create(
         num_partitions: wanted.partition_count,
         replication_factor: wanted.replication_factor,
         configs: wanted.configs.clone(),
+        assignments: Vec::new(),
     };
     let results = with_retries(|| link.handle.create_topics(vec![request.clone()]))
         .await

@@ -1,5 +1,6 @@
-//! DescribeCluster: the cluster id, the controller and the brokers (this one in single-node
-//! mode; the quorum's unfenced brokers and its leader in cluster mode).
+//! DescribeCluster (v0–2): the cluster id, the controller and the brokers (this one in
+//! single-node mode; the quorum's unfenced brokers and its leader in cluster mode, and the
+//! fenced ones too, marked, when v2 asks with `IncludeFencedBrokers`, KIP-1073).
 
 use std::rc::Rc;
 
@@ -8,7 +9,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
-use crate::cluster::view::alive_brokers;
+use crate::cluster::view::{alive_brokers, registered_brokers};
 use crate::handlers::metadata::advertised;
 
 const OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -16,7 +17,13 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let shared = &ctx.state.shared;
     if let Some(link) = &shared.cluster {
-        let brokers = alive_brokers(&link.image().metadata)
+        let md = &link.image().metadata;
+        let listed = if request.include_fenced_brokers {
+            registered_brokers(md)
+        } else {
+            alive_brokers(md)
+        };
+        let brokers = listed
             .into_iter()
             .map(|b| {
                 DescribeClusterBroker::default()
@@ -24,6 +31,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeC
                     .with_host(StrBytes::from_string(b.host))
                     .with_port(b.port)
                     .with_rack(b.rack.map(StrBytes::from_string))
+                    .with_is_fenced(b.fenced)
             })
             .collect();
         return DescribeClusterResponse::default()

@@ -164,6 +164,7 @@ async fn create_offsets_topic(ctx: &Rc<BrokerCtx>, link: &ClusterLink) {
         num_partitions: ctx.state.groups.offsets_partition_count,
         replication_factor: i16::try_from(alive.clamp(1, OFFSETS_REPLICATION_FACTOR)).unwrap_or(1),
         configs: offsets_topic_configs(),
+        assignments: Vec::new(),
     };
     match with_retries(|| link.handle.create_topics(vec![topic.clone()])).await {
         Ok(_) => tracing::info!(replicas = topic.replication_factor, "created {OFFSETS_TOPIC}"),

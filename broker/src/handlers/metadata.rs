@@ -198,6 +198,7 @@ async fn cluster_lookup_or_create(
             num_partitions: shared.config.num_partitions,
             replication_factor: shared.config.default_replication_factor,
             configs: Default::default(),
+            assignments: Vec::new(),
         };
         let created = with_retries(|| link.handle.create_topics(vec![topic.clone()])).await;
         match created.map(|r| r.first().map_or(-1, |r| r.error_code)) {

@@ -24,6 +24,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -93,7 +94,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
     let version = header.request_api_version;
     let correlation_id = header.correlation_id;
     if api_key == ApiKey::ApiVersions {
-        let response = api_versions::handle(version);
+        let response = api_versions::handle(version, served_apis(ctx));
         let answer_version = if response.error_code == 0 { version } else { 0 };
         return respond(
             api_key,
@@ -102,7 +103,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
             &ResponseKind::ApiVersions(response),
         );
     }
-    check_served(api_key, version)?;
+    check_served(served_apis(ctx), api_key, version)?;
     if api_key == ApiKey::Produce && version < codec::PRODUCE_VERSION_MIN_SERVED {
         return Ok(produce::refuse_legacy_version(version, correlation_id, body));
     }
@@ -128,9 +129,19 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
     }
 }
 
+/// The APIs this broker serves: cluster mode adds ElectLeaders.
+fn served_apis(ctx: &BrokerCtx) -> codec::ServedApis {
+    match ctx.state.shared.cluster {
+        Some(_) => codec::ServedApis::Cluster,
+        None => codec::ServedApis::SingleNode,
+    }
+}
+
 /// Refuses an API the broker does not serve, or a version outside the served range.
-fn check_served(api_key: ApiKey, version: i16) -> Result<(), RequestError> {
-    let support = codec::supported(api_key).ok_or(RequestError::UnsupportedApi { api: api_key })?;
+fn check_served(served: codec::ServedApis, api_key: ApiKey, version: i16) -> Result<(), RequestError> {
+    let support = served
+        .supported(api_key)
+        .ok_or(RequestError::UnsupportedApi { api: api_key })?;
     if version < support.min || version > support.max {
         return Err(RequestError::UnsupportedVersion {
             api: api_key,
@@ -207,6 +218,9 @@ async fn handle_partition_or_admin_api(
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
         }

@@ -80,6 +80,12 @@ pub const WRITEBACK_FAILED: &str = "laminar_storage_writeback_ranges_failed_tota
 pub const WRITEBACK_DEFERRED: &str = "laminar_storage_writeback_ranges_deferred_total";
 pub const WRITEBACK_BYTES: &str = "laminar_storage_writeback_bytes_total";
 pub const WRITEBACK_IN_FLIGHT: &str = "laminar_storage_writeback_in_flight";
+pub const QUORUM_LEADER: &str = "laminar_controller_quorum_leader";
+pub const QUORUM_TERM: &str = "laminar_controller_quorum_term";
+pub const QUORUM_APPLIED: &str = "laminar_controller_last_applied_index";
+pub const VOTER_LAG: &str = "laminar_controller_voter_lag";
+pub const BROKER_FENCED: &str = "laminar_broker_fenced";
+pub const PARTITIONS_LED: &str = "laminar_partitions_led";
 
 /// Every family `/metrics` serves, in the order it serves them.
 pub const FAMILIES: &[Family] = &[
@@ -282,6 +288,45 @@ pub const FAMILIES: &[Family] = &[
         &["shard"],
         "Write-behind ranges in flight (submitted, completion not yet reaped), per shard.",
     ),
+    family(
+        QUORUM_LEADER,
+        Kind::Gauge,
+        &[],
+        "The controller quorum's leader (the active controller) as this node's voter knows it, \
+         -1 while there is none (Kafka: ActiveControllerCount is this == node.id). Cluster mode \
+         only, like every laminar_controller_ and laminar_broker_ family.",
+    ),
+    family(
+        QUORUM_TERM,
+        Kind::Gauge,
+        &[],
+        "The quorum's Raft term as this node sees it (KRaft: current-epoch).",
+    ),
+    family(
+        QUORUM_APPLIED,
+        Kind::Gauge,
+        &[],
+        "The last metadata log index this node applied (KRaft: last-applied-record-offset).",
+    ),
+    family(
+        VOTER_LAG,
+        Kind::Gauge,
+        &["voter"],
+        "Entries each voter is behind the leader's log; on the active controller's node only \
+         (the leader alone tracks replication).",
+    ),
+    family(
+        BROKER_FENCED,
+        Kind::Gauge,
+        &[],
+        "1 while the quorum's metadata shows this broker fenced (it leads nothing), else 0.",
+    ),
+    family(
+        PARTITIONS_LED,
+        Kind::Gauge,
+        &[],
+        "Partitions this broker leads in the quorum's metadata (Kafka: LeaderCount).",
+    ),
 ];
 
 /// What the renderer needs besides the shards' snapshot.
@@ -334,7 +379,32 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         UNDER_REPLICATED => sample(out, name, &[], 0),
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
+        QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {
+            cluster_samples(out, name, snapshot);
+        }
         other => unreachable!("family {other} has no renderer"),
+    }
+}
+
+/// The quorum and this broker's membership; nothing in single-node mode.
+fn cluster_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    let Some(cluster) = &snapshot.cluster else { return };
+    let quorum = &cluster.quorum;
+    match name {
+        QUORUM_LEADER => {
+            let leader = quorum.leader_id.and_then(|id| i64::try_from(id).ok());
+            sample_i64(out, name, &[], leader.unwrap_or(-1));
+        }
+        QUORUM_TERM => sample(out, name, &[], quorum.term),
+        QUORUM_APPLIED => sample(out, name, &[], quorum.last_applied_index.unwrap_or(0)),
+        VOTER_LAG => {
+            for voter in &quorum.voters {
+                let id = voter.node_id.to_string();
+                sample(out, name, &[("voter", &id)], voter.lag.unwrap_or(0));
+            }
+        }
+        BROKER_FENCED => sample(out, name, &[], u64::from(cluster.fenced)),
+        _ => sample(out, name, &[], cluster.partitions_led),
     }
 }
 

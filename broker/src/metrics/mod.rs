@@ -205,6 +205,8 @@ pub struct BrokerSnapshot {
     pub detail: SnapshotDetail,
     /// How the open-file limit's shares are used, broker-wide.
     pub descriptors: DescriptorsSnapshot,
+    /// This broker and the quorum, in cluster mode only.
+    pub cluster: Option<crate::cluster::ClusterStatus>,
 }
 
 /// The descriptor shares (`crate::open_files`): their sizes and what is taken of them.
@@ -310,6 +312,7 @@ pub async fn gather(ctx: &Rc<BrokerCtx>, detail: SnapshotDetail) -> BrokerSnapsh
     let mut snapshot = BrokerSnapshot {
         detail,
         descriptors: DescriptorsSnapshot::of(&ctx.state.shared),
+        cluster: ctx.state.shared.cluster.as_ref().map(|link| link.status()),
         ..BrokerSnapshot::default()
     };
     for (shard, answer) in futures::future::join_all(asks).await {

@@ -155,6 +155,7 @@ pub fn topic(name: &str, partitions: i32, factor: i16) -> CreatableTopic {
         num_partitions: partitions,
         replication_factor: factor,
         configs: BTreeMap::new(),
+        assignments: Vec::new(),
     }
 }
 

@@ -1,0 +1,104 @@
+//! `laminar cluster info | brokers | quorum` against a real three-broker cluster (combined
+//! mode on loopback), and `cluster quorum` refusing a single node.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use kafka_protocol::messages::DescribeClusterRequest;
+use laminar_tests::cli::{ok, ok_on, run};
+use laminar_tests::wire::WireConnection;
+use laminar_tests::{Broker, BrokerOptions, Cluster};
+
+fn options() -> BrokerOptions {
+    BrokerOptions {
+        cores: 1,
+        ..Default::default()
+    }
+}
+
+/// Data rows of a table (the header skipped), split on whitespace.
+fn rows(table: &str, after: &str) -> Vec<Vec<String>> {
+    let section = table.split_once(after).map_or("", |(_, rest)| rest);
+    let lines = section.lines().skip_while(|l| !l.starts_with("ID")).skip(1);
+    lines
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn cluster_info_brokers_and_quorum_describe_a_three_node_cluster() -> Result<()> {
+    let mut cluster = Cluster::start(3, 3000, options())?;
+    let b = cluster.bootstrap();
+    ok_on(&b, &["topic", "create", "spread", "-p", "6", "-r", "3"], "")?;
+    let mut conn = WireConnection::connect(cluster.node(1).addr())?;
+    let described = conn.request(&DescribeClusterRequest::default(), 0)?;
+    let info = ok_on(&b, &["cluster", "info"], "")?;
+    assert!(
+        info.contains(&format!("cluster id: {}\n", described.cluster_id)),
+        "{info}"
+    );
+    assert!(
+        info.contains(&format!("controller: {}\n", described.controller_id.0)),
+        "{info}"
+    );
+    assert!(info.contains("brokers:    3\n"), "{info}");
+    assert!(info.contains("partitions: 6\n"), "{info}");
+    let brokers = ok_on(&b, &["cluster", "brokers"], "")?;
+    let listed = rows(&brokers, "");
+    assert_eq!(listed.len(), 3, "{brokers}");
+    let led: usize = listed.iter().map(|r| r[4].parse::<usize>().unwrap_or(0)).sum();
+    assert_eq!(led, 6, "{brokers}");
+    for (row, id) in listed.iter().zip(1..=3) {
+        let endpoint = cluster.node(id).bootstrap();
+        assert_eq!(
+            row[..4],
+            [id.to_string(), endpoint, "-".into(), "no".into()],
+            "{brokers}"
+        );
+    }
+    let admin: Vec<String> = (1..=3)
+        .map(|id| cluster.node(id).http_addr().to_string())
+        .collect();
+    let quorum = ok(&["cluster", "quorum", "--admin", &admin.join(",")], "")?;
+    assert!(
+        quorum.contains(&format!("leader:       {}\n", described.controller_id.0)),
+        "{quorum}"
+    );
+    let voters = rows(&quorum, "VOTERS");
+    assert_eq!(voters.len(), 3, "{quorum}");
+    assert!(
+        voters.iter().all(|v| v[2].parse::<u64>().is_ok()),
+        "a lag per voter: {quorum}"
+    );
+    // A fenced broker is listed as such: kill -9 broker 3 and wait out its session.
+    cluster.node(3).kill9()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let brokers = ok_on(&cluster.node(1).bootstrap(), &["cluster", "brokers"], "")?;
+        let fenced = rows(&brokers, "").iter().any(|r| r[0] == "3" && r[3] == "yes");
+        if fenced {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "broker 3 not shown fenced: {brokers}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
+#[test]
+fn cluster_quorum_on_a_single_node_says_it_has_none() -> Result<()> {
+    let broker = Broker::start(options())?;
+    let outcome = run(
+        &["cluster", "quorum", "--admin", &broker.http_addr().to_string()],
+        "",
+    )?;
+    assert!(!outcome.success);
+    assert!(outcome.stderr.contains("single-node mode"), "{}", outcome.stderr);
+    let info = ok_on(&broker.bootstrap(), &["cluster", "info"], "")?;
+    assert!(info.contains("brokers:    1\n"), "{info}");
+    Ok(())
+}
