@@ -27,7 +27,9 @@ class BrokerError(RuntimeError):
 class BrokerProcess:
     """One broker, its data directory kept across kill9()/restart(). Not thread-safe."""
 
-    def __init__(self, overrides=None, cores=2):
+    def __init__(self, overrides=None, cores=2, cluster=None):
+        """`cluster=N`: N brokers in combined mode forming one quorum; `bootstrap` then lists
+        them all, and only stop() applies."""
         binary = controller_binary()
         if not binary.is_file():
             raise BrokerError(
@@ -36,6 +38,8 @@ class BrokerProcess:
         args = [str(binary), "--cores", str(cores)]
         for key, value in (overrides or {}).items():
             args += ["--override", f"{key}={value}"]
+        if cluster:
+            args += ["--cluster", str(cluster)]
         self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.bootstrap = None
         self.data_dir = None

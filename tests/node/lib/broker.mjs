@@ -19,8 +19,11 @@ export function controllerBinary() {
 }
 
 export class BrokerProcess {
-  /** Starts a broker and resolves once it answers ApiVersions. */
-  static async start({ overrides = {}, cores = 2 } = {}) {
+  /**
+   * Starts a broker and resolves once it answers ApiVersions. `cluster: N` starts N brokers in
+   * combined mode forming one quorum: `bootstrap` then lists them all, and only stop() applies.
+   */
+  static async start({ overrides = {}, cores = 2, cluster = 0 } = {}) {
     const binary = controllerBinary()
     if (!existsSync(binary)) {
       throw new Error(`${binary} not found: build it with \`cargo build -p laminar-tests --bins\` ` +
@@ -28,6 +31,7 @@ export class BrokerProcess {
     }
     const args = ['--cores', String(cores)]
     for (const [key, value] of Object.entries(overrides)) args.push('--override', `${key}=${value}`)
+    if (cluster) args.push('--cluster', String(cluster))
     const broker = new BrokerProcess(spawn(binary, args, { stdio: ['pipe', 'pipe', 'inherit'] }))
     broker.#expectReady(await broker.#nextLine())
     return broker

@@ -32,7 +32,7 @@ export const BASE_TIMESTAMP_MS = 1_700_000_000_000
 export function kafka(bootstrap) {
   return new Kafka({
     clientId: 'laminar-node-tests',
-    brokers: [bootstrap],
+    brokers: bootstrap.split(','),
     logLevel: logLevel.ERROR,
     connectionTimeout: 10_000,
     requestTimeout: 15_000,
