@@ -110,10 +110,17 @@ impl BrokerShard {
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
         let topic = self.topic_of(tp)?;
         let config = || self.shared.log_config_for(&topic);
-        Ok(self
+        let partition = self
             .partitions
             .get_or_open(&tp.topic, tp.partition, config)
-            .await?)
+            .await?;
+        // Batches carry the epoch Metadata advertises for this leader (KIP-101): the quorum's
+        // in a cluster, 0 on a single node (which never changes it).
+        let epoch = self.leader_epoch_of(tp);
+        if partition.leader_epoch() != epoch {
+            partition.set_leader_epoch(epoch);
+        }
+        Ok(partition)
     }
 
     /// The partition `tp` for a read: `None` when it exists but was never written, so that

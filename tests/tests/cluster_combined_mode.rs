@@ -178,6 +178,53 @@ fn produce_everywhere_with_rdkafka(
     Ok(())
 }
 
+/// Partition `index` of `topic` as `node_id`'s Metadata tells: (leader, leader epoch).
+fn leader_and_epoch(cluster: &mut Cluster, node_id: i32, topic: &str, index: i32) -> Result<(i32, i32)> {
+    let mut conn = connect(cluster, node_id)?;
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_string())))),
+    ]));
+    let response = conn.request(&request, 9)?;
+    let partition = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.iter().find(|p| p.partition_index == index))
+        .context("no such partition in the answer")?;
+    Ok((partition.leader_id.0, partition.leader_epoch))
+}
+
+/// A record produced to partition `moved` (whose leader changed) on its new leader carries the
+/// leader epoch Metadata gives for it (KIP-101: batches are stamped with their leader's epoch).
+fn assert_new_leaders_stamp_their_epoch(
+    cluster: &mut Cluster,
+    witness: i32,
+    topic: &str,
+    moved: i32,
+) -> Result<()> {
+    let (leader, epoch) = leader_and_epoch(cluster, witness, topic, moved)?;
+    assert!(epoch > 0, "partition {moved} changed leader: its epoch moved on");
+    let mut conn = connect(cluster, leader)?;
+    let answer = produce(
+        &mut conn,
+        topic,
+        moved,
+        record_batch(&[b"after"], 1_700_000_000_000)?,
+        1,
+    )?;
+    assert_eq!(answer.error_code, 0);
+    let fetched = laminar_tests::wire::fetch(&mut conn, topic, moved, answer.base_offset)?;
+    let records = fetched.records.context("the record comes back")?;
+    // RecordBatch v2: base offset (8), batch length (4), then the partition leader epoch.
+    let stamped = records.get(12..16).context("a whole batch header")?;
+    let stamped = i32::from_be_bytes(stamped.try_into()?);
+    assert_eq!(
+        stamped, epoch,
+        "partition {moved} led by {leader}: the batch's epoch is Metadata's"
+    );
+    Ok(())
+}
+
 /// The leaders `node_id` reports for `topic`, once none of them is `gone`.
 fn wait_until_none_led_by(
     cluster: &mut Cluster,
@@ -201,10 +248,17 @@ fn leaderships_move_after_kill_9_and_sigterm_and_a_new_controller_takes_over() -
     // kill -9 of a broker that is not the controller: fenced after the session timeout.
     let victim = (1..=3).find(|id| *id != controller).context("a non-controller")?;
     let witness = (1..=3).find(|id| *id != victim).context("a witness")?;
+    let (before, _) = leaders(&mut cluster, witness, &topic)?;
+    let moving = *before
+        .iter()
+        .find(|(_, l)| **l == victim)
+        .context("the victim leads a partition")?
+        .0;
     cluster.node(victim).kill9()?;
     let bound = Duration::from_millis(SESSION_TIMEOUT_MS) + MOVE_SLACK;
     let moved = wait_until_none_led_by(&mut cluster, witness, &topic, victim, bound)?;
     println!("kill -9 of broker {victim}: its leaderships moved within {moved:?}");
+    assert_new_leaders_stamp_their_epoch(&mut cluster, witness, &topic, moving)?;
     // A restarted node rejoins and catches up.
     cluster.restart(victim)?;
     // kill -9 of the controller leader: another voter takes over, CreateTopics still works.
