@@ -165,15 +165,6 @@ pub async fn write<S: Storage>(storage: &S, dir: &Path, record: StateRecord, exi
     written.and(closed)
 }
 
-/// Creates the state file of a new log, dirty, without an fdatasync of its own: the caller
-/// fsyncs the directory. A lost or short write reads as dirty, which it is.
-pub async fn create_dirty<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
-    let file = storage.open(&dir.join(STATE_FILE), true).await?;
-    let written = file.write_at(0, &[&encode(StateRecord::DIRTY)]).await;
-    let closed = file.close().await;
-    written.and(closed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -121,16 +121,13 @@ impl<S: Storage> Log<S> {
             // the machine): it counts as durable from now on, so it is made so.
             active.log.fdatasync().await?;
         }
-        let mut state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
+        let state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
         if segments.is_empty() {
             let base = checkpoint.unwrap_or(0);
             segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
-            // Created with the segment, under the same directory fsync: checkpoints then only
-            // overwrite it.
-            if !state_file {
-                disk_state::create_dirty(&*storage, &dir).await?;
-                state_file = true;
-            }
+            // No state file yet: a log without one is dirty, which a new log is. The first
+            // checkpoint (or synced-prefix step) creates it, off the first write's path: one
+            // file fewer to create per new partition (decision 0011, section 5).
             storage.sync_dir(&dir).await?;
         }
         let first_base = segments[0].base_offset;
@@ -238,9 +235,10 @@ impl<S: Storage> Log<S> {
             Some(prefix) if prefix.base_offset == active.base_offset => prefix.log_len,
             _ => 0,
         };
-        if self.clean.get() || !self.state_file.get() || active.meta().size < from + step {
+        if self.clean.get() || active.meta().size < from + step {
             return Ok(false);
         }
+        let exists = self.state_file.get();
         let advanced = async {
             active.sync_appended().await?;
             let synced = active.synced_prefix();
@@ -248,11 +246,15 @@ impl<S: Storage> Log<S> {
                 state: DiskState::Dirty,
                 synced: Some(synced),
             };
-            disk_state::write(&*self.storage, &self.dir, record, true).await?;
+            disk_state::write(&*self.storage, &self.dir, record, exists).await?;
+            if !exists {
+                self.storage.sync_dir(&self.dir).await?;
+            }
             Ok::<_, io::Error>(synced)
         }
         .await;
         self.synced_prefix.set(Some(advanced.map_err(|e| self.fail(e))?));
+        self.state_file.set(true);
         Ok(true)
     }
 

@@ -796,3 +796,36 @@ fn a_partition_written_without_pause_moves_its_synced_prefix_and_recovers_from_t
         );
     });
 }
+
+#[test]
+fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_write() {
+    block_on(async {
+        let storage = FaultyStorage::new(41);
+        let state_file = dir().join(crate::log::disk_state::STATE_FILE);
+        let p = open(&storage, LogConfig::default()).await;
+        p.append(batch(2, 0), 0).await.unwrap();
+        p.wait_durable(1).await.unwrap();
+        assert!(
+            storage.file_bytes(&state_file).is_none(),
+            "no state file to create on the first write"
+        );
+        drop(p);
+        // A crash before any checkpoint: no state file reads as dirty, and recovery keeps what
+        // was synced.
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, LogConfig::default()).await;
+        assert_eq!(p.log_end_offset(), 2);
+        assert!(!p.log.is_clean());
+        p.checkpoint().await.unwrap();
+        assert!(p.log.is_clean());
+        assert!(
+            storage.file_bytes(&state_file).is_some(),
+            "the first checkpoint creates it"
+        );
+        p.append(batch(1, 0), 0).await.unwrap();
+        p.close().await.unwrap();
+        let p = open(&storage, LogConfig::default()).await;
+        assert!(p.log.is_clean(), "closed clean");
+        assert_eq!(p.log_end_offset(), 3);
+    });
+}
