@@ -144,7 +144,10 @@ impl BrokerShard {
             return 0;
         };
         let image = link.image();
-        crate::cluster::view::partition_state(&image, &tp.topic, tp.partition).map_or(0, |s| s.leader_epoch)
+        image
+            .metadata
+            .partition_by_name(&tp.topic, tp.partition)
+            .map_or(0, |s| s.leader_epoch)
     }
 
     /// `tp`'s topic, when the partition exists in the topic table (in a cluster, when this
@@ -161,7 +164,7 @@ impl BrokerShard {
             // Only the leader serves a partition until replication exists (a follower holds
             // no data); a partition opens here only once this broker leads it.
             let image = link.image();
-            match crate::cluster::view::partition_state(&image, &tp.topic, tp.partition) {
+            match image.metadata.partition_by_name(&tp.topic, tp.partition) {
                 None => return Err(PartitionAccessError::UnknownTopicOrPartition),
                 Some(state) if state.leader != link.node_id => return Err(PartitionAccessError::NotLeader),
                 Some(_) => {}

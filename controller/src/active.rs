@@ -15,10 +15,11 @@ use tokio::sync::{mpsc, watch};
 
 use crate::api::error_code::{REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR};
 use crate::api::{ControllerRequest, ControllerResponse, ElectionType};
+use crate::command::Command;
+use crate::config::{duration_ms, ControllerConfig};
 use crate::decisions::{decide, fence_broker, leaders_to_rebalance, DecisionContext};
 use crate::metadata::MetadataImage;
 use crate::network::{PeerClient, RpcRequest, RpcResponse};
-use crate::node::{duration_ms, Command, ControllerConfig};
 use crate::records::{cluster_id_text, ClusterIdRecord, MetadataRecord, RecordBatch};
 use crate::TypeConfig;
 

@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::api::error_code::{NONE, NOT_CONTROLLER, UNKNOWN_SERVER_ERROR};
 use crate::api::*;
+use crate::command::Command;
 use crate::metadata::MetadataImage;
-use crate::node::Command;
 use crate::records::BrokerEndpoint;
 
 #[derive(Clone)]

@@ -8,6 +8,8 @@
 
 mod active;
 pub mod api;
+mod command;
+mod config;
 pub mod decisions;
 pub mod disk_format;
 mod handle;
@@ -21,10 +23,11 @@ mod server;
 pub mod state_machine;
 mod topic_decisions;
 
+pub use config::{ControllerConfig, ControllerError};
 pub use decisions::{leaders_to_rebalance, preferred_leader_imbalance};
 pub use handle::{ControllerHandle, QuorumStatus, RequestError, VoterStatus};
 pub use metadata::{BrokerRegistration, ClusterMetadata, MetadataImage, PartitionState, TopicState};
-pub use node::{ControllerConfig, ControllerError, ControllerNode};
+pub use node::ControllerNode;
 pub use records::*;
 pub use server::serve_connection;
 

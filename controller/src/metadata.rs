@@ -106,6 +106,12 @@ impl ClusterMetadata {
             .and_then(|id| self.topics.get(id))
     }
 
+    /// Partition `partition` of topic `topic`, if both exist.
+    pub fn partition_by_name(&self, topic: &str, partition: i32) -> Option<&PartitionState> {
+        self.topic_by_name(topic)
+            .and_then(|t| t.partitions.get(&partition))
+    }
+
     pub fn is_unfenced(&self, broker_id: i32) -> bool {
         self.brokers.get(&broker_id).is_some_and(|b| !b.fenced)
     }

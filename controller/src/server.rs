@@ -12,8 +12,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::api::ControllerResponse;
+use crate::command::Command;
 use crate::network::{read_frame, write_frame, RpcRequest, RpcResponse};
-use crate::node::Command;
 use crate::TypeConfig;
 
 /// Concurrent connections: the other voters (a handful) and brokers forwarding requests.

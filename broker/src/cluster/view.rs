@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use laminar_controller::{ClusterMetadata, MetadataImage, PartitionState};
+use laminar_controller::{ClusterMetadata, MetadataImage};
 use laminar_engine::cluster::{MetadataStore, TopicMetadata};
 
 use super::ClusterLink;
@@ -32,18 +32,6 @@ pub fn topic_table(md: &ClusterMetadata) -> BTreeMap<String, Arc<TopicMetadata>>
             (t.name.clone(), Arc::new(topic))
         })
         .collect()
-}
-
-/// A partition's state in `image`, if the topic and partition exist.
-pub fn partition_state<'a>(
-    image: &'a MetadataImage,
-    topic: &str,
-    partition: i32,
-) -> Option<&'a PartitionState> {
-    image
-        .metadata
-        .topic_by_name(topic)
-        .and_then(|t| t.partitions.get(&partition))
 }
 
 /// Publishes the current image once, then keeps publishing from a thread of its own until the

@@ -22,7 +22,6 @@ use laminar_controller::NO_LEADER;
 
 use crate::broker::BrokerCtx;
 use crate::cluster::admin::{wait_for_view, with_retries};
-use crate::cluster::view::partition_state;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {
     let shared = &ctx.state.shared;
@@ -48,10 +47,13 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ElectLeadersRequest, version: 
         results.iter().filter(|r| r.error_code == NONE).collect();
     wait_for_view(link, |image| {
         elected.iter().all(|r| {
-            partition_state(image, &r.topic, r.partition).is_some_and(|p| match election_type {
-                ElectionType::Preferred => p.replicas.first() == Some(&p.leader),
-                ElectionType::Unclean => p.leader != NO_LEADER,
-            })
+            image
+                .metadata
+                .partition_by_name(&r.topic, r.partition)
+                .is_some_and(|p| match election_type {
+                    ElectionType::Preferred => p.replicas.first() == Some(&p.leader),
+                    ElectionType::Unclean => p.leader != NO_LEADER,
+                })
         })
     })
     .await;
