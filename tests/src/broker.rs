@@ -527,6 +527,20 @@ impl Cluster {
     }
 
     /// The node with id `node_id` (1-based).
+    /// Options for a cluster's nodes on this 2-core machine: one core each, so three nodes
+    /// share the cores as three machines' worth of shards would not.
+    pub fn node_options() -> BrokerOptions {
+        BrokerOptions {
+            cores: 1,
+            ..Default::default()
+        }
+    }
+
+    /// A Kafka connection to node `node_id`.
+    pub fn connect(&mut self, node_id: i32) -> Result<crate::wire::WireConnection> {
+        crate::wire::WireConnection::connect(self.node(node_id).addr())
+    }
+
     pub fn node(&mut self, node_id: i32) -> &mut Broker {
         let index = usize::try_from(node_id - 1).expect("node ids start at 1");
         &mut self.nodes[index]

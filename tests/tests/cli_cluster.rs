@@ -7,14 +7,7 @@ use anyhow::Result;
 use kafka_protocol::messages::DescribeClusterRequest;
 use laminar_tests::cli::{ok, ok_on, run};
 use laminar_tests::wire::WireConnection;
-use laminar_tests::{Broker, BrokerOptions, Cluster};
-
-fn options() -> BrokerOptions {
-    BrokerOptions {
-        cores: 1,
-        ..Default::default()
-    }
-}
+use laminar_tests::{Broker, Cluster};
 
 /// Data rows of a table (the header skipped), split on whitespace.
 fn rows(table: &str, after: &str) -> Vec<Vec<String>> {
@@ -28,7 +21,7 @@ fn rows(table: &str, after: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn cluster_info_brokers_and_quorum_describe_a_three_node_cluster() -> Result<()> {
-    let mut cluster = Cluster::start(3, 3000, options())?;
+    let mut cluster = Cluster::start(3, 3000, Cluster::node_options())?;
     let b = cluster.bootstrap();
     ok_on(&b, &["topic", "create", "spread", "-p", "6", "-r", "3"], "")?;
     let mut conn = WireConnection::connect(cluster.node(1).addr())?;
@@ -91,7 +84,7 @@ fn cluster_info_brokers_and_quorum_describe_a_three_node_cluster() -> Result<()>
 
 #[test]
 fn cluster_quorum_on_a_single_node_says_it_has_none() -> Result<()> {
-    let broker = Broker::start(options())?;
+    let broker = Broker::start(Cluster::node_options())?;
     let outcome = run(
         &["cluster", "quorum", "--admin", &broker.http_addr().to_string()],
         "",

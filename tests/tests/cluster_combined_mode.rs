@@ -12,8 +12,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::rdkafka_client::{producer, unique_topic};
-use laminar_tests::wire::{produce, record_batch, WireConnection};
-use laminar_tests::{BrokerOptions, Cluster};
+use laminar_tests::wire::{produce, record_batch};
+use laminar_tests::Cluster;
 use rdkafka::producer::FutureRecord;
 
 /// The session timeout the tests run with (Kafka's default is 9 000 ms).
@@ -25,23 +25,12 @@ const MOVE_SLACK: Duration = Duration::from_secs(3);
 /// 0012), plus the lease.
 const ELECTION_BOUND: Duration = Duration::from_secs(8);
 
-fn options() -> BrokerOptions {
-    BrokerOptions {
-        cores: 1,
-        ..Default::default()
-    }
-}
-
-fn connect(cluster: &mut Cluster, node_id: i32) -> Result<WireConnection> {
-    WireConnection::connect(cluster.node(node_id).addr())
-}
-
 /// Partition index → leader id.
 type Leaders = BTreeMap<i32, i32>;
 
 /// Each partition's leader as `node_id`'s Metadata (v9) tells, and the brokers it lists.
 fn leaders(cluster: &mut Cluster, node_id: i32, topic: &str) -> Result<(Leaders, Vec<(i32, i32)>)> {
-    let mut conn = connect(cluster, node_id)?;
+    let mut conn = cluster.connect(node_id)?;
     let request = MetadataRequest::default().with_topics(Some(vec![
         kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
             .with_name(Some(TopicName(StrBytes::from_string(topic.to_string())))),
@@ -64,7 +53,7 @@ fn create_topic(
     partitions: i32,
     replicas: i16,
 ) -> Result<i16> {
-    let mut conn = connect(cluster, node_id)?;
+    let mut conn = cluster.connect(node_id)?;
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatableTopic::default()
@@ -75,7 +64,7 @@ fn create_topic(
 }
 
 fn controller_id(cluster: &mut Cluster, node_id: i32) -> Result<i32> {
-    let mut conn = connect(cluster, node_id)?;
+    let mut conn = cluster.connect(node_id)?;
     Ok(conn
         .request(&DescribeClusterRequest::default(), 0)?
         .controller_id
@@ -98,7 +87,7 @@ fn wait_for(within: Duration, what: &str, mut check: impl FnMut() -> Result<bool
 
 #[test]
 fn cluster_forms_spreads_leaders_and_every_broker_routes_clients_to_them() -> Result<()> {
-    let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, options())?;
+    let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, Cluster::node_options())?;
     let topic = unique_topic("cluster-spread");
     // Too many replicas for three brokers: Kafka's INVALID_REPLICATION_FACTOR.
     assert_eq!(create_topic(&mut cluster, 2, &topic, 6, 4)?, 38);
@@ -125,13 +114,13 @@ fn cluster_forms_spreads_leaders_and_every_broker_routes_clients_to_them() -> Re
     // A broker that does not lead a partition refuses it: NOT_LEADER_OR_FOLLOWER.
     let (&partition, &leader) = expected.iter().next().context("a partition")?;
     let other = (1..=3).find(|id| *id != leader).context("another broker")?;
-    let mut conn = connect(&mut cluster, other)?;
+    let mut conn = cluster.connect(other)?;
     let batch = record_batch(&[b"x"], 0)?;
     assert_eq!(produce(&mut conn, &topic, partition, batch, 1)?.error_code, 6);
     // Producer ids come from quorum blocks: distinct across brokers.
     let mut ids = std::collections::BTreeSet::new();
     for node in 1..=3 {
-        let mut conn = connect(&mut cluster, node)?;
+        let mut conn = cluster.connect(node)?;
         let id = conn.request(
             &InitProducerIdRequest::default()
                 .with_transactional_id(None)
@@ -180,7 +169,7 @@ fn produce_everywhere_with_rdkafka(
 
 /// Partition `index` of `topic` as `node_id`'s Metadata tells: (leader, leader epoch).
 fn leader_and_epoch(cluster: &mut Cluster, node_id: i32, topic: &str, index: i32) -> Result<(i32, i32)> {
-    let mut conn = connect(cluster, node_id)?;
+    let mut conn = cluster.connect(node_id)?;
     let request = MetadataRequest::default().with_topics(Some(vec![
         kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
             .with_name(Some(TopicName(StrBytes::from_string(topic.to_string())))),
@@ -204,7 +193,7 @@ fn assert_new_leaders_stamp_their_epoch(
 ) -> Result<()> {
     let (leader, epoch) = leader_and_epoch(cluster, witness, topic, moved)?;
     assert!(epoch > 0, "partition {moved} changed leader: its epoch moved on");
-    let mut conn = connect(cluster, leader)?;
+    let mut conn = cluster.connect(leader)?;
     let answer = produce(
         &mut conn,
         topic,
@@ -241,7 +230,7 @@ fn wait_until_none_led_by(
 
 #[test]
 fn leaderships_move_after_kill_9_and_sigterm_and_a_new_controller_takes_over() -> Result<()> {
-    let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, options())?;
+    let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, Cluster::node_options())?;
     let topic = unique_topic("cluster-failover");
     assert_eq!(create_topic(&mut cluster, 1, &topic, 6, 3)?, 0);
     let controller = controller_id(&mut cluster, 1)?;

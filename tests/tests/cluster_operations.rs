@@ -18,23 +18,12 @@ use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::{producer, unique_topic};
 use laminar_tests::wire::{fetch_records, produce, record_batch, WireConnection};
-use laminar_tests::{Broker, BrokerOptions, Cluster};
+use laminar_tests::{Broker, Cluster};
 
 /// The session timeout the tests run with (Kafka's default is 9 000 ms).
 const SESSION_TIMEOUT_MS: u64 = 3000;
 /// A dead broker's leaderships move within the session timeout and this.
 const MOVE_SLACK: Duration = Duration::from_secs(3);
-
-fn options() -> BrokerOptions {
-    BrokerOptions {
-        cores: 1,
-        ..Default::default()
-    }
-}
-
-fn connect(cluster: &mut Cluster, node_id: i32) -> Result<WireConnection> {
-    WireConnection::connect(cluster.node(node_id).addr())
-}
 
 fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_string()))
@@ -42,7 +31,7 @@ fn name(text: &str) -> TopicName {
 
 /// Creates `topic` through node 1 (-1/-1 with `assignments` is not used here).
 fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32, replicas: i16) -> Result<()> {
-    let mut conn = connect(cluster, 1)?;
+    let mut conn = cluster.connect(1)?;
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatableTopic::default()
@@ -56,7 +45,7 @@ fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32, replicas: i
 
 /// Partition → (leader, replicas) as `node_id`'s Metadata v9 tells.
 fn partitions(cluster: &mut Cluster, node_id: i32, topic: &str) -> Result<BTreeMap<i32, (i32, Vec<i32>)>> {
-    let mut conn = connect(cluster, node_id)?;
+    let mut conn = cluster.connect(node_id)?;
     let request = MetadataRequest::default().with_topics(Some(vec![
         kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
             .with_name(Some(name(topic))),
@@ -98,7 +87,7 @@ fn elect(
     election_type: i8,
     topics: Option<Vec<(&str, Vec<i32>)>>,
 ) -> Result<ElectLeadersResponse> {
-    let mut conn = connect(cluster, node_id)?;
+    let mut conn = cluster.connect(node_id)?;
     let topics = topics.map(|list| {
         list.into_iter()
             .map(|(topic, partitions)| {
@@ -127,10 +116,10 @@ fn election_codes(response: &ElectLeadersResponse) -> BTreeMap<(String, i32), i1
 
 #[test]
 fn every_broker_answers_one_cluster_id_and_reports_the_quorum() -> Result<()> {
-    let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, options())?;
+    let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, Cluster::node_options())?;
     let mut ids = Vec::new();
     for node in 1..=3 {
-        let mut conn = connect(&mut cluster, node)?;
+        let mut conn = cluster.connect(node)?;
         let described = conn
             .request(&DescribeClusterRequest::default(), 0)?
             .cluster_id
@@ -208,9 +197,9 @@ fn elect_leaders_versions(conn: &mut WireConnection) -> Result<Option<(i16, i16)
 
 #[test]
 fn elect_leaders_answers_with_kafkas_error_codes() -> Result<()> {
-    let base = options().with_override("auto.leader.rebalance.enable", "false");
+    let base = Cluster::node_options().with_override("auto.leader.rebalance.enable", "false");
     let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, base)?;
-    let mut conn = connect(&mut cluster, 2)?;
+    let mut conn = cluster.connect(2)?;
     assert_eq!(elect_leaders_versions(&mut conn)?, Some((0, 2)));
     let (spread, single) = (unique_topic("elect-rf3"), unique_topic("elect-rf1"));
     create_topic(&mut cluster, &spread, 3, 3)?;
@@ -280,7 +269,7 @@ fn elect_leaders_answers_with_kafkas_error_codes() -> Result<()> {
 
 #[test]
 fn leaderships_return_to_the_preferred_replicas_after_a_restart() -> Result<()> {
-    let base = options().with_override("leader.imbalance.check.interval.seconds", "2");
+    let base = Cluster::node_options().with_override("leader.imbalance.check.interval.seconds", "2");
     let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, base)?;
     let topic = unique_topic("rebalance");
     create_topic(&mut cluster, &topic, 6, 3)?;
@@ -289,7 +278,8 @@ fn leaderships_return_to_the_preferred_replicas_after_a_restart() -> Result<()> 
         .map(|(p, (_, replicas))| (p, replicas[0]))
         .collect();
     assert_eq!(leaders(&mut cluster, 1, &topic)?, preferred);
-    let controller = connect(&mut cluster, 1)?
+    let controller = cluster
+        .connect(1)?
         .request(&DescribeClusterRequest::default(), 0)?
         .controller_id
         .0;
@@ -323,7 +313,7 @@ fn leaderships_return_to_the_preferred_replicas_after_a_restart() -> Result<()> 
 
 #[test]
 fn a_single_node_data_dir_joins_a_fresh_quorum_as_node_1_with_its_topics_and_records() -> Result<()> {
-    let mut single = Broker::start(options())?;
+    let mut single = Broker::start(Cluster::node_options())?;
     let topic = unique_topic("migrated");
     let mut conn = WireConnection::connect(single.addr())?;
     laminar_tests::wire::create_topic(&mut conn, &topic, 3)?;
@@ -335,7 +325,12 @@ fn a_single_node_data_dir_joins_a_fresh_quorum_as_node_1_with_its_topics_and_rec
     drop(conn);
     assert!(single.terminate()?.success());
     let single_id = std::fs::read_to_string(single.data_dir().join("meta.properties"))?;
-    let mut cluster = Cluster::start_seeded(3, SESSION_TIMEOUT_MS, options(), Some(&single.data_dir()))?;
+    let mut cluster = Cluster::start_seeded(
+        3,
+        SESSION_TIMEOUT_MS,
+        Cluster::node_options(),
+        Some(&single.data_dir()),
+    )?;
     for node in [2, 3] {
         wait_for(Duration::from_secs(10), "the migrated topic everywhere", || {
             let seen = partitions(&mut cluster, node, &topic)?;
@@ -345,7 +340,7 @@ fn a_single_node_data_dir_joins_a_fresh_quorum_as_node_1_with_its_topics_and_rec
                     .all(|(leader, replicas)| *leader == 1 && replicas == &vec![1]))
         })?;
     }
-    let mut conn = connect(&mut cluster, 1)?;
+    let mut conn = cluster.connect(1)?;
     for partition in 0..3 {
         let records = fetch_records(&mut conn, &topic, partition, 0, 2)?;
         let value = records[0].value.clone().context("a value")?;
@@ -359,7 +354,7 @@ fn a_single_node_data_dir_joins_a_fresh_quorum_as_node_1_with_its_topics_and_rec
     );
     cluster.node(1).kill9()?;
     cluster.restart(1)?;
-    let records = fetch_records(&mut connect(&mut cluster, 1)?, &topic, 0, 0, 2)?;
+    let records = fetch_records(&mut cluster.connect(1)?, &topic, 0, 0, 2)?;
     assert_eq!(records.len(), 2);
     Ok(())
 }

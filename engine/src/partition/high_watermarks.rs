@@ -19,7 +19,8 @@
 //! watermark only says what is known committed. The files are replaced atomically (temp file,
 //! fdatasync, rename, directory fsync). A damaged file is an error, never guessed at.
 
-use crate::io::{write_file_atomically, Storage, StorageFile};
+use super::checkpoint_file;
+use crate::io::{write_file_atomically, Storage};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -50,38 +51,22 @@ fn legal_topic(name: &str) -> bool {
 }
 
 pub fn encode(entries: &HighWatermarkMap) -> String {
-    let mut out = format!("0\n{}\n", entries.len());
-    for ((topic, partition), offset) in entries {
-        out.push_str(&format!("{topic} {partition} {offset}\n"));
-    }
-    out
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|((topic, partition), offset)| format!("{topic} {partition} {offset}"))
+        .collect();
+    checkpoint_file::encode(&lines)
 }
 
 /// The entries the file's `bytes` hold; an error says what is wrong with them.
 pub fn decode(bytes: &[u8]) -> Result<HighWatermarkMap, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not text".to_string())?;
-    let body = text.strip_suffix('\n').ok_or("the last line is not ended")?;
-    let mut lines = body.split('\n');
-    if lines.next() != Some("0") {
-        return Err("unknown version (want 0)".into());
-    }
-    let count: usize = lines
-        .next()
-        .and_then(|l| l.parse().ok())
-        .ok_or("bad entry count")?;
-    // Bounded by the file size: `count` alone sizes nothing.
     let mut entries = HighWatermarkMap::new();
-    let mut lines_read = 0;
-    for line in lines {
+    for (i, line) in checkpoint_file::entry_lines(bytes)?.into_iter().enumerate() {
         let (topic, partition, offset) =
-            parse_line(line).ok_or_else(|| format!("bad entry line {}: {line:?}", lines_read + 3))?;
+            parse_line(line).ok_or_else(|| format!("bad entry line {}: {line:?}", i + 3))?;
         if entries.insert((topic.to_string(), partition), offset).is_some() {
             return Err(format!("{topic}-{partition} appears twice"));
         }
-        lines_read += 1;
-    }
-    if lines_read != count {
-        return Err(format!("{lines_read} entries where the count says {count}"));
     }
     Ok(entries)
 }
@@ -96,19 +81,10 @@ fn parse_line(line: &str) -> Option<(&str, i32, i64)> {
 
 /// Reads one checkpoint file: empty when there is none; InvalidData when it is damaged.
 pub async fn read<S: Storage>(storage: &S, path: &Path) -> io::Result<HighWatermarkMap> {
-    if !storage.exists(path).await? {
-        return Ok(HighWatermarkMap::new());
+    match checkpoint_file::read(storage, path, MAX_FILE_BYTES).await? {
+        Some(bytes) => decode(&bytes).map_err(|why| checkpoint_file::invalid(path, why)),
+        None => Ok(HighWatermarkMap::new()),
     }
-    let file = storage.open(path, false).await?;
-    let bytes = file.read_at(0, MAX_FILE_BYTES + 1).await;
-    file.close().await?;
-    let bytes = bytes?;
-    let invalid =
-        |why: String| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(invalid(format!("larger than {MAX_FILE_BYTES} bytes")));
-    }
-    decode(&bytes).map_err(invalid)
 }
 
 /// Every shard's file in `log_dir`, merged (an entry in two files at its lower value).

@@ -21,7 +21,8 @@
 //! of order) fails the partition's open: answering OffsetForLeaderEpoch from a damaged list
 //! would let a follower keep a diverged log.
 
-use crate::io::{write_file_atomically, Storage, StorageFile};
+use super::checkpoint_file;
+use crate::io::{write_file_atomically, Storage};
 use bytes::Bytes;
 use std::io;
 use std::path::Path;
@@ -179,39 +180,23 @@ impl LeaderEpochs {
 
     /// The file's bytes (see the module docs).
     pub fn encode(&self) -> String {
-        let mut out = format!("0\n{}\n", self.entries.len());
-        for e in &self.entries {
-            out.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
-        }
-        out
+        let lines: Vec<String> = self
+            .entries
+            .iter()
+            .map(|e| format!("{} {}", e.epoch, e.start_offset))
+            .collect();
+        checkpoint_file::encode(&lines)
     }
 
     /// The list the file's `bytes` hold; an error says what is wrong with them.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "not text".to_string())?;
-        let body = text.strip_suffix('\n').ok_or("the last line is not ended")?;
-        let mut lines = body.split('\n');
-        if lines.next() != Some("0") {
-            return Err("unknown version (want 0)".into());
-        }
-        let count: usize = lines
-            .next()
-            .and_then(|l| l.parse().ok())
-            .ok_or("bad entry count")?;
-        // Bounded by the file size: `count` alone sizes nothing.
         let mut entries = Vec::new();
-        for (i, line) in lines.enumerate() {
-            let entry = line
+        for (i, line) in checkpoint_file::entry_lines(bytes)?.into_iter().enumerate() {
+            let (epoch, start_offset) = line
                 .split_once(' ')
                 .and_then(|(e, o)| Some((e.parse().ok()?, o.parse().ok()?)))
                 .ok_or_else(|| format!("bad entry line {}: {line:?}", i + 3))?;
-            entries.push(EpochEntry {
-                epoch: entry.0,
-                start_offset: entry.1,
-            });
-        }
-        if entries.len() != count {
-            return Err(format!("{} entries where the count says {count}", entries.len()));
+            entries.push(EpochEntry { epoch, start_offset });
         }
         Self::from_entries(entries)
     }
@@ -221,21 +206,12 @@ impl LeaderEpochs {
 /// (InvalidData) when the file is not a valid list.
 pub async fn read<S: Storage>(storage: &S, dir: &Path) -> io::Result<Option<LeaderEpochs>> {
     let path = dir.join(LEADER_EPOCH_FILE);
-    if !storage.exists(&path).await? {
+    let Some(bytes) = checkpoint_file::read(storage, &path, MAX_FILE_BYTES).await? else {
         return Ok(None);
-    }
-    let file = storage.open(&path, false).await?;
-    let bytes = file.read_at(0, MAX_FILE_BYTES + 1).await;
-    file.close().await?;
-    let bytes = bytes?;
-    let invalid = |why: String| {
-        let message = format!("{}: {why}", path.display());
-        io::Error::new(io::ErrorKind::InvalidData, message)
     };
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(invalid(format!("larger than {MAX_FILE_BYTES} bytes")));
-    }
-    LeaderEpochs::decode(&bytes).map(Some).map_err(invalid)
+    LeaderEpochs::decode(&bytes)
+        .map(Some)
+        .map_err(|why| checkpoint_file::invalid(&path, why))
 }
 
 /// Replaces the file of the partition in `dir` with `epochs`, atomically and durably.

@@ -1,6 +1,7 @@
 //! One partition replica: its log, idempotent-producer state, group commit, offsets and
 //! append notification. This is the API the protocol layer codes against.
 
+mod checkpoint_file;
 pub mod high_watermarks;
 pub mod leader_epochs;
 mod producer_snapshot;
