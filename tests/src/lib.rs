@@ -20,3 +20,22 @@ pub const GROUPS_ENV: &str = "LAMINAR_TEST_GROUPS";
 pub fn groups_enabled() -> bool {
     std::env::var(GROUPS_ENV).map(|v| v == "1").unwrap_or(false)
 }
+
+/// Polls `check` every 20 ms until it holds (an error counts as not yet) or `within` passes;
+/// returns the time it took.
+pub fn wait_for(
+    within: std::time::Duration,
+    what: &str,
+    mut check: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<std::time::Duration> {
+    let started = std::time::Instant::now();
+    loop {
+        if check().unwrap_or(false) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > within {
+            anyhow::bail!("{what}: not within {within:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

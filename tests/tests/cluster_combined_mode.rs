@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{
     CreateTopicsRequest, DescribeClusterRequest, InitProducerIdRequest, MetadataRequest, TopicName,
@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::rdkafka_client::{producer, unique_topic};
 use laminar_tests::wire::{produce, record_batch};
-use laminar_tests::Cluster;
+use laminar_tests::{wait_for, Cluster};
 use rdkafka::producer::FutureRecord;
 
 /// The session timeout the tests run with (Kafka's default is 9 000 ms).
@@ -69,20 +69,6 @@ fn controller_id(cluster: &mut Cluster, node_id: i32) -> Result<i32> {
         .request(&DescribeClusterRequest::default(), 0)?
         .controller_id
         .0)
-}
-
-/// Polls `check` every 20 ms until it holds or `within` passes; the time it took.
-fn wait_for(within: Duration, what: &str, mut check: impl FnMut() -> Result<bool>) -> Result<Duration> {
-    let started = Instant::now();
-    loop {
-        if check().unwrap_or(false) {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() > within {
-            bail!("{what}: not within {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{
@@ -18,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::{producer, unique_topic};
 use laminar_tests::wire::{fetch_records, produce, record_batch, WireConnection};
-use laminar_tests::{Broker, Cluster};
+use laminar_tests::{wait_for, Broker, Cluster};
 
 /// The session timeout the tests run with (Kafka's default is 9 000 ms).
 const SESSION_TIMEOUT_MS: u64 = 3000;
@@ -65,19 +65,6 @@ fn partitions(cluster: &mut Cluster, node_id: i32, topic: &str) -> Result<BTreeM
 fn leaders(cluster: &mut Cluster, node_id: i32, topic: &str) -> Result<BTreeMap<i32, i32>> {
     let each = partitions(cluster, node_id, topic)?.into_iter();
     Ok(each.map(|(p, (leader, _))| (p, leader)).collect())
-}
-
-fn wait_for(within: Duration, what: &str, mut check: impl FnMut() -> Result<bool>) -> Result<Duration> {
-    let started = Instant::now();
-    loop {
-        if check().unwrap_or(false) {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() > within {
-            bail!("{what}: not within {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// ElectLeaders v`version` of `partitions` of `topic` (`None`: every partition).
