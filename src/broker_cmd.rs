@@ -19,7 +19,8 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
         Some(path) => BrokerConfig::load(path, &overrides),
         None => BrokerConfig::from_properties("", &overrides),
     }
-    .map_err(|e| anyhow::anyhow!("config error: {e}"))?;
+    // Every ConfigError says "config error: ..." itself.
+    .map_err(anyhow::Error::new)?;
     for warning in &warnings {
         tracing::warn!("{warning}");
     }
@@ -133,13 +134,22 @@ fn notify(states: &[NotifyState]) {
     }
 }
 
+/// Logs go to stderr: coloured only on a terminal (a file or journald gets plain text), and
+/// without a timestamp of their own under systemd's journal, which stamps every line
+/// (`JOURNAL_STREAM` is set for a unit whose stderr goes to the journal).
 fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAMINAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        logs.without_time().init();
+    } else {
+        logs.init();
+    }
 }
 
 /// SIGTERM or SIGINT: in cluster mode a controlled shutdown first (leaderships move while the

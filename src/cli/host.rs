@@ -73,7 +73,7 @@ pub fn tune(args: TuneArgs) -> anyhow::Result<()> {
     let data_dir = match (&args.dir, &args.config) {
         (Some(dir), _) => dir.clone(),
         (None, Some(path)) => {
-            let loaded = BrokerConfig::load(path, &[]).map_err(|e| anyhow::anyhow!("config error: {e}"))?;
+            let loaded = BrokerConfig::load(path, &[]).map_err(anyhow::Error::new)?;
             loaded
                 .config
                 .log_dirs
