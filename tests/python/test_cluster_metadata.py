@@ -1,4 +1,4 @@
-"""confluent-kafka (librdkafka) against a three-node cluster in combined mode: a topic with
+"""confluent-kafka (librdkafka) and kafka-python against a three-node cluster in combined mode: a topic with
 replication factor 3 gets leaders on all three brokers, every broker's Metadata shows the same
 leaders, replicas and real endpoints, and records produced with acks=1 reach every partition
 (the client routes each to its leader)."""
@@ -8,6 +8,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaPythonPartition
+from kafka.admin import NewTopic as KafkaPythonNewTopic
 
 from laminar_broker import BrokerProcess
 
@@ -62,3 +65,35 @@ def test_every_broker_shows_the_same_leaders_spread_over_all_three(cluster, topi
                          on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
     assert producer.flush(TIMEOUT_S) == 0
     assert sorted(delivered, key=lambda d: d[1]) == [(None, p, 0) for p in range(PARTITIONS)]
+
+
+def test_kafka_python_sees_the_same_leaders_and_produces_to_them(cluster, topic_name):
+    servers = cluster.bootstrap.split(",")
+    creator = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        new = KafkaPythonNewTopic(name=topic_name, num_partitions=PARTITIONS, replication_factor=3)
+        creator.create_topics([new], timeout_ms=TIMEOUT_S * 1000)
+    finally:
+        creator.close()
+    consumer = KafkaConsumer(bootstrap_servers=servers)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while consumer.partitions_for_topic(topic_name) != set(range(PARTITIONS)):
+            assert time.monotonic() < deadline, "kafka-python never saw every partition"
+            consumer.topics()  # refreshes the metadata
+            time.sleep(0.1)
+        cluster_view = consumer._client.cluster
+        leaders = {cluster_view.leader_for_partition(KafkaPythonPartition(topic_name, p)) for p in range(PARTITIONS)}
+        assert leaders == {1, 2, 3}
+        assert {b.node_id for b in cluster_view.brokers()} == {1, 2, 3}
+    finally:
+        consumer.close()
+    producer = KafkaProducer(bootstrap_servers=servers, acks=1, enable_idempotence=False)
+    try:
+        sent = [producer.send(topic_name, value=b"kp", partition=p) for p in range(PARTITIONS)]
+        producer.flush(TIMEOUT_S)
+        assert sorted((m.partition, m.offset) for m in (f.get(TIMEOUT_S) for f in sent)) == \
+            [(p, 0) for p in range(PARTITIONS)]
+    finally:
+        producer.close()
+
