@@ -108,7 +108,7 @@ impl BrokerShard {
     /// The open partition `tp`, which must be owned by this shard; opened (and created) if
     /// need be.
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
-        let topic = self.topic_of(tp)?;
+        let (topic, epoch) = self.led_topic_of(tp)?;
         let config = || self.shared.log_config_for(&topic);
         let partition = self
             .partitions
@@ -116,7 +116,6 @@ impl BrokerShard {
             .await?;
         // Batches carry the epoch Metadata advertises for this leader (KIP-101): the quorum's
         // in a cluster, 0 on a single node (which never changes it).
-        let epoch = self.leader_epoch_of(tp);
         if partition.leader_epoch() != epoch {
             partition.set_leader_epoch(epoch);
         }
@@ -129,7 +128,7 @@ impl BrokerShard {
         &self,
         tp: &TopicPartition,
     ) -> Result<Option<Rc<Partition>>, PartitionAccessError> {
-        let topic = self.topic_of(tp)?;
+        let (topic, _) = self.led_topic_of(tp)?;
         let config = || self.shared.log_config_for(&topic);
         Ok(self
             .partitions
@@ -138,7 +137,7 @@ impl BrokerShard {
     }
 
     /// The leader epoch this broker leads `tp` at: the quorum's in a cluster, 0 on a single
-    /// node (as Metadata answers). Call after `topic_of` or `partition_to_read` accepted `tp`.
+    /// node (as Metadata answers). Call after `partition_to_read` accepted `tp`.
     pub fn leader_epoch_of(&self, tp: &TopicPartition) -> i32 {
         let Some(link) = &self.shared.cluster else {
             return 0;
@@ -150,9 +149,10 @@ impl BrokerShard {
             .map_or(0, |s| s.leader_epoch)
     }
 
-    /// `tp`'s topic, when the partition exists in the topic table (in a cluster, when this
-    /// broker also leads it: NOT_LEADER_OR_FOLLOWER otherwise).
-    fn topic_of(&self, tp: &TopicPartition) -> Result<Arc<TopicMetadata>, PartitionAccessError> {
+    /// `tp`'s topic and the leader epoch this broker leads it at, when the partition exists in
+    /// the topic table (in a cluster, when this broker also leads it: NOT_LEADER_OR_FOLLOWER
+    /// otherwise; epoch 0 on a single node). One look at the cluster's image serves both.
+    fn led_topic_of(&self, tp: &TopicPartition) -> Result<(Arc<TopicMetadata>, i32), PartitionAccessError> {
         let table = self.shared.metadata.current();
         let topic = table
             .get(&tp.topic)
@@ -164,13 +164,13 @@ impl BrokerShard {
             // Only the leader serves a partition until replication exists (a follower holds
             // no data); a partition opens here only once this broker leads it.
             let image = link.image();
-            match image.metadata.partition_by_name(&tp.topic, tp.partition) {
-                None => return Err(PartitionAccessError::UnknownTopicOrPartition),
-                Some(state) if state.leader != link.node_id => return Err(PartitionAccessError::NotLeader),
-                Some(_) => {}
-            }
+            return match image.metadata.partition_by_name(&tp.topic, tp.partition) {
+                None => Err(PartitionAccessError::UnknownTopicOrPartition),
+                Some(state) if state.leader != link.node_id => Err(PartitionAccessError::NotLeader),
+                Some(state) => Ok((topic.clone(), state.leader_epoch)),
+            };
         }
-        Ok(topic.clone())
+        Ok((topic.clone(), 0))
     }
 }
 
