@@ -131,6 +131,16 @@ fn every_broker_answers_one_cluster_id_and_reports_the_quorum() -> Result<()> {
     assert_eq!(seen.as_deref(), Some(ids[0].as_str()));
     let topic = unique_topic("cluster-status");
     create_topic(&mut cluster, &topic, 6, 3)?;
+    // CreateTopics answers once the quorum commits; each broker applies the records a moment
+    // later, so the counts are compared once every broker has taken up its leaderships.
+    laminar_tests::wait_for(Duration::from_secs(10), "every leadership taken up", || {
+        let mut led = 0.0;
+        for node in 1..=3 {
+            let page = MetricsPage::parse(&get_ok(cluster.node(node).http_addr(), "/metrics")?)?;
+            led += page.value("laminar_partitions_led").unwrap_or(0.0);
+        }
+        Ok(led == 6.0)
+    })?;
     check_status_and_metrics(&mut cluster, 6)
 }
 
