@@ -81,6 +81,10 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
             broker_id,
             broker_epoch,
         } => allocate_producer_ids(md, broker_id, broker_epoch),
+        ControllerRequest::AlterPartitionReassignments {
+            partitions,
+            replication_factor_change,
+        } => crate::reassignment::alter_partition_reassignments(md, &partitions, replication_factor_change),
     }
 }
 
@@ -163,10 +167,15 @@ fn rejoin_partitions(md: &ClusterMetadata, broker_id: i32) -> Vec<MetadataRecord
         for (partition_id, p) in &topic.partitions {
             if p.leader == NO_LEADER && p.isr.contains(&broker_id) {
                 records.push(change(topic, *partition_id, None, Some(broker_id)));
-            } else if p.leader != NO_LEADER && p.replicas.contains(&broker_id) && !p.isr.contains(&broker_id)
+            } else if p.leader != NO_LEADER
+                && p.replicas.contains(&broker_id)
+                && !p.isr.contains(&broker_id)
+                && !p.adding_replicas.contains(&broker_id)
             {
                 // Only under a leader, as only a leader adds a follower to the ISR in Kafka: a
-                // leaderless partition's out-of-sync replica must not become electable.
+                // leaderless partition's out-of-sync replica must not become electable. Never
+                // a replica a reassignment adds: it has no data until it catches up, and its
+                // joining the ISR would complete the reassignment.
                 let mut isr = p.isr.clone();
                 isr.push(broker_id);
                 records.push(change(topic, *partition_id, Some(isr), None));
