@@ -260,15 +260,32 @@ impl ShardReplication {
         self.led.borrow_mut().insert(key, leader);
     }
 
-    /// Drops every role for partitions not in `assigned` (deleted, or moved off this broker).
-    pub fn forget_unassigned<V>(&self, assigned: &HashMap<PartitionKey, V>) {
-        self.led.borrow_mut().retain(|key, _| assigned.contains_key(key));
+    /// Drops every role for partitions not in `assigned` (deleted, or moved off this broker);
+    /// returns the partitions that lost their role.
+    pub fn forget_unassigned<V>(&self, assigned: &HashMap<PartitionKey, V>) -> Vec<PartitionKey> {
+        let mut dropped = Vec::new();
+        self.led.borrow_mut().retain(|key, _| {
+            let keep = assigned.contains_key(key);
+            if !keep {
+                dropped.push(key.clone());
+            }
+            keep
+        });
         let mut followed = self.followed.borrow_mut();
-        let before = followed.len();
-        followed.retain(|key, _| assigned.contains_key(key));
-        if followed.len() != before {
+        followed.retain(|key, _| {
+            let keep = assigned.contains_key(key);
+            if !keep {
+                dropped.push(key.clone());
+            }
+            keep
+        });
+        if !dropped.is_empty() {
             self.followed_changed.notify(usize::MAX);
         }
+        for (topic, partition) in &dropped {
+            self.high_watermarks.remove(topic, *partition);
+        }
+        dropped
     }
 
     /// Leaders this shard follows partitions from but has no fetcher for yet.
