@@ -1,6 +1,7 @@
 //! Three real brokers, replication factor 3: followers copy their leaders byte for byte, and
 //! acks=all means every in-sync replica has the batch, with `min.insync.replicas=2` refusing
-//! what too few replicas could hold (NOT_ENOUGH_REPLICAS).
+//! what too few replicas could hold (NOT_ENOUGH_REPLICAS); a follower that comes back below its
+//! leader's log start starts again there.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -210,5 +211,60 @@ fn acks_all_goes_on_with_one_of_three_replicas_down_and_is_refused_with_two_down
             "acknowledged record {i}"
         );
     }
+    Ok(())
+}
+
+/// DeleteRecords on `leader` up to `offset`; returns the new low watermark.
+fn delete_records(cluster: &mut Cluster, leader: i32, topic: &str, offset: i64) -> Result<i64> {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let mut conn = cluster.connect(leader)?;
+    let request = kafka_protocol::messages::DeleteRecordsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(offset)])]);
+    let answer = conn.request(&request, 1)?;
+    let partition = answer
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .context("no partition")?;
+    anyhow::ensure!(
+        partition.error_code == 0,
+        "DeleteRecords: error {}",
+        partition.error_code
+    );
+    Ok(partition.low_watermark)
+}
+
+#[test]
+fn a_follower_back_below_its_leaders_log_start_starts_again_there() -> Result<()> {
+    let mut cluster = start_cluster(3)?;
+    let topic = unique_topic("behind-start");
+    create_topic(&mut cluster, &topic, 1)?;
+    let leader = produce_acked(&mut cluster, 1, (&topic, 0), 5)?;
+    let follower = (1..=3).find(|n| *n != leader).context("a follower")?;
+    cluster.node(follower).kill9()?;
+    produce_acked(&mut cluster, leader, (&topic, 0), 20)?;
+    assert_eq!(delete_records(&mut cluster, leader, &topic, 20)?, 20);
+    cluster.restart(follower)?;
+    wait_for(Duration::from_secs(20), "the follower back in the ISR", || {
+        Ok(leader_and_isr(&mut cluster, leader, &topic, 0)?
+            .1
+            .contains(&follower))
+    })?;
+    let dir = cluster.node(follower).data_dir().join(format!("{topic}-0"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().to_string()))
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![format!("{:020}.log", 20)],
+        "it starts at the leader's log start"
+    );
     Ok(())
 }
