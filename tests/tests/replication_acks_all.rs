@@ -12,7 +12,7 @@ use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::{fetch_records, list_offset, produce, record_batch};
+use laminar_tests::wire::{fetch_code_at_leader_epoch, fetch_records, list_offset, produce, record_batch};
 use laminar_tests::{wait_for, Cluster};
 
 const SESSION_TIMEOUT_MS: u64 = 3000;
@@ -42,7 +42,13 @@ fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<(
             .with_name(name(topic))
             .with_num_partitions(partitions)
             .with_replication_factor(3)]);
-    let code = conn.request(&request, 5)?.topics[0].error_code;
+    let mut code = -1;
+    // Every node serves, but the quorum may not have seen every registration yet: until it
+    // has, a replication factor above the live brokers is INVALID_REPLICATION_FACTOR.
+    wait_for(Duration::from_secs(10), "the topic created", || {
+        code = conn.request(&request, 5)?.topics[0].error_code;
+        Ok(code != 38)
+    })?;
     anyhow::ensure!(code == 0, "create {topic}: error {code}");
     Ok(())
 }
@@ -133,6 +139,12 @@ fn followers_hold_the_leaders_bytes_and_consumers_read_what_every_replica_has() 
             let want = format!("{topic}-{partition}-{i}");
             assert_eq!(record.value.as_deref(), Some(want.as_bytes()), "record {i}");
         }
+        assert_consumer_epochs_checked(
+            &mut conn,
+            &topic,
+            partition,
+            leader_epoch(&mut cluster, leader, &topic)?,
+        )?;
         let leader_bytes = segments(cluster.node(leader).data_dir(), &topic, partition)?;
         assert!(!leader_bytes.is_empty());
         for node in (1..=3).filter(|n| *n != leader) {
@@ -266,5 +278,43 @@ fn a_follower_back_below_its_leaders_log_start_starts_again_there() -> Result<()
         vec![format!("{:020}.log", 20)],
         "it starts at the leader's log start"
     );
+    Ok(())
+}
+
+/// The leader epoch of partition 0.. of `topic` as node `via`'s Metadata tells (partition 0).
+fn leader_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
+    let mut conn = cluster.connect(via)?;
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(name(topic))),
+    ]));
+    let response = conn.request(&request, 9)?;
+    let partition = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .context("no partition")?;
+    Ok(partition.leader_epoch)
+}
+
+/// KIP-320: a consumer's fetch naming an older leader epoch gets FENCED_LEADER_EPOCH, a newer
+/// one UNKNOWN_LEADER_EPOCH, the current one (or -1) the records.
+fn assert_consumer_epochs_checked(
+    conn: &mut laminar_tests::wire::WireConnection,
+    topic: &str,
+    partition: i32,
+    epoch: i32,
+) -> Result<()> {
+    let mut cases = vec![(epoch + 1, 75), (epoch, 0), (-1, 0)];
+    if epoch > 0 {
+        cases.push((epoch - 1, 74));
+    }
+    for (known, expected) in cases {
+        let code = fetch_code_at_leader_epoch(conn, topic, partition, known)?;
+        assert_eq!(
+            code, expected,
+            "a fetch naming leader epoch {known} (the leader's is {epoch})"
+        );
+    }
     Ok(())
 }
