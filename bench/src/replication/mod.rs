@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use laminar_client::{ClientConfig, Connection, OffsetSpec};
@@ -28,7 +28,7 @@ use crate::setup::prepare_topic;
 use crate::stats::Measurement;
 use cluster::LocalCluster;
 use report::{ReplicationReport, Round, RoundKind, Side};
-use usage::Usage;
+use usage::{MachineCpu, Usage};
 
 /// The warm-up each topic gets before the measured rounds (its partitions' files created,
 /// connections and followers' fetch sessions started), not reported.
@@ -150,26 +150,47 @@ impl Plan {
         }
     }
 
-    /// Every broker's counters now, and this process's CPU time (the harness shares the
-    /// machine).
-    fn sample(&self) -> anyhow::Result<(Vec<Usage>, f64)> {
+    /// Every broker's counters now, this process's CPU time (the harness shares the machine)
+    /// and the machine's.
+    fn sample(&self) -> anyhow::Result<Sample> {
         let brokers = self.brokers.iter().map(|(pid, http)| Usage::read(*pid, *http));
-        let brokers = brokers.collect::<anyhow::Result<Vec<_>>>()?;
-        Ok((brokers, cpu_seconds(std::process::id())?))
+        Ok(Sample {
+            brokers: brokers.collect::<anyhow::Result<Vec<_>>>()?,
+            harness_cpu_seconds: cpu_seconds(std::process::id())?,
+            machine: MachineCpu::read()?,
+        })
     }
 
-    /// Runs `work` between two samples; returns what it returned and the growth of every
-    /// counter.
+    /// Runs `work` between two samples; returns what it measured as a round of `kind`.
     fn measured(
         &self,
+        (index, kind): (u32, RoundKind),
         work: impl FnOnce() -> anyhow::Result<Measurement>,
-    ) -> anyhow::Result<(Measurement, Vec<Usage>, f64)> {
-        let (before, harness_before) = self.sample()?;
+    ) -> anyhow::Result<Round> {
+        let before = self.sample()?;
         let measurement = work()?;
-        let (after, harness_after) = self.sample()?;
-        let usage = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
-        Ok((measurement, usage, harness_after - harness_before))
+        let after = self.sample()?;
+        Ok(Round {
+            index,
+            kind,
+            measurement,
+            brokers: after
+                .brokers
+                .iter()
+                .zip(&before.brokers)
+                .map(|(a, b)| a.since(b))
+                .collect(),
+            harness_cpu_seconds: after.harness_cpu_seconds - before.harness_cpu_seconds,
+            machine: after.machine.since(&before.machine),
+        })
     }
+}
+
+/// The counters at one moment.
+struct Sample {
+    brokers: Vec<Usage>,
+    harness_cpu_seconds: f64,
+    machine: MachineCpu,
 }
 
 /// Topics, warm-up, the alternated rounds and the consume round.
@@ -197,15 +218,8 @@ fn measure(args: &ReplicationArgs, plan: &Plan) -> anyhow::Result<ReplicationRep
         for index in round_order(round) {
             let side = &plan.sides[index];
             let seconds = Duration::from_secs(args.seconds);
-            let (measurement, brokers, harness_cpu_seconds) =
-                plan.measured(|| produce_for(args, plan, side, seconds))?;
-            rounds.push(Round {
-                index: round + 1,
-                kind: RoundKind::Produce(index),
-                measurement,
-                brokers,
-                harness_cpu_seconds,
-            });
+            let kind = RoundKind::Produce(index);
+            rounds.push(plan.measured((round + 1, kind), || produce_for(args, plan, side, seconds))?);
         }
     }
     if !args.skip_consume {
@@ -263,7 +277,7 @@ fn produce_for(
 }
 
 /// Reads the RF1 topic from its start (every record retention kept), through `laminar bench
-/// consume`'s own code path, one consumer per partition.
+/// consume`'s own code path, one consumer per partition, for --seconds at least.
 fn consume_round(args: &ReplicationArgs, plan: &Plan) -> anyhow::Result<Round> {
     let side = &plan.sides[0];
     std::thread::sleep(RETENTION_SETTLE);
@@ -276,21 +290,24 @@ fn consume_round(args: &ReplicationArgs, plan: &Plan) -> anyhow::Result<Round> {
         fetch_max_bytes: crate::consume::FETCH_MAX_BYTES_DEFAULT,
         idle_timeout_s: CONSUME_IDLE_TIMEOUT_S,
     };
-    let (measurement, brokers, harness_cpu_seconds) = plan.measured(|| {
-        let result = consume_result(&consume).with_context(|| format!("consuming {}", side.topic))?;
-        Ok(result
-            .sections
-            .into_iter()
-            .next()
-            .context("a consume section")?
-            .measurement)
-    })?;
-    Ok(Round {
-        index: 1,
-        kind: RoundKind::Consume(0),
-        measurement,
-        brokers,
-        harness_cpu_seconds,
+    let length = Duration::from_secs(args.seconds);
+    // Read again from the start until the round has lasted as long as a produce round: one
+    // pass over what retention keeps is too short for CPU times counted in 10 ms ticks.
+    plan.measured((1, RoundKind::Consume(0)), || {
+        let started = Instant::now();
+        let mut passes = Vec::new();
+        while passes.is_empty() || started.elapsed() < length {
+            let result = consume_result(&consume).with_context(|| format!("consuming {}", side.topic))?;
+            passes.push(
+                result
+                    .sections
+                    .into_iter()
+                    .next()
+                    .context("a consume section")?
+                    .measurement,
+            );
+        }
+        Ok(Measurement::concat(&passes))
     })
 }
 

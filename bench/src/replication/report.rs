@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::{json, Map, Value};
 
-use super::usage::Usage;
+use super::usage::{MachineCpu, Usage};
 use super::{settings, Plan};
 use crate::cli::ReplicationArgs;
 use crate::output::section_json;
@@ -40,6 +40,8 @@ pub struct Round {
     pub brokers: Vec<Usage>,
     /// This process's CPU seconds over the round (producers or consumers, progress, probes).
     pub harness_cpu_seconds: f64,
+    /// The whole machine's CPU over the round.
+    pub machine: MachineCpu,
 }
 
 impl Round {
@@ -68,6 +70,7 @@ pub struct Totals {
     pub measurement: Measurement,
     pub brokers: Vec<Usage>,
     pub harness_cpu_seconds: f64,
+    pub machine: MachineCpu,
 }
 
 impl Totals {
@@ -114,6 +117,9 @@ impl ReplicationReport {
             measurement: Measurement::concat(rounds.iter().map(|r| &r.measurement)),
             brokers,
             harness_cpu_seconds: rounds.iter().map(|r| r.harness_cpu_seconds).sum(),
+            machine: rounds
+                .iter()
+                .fold(MachineCpu::default(), |sum, r| sum.plus(&r.machine)),
         }
     }
 
@@ -348,7 +354,8 @@ impl ReplicationReport {
                 .iter()
                 .map(|(label, t)| {
                     let u = &t.brokers[broker];
-                    let rest = u.cpu_seconds - u.shard_cpu_seconds - u.fetcher_cpu_seconds;
+                    // Counted in 10 ms ticks per thread: the rest may come out a tick below 0.
+                    let rest = (u.cpu_seconds - u.shard_cpu_seconds - u.fetcher_cpu_seconds).max(0.0);
                     format!(
                         "{label} {:.2} = {:.2} + {:.2} + {:.2}",
                         t.per_second(u.cpu_seconds),
@@ -372,7 +379,20 @@ impl ReplicationReport {
             each(&|t| t.per_second(t.harness_cpu_seconds))
         ));
         let all = |t: &Totals| t.per_second(t.cluster().cpu_seconds + t.harness_cpu_seconds);
-        lines.push(format!("  all:      {} (of {} CPUs)", each(&all), self.cpus));
+        lines.push(format!(
+            "  brokers + harness: {} (of {} CPUs)",
+            each(&all),
+            self.cpus
+        ));
+        let machine = |t: &Totals| t.per_second(t.machine.busy);
+        let waiting = |t: &Totals| t.per_second(t.machine.iowait);
+        let steal = |t: &Totals| t.per_second(t.machine.steal);
+        lines.push(format!(
+            "  machine, every process: busy {}; iowait {}; steal {}",
+            each(&machine),
+            each(&waiting),
+            each(&steal)
+        ));
         lines
     }
 
@@ -455,6 +475,7 @@ impl ReplicationReport {
                 measurement: measurement.clone(),
                 brokers: Vec::new(),
                 harness_cpu_seconds: 0.0,
+                machine: MachineCpu::default(),
             };
             Value::Object(section_json(&round.section(), None))
         };
@@ -465,6 +486,7 @@ impl ReplicationReport {
             side["brokers"] = json!(totals.brokers.iter().map(|u| u.to_json()).collect::<Vec<_>>());
             side["cluster"] = totals.cluster().to_json();
             side["harness_cpu_seconds"] = json!(totals.harness_cpu_seconds);
+            side["machine_cpu_seconds"] = totals.machine.to_json();
             sides.insert(self.label(kind), side);
         }
         let rounds: Vec<Value> = self
@@ -476,6 +498,7 @@ impl ReplicationReport {
                 round["label"] = json!(self.label(r.kind));
                 round["brokers"] = json!(r.brokers.iter().map(|u| u.to_json()).collect::<Vec<_>>());
                 round["harness_cpu_seconds"] = json!(r.harness_cpu_seconds);
+                round["machine_cpu_seconds"] = r.machine.to_json();
                 round
             })
             .collect();

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::scale::probe::{cpu_seconds, thread_cpu_seconds};
 use crate::scale::requests::get_metrics_text;
+use crate::scale::sys::clock_ticks_per_second;
 
 /// Record bytes per topic, by direction (`in` produced, `out` sent in fetch answers).
 const REQUEST_BYTES: &str = "laminar_kafka_request_bytes_total";
@@ -49,6 +50,9 @@ pub struct Usage {
 impl Usage {
     /// Reads the counters of the broker `pid` serving `/metrics` on `http`.
     pub fn read(pid: u32, http: SocketAddr) -> anyhow::Result<Usage> {
+        // The process's time and its threads' are read back to back, the /metrics scrape
+        // (which costs the broker a little) after both.
+        let cpu_seconds = cpu_seconds(pid)?;
         let (mut shard, mut fetcher) = (0.0, 0.0);
         for (name, seconds) in thread_cpu_seconds(pid)? {
             if name.starts_with(SHARD_THREAD_PREFIX) {
@@ -60,7 +64,7 @@ impl Usage {
         let metrics = get_metrics_text(http).with_context(|| format!("GET /metrics of broker {pid}"))?;
         let sum = |name: &str, label: (&str, &str)| sum_samples(&metrics, name, Some(label));
         Ok(Usage {
-            cpu_seconds: cpu_seconds(pid)?,
+            cpu_seconds,
             shard_cpu_seconds: shard,
             fetcher_cpu_seconds: fetcher,
             bytes_in: sum(REQUEST_BYTES, ("direction", "in"))?,
@@ -112,6 +116,68 @@ impl Usage {
             "copied_bytes": self.copied_bytes, "memory_bytes": self.memory_bytes,
             "fdatasyncs": self.fdatasyncs, "fdatasync_seconds": self.fdatasync_seconds,
         })
+    }
+}
+
+/// The whole machine's CPU time (`/proc/stat`, all processes: the brokers, the harness and
+/// whatever else runs), in seconds summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MachineCpu {
+    /// user, nice, system, irq and softirq.
+    pub busy: f64,
+    /// Idle with I/O outstanding.
+    pub iowait: f64,
+    /// Taken by the hypervisor for others.
+    pub steal: f64,
+}
+
+impl MachineCpu {
+    /// Reads the `cpu` line of `/proc/stat`.
+    pub fn read() -> anyhow::Result<MachineCpu> {
+        let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        let line = stat
+            .lines()
+            .next()
+            .filter(|l| l.starts_with("cpu "))
+            .context("no cpu line in /proc/stat")?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .context("a /proc/stat cpu field that is not a number")?;
+        let [user, nice, system, _idle, iowait, irq, softirq, steal, ..] = ticks[..] else {
+            bail!("a short cpu line in /proc/stat");
+        };
+        let seconds = |t: u64| t as f64 / clock_ticks_per_second() as f64;
+        Ok(MachineCpu {
+            busy: seconds(user + nice + system + irq + softirq),
+            iowait: seconds(iowait),
+            steal: seconds(steal),
+        })
+    }
+
+    /// The growth from `before` to `self`.
+    pub fn since(&self, before: &MachineCpu) -> MachineCpu {
+        MachineCpu {
+            busy: self.busy - before.busy,
+            iowait: self.iowait - before.iowait,
+            steal: self.steal - before.steal,
+        }
+    }
+
+    /// The figures for `--json`.
+    pub fn to_json(self) -> Value {
+        json!({"busy": self.busy, "iowait": self.iowait, "steal": self.steal})
+    }
+
+    /// Both added.
+    pub fn plus(&self, other: &MachineCpu) -> MachineCpu {
+        MachineCpu {
+            busy: self.busy + other.busy,
+            iowait: self.iowait + other.iowait,
+            steal: self.steal + other.steal,
+        }
     }
 }
 
@@ -188,5 +254,7 @@ mod tests {
         assert_eq!(grown.cpu_seconds_per_mb(grown.bytes_out), Some(0.5));
         assert_eq!(grown.cpu_seconds_per_mb(0.0), None);
         assert_eq!(grown.plus(&grown).cpu_seconds, 4.0);
+        let machine = MachineCpu::read().expect("/proc/stat");
+        assert!(machine.busy > 0.0 && machine.since(&machine) == MachineCpu::default());
     }
 }
