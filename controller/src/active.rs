@@ -126,7 +126,9 @@ impl ActiveController {
             return;
         }
         let leader_id = self.current_leader();
-        let address = leader_id.and_then(|id| self.members.get(&id)).map(|n| n.addr.clone());
+        let address = leader_id
+            .and_then(|id| self.members.get(&id))
+            .map(|n| n.addr.clone());
         match (leader_id, address) {
             (Some(leader), Some(address)) if !command.forwarded => {
                 let forward = Forward {
@@ -142,7 +144,9 @@ impl ActiveController {
                 });
             }
             _ => {
-                let _ = command.reply.send(ControllerResponse::NotController { leader_id });
+                let _ = command
+                    .reply
+                    .send(ControllerResponse::NotController { leader_id });
             }
         }
     }
