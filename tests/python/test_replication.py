@@ -22,6 +22,9 @@ OVERRIDES = {"min.insync.replicas": "2", "default.replication.factor": "3", "rep
 # The CI kill loop: at least this many leader kills, and the loop's own time bound.
 CI_KILLS = 20
 CI_LOOP_BOUND_S = 170
+# Leaders frozen (SIGSTOP) past their session, then resumed: how many, within what bound.
+CI_STOPS = 6
+CI_STOP_BOUND_S = 90
 
 
 @pytest.fixture
@@ -36,13 +39,26 @@ def test_kill_9_of_leaders_in_a_loop_loses_no_acknowledged_record(cluster, topic
                           rate=300, acks_between=20, seed=16)
     result = run_kill_loop(cluster, topic_name, options)
     print(result.report())
-    assert result.verdict.acknowledged > 0, result.report()
+    assert result.verdict is not None and result.verdict.acknowledged > 0, result.report()
     assert result.verdict.ok(), result.report()
     assert not result.fatal, result.report()
     assert result.unflushed == 0, result.report()
     assert result.identical, result.report()
     assert result.quiet is None, result.report()
     assert result.stopped_early is None and result.kills >= CI_KILLS, result.report()
+
+
+def test_leaders_frozen_past_their_session_come_back_and_lose_no_acknowledged_record(cluster, topic_name):
+    """SIGSTOP of a leader for longer than the session timeout: it is fenced and its
+    leaderships move while it is frozen; after SIGCONT it still believes it leads until it
+    learns otherwise, with produce requests queued on its sockets. Nothing it appends then may
+    be acknowledged as committed, and it must truncate back to the new leader's log."""
+    options = LoopOptions(kills=CI_STOPS, duration_s=CI_STOP_BOUND_S, mode="stop", partitions=3, rate=300,
+                          acks_between=20, pause_s=(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 2),
+                          seed=17)
+    result = run_kill_loop(cluster, topic_name, options)
+    print(result.report())
+    assert result.ok() and result.verdict.acknowledged > 0, result.report()
 
 
 def isr_of(admin, topic, partition=0):
