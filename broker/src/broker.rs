@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use laminar_controller::PartitionState;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::io::WriteBehind;
 use laminar_engine::partition::{LogConfig, LogError, Partition};
@@ -49,6 +50,17 @@ pub struct BrokerShard {
     /// The consumer groups this shard coordinates.
     pub groups: crate::group::coordinator::GroupCoordinator,
     pub metrics: crate::metrics::shard::ShardMetrics,
+    /// Cluster mode: the partitions this shard leads and follows, and its fetchers.
+    pub replication: Option<crate::replication::ShardReplication>,
+}
+
+/// Whether opening a replica may create its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Create the partition if it has no files yet (a follower's first fetched batch).
+    Create,
+    /// Only open a partition that was written (`None` otherwise).
+    IfWritten,
 }
 
 pub type BrokerCtx = ShardContext<BrokerShard>;
@@ -68,6 +80,10 @@ pub enum PartitionAccessError {
     Log(#[from] LogError),
     #[error(transparent)]
     ShardGone(#[from] ShardGone),
+    /// A Kafka error the replication layer answers with (NOT_ENOUGH_REPLICAS,
+    /// FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, ...).
+    #[error("refused: {0:?}")]
+    Refused(kafka_protocol::error::ResponseError),
 }
 
 /// A topic partition named by a request.
@@ -81,6 +97,16 @@ impl BrokerShared {
     /// The log settings of one topic: its overrides over the broker's defaults.
     pub fn log_config_for(&self, topic: &TopicMetadata) -> LogConfig {
         crate::config::engine::log_config(&topic.configs, &self.config)
+    }
+
+    /// `min.insync.replicas` of `topic`: its override, else the broker's.
+    pub fn min_insync_replicas(&self, topic: &str) -> i32 {
+        let table = self.metadata.current();
+        table
+            .get(topic)
+            .and_then(|t| t.configs.get("min.insync.replicas"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(self.config.min_insync_replicas)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -108,12 +134,14 @@ impl BrokerShard {
     /// The open partition `tp`, which must be owned by this shard; opened (and created) if
     /// need be.
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
-        let (topic, epoch) = self.led_topic_of(tp)?;
+        let (topic, led) = self.led_topic_of(tp)?;
         let config = || self.shared.log_config_for(&topic);
         let partition = self
             .partitions
             .get_or_open(&tp.topic, tp.partition, config)
             .await?;
+        self.under_replication(tp, &partition, led.as_ref());
+        let epoch = led.map_or(0, |state| state.leader_epoch);
         // Batches carry the epoch Metadata advertises for this leader (KIP-101): the quorum's
         // in a cluster, 0 on a single node (which never changes it).
         if partition.leader_epoch() != epoch {
@@ -128,12 +156,78 @@ impl BrokerShard {
         &self,
         tp: &TopicPartition,
     ) -> Result<Option<Rc<Partition>>, PartitionAccessError> {
-        let (topic, _) = self.led_topic_of(tp)?;
+        let (topic, led) = self.led_topic_of(tp)?;
         let config = || self.shared.log_config_for(&topic);
-        Ok(self
+        let partition = self
             .partitions
             .get_or_open_written(&tp.topic, tp.partition, config)
-            .await?)
+            .await?;
+        if let Some(partition) = &partition {
+            self.under_replication(tp, partition, led.as_ref());
+        }
+        Ok(partition)
+    }
+
+    /// `tp` as one of its replicas, whoever leads it: for the follower's fetcher and the
+    /// leader-election paths. Cluster mode only (NOT_LEADER_OR_FOLLOWER otherwise, and when this
+    /// broker is no replica of it).
+    pub async fn replica_partition(
+        &self,
+        tp: &TopicPartition,
+        mode: OpenMode,
+    ) -> Result<Option<Rc<Partition>>, PartitionAccessError> {
+        let link = self
+            .shared
+            .cluster
+            .as_ref()
+            .ok_or(PartitionAccessError::NotLeader)?;
+        let table = self.shared.metadata.current();
+        let topic = table
+            .get(&tp.topic)
+            .ok_or(PartitionAccessError::UnknownTopicOrPartition)?
+            .clone();
+        let image = link.image();
+        let state = image
+            .metadata
+            .partition_by_name(&tp.topic, tp.partition)
+            .ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
+        if !state.replicas.contains(&link.node_id) {
+            return Err(PartitionAccessError::NotLeader);
+        }
+        let config = || self.shared.log_config_for(&topic);
+        let partition = match mode {
+            OpenMode::Create => Some(
+                self.partitions
+                    .get_or_open(&tp.topic, tp.partition, config)
+                    .await?,
+            ),
+            OpenMode::IfWritten => {
+                self.partitions
+                    .get_or_open_written(&tp.topic, tp.partition, config)
+                    .await?
+            }
+        };
+        if let Some(partition) = &partition {
+            self.under_replication(tp, partition, None);
+        }
+        Ok(partition)
+    }
+
+    /// In cluster mode a partition's high watermark comes from replication, from its first
+    /// open; and a leader's state exists from its first use as leader (`led`), even if the
+    /// shard's replication task has not taken the new metadata up yet.
+    fn under_replication(
+        &self,
+        tp: &TopicPartition,
+        partition: &Rc<Partition>,
+        led: Option<&PartitionState>,
+    ) {
+        if let Some(replication) = &self.replication {
+            replication.on_open(tp, partition);
+            if let Some(state) = led {
+                replication.ensure_leading(tp, state, partition);
+            }
+        }
     }
 
     /// The leader epoch this broker leads `tp` at: the quorum's in a cluster, 0 on a single
@@ -149,10 +243,13 @@ impl BrokerShard {
             .map_or(0, |s| s.leader_epoch)
     }
 
-    /// `tp`'s topic and the leader epoch this broker leads it at, when the partition exists in
-    /// the topic table (in a cluster, when this broker also leads it: NOT_LEADER_OR_FOLLOWER
-    /// otherwise; epoch 0 on a single node). One look at the cluster's image serves both.
-    fn led_topic_of(&self, tp: &TopicPartition) -> Result<(Arc<TopicMetadata>, i32), PartitionAccessError> {
+    /// `tp`'s topic, and in a cluster the state of the partition this broker leads, when the
+    /// partition exists in the topic table (in a cluster, when this broker also leads it:
+    /// NOT_LEADER_OR_FOLLOWER otherwise). One look at the cluster's image serves both.
+    fn led_topic_of(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<(Arc<TopicMetadata>, Option<PartitionState>), PartitionAccessError> {
         let table = self.shared.metadata.current();
         let topic = table
             .get(&tp.topic)
@@ -161,16 +258,16 @@ impl BrokerShard {
             return Err(PartitionAccessError::UnknownTopicOrPartition);
         }
         if let Some(link) = &self.shared.cluster {
-            // Only the leader serves a partition until replication exists (a follower holds
-            // no data); a partition opens here only once this broker leads it.
+            // Clients are served by the leader only; followers reach their replicas through
+            // `replica_partition`.
             let image = link.image();
             return match image.metadata.partition_by_name(&tp.topic, tp.partition) {
                 None => Err(PartitionAccessError::UnknownTopicOrPartition),
                 Some(state) if state.leader != link.node_id => Err(PartitionAccessError::NotLeader),
-                Some(state) => Ok((topic.clone(), state.leader_epoch)),
+                Some(state) => Ok((topic.clone(), Some(state.clone()))),
             };
         }
-        Ok((topic.clone(), 0))
+        Ok((topic.clone(), None))
     }
 }
 

@@ -14,6 +14,7 @@ pub fn partition_error_code(error: &PartitionAccessError) -> i16 {
             ResponseError::NotLeaderOrFollower
         }
         PartitionAccessError::Log(log) => log_error(log),
+        PartitionAccessError::Refused(code) => *code,
     };
     code.code()
 }

@@ -17,6 +17,7 @@ mod maintenance;
 pub mod meta_properties;
 pub mod metrics;
 pub mod open_files;
+pub mod replication;
 pub mod request_memory;
 pub mod send;
 pub mod server;

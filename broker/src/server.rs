@@ -103,12 +103,12 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
             pin: true,
             spin_before_park: None,
         },
-        move |_id| {
+        move |id| {
             let budgets = ShardBudgets {
                 descriptors: init_descriptors.clone(),
                 reservations: init_reservations.clone(),
             };
-            shard_state(&init_shared, &budgets, offsets_partitions)
+            shard_state(&init_shared, &budgets, (id, offsets_partitions))
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
@@ -245,7 +245,12 @@ struct ShardBudgets {
 }
 
 /// One shard's state, created on that shard's thread.
-fn shard_state(shared: &Arc<BrokerShared>, budgets: &ShardBudgets, offsets_partitions: i32) -> BrokerShard {
+/// `shard_and_offsets`: the shard's id, and `__consumer_offsets`' partition count.
+fn shard_state(
+    shared: &Arc<BrokerShared>,
+    budgets: &ShardBudgets,
+    (shard, offsets_partitions): (usize, i32),
+) -> BrokerShard {
     // The shard's files take their descriptors from its account on the shared budget, through
     // the cache that closes idle ones when it runs short.
     let shard_descriptors = budgets.descriptors.shard();
@@ -262,6 +267,14 @@ fn shard_state(shared: &Arc<BrokerShared>, budgets: &ShardBudgets, offsets_parti
         connections_active: Default::default(),
         groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions),
         metrics: Default::default(),
+        replication: shared.config.cluster.as_ref().map(|cluster| {
+            crate::replication::ShardReplication::new(
+                shared.config.node_id,
+                cluster.replication.clone(),
+                &shared.log_dir,
+                shard,
+            )
+        }),
     }
 }
 
@@ -325,33 +338,58 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
         let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
         matches!(select(open, stop).await, Either::Left(_))
     };
-    let background = glommio::spawn_local(crate::maintenance::run(ctx.clone()));
-    let memory_trim =
-        (ctx.id() == 0).then(|| glommio::spawn_local(crate::maintenance::give_back_memory(ctx.clone())));
-    let group_timers = glommio::spawn_local(crate::group::run_timers(ctx.clone()));
-    let removed_topics = match (&ctx.state.shared.cluster, ctx.id()) {
-        (Some(link), 0) => Some(glommio::spawn_local(crate::cluster::view::delete_removed_topics(
-            ctx.clone(),
-            link.clone(),
-        ))),
-        _ => None,
-    };
-    let descriptor_pressure = {
-        let ctx = ctx.clone();
-        glommio::spawn_local(async move { ctx.state.partitions.answer_descriptor_pressure().await })
-    };
+    let tasks = ShardTasks::spawn(&ctx);
     if serving {
         accept_until_shutdown(&ctx, &listener).await;
     }
     drop(listener);
     drain_connections(&ctx).await;
-    drop(background);
-    drop(memory_trim);
-    drop(group_timers);
-    drop(descriptor_pressure);
-    drop(removed_topics);
+    tasks.stop().await;
     for ((topic, partition), error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic, partition, %error, "partition did not close cleanly");
+    }
+}
+
+/// A shard's background tasks, stopped (dropped) once its connections are drained.
+struct ShardTasks {
+    stopped_on_drop: Vec<glommio::Task<()>>,
+    /// Cluster mode: replication ends by itself at shutdown, with a last checkpoint.
+    replication: Option<glommio::Task<()>>,
+}
+
+impl ShardTasks {
+    fn spawn(ctx: &Rc<BrokerCtx>) -> ShardTasks {
+        let mut stopped_on_drop = vec![
+            glommio::spawn_local(crate::maintenance::run(ctx.clone())),
+            glommio::spawn_local(crate::group::run_timers(ctx.clone())),
+        ];
+        let pressure_ctx = ctx.clone();
+        stopped_on_drop.push(glommio::spawn_local(async move {
+            pressure_ctx.state.partitions.answer_descriptor_pressure().await
+        }));
+        if ctx.id() == 0 {
+            stopped_on_drop.push(glommio::spawn_local(crate::maintenance::give_back_memory(
+                ctx.clone(),
+            )));
+        }
+        let link = ctx.state.shared.cluster.clone();
+        if let (Some(link), 0) = (&link, ctx.id()) {
+            let removed = crate::cluster::view::delete_removed_topics(ctx.clone(), link.clone());
+            stopped_on_drop.push(glommio::spawn_local(removed));
+        }
+        let replication =
+            link.map(|link| glommio::spawn_local(crate::replication::manager::run(ctx.clone(), link)));
+        ShardTasks {
+            stopped_on_drop,
+            replication,
+        }
+    }
+
+    async fn stop(self) {
+        drop(self.stopped_on_drop);
+        if let Some(replication) = self.replication {
+            replication.await;
+        }
     }
 }
 

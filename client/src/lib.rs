@@ -21,6 +21,7 @@ mod group_member;
 mod groups;
 pub mod partitioner;
 mod produce_frame;
+mod replica;
 mod topic_changes;
 mod versions;
 
@@ -34,6 +35,7 @@ pub use error::{ClientError, KafkaError};
 pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
 pub use groups::{decode_assignment, CommittedOffset, GroupDescription, GroupMember, ListedGroup};
 pub use kafka_protocol::records::Compression;
+pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
 pub use topic_changes::ConfigChange;
 pub use versions::{client_versions, ApiVersionTable};
 

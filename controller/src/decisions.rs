@@ -153,23 +153,14 @@ fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decisio
 }
 
 /// What an unfenced broker gets back: the leadership of partitions left leaderless with it as
-/// their last ISR member, and its place in the ISR of every led partition it is a replica of.
-/// The latter stands in for replication, which does not exist yet (only leaders hold data, so
-/// there is nothing to catch up with): ISR = the unfenced replicas. With replication, the
-/// leader's AlterPartition adds a follower once it has caught up, and this goes.
+/// their last ISR member. Its place in other ISRs is its leaders' to give back (AlterPartition),
+/// once it has caught up with them: a replica back from the dead is behind until it fetched.
 fn rejoin_partitions(md: &ClusterMetadata, broker_id: i32) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
     for topic in md.topics.values() {
         for (partition_id, p) in &topic.partitions {
             if p.leader == NO_LEADER && p.isr.contains(&broker_id) {
                 records.push(change(topic, *partition_id, None, Some(broker_id)));
-            } else if p.leader != NO_LEADER && p.replicas.contains(&broker_id) && !p.isr.contains(&broker_id)
-            {
-                // Only under a leader, as only a leader adds a follower to the ISR in Kafka: a
-                // leaderless partition's out-of-sync replica must not become electable.
-                let mut isr = p.isr.clone();
-                isr.push(broker_id);
-                records.push(change(topic, *partition_id, Some(isr), None));
             }
         }
     }

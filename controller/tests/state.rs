@@ -361,7 +361,7 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
 }
 
 #[test]
-fn a_broker_back_rejoins_the_isr_and_the_rebalance_hands_its_leaderships_back() {
+fn a_broker_back_rejoins_the_isr_through_its_leader_and_the_rebalance_hands_its_leaderships_back() {
     let md = two_broker_state();
     // Broker 1 (preferred for t-0) is fenced: broker 2 leads, 1 leaves the ISR.
     let mut fenced = md.clone();
@@ -372,7 +372,7 @@ fn a_broker_back_rejoins_the_isr_and_the_rebalance_hands_its_leaderships_back() 
         leaders_to_rebalance(&fenced, 10).is_empty(),
         "broker 1 cannot lead yet"
     );
-    // It re-registers and heartbeats: unfenced and back in the ISR of the led partition.
+    // It re-registers and heartbeats: unfenced, but out of the ISR until its leader adds it.
     let register = RegisterBrokerRecord {
         broker_id: 1,
         incarnation_id: [9; 16],
@@ -390,6 +390,25 @@ fn a_broker_back_rejoins_the_isr_and_the_rebalance_hands_its_leaderships_back() 
         },
     );
     apply_all(&mut fenced, &heartbeat.records);
+    let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]), "behind until it fetched");
+    assert!(
+        leaders_to_rebalance(&fenced, 10).is_empty(),
+        "an out-of-sync replica cannot lead"
+    );
+    let caught_up = decide_with(
+        &fenced,
+        ControllerRequest::AlterPartition {
+            broker_id: 2,
+            broker_epoch: 11,
+            topic_id: [1; 16],
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: vec![2, 1],
+        },
+    );
+    apply_all(&mut fenced, &caught_up.records);
     let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
     assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 1]));
     // 1 of 1 partitions preferring broker 1 is led elsewhere: 100% > 10%, so it moves back.

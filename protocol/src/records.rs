@@ -252,7 +252,9 @@ impl<'a> Iterator for Batches<'a> {
     }
 }
 
-fn whole_batches_len(records: &[u8]) -> Result<usize, RecordsError> {
+/// The length of the whole v2 batches at the start of `records` (a trailing partial one is left
+/// out); an error for bytes that are no batch at all.
+pub fn whole_batches_len(records: &[u8]) -> Result<usize, RecordsError> {
     let mut len = 0;
     for batch in batches(records) {
         len += batch?.bytes.len();

@@ -185,7 +185,8 @@ fn assert_new_leaders_stamp_their_epoch(
         topic,
         moved,
         record_batch(&[b"after"], 1_700_000_000_000)?,
-        1,
+        // acks=all: answered once committed, so a consumer's fetch sees it at once.
+        -1,
     )?;
     assert_eq!(answer.error_code, 0);
     let fetched = laminar_tests::wire::fetch(&mut conn, topic, moved, answer.base_offset)?;

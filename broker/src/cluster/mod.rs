@@ -4,8 +4,8 @@
 //! `ClusterMetadata` (`view.rs`); admin requests and producer-id blocks go to the quorum
 //! (`admin.rs`); registration, heartbeats and controlled shutdown are in `membership.rs`.
 //!
-//! Replication does not exist yet: a follower replica holds no data, and only a partition's
-//! leader serves it (others answer NOT_LEADER_OR_FOLLOWER).
+//! Clients are served by each partition's leader (others answer NOT_LEADER_OR_FOLLOWER);
+//! followers copy it (`crate::replication`).
 
 pub mod admin;
 pub mod membership;
@@ -52,6 +52,8 @@ pub struct ClusterLink {
     stopping: AtomicBool,
     /// The latest applied metadata, published by the metadata thread with the topic view.
     image: ArcSwap<MetadataImage>,
+    /// Notified after each publication of `image` (the shards' replication tasks wait on it).
+    published: event_listener::Event,
     /// The producer-id block InitProducerId hands ids from: `(next, end)`.
     producer_ids: Mutex<(i64, i64)>,
     /// The voter this process runs; taken and stopped once the shards have stopped.
@@ -94,6 +96,7 @@ impl ClusterLink {
             broker_epoch: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
             image: ArcSwap::from_pointee(MetadataImage::default()),
+            published: event_listener::Event::new(),
             producer_ids: Mutex::new((0, 0)),
             node: Mutex::new(Some(node)),
             removed_topics: async_channel::bounded(REMOVED_TOPICS_QUEUED_MAX),
@@ -103,6 +106,11 @@ impl ClusterLink {
     /// The metadata as last published to the shards.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.load_full()
+    }
+
+    /// Resolves at the next publication of the metadata (listen, then look: none is missed).
+    pub fn published(&self) -> event_listener::EventListener {
+        self.published.listen()
     }
 
     pub fn broker_epoch(&self) -> i64 {

@@ -60,6 +60,7 @@ fn publish(
     let table = topic_table(&image.metadata);
     link.image.store(image);
     store.publish_view(table.clone());
+    link.published.notify(usize::MAX);
     for (name, old) in previous {
         let same_topic = table.get(name).is_some_and(|new| new.id == old.id);
         if !same_topic && link.removed_topics.0.send_blocking(old.clone()).is_err() {

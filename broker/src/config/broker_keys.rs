@@ -91,6 +91,23 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          leaderships move."),
     key("broker.heartbeat.interval.ms", Fixed("2000"), POSITIVE_I32, &[],
         "How often a broker heartbeats to the controller; below broker.session.timeout.ms."),
+    key("replica.lag.time.max.ms", Fixed("30000"), POSITIVE_I32, &[],
+        "A follower that has not caught up with its leader's log end for this long leaves the \
+         ISR; one that catches up rejoins it (cluster mode)."),
+    key("replica.fetch.max.bytes", Fixed("1048576"), POSITIVE_I32, &[],
+        "Bytes a follower asks of one partition per fetch (a larger first batch still comes)."),
+    key("replica.fetch.response.max.bytes", Fixed("10485760"), POSITIVE_I32, &[],
+        "Bytes a follower asks for in one fetch: the bound on one fetcher's bytes in flight."),
+    key("replica.fetch.wait.max.ms", Fixed("500"), POSITIVE_I32, &[],
+        "How long a follower's fetch waits at the leader for new data; below \
+         replica.lag.time.max.ms."),
+    key("replica.fetch.backoff.ms", Fixed("1000"), NON_NEGATIVE_I32, &[],
+        "How long a fetcher waits after an error before it tries its leader again."),
+    key("replica.high.watermark.checkpoint.interval.ms", Fixed("5000"), POSITIVE_I32, &[],
+        "How often each shard writes its replicas' high watermarks to its \
+         replication-offset-checkpoint file."),
+    key("inter.broker.listener.name", Fixed("PLAINTEXT"), Kind::Text, &[],
+        "The listener brokers reach each other on (followers' fetches)."),
     key("auto.leader.rebalance.enable", Fixed("true"), Kind::Bool, &[],
         "The active controller moves leaderships back to each partition's preferred (first) \
          replica when a broker's share of misled partitions passes \
@@ -297,8 +314,11 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ("group.min.session.timeout.ms", "not implemented"),
     ("group.max.session.timeout.ms", "not implemented"),
     ("group.max.size", "not implemented"),
-    ("replica.lag.time.max.ms", "not implemented"),
     ("max.connections.per.ip", "not implemented"),
+    (
+        "replica.fetch.min.bytes",
+        "a follower's fetch answers at the first byte",
+    ),
     ("metadata.log.dir", "metadata lives under log.dirs"),
     ("log.flush.scheduler.interval.ms", "see laminar.fsync"),
     (
@@ -327,7 +347,6 @@ static IGNORED_PREFIXES: &[(&str, &str)] = &[
     ("transaction.state.log.", "transactions are not implemented"),
     ("ssl.", "only PLAINTEXT listeners exist"),
     ("sasl.", "only PLAINTEXT listeners exist"),
-    ("replica.fetch.", "not implemented"),
     ("remote.log.", "Laminar has no tiered storage"),
     ("metrics.", "metrics are served on laminar.http.listen"),
     ("quota.", "quotas are not implemented"),

@@ -34,6 +34,20 @@ pub struct ClusterSettings {
     pub leader_imbalance_check_interval_ms: u64,
     /// `leader.imbalance.per.broker.percentage` (0–100).
     pub leader_imbalance_per_broker_percentage: u32,
+    pub replication: ReplicationSettings,
+}
+
+/// How followers fetch and leaders judge them (Kafka's `replica.*` keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationSettings {
+    pub lag_time_max_ms: u64,
+    pub fetch_max_bytes: i32,
+    pub fetch_response_max_bytes: i32,
+    pub fetch_wait_max_ms: i32,
+    pub fetch_backoff_ms: u64,
+    pub high_watermark_checkpoint_interval_ms: u64,
+    /// `inter.broker.listener.name`: the endpoint followers fetch from.
+    pub inter_broker_listener_name: String,
 }
 
 fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -130,6 +144,7 @@ pub(super) fn cluster_settings(
     }
     let (enable, check_ms, percentage) = rebalance_settings(v)?;
     Ok(Some(ClusterSettings {
+        replication: replication_settings(v)?,
         roles,
         voters,
         controller_listener,
@@ -150,6 +165,38 @@ fn rebalance_settings(v: &Values<'_>) -> Result<(bool, u64, u32), ConfigError> {
     // The registry bounds the percentage to 0..=100.
     let percentage = u32::try_from(percentage).unwrap_or(100);
     Ok((enable, check_seconds.saturating_mul(1000), percentage))
+}
+
+fn replication_settings(v: &Values<'_>) -> Result<ReplicationSettings, ConfigError> {
+    let int32 = |name: &str| -> Result<i32, ConfigError> {
+        let value = v.int(name)?;
+        i32::try_from(value).map_err(|_| rejected(name, &value.to_string(), "out of range"))
+    };
+    let settings = ReplicationSettings {
+        lag_time_max_ms: positive_ms(v, "replica.lag.time.max.ms")?,
+        fetch_max_bytes: int32("replica.fetch.max.bytes")?,
+        fetch_response_max_bytes: int32("replica.fetch.response.max.bytes")?,
+        fetch_wait_max_ms: int32("replica.fetch.wait.max.ms")?,
+        fetch_backoff_ms: positive_ms(v, "replica.fetch.backoff.ms")?,
+        high_watermark_checkpoint_interval_ms: positive_ms(
+            v,
+            "replica.high.watermark.checkpoint.interval.ms",
+        )?,
+        inter_broker_listener_name: v.text("inter.broker.listener.name").trim().to_ascii_uppercase(),
+    };
+    // Kafka's check: a follower waiting at its leader longer than the lag allows would leave
+    // the ISR while idle.
+    if i64::from(settings.fetch_wait_max_ms) >= settings.lag_time_max_ms as i64 {
+        return Err(rejected(
+            "replica.fetch.wait.max.ms",
+            &settings.fetch_wait_max_ms.to_string(),
+            format!(
+                "must be below replica.lag.time.max.ms ({})",
+                settings.lag_time_max_ms
+            ),
+        ));
+    }
+    Ok(settings)
 }
 
 /// A positive integer key (ms or seconds, as its name says).

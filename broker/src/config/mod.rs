@@ -22,7 +22,7 @@ mod topic_keys;
 pub mod value;
 pub mod write_behind;
 
-pub use broker::cluster_keys::{ClusterSettings, ProcessRoles};
+pub use broker::cluster_keys::{ClusterSettings, ProcessRoles, ReplicationSettings};
 pub use broker::{ConfigWarning, LoadedBrokerConfig};
 pub use broker_settings::BrokerConfig;
 pub use topic::TopicConfig;

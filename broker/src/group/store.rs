@@ -75,10 +75,21 @@ pub async fn append(
         ResponseError::UnknownServerError
     })?;
     let written = async {
-        let log = ctx.state.partition(&offsets_partition(partition)).await?;
+        let tp = offsets_partition(partition);
+        let log = ctx.state.partition(&tp).await?;
         let info = log.append(batch, now).await?;
+        if let Some(replication) = &ctx.state.replication {
+            replication.leader_appended(&tp, &log);
+        }
         if ctx.state.shared.config.laminar_fsync == FsyncSetting::Always {
             log.wait_durable(info.last_offset).await?;
+        }
+        // Kafka's offsets.commit.required.acks=-1: committed once every in-sync replica has it.
+        if let Some(replication) = &ctx.state.replication {
+            let min_isr = ctx.state.shared.min_insync_replicas(OFFSETS_TOPIC);
+            replication
+                .wait_replicated(&tp, &log, (info.last_offset, min_isr), OFFSETS_COMMIT_TIMEOUT)
+                .await?;
         }
         Ok::<_, PartitionAccessError>(())
     };
@@ -94,12 +105,17 @@ pub async fn append(
             PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
             // Leadership of the group's partition moved: the client finds the new coordinator.
             PartitionAccessError::NotLeader => ResponseError::NotCoordinator,
+            PartitionAccessError::Refused(ResponseError::RequestTimedOut) => ResponseError::RequestTimedOut,
             PartitionAccessError::UnknownTopicOrPartition
             | PartitionAccessError::NamedTwice
+            | PartitionAccessError::Refused(_)
             | PartitionAccessError::ShardGone(_) => ResponseError::CoordinatorNotAvailable,
         }
     })
 }
+
+/// Kafka's `offsets.commit.timeout.ms`: how long a commit waits for the in-sync replicas.
+const OFFSETS_COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5_000);
 
 /// Writes the group's metadata record if the group changed since it was last written.
 pub async fn persist_group(ctx: &Rc<BrokerCtx>, partition: i32, group_id: &str) {

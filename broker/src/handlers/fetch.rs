@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use futures::future::{select, select_all, Either};
 use kafka_protocol::messages::FetchRequest;
-use laminar_engine::partition::{Partition, ReadResult, RecordBytes};
+use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
 
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
+use crate::replication::FollowerFetch;
 use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer};
 
 /// Kafka's READ_COMMITTED isolation level.
@@ -24,6 +25,26 @@ struct Wanted {
     max_bytes: usize,
     /// Whether a first batch larger than `max_bytes` still comes back (so the client progresses).
     min_one_batch: bool,
+    /// Who reads: a consumer (to the high watermark) or a follower (to the log end).
+    reader: Reader,
+    /// The leader epoch the fetcher knows (-1: none given).
+    current_leader_epoch: i32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Consumer,
+    /// A follower broker with this id (Kafka's `replica_id` ≥ 0).
+    Follower(i32),
+}
+
+impl Reader {
+    fn read_end(self) -> ReadEnd {
+        match self {
+            Reader::Consumer => ReadEnd::HighWatermark,
+            Reader::Follower(_) => ReadEnd::LogEnd,
+        }
+    }
 }
 
 type Reads = Vec<(
@@ -42,6 +63,10 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
     } else {
         broker_max_bytes
     };
+    let reader = match request.replica_id.0 {
+        id if id >= 0 => Reader::Follower(id),
+        _ => Reader::Consumer,
+    };
     let wanted = items_by_partition(
         &request.topics,
         |t| (t.topic.as_str(), t.partitions.as_slice()),
@@ -50,6 +75,8 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
                 offset: p.fetch_offset,
                 max_bytes: (p.partition_max_bytes.max(0) as usize).min(max_bytes),
                 min_one_batch: true,
+                reader,
+                current_leader_epoch: p.current_leader_epoch,
             };
             (p.partition, want)
         },
@@ -71,30 +98,39 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
             let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
             return respond(results, request.isolation_level);
         }
-        wait_for_appends(ctx, &read_up_to(&wanted, &results), deadline).await;
+        wait_for_appends(ctx, &read_up_to(&wanted, &results), reader.read_end(), deadline).await;
     }
 }
 
 /// For each readable partition, the offset the wait must see the log grow past: what this pass
-/// already read up to (its high watermark), so that a fetch short of `min_bytes` sleeps until
-/// new data arrives instead of re-reading the same bytes.
+/// already read up to (its high watermark, or its log end for a follower), so that a fetch
+/// short of `min_bytes` sleeps until new data arrives instead of re-reading the same bytes.
 fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(TopicPartition, i64)> {
     wanted
         .iter()
         .zip(results)
         .filter_map(|((tp, want), (_, read))| {
             let read = read.as_ref().ok()?;
-            Some((tp.clone(), want.offset.max(read.high_watermark)))
+            let end = match want.reader {
+                Reader::Consumer => read.high_watermark,
+                Reader::Follower(_) => read.log_end_offset,
+            };
+            Some((tp.clone(), want.offset.max(end)))
         })
         .collect()
 }
 
 async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) -> Reads {
     on_owning_shards(ctx, wanted, |there, tp, want: Wanted| async move {
-        let read = match there.state.partition_to_read(&tp).await? {
+        let partition = there.state.partition_to_read(&tp).await?;
+        if let Reader::Follower(replica_id) = want.reader {
+            follower_fetched(&there, &tp, &want, replica_id, partition.as_ref())?;
+        }
+        let read = match partition {
             Some(partition) => {
+                let end = want.reader.read_end();
                 partition
-                    .read_for_send(want.offset, want.max_bytes, want.min_one_batch)
+                    .read_for_send(want.offset, want.max_bytes, want.min_one_batch, end)
                     .await?
             }
             None => ReadResult::of_unwritten(want.offset)?,
@@ -102,6 +138,31 @@ async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) ->
         Ok(read)
     })
     .await
+}
+
+/// A follower's fetch tells the leader how far it got: checked against the leadership, then
+/// it moves the high watermark (and may change the ISR). Refused outside cluster mode.
+fn follower_fetched(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    want: &Wanted,
+    replica_id: i32,
+    partition: Option<&Rc<Partition>>,
+) -> Result<(), PartitionAccessError> {
+    let replication = there
+        .state
+        .replication
+        .as_ref()
+        .ok_or(PartitionAccessError::NotLeader)?;
+    let fetch = FollowerFetch {
+        replica_id,
+        current_leader_epoch: want.current_leader_epoch,
+        fetch_offset: want.offset,
+    };
+    if let Some(change) = replication.follower_fetched(tp, fetch, partition, crate::clock::now_ms())? {
+        crate::replication::manager::send_isr_change(there, change);
+    }
+    Ok(())
 }
 
 /// Keeps the answer within the request's total `max_bytes`, in request order, as Kafka does:
@@ -162,7 +223,12 @@ async fn written_partition(
 /// Returns when any watched partition's high watermark passes its offset, or at the deadline.
 /// The waits on other shards end with this future (`submit_wait_to`): a long poll that returns
 /// leaves no waiter behind, and a waiting one costs no CPU.
-async fn wait_for_appends(ctx: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)], deadline: Instant) {
+async fn wait_for_appends(
+    ctx: &Rc<BrokerCtx>,
+    watched: &[(TopicPartition, i64)],
+    read_end: ReadEnd,
+    deadline: Instant,
+) {
     let shard_count = ctx.shard_count();
     let waits = watched.iter().filter_map(|(tp, offset)| {
         let (tp, offset) = (tp.clone(), *offset);
@@ -177,7 +243,11 @@ async fn wait_for_appends(ctx: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)]
                     // Same thread as the appender: subscribe, then check, so no append is missed.
                     loop {
                         let appended = partition.appended();
-                        if partition.high_watermark() > offset || Instant::now() >= deadline {
+                        let end = match read_end {
+                            ReadEnd::HighWatermark => partition.high_watermark(),
+                            ReadEnd::LogEnd => partition.log_end_offset(),
+                        };
+                        if end > offset || Instant::now() >= deadline {
                             return;
                         }
                         let timeout =

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -48,7 +49,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest)
         |p| (p.index, Ok(p.records.clone())),
     ));
     let turn = order.take_turn(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
-    let wait_for_sync = acks == ACKS_ALL && ctx.state.shared.config.laminar_fsync == FsyncSetting::Always;
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let ctx = ctx.clone();
     Produced::Pending(Box::pin(async move {
         turn.wait().await;
@@ -60,13 +61,21 @@ pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest)
                     available: 0,
                 })))?;
             let partition = there.state.partition(&tp).await?;
-            Ok(partition.append(records, now_ms).await?)
+            let replication = there.state.replication.as_ref();
+            if let (ACKS_ALL, Some(replication)) = (acks, replication) {
+                replication.check_min_isr(&tp, there.state.shared.min_insync_replicas(&tp.topic))?;
+            }
+            let info = partition.append(records, now_ms).await?;
+            if let Some(replication) = replication {
+                replication.leader_appended(&tp, &partition);
+            }
+            Ok(info)
         })
         .await;
         drop(turn);
         match acks {
             ACKS_NONE => None,
-            _ if wait_for_sync => Some(answer(wait_durable(&ctx, results).await)),
+            ACKS_ALL => Some(answer(wait_acks_all(&ctx, results, timeout).await)),
             _ => Some(answer(results)),
         }
     }))
@@ -94,15 +103,25 @@ fn refuse_partitions_named_twice(
 
 type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessError>)>;
 
-/// Group commit: every appended partition waits for the fdatasync that covers its last offset.
-async fn wait_durable(ctx: &Rc<BrokerCtx>, results: AppendResults) -> AppendResults {
+/// acks=all: every appended partition waits for the fdatasync that covers its last offset
+/// (group commit, with `laminar.fsync=always`), then in a cluster for its high watermark to
+/// pass it (every in-sync replica has it), at most the request's `timeout_ms`.
+async fn wait_acks_all(ctx: &Rc<BrokerCtx>, results: AppendResults, timeout: Duration) -> AppendResults {
     let waits = results
         .iter()
         .filter_map(|(tp, r)| r.as_ref().ok().map(|info| (tp.clone(), info.last_offset)));
-    let synced = on_owning_shards(ctx, waits.collect(), |there, tp, last_offset| async move {
+    let synced = on_owning_shards(ctx, waits.collect(), move |there, tp, last_offset| async move {
         let partition = there.state.partition(&tp).await?;
         let started = std::time::Instant::now();
-        partition.wait_durable(last_offset).await?;
+        if there.state.shared.config.laminar_fsync == FsyncSetting::Always {
+            partition.wait_durable(last_offset).await?;
+        }
+        if let Some(replication) = &there.state.replication {
+            let min_isr = there.state.shared.min_insync_replicas(&tp.topic);
+            replication
+                .wait_replicated(&tp, &partition, (last_offset, min_isr), timeout)
+                .await?;
+        }
         there.state.metrics.observe_durability_wait(started.elapsed());
         Ok(())
     })

@@ -587,18 +587,34 @@ impl<S: Storage> Log<S> {
 
     /// As [`read`](Self::read), but leaves the batches in the segment file when they are in the
     /// page cache, for the caller to send without copying them (see `send.rs`).
+    /// Nothing at or past `end` is read: a batch holding `end` is left out whole (a consumer's
+    /// read stops at the high watermark, which a replicated log's batches end on).
     pub async fn read_for_send(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        end: i64,
     ) -> Result<RecordBytes, LogError> {
-        match self.locate(offset).await? {
-            Some((segment, position, first)) => Ok(segment
-                .records_for_send(position, &first, max_bytes, min_one_batch)
-                .await?),
-            None => Ok(RecordBytes::default()),
+        let Some((segment, position, first)) = self.locate(offset).await? else {
+            return Ok(RecordBytes::default());
+        };
+        if first.base_offset >= end {
+            return Ok(RecordBytes::default());
         }
+        let mut max_bytes = max_bytes;
+        let mut min_one_batch = min_one_batch;
+        if let Some((end_position, _)) = segment.find_batch(end).await? {
+            let below_end = usize::try_from(end_position - position).unwrap_or(usize::MAX);
+            if below_end == 0 {
+                return Ok(RecordBytes::default());
+            }
+            max_bytes = max_bytes.min(below_end);
+            min_one_batch &= first.total_len() <= below_end;
+        }
+        Ok(segment
+            .records_for_send(position, &first, max_bytes, min_one_batch)
+            .await?)
     }
 
     /// The segment, position and header of the first batch at or after `offset`.

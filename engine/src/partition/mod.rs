@@ -73,6 +73,14 @@ impl<D: Default> ReadResult<D> {
     }
 }
 
+/// How far a read may go: consumers see only committed batches (below the high watermark),
+/// followers copy everything the leader has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadEnd {
+    HighWatermark,
+    LogEnd,
+}
+
 /// One partition. Owned by one shard; not Send. Used as `Rc<Partition>`; concurrent appends
 /// from several connections are serialized by `append_lock`, which makes checking the
 /// producer state, appending and recording the batches one step.
@@ -371,14 +379,23 @@ impl<S: Storage> Partition<S> {
     }
 
     /// As [`read`](Self::read), for a socket: cached batches stay in the file (see `log/send.rs`).
+    /// Up to the high watermark for consumers, the log end for followers (`ReadEnd`).
     pub async fn read_for_send(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        end: ReadEnd,
     ) -> Result<ReadResult<RecordBytes>, LogError> {
         self.check_open()?;
-        let data = self.log.read_for_send(offset, max_bytes, min_one_batch).await?;
+        let end_offset = match end {
+            ReadEnd::HighWatermark => self.high_watermark(),
+            ReadEnd::LogEnd => self.log_end_offset(),
+        };
+        let data = self
+            .log
+            .read_for_send(offset, max_bytes, min_one_batch, end_offset)
+            .await?;
         Ok(self.read_result(data))
     }
 
@@ -416,9 +433,21 @@ impl<S: Storage> Partition<S> {
     /// over its ISR, or a follower's, taken from its leader's fetch answers or, at open, from
     /// the `replication-offset-checkpoint`; see `high_watermarks.rs`). Clamped to the log's
     /// offsets: a checkpoint may be older or newer than what recovery kept.
+    /// A rise wakes what waits on [`appended`](Self::appended): consumers' long polls and
+    /// acks=all produces.
     pub fn set_high_watermark(&self, hw: i64) {
         let clamped = hw.clamp(self.log_start_offset(), self.log_end_offset());
+        let before = self.high_watermark();
         self.replicated_hw.set(Some(clamped));
+        if clamped > before {
+            self.appended.notify(usize::MAX);
+        }
+    }
+
+    /// Whether a replication layer sets the high watermark (see
+    /// [`set_high_watermark`](Self::set_high_watermark)).
+    pub fn is_replicated(&self) -> bool {
+        self.replicated_hw.get().is_some()
     }
 
     /// Reports the duration of every later fdatasync to `observer`.
@@ -439,7 +468,8 @@ impl<S: Storage> Partition<S> {
         self.log.segment_count()
     }
 
-    /// Resolves at the next append after this call (long-poll fetches wait on it).
+    /// Resolves at the next append or high-watermark rise after this call (long-poll fetches
+    /// and acks=all produces wait on it).
     pub fn appended(&self) -> impl Future<Output = ()> + 'static {
         self.appended.listen()
     }

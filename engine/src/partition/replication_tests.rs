@@ -405,3 +405,62 @@ async fn segment_log(storage: &FaultyStorage, dir: &str) -> Vec<u8> {
         .flat_map(|(_, bytes)| bytes)
         .collect()
 }
+
+#[test]
+fn consumers_read_below_the_high_watermark_and_followers_to_the_log_end() {
+    block_on(async {
+        let storage = FaultyStorage::new(12);
+        let p = open_at(&storage, "/data/t-0").await;
+        for records in [3, 2, 4] {
+            p.append(batch(records), 0).await.unwrap();
+        }
+        let offsets_read = |end: ReadEnd| {
+            let p = &p;
+            async move {
+                let read = p.read_for_send(0, 1 << 20, true, end).await.unwrap();
+                match read.data {
+                    RecordBytes::File { offsets, .. } => offsets,
+                    RecordBytes::Memory(batches) => {
+                        let last = batches
+                            .last()
+                            .map_or(0, |b| BatchHeader::parse(b).unwrap().next_offset());
+                        0..last
+                    }
+                }
+            }
+        };
+        assert!(!p.is_replicated());
+        assert_eq!(
+            offsets_read(ReadEnd::HighWatermark).await,
+            0..9,
+            "single node: all committed"
+        );
+        p.set_high_watermark(5);
+        assert_eq!(p.high_watermark(), 5);
+        assert_eq!(offsets_read(ReadEnd::HighWatermark).await, 0..5);
+        assert_eq!(offsets_read(ReadEnd::LogEnd).await, 0..9);
+        // A high watermark inside a batch leaves that batch out whole.
+        p.set_high_watermark(4);
+        assert_eq!(offsets_read(ReadEnd::HighWatermark).await, 0..3);
+        p.set_high_watermark(2);
+        assert!(p
+            .read_for_send(0, 1 << 20, true, ReadEnd::HighWatermark)
+            .await
+            .unwrap()
+            .data
+            .is_empty());
+        assert!(p
+            .read_for_send(5, 1 << 20, true, ReadEnd::HighWatermark)
+            .await
+            .unwrap()
+            .data
+            .is_empty());
+        assert_eq!(
+            p.read_for_send(5, 1 << 20, true, ReadEnd::LogEnd)
+                .await
+                .unwrap()
+                .log_end_offset,
+            9
+        );
+    });
+}

@@ -453,8 +453,11 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                     p.append(batch(3, i), 0).await.unwrap();
                 }
                 let in_memory = p.read(6, 1 << 20, true).await.unwrap().data.concat();
-                let RecordBytes::File { range, offsets } =
-                    p.read_for_send(6, 1 << 20, true).await.unwrap().data
+                let RecordBytes::File { range, offsets } = p
+                    .read_for_send(6, 1 << 20, true, ReadEnd::LogEnd)
+                    .await
+                    .unwrap()
+                    .data
                 else {
                     panic!("freshly written batches are in the page cache");
                 };
@@ -466,7 +469,8 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                 assert_eq!(offsets, 6..60);
 
                 // A byte limit cuts at a batch boundary the sparse index knows.
-                let RecordBytes::File { range, offsets } = p.read_for_send(0, 700, true).await.unwrap().data
+                let RecordBytes::File { range, offsets } =
+                    p.read_for_send(0, 700, true, ReadEnd::LogEnd).await.unwrap().data
                 else {
                     panic!("cached");
                 };
@@ -476,10 +480,20 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                 assert_eq!(cut.last().unwrap().next_offset(), offsets.end);
 
                 // Below one batch: the first batch when the client must progress, else nothing.
-                let one = p.read_for_send(3, 10, true).await.unwrap().data;
+                let one = p.read_for_send(3, 10, true, ReadEnd::LogEnd).await.unwrap().data;
                 assert_eq!(one.len(), batch(3, 0).len());
-                assert!(p.read_for_send(3, 10, false).await.unwrap().data.is_empty());
-                assert!(p.read_for_send(60, 1 << 20, true).await.unwrap().data.is_empty());
+                assert!(p
+                    .read_for_send(3, 10, false, ReadEnd::LogEnd)
+                    .await
+                    .unwrap()
+                    .data
+                    .is_empty());
+                assert!(p
+                    .read_for_send(60, 1 << 20, true, ReadEnd::LogEnd)
+                    .await
+                    .unwrap()
+                    .data
+                    .is_empty());
 
                 // The range stays readable after its partition is deleted.
                 p.delete().await.unwrap();
@@ -513,7 +527,12 @@ fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
             let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
             crate::sys::drop_cached(log.as_raw_fd()).unwrap();
             assert!(!crate::sys::is_cached(log.as_raw_fd(), 0).unwrap(), "evicted");
-            let RecordBytes::Memory(batches) = p.read_for_send(0, 8 << 20, true).await.unwrap().data else {
+            let RecordBytes::Memory(batches) = p
+                .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
+                .await
+                .unwrap()
+                .data
+            else {
                 panic!("a sendfile of uncached bytes would block the shard on the disk");
             };
             assert_eq!(batches, p.read(0, 8 << 20, true).await.unwrap().data);
@@ -532,7 +551,12 @@ fn reads_for_send_without_kernel_files_come_back_in_memory() {
         for i in 0..5 {
             p.append(batch(2, i), 0).await.unwrap();
         }
-        let RecordBytes::Memory(batches) = p.read_for_send(0, 1 << 20, true).await.unwrap().data else {
+        let RecordBytes::Memory(batches) = p
+            .read_for_send(0, 1 << 20, true, ReadEnd::LogEnd)
+            .await
+            .unwrap()
+            .data
+        else {
             panic!("FaultyStorage has no descriptors to send from");
         };
         assert_eq!(batches, p.read(0, 1 << 20, true).await.unwrap().data);

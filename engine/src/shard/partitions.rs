@@ -118,6 +118,15 @@ impl ShardPartitions {
         self.storage.answer_pressure().await;
     }
 
+    /// The shard's storage, for the files kept beside the partitions (checkpoints).
+    pub fn storage(&self) -> &Rc<ShardStorage> {
+        &self.storage
+    }
+
+    pub fn log_dir(&self) -> &Path {
+        &self.log_dir
+    }
+
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
         self.open.borrow().get(&(topic.to_string(), partition)).cloned()
     }

@@ -1,0 +1,247 @@
+//! Fetcher threads: one per source broker per shard, each with one blocking `laminar-client`
+//! connection to its leader on the inter-broker listener. A fetcher only carries messages: it
+//! asks its shard what to request (`follower::plan`), sends it, and hands the answer back to
+//! the shard, which validates and appends it (`follower::apply_*`). One request is in flight per
+//! fetcher and an answer is at most `replica.fetch.response.max.bytes`: that bounds the bytes a
+//! fetcher holds; the channel to the shard holds one call.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use laminar_client::{ClientConfig, Connection, EpochEndQuery, FetchSpec, ReplicaFetchPosition};
+
+use super::follower::{self, EpochAnswer, FetchedPart, Plan};
+use crate::broker::{BrokerCtx, TopicPartition};
+use crate::config::ReplicationSettings;
+
+/// What a fetcher thread asks of its shard.
+pub enum Call {
+    /// What to request next, and where the leader is; `None`: stop.
+    Plan(oneshot::Sender<Option<(String, Plan)>>),
+    Epochs(Vec<EpochAnswer>, oneshot::Sender<()>),
+    Fetched(Vec<FetchedPart>, oneshot::Sender<()>),
+}
+
+/// Starts the fetcher for `source` on this shard: the thread, and the task that serves it.
+pub fn start(ctx: &Rc<BrokerCtx>, source: i32) -> std::io::Result<()> {
+    let replication = ctx
+        .state
+        .replication
+        .as_ref()
+        .expect("fetchers run in cluster mode");
+    let (calls, served) = async_channel::bounded(1);
+    let settings = replication.settings.clone();
+    let node_id = replication.node_id;
+    let shard = ctx.id();
+    std::thread::Builder::new()
+        .name(format!("laminar-fetch-{shard}-{source}"))
+        .spawn(move || run(&calls, node_id, &settings))?;
+    glommio::spawn_local(serve(ctx.clone(), source, served)).detach();
+    Ok(())
+}
+
+/// The shard's side: answers the thread's calls until it stops.
+async fn serve(ctx: Rc<BrokerCtx>, source: i32, calls: async_channel::Receiver<Call>) {
+    while let Ok(call) = calls.recv().await {
+        match call {
+            Call::Plan(reply) => {
+                let next = next_plan(&ctx, source).await;
+                let stop = next.is_none();
+                let _ = reply.send(next);
+                if stop {
+                    break;
+                }
+            }
+            Call::Epochs(answers, done) => {
+                follower::apply_epochs(&ctx, source, answers).await;
+                let _ = done.send(());
+            }
+            Call::Fetched(parts, done) => {
+                follower::apply_fetched(&ctx, source, parts).await;
+                let _ = done.send(());
+            }
+        }
+    }
+    if let Some(replication) = &ctx.state.replication {
+        replication.fetcher_stopped(source);
+    }
+}
+
+/// The next non-empty plan for `source` and its address; waits (without a thread spinning)
+/// while nothing is due. `None` when the shard follows nothing from `source` any more or is
+/// stopping.
+async fn next_plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<(String, Plan)> {
+    loop {
+        if ctx.state.shared.shutdown.is_triggered() {
+            return None;
+        }
+        let replication = ctx.state.replication.as_ref()?;
+        let changed = replication.followed_changed();
+        let plan = follower::plan(ctx, source).await?;
+        let address = source_address(ctx, source, &replication.settings);
+        if let (false, Some(address)) = (plan.is_empty(), address) {
+            return Some((address, plan));
+        }
+        let nap = glommio::timer::sleep(Duration::from_millis(100));
+        futures::future::select(changed, std::pin::pin!(nap)).await;
+    }
+}
+
+/// `host:port` of `source`'s inter-broker listener, if it is registered and unfenced.
+fn source_address(ctx: &Rc<BrokerCtx>, source: i32, settings: &ReplicationSettings) -> Option<String> {
+    let link = ctx.state.shared.cluster.as_ref()?;
+    let image = link.image();
+    let broker = image.metadata.brokers.get(&source).filter(|b| !b.fenced)?;
+    let endpoint = broker
+        .endpoints
+        .iter()
+        .find(|e| e.listener_name == settings.inter_broker_listener_name)?;
+    Some(format!("{}:{}", endpoint.host, endpoint.port))
+}
+
+/// The thread: plan, request, hand over; until its shard says stop or is gone.
+fn run(calls: &async_channel::Sender<Call>, node_id: i32, settings: &ReplicationSettings) {
+    let mut connection: Option<(String, Connection)> = None;
+    loop {
+        let (reply, plan) = oneshot::channel();
+        if calls.send_blocking(Call::Plan(reply)).is_err() {
+            return;
+        }
+        let Ok(Some((address, plan))) = futures::executor::block_on(plan) else {
+            return;
+        };
+        match exchange(&mut connection, &address, &plan, node_id, settings) {
+            Ok(answers) => {
+                if !hand_over(calls, answers) {
+                    return;
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%address, %error, "replica fetch failed");
+                connection = None;
+                std::thread::sleep(Duration::from_millis(settings.fetch_backoff_ms));
+            }
+        }
+    }
+}
+
+/// The answers of one exchange with the leader.
+struct Answers {
+    epochs: Vec<EpochAnswer>,
+    fetched: Vec<FetchedPart>,
+}
+
+fn exchange(
+    connection: &mut Option<(String, Connection)>,
+    address: &str,
+    plan: &Plan,
+    node_id: i32,
+    settings: &ReplicationSettings,
+) -> Result<Answers, laminar_client::ClientError> {
+    if connection.as_ref().is_none_or(|(at, _)| at != address) {
+        *connection = Some((address.to_string(), connect(address, settings)?));
+    }
+    let (_, conn) = connection.as_mut().expect("connected above");
+    let mut answers = Answers {
+        epochs: Vec::new(),
+        fetched: Vec::new(),
+    };
+    if !plan.queries.is_empty() {
+        let queries: Vec<EpochEndQuery> = plan
+            .queries
+            .iter()
+            .map(|q| EpochEndQuery {
+                topic: q.tp.topic.clone(),
+                partition: q.tp.partition,
+                current_leader_epoch: q.current_leader_epoch,
+                leader_epoch: q.leader_epoch,
+            })
+            .collect();
+        answers.epochs = conn
+            .offsets_for_leader_epoch(node_id, &queries)?
+            .into_iter()
+            .map(|end| EpochAnswer {
+                tp: TopicPartition {
+                    topic: end.topic,
+                    partition: end.partition,
+                },
+                error_code: end.error.map_or(0, |e| e.code),
+                leader_epoch: end.leader_epoch,
+                end_offset: end.end_offset,
+            })
+            .collect();
+    }
+    if !plan.fetches.is_empty() {
+        answers.fetched = fetch(conn, plan, node_id, settings)?;
+    }
+    Ok(answers)
+}
+
+fn fetch(
+    conn: &mut Connection,
+    plan: &Plan,
+    node_id: i32,
+    settings: &ReplicationSettings,
+) -> Result<Vec<FetchedPart>, laminar_client::ClientError> {
+    let positions: Vec<ReplicaFetchPosition> = plan
+        .fetches
+        .iter()
+        .map(|f| ReplicaFetchPosition {
+            topic: f.tp.topic.clone(),
+            partition: f.tp.partition,
+            offset: f.offset,
+            current_leader_epoch: f.current_leader_epoch,
+            log_start_offset: f.log_start_offset,
+            partition_max_bytes: settings.fetch_max_bytes,
+        })
+        .collect();
+    let spec = FetchSpec {
+        max_wait_ms: settings.fetch_wait_max_ms,
+        min_bytes: 1,
+        max_bytes: settings.fetch_response_max_bytes,
+    };
+    Ok(conn
+        .fetch_as_replica(node_id, &spec, &positions)?
+        .into_iter()
+        .map(|p| FetchedPart {
+            tp: TopicPartition {
+                topic: p.topic,
+                partition: p.partition,
+            },
+            error_code: p.error.map_or(0, |e| e.code),
+            high_watermark: p.high_watermark,
+            log_start_offset: p.log_start_offset,
+            records: p.records,
+        })
+        .collect())
+}
+
+fn connect(address: &str, settings: &ReplicationSettings) -> Result<Connection, laminar_client::ClientError> {
+    let wait = Duration::from_millis(u64::try_from(settings.fetch_wait_max_ms).unwrap_or(0));
+    let config = ClientConfig {
+        client_id: "laminar-replica-fetcher".to_owned(),
+        // An answer is at most replica.fetch.response.max.bytes plus one oversized first batch
+        // per partition; the frame limit keeps a broken leader from sizing our allocation.
+        frame_bytes_max: (settings.fetch_response_max_bytes as usize)
+            .saturating_mul(2)
+            .max(64 << 20),
+        connect_timeout: Duration::from_secs(5),
+        io_timeout: Some(wait + Duration::from_secs(30)),
+    };
+    Connection::connect(address, &config)
+}
+
+/// Gives the shard the answers and waits until it has applied them (so the next plan starts
+/// from the new log ends); false when the shard is gone.
+fn hand_over(calls: &async_channel::Sender<Call>, answers: Answers) -> bool {
+    let Answers { epochs, fetched } = answers;
+    (epochs.is_empty() || applied(calls, |done| Call::Epochs(epochs, done)))
+        && (fetched.is_empty() || applied(calls, |done| Call::Fetched(fetched, done)))
+}
+
+/// Sends one call and waits for the shard to be done with it; false when the shard is gone.
+fn applied(calls: &async_channel::Sender<Call>, call: impl FnOnce(oneshot::Sender<()>) -> Call) -> bool {
+    let (done, applied) = oneshot::channel();
+    calls.send_blocking(call(done)).is_ok() && futures::executor::block_on(applied).is_ok()
+}

@@ -1,0 +1,308 @@
+//! What a partition's leader knows of its followers (docs/ARCHITECTURE.md, "Replication"):
+//! each follower's log end offset from its fetches, when it last caught up, the ISR the
+//! controller committed and the change asked of it. The high watermark is the smallest log end
+//! offset over the ISR; the ISR shrinks by followers that stayed behind for
+//! `replica.lag.time.max.ms` and grows by those that caught up, through the controller
+//! (Kafka's AlterPartition). Plain logic, no I/O: the shard's replication state drives it.
+
+use std::collections::BTreeMap;
+
+use laminar_controller::PartitionState;
+
+/// One follower as its leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FollowerProgress {
+    /// Its log end offset, from its latest fetch; `None` until it fetched from this leader in
+    /// this epoch (the high watermark waits for it).
+    log_end_offset: Option<i64>,
+    /// When it last had everything the leader had (Kafka's `lastCaughtUpTimeMs`).
+    caught_up_ms: i64,
+    /// The leader's log end at the follower's previous fetch, and when that was.
+    previous_fetch_leader_end: i64,
+    previous_fetch_ms: i64,
+}
+
+/// Why a follower's fetch is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchRefusal {
+    /// The fetching broker is no replica of the partition.
+    NotAReplica,
+    /// It names an older leader epoch than this leader's.
+    FencedLeaderEpoch,
+    /// It names a newer one: this broker has not seen it yet.
+    UnknownLeaderEpoch,
+}
+
+/// A partition this broker leads, in one leader epoch. Owned by one shard; not Send.
+#[derive(Debug, Clone)]
+pub struct LeaderState {
+    pub leader_epoch: i32,
+    /// The partition epoch of the ISR below (AlterPartition names it).
+    pub partition_epoch: i32,
+    /// The ISR the controller committed.
+    pub isr: Vec<i32>,
+    followers: BTreeMap<i32, FollowerProgress>,
+    /// The ISR asked of the controller and not yet answered: one change at a time.
+    pub pending_isr: Option<Vec<i32>>,
+    /// The log end when this epoch began: a follower rejoins the ISR only once it has it.
+    epoch_start_offset: i64,
+    node_id: i32,
+}
+
+impl LeaderState {
+    /// Leadership of `state` (which names this node as leader) begins with the log at
+    /// `log_end_offset`. Every ISR member gets a full `replica.lag.time.max.ms` to fetch.
+    pub fn new(node_id: i32, state: &PartitionState, log_end_offset: i64, now_ms: i64) -> Self {
+        assert_eq!(state.leader, node_id, "a leader state is for the leader");
+        let followers = state
+            .replicas
+            .iter()
+            .filter(|id| **id != node_id)
+            .map(|id| (*id, FollowerProgress::new(now_ms)))
+            .collect();
+        LeaderState {
+            leader_epoch: state.leader_epoch,
+            partition_epoch: state.partition_epoch,
+            isr: state.isr.clone(),
+            followers,
+            pending_isr: None,
+            epoch_start_offset: log_end_offset,
+            node_id,
+        }
+    }
+
+    /// Takes a newer partition state of the same leader epoch (the ISR or the replicas
+    /// changed): the controller's ISR is the truth; an answered change is no longer pending.
+    pub fn update(&mut self, state: &PartitionState, now_ms: i64) {
+        assert_eq!(
+            state.leader_epoch, self.leader_epoch,
+            "a new epoch is a new leader state"
+        );
+        if state.partition_epoch >= self.partition_epoch {
+            self.partition_epoch = state.partition_epoch;
+            self.isr = state.isr.clone();
+            if self.pending_isr.as_ref() == Some(&state.isr) {
+                self.pending_isr = None;
+            }
+        }
+        self.followers.retain(|id, _| state.replicas.contains(id));
+        for id in state.replicas.iter().filter(|id| **id != self.node_id) {
+            self.followers
+                .entry(*id)
+                .or_insert_with(|| FollowerProgress::new(now_ms));
+        }
+    }
+
+    /// Checks a follower's fetch against this leadership: `replica_id` must be a follower,
+    /// and `current_leader_epoch` (-1: not given) this epoch.
+    pub fn check_fetch(&self, replica_id: i32, current_leader_epoch: i32) -> Result<(), FetchRefusal> {
+        if !self.followers.contains_key(&replica_id) {
+            return Err(FetchRefusal::NotAReplica);
+        }
+        match current_leader_epoch {
+            -1 => Ok(()),
+            e if e < self.leader_epoch => Err(FetchRefusal::FencedLeaderEpoch),
+            e if e > self.leader_epoch => Err(FetchRefusal::UnknownLeaderEpoch),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a follower's fetch from `fetch_offset` (its log end, everything below it durable
+    /// there) while the leader's log ends at `leader_end` (Kafka's caught-up rule: it caught up
+    /// now if it has everything, or at its previous fetch if it had all the leader had then).
+    /// Call after [`check_fetch`](Self::check_fetch) accepted it.
+    pub fn record_fetch(&mut self, replica_id: i32, fetch_offset: i64, leader_end: i64, now_ms: i64) {
+        let Some(progress) = self.followers.get_mut(&replica_id) else {
+            return;
+        };
+        if fetch_offset >= leader_end {
+            progress.caught_up_ms = now_ms;
+        } else if fetch_offset >= progress.previous_fetch_leader_end {
+            progress.caught_up_ms = progress.caught_up_ms.max(progress.previous_fetch_ms);
+        }
+        progress.previous_fetch_leader_end = leader_end;
+        progress.previous_fetch_ms = now_ms;
+        progress.log_end_offset = Some(fetch_offset.min(leader_end));
+    }
+
+    /// The ISR the high watermark is computed over: the committed one plus members being added
+    /// (KIP-841's maximal ISR: a removal counts once committed, an addition at once).
+    fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.isr.clone();
+        for id in self.pending_isr.iter().flatten() {
+            if !isr.contains(id) {
+                isr.push(*id);
+            }
+        }
+        isr
+    }
+
+    /// The smallest log end offset over the maximal ISR, the leader's being `leader_end`;
+    /// `None` while a member has not fetched in this epoch.
+    pub fn high_watermark(&self, leader_end: i64) -> Option<i64> {
+        self.maximal_isr()
+            .iter()
+            .map(|id| match *id == self.node_id {
+                true => Some(leader_end),
+                false => self.followers.get(id).and_then(|f| f.log_end_offset),
+            })
+            .try_fold(leader_end, |low, end| end.map(|end| low.min(end)))
+    }
+
+    /// The ISR to ask the controller for, if it should change: without the followers that did
+    /// not catch up for `lag_time_max_ms`, with those that now have the high watermark and this
+    /// epoch's first offset. `None` while a change is pending or nothing changes.
+    pub fn isr_change(&self, high_watermark: i64, now_ms: i64, lag_time_max_ms: u64) -> Option<Vec<i32>> {
+        if self.pending_isr.is_some() {
+            return None;
+        }
+        let lag_max = i64::try_from(lag_time_max_ms).unwrap_or(i64::MAX);
+        let mut isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| match self.followers.get(id) {
+                Some(f) => now_ms.saturating_sub(f.caught_up_ms) <= lag_max,
+                None => *id == self.node_id,
+            })
+            .collect();
+        for (id, progress) in &self.followers {
+            let caught_up = progress
+                .log_end_offset
+                .is_some_and(|end| end >= high_watermark && end >= self.epoch_start_offset);
+            // Only followers out of the committed ISR rejoin: one being dropped for lagging
+            // has the high watermark it holds back, and must not come straight back.
+            if caught_up && !self.isr.contains(id) && !isr.contains(id) {
+                isr.push(*id);
+            }
+        }
+        if !isr.contains(&self.node_id) {
+            isr.insert(0, self.node_id);
+        }
+        let mut sorted_new = isr.clone();
+        let mut sorted_old = self.isr.clone();
+        sorted_new.sort_unstable();
+        sorted_old.sort_unstable();
+        (sorted_new != sorted_old).then_some(isr)
+    }
+
+    /// Whether a replica is out of the ISR.
+    pub fn is_under_replicated(&self) -> bool {
+        self.isr.len() < self.followers.len() + 1
+    }
+
+    /// Each follower's log end offset as last fetched (`None`: not yet in this epoch).
+    pub fn follower_ends(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
+        self.followers.iter().map(|(id, f)| (*id, f.log_end_offset))
+    }
+}
+
+impl FollowerProgress {
+    fn new(now_ms: i64) -> Self {
+        FollowerProgress {
+            log_end_offset: None,
+            caught_up_ms: now_ms,
+            previous_fetch_leader_end: i64::MAX,
+            previous_fetch_ms: now_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(replicas: &[i32], isr: &[i32], epoch: i32, partition_epoch: i32) -> PartitionState {
+        PartitionState {
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            leader: 1,
+            leader_epoch: epoch,
+            partition_epoch,
+        }
+    }
+
+    #[test]
+    fn the_high_watermark_waits_for_every_isr_member_and_is_their_smallest_end() {
+        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), 10, 0);
+        assert_eq!(leader.high_watermark(10), None, "followers have not fetched");
+        leader.record_fetch(2, 10, 10, 5);
+        assert_eq!(leader.high_watermark(10), None);
+        leader.record_fetch(3, 8, 12, 6);
+        assert_eq!(leader.high_watermark(12), Some(8));
+        leader.record_fetch(3, 12, 12, 7);
+        assert_eq!(leader.high_watermark(12), Some(10));
+        leader.record_fetch(2, 12, 12, 8);
+        assert_eq!(leader.high_watermark(15), Some(12));
+    }
+
+    #[test]
+    fn fetches_are_checked_against_the_replicas_and_the_epoch() {
+        let leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), 0, 0);
+        assert_eq!(leader.check_fetch(2, 4), Ok(()));
+        assert_eq!(leader.check_fetch(2, -1), Ok(()));
+        assert_eq!(leader.check_fetch(2, 3), Err(FetchRefusal::FencedLeaderEpoch));
+        assert_eq!(leader.check_fetch(3, 5), Err(FetchRefusal::UnknownLeaderEpoch));
+        assert_eq!(leader.check_fetch(4, 4), Err(FetchRefusal::NotAReplica));
+        assert_eq!(
+            leader.check_fetch(1, 4),
+            Err(FetchRefusal::NotAReplica),
+            "not itself"
+        );
+    }
+
+    #[test]
+    fn a_follower_behind_for_the_lag_time_leaves_and_rejoins_once_caught_up() {
+        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), 0, 0);
+        leader.record_fetch(2, 0, 0, 100);
+        leader.record_fetch(3, 0, 0, 100);
+        // 2 keeps up; 3 stops fetching at offset 0 while the leader grows.
+        for t in [200, 400, 600, 800, 1000] {
+            leader.record_fetch(2, t, t, t);
+        }
+        assert_eq!(
+            leader.isr_change(0, 1000, 1000),
+            None,
+            "3 caught up at 100: not yet"
+        );
+        let shrunk = leader.isr_change(0, 1101, 1000).expect("3 is out");
+        assert_eq!(shrunk, vec![1, 2]);
+        leader.pending_isr = Some(shrunk.clone());
+        assert_eq!(leader.isr_change(0, 2000, 1000), None, "one change at a time");
+        leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 1200);
+        assert_eq!(leader.pending_isr, None);
+        assert_eq!(
+            leader.high_watermark(1000),
+            Some(1000),
+            "3 no longer holds it back"
+        );
+        // 3 fetches again, behind the high watermark: not yet; at it: back in.
+        leader.record_fetch(3, 500, 1000, 1300);
+        assert_eq!(leader.isr_change(1000, 1300, 1000), None);
+        leader.record_fetch(3, 1000, 1000, 1400);
+        assert_eq!(leader.isr_change(1000, 1400, 1000), Some(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn a_follower_rejoins_only_past_the_start_of_the_leaders_epoch() {
+        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), 50, 0);
+        leader.record_fetch(2, 40, 50, 10);
+        assert_eq!(leader.high_watermark(50), Some(50), "the ISR is the leader alone");
+        assert_eq!(leader.isr_change(40, 10, 1000), None, "below the epoch start");
+        leader.record_fetch(2, 50, 50, 20);
+        assert_eq!(leader.isr_change(50, 20, 1000), Some(vec![1, 2]));
+    }
+
+    #[test]
+    fn an_addition_counts_for_the_high_watermark_before_it_is_committed() {
+        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), 0, 0);
+        leader.record_fetch(2, 10, 10, 1);
+        leader.pending_isr = leader.isr_change(10, 1, 1000);
+        assert_eq!(leader.pending_isr, Some(vec![1, 2]));
+        assert_eq!(leader.high_watermark(20), Some(10));
+        // A stale answer (older partition epoch) changes nothing.
+        leader.update(&state(&[1, 2], &[1], 3, 4), 2);
+        assert_eq!(leader.isr, vec![1]);
+        assert!(leader.pending_isr.is_some());
+    }
+}

@@ -1,0 +1,197 @@
+//! Each shard's replication task in cluster mode: on every metadata change it takes up the
+//! roles the metadata gives this broker for the shard's partitions (leader: track followers;
+//! follower: truncate, then fetch from the leader) and starts the fetchers that needs; on a
+//! timer it shrinks ISRs of followers that fell behind and writes the high-watermark
+//! checkpoint. ISR changes go to the controller (AlterPartition), whose answer is the truth.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::{select, Either};
+use laminar_controller::api::ControllerRequest;
+use laminar_controller::{MetadataImage, PartitionState};
+use laminar_engine::partition::high_watermarks;
+use laminar_engine::shard::partitions::PartitionKey;
+use laminar_engine::shard::shard_of_partition;
+
+use super::IsrChange;
+use crate::broker::{BrokerCtx, TopicPartition};
+use crate::cluster::ClusterLink;
+
+/// Runs until the broker stops.
+pub async fn run(ctx: Rc<BrokerCtx>, link: Arc<ClusterLink>) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    load_checkpoint(&ctx).await;
+    let tick = Duration::from_millis(
+        (replication.settings.lag_time_max_ms / 2)
+            .min(replication.settings.high_watermark_checkpoint_interval_ms)
+            .clamp(100, 5_000),
+    );
+    let checkpoint_every = Duration::from_millis(replication.settings.high_watermark_checkpoint_interval_ms);
+    let mut checkpointed = Instant::now();
+    let mut applied: Option<Arc<MetadataImage>> = None;
+    while !ctx.state.shared.shutdown.is_triggered() {
+        let changed = link.published();
+        let image = link.image();
+        if applied.as_ref().is_none_or(|a| !Arc::ptr_eq(a, &image)) {
+            reconcile(&ctx, &image).await;
+            applied = Some(image);
+        }
+        check_isr(&ctx);
+        if checkpointed.elapsed() >= checkpoint_every {
+            checkpoint(&ctx).await;
+            checkpointed = Instant::now();
+        }
+        let nap = std::pin::pin!(glommio::timer::sleep(tick));
+        let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
+        if let Either::Right(_) = select(select(changed, nap), stop).await {
+            break;
+        }
+    }
+    checkpoint(&ctx).await;
+}
+
+/// Takes up this shard's share of the checkpointed high watermarks (every shard's file is read:
+/// the shard count may have changed since they were written).
+async fn load_checkpoint(ctx: &Rc<BrokerCtx>) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    let partitions = &ctx.state.partitions;
+    match high_watermarks::read_log_dir(&**partitions.storage(), partitions.log_dir()).await {
+        Ok(entries) => {
+            for ((topic, partition), hw) in entries {
+                if shard_of_partition(&topic, partition, ctx.shard_count()) == ctx.id() {
+                    replication.high_watermarks.report(&topic, partition, hw);
+                }
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "replication-offset-checkpoint unreadable; high watermarks start at 0")
+        }
+    }
+}
+
+async fn checkpoint(ctx: &Rc<BrokerCtx>) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    let storage = ctx.state.partitions.storage();
+    if let Err(error) = replication.high_watermarks.checkpoint(&**storage).await {
+        tracing::warn!(%error, "replication-offset-checkpoint not written");
+    }
+}
+
+/// The roles `image` gives this broker for this shard's partitions, taken up.
+async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    let node_id = replication.node_id;
+    let mut assigned: HashMap<PartitionKey, PartitionState> = HashMap::new();
+    for topic in image.metadata.topics.values() {
+        for (index, state) in &topic.partitions {
+            let owned = shard_of_partition(&topic.name, *index, ctx.shard_count()) == ctx.id();
+            if owned && state.replicas.contains(&node_id) {
+                assigned.insert((topic.name.clone(), *index), state.clone());
+            }
+        }
+    }
+    let now_ms = crate::clock::now_ms();
+    for ((topic, partition), state) in &assigned {
+        let tp = TopicPartition {
+            topic: topic.clone(),
+            partition: *partition,
+        };
+        if state.leader != node_id {
+            replication.follow(&tp, state);
+        } else if !replication.update_leadership(&tp, state, now_ms) {
+            lead(ctx, &tp, state, now_ms).await;
+        }
+    }
+    replication.forget_unassigned(&assigned);
+    for source in replication.sources_without_fetcher() {
+        match super::fetcher::start(ctx, source) {
+            Ok(()) => replication.fetcher_started(source),
+            Err(error) => tracing::error!(source, %error, "cannot start a replica fetcher thread"),
+        }
+    }
+}
+
+/// Begins leading `tp` in the epoch of `state`, from its log end.
+async fn lead(ctx: &Rc<BrokerCtx>, tp: &TopicPartition, state: &PartitionState, now_ms: i64) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    let partition = match ctx.state.partition_to_read(tp).await {
+        Ok(partition) => partition,
+        // The metadata moved on meanwhile (the next change brings it), or the partition
+        // cannot be opened (its error is reported where it is used).
+        Err(_) => return,
+    };
+    let log_end = partition.as_ref().map_or(0, |p| p.log_end_offset());
+    replication.become_leader(tp, state, log_end, now_ms);
+    if let Some(partition) = partition {
+        replication.leader_appended(tp, &partition);
+    }
+}
+
+/// Asks for the ISR changes due (followers behind for `replica.lag.time.max.ms`).
+fn check_isr(ctx: &Rc<BrokerCtx>) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    let now_ms = crate::clock::now_ms();
+    for tp in replication.led_partitions() {
+        let partition = ctx.state.partitions.get(&tp.topic, tp.partition);
+        if let Some(change) = replication.advance_led(&tp, partition.as_ref(), now_ms) {
+            send_isr_change(ctx, change);
+        }
+    }
+}
+
+/// Sends an ISR change to the controller from a task of its own; applies the answer.
+pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
+    let Some(link) = ctx.state.shared.cluster.clone() else {
+        return;
+    };
+    let ctx = ctx.clone();
+    glommio::spawn_local(async move {
+        let Some(replication) = ctx.state.replication.as_ref() else {
+            return;
+        };
+        let image = link.image();
+        let Some(topic) = image.metadata.topic_by_name(&change.tp.topic) else {
+            replication.isr_change_failed(&change.tp, change.leader_epoch);
+            return;
+        };
+        let request = ControllerRequest::AlterPartition {
+            broker_id: replication.node_id,
+            broker_epoch: link.broker_epoch(),
+            topic_id: topic.topic_id,
+            partition: change.tp.partition,
+            leader_epoch: change.leader_epoch,
+            partition_epoch: change.partition_epoch,
+            new_isr: change.new_isr.clone(),
+        };
+        match link.handle.alter_partition(request).await {
+            Ok(result) => {
+                tracing::info!(topic = change.tp.topic, partition = change.tp.partition, isr = ?result.isr, "ISR changed");
+                replication.isr_committed(&change.tp, &result);
+                let partition = ctx.state.partitions.get(&change.tp.topic, change.tp.partition);
+                if let Some(next) = replication.advance_led(&change.tp, partition.as_ref(), crate::clock::now_ms()) {
+                    send_isr_change(&ctx, next);
+                }
+            }
+            Err(error) => {
+                tracing::info!(topic = change.tp.topic, partition = change.tp.partition, %error, "ISR change refused");
+                replication.isr_change_failed(&change.tp, change.leader_epoch);
+            }
+        }
+    })
+    .detach();
+}

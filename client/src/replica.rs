@@ -1,0 +1,127 @@
+//! What a follower broker asks of its leader: Fetch with its replica id (so the leader reads
+//! to its log end and records the follower's progress), and OffsetForLeaderEpoch to find where
+//! its log and the leader's diverge.
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::connection::Connection;
+use crate::data::{FetchSpec, FetchedPartition};
+use crate::error::{ClientError, KafkaError};
+
+/// One partition a follower fetches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetchPosition {
+    pub topic: String,
+    pub partition: i32,
+    /// The follower's log end offset.
+    pub offset: i64,
+    /// The leader epoch the follower knows (the leader refuses another).
+    pub current_leader_epoch: i32,
+    pub log_start_offset: i64,
+    pub partition_max_bytes: i32,
+}
+
+/// "Where does `leader_epoch` end in your log?", for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochEndQuery {
+    pub topic: String,
+    pub partition: i32,
+    pub current_leader_epoch: i32,
+    pub leader_epoch: i32,
+}
+
+/// The leader's answer: the largest epoch it has up to the asked one, and where it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochEnd {
+    pub topic: String,
+    pub partition: i32,
+    pub error: Option<KafkaError>,
+    pub leader_epoch: i32,
+    pub end_offset: i64,
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+impl Connection {
+    /// Fetches as follower `replica_id`; partition errors are reported per partition.
+    pub fn fetch_as_replica(
+        &mut self,
+        replica_id: i32,
+        spec: &FetchSpec,
+        positions: &[ReplicaFetchPosition],
+    ) -> Result<Vec<FetchedPartition>, ClientError> {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for position in positions {
+            let partition = FetchPartition::default()
+                .with_partition(position.partition)
+                .with_fetch_offset(position.offset)
+                .with_current_leader_epoch(position.current_leader_epoch)
+                .with_log_start_offset(position.log_start_offset)
+                .with_partition_max_bytes(position.partition_max_bytes);
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == position.topic) {
+                Some(topic) => topic.partitions.push(partition),
+                None => topics.push(
+                    FetchTopic::default()
+                        .with_topic(topic_name(&position.topic))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(replica_id))
+            .with_max_wait_ms(spec.max_wait_ms)
+            .with_min_bytes(spec.min_bytes)
+            .with_max_bytes(spec.max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        let pending = self.send(&request)?;
+        self.receive_fetch(pending)
+    }
+
+    /// Asks the leader where each queried epoch ends, as follower `replica_id`.
+    pub fn offsets_for_leader_epoch(
+        &mut self,
+        replica_id: i32,
+        queries: &[EpochEndQuery],
+    ) -> Result<Vec<EpochEnd>, ClientError> {
+        let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
+        for query in queries {
+            let partition = OffsetForLeaderPartition::default()
+                .with_partition(query.partition)
+                .with_current_leader_epoch(query.current_leader_epoch)
+                .with_leader_epoch(query.leader_epoch);
+            match topics.iter_mut().find(|t| t.topic.0.as_str() == query.topic) {
+                Some(topic) => topic.partitions.push(partition),
+                None => topics.push(
+                    OffsetForLeaderTopic::default()
+                        .with_topic(topic_name(&query.topic))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(replica_id))
+            .with_topics(topics);
+        let response = self.request(&request)?;
+        let mut ends = Vec::new();
+        for topic in response.topics {
+            for partition in topic.partitions {
+                ends.push(EpochEnd {
+                    topic: topic.topic.0.to_string(),
+                    partition: partition.partition,
+                    error: KafkaError::from_code(partition.error_code, None),
+                    leader_epoch: partition.leader_epoch,
+                    end_offset: partition.end_offset,
+                });
+            }
+        }
+        Ok(ends)
+    }
+}

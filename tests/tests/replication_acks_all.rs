@@ -1,0 +1,209 @@
+//! Three real brokers, replication factor 3: followers copy their leaders byte for byte, and
+//! acks=all means every in-sync replica has the batch, with `min.insync.replicas=2` refusing
+//! what too few replicas could hold (NOT_ENOUGH_REPLICAS).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use laminar_tests::rdkafka_client::unique_topic;
+use laminar_tests::wire::{fetch_records, list_offset, produce, record_batch};
+use laminar_tests::{wait_for, Cluster};
+
+const SESSION_TIMEOUT_MS: u64 = 3000;
+/// Short, so that a dead follower leaves the ISR within the test's patience.
+const LAG_TIME_MAX_MS: &str = "2000";
+const NOT_ENOUGH_REPLICAS: i16 = 19;
+const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+const REQUEST_TIMED_OUT: i16 = 7;
+
+/// `nodes` brokers, each a voter of the quorum too (combined mode).
+fn start_cluster(nodes: usize) -> Result<Cluster> {
+    let options = Cluster::node_options()
+        .with_override("replica.lag.time.max.ms", LAG_TIME_MAX_MS)
+        .with_override("min.insync.replicas", "2");
+    Cluster::start(nodes, SESSION_TIMEOUT_MS, options)
+}
+
+fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<()> {
+    let mut conn = cluster.connect(1)?;
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(3)]);
+    let code = conn.request(&request, 5)?.topics[0].error_code;
+    anyhow::ensure!(code == 0, "create {topic}: error {code}");
+    Ok(())
+}
+
+/// (leader, ISR) of `topic`'s `partition` as node `via` tells.
+fn leader_and_isr(cluster: &mut Cluster, via: i32, topic: &str, partition: i32) -> Result<(i32, Vec<i32>)> {
+    let mut conn = cluster.connect(via)?;
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(name(topic))),
+    ]));
+    let response = conn.request(&request, 9)?;
+    let answer = response.topics.first().context("no topic")?;
+    let p = answer
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
+        .context("no partition")?;
+    Ok((p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()))
+}
+
+/// The bytes of every segment file of `topic-partition` in a node's data dir, by name.
+fn segments(data_dir: PathBuf, topic: &str, partition: i32) -> Result<Vec<(String, Vec<u8>)>> {
+    let dir = data_dir.join(format!("{topic}-{partition}"));
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("{}", dir.display()))? {
+        let entry = entry?;
+        let file_name = entry.file_name().to_string_lossy().to_string();
+        if file_name.ends_with(".log") {
+            files.push((file_name, std::fs::read(entry.path())?));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Produces `count` one-record batches with acks=all to the partition's leader (as node `via`
+/// tells); every answer must be success. Returns the leader.
+fn produce_acked(
+    cluster: &mut Cluster,
+    via: i32,
+    (topic, partition): (&str, i32),
+    count: usize,
+) -> Result<i32> {
+    let mut leader = -1;
+    // CreateTopics answers at the commit; the brokers apply it a moment later.
+    wait_for(Duration::from_secs(10), "a leader", || {
+        leader = leader_and_isr(cluster, via, topic, partition)?.0;
+        Ok(leader > 0)
+    })?;
+    let mut conn = cluster.connect(leader)?;
+    for i in 0..count {
+        let value = format!("{topic}-{partition}-{i}");
+        let answer = produce(
+            &mut conn,
+            topic,
+            partition,
+            record_batch(&[value.as_bytes()], 1_000)?,
+            -1,
+        )?;
+        anyhow::ensure!(
+            answer.error_code == 0,
+            "acks=all produce {i}: error {}",
+            answer.error_code
+        );
+    }
+    Ok(leader)
+}
+
+#[test]
+fn followers_hold_the_leaders_bytes_and_consumers_read_what_every_replica_has() -> Result<()> {
+    let mut cluster = start_cluster(3)?;
+    let topic = unique_topic("replicated");
+    create_topic(&mut cluster, &topic, 2)?;
+    for partition in 0..2 {
+        let leader = produce_acked(&mut cluster, 1, (&topic, partition), 50)?;
+        // acks=all answered: the high watermark already covers all 50 on the leader.
+        let mut conn = cluster.connect(leader)?;
+        let (code, latest, _) = list_offset(&mut conn, &topic, partition, -1)?;
+        assert_eq!(
+            (code, latest),
+            (0, 50),
+            "ListOffsets latest is the high watermark"
+        );
+        let records = fetch_records(&mut conn, &topic, partition, 0, 50)?;
+        assert_eq!(records.len(), 50);
+        for (i, record) in records.iter().enumerate() {
+            let want = format!("{topic}-{partition}-{i}");
+            assert_eq!(record.value.as_deref(), Some(want.as_bytes()), "record {i}");
+        }
+        let leader_bytes = segments(cluster.node(leader).data_dir(), &topic, partition)?;
+        assert!(!leader_bytes.is_empty());
+        for node in (1..=3).filter(|n| *n != leader) {
+            let data_dir = cluster.node(node).data_dir();
+            wait_for(
+                Duration::from_secs(10),
+                "a follower's segments equal the leader's",
+                || Ok(segments(data_dir.clone(), &topic, partition)? == leader_bytes),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn acks_all_goes_on_with_one_of_three_replicas_down_and_is_refused_with_two_down() -> Result<()> {
+    // Five nodes, so that the quorum (which commits ISR changes) outlives two dead replicas.
+    let mut cluster = start_cluster(5)?;
+    let topic = unique_topic("min-isr");
+    create_topic(&mut cluster, &topic, 1)?;
+    let leader = produce_acked(&mut cluster, 1, (&topic, 0), 10)?;
+    let (_, replicas) = leader_and_isr(&mut cluster, leader, &topic, 0)?;
+    let followers: Vec<i32> = replicas.into_iter().filter(|n| *n != leader).collect();
+    assert_eq!(followers.len(), 2);
+    cluster.node(followers[0]).kill9()?;
+    // The dead follower holds the high watermark back until it leaves the ISR.
+    produce_acked(&mut cluster, leader, (&topic, 0), 10)?;
+    let (_, isr) = leader_and_isr(&mut cluster, leader, &topic, 0)?;
+    assert!(
+        !isr.contains(&followers[0]),
+        "the dead follower left the ISR: {isr:?}"
+    );
+    cluster.node(followers[1]).kill9()?;
+    let mut conn = cluster.connect(leader)?;
+    let mut codes = Vec::new();
+    wait_for(
+        Duration::from_secs(20),
+        "NOT_ENOUGH_REPLICAS once the ISR is the leader alone",
+        || {
+            let answer = produce(&mut conn, &topic, 0, record_batch(&[b"unsafe"], 1_000)?, -1)?;
+            codes.push(answer.error_code);
+            Ok(answer.error_code == NOT_ENOUGH_REPLICAS)
+        },
+    )
+    .with_context(|| format!("codes answered: {codes:?}"))?;
+    // On the way there: refusals and waits, never a success with one replica.
+    let allowed = [
+        NOT_ENOUGH_REPLICAS,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        REQUEST_TIMED_OUT,
+    ];
+    assert!(codes.iter().all(|c| allowed.contains(c)), "{codes:?}");
+    for follower in &followers {
+        cluster.restart(*follower)?;
+    }
+    wait_for(Duration::from_secs(20), "every replica back in the ISR", || {
+        Ok(leader_and_isr(&mut cluster, leader, &topic, 0)?.1.len() == 3)
+    })?;
+    assert_eq!(
+        leader_and_isr(&mut cluster, leader, &topic, 0)?.0,
+        leader,
+        "the leader stayed"
+    );
+    produce_acked(&mut cluster, leader, (&topic, 0), 5)?;
+    let mut conn = cluster.connect(leader)?;
+    let records = fetch_records(&mut conn, &topic, 0, 0, 20)?;
+    for (i, record) in records.iter().take(20).enumerate() {
+        let want = format!("{topic}-0-{}", i % 10);
+        assert_eq!(
+            record.value.as_deref(),
+            Some(want.as_bytes()),
+            "acknowledged record {i}"
+        );
+    }
+    Ok(())
+}
