@@ -4,7 +4,8 @@
 //! while the followers are frozen (SIGSTOP) and the leader's log grows; after the leader dies
 //! with such records, the new leader goes on without them and the old one, restarted,
 //! truncates them: every replica ends byte-identical. A follower that stops fetching leaves
-//! the ISR after `replica.lag.time.max.ms` and the high watermark moves on without it.
+//! the ISR after `replica.lag.time.max.ms` (also when it is the active controller) and the high
+//! watermark moves on without it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,37 +29,56 @@ const LEADER_MOVE_BOUND: Duration = Duration::from_secs(20);
 /// For followers to catch up and every replica's segments to be the same.
 const CONVERGE_BOUND: Duration = Duration::from_secs(30);
 const TIMESTAMP_MS: i64 = 1_700_000_000_000;
-const PARTITION: i32 = 0;
 
 fn name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }
 
+/// How long a follower's fetch waits at its leader for data (`replica.fetch.wait.max.ms`).
+const FETCH_WAIT_MS: u64 = 200;
+
 fn options(lag_time_ms: u64) -> BrokerOptions {
     Cluster::node_options()
         .with_override("min.insync.replicas", "2")
         .with_override("replica.lag.time.max.ms", &lag_time_ms.to_string())
+        .with_override("replica.fetch.wait.max.ms", &FETCH_WAIT_MS.to_string())
 }
 
-/// Creates `topic` (one partition, replication factor 3, min.insync.replicas=2) through node 1
-/// and waits until every broker knows it with all three replicas in sync.
-fn create_topic(cluster: &mut Cluster, topic: &str) -> Result<()> {
+/// Freezes `nodes`, then waits until the fetches they had parked at their leader were
+/// answered (empty, after `replica.fetch.wait.max.ms`) into their sockets: from then on
+/// nothing the leader appends reaches them until they are resumed.
+fn freeze(cluster: &mut Cluster, nodes: &[i32]) -> Result<()> {
+    for node in nodes {
+        cluster.node(*node).pause()?;
+    }
+    std::thread::sleep(Duration::from_millis(3 * FETCH_WAIT_MS));
+    Ok(())
+}
+
+fn controller_id(cluster: &mut Cluster, node: i32) -> Result<i32> {
+    let request = kafka_protocol::messages::DescribeClusterRequest::default();
+    Ok(cluster.connect(node)?.request(&request, 0)?.controller_id.0)
+}
+
+/// Creates `topic` (replication factor 3, min.insync.replicas=2) through node 1 and waits until
+/// every broker knows it with all three replicas in sync.
+fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<()> {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(name(topic))
-            .with_num_partitions(1)
+            .with_num_partitions(partitions)
             .with_replication_factor(3)
             .with_configs(vec![CreatableTopicConfig::default()
                 .with_name(StrBytes::from_static_str("min.insync.replicas"))
                 .with_value(Some(StrBytes::from_static_str("2")))])]);
     let code = cluster.connect(1)?.request(&request, 5)?.topics[0].error_code;
     ensure!(code == 0, "create {topic}: error {code}");
-    for node in 1..=3 {
+    for (node, partition) in (1..=3).flat_map(|n| (0..partitions).map(move |p| (n, p))) {
         wait_for(
             Duration::from_secs(10),
             "the topic everywhere, all in sync",
-            || Ok(state(cluster, node, topic)?.isr == [1, 2, 3]),
+            || Ok(state(cluster, node, topic, partition)?.isr == [1, 2, 3]),
         )?;
     }
     Ok(())
@@ -72,7 +92,7 @@ struct PartitionState {
     isr: Vec<i32>,
 }
 
-fn state(cluster: &mut Cluster, node: i32, topic: &str) -> Result<PartitionState> {
+fn state(cluster: &mut Cluster, node: i32, topic: &str, partition: i32) -> Result<PartitionState> {
     let request = MetadataRequest::default().with_topics(Some(vec![
         MetadataRequestTopic::default().with_name(Some(name(topic)))
     ]));
@@ -80,7 +100,7 @@ fn state(cluster: &mut Cluster, node: i32, topic: &str) -> Result<PartitionState
     let partition = response
         .topics
         .first()
-        .and_then(|t| t.partitions.iter().find(|p| p.partition_index == PARTITION))
+        .and_then(|t| t.partitions.iter().find(|p| p.partition_index == partition))
         .context("the partition is not in the answer")?;
     let mut isr: Vec<i32> = partition.isr_nodes.iter().map(|b| b.0).collect();
     isr.sort_unstable();
@@ -99,14 +119,14 @@ struct ConsumerView {
     values: Vec<Bytes>,
 }
 
-fn consumer_view(conn: &mut WireConnection, topic: &str) -> Result<ConsumerView> {
-    let (code, latest, _) = list_offset(conn, topic, PARTITION, -1)?;
+fn consumer_view(conn: &mut WireConnection, topic: &str, partition: i32) -> Result<ConsumerView> {
+    let (code, latest, _) = list_offset(conn, topic, partition, -1)?;
     ensure!(code == 0, "ListOffsets latest: error {code}");
     let mut values = Vec::new();
     let mut high_watermark = -1;
     loop {
         let next = values.len() as i64;
-        let data = fetch(conn, topic, PARTITION, next)?;
+        let data = fetch(conn, topic, partition, next)?;
         ensure!(data.error_code == 0, "fetch at {next}: error {}", data.error_code);
         high_watermark = high_watermark.max(data.high_watermark);
         let records = decode_records(&data)?;
@@ -131,14 +151,19 @@ fn consumer_view(conn: &mut WireConnection, topic: &str) -> Result<ConsumerView>
 }
 
 /// Produces one batch of `values` with `acks` to `conn`'s broker; returns (error, base offset).
-fn produce_values(conn: &mut WireConnection, topic: &str, values: &[&[u8]], acks: i16) -> Result<(i16, i64)> {
-    let answer = produce(conn, topic, PARTITION, record_batch(values, TIMESTAMP_MS)?, acks)?;
+fn produce_values(
+    conn: &mut WireConnection,
+    (topic, partition): (&str, i32),
+    values: &[&[u8]],
+    acks: i16,
+) -> Result<(i16, i64)> {
+    let answer = produce(conn, topic, partition, record_batch(values, TIMESTAMP_MS)?, acks)?;
     Ok((answer.error_code, answer.base_offset))
 }
 
 /// `{file name: bytes}` of the partition's `*.log` segments in one data dir.
-fn segments(data_dir: &Path, topic: &str) -> Result<BTreeMap<String, Vec<u8>>> {
-    let dir = data_dir.join(format!("{topic}-{PARTITION}"));
+fn segments(data_dir: &Path, topic: &str, partition: i32) -> Result<BTreeMap<String, Vec<u8>>> {
+    let dir = data_dir.join(format!("{topic}-{partition}"));
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
@@ -155,11 +180,11 @@ fn segments(data_dir: &Path, topic: &str) -> Result<BTreeMap<String, Vec<u8>>> {
 }
 
 /// Waits until the three replicas' segments are byte-identical; fails naming the sizes.
-fn wait_replicas_identical(cluster: &mut Cluster, topic: &str) -> Result<Duration> {
+fn wait_replicas_identical(cluster: &mut Cluster, topic: &str, partition: i32) -> Result<Duration> {
     let mut last = String::new();
     let waited = wait_for(CONVERGE_BOUND, "every replica's segments identical", || {
         let views = (1..=3)
-            .map(|node| segments(&cluster.node(node).data_dir(), topic))
+            .map(|node| segments(&cluster.node(node).data_dir(), topic, partition))
             .collect::<Result<Vec<_>>>()?;
         last = views
             .iter()
@@ -189,12 +214,12 @@ fn produce_committed(cluster: &mut Cluster, witness: i32, topic: &str, values: &
     let mut last = String::new();
     let mut leader = -1;
     let result = wait_for(LEADER_MOVE_BOUND, "an acks=all produce succeeds", || {
-        leader = state(cluster, witness, topic)?.leader;
+        leader = state(cluster, witness, topic, 0)?.leader;
         if leader < 1 {
             return Ok(false);
         }
         let mut conn = cluster.connect(leader)?;
-        let (code, _) = produce_values(&mut conn, topic, &as_slices(values), -1)?;
+        let (code, _) = produce_values(&mut conn, (topic, 0), &as_slices(values), -1)?;
         last = format!("leader {leader} answered error {code}");
         Ok(code == 0)
     });
@@ -204,7 +229,7 @@ fn produce_committed(cluster: &mut Cluster, witness: i32, topic: &str, values: &
 
 /// The values in `gone` appear nowhere in the partition's segments in `data_dir`.
 fn assert_nothing_of(data_dir: &Path, topic: &str, gone: &[Vec<u8>]) -> Result<()> {
-    let bytes: Vec<u8> = segments(data_dir, topic)?.into_values().flatten().collect();
+    let bytes: Vec<u8> = segments(data_dir, topic, 0)?.into_values().flatten().collect();
     for value in gone {
         let found = bytes.windows(value.len()).any(|w| w == value.as_slice());
         ensure!(
@@ -222,26 +247,24 @@ fn followers_truncate_after_a_leader_change_and_never_expose_a_record_that_was_n
     // Long lag time: while its followers are frozen the leader keeps them in the ISR.
     let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, options(60_000))?;
     let topic = unique_topic("repl-truncate");
-    create_topic(&mut cluster, &topic)?;
-    let old = state(&mut cluster, 1, &topic)?;
+    create_topic(&mut cluster, &topic, 1)?;
+    let old = state(&mut cluster, 1, &topic, 0)?;
     let mut conn = cluster.connect(old.leader)?;
     let committed = values_of("committed", 5);
     assert_eq!(
-        produce_values(&mut conn, &topic, &as_slices(&committed), -1)?,
+        produce_values(&mut conn, (&topic, 0), &as_slices(&committed), -1)?,
         (0, 0)
     );
     let followers: Vec<i32> = (1..=3).filter(|n| *n != old.leader).collect();
-    for node in &followers {
-        cluster.node(*node).pause()?;
-    }
+    freeze(&mut cluster, &followers)?;
     // acks=1: the leader alone has these; its followers (still in its ISR) do not.
     let uncommitted = values_of("uncommitted", 3);
     for value in &uncommitted {
-        let (code, offset) = produce_values(&mut conn, &topic, &[value.as_slice()], 1)?;
+        let (code, offset) = produce_values(&mut conn, (&topic, 0), &[value.as_slice()], 1)?;
         assert_eq!(code, 0, "acks=1 to the leader with frozen followers");
         assert!(offset >= 5, "offset {offset}");
     }
-    let view = consumer_view(&mut conn, &topic)?;
+    let view = consumer_view(&mut conn, &topic, 0)?;
     assert_eq!(
         (view.latest, view.high_watermark),
         (5, 5),
@@ -258,7 +281,7 @@ fn followers_truncate_after_a_leader_change_and_never_expose_a_record_that_was_n
     }
     let witness = followers[0];
     let moved = wait_for(LEADER_MOVE_BOUND, "a new leader among the followers", || {
-        let now = state(&mut cluster, witness, &topic)?;
+        let now = state(&mut cluster, witness, &topic, 0)?;
         Ok(followers.contains(&now.leader) && now.epoch > old.epoch)
     })?;
     println!(
@@ -269,15 +292,15 @@ fn followers_truncate_after_a_leader_change_and_never_expose_a_record_that_was_n
     let new_leader = produce_committed(&mut cluster, witness, &topic, &after)?;
     cluster.restart(old.leader)?;
     let rejoined = wait_for(CONVERGE_BOUND, "the old leader back in the ISR", || {
-        Ok(state(&mut cluster, witness, &topic)?.isr == [1, 2, 3])
+        Ok(state(&mut cluster, witness, &topic, 0)?.isr == [1, 2, 3])
     })?;
-    let identical = wait_replicas_identical(&mut cluster, &topic)?;
+    let identical = wait_replicas_identical(&mut cluster, &topic, 0)?;
     println!(
         "old leader {} rejoined the ISR within {rejoined:?}, replicas identical {identical:?} later",
         old.leader
     );
     let mut conn = cluster.connect(new_leader)?;
-    let view = consumer_view(&mut conn, &topic)?;
+    let view = consumer_view(&mut conn, &topic, 0)?;
     let expected: Vec<Bytes> = committed
         .iter()
         .chain(&after)
@@ -295,26 +318,24 @@ fn followers_truncate_after_a_leader_change_and_never_expose_a_record_that_was_n
 fn the_high_watermark_consumers_see_never_passes_what_the_isr_has() -> Result<()> {
     let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, options(60_000))?;
     let topic = unique_topic("repl-hw");
-    create_topic(&mut cluster, &topic)?;
-    let leader = state(&mut cluster, 1, &topic)?.leader;
+    create_topic(&mut cluster, &topic, 1)?;
+    let leader = state(&mut cluster, 1, &topic, 0)?.leader;
     let mut conn = cluster.connect(leader)?;
     let committed = values_of("committed", 4);
     assert_eq!(
-        produce_values(&mut conn, &topic, &as_slices(&committed), -1)?,
+        produce_values(&mut conn, (&topic, 0), &as_slices(&committed), -1)?,
         (0, 0)
     );
     let followers: Vec<i32> = (1..=3).filter(|n| *n != leader).collect();
-    for node in &followers {
-        cluster.node(*node).pause()?;
-    }
+    freeze(&mut cluster, &followers)?;
     // The leader's log grows; the high watermark stays where the frozen followers are.
     let mut log_end = 4;
     for round in 0..10 {
         let value = format!("acks1-{round}");
-        let (code, offset) = produce_values(&mut conn, &topic, &[value.as_bytes()], 1)?;
+        let (code, offset) = produce_values(&mut conn, (&topic, 0), &[value.as_bytes()], 1)?;
         assert_eq!((code, offset), (0, log_end), "acks=1 append {round}");
         log_end += 1;
-        let view = consumer_view(&mut conn, &topic)?;
+        let view = consumer_view(&mut conn, &topic, 0)?;
         assert_eq!(
             (view.latest, view.high_watermark, view.values.len()),
             (4, 4, 4),
@@ -326,64 +347,107 @@ fn the_high_watermark_consumers_see_never_passes_what_the_isr_has() -> Result<()
         cluster.node(*node).resume()?;
     }
     let caught_up = wait_for(CONVERGE_BOUND, "the high watermark reaches the log end", || {
-        let view = consumer_view(&mut conn, &topic)?;
+        let view = consumer_view(&mut conn, &topic, 0)?;
         Ok(view.latest == log_end && view.high_watermark == log_end)
     })?;
     println!("followers resumed: high watermark {log_end} within {caught_up:?}");
-    let view = consumer_view(&mut conn, &topic)?;
+    let view = consumer_view(&mut conn, &topic, 0)?;
     assert_eq!(view.values.len() as i64, log_end);
     assert_eq!(&view.values[4][..], b"acks1-0");
-    wait_replicas_identical(&mut cluster, &topic)?;
+    wait_replicas_identical(&mut cluster, &topic, 0)?;
     Ok(())
 }
 
-#[test]
-fn a_follower_that_stops_fetching_leaves_the_isr_after_the_lag_time_and_the_high_watermark_moves_on(
+/// Freezes follower `frozen` of `partition` (led by `leader`): a record appended then is not
+/// committed while `frozen` is in the ISR; the leader drops it from the ISR after the lag time
+/// (as the leader's own Metadata tells), the high watermark moves on, acks=all works with the
+/// two left; resumed, it catches up and rejoins the ISR.
+fn freeze_until_out_of_the_isr(
+    cluster: &mut Cluster,
+    (topic, partition): (&str, i32),
+    leader: i32,
+    frozen: i32,
+    lag: Duration,
 ) -> Result<()> {
-    // A long session: the frozen follower stays registered, so only the lag takes it out.
-    const LAG_MS: u64 = 2000;
-    let mut cluster = Cluster::start(3, 30_000, options(LAG_MS))?;
-    let topic = unique_topic("repl-lag");
-    create_topic(&mut cluster, &topic)?;
-    let leader = state(&mut cluster, 1, &topic)?.leader;
-    let followers: Vec<i32> = (1..=3).filter(|n| *n != leader).collect();
-    let (frozen, fetching) = (followers[0], followers[1]);
-    cluster.node(frozen).pause()?;
+    let fetching = (1..=3)
+        .find(|n| *n != leader && *n != frozen)
+        .context("a third node")?;
+    freeze(cluster, &[frozen])?;
     let mut conn = cluster.connect(leader)?;
-    let (code, offset) = produce_values(&mut conn, &topic, &[b"first"], 1)?;
-    assert_eq!((code, offset), (0, 0));
-    let view = consumer_view(&mut conn, &topic)?;
-    assert_eq!(
-        view.high_watermark, 0,
-        "not committed while the frozen follower is in the ISR"
+    let value = format!("while-{frozen}-frozen");
+    let (code, offset) = produce_values(&mut conn, (topic, partition), &[value.as_bytes()], 1)?;
+    ensure!(code == 0, "acks=1 with {frozen} frozen: error {code}");
+    let view = consumer_view(&mut conn, topic, partition)?;
+    ensure!(
+        view.high_watermark == offset,
+        "high watermark {} with {frozen} frozen in the ISR, the record at {offset}",
+        view.high_watermark
     );
-    let shrunk = wait_for(
-        Duration::from_millis(LAG_MS) + Duration::from_secs(10),
-        "the frozen follower leaves the ISR",
-        || {
-            let now = state(&mut cluster, fetching, &topic)?;
-            let mut expected = vec![leader, fetching];
-            expected.sort_unstable();
-            Ok(now.isr == expected)
-        },
-    )?;
+    let mut expected = vec![leader, fetching];
+    expected.sort_unstable();
+    let what = format!("frozen follower {frozen} out of the ISR of {topic}-{partition} (leader {leader})");
+    let shrunk = wait_for(lag + Duration::from_secs(10), &what, || {
+        Ok(state(cluster, leader, topic, partition)?.isr == expected)
+    })?;
     let moved = wait_for(Duration::from_secs(5), "the high watermark moves on", || {
-        Ok(consumer_view(&mut conn, &topic)?.high_watermark == 1)
+        Ok(consumer_view(&mut conn, topic, partition)?.high_watermark == offset + 1)
     })?;
     println!(
         "follower {frozen} frozen: out of the ISR within {shrunk:?}, high watermark moved {moved:?} later"
     );
-    let (code, _) = produce_values(&mut conn, &topic, &[b"second"], -1)?;
-    assert_eq!(code, 0, "acks=all with two in sync (min.insync.replicas=2)");
+    let (code, _) = produce_values(&mut conn, (topic, partition), &[b"two-in-sync"], -1)?;
+    ensure!(
+        code == 0,
+        "acks=all with two in sync (min.insync.replicas=2): error {code}"
+    );
     cluster.node(frozen).resume()?;
     let back = wait_for(CONVERGE_BOUND, "the follower back in the ISR", || {
-        Ok(state(&mut cluster, leader, &topic)?.isr == [1, 2, 3])
+        Ok(state(cluster, leader, topic, partition)?.isr == [1, 2, 3])
     })?;
     println!("follower {frozen} resumed: back in the ISR within {back:?}");
-    wait_replicas_identical(&mut cluster, &topic)?;
-    let view = consumer_view(&mut conn, &topic)?;
-    if view.values != [Bytes::from_static(b"first"), Bytes::from_static(b"second")] {
-        bail!("records read back: {:?}", view.values);
+    Ok(())
+}
+
+#[test]
+fn a_follower_that_stops_fetching_leaves_the_isr_after_the_lag_time_also_when_it_is_the_controller(
+) -> Result<()> {
+    // A long session: a frozen follower stays registered, so only its lag takes it out.
+    const LAG: Duration = Duration::from_millis(2000);
+    let mut cluster = Cluster::start(3, 30_000, options(LAG.as_millis() as u64))?;
+    let topic = unique_topic("repl-lag");
+    create_topic(&mut cluster, &topic, 3)?;
+    let controller = controller_id(&mut cluster, 1)?;
+    let mut led_elsewhere = None;
+    for partition in 0..3 {
+        let leader = state(&mut cluster, 1, &topic, partition)?.leader;
+        if leader != controller {
+            led_elsewhere = Some((partition, leader));
+        }
+    }
+    let (partition, leader) = led_elsewhere.context("a partition the controller does not lead")?;
+    let other = (1..=3)
+        .find(|n| *n != leader && *n != controller)
+        .context("a third node")?;
+    // First a follower that is not the controller, then the active controller itself: the
+    // ISR change then goes to a controller elected while the old one is frozen.
+    for frozen in [other, controller] {
+        freeze_until_out_of_the_isr(&mut cluster, (&topic, partition), leader, frozen, LAG)?;
+    }
+    wait_replicas_identical(&mut cluster, &topic, partition)?;
+    let mut conn = cluster.connect(leader)?;
+    let values = consumer_view(&mut conn, &topic, partition)?.values;
+    let text: Vec<String> = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    let expected = [
+        format!("while-{other}-frozen"),
+        "two-in-sync".into(),
+        format!("while-{controller}-frozen"),
+        "two-in-sync".into(),
+    ];
+    if text != expected {
+        bail!("records read back: {text:?}");
     }
     Ok(())
 }
