@@ -41,6 +41,8 @@ def parse_args():
                         help="broker.session.timeout.ms: how long a dead node keeps its leaderships")
     parser.add_argument("--lag-time-ms", type=int, default=3000, help="replica.lag.time.max.ms")
     parser.add_argument("--seed", type=int, default=None, help="victim and hold choices (default: random)")
+    parser.add_argument("--avoid-controller", action="store_true",
+                        help="never fail the active controller while another node leads a partition")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="another broker setting for every node (repeatable)")
     return parser.parse_args()
@@ -50,11 +52,12 @@ def main():
     args = parse_args()
     seed = args.seed if args.seed is not None else int(time.time())
     overrides = {"min.insync.replicas": str(args.min_insync), "default.replication.factor": "3",
-                 "replica.lag.time.max.ms": str(args.lag_time_ms)}
+                 "replica.lag.time.max.ms": str(args.lag_time_ms), "leader.imbalance.check.interval.seconds": "2"}
     overrides.update(dict(pair.split("=", 1) for pair in args.override))
     options = LoopOptions(kills=args.kills, duration_s=args.duration, mode=args.mode, partitions=args.partitions,
                           min_insync_replicas=args.min_insync, rate=args.rate,
-                          pause_s=(args.pause_min, args.pause_max), seed=seed)
+                          pause_s=(args.pause_min, args.pause_max), seed=seed,
+                          avoid_controller=args.avoid_controller)
     topic = f"kill-loop-{uuid.uuid4().hex[:8]}"
     print(f"seed {seed}, topic {topic}, overrides {overrides}", flush=True)
     cluster = ClusterProcess(3, overrides=overrides, session_timeout_ms=args.session_timeout_ms)

@@ -366,6 +366,7 @@ class LoopOptions:
     seed: int = None
     recover_timeout_s: float = 60  # for the full ISR to come back after a restart
     progress_timeout_s: float = 30  # for acknowledgements to resume after a leader change
+    avoid_controller: bool = False  # never the active controller as the victim (while others lead)
 
 
 @dataclass
@@ -383,6 +384,8 @@ class LoopResult:
     differences: list = field(default_factory=list)
     seconds: float = 0.0
     timings: dict = field(default_factory=dict)
+    frozen_leaders_replaced: int = 0  # "stop" mode: frozen leaders another node led for by SIGCONT
+    controller_victims: int = 0  # failures of the active controller (also leading a partition)
 
     def ok(self):
         return (self.verdict is not None and self.verdict.ok() and self.identical and not self.fatal
@@ -397,7 +400,8 @@ class LoopResult:
             f"reordered={len(verdict.reordered) if verdict else '?'} "
             f"replicas_identical={'yes' if self.identical else 'no'}",
             f"  produced={self.produced} failed={self.failed_by_error} unflushed={self.unflushed} "
-            f"fatal={self.fatal} seconds={self.seconds:.0f}",
+            f"fatal={self.fatal} seconds={self.seconds:.0f} controller_victims={self.controller_victims} "
+            f"frozen_leaders_replaced_before_sigcont={self.frozen_leaders_replaced}",
         ]
         if verdict:
             lines.append("  " + verdict.details().replace("\n", "\n  "))
@@ -420,8 +424,11 @@ def _one_failure(cluster, admin, topic, producer, options, rng, result, say):
     """Kills (or stops) the leader of a random partition, waits for the cluster to go on
     without it, brings it back."""
     states = partition_states(admin, topic)
-    partition = rng.randrange(options.partitions)
+    controller = admin.describe_cluster().result(10).controller.id
+    candidates = [p for p, state in states.items() if state[0] != controller or not options.avoid_controller]
+    partition = rng.choice(sorted(candidates or states))
     victim = states[partition][0]
+    result.controller_victims += victim == controller
     before = producer.acked_total(partition)
     started = time.monotonic()
     if options.mode == "kill":
@@ -437,19 +444,35 @@ def _one_failure(cluster, admin, topic, producer, options, rng, result, say):
         restart_at = time.monotonic()
         cluster.restart(victim)
         result.timings.setdefault("restart until serving", []).append(time.monotonic() - restart_at)
-        say(f"kill {result.kills + 1}: node {victim} (leader of p{partition}); leaders moved in "
+        say(f"kill {result.kills + 1}: node {victim} (leader of p{partition}"
+            f"{', the controller' if victim == controller else ''}); leaders moved in "
             f"{moved:.1f} s, {options.acks_between}+ acks on p{partition} {took:.1f} s after that")
     else:
         hold = rng.uniform(*options.pause_s)
         cluster.pause(victim)
         time.sleep(hold)
+        moved = _leader_moved_away(cluster, topic, partition, victim)
+        result.frozen_leaders_replaced += moved
         cluster.resume(victim)
         took = producer.wait_acked(before + options.acks_between, options.progress_timeout_s,
                                    f"acks=all records on p{partition} acknowledged after node {victim} resumed",
                                    partition)
-        say(f"stop {result.kills + 1}: node {victim} (leader of p{partition}) stopped {hold:.1f} s; "
-            f"{options.acks_between}+ acks on p{partition} {took:.1f} s after SIGCONT")
+        say(f"stop {result.kills + 1}: node {victim} (leader of p{partition}"
+            f"{', the controller' if victim == controller else ''}) stopped {hold:.1f} s "
+            f"({'replaced' if moved else 'still leader'} by then); {options.acks_between}+ acks on "
+            f"p{partition} {took:.1f} s after SIGCONT")
     result.timings.setdefault("failure to acks resumed", []).append(time.monotonic() - started)
+
+
+def _leader_moved_away(cluster, topic, partition, frozen):
+    """Whether another node's Metadata names a leader other than `frozen` for the partition
+    (asked of one other node, so the frozen one is not waited for)."""
+    witness = next(n for n in cluster.node_ids if n != frozen)
+    admin = AdminClient(client_config(cluster.node_bootstrap(witness)))
+    try:
+        return partition_states(admin, topic, timeout_s=2)[partition][0] not in (frozen, -1)
+    except Exception:  # noqa: BLE001 - unknown counts as not moved
+        return False
 
 
 def run_kill_loop(cluster, topic, options, say=print):

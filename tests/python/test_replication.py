@@ -17,14 +17,16 @@ from replication_check import (CheckFailure, LoopOptions, NumberedProducer, chec
 SESSION_TIMEOUT_MS = 3000
 NODES = [1, 2, 3]
 # Every node: acks=all needs two in-sync replicas unless a topic says otherwise; a follower that
-# stops fetching leaves the ISR after 3 s.
-OVERRIDES = {"min.insync.replicas": "2", "default.replication.factor": "3", "replica.lag.time.max.ms": "3000"}
+# stops fetching leaves the ISR after 3 s; leaderships go back to the preferred replicas within
+# seconds of a broker's return, so that failures keep hitting every broker.
+OVERRIDES = {"min.insync.replicas": "2", "default.replication.factor": "3", "replica.lag.time.max.ms": "3000",
+             "leader.imbalance.check.interval.seconds": "2"}
 # The CI kill loop: at least this many leader kills, and the loop's own time bound.
 CI_KILLS = 20
 CI_LOOP_BOUND_S = 170
 # Leaders frozen (SIGSTOP) past their session, then resumed: how many, within what bound.
 CI_STOPS = 6
-CI_STOP_BOUND_S = 90
+CI_STOP_BOUND_S = 120
 
 
 @pytest.fixture
@@ -53,12 +55,17 @@ def test_leaders_frozen_past_their_session_come_back_and_lose_no_acknowledged_re
     leaderships move while it is frozen; after SIGCONT it still believes it leads until it
     learns otherwise, with produce requests queued on its sockets. Nothing it appends then may
     be acknowledged as committed, and it must truncate back to the new leader's log."""
+    session_s = SESSION_TIMEOUT_MS / 1000
     options = LoopOptions(kills=CI_STOPS, duration_s=CI_STOP_BOUND_S, mode="stop", partitions=3, rate=300,
-                          acks_between=20, pause_s=(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 2),
-                          seed=17)
+                          acks_between=20, pause_s=(session_s + 3, session_s + 4), seed=17, avoid_controller=True)
     result = run_kill_loop(cluster, topic_name, options)
     print(result.report())
     assert result.ok() and result.verdict.acknowledged > 0, result.report()
+    # Each time the zombie case: the frozen leader was fenced after the session timeout and its
+    # leaderships moved before SIGCONT. (The victims are not the active controller: frozen, it
+    # stalls the control plane for 30 s, a known bug that replication_uncommitted_records_wire.rs
+    # shows on its own.)
+    assert result.frozen_leaders_replaced == CI_STOPS - result.controller_victims, result.report()
 
 
 def isr_of(admin, topic, partition=0):
@@ -79,10 +86,21 @@ def produce_strictly(bootstrap, topic, keys, timeout_s=20):
     return outcome
 
 
-def test_acks_all_goes_on_with_one_broker_down_and_is_refused_with_two(cluster, topic_name):
+@pytest.fixture
+def cluster_of_5():
+    """Five nodes, so that with two of a topic's three replicas down the controller quorum
+    (every node is a voter) still has its majority and can shrink the ISR."""
+    process = ClusterProcess(5, overrides=OVERRIDES, session_timeout_ms=SESSION_TIMEOUT_MS)
+    yield process
+    process.stop()
+
+
+def test_acks_all_goes_on_with_one_replica_down_and_is_refused_with_two(cluster_of_5, topic_name):
+    cluster = cluster_of_5
     admin = AdminClient(client_config(cluster.bootstrap))
     create_topic(admin, topic_name, 1, 3, {"min.insync.replicas": "2"})
-    wait_all_in_sync(admin, topic_name, 1, NODES, 30)
+    replicas = wait_until("the topic's three replicas", 20, lambda: partition_states(admin, topic_name)[0][1])[0]
+    wait_all_in_sync(admin, topic_name, 1, replicas, 30)
     producer = NumberedProducer(cluster.bootstrap, topic_name, 1, rate=200).start()
     try:
         producer.wait_acked(50, 30, "first acknowledgements")
@@ -99,7 +117,7 @@ def test_acks_all_goes_on_with_one_broker_down_and_is_refused_with_two(cluster, 
 
         # Two down: the remaining broker leads alone, below min.insync.replicas=2.
         leader = partition_states(admin, topic_name)[0][0]
-        second = next(n for n in NODES if n not in (first, leader))
+        second = next(n for n in replicas if n not in (first, leader))
         cluster.kill9(second)
         wait_until(f"ISR of leader {leader} alone", SESSION_TIMEOUT_MS / 1000 + 15,
                    lambda: isr_of(admin, topic_name) == [leader])
@@ -114,12 +132,12 @@ def test_acks_all_goes_on_with_one_broker_down_and_is_refused_with_two(cluster, 
 
         for node in (first, second):
             cluster.restart(node)
-        wait_all_in_sync(admin, topic_name, 1, NODES, 60)
+        wait_all_in_sync(admin, topic_name, 1, replicas, 60)
         producer.wait_acked(stuck_at + 50, 60, "acks=all acknowledged again once both came back")
     finally:
         unflushed = producer.stop()
     assert unflushed == 0 and not producer.fatal, (unflushed, producer.fatal)
-    wait_all_in_sync(admin, topic_name, 1, NODES, 60)
+    wait_all_in_sync(admin, topic_name, 1, replicas, 60)
     log, ends = read_back(cluster.bootstrap, topic_name, 1)
     verdict = check(producer.acked, log, 1)
     print(f"after both restarts: {verdict.counts()}, high watermark {ends}")
@@ -129,7 +147,7 @@ def test_acks_all_goes_on_with_one_broker_down_and_is_refused_with_two(cluster, 
     before_append = {k for k, code in codes.items() if code == KafkaError.NOT_ENOUGH_REPLICAS}
     assert not before_append & set(verdict.foreign), f"refused records in the log: {verdict.foreign}"
     assert b"one-down" in verdict.foreign, "the record acknowledged with one broker down"
-    dirs = {node: cluster.data_dir(node) for node in NODES}
+    dirs = {node: cluster.data_dir(node) for node in replicas}
     identical, differences, waited = wait_replicas_identical(dirs, topic_name, 1)
     assert identical, f"replicas differ after {waited:.0f} s: {differences}"
 
