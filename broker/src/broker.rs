@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::replication::throttle::ThrottleSide;
 use laminar_controller::PartitionState;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::io::WriteBehind;
@@ -109,6 +110,16 @@ impl BrokerShared {
             .unwrap_or(self.config.min_insync_replicas)
     }
 
+    /// Whether `topic`'s `key` (`leader.replication.throttled.replicas` or
+    /// `follower.replication.throttled.replicas`) lists `partition` on this broker.
+    pub fn replica_throttled(&self, key: &str, topic: &str, partition: i32) -> bool {
+        let table = self.metadata.current();
+        let listed = table.get(topic).and_then(|t| t.configs.get(key));
+        listed.is_some_and(|value| {
+            crate::replication::throttle::lists_replica(value, partition, self.node_id())
+        })
+    }
+
     pub fn node_id(&self) -> i32 {
         self.config.node_id
     }
@@ -166,6 +177,18 @@ impl BrokerShard {
             self.under_replication(tp, partition, led.as_ref());
         }
         Ok(partition)
+    }
+
+    /// Whether `side`'s replication throttle applies to `tp` on this broker (a rate is set and
+    /// the topic lists the replica).
+    pub fn replication_throttled(&self, side: ThrottleSide, tp: &TopicPartition) -> bool {
+        let Some(replication) = &self.replication else {
+            return false;
+        };
+        replication.throttle(side).is_limited()
+            && self
+                .shared
+                .replica_throttled(side.replicas_key(), &tp.topic, tp.partition)
     }
 
     /// `tp` as one of its replicas, whoever leads it: for the follower's fetcher and the

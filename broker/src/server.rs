@@ -108,7 +108,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
                 descriptors: init_descriptors.clone(),
                 reservations: init_reservations.clone(),
             };
-            shard_state(&init_shared, &budgets, (id, offsets_partitions))
+            shard_state(&init_shared, &budgets, ((id, shard_count), offsets_partitions))
         },
         move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
     )?;
@@ -245,11 +245,12 @@ struct ShardBudgets {
 }
 
 /// One shard's state, created on that shard's thread.
-/// `shard_and_offsets`: the shard's id, and `__consumer_offsets`' partition count.
+/// `((shard, shard_count), offsets_partitions)`: the shard's id and the shard count, and
+/// `__consumer_offsets`' partition count.
 fn shard_state(
     shared: &Arc<BrokerShared>,
     budgets: &ShardBudgets,
-    (shard, offsets_partitions): (usize, i32),
+    (shard, offsets_partitions): ((usize, usize), i32),
 ) -> BrokerShard {
     // The shard's files take their descriptors from its account on the shared budget, through
     // the cache that closes idle ones when it runs short.

@@ -1,13 +1,19 @@
 //! Cluster and topic administration helpers: Metadata, CreateTopics, DeleteTopics,
-//! DescribeConfigs.
+//! DescribeConfigs, partition reassignments and DescribeLogDirs.
 
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    MetadataRequest, TopicName,
+    AlterPartitionReassignmentsRequest, ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+    ListPartitionReassignmentsRequest, MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -353,5 +359,169 @@ impl Connection {
                 source: c.config_source,
             })
             .collect())
+    }
+}
+
+/// One partition's wanted replicas for [`Connection::alter_partition_reassignments`]:
+/// `None` cancels the reassignment in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    pub replicas: Option<Vec<i32>>,
+}
+
+/// A reassignment in progress (ListPartitionReassignments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OngoingReassignment {
+    pub topic: String,
+    pub partition: i32,
+    /// Every replica: the target's first, then those being removed.
+    pub replicas: Vec<i32>,
+    pub adding_replicas: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
+}
+
+/// A partition's local replica in a log dir (DescribeLogDirs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirReplica {
+    pub topic: String,
+    pub partition: i32,
+    pub size_bytes: i64,
+    pub offset_lag: i64,
+}
+
+/// One log dir of a broker (DescribeLogDirs); the byte counts are -1 when unknown (before v4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDir {
+    pub path: String,
+    pub error: Option<KafkaError>,
+    pub total_bytes: i64,
+    pub usable_bytes: i64,
+    pub replicas: Vec<LogDirReplica>,
+}
+
+/// One partition's outcome of a reassignment request.
+pub type PartitionOutcome = (String, i32, Result<(), KafkaError>);
+
+fn broker_ids(ids: &[BrokerId]) -> Vec<i32> {
+    ids.iter().map(|b| b.0).collect()
+}
+
+impl Connection {
+    /// Starts, changes or cancels reassignments; each partition's outcome in request order.
+    pub fn alter_partition_reassignments(
+        &mut self,
+        wanted: &[Reassignment],
+        timeout_ms: i32,
+    ) -> Result<Vec<PartitionOutcome>, ClientError> {
+        let mut topics: Vec<ReassignableTopic> = Vec::new();
+        for w in wanted {
+            let replicas = w
+                .replicas
+                .as_ref()
+                .map(|r| r.iter().map(|b| BrokerId(*b)).collect());
+            let partition = ReassignablePartition::default()
+                .with_partition_index(w.partition)
+                .with_replicas(replicas);
+            match topics.last_mut() {
+                Some(last) if last.name.as_str() == w.topic => last.partitions.push(partition),
+                _ => topics.push(
+                    ReassignableTopic::default()
+                        .with_name(name(&w.topic))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let request = AlterPartitionReassignmentsRequest::default()
+            .with_timeout_ms(timeout_ms)
+            .with_topics(topics);
+        let response = self.request(&request)?;
+        let message = response.error_message.as_ref().map(|m| m.to_string());
+        check_code(
+            ApiKey::AlterPartitionReassignments,
+            response.error_code,
+            message.as_deref(),
+            String::new,
+        )?;
+        let each = response.responses.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let error = KafkaError::from_code(p.error_code, p.error_message.as_deref());
+                (t.name.to_string(), p.partition_index, error.map_or(Ok(()), Err))
+            })
+        });
+        Ok(each.collect())
+    }
+
+    /// The reassignments in progress: all (`None`) or those of the named partitions.
+    pub fn list_partition_reassignments(
+        &mut self,
+        partitions: Option<&[(String, Vec<i32>)]>,
+        timeout_ms: i32,
+    ) -> Result<Vec<OngoingReassignment>, ClientError> {
+        let topics = partitions.map(|list| {
+            let each = list.iter().map(|(topic, indexes)| {
+                ListPartitionReassignmentsTopics::default()
+                    .with_name(name(topic))
+                    .with_partition_indexes(indexes.clone())
+            });
+            each.collect()
+        });
+        let request = ListPartitionReassignmentsRequest::default()
+            .with_timeout_ms(timeout_ms)
+            .with_topics(topics);
+        let response = self.request(&request)?;
+        let message = response.error_message.as_ref().map(|m| m.to_string());
+        check_code(
+            ApiKey::ListPartitionReassignments,
+            response.error_code,
+            message.as_deref(),
+            String::new,
+        )?;
+        let each = response.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| OngoingReassignment {
+                topic: t.name.to_string(),
+                partition: p.partition_index,
+                replicas: broker_ids(&p.replicas),
+                adding_replicas: broker_ids(&p.adding_replicas),
+                removing_replicas: broker_ids(&p.removing_replicas),
+            })
+        });
+        Ok(each.collect())
+    }
+
+    /// The log dirs of the connected broker and its local replicas: of `topics` only, or all.
+    pub fn describe_log_dirs(
+        &mut self,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<LogDir>, ClientError> {
+        let wanted = topics.map(|list| {
+            let each = list.iter().map(|(topic, partitions)| {
+                DescribableLogDirTopic::default()
+                    .with_topic(name(topic))
+                    .with_partitions(partitions.clone())
+            });
+            each.collect()
+        });
+        let response = self.request(&DescribeLogDirsRequest::default().with_topics(wanted))?;
+        check_code(ApiKey::DescribeLogDirs, response.error_code, None, String::new)?;
+        let dirs = response.results.iter().map(|dir| {
+            let replicas = dir.topics.iter().flat_map(|t| {
+                t.partitions.iter().map(|p| LogDirReplica {
+                    topic: t.name.to_string(),
+                    partition: p.partition_index,
+                    size_bytes: p.partition_size,
+                    offset_lag: p.offset_lag,
+                })
+            });
+            LogDir {
+                path: dir.log_dir.to_string(),
+                error: KafkaError::from_code(dir.error_code, None),
+                total_bytes: dir.total_bytes,
+                usable_bytes: dir.usable_bytes,
+                replicas: replicas.collect(),
+            }
+        });
+        Ok(dirs.collect())
     }
 }

@@ -26,8 +26,8 @@ mod topic_changes;
 mod versions;
 
 pub use admin::{
-    BrokerInfo, ClusterDescription, ClusterMetadata, ConfigEntry, DescribedBroker, NewTopic,
-    PartitionMetadata, TopicMetadata,
+    BrokerInfo, ClusterDescription, ClusterMetadata, ConfigEntry, DescribedBroker, LogDir, LogDirReplica,
+    NewTopic, OngoingReassignment, PartitionMetadata, PartitionOutcome, Reassignment, TopicMetadata,
 };
 pub use connection::{encode_frame, write_all_pieces, ClientConfig, Connection, Pending};
 pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};

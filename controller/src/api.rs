@@ -28,6 +28,7 @@ pub mod error_code {
     pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
     pub const ELECTION_NOT_NEEDED: i16 = 84;
+    pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
     pub const INVALID_UPDATE_VERSION: i16 = 95;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
@@ -60,6 +61,30 @@ pub enum ElectionType {
 pub struct TopicPartition {
     pub topic: String,
     pub partition: i32,
+}
+
+/// One partition of an AlterPartitionReassignments request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionReassignment {
+    pub topic: String,
+    pub partition: i32,
+    /// The target replicas, preferred leader first; `None` cancels the reassignment.
+    pub replicas: Option<Vec<i32>>,
+}
+
+/// Whether a reassignment may change the number of replicas (KIP-860; Kafka's default: yes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReplicationFactorChange {
+    Allowed,
+    Refused,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassignmentResult {
+    pub topic: String,
+    pub partition: i32,
+    pub error_code: i16,
+    pub error_message: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +130,11 @@ pub enum ControllerRequest {
     AllocateProducerIds {
         broker_id: i32,
         broker_epoch: i64,
+    },
+    /// Appended last: forwarded requests are bincode, which numbers variants.
+    AlterPartitionReassignments {
+        partitions: Vec<PartitionReassignment>,
+        replication_factor_change: ReplicationFactorChange,
     },
 }
 
@@ -164,4 +194,6 @@ pub enum ControllerResponse {
         error_code: i16,
         message: String,
     },
+    /// Appended last, as requests are.
+    Reassignments(Vec<ReassignmentResult>),
 }

@@ -81,6 +81,10 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
             broker_id,
             broker_epoch,
         } => allocate_producer_ids(md, broker_id, broker_epoch),
+        ControllerRequest::AlterPartitionReassignments {
+            partitions,
+            replication_factor_change,
+        } => crate::reassignment::alter_partition_reassignments(md, &partitions, replication_factor_change),
     }
 }
 

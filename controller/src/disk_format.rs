@@ -11,7 +11,8 @@
 //!   committed log id). Replaced atomically: written to `raft-state.tmp`, fsync'd, renamed,
 //!   directory fsync'd.
 //! * **`snapshot`** (magic `LMNSNAP1`): body = bincode of `(SnapshotMeta, state bytes)` where the
-//!   state bytes are bincode of `ClusterMetadata`. Replaced atomically the same way.
+//!   state bytes are `ClusterMetadata` in the format of `snapshot_format.rs` (a tag, then
+//!   bincode; snapshots written before the tag still decode). Replaced atomically the same way.
 //! * **`raft-log`**: an envelope (magic `LMNRLOG1`) whose body is bincode of
 //!   `Option<LogId>` — the last purged log id — followed by entry frames:
 //!   `payload_len: u32 | payload_crc32c: u32 | payload: [u8; payload_len]`, payload = bincode

@@ -273,6 +273,25 @@ impl ControllerHandle {
         }
     }
 
+    /// Starts, changes or cancels (`replicas: None`) partition reassignments; one result per
+    /// partition, in request order.
+    pub async fn alter_partition_reassignments(
+        &self,
+        partitions: Vec<PartitionReassignment>,
+        replication_factor_change: ReplicationFactorChange,
+    ) -> Result<Vec<ReassignmentResult>, RequestError> {
+        match self
+            .request(ControllerRequest::AlterPartitionReassignments {
+                partitions,
+                replication_factor_change,
+            })
+            .await
+        {
+            ControllerResponse::Reassignments(results) => Ok(results),
+            other => Err(common_error(other)),
+        }
+    }
+
     /// Moves the broker's leaderships away and takes it out of ISRs where others remain, then
     /// fences it; returns the partitions left with no leader.
     pub async fn controlled_shutdown(

@@ -18,8 +18,10 @@ pub mod metadata;
 pub mod network;
 mod node;
 pub mod placement;
+pub mod reassignment;
 pub mod records;
 mod server;
+pub mod snapshot_format;
 pub mod state_machine;
 mod topic_decisions;
 

@@ -32,6 +32,10 @@ pub struct BrokerRegistration {
     pub fenced: bool,
 }
 
+/// One partition as KRaft's PartitionRegistration holds it. During a reassignment `replicas`
+/// is the union, target replicas first, then those being removed (`removing_replicas`);
+/// `adding_replicas` are the target's replicas that were not replicas before. Both empty when
+/// no reassignment is in progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionState {
     pub replicas: Vec<i32>,
@@ -39,6 +43,30 @@ pub struct PartitionState {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    // The defaults serve self-describing encodings; bincode snapshots written before these
+    // fields are read through `snapshot_format::decode_metadata` instead.
+    #[serde(default)]
+    pub adding_replicas: Vec<i32>,
+    #[serde(default)]
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionState {
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the partition will have: all of them unless a reassignment removes some.
+    pub fn target_replicas(&self) -> Vec<i32> {
+        let each = self.replicas.iter().copied();
+        each.filter(|b| !self.removing_replicas.contains(b)).collect()
+    }
+
+    /// The replicas it had before the reassignment: all of them unless one adds some.
+    pub fn original_replicas(&self) -> Vec<i32> {
+        let each = self.replicas.iter().copied();
+        each.filter(|b| !self.adding_replicas.contains(b)).collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +91,32 @@ pub struct ClusterMetadata {
     pub next_producer_id: i64,
     /// Set once, by the first entry the first active controller wrote (`ClusterIdRecord`).
     pub cluster_id: Option<String>,
+}
+
+/// Adding and removing replicas are distinct replicas, never both, and the target (the
+/// replicas not being removed) is not empty.
+fn check_reassignment_fields(p: &PartitionState) -> Result<(), ApplyError> {
+    use ApplyError::InvalidPartitionState as Invalid;
+    let listed = |list: &[i32]| list.iter().all(|b| p.replicas.contains(b));
+    if !listed(&p.adding_replicas) || !listed(&p.removing_replicas) {
+        return Err(Invalid("adding or removing replicas outside the replicas"));
+    }
+    if p.adding_replicas.iter().any(|b| p.removing_replicas.contains(b)) {
+        return Err(Invalid("a replica both added and removed"));
+    }
+    let distinct = |list: &[i32]| {
+        let mut sorted = list.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        sorted.len() == list.len()
+    };
+    if !distinct(&p.adding_replicas) || !distinct(&p.removing_replicas) {
+        return Err(Invalid("duplicate adding or removing replicas"));
+    }
+    if p.removing_replicas.len() >= p.replicas.len() {
+        return Err(Invalid("a reassignment removing every replica"));
+    }
+    Ok(())
 }
 
 /// An immutable copy of the metadata and the log index it reflects (its version).
@@ -124,7 +178,8 @@ impl ClusterMetadata {
             MetadataRecord::UnfenceBroker(r) => self.apply_fence(r.broker_id, r.broker_epoch, false),
             MetadataRecord::Topic(r) => self.apply_topic(r),
             MetadataRecord::Partition(r) => self.apply_partition(r),
-            MetadataRecord::PartitionChange(r) => self.apply_partition_change(r),
+            MetadataRecord::PartitionChange(r) => self.apply_partition_change(r, None),
+            MetadataRecord::PartitionReassignmentChange(r) => self.apply_partition_change(&r.change, Some(r)),
             MetadataRecord::Config(r) => self.apply_config(r),
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
@@ -206,6 +261,8 @@ impl ClusterMetadata {
             leader: r.leader,
             leader_epoch: r.leader_epoch,
             partition_epoch: r.partition_epoch,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         self.check_partition_state(&state)?;
         let topic = self.topics.get_mut(&r.topic_id).ok_or(ApplyError::UnknownTopic)?;
@@ -218,7 +275,12 @@ impl ClusterMetadata {
         Ok(())
     }
 
-    fn apply_partition_change(&mut self, r: &PartitionChangeRecord) -> Result<(), ApplyError> {
+    /// A [`PartitionChangeRecord`], with the reassignment fields of `reassignment` if given.
+    fn apply_partition_change(
+        &mut self,
+        r: &PartitionChangeRecord,
+        reassignment: Option<&PartitionReassignmentChangeRecord>,
+    ) -> Result<(), ApplyError> {
         let topic = self.topics.get(&r.topic_id).ok_or(ApplyError::UnknownTopic)?;
         let old = topic
             .partitions
@@ -234,11 +296,20 @@ impl ClusterMetadata {
         if let Some(leader) = r.leader {
             new.leader = leader;
         }
+        if let Some(adding) = reassignment.and_then(|r| r.adding_replicas.as_ref()) {
+            new.adding_replicas.clone_from(adding);
+        }
+        if let Some(removing) = reassignment.and_then(|r| r.removing_replicas.as_ref()) {
+            new.removing_replicas.clone_from(removing);
+        }
         if new == *old {
             return Ok(());
         }
         self.check_partition_state(&new)?;
-        if new.leader != old.leader {
+        // As KRaft (`triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`): a replica that
+        // leaves the replica list must see a new leader epoch, or it could keep fetching.
+        let replica_left = old.replicas.iter().any(|b| !new.replicas.contains(b));
+        if new.leader != old.leader || replica_left {
             new.leader_epoch = old.leader_epoch.saturating_add(1);
         }
         new.partition_epoch = old.partition_epoch.saturating_add(1);
@@ -278,7 +349,18 @@ impl ClusterMetadata {
         if p.leader_epoch < 0 || p.partition_epoch < 0 {
             return Err(Invalid("negative epoch"));
         }
-        Ok(())
+        check_reassignment_fields(p)
+    }
+
+    /// The partitions of every topic with a reassignment in progress, by topic name.
+    pub fn reassignments(&self) -> Vec<(&str, i32, &PartitionState)> {
+        let mut out: Vec<(&str, i32, &PartitionState)> = Vec::new();
+        for topic in self.topics.values() {
+            let ongoing = topic.partitions.iter().filter(|(_, p)| p.is_reassigning());
+            out.extend(ongoing.map(|(index, p)| (topic.name.as_str(), *index, p)));
+        }
+        out.sort_unstable_by_key(|(name, index, _)| (*name, *index));
+        out
     }
 
     fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ApplyError> {

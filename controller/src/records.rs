@@ -76,6 +76,19 @@ pub struct PartitionChangeRecord {
     pub leader: Option<i32>,
 }
 
+/// A change that also sets a partition's reassignment: Kafka's PartitionChangeRecord with its
+/// `AddingReplicas` and `RemovingReplicas` fields (tagged fields there). A record of its own
+/// rather than two more fields of [`PartitionChangeRecord`]: bincode has no optional fields,
+/// so entries written before reassignments existed would no longer decode. `None` keeps the
+/// field; epochs are bumped by the state machine as for [`PartitionChangeRecord`] (and the
+/// leader epoch also when a replica leaves the replica list, as KRaft does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionReassignmentChangeRecord {
+    pub change: PartitionChangeRecord,
+    pub adding_replicas: Option<Vec<i32>>,
+    pub removing_replicas: Option<Vec<i32>>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConfigResourceType {
     Topic,
@@ -147,6 +160,8 @@ pub enum MetadataRecord {
     RemoveTopic(RemoveTopicRecord),
     ProducerIds(ProducerIdsRecord),
     ClusterId(ClusterIdRecord),
+    /// Appended last: bincode numbers variants, so earlier entries keep their meaning.
+    PartitionReassignmentChange(PartitionReassignmentChangeRecord),
 }
 
 /// The application data of one Raft entry: the records of one controller decision, applied in

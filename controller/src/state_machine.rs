@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use crate::disk_format::*;
 use crate::metadata::{ClusterMetadata, MetadataImage};
 use crate::records::ApplyOutcome;
+use crate::snapshot_format::{decode_metadata, encode_metadata};
 use crate::TypeConfig;
 
 type Meta = SnapshotMeta<u64, BasicNode>;
@@ -78,7 +79,7 @@ impl MetadataStateMachine {
 
     /// Replaces the state by a snapshot's and publishes it.
     fn load(&mut self, snapshot: StoredSnapshot) -> Result<(), String> {
-        self.metadata = decode_body(&snapshot.state)?;
+        self.metadata = decode_metadata(&snapshot.state)?;
         self.last_applied = snapshot.meta.last_log_id;
         self.membership = snapshot.meta.last_membership.clone();
         *lock(&self.snapshot) = Some(snapshot);
@@ -169,7 +170,7 @@ impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
         );
         // An encoding failure of our own in-memory state would be a bug; an empty state makes
         // the snapshot fail to decode at install instead of panicking here.
-        let state = bincode::serialize(&self.metadata).unwrap_or_default();
+        let state = encode_metadata(&self.metadata).unwrap_or_default();
         SnapshotBuilder {
             dir: self.dir.clone(),
             snapshot: StoredSnapshot {
@@ -201,7 +202,7 @@ impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
             return Err(read_error("snapshot over the size bound"));
         }
         // Decode before writing: a snapshot that does not decode must not replace a good one.
-        decode_body::<ClusterMetadata>(&snapshot.state).map_err(read_error)?;
+        decode_metadata(&snapshot.state).map_err(read_error)?;
         write_snapshot_file(&self.dir, &snapshot).map_err(write_error)?;
         self.load(snapshot).map_err(read_error)
     }

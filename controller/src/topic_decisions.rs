@@ -9,6 +9,7 @@ use crate::api::*;
 use crate::decisions::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::placement::assign_replicas;
+use crate::reassignment::NextState;
 use crate::records::*;
 
 pub fn create_topics(md: &ClusterMetadata, topics: &[CreatableTopic], seed: u64) -> Decision {
@@ -199,7 +200,12 @@ fn add_partitions(
             format!("topic has {current} partitions"),
         );
     }
-    let factor = topic.partitions.values().next().map_or(1, |p| p.replicas.len());
+    // The target's size: a reassignment in progress lists the replicas it removes too.
+    let factor = topic
+        .partitions
+        .values()
+        .next()
+        .map_or(1, |p| p.target_replicas().len());
     let assignment = match assign_replicas(
         unfenced,
         current,
@@ -309,31 +315,28 @@ pub fn alter_partition(md: &ClusterMetadata, request: &ControllerRequest) -> Dec
     if error_code != NONE {
         return alter_error(error_code);
     }
+    // Each member once, in the sender's order (a duplicate later in the list would otherwise
+    // reach the state machine, which refuses the record after this answered success).
+    let mut seen = std::collections::BTreeSet::new();
     let mut isr = new_isr.clone();
-    isr.dedup();
-    let changed = isr != p.isr;
+    isr.retain(|b| seen.insert(*b));
+    // A grown ISR may complete a reassignment in progress (KRaft checks it on every
+    // AlterPartition): then the record also sets the target replicas, and maybe a new leader.
+    let mut next = NextState::of(p);
+    next.isr = isr;
+    next.complete_if_caught_up(md);
+    let (leader_epoch, partition_epoch) = next.epochs_after(p);
     let result = AlterPartitionResult {
         error_code: NONE,
-        leader: p.leader,
-        leader_epoch: p.leader_epoch,
-        partition_epoch: if changed {
-            p.partition_epoch + 1
-        } else {
-            p.partition_epoch
-        },
-        isr: isr.clone(),
+        leader: next.leader,
+        leader_epoch,
+        partition_epoch,
+        isr: next.isr.clone(),
     };
-    let record = PartitionChangeRecord {
-        topic_id: *topic_id,
-        partition_id: *partition,
-        replicas: None,
-        isr: Some(isr),
-        leader: None,
-    };
-    let records = if changed {
-        vec![MetadataRecord::PartitionChange(record)]
-    } else {
+    let records = if next == NextState::of(p) {
         Vec::new()
+    } else {
+        vec![next.record(*topic_id, *partition, p)]
     };
     Decision {
         records,

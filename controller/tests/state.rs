@@ -216,7 +216,7 @@ impl Random {
 fn random_record(r: &mut Random) -> MetadataRecord {
     let topic_id = [r.next(3) as u8; 16];
     let partition_id = r.next(3) as i32;
-    match r.next(7) {
+    match r.next(8) {
         0 => MetadataRecord::RegisterBroker(RegisterBrokerRecord {
             broker_id: r.broker(),
             incarnation_id: [0; 16],
@@ -250,12 +250,23 @@ fn random_record(r: &mut Random) -> MetadataRecord {
                 partition_epoch: 0,
             })
         }
-        _ => MetadataRecord::PartitionChange(PartitionChangeRecord {
+        6 => MetadataRecord::PartitionChange(PartitionChangeRecord {
             topic_id,
             partition_id,
             replicas: (r.next(3) == 0).then(|| r.brokers()),
             isr: (r.next(2) == 0).then(|| r.brokers()),
             leader: (r.next(2) == 0).then(|| r.broker() - 1),
+        }),
+        _ => MetadataRecord::PartitionReassignmentChange(PartitionReassignmentChangeRecord {
+            change: PartitionChangeRecord {
+                topic_id,
+                partition_id,
+                replicas: (r.next(2) == 0).then(|| r.brokers()),
+                isr: (r.next(3) == 0).then(|| r.brokers()),
+                leader: (r.next(3) == 0).then(|| r.broker() - 1),
+            },
+            adding_replicas: (r.next(2) == 0).then(|| r.brokers()),
+            removing_replicas: (r.next(2) == 0).then(|| r.brokers()),
         }),
     }
 }
@@ -266,6 +277,15 @@ fn check_invariants(md: &ClusterMetadata, epochs: &mut BTreeMap<([u8; 16], i32),
             assert!(
                 p.isr.iter().all(|b| p.replicas.contains(b)),
                 "isr ⊆ replicas: {p:?}"
+            );
+            let listed = |list: &[i32]| list.iter().all(|b| p.replicas.contains(b));
+            assert!(
+                listed(&p.adding_replicas) && listed(&p.removing_replicas),
+                "adding and removing ⊆ replicas: {p:?}"
+            );
+            assert!(
+                !p.adding_replicas.iter().any(|b| p.removing_replicas.contains(b)),
+                "{p:?}"
             );
             if p.leader != NO_LEADER {
                 assert!(p.isr.contains(&p.leader), "leader ∈ isr: {p:?}");

@@ -75,6 +75,11 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnedFd> {
 
 /// The size in bytes of the file system holding `path` (`statvfs`: blocks times fragment size).
 pub fn file_system_bytes(path: &std::path::Path) -> io::Result<u64> {
+    file_system_space(path).map(|(total, _)| total)
+}
+
+/// The total and available-to-unprivileged bytes of the file system holding `path`.
+pub fn file_system_space(path: &std::path::Path) -> io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
@@ -86,7 +91,9 @@ pub fn file_system_bytes(path: &std::path::Path) -> io::Result<u64> {
     }
     // SAFETY: statvfs succeeded, so it filled the struct (and zeroed memory is a valid one).
     let stat = unsafe { stat.assume_init() };
-    Ok(stat.f_blocks.saturating_mul(stat.f_frsize))
+    let total = stat.f_blocks.saturating_mul(stat.f_frsize);
+    let usable = stat.f_bavail.saturating_mul(stat.f_frsize);
+    Ok((total, usable))
 }
 
 /// A glommio file owning the descriptor of `file` (opened by std, on this thread).

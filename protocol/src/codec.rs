@@ -35,6 +35,8 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 2),
+    // kafka-protocol encodes 1 to 4, no v0.
+    api(ApiKey::DescribeLogDirs, 1, 4),
     // KIP-320: consumers validate their position after a leader change; followers truncate
     // (KIP-101, KIP-279). kafka-protocol encodes 2 to 4.
     api(ApiKey::OffsetForLeaderEpoch, 2, 4),
@@ -57,9 +59,14 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
 ];
 
 /// APIs served only in cluster mode (`process.roles` set), advertised there only: a single
-/// node has no leader to elect. ElectLeaders 0–2 as Kafka (v1 adds the election type, v2 is
-/// flexible).
-pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[api(ApiKey::ElectLeaders, 0, 2)];
+/// node has no leader to elect and nowhere to move a partition. ElectLeaders 0–2 as Kafka
+/// (v1 adds the election type, v2 is flexible); AlterPartitionReassignments 0–1 (v1 adds
+/// KIP-860's `allow_replication_factor_change`); ListPartitionReassignments 0.
+pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[
+    api(ApiKey::ElectLeaders, 0, 2),
+    api(ApiKey::AlterPartitionReassignments, 0, 1),
+    api(ApiKey::ListPartitionReassignments, 0, 0),
+];
 
 /// Which APIs a broker serves: [`SUPPORTED_APIS`], and [`CLUSTER_MODE_APIS`] in cluster mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

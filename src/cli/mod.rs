@@ -8,6 +8,7 @@ pub mod format;
 pub mod group;
 pub mod host;
 pub mod produce;
+pub mod reassign;
 pub mod topic;
 
 use anyhow::{anyhow, bail, Context};

@@ -1,9 +1,11 @@
-//! `laminar topic create | list | describe | delete | alter-config | add-partitions`.
+//! `laminar topic create | list | describe | delete | alter-config | add-partitions | move |
+//! reassignments`.
 
 use anyhow::{anyhow, bail, Context};
 use clap::Subcommand;
 use laminar_client::{ConfigChange, NewTopic, OffsetSpec};
 
+use super::reassign;
 use super::{
     check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, Connection, TopicMetadata,
     ADMIN_TIMEOUT_MS,
@@ -38,12 +40,17 @@ pub enum TopicCommand {
         #[command(flatten)]
         brokers: BrokerArgs,
     },
-    /// Partitions (leader, replicas, ISR, log start and end offsets) and configs of a topic.
+    /// Partitions (leader, replicas, ISR, log start and end offsets) and configs of a topic;
+    /// with --log-dirs also each replica's size and offset lag, from every broker holding one.
     ///
-    /// Example:
+    /// Examples:
     ///   laminar topic describe orders
+    ///   laminar topic describe orders --log-dirs
     Describe {
         name: String,
+        /// Also each replica's size in bytes and offset lag (DescribeLogDirs).
+        #[arg(long = "log-dirs")]
+        log_dirs: bool,
         #[command(flatten)]
         brokers: BrokerArgs,
     },
@@ -85,6 +92,37 @@ pub enum TopicCommand {
         #[command(flatten)]
         brokers: BrokerArgs,
     },
+    /// Move partitions to other brokers (cluster mode), or cancel a move in progress. The
+    /// new replicas copy the data from the leader; the move completes once they are in sync.
+    ///
+    /// Examples:
+    ///   laminar topic move orders --partition 0 --replicas 1,2,4
+    ///   laminar topic move orders --replicas 2,3,4          (every partition)
+    ///   laminar topic move orders --partition 0 --cancel
+    Move {
+        name: String,
+        /// Partition to move, repeatable (default: every partition of the topic).
+        #[arg(short = 'p', long = "partition")]
+        partitions: Vec<i32>,
+        /// The new replicas, preferred leader first: broker ids like 1,2,4.
+        #[arg(long, required_unless_present = "cancel", conflicts_with = "cancel")]
+        replicas: Option<String>,
+        /// Cancel the move in progress (back to the replicas before it).
+        #[arg(long)]
+        cancel: bool,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
+    /// Partition moves in progress: replicas, those being added and removed (cluster mode).
+    ///
+    /// Examples:
+    ///   laminar topic reassignments
+    ///   laminar topic reassignments orders
+    Reassignments {
+        name: Option<String>,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
 }
 
 pub fn run(command: TopicCommand) -> anyhow::Result<()> {
@@ -97,7 +135,11 @@ pub fn run(command: TopicCommand) -> anyhow::Result<()> {
             brokers,
         } => create(&name, partitions, replicas, &configs, &brokers),
         TopicCommand::List { brokers } => list(&brokers),
-        TopicCommand::Describe { name, brokers } => describe(&name, &brokers),
+        TopicCommand::Describe {
+            name,
+            log_dirs,
+            brokers,
+        } => describe(&name, log_dirs, &brokers),
         TopicCommand::Delete { names, brokers } => delete(&names, &brokers),
         TopicCommand::AlterConfig {
             name,
@@ -106,6 +148,14 @@ pub fn run(command: TopicCommand) -> anyhow::Result<()> {
             brokers,
         } => alter_config(&name, &set, delete, &brokers),
         TopicCommand::AddPartitions { name, num, brokers } => add_partitions(&name, num, &brokers),
+        TopicCommand::Move {
+            name,
+            partitions,
+            replicas,
+            cancel: _,
+            brokers,
+        } => reassign::move_partitions(&name, &partitions, replicas.as_deref(), &brokers),
+        TopicCommand::Reassignments { name, brokers } => reassign::list(name.as_deref(), &brokers),
     }
 }
 
@@ -210,9 +260,9 @@ fn add_partitions(name: &str, num: i32, brokers: &BrokerArgs) -> anyhow::Result<
     Ok(())
 }
 
-fn describe(name: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
+fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<()> {
     let mut connection = brokers.connect()?;
-    let (_, topic) = topic_metadata(&mut connection, name)?;
+    let (metadata, topic) = topic_metadata(&mut connection, name)?;
     let earliest = partition_offsets(&mut connection, &topic, OffsetSpec::Earliest)?;
     let latest = partition_offsets(&mut connection, &topic, OffsetSpec::Latest)?;
     let configs = connection
@@ -229,6 +279,11 @@ fn describe(name: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
     println!("PARTITIONS");
     print_partitions(&topic, &earliest, &latest);
     println!();
+    if log_dirs {
+        println!("REPLICAS");
+        reassign::print_replica_sizes(&topic, &metadata);
+        println!();
+    }
     println!("CONFIGS");
     let rows: Vec<Vec<String>> = configs
         .iter()

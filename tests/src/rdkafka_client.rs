@@ -272,3 +272,38 @@ pub fn unique_topic(prefix: &str) -> String {
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// A member of consumer group `group` (manual commits, from the earliest offset, range
+/// assignment, a short session).
+pub fn group_member(bootstrap: &str, group: &str) -> Result<BaseConsumer> {
+    let mut config = client_config(bootstrap);
+    config
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .set("partition.assignment.strategy", "range");
+    Ok(config.create()?)
+}
+
+/// Commits `next_offset` for `topic`/`partition`, synchronously.
+pub fn commit(consumer: &BaseConsumer, topic: &str, partition: i32, next_offset: i64) -> Result<()> {
+    let mut offsets = TopicPartitionList::new();
+    offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
+    consumer.commit(&offsets, rdkafka::consumer::CommitMode::Sync)?;
+    Ok(())
+}
+
+/// The offset of the first record a (subscribed) consumer gets.
+pub fn first_offset_seen(consumer: &BaseConsumer) -> Result<i64> {
+    let deadline = Instant::now() + OP_TIMEOUT * 2;
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(message)) => return Ok(message.offset()),
+            Some(Err(err)) => bail!("poll: {err}"),
+            None => {}
+        }
+    }
+    bail!("no record within {:?}", OP_TIMEOUT * 2)
+}

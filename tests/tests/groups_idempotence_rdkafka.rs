@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use laminar_tests::rdkafka_client::{
-    assert_records_match, assigned_consumer, client_config, consume, create_topic, produce_all, producer,
-    sample_records, unique_topic, OP_TIMEOUT,
+    assert_records_match, assigned_consumer, commit, consume, create_topic, first_offset_seen, group_member,
+    produce_all, producer, sample_records, unique_topic, OP_TIMEOUT,
 };
 use laminar_tests::{groups_enabled, Broker, GROUPS_ENV};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 fn skip(test: &str) -> bool {
@@ -24,18 +23,6 @@ fn skip(test: &str) -> bool {
         return true;
     }
     false
-}
-
-fn group_member(bootstrap: &str, group: &str) -> Result<BaseConsumer> {
-    let mut config = client_config(bootstrap);
-    config
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "500")
-        .set("partition.assignment.strategy", "range");
-    Ok(config.create()?)
 }
 
 /// Polls every member until each owns a non-empty assignment whose union is `partitions` and
@@ -90,25 +77,6 @@ async fn two_members_split_partitions_and_a_leaver_hands_them_over() -> Result<(
     let owned = await_balanced(&[&first], 4)?;
     assert_eq!(owned[0], (0..4).collect());
     Ok(())
-}
-
-fn commit(consumer: &BaseConsumer, topic: &str, partition: i32, next_offset: i64) -> Result<()> {
-    let mut offsets = TopicPartitionList::new();
-    offsets.add_partition_offset(topic, partition, Offset::Offset(next_offset))?;
-    consumer.commit(&offsets, CommitMode::Sync)?;
-    Ok(())
-}
-
-fn first_offset_seen(consumer: &BaseConsumer) -> Result<i64> {
-    let deadline = Instant::now() + OP_TIMEOUT * 2;
-    while Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(message)) => return Ok(message.offset()),
-            Some(Err(err)) => bail!("poll: {err}"),
-            None => {}
-        }
-    }
-    bail!("no record within {:?}", OP_TIMEOUT * 2)
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::{fetch_records, list_offset, produce, record_batch};
 use laminar_tests::{wait_for, Cluster};
@@ -163,6 +164,10 @@ fn acks_all_goes_on_with_one_of_three_replicas_down_and_is_refused_with_two_down
         !isr.contains(&followers[0]),
         "the dead follower left the ISR: {isr:?}"
     );
+    let http = cluster.node(leader).http_addr();
+    let page = MetricsPage::parse(&get_ok(http, "/metrics")?)?;
+    assert_eq!(page.value("laminar_kafka_under_replicated_partitions"), Some(1.0));
+    assert!(page.value("laminar_partitions_led").is_some_and(|led| led >= 1.0));
     cluster.node(followers[1]).kill9()?;
     let mut conn = cluster.connect(leader)?;
     let mut codes = Vec::new();

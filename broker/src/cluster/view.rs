@@ -13,7 +13,8 @@ use super::ClusterLink;
 use crate::broker::BrokerShared;
 
 /// The shards' topic table for `md`: every topic, its partition count, replication factor
-/// (of its first partition) and config overrides.
+/// (of its first partition's target replicas: a reassignment lists those it removes too) and
+/// config overrides.
 pub fn topic_table(md: &ClusterMetadata) -> BTreeMap<String, Arc<TopicMetadata>> {
     md.topics
         .values()
@@ -22,11 +23,9 @@ pub fn topic_table(md: &ClusterMetadata) -> BTreeMap<String, Arc<TopicMetadata>>
                 name: t.name.clone(),
                 id: t.topic_id,
                 partition_count: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
-                replication_factor: t
-                    .partitions
-                    .values()
-                    .next()
-                    .map_or(0, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX)),
+                replication_factor: t.partitions.values().next().map_or(0, |p| {
+                    i16::try_from(p.target_replicas().len()).unwrap_or(i16::MAX)
+                }),
                 configs: t.configs.clone(),
             };
             (t.name.clone(), Arc::new(topic))

@@ -106,6 +106,12 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     key("replica.high.watermark.checkpoint.interval.ms", Fixed("5000"), POSITIVE_I32, &[],
         "How often each shard writes its replicas' high watermarks to its \
          replication-offset-checkpoint file."),
+    key("leader.replication.throttled.rate", Fixed(LONG_MAX), POSITIVE, &[],
+        "Bytes per second a leader sends to followers of the replicas topics list in \
+         leader.replication.throttled.replicas (cluster mode)."),
+    key("follower.replication.throttled.rate", Fixed(LONG_MAX), POSITIVE, &[],
+        "Bytes per second a follower fetches for the replicas topics list in \
+         follower.replication.throttled.replicas (cluster mode)."),
     key("inter.broker.listener.name", Fixed("PLAINTEXT"), Kind::Text, &[],
         "The listener brokers reach each other on (followers' fetches)."),
     key("auto.leader.rebalance.enable", Fixed("true"), Kind::Bool, &[],

@@ -48,6 +48,9 @@ pub struct ReplicationSettings {
     pub high_watermark_checkpoint_interval_ms: u64,
     /// `inter.broker.listener.name`: the endpoint followers fetch from.
     pub inter_broker_listener_name: String,
+    /// `leader.replication.throttled.rate` and `follower.replication.throttled.rate`, bytes/s.
+    pub leader_throttled_rate: i64,
+    pub follower_throttled_rate: i64,
 }
 
 fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -183,6 +186,8 @@ fn replication_settings(v: &Values<'_>) -> Result<ReplicationSettings, ConfigErr
             "replica.high.watermark.checkpoint.interval.ms",
         )?,
         inter_broker_listener_name: v.text("inter.broker.listener.name").trim().to_ascii_uppercase(),
+        leader_throttled_rate: v.int("leader.replication.throttled.rate")?,
+        follower_throttled_rate: v.int("follower.replication.throttled.rate")?,
     };
     // Kafka's check: a follower waiting at its leader longer than the lag allows would leave
     // the ISR while idle.

@@ -21,11 +21,33 @@ pub struct GroupCoordinator {
     pub offsets_partition_count: i32,
     groups: RefCell<HashMap<String, Group>>,
     offsets: RefCell<HashMap<String, GroupOffsets>>,
-    /// Set once this shard has replayed its `__consumer_offsets` partitions.
+    /// Set once this shard has replayed its `__consumer_offsets` partitions (single node), or
+    /// is ready to load them as it comes to lead them (cluster mode).
     loaded: Cell<bool>,
+    /// Cluster mode: the `__consumer_offsets` partitions this shard coordinates because this
+    /// broker leads them, with the leader epoch their groups were loaded at. Bounded by the
+    /// partition count.
+    coordinated: RefCell<HashMap<i32, Coordinated>>,
     /// Wakes the timer task when a deadline may have moved.
     pub(super) changed: event_listener::Event,
     clock_origin: Instant,
+}
+
+/// A `__consumer_offsets` partition this broker leads, as its coordinator sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Coordinated {
+    leader_epoch: i32,
+    loaded: bool,
+}
+
+/// Whether a led `__consumer_offsets` partition's groups can be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coordination {
+    Ready,
+    /// Its records are being replayed (COORDINATOR_LOAD_IN_PROGRESS).
+    Loading,
+    /// Not loaded at this leader epoch: a load is due.
+    NeedsLoad,
 }
 
 /// A summary for ListGroups.
@@ -45,6 +67,7 @@ impl GroupCoordinator {
             groups: RefCell::default(),
             offsets: RefCell::default(),
             loaded: Cell::new(false),
+            coordinated: RefCell::default(),
             changed: event_listener::Event::new(),
             clock_origin: Instant::now(),
         }
@@ -61,6 +84,60 @@ impl GroupCoordinator {
 
     pub(super) fn set_loaded(&self) {
         self.loaded.set(true);
+    }
+
+    /// Cluster mode: where the groups of `partition`, led at `leader_epoch`, stand.
+    pub fn coordination(&self, partition: i32, leader_epoch: i32) -> Coordination {
+        match self.coordinated.borrow().get(&partition) {
+            Some(c) if c.leader_epoch == leader_epoch && c.loaded => Coordination::Ready,
+            Some(c) if c.leader_epoch == leader_epoch => Coordination::Loading,
+            _ => Coordination::NeedsLoad,
+        }
+    }
+
+    /// A load of `partition` at `leader_epoch` starts: what was known of its groups goes (the
+    /// log, as this leader has it, is the truth).
+    pub fn begin_load(&self, partition: i32, leader_epoch: i32) {
+        self.unload(partition);
+        let state = Coordinated {
+            leader_epoch,
+            loaded: false,
+        };
+        self.coordinated.borrow_mut().insert(partition, state);
+    }
+
+    /// The load of `partition` at `leader_epoch` ended (`ok`: its groups are served; else the
+    /// next request starts another).
+    pub fn end_load(&self, partition: i32, leader_epoch: i32, ok: bool) {
+        let mut coordinated = self.coordinated.borrow_mut();
+        match coordinated.get_mut(&partition) {
+            Some(c) if c.leader_epoch == leader_epoch && ok => c.loaded = true,
+            Some(c) if c.leader_epoch == leader_epoch => {
+                coordinated.remove(&partition);
+            }
+            _ => {}
+        }
+    }
+
+    /// This broker no longer leads `partition`: its groups go with the leadership.
+    pub fn stop_coordinating(&self, partition: i32) {
+        if self.coordinated.borrow_mut().remove(&partition).is_some() {
+            self.unload(partition);
+        }
+    }
+
+    /// The partitions coordinated now (cluster mode).
+    pub fn coordinated_partitions(&self) -> Vec<i32> {
+        self.coordinated.borrow().keys().copied().collect()
+    }
+
+    /// Forgets the groups and offsets whose home is `partition`.
+    fn unload(&self, partition: i32) {
+        let count = self.offsets_partition_count;
+        let elsewhere = |group_id: &str| super::partition_for(group_id, count) != partition;
+        self.groups.borrow_mut().retain(|id, _| elsewhere(id));
+        self.offsets.borrow_mut().retain(|id, _| elsewhere(id));
+        self.changed.notify(usize::MAX);
     }
 
     /// Runs `work` on the group, creating it (Empty) when `create` and it does not exist.

@@ -81,6 +81,7 @@ where
             if !there.state.groups.is_loaded() {
                 return Err(ResponseError::CoordinatorLoadInProgress);
             }
+            store::check_coordinating(&there, partition)?;
             Ok(work(there, partition).await)
         })
         .await;

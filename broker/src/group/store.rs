@@ -13,6 +13,7 @@ use laminar_engine::log::batch::BatchHeader;
 use laminar_engine::partition::LogError;
 use laminar_engine::shard::shard_of_partition;
 
+use super::coordinator::Coordination;
 use super::records::{decode_batch, encode_batch, GroupRecord};
 use super::OFFSETS_TOPIC;
 use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
@@ -126,9 +127,91 @@ pub async fn persist_group(ctx: &Rc<BrokerCtx>, partition: i32, group_id: &str) 
     }
 }
 
-/// Replays every `__consumer_offsets` partition this shard owns into its coordinator.
+/// Cluster mode: whether this broker coordinates the groups of `partition` now — it leads
+/// the partition (NOT_COORDINATOR otherwise) and has loaded its records at this leader epoch
+/// (COORDINATOR_LOAD_IN_PROGRESS while it loads; the first request after a leadership change
+/// starts the load if the replication task has not yet).
+pub fn check_coordinating(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<(), ResponseError> {
+    let Some(link) = &ctx.state.shared.cluster else {
+        return Ok(());
+    };
+    let image = link.image();
+    let state = image.metadata.partition_by_name(OFFSETS_TOPIC, partition);
+    let Some(state) = state.filter(|s| s.leader == link.node_id) else {
+        return Err(ResponseError::NotCoordinator);
+    };
+    match ctx.state.groups.coordination(partition, state.leader_epoch) {
+        Coordination::Ready => Ok(()),
+        Coordination::Loading => Err(ResponseError::CoordinatorLoadInProgress),
+        Coordination::NeedsLoad => {
+            start_load(ctx, partition, state.leader_epoch);
+            Err(ResponseError::CoordinatorLoadInProgress)
+        }
+    }
+}
+
+/// Cluster mode, after each metadata change: loads the groups of the `__consumer_offsets`
+/// partitions this shard's broker came to lead, and drops those of partitions it stopped
+/// leading. The groups and committed offsets move with the leadership: the new leader's
+/// replica has every committed record.
+pub fn follow_leadership(ctx: &Rc<BrokerCtx>, image: &laminar_controller::MetadataImage) {
+    let Some(link) = &ctx.state.shared.cluster else {
+        return;
+    };
+    let groups = &ctx.state.groups;
+    let led = |partition: i32| {
+        image
+            .metadata
+            .partition_by_name(OFFSETS_TOPIC, partition)
+            .filter(|s| s.leader == link.node_id)
+            .map(|s| s.leader_epoch)
+    };
+    for partition in groups.coordinated_partitions() {
+        if led(partition).is_none() {
+            groups.stop_coordinating(partition);
+            tracing::info!(partition, "no longer coordinating the groups of {OFFSETS_TOPIC}");
+        }
+    }
+    for partition in 0..groups.offsets_partition_count {
+        if shard_of_partition(OFFSETS_TOPIC, partition, ctx.shard_count()) != ctx.id() {
+            continue;
+        }
+        if let Some(epoch) = led(partition) {
+            if groups.coordination(partition, epoch) == Coordination::NeedsLoad {
+                start_load(ctx, partition, epoch);
+            }
+        }
+    }
+}
+
+/// Replays `partition` at `leader_epoch` into the coordinator from a task of its own.
+fn start_load(ctx: &Rc<BrokerCtx>, partition: i32, leader_epoch: i32) {
+    ctx.state.groups.begin_load(partition, leader_epoch);
+    let ctx = ctx.clone();
+    glommio::spawn_local(async move {
+        let replayed = replay_partition(&ctx, partition).await;
+        match &replayed {
+            Ok(records) => tracing::info!(partition, records, leader_epoch, "loaded group records"),
+            Err(error) => {
+                tracing::warn!(partition, %error, "cannot load group records; retried at the next request")
+            }
+        }
+        ctx.state
+            .groups
+            .end_load(partition, leader_epoch, replayed.is_ok());
+    })
+    .detach();
+}
+
+/// Replays every `__consumer_offsets` partition this shard owns into its coordinator (single
+/// node). In a cluster the partitions are loaded as this broker comes to lead them
+/// (`follow_leadership`).
 pub async fn load(ctx: &Rc<BrokerCtx>) {
     let coordinator = &ctx.state.groups;
+    if ctx.state.shared.cluster.is_some() {
+        coordinator.set_loaded();
+        return;
+    }
     for partition in 0..coordinator.offsets_partition_count {
         if shard_of_partition(OFFSETS_TOPIC, partition, ctx.shard_count()) != ctx.id() {
             continue;

@@ -13,6 +13,7 @@ use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
+use crate::replication::throttle::ThrottleSide;
 use crate::replication::FollowerFetch;
 use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer};
 
@@ -123,10 +124,21 @@ fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(Topi
 async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) -> Reads {
     on_owning_shards(ctx, wanted, |there, tp, want: Wanted| async move {
         let partition = there.state.partition_to_read(&tp).await?;
+        let mut throttled = false;
         if let Reader::Follower(replica_id) = want.reader {
             follower_fetched(&there, &tp, &want, replica_id, partition.as_ref())?;
+            throttled = there.state.replication_throttled(ThrottleSide::Leader, &tp);
         }
         let read = match partition {
+            Some(partition) if throttled && !leader_throttle_allows(&there) => {
+                // Throttled and over budget: the partition answers without records this time.
+                ReadResult {
+                    data: RecordBytes::default(),
+                    high_watermark: partition.high_watermark(),
+                    log_start_offset: partition.log_start_offset(),
+                    log_end_offset: partition.log_end_offset(),
+                }
+            }
             Some(partition) => {
                 let end = want.reader.read_end();
                 partition
@@ -135,9 +147,19 @@ async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) ->
             }
             None => ReadResult::of_unwritten(want.offset)?,
         };
+        if throttled {
+            if let Some(replication) = &there.state.replication {
+                replication.leader_throttle.spend(read.data.len(), Instant::now());
+            }
+        }
         Ok(read)
     })
     .await
+}
+
+fn leader_throttle_allows(there: &Rc<BrokerCtx>) -> bool {
+    let replication = there.state.replication.as_ref();
+    replication.is_none_or(|r| r.leader_throttle.allows(Instant::now()))
 }
 
 /// A follower's fetch tells the leader how far it got: checked against the leadership, then

@@ -14,6 +14,7 @@ use crate::metrics::ProducedTraffic;
 use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
 
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod append_order;
 pub mod create_partitions;
@@ -24,6 +25,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -33,6 +35,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -129,7 +132,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
     }
 }
 
-/// The APIs this broker serves: cluster mode adds ElectLeaders.
+/// The APIs this broker serves: cluster mode adds ElectLeaders and the reassignment APIs.
 fn served_apis(ctx: &BrokerCtx) -> codec::ServedApis {
     match ctx.state.shared.cluster {
         Some(_) => codec::ServedApis::Cluster,
@@ -220,6 +223,15 @@ async fn handle_partition_or_admin_api(
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(alter_partition_reassignments::handle(ctx, r).await)
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(list_partition_reassignments::handle(ctx, r))
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, r).await)
         }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)

@@ -86,6 +86,7 @@ pub const QUORUM_APPLIED: &str = "laminar_controller_last_applied_index";
 pub const VOTER_LAG: &str = "laminar_controller_voter_lag";
 pub const BROKER_FENCED: &str = "laminar_broker_fenced";
 pub const PARTITIONS_LED: &str = "laminar_partitions_led";
+pub const PARTITIONS_FOLLOWED: &str = "laminar_partitions_followed";
 
 /// Every family `/metrics` serves, in the order it serves them.
 pub const FAMILIES: &[Family] = &[
@@ -244,9 +245,8 @@ pub const FAMILIES: &[Family] = &[
         UNDER_REPLICATED,
         Kind::Gauge,
         &[],
-        "Partitions whose in-sync replicas are fewer than their replicas \
-         (Kafka: UnderReplicatedPartitions). A single node is every partition's only replica, \
-         so this is 0 until replication exists.",
+        "Partitions this broker leads whose in-sync replicas are fewer than their replicas \
+         (Kafka: UnderReplicatedPartitions); 0 on a single node.",
     ),
     family(
         WRITEBACK_SUBMITTED,
@@ -327,6 +327,13 @@ pub const FAMILIES: &[Family] = &[
         &[],
         "Partitions this broker leads in the quorum's metadata (Kafka: LeaderCount).",
     ),
+    family(
+        PARTITIONS_FOLLOWED,
+        Kind::Gauge,
+        &[],
+        "Partitions this broker holds a follower replica of and copies from their leaders \
+         (cluster mode).",
+    ),
 ];
 
 /// What the renderer needs besides the shards' snapshot.
@@ -376,7 +383,16 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         GROUP_LAG if context.detail == SnapshotDetail::Partitions => group_lag_samples(out, name, snapshot),
         GROUP_LAG => {}
         GROUP_LAG_SUM | GROUP_LAG_MAX => group_lag_totals(out, name, snapshot),
-        UNDER_REPLICATED => sample(out, name, &[], 0),
+        UNDER_REPLICATED => {
+            let total: usize = snapshot.shards.iter().map(|s| s.replicas.under_replicated).sum();
+            sample(out, name, &[], total as u64);
+        }
+        PARTITIONS_FOLLOWED => {
+            if snapshot.cluster.is_some() {
+                let total: usize = snapshot.shards.iter().map(|s| s.replicas.followed).sum();
+                sample(out, name, &[], total as u64);
+            }
+        }
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
         QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {

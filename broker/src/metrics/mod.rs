@@ -53,6 +53,8 @@ pub struct ShardSnapshot {
     pub write_behind: Option<WriteBehindStats>,
     /// This shard's file cache: files held, parked, parks, reopens, refusals.
     pub files: FileCacheStats,
+    /// Cluster mode: partitions this shard leads, follows, and leads with a shrunk ISR.
+    pub replicas: crate::replication::ReplicaCounts,
 }
 
 /// An offset a consumer group committed.
@@ -121,6 +123,7 @@ impl ShardSnapshot {
                 })
                 .collect(),
             topics: metrics.topics.borrow().clone(),
+            replicas: state.replication.as_ref().map(|r| r.counts()).unwrap_or_default(),
             fetch_paths: metrics.fetch_paths.get(),
             durability_wait: metrics.durability_wait.snapshot(),
             fdatasync: metrics.fdatasync.snapshot(),

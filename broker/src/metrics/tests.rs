@@ -181,6 +181,11 @@ fn sample_shard() -> ShardSnapshot {
             reopens: 7,
             refusals: 1,
         },
+        replicas: crate::replication::ReplicaCounts {
+            led: 4,
+            followed: 6,
+            under_replicated: 1,
+        },
     }
 }
 
@@ -290,7 +295,11 @@ fn storage_and_write_behind_figures_are_rendered_per_shard() {
     assert_eq!(writeback("bytes_total"), 4194304.0);
     assert_eq!(writeback("in_flight"), 1.0);
     assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
-    assert_eq!(line("laminar_kafka_under_replicated_partitions"), 0.0);
+    assert_eq!(
+        line("laminar_kafka_under_replicated_partitions"),
+        2.0,
+        "1 per shard"
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! below the cut.
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -17,6 +18,7 @@ use laminar_engine::partition::Partition;
 
 use crate::broker::{BrokerCtx, OpenMode, TopicPartition};
 use crate::config::FsyncSetting;
+use crate::replication::throttle::ThrottleSide;
 
 /// What a followed partition does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +114,11 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<Plan> {
             (_, partition) => {
                 // Nothing written here: nothing to truncate.
                 replication.set_phase(&tp, state.leader_epoch, Phase::Fetching);
+                if ctx.state.replication_throttled(ThrottleSide::Follower, &tp)
+                    && !replication.follower_throttle.allows(Instant::now())
+                {
+                    continue; // over budget: not asked for this time
+                }
                 plan.fetches.push(FetchPoint {
                     offset: partition.as_ref().map_or(0, |p| p.log_end_offset()),
                     log_start_offset: partition.as_ref().map_or(0, |p| p.log_start_offset()),
@@ -201,6 +208,11 @@ pub async fn apply_fetched(ctx: &Rc<BrokerCtx>, source: i32, parts: Vec<FetchedP
         if part.error_code != 0 {
             note_fetch_error(ctx, &part, &state, now_ms);
             continue;
+        }
+        if ctx.state.replication_throttled(ThrottleSide::Follower, &part.tp) {
+            replication
+                .follower_throttle
+                .spend(part.records.len(), Instant::now());
         }
         if let Err(error) = append_fetched(ctx, &part).await {
             tracing::warn!(topic = part.tp.topic, partition = part.tp.partition, %error, "follower append failed");

@@ -219,6 +219,8 @@ mod tests {
             leader: 1,
             leader_epoch: epoch,
             partition_epoch,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 

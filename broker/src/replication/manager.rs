@@ -39,6 +39,7 @@ pub async fn run(ctx: Rc<BrokerCtx>, link: Arc<ClusterLink>) {
         let image = link.image();
         if applied.as_ref().is_none_or(|a| !Arc::ptr_eq(a, &image)) {
             reconcile(&ctx, &image).await;
+            crate::group::store::follow_leadership(&ctx, &image);
             applied = Some(image);
         }
         check_isr(&ctx);
@@ -113,11 +114,33 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
             lead(ctx, &tp, state, now_ms).await;
         }
     }
-    replication.forget_unassigned(&assigned);
+    for (topic, partition) in replication.forget_unassigned(&assigned) {
+        delete_moved_replica(ctx, image, &topic, partition).await;
+    }
     for source in replication.sources_without_fetcher() {
         match super::fetcher::start(ctx, source) {
             Ok(()) => replication.fetcher_started(source),
             Err(error) => tracing::error!(source, %error, "cannot start a replica fetcher thread"),
+        }
+    }
+}
+
+/// Deletes this broker's replica of a partition a reassignment moved off it (its topic still
+/// exists without this broker among its replicas). Only a partition this process had a role
+/// for gets here, so an image not yet caught up at start deletes nothing; deleted topics are
+/// shard 0's (`cluster::view::delete_removed_topics`).
+async fn delete_moved_replica(ctx: &Rc<BrokerCtx>, image: &MetadataImage, topic: &str, partition: i32) {
+    let Some(state) = image.metadata.partition_by_name(topic, partition) else {
+        return;
+    };
+    let node_id = ctx.state.replication.as_ref().map_or(-1, |r| r.node_id);
+    if state.replicas.contains(&node_id) {
+        return;
+    }
+    match ctx.state.partitions.remove(topic, partition).await {
+        Ok(()) => tracing::info!(topic, partition, "deleted the replica moved off this broker"),
+        Err(error) => {
+            tracing::error!(topic, partition, %error, "cannot delete a replica moved off this broker")
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod fetcher;
 pub mod follower;
 pub mod leader;
 pub mod manager;
+pub mod throttle;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -50,11 +51,23 @@ pub struct ShardReplication {
     pub high_watermarks: ShardHighWatermarks,
     /// Notified when the followed partitions change: an idle fetcher waits on it.
     followed_changed: event_listener::Event,
+    /// This shard's share of `leader.replication.throttled.rate`.
+    pub leader_throttle: throttle::Throttle,
+    /// This shard's share of `follower.replication.throttled.rate`.
+    pub follower_throttle: throttle::Throttle,
 }
 
 impl ShardReplication {
-    pub fn new(node_id: i32, settings: ReplicationSettings, log_dir: &std::path::Path, shard: usize) -> Self {
+    /// `shard` of `shard_count`.
+    pub fn new(
+        node_id: i32,
+        settings: ReplicationSettings,
+        log_dir: &std::path::Path,
+        (shard, shard_count): (usize, usize),
+    ) -> Self {
         ShardReplication {
+            leader_throttle: throttle::Throttle::new(settings.leader_throttled_rate, shard_count),
+            follower_throttle: throttle::Throttle::new(settings.follower_throttled_rate, shard_count),
             node_id,
             settings,
             led: RefCell::default(),
@@ -62,6 +75,13 @@ impl ShardReplication {
             fetchers: RefCell::default(),
             high_watermarks: ShardHighWatermarks::new(log_dir, shard),
             followed_changed: event_listener::Event::new(),
+        }
+    }
+
+    pub fn throttle(&self, side: throttle::ThrottleSide) -> &throttle::Throttle {
+        match side {
+            throttle::ThrottleSide::Leader => &self.leader_throttle,
+            throttle::ThrottleSide::Follower => &self.follower_throttle,
         }
     }
 
@@ -260,15 +280,32 @@ impl ShardReplication {
         self.led.borrow_mut().insert(key, leader);
     }
 
-    /// Drops every role for partitions not in `assigned` (deleted, or moved off this broker).
-    pub fn forget_unassigned<V>(&self, assigned: &HashMap<PartitionKey, V>) {
-        self.led.borrow_mut().retain(|key, _| assigned.contains_key(key));
+    /// Drops every role for partitions not in `assigned` (deleted, or moved off this broker);
+    /// returns the partitions that lost their role.
+    pub fn forget_unassigned<V>(&self, assigned: &HashMap<PartitionKey, V>) -> Vec<PartitionKey> {
+        let mut dropped = Vec::new();
+        self.led.borrow_mut().retain(|key, _| {
+            let keep = assigned.contains_key(key);
+            if !keep {
+                dropped.push(key.clone());
+            }
+            keep
+        });
         let mut followed = self.followed.borrow_mut();
-        let before = followed.len();
-        followed.retain(|key, _| assigned.contains_key(key));
-        if followed.len() != before {
+        followed.retain(|key, _| {
+            let keep = assigned.contains_key(key);
+            if !keep {
+                dropped.push(key.clone());
+            }
+            keep
+        });
+        if !dropped.is_empty() {
             self.followed_changed.notify(usize::MAX);
         }
+        for (topic, partition) in &dropped {
+            self.high_watermarks.remove(topic, *partition);
+        }
+        dropped
     }
 
     /// Leaders this shard follows partitions from but has no fetcher for yet.

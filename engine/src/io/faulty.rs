@@ -395,6 +395,13 @@ impl Storage for FaultyStorage {
         Ok(self.files.borrow().contains_key(path) || self.dirs.borrow().contains(path))
     }
 
+    async fn file_len(&self, path: &Path) -> io::Result<u64> {
+        let file = self.files.borrow().get(path).cloned();
+        let file = file.ok_or_else(|| not_found(path))?;
+        let len = file.data.borrow().len() as u64;
+        Ok(len)
+    }
+
     async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
         Ok(())
     }

@@ -618,6 +618,10 @@ impl<S: Storage> Storage for FileCache<S> {
         self.shared.inner.list_dir(path).await
     }
 
+    async fn file_len(&self, path: &Path) -> io::Result<u64> {
+        self.shared.inner.file_len(path).await
+    }
+
     async fn open(&self, path: &Path, create: bool) -> io::Result<Rc<CachedFile<S>>> {
         let file = self.shared.open_inner(path, create).await?;
         let cached = Rc::new(CachedFile {

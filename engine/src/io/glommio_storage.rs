@@ -469,6 +469,11 @@ impl Storage for GlommioStorage {
         std::fs::create_dir_all(path)
     }
 
+    async fn file_len(&self, path: &Path) -> io::Result<u64> {
+        // A stat of a file whose dentry is cached: microseconds on this thread, as `list_dir`.
+        Ok(std::fs::metadata(path)?.len())
+    }
+
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(path)? {

@@ -20,6 +20,12 @@ pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
 pub use reservations::ReserveBudget;
 pub use writeback::{WriteBehind, WriteBehindStats};
 
+/// The total and usable bytes of the file system holding `path` (`statvfs`; usable is what an
+/// unprivileged writer may still take, as Java's `FileStore.getUsableSpace`).
+pub fn file_system_space(path: &Path) -> io::Result<(u64, u64)> {
+    crate::sys::file_system_space(path)
+}
+
 /// The storage a broker shard runs on: glommio files behind the shard's [`FileCache`].
 pub type ShardStorage = FileCache<GlommioStorage>;
 
@@ -110,6 +116,9 @@ pub trait Storage {
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     async fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// The length of the file at `path` as the file system has it, without opening it (no
+    /// descriptor taken): sizes of partitions that are not open.
+    async fn file_len(&self, path: &Path) -> io::Result<u64>;
     /// Makes creations, renames and removals in `path` durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 }

@@ -202,6 +202,47 @@ impl ShardPartitions {
         }
     }
 
+    /// The partitions with a directory in this log dir (`<topic>-<index>`), whichever shard
+    /// owns them and whether or not they are open. Other entries (files, the controller's
+    /// `__cluster_metadata-0` among them, names without an index) are the caller's to filter
+    /// against its topic table.
+    pub async fn replica_dirs(&self) -> Result<Vec<PartitionKey>, LogError> {
+        let names = self.storage.list_dir(&self.log_dir).await?;
+        let each = names.into_iter().filter_map(|name| {
+            let (topic, index) = name.rsplit_once('-')?;
+            let index: i32 = index.parse().ok().filter(|i| *i >= 0)?;
+            (!topic.is_empty()).then(|| (topic.to_string(), index))
+        });
+        Ok(each.collect())
+    }
+
+    /// A local replica's size in bytes (its segments) and its high watermark minus its log
+    /// end offset; `None` when the partition has no directory. Read from the open partition,
+    /// else from the directory's segment files without opening it (its high watermark is not
+    /// known then: a closed log is no further than it, so the lag is 0).
+    pub async fn replica_size(&self, topic: &str, partition: i32) -> Result<Option<(u64, i64)>, LogError> {
+        if let Some(open) = self.get(topic, partition) {
+            let lag = open.high_watermark().saturating_sub(open.log_end_offset()).max(0);
+            return Ok(Some((open.size_bytes(), lag)));
+        }
+        let dir = partition_dir(&self.log_dir, topic, partition);
+        let names = match self.storage.list_dir(&dir).await {
+            Ok(names) => names,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut size: u64 = 0;
+        for name in names.iter().filter(|n| parse_log_name(n).is_some()) {
+            match self.storage.file_len(&dir.join(name)).await {
+                Ok(len) => size = size.saturating_add(len),
+                // Retention may delete a segment between the listing and the stat.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Some((size, 0)))
+    }
+
     /// Closes and deletes a partition's files, whether or not it was open.
     pub async fn remove(&self, topic: &str, partition: i32) -> Result<(), LogError> {
         let _lifecycle = self.lifecycle.read().await;

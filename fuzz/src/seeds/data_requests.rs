@@ -329,3 +329,60 @@ pub fn init_producer_id(version: i16, variant: usize) -> InitProducerIdRequest {
     }
     request
 }
+
+/// Every partition of the first topic, and the second topic with all of its partitions (the
+/// marks are the indexes).
+pub fn describe_log_dirs(marks: &Marks) -> DescribeLogDirsRequest {
+    let named = describe_log_dirs_request::DescribableLogDirTopic::default()
+        .with_topic(topic(TOPICS[0]))
+        .with_partitions(marks.partitions.to_vec());
+    let other = describe_log_dirs_request::DescribableLogDirTopic::default()
+        .with_topic(topic(TOPICS[1]))
+        .with_partitions(vec![0]);
+    DescribeLogDirsRequest::default().with_topics(Some(vec![named, other]))
+}
+
+/// A move of partition 0 to broker 1, and a cancel of the other partitions (the broker
+/// answers these in cluster mode only).
+pub fn alter_partition_reassignments(version: i16, marks: &Marks) -> AlterPartitionReassignmentsRequest {
+    let each = marks.partitions.iter().enumerate().map(|(i, &index)| {
+        let replicas = (i == 0).then(|| vec![BrokerId(1)]);
+        alter_partition_reassignments_request::ReassignablePartition::default()
+            .with_partition_index(index)
+            .with_replicas(replicas)
+    });
+    let request = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(marks.wait_ms)
+        .with_topics(vec![
+            alter_partition_reassignments_request::ReassignableTopic::default()
+                .with_name(topic(TOPICS[0]))
+                .with_partitions(each.collect()),
+        ]);
+    // v1 carries KIP-860's flag; false is not encodable in v0.
+    request.with_allow_replication_factor_change(version == 0)
+}
+
+pub fn list_partition_reassignments(marks: &Marks) -> ListPartitionReassignmentsRequest {
+    ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(marks.wait_ms)
+        .with_topics(Some(vec![
+            list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                .with_name(topic(TOPICS[0]))
+                .with_partition_indexes(marks.partitions.to_vec()),
+        ]))
+}
+
+/// A preferred (v1+: type 0) election of the first topic's partitions.
+pub fn elect_leaders(version: i16, marks: &Marks) -> ElectLeadersRequest {
+    let partitions = elect_leaders_request::TopicPartitions::default()
+        .with_topic(topic(TOPICS[0]))
+        .with_partitions(marks.partitions.to_vec());
+    let request = ElectLeadersRequest::default()
+        .with_timeout_ms(marks.wait_ms)
+        .with_topic_partitions(Some(vec![partitions]));
+    if version >= 1 {
+        request.with_election_type(0)
+    } else {
+        request
+    }
+}

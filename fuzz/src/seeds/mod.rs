@@ -65,10 +65,21 @@ fn variants(api: ApiKey) -> usize {
     }
 }
 
-/// Every seed, for every advertised (api, version), in table order.
+/// Every seed, for every (api, version) a single node advertises, in table order.
 pub fn all() -> Result<Vec<Seed>> {
+    seeds_of(SUPPORTED_APIS)
+}
+
+/// Seeds of the APIs only cluster mode advertises (`CLUSTER_MODE_APIS`). The fuzz targets run
+/// a single node, which refuses these as unknown; the seeds are here for a cluster-mode
+/// target.
+pub fn cluster_mode() -> Result<Vec<Seed>> {
+    seeds_of(laminar_protocol::codec::CLUSTER_MODE_APIS)
+}
+
+fn seeds_of(apis: &[laminar_protocol::codec::ApiSupport]) -> Result<Vec<Seed>> {
     let mut seeds = Vec::new();
-    for support in SUPPORTED_APIS {
+    for support in apis {
         for version in support.min..=support.max {
             for variant in 0..variants(support.key) {
                 let seed = build(support.key, version, variant)
@@ -178,10 +189,18 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
             RequestKind::IncrementalAlterConfigs(data::incremental_alter_configs())
         }
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(data::describe_cluster(v)),
+        ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(data::describe_log_dirs(marks)),
+        ApiKey::AlterPartitionReassignments => {
+            RequestKind::AlterPartitionReassignments(data::alter_partition_reassignments(v, marks))
+        }
+        ApiKey::ListPartitionReassignments => {
+            RequestKind::ListPartitionReassignments(data::list_partition_reassignments(marks))
+        }
         ApiKey::OffsetForLeaderEpoch => {
             RequestKind::OffsetForLeaderEpoch(data::offset_for_leader_epoch(marks))
         }
         ApiKey::InitProducerId => RequestKind::InitProducerId(data::init_producer_id(v, variant)),
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(data::elect_leaders(v, marks)),
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(group::find_coordinator(v)),
         ApiKey::JoinGroup => RequestKind::JoinGroup(group::join_group(v, variant, marks)),
         ApiKey::SyncGroup => RequestKind::SyncGroup(group::sync_group(v, marks)),
@@ -254,14 +273,16 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         DescribeConfigs => DescribeConfigsRequest, AlterConfigs => AlterConfigsRequest,
         CreatePartitions => CreatePartitionsRequest,
         IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
-        DescribeCluster => DescribeClusterRequest,
+        DescribeCluster => DescribeClusterRequest, DescribeLogDirs => DescribeLogDirsRequest,
+        AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
+        ListPartitionReassignments => ListPartitionReassignmentsRequest,
         OffsetForLeaderEpoch => OffsetForLeaderEpochRequest, FindCoordinator => FindCoordinatorRequest,
         JoinGroup => JoinGroupRequest, SyncGroup => SyncGroupRequest,
         Heartbeat => HeartbeatRequest, LeaveGroup => LeaveGroupRequest,
         OffsetCommit => OffsetCommitRequest, OffsetFetch => OffsetFetchRequest,
         ListGroups => ListGroupsRequest, DescribeGroups => DescribeGroupsRequest,
         DeleteGroups => DeleteGroupsRequest, OffsetDelete => OffsetDeleteRequest,
-        InitProducerId => InitProducerIdRequest,
+        InitProducerId => InitProducerIdRequest, ElectLeaders => ElectLeadersRequest,
     ))
 }
 
@@ -368,8 +389,10 @@ mod tests {
 
     #[test]
     fn every_advertised_version_has_a_seed_that_decodes_whole() {
-        let seeds = all().expect("every seed builds");
-        for support in SUPPORTED_APIS {
+        let mut seeds = all().expect("every seed builds");
+        seeds.extend(cluster_mode().expect("every cluster-mode seed builds"));
+        let cluster = laminar_protocol::codec::CLUSTER_MODE_APIS;
+        for support in SUPPORTED_APIS.iter().chain(cluster) {
             for version in support.min..=support.max {
                 let seed = seeds
                     .iter()

@@ -1,0 +1,161 @@
+//! The bytes of a snapshot's state (`ClusterMetadata`), in the `snapshot` file and in Raft's
+//! InstallSnapshot alike, and how the format written before reassignments is still read.
+//!
+//! * **Format 2** (now): the 8 bytes `LMNMETA2`, then bincode of [`ClusterMetadata`].
+//! * **Format 1** (before partitions had `adding_replicas`/`removing_replicas`): bincode of
+//!   the same struct without those two fields, starting with the broker count as a u64. A
+//!   count equal to the tag read as a u64 (about 3.6 × 10^18) cannot be, so the first 8 bytes
+//!   tell the formats apart. bincode has no optional fields: a struct that grows needs a new
+//!   format here (and a new variant for a log record, see `records.rs`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::disk_format::decode_body;
+use crate::metadata::{BrokerRegistration, ClusterMetadata, PartitionState, TopicState};
+use crate::records::TopicId;
+
+pub const STATE_TAG: [u8; 8] = *b"LMNMETA2";
+
+pub fn encode_metadata(metadata: &ClusterMetadata) -> Result<Vec<u8>, String> {
+    let mut bytes = STATE_TAG.to_vec();
+    bincode::serialize_into(&mut bytes, metadata).map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+/// Decodes either format (bounded as every body read from disk or the network).
+pub fn decode_metadata(bytes: &[u8]) -> Result<ClusterMetadata, String> {
+    match bytes.strip_prefix(&STATE_TAG) {
+        Some(body) => decode_body(body),
+        None => decode_body::<MetadataV1>(bytes).map(MetadataV1::upgrade),
+    }
+}
+
+#[derive(Deserialize)]
+struct PartitionV1 {
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    leader: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+}
+
+#[derive(Deserialize)]
+struct TopicV1 {
+    name: String,
+    topic_id: TopicId,
+    configs: BTreeMap<String, String>,
+    partitions: BTreeMap<i32, PartitionV1>,
+}
+
+#[derive(Deserialize)]
+struct MetadataV1 {
+    brokers: BTreeMap<i32, BrokerRegistration>,
+    topics: BTreeMap<TopicId, TopicV1>,
+    topic_ids_by_name: BTreeMap<String, TopicId>,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    next_producer_id: i64,
+    cluster_id: Option<String>,
+}
+
+impl MetadataV1 {
+    fn upgrade(self) -> ClusterMetadata {
+        let topics = self.topics.into_iter().map(|(id, t)| {
+            let partitions = t.partitions.into_iter().map(|(index, p)| {
+                let state = PartitionState {
+                    replicas: p.replicas,
+                    isr: p.isr,
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
+                };
+                (index, state)
+            });
+            let topic = TopicState {
+                name: t.name,
+                topic_id: t.topic_id,
+                configs: t.configs,
+                partitions: partitions.collect(),
+            };
+            (id, Arc::new(topic))
+        });
+        ClusterMetadata {
+            brokers: self.brokers,
+            topics: topics.collect(),
+            topic_ids_by_name: self.topic_ids_by_name,
+            broker_configs: self.broker_configs,
+            next_producer_id: self.next_producer_id,
+            cluster_id: self.cluster_id,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Serialize;
+
+    /// Format 1 as it was written: the structs before the reassignment fields.
+    #[derive(Serialize)]
+    struct OldPartition(Vec<i32>, Vec<i32>, i32, i32, i32);
+    #[derive(Serialize)]
+    struct OldTopic(
+        String,
+        TopicId,
+        BTreeMap<String, String>,
+        BTreeMap<i32, OldPartition>,
+    );
+    #[derive(Serialize)]
+    struct OldMetadata(
+        BTreeMap<i32, BrokerRegistration>,
+        BTreeMap<TopicId, OldTopic>,
+        BTreeMap<String, TopicId>,
+        BTreeMap<String, BTreeMap<String, String>>,
+        i64,
+        Option<String>,
+    );
+
+    #[test]
+    fn a_snapshot_written_before_reassignments_still_decodes() {
+        let broker = BrokerRegistration {
+            broker_id: 1,
+            broker_epoch: 7,
+            incarnation_id: [3; 16],
+            endpoints: Vec::new(),
+            rack: None,
+            fenced: false,
+        };
+        let partition = OldPartition(vec![1], vec![1], 1, 4, 9);
+        let topic = OldTopic(
+            "t".into(),
+            [5; 16],
+            BTreeMap::new(),
+            BTreeMap::from([(0, partition)]),
+        );
+        let old = OldMetadata(
+            BTreeMap::from([(1, broker)]),
+            BTreeMap::from([([5; 16], topic)]),
+            BTreeMap::from([("t".to_string(), [5; 16])]),
+            BTreeMap::new(),
+            2000,
+            Some("cluster".into()),
+        );
+        let bytes = bincode::serialize(&old).unwrap();
+        let md = decode_metadata(&bytes).unwrap();
+        let p = md.partition_by_name("t", 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 4, 9));
+        assert!(!p.is_reassigning());
+        assert_eq!(md.next_producer_id, 2000);
+        assert_eq!(md.cluster_id.as_deref(), Some("cluster"));
+        // And the current format round-trips, reassignment fields included.
+        let mut md = md;
+        let topic = md.topics.get_mut(&[5; 16]).unwrap();
+        let p = Arc::make_mut(topic).partitions.get_mut(&0).unwrap();
+        p.adding_replicas = vec![1];
+        assert_eq!(decode_metadata(&encode_metadata(&md).unwrap()).unwrap(), md);
+    }
+}
