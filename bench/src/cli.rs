@@ -49,6 +49,29 @@ pub enum BenchCommand {
     /// Example: laminar bench scale --partitions 100000 --json scale.json
     #[command(verbatim_doc_comment)]
     Scale(ScaleArgs),
+    /// Start a cluster, and produce with acks=all to a topic of replication factor 1 and to one
+    /// of replication factor 3 in alternated rounds of equal length (issue 16).
+    ///
+    /// The harness starts --brokers brokers itself (this `laminar` executable in combined mode,
+    /// broker and controller voter in one process, on free loopback ports, data dirs under
+    /// --data-dir, laminar.cores=--cores each), creates the two topics with the same
+    /// --partitions, writes one warm-up second to each, then runs --rounds rounds: each
+    /// produces for --seconds to one topic and then to the other, the order swapped every
+    /// round (RF1 RF3, RF3 RF1, …) so that drift over the run weighs on both alike. Then a
+    /// consume round reads the RF1 topic from its start, and the brokers are stopped.
+    ///
+    /// Reported: per side, MB/s and records/s acknowledged and the produce latency p50/p99, the
+    /// RF3/RF1 ratios (of the sums, and the range of the per-round ratios); each broker's CPU
+    /// time (from /proc/<pid>/stat and its threads': shards, follower fetchers, the rest) in
+    /// each kind of round; bytes sent by fetch (to followers during produce rounds, to the
+    /// consumer during the consume round) and how they left (sendfile, copied, read into
+    /// memory, from each broker's /metrics); and each broker's CPU per MB it served by fetch.
+    /// With --bootstrap it runs against an existing cluster and reports throughput and latency
+    /// only. Nothing is judged.
+    ///
+    /// Example: laminar bench replication --rounds 4 --seconds 10 --json replication.json
+    #[command(verbatim_doc_comment)]
+    Replication(ReplicationArgs),
 }
 
 /// Where to connect, and what to write out.
@@ -63,6 +86,13 @@ pub struct CommonArgs {
     /// Partitions of the topic when the harness creates it.
     #[arg(long, default_value_t = 4)]
     pub partitions: i32,
+    /// Replication factor of the topic when the harness creates it (-1: the broker's
+    /// `default.replication.factor`).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub replication_factor: i16,
+    /// A topic config (`retention.bytes=…`) when the harness creates the topic; repeatable.
+    #[arg(long = "topic-config", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub topic_configs: Vec<(String, String)>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -77,15 +107,12 @@ pub struct CommonArgs {
     pub no_limits: bool,
 }
 
-/// Producer settings shared by `produce` and `e2e`.
+/// Producer settings shared by `produce`, `e2e` and `replication`.
 #[derive(Debug, Clone, Args)]
 pub struct ProducerArgs {
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1024)]
     pub record_size: usize,
-    /// Records to send in total (across producers).
-    #[arg(long)]
-    pub num_records: u64,
     /// Records per second in total; unset or -1 for as fast as possible.
     #[arg(long, allow_negative_numbers = true)]
     pub throughput: Option<f64>,
@@ -127,6 +154,9 @@ pub struct ProducerArgs {
 pub struct ProduceArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Records to send in total (across producers).
+    #[arg(long)]
+    pub num_records: u64,
     #[command(flatten)]
     pub producer: ProducerArgs,
 }
@@ -156,6 +186,9 @@ pub struct ConsumeArgs {
 pub struct E2eArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Records to send in total (across producers).
+    #[arg(long)]
+    pub num_records: u64,
     #[command(flatten)]
     pub producer: ProducerArgs,
     /// Consumer threads.
@@ -224,6 +257,66 @@ pub struct ScaleArgs {
     pub overrides: Vec<String>,
 }
 
+/// `laminar bench replication`: the producer settings of `produce`, with acks=all and one
+/// producer per partition unless told otherwise.
+#[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("acks", |arg| arg.default_value("all")),
+    mut_arg("producers", |arg| arg
+        .default_value("0")
+        .help("Producer threads, one connection each; 0: one per partition (a producer's partitions must share a leader)")),
+)]
+pub struct ReplicationArgs {
+    /// Run against this existing cluster (`host:port` of one broker) instead of starting one;
+    /// the brokers' CPU times and /metrics are then not read.
+    #[arg(long)]
+    pub bootstrap: Option<String>,
+    /// Brokers to start, each a controller voter too (combined mode).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub brokers: u16,
+    /// `laminar.cores` of each broker started.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub cores: u32,
+    /// The replication factor compared with 1.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i16).range(1..=9))]
+    pub replication_factor: i16,
+    /// Partitions of each of the two topics.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=10_000))]
+    pub partitions: i32,
+    /// Rounds; each produces to both topics, one after the other.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub rounds: u32,
+    /// Seconds each topic is produced to in each round.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub seconds: u64,
+    /// Skip the consume round.
+    #[arg(long)]
+    pub skip_consume: bool,
+    /// `retention.bytes` of each partition, in MiB, with segments of a quarter of it (at most
+    /// 64 MiB): older data is deleted as the rounds go, so that the disk bounds the rate, not
+    /// the length of a run (the brokers started look for it every second).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub retention_mib: u64,
+    #[command(flatten)]
+    pub producer: ProducerArgs,
+    /// Directory for the brokers' data dirs and logs, kept. Default: a new directory in the
+    /// current one (on its disk, not a tmpfs), removed at the end.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Rounds stop when the data dir's filesystem has less than this free (MiB).
+    #[arg(long, default_value_t = 2048)]
+    pub min_free_mib: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// The `laminar` executable to run as the brokers (default: this one).
+    #[arg(long)]
+    pub broker_bin: Option<PathBuf>,
+    /// `key=value` for every broker, after the harness's own.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
 /// `laminar bench sink`.
 #[derive(Debug, Clone, Args)]
 pub struct SinkArgs {
@@ -255,6 +348,13 @@ impl CompressionArg {
             CompressionArg::Lz4 => Compression::Lz4,
             CompressionArg::Zstd => Compression::Zstd,
         }
+    }
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_owned(), value.to_owned())),
+        _ => Err(format!("expected key=value, got {text:?}")),
     }
 }
 
@@ -346,6 +446,8 @@ mod tests {
             "8",
             "--json",
             "o.json",
+            "--topic-config",
+            "retention.ms=1000",
         ])
         .expect("parses");
         let BenchCommand::Produce(args) = command else {
@@ -353,6 +455,11 @@ mod tests {
         };
         assert_eq!(args.common.brokers, "h:1");
         assert_eq!(args.common.partitions, 8);
+        assert_eq!(args.common.replication_factor, -1);
+        assert_eq!(
+            args.common.topic_configs,
+            vec![("retention.ms".to_owned(), "1000".to_owned())]
+        );
         assert_eq!(args.producer.acks, Acks::All);
         assert_eq!(args.producer.compression.codec(), Compression::Zstd);
         assert_eq!(args.producer.rate(), Some(1000.0));
@@ -393,6 +500,60 @@ mod tests {
             "--num-records is required"
         );
         assert!(parse(&["limits", "--dir", "/tmp"]).is_ok());
+    }
+
+    #[test]
+    fn replication_defaults_to_acks_all_and_one_producer_per_partition() {
+        let BenchCommand::Replication(args) = parse(&["replication"]).expect("parses") else {
+            panic!("not replication")
+        };
+        assert_eq!((args.producer.acks, args.producer.producers), (Acks::All, 0));
+        assert_eq!(
+            (args.brokers, args.cores, args.replication_factor, args.partitions),
+            (3, 1, 3, 3)
+        );
+        assert_eq!((args.rounds, args.seconds), (4, 10));
+        assert!(args.bootstrap.is_none() && !args.skip_consume);
+        let command = parse(&[
+            "replication",
+            "--bootstrap",
+            "h:1",
+            "--rounds",
+            "1",
+            "--seconds",
+            "2",
+            "--record-size",
+            "100",
+            "--acks",
+            "1",
+            "--producers",
+            "6",
+        ]);
+        let BenchCommand::Replication(args) = command.expect("parses") else {
+            panic!("not replication")
+        };
+        assert_eq!(args.bootstrap.as_deref(), Some("h:1"));
+        assert_eq!(
+            (args.rounds, args.seconds, args.producer.record_size),
+            (1, 2, 100)
+        );
+        assert_eq!((args.producer.acks, args.producer.producers), (Acks::Leader, 6));
+        for bad in [
+            ["--rounds", "0"],
+            ["--brokers", "10"],
+            ["--replication-factor", "0"],
+        ] {
+            assert!(
+                parse(&[&["replication"][..], &bad[..]].concat()).is_err(),
+                "{bad:?}"
+            );
+        }
+        // The defaults changed for `replication` only.
+        let produce = parse(&["produce", "--topic", "t", "--num-records", "1"]).expect("parses");
+        let BenchCommand::Produce(args) = produce else {
+            panic!("not produce")
+        };
+        assert_eq!((args.producer.acks, args.producer.producers), (Acks::Leader, 1));
     }
 
     #[test]

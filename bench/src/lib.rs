@@ -9,6 +9,8 @@
 //! - `limits`: the disk and loopback limits every result is read against.
 //! - `sink`: a measurement tool for the harness's own ceiling (never a broker result).
 //! - `scale`: starts a broker, gives it N partitions and measures what they cost (issue 14).
+//! - `replication`: starts a cluster and compares acks=all produce at replication factor 3
+//!   with replication factor 1 in alternated rounds (issue 16).
 
 mod batch_builder;
 mod cli;
@@ -20,6 +22,7 @@ pub mod pacing;
 mod produce;
 mod produce_request;
 mod progress;
+mod replication;
 mod report;
 mod result;
 mod run;
@@ -29,7 +32,8 @@ pub mod sink;
 mod stats;
 
 pub use cli::{
-    BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, ScaleArgs, SinkArgs,
+    BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, ReplicationArgs, ScaleArgs,
+    SinkArgs,
 };
 pub use produce::{payload, BatchBuilder};
 
@@ -49,5 +53,6 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Sink(args) => sink::serve_forever(&args.listen, args.record_size),
         BenchCommand::Scale(args) => scale::run(args),
+        BenchCommand::Replication(args) => replication::run(args),
     }
 }

@@ -8,7 +8,8 @@ use serde_json::{json, Map, Value};
 use crate::limits::Limits;
 use crate::result::{RunResult, Section};
 
-fn section_json(section: &Section, limits: Option<&Limits>) -> Map<String, Value> {
+/// A section's figures as `--json` has them, with its shares of `limits` when given.
+pub(crate) fn section_json(section: &Section, limits: Option<&Limits>) -> Map<String, Value> {
     let m = &section.measurement;
     let mut map = Map::new();
     let mut put = |key: &str, value: Value| {

@@ -31,9 +31,9 @@ fn limits_for(common: &CommonArgs) -> anyhow::Result<Option<Limits>> {
     measure(&common.limits_dir, &Budget::default()).map(Some)
 }
 
-fn producer_settings(args: &ProducerArgs) -> serde_json::Value {
+fn producer_settings(args: &ProducerArgs, num_records: u64) -> serde_json::Value {
     json!({
-        "record_size": args.record_size, "num_records": args.num_records, "throughput": args.rate(),
+        "record_size": args.record_size, "num_records": num_records, "throughput": args.rate(),
         "acks": args.acks.wire(), "batch_bytes": args.batch_bytes, "linger_ms": args.linger_ms,
         "compression": format!("{:?}", args.compression).to_lowercase(), "producers": args.producers,
         "max_in_flight": args.max_in_flight, "keyed": args.keyed,
@@ -43,7 +43,7 @@ fn producer_settings(args: &ProducerArgs) -> serde_json::Value {
 fn producer_jobs(
     layout: &TopicLayout,
     topic: &str,
-    args: &ProducerArgs,
+    (args, num_records): (&ProducerArgs, u64),
     start_us: u64,
 ) -> anyhow::Result<Vec<ProducerJob>> {
     let producers = args.producers.max(1);
@@ -62,8 +62,8 @@ fn producer_jobs(
             leader,
             topic: topic.to_owned(),
             partitions,
-            records: args.num_records / producers as u64
-                + u64::from((index as u64) < args.num_records % producers as u64),
+            records: num_records / producers as u64
+                + u64::from((index as u64) < num_records % producers as u64),
             rate: args.rate().map(|rate| rate / producers as f64),
             start_us,
         })
@@ -173,10 +173,15 @@ pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
 /// progress line. Setting `stop` ends the run early (the records sent until then count).
 pub fn produce_result(args: &ProduceArgs, stop: &Arc<AtomicBool>) -> anyhow::Result<RunResult> {
     let limits = limits_for(&args.common)?;
-    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
+    let layout = prepare_topic(&args.common)?;
     let clock = Clock::new();
     let start_us = clock.now_us() + 20_000;
-    let jobs = producer_jobs(&layout, &args.common.topic, &args.producer, start_us)?;
+    let jobs = producer_jobs(
+        &layout,
+        &args.common.topic,
+        (&args.producer, args.num_records),
+        start_us,
+    )?;
     let progress = Progress::new();
     let line = ProgressLine::start("produce", vec![("produce", progress.clone())]);
     let threads = spawn_producers(jobs, &args.producer, clock, &progress, stop.clone());
@@ -185,7 +190,7 @@ pub fn produce_result(args: &ProduceArgs, stop: &Arc<AtomicBool>) -> anyhow::Res
     drop(line);
     Ok(RunResult {
         kind: "produce",
-        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "producer": producer_settings(&args.producer)}),
+        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "producer": producer_settings(&args.producer, args.num_records)}),
         sections: vec![Section {
             name: "produce",
             verb: "sent",
@@ -207,7 +212,7 @@ pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
 /// progress line.
 pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
     let limits = limits_for(&args.common)?;
-    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
+    let layout = prepare_topic(&args.common)?;
     let jobs = consumer_jobs(
         &layout,
         &args.common.topic,
@@ -249,7 +254,7 @@ pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
 /// `laminar bench e2e`.
 pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
     let limits = limits_for(&args.common)?;
-    let layout = prepare_topic(&args.common.brokers, &args.common.topic, args.common.partitions)?;
+    let layout = prepare_topic(&args.common)?;
     let consumer_jobs = consumer_jobs(
         &layout,
         &args.common.topic,
@@ -261,10 +266,15 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
     )?;
     let clock = Clock::new();
     let start_us = clock.now_us() + 50_000;
-    let producer_jobs = producer_jobs(&layout, &args.common.topic, &args.producer, start_us)?;
+    let producer_jobs = producer_jobs(
+        &layout,
+        &args.common.topic,
+        (&args.producer, args.num_records),
+        start_us,
+    )?;
     let target = Arc::new(ConsumeTarget {
         consumed: AtomicU64::new(0),
-        wanted: args.producer.num_records,
+        wanted: args.num_records,
         stop: AtomicBool::new(false),
     });
     let (produced, consumed) = (Progress::new(), Progress::new());
@@ -290,7 +300,7 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
     drop(line);
     let result = RunResult {
         kind: "e2e",
-        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "consumers": args.consumers, "producer": producer_settings(&args.producer)}),
+        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "consumers": args.consumers, "producer": producer_settings(&args.producer, args.num_records)}),
         sections: vec![
             Section {
                 name: "produce",

@@ -6,6 +6,8 @@ use anyhow::{bail, Context};
 use kafka_protocol_codes::{TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION};
 use laminar_client::{ClientConfig, ClusterMetadata, Connection, NewTopic};
 
+use crate::cli::CommonArgs;
+
 /// Kafka error codes the set-up tolerates.
 mod kafka_protocol_codes {
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -50,9 +52,11 @@ impl TopicLayout {
     }
 }
 
-/// Looks the topic up on `bootstrap`, creating it with `partitions` if it does not exist, and
-/// waits (up to 15 s) until every partition has a leader.
-pub fn prepare_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<TopicLayout> {
+/// Looks `--topic` up on `--brokers`, creating it with `--partitions` and
+/// `--replication-factor` if it does not exist, and waits (up to 15 s) until every partition has
+/// a leader.
+pub fn prepare_topic(common: &CommonArgs) -> anyhow::Result<TopicLayout> {
+    let (bootstrap, topic) = (common.brokers.as_str(), common.topic.as_str());
     let mut connection = Connection::connect(bootstrap, &ClientConfig::default())
         .with_context(|| format!("connecting to {bootstrap}"))?;
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -65,9 +69,9 @@ pub fn prepare_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::R
                 let outcome = connection.create_topics(
                     &[NewTopic {
                         name: topic.to_owned(),
-                        partitions,
-                        replication_factor: -1,
-                        configs: Vec::new(),
+                        partitions: common.partitions,
+                        replication_factor: common.replication_factor,
+                        configs: common.topic_configs.clone(),
                     }],
                     30_000,
                 )?;

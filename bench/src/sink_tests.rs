@@ -5,13 +5,13 @@ use clap::Parser;
 use laminar_client::{Acks, ClientConfig, Connection, OffsetSpec};
 
 use super::*;
-use crate::cli::{BenchCommand, ProducerArgs};
+use crate::cli::{BenchCommand, ProduceArgs};
 use crate::consume::{run_consumer, ConsumeTarget, ConsumerJob};
 use crate::pacing::Clock;
 use crate::produce::{run_producer, ProducerJob};
 use crate::stats::{Measurement, Progress, Recorder};
 
-fn producer_args(extra: &[&str]) -> ProducerArgs {
+fn producer_args(extra: &[&str]) -> ProduceArgs {
     #[derive(Parser)]
     struct Cli {
         #[command(subcommand)]
@@ -19,13 +19,13 @@ fn producer_args(extra: &[&str]) -> ProducerArgs {
     }
     let args = ["bench", "produce", "--topic", "t"].iter().chain(extra);
     match Cli::parse_from(args).command {
-        BenchCommand::Produce(args) => args.producer,
+        BenchCommand::Produce(args) => args,
         _ => unreachable!("parsed a produce command"),
     }
 }
 
 /// Produces through the harness's producer into the sink; returns the measurement.
-fn produce_into_sink(sink: &Sink, args: &ProducerArgs, topic: &str) -> Measurement {
+fn produce_into_sink(sink: &Sink, args: &ProduceArgs, topic: &str) -> Measurement {
     let clock = Clock::new();
     let job = ProducerJob {
         index: 0,
@@ -33,12 +33,12 @@ fn produce_into_sink(sink: &Sink, args: &ProducerArgs, topic: &str) -> Measureme
         topic: topic.into(),
         partitions: vec![0, 1, 2, 3],
         records: args.num_records,
-        rate: args.rate(),
+        rate: args.producer.rate(),
         start_us: clock.now_us(),
     };
     let mut recorder = Recorder::new(job.start_us, Progress::new());
     let stop = std::sync::atomic::AtomicBool::new(false);
-    run_producer(&job, args, clock, &mut recorder, &stop).expect("produce into the sink");
+    run_producer(&job, &args.producer, clock, &mut recorder, &stop).expect("produce into the sink");
     Measurement::merge(
         vec![recorder.finish()],
         (clock.now_us() - job.start_us) as f64 / 1e6,
@@ -82,7 +82,7 @@ fn harness_ceiling_against_the_sink() {
     );
     assert_eq!(unacked.records, 20_000);
     assert!(unacked.latency_us.is_empty());
-    assert_eq!(args.acks, Acks::Leader);
+    assert_eq!(args.producer.acks, Acks::Leader);
 }
 
 /// Records per partition the sink counted for `topic` (its log end offsets).

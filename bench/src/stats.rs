@@ -172,6 +172,24 @@ impl Measurement {
         }
     }
 
+    /// Runs one after the other as one: counts, bytes and seconds added, latencies merged, and
+    /// the timelines in order (each run's seconds after the previous run's).
+    pub fn concat<'a>(runs: impl IntoIterator<Item = &'a Measurement>) -> Measurement {
+        let mut all = Measurement::merge(Vec::new(), 0.0);
+        for run in runs {
+            all.records += run.records;
+            all.bytes += run.bytes;
+            all.seconds += run.seconds;
+            all.latency_us.add(&run.latency_us).expect("same bounds");
+            let offset = all.timeline.len() as u64;
+            all.timeline.extend(run.timeline.iter().map(|interval| Interval {
+                second: offset + interval.second,
+                ..interval.clone()
+            }));
+        }
+        all
+    }
+
     /// Records per second over the run.
     pub fn records_per_sec(&self) -> f64 {
         self.records as f64 / self.seconds.max(1e-9)
@@ -255,6 +273,30 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("ms 99.9th."), "{line}");
+    }
+
+    #[test]
+    fn runs_concatenate_in_order() {
+        let run = |records: u64, latency_us: u64| {
+            let mut recorder = Recorder::new(0, Progress::new());
+            recorder.count(1_500_000, records, records * 10);
+            recorder.latency(1_500_000, latency_us, records);
+            Measurement::merge(vec![recorder.finish()], 2.0)
+        };
+        let (a, b) = (run(100, 1_000), run(300, 3_000));
+        let both = Measurement::concat([&a, &b]);
+        assert_eq!((both.records, both.bytes, both.seconds), (400, 4000, 4.0));
+        assert_eq!(both.records_per_sec(), 100.0);
+        assert_eq!(
+            both.timeline
+                .iter()
+                .map(|i| (i.second, i.records))
+                .collect::<Vec<_>>(),
+            vec![(0, 0), (1, 100), (2, 0), (3, 300)]
+        );
+        assert!((both.latency_ms(0.5).unwrap() - 3.0).abs() < 0.01);
+        assert!((both.latency_ms(0.2).unwrap() - 1.0).abs() < 0.01);
+        assert_eq!(Measurement::concat([]).latency_ms(0.5), None);
     }
 
     #[test]

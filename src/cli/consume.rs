@@ -13,7 +13,7 @@ use laminar_client::records::{batches, decode_records};
 use laminar_client::{CommittedOffset, Connection, FetchPosition, FetchSpec, GroupMembership, OffsetSpec};
 
 use super::format::{FormattedRecord, RecordFormat};
-use super::{topic_metadata, BrokerArgs};
+use super::{topic_metadata, BrokerArgs, Leaders};
 
 const FETCH: FetchSpec = FetchSpec {
     max_wait_ms: 500,
@@ -92,35 +92,39 @@ fn start_of(args: &ConsumeArgs) -> anyhow::Result<Start> {
     })
 }
 
-/// Resolves `start` for `partitions` of `topic` to offsets.
+/// Resolves `start` for `partitions` of `topic` to offsets, asking each partition's leader.
 fn resolve(
-    connection: &mut Connection,
+    leaders: &mut Leaders,
     topic: &str,
     partitions: &[i32],
     start: Start,
 ) -> anyhow::Result<BTreeMap<i32, i64>> {
-    match start {
-        Start::Exact(offset) => Ok(partitions.iter().map(|p| (*p, offset)).collect()),
-        Start::Spec(spec) => {
-            let asks: Vec<(i32, OffsetSpec)> = partitions.iter().map(|p| (*p, spec)).collect();
-            let found = connection.list_offsets(topic, &asks)?;
-            let mut resolved = BTreeMap::new();
-            for (partition, offset) in found {
-                // No record at or after the timestamp: start at the end.
-                let offset = if offset < 0 {
-                    connection.list_offsets(topic, &[(partition, OffsetSpec::Latest)])?[0].1
-                } else {
-                    offset
-                };
-                resolved.insert(partition, offset);
-            }
-            Ok(resolved)
+    let spec = match start {
+        Start::Exact(offset) => return Ok(partitions.iter().map(|p| (*p, offset)).collect()),
+        Start::Spec(spec) => spec,
+    };
+    let mut resolved = BTreeMap::new();
+    for group in leaders.by_leader(partitions.iter().copied()) {
+        let connection = leaders.connection(group[0])?;
+        let asks: Vec<(i32, OffsetSpec)> = group.iter().map(|p| (*p, spec)).collect();
+        for (partition, offset) in connection.list_offsets(topic, &asks)? {
+            // No record at or after the timestamp: start at the end.
+            let offset = if offset < 0 {
+                connection.list_offsets(topic, &[(partition, OffsetSpec::Latest)])?[0].1
+            } else {
+                offset
+            };
+            resolved.insert(partition, offset);
         }
     }
+    Ok(resolved)
 }
 
 struct Consumer {
+    /// The bootstrap connection: group membership and commits.
     connection: Connection,
+    /// Fetches and offsets go to each partition's leader.
+    leaders: Leaders,
     topic: String,
     format: RecordFormat,
     positions: BTreeMap<i32, i64>,
@@ -133,7 +137,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let format = RecordFormat::parse(&args.format)?;
     let start = start_of(&args)?;
     let mut connection = args.brokers.connect()?;
-    let (_, topic) = topic_metadata(&mut connection, &args.topic)?;
+    let (metadata, topic) = topic_metadata(&mut connection, &args.topic)?;
     let all: Vec<i32> = topic.partitions.iter().map(|p| p.partition).collect();
     for partition in &args.partitions {
         if !all.contains(partition) {
@@ -141,6 +145,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         }
     }
     let mut consumer = Consumer {
+        leaders: Leaders::new(metadata, &topic),
         connection,
         topic: args.topic.clone(),
         format,
@@ -157,7 +162,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
             } else {
                 args.partitions.clone()
             };
-            consumer.positions = resolve(&mut consumer.connection, &args.topic, &chosen, start)?;
+            consumer.positions = resolve(&mut consumer.leaders, &args.topic, &chosen, start)?;
         }
     }
     let outcome = consumer.poll_until_done(&args, start);
@@ -192,7 +197,7 @@ impl Consumer {
             .copied()
             .filter(|p| !committed.iter().any(|c| c.partition == *p && c.offset >= 0))
             .collect();
-        self.positions = resolve(&mut self.connection, &self.topic, &uncommitted, start)?;
+        self.positions = resolve(&mut self.leaders, &self.topic, &uncommitted, start)?;
         for c in committed
             .into_iter()
             .filter(|c| c.offset >= 0 && assigned.contains(&c.partition))
@@ -241,28 +246,12 @@ impl Consumer {
         let stdout = std::io::stdout();
         let mut out = Vec::with_capacity(64 * 1024);
         while !self.done(args) {
-            let positions: Vec<FetchPosition> = self
-                .positions
-                .iter()
-                .map(|(partition, offset)| FetchPosition {
-                    topic: self.topic.clone(),
-                    partition: *partition,
-                    offset: *offset,
-                    partition_max_bytes: PARTITION_BYTES_MAX,
-                })
-                .collect();
-            if positions.is_empty() {
+            if self.positions.is_empty() {
                 // A group member assigned nothing waits for a rebalance.
                 std::thread::sleep(std::time::Duration::from_millis(FETCH.max_wait_ms as u64));
-            } else {
-                for fetched in self.connection.fetch(&FETCH, &positions)? {
-                    if let Some(error) = fetched.error {
-                        bail!("fetch {}-{}: {error}", fetched.topic, fetched.partition);
-                    }
-                    self.high_watermarks
-                        .insert(fetched.partition, fetched.high_watermark);
-                    self.print_records(&fetched, args.count, &mut out)?;
-                }
+            }
+            for group in self.leaders.by_leader(self.positions.keys().copied()) {
+                self.fetch_from_leader(&group, args.count, &mut out)?;
             }
             stdout.lock().write_all(&out).context("cannot write stdout")?;
             out.clear();
@@ -275,6 +264,36 @@ impl Consumer {
             }
         }
         stdout.lock().flush().context("cannot write stdout")?;
+        Ok(())
+    }
+
+    /// One fetch of `partitions` (all led by one broker) from their leader, printed.
+    fn fetch_from_leader(
+        &mut self,
+        partitions: &[i32],
+        count: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> anyhow::Result<()> {
+        let positions: Vec<FetchPosition> = partitions
+            .iter()
+            .map(|partition| FetchPosition {
+                topic: self.topic.clone(),
+                partition: *partition,
+                offset: self.positions.get(partition).copied().unwrap_or(0),
+                partition_max_bytes: PARTITION_BYTES_MAX,
+            })
+            .collect();
+        let Some(first) = partitions.first() else {
+            return Ok(());
+        };
+        for fetched in self.leaders.connection(*first)?.fetch(&FETCH, &positions)? {
+            if let Some(error) = fetched.error {
+                bail!("fetch {}-{}: {error}", fetched.topic, fetched.partition);
+            }
+            self.high_watermarks
+                .insert(fetched.partition, fetched.high_watermark);
+            self.print_records(&fetched, count, out)?;
+        }
         Ok(())
     }
 

@@ -26,17 +26,22 @@ pub struct BrokerArgs {
 /// How long admin requests may take on the broker.
 pub const ADMIN_TIMEOUT_MS: i32 = 30_000;
 
+/// A connection to the broker at `address` (`host:port`), as every command makes it.
+pub fn connect_to(address: &str) -> Result<Connection, laminar_client::ClientError> {
+    let config = ClientConfig {
+        client_id: "laminar-cli".into(),
+        connect_timeout: std::time::Duration::from_secs(5),
+        ..ClientConfig::default()
+    };
+    Connection::connect(address, &config)
+}
+
 impl BrokerArgs {
     /// Connects to the first bootstrap broker that answers ApiVersions.
     pub fn connect(&self) -> anyhow::Result<Connection> {
-        let config = ClientConfig {
-            client_id: "laminar-cli".into(),
-            connect_timeout: std::time::Duration::from_secs(5),
-            ..ClientConfig::default()
-        };
         let mut failures = Vec::new();
         for address in self.brokers.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-            match Connection::connect(address, &config) {
+            match connect_to(address) {
                 Ok(connection) => return Ok(connection),
                 Err(e) => failures.push(format!("{address}: {e}")),
             }
@@ -45,6 +50,50 @@ impl BrokerArgs {
             bail!("--brokers is empty");
         }
         Err(anyhow!("cannot reach any broker ({})", failures.join("; ")))
+    }
+}
+
+/// One connection per leader of a topic's partitions, opened on first use: in a cluster only a
+/// partition's leader serves its produces, fetches and offsets (a single node leads them all).
+pub struct Leaders {
+    metadata: ClusterMetadata,
+    leader_of: std::collections::BTreeMap<i32, i32>,
+    open: std::collections::BTreeMap<i32, Connection>,
+}
+
+impl Leaders {
+    pub fn new(metadata: ClusterMetadata, topic: &TopicMetadata) -> Leaders {
+        let leader_of = topic.partitions.iter().map(|p| (p.partition, p.leader)).collect();
+        Leaders {
+            metadata,
+            leader_of,
+            open: Default::default(),
+        }
+    }
+
+    /// The connection to `partition`'s leader.
+    pub fn connection(&mut self, partition: i32) -> anyhow::Result<&mut Connection> {
+        let leader = self.leader_of.get(&partition).copied().unwrap_or(-1);
+        if !self.open.contains_key(&leader) {
+            let address = self
+                .metadata
+                .broker_address(leader)
+                .ok_or_else(|| anyhow!("partition {partition} has no leader now"))?;
+            let connection =
+                connect_to(&address).with_context(|| format!("cannot reach broker {leader} at {address}"))?;
+            self.open.insert(leader, connection);
+        }
+        Ok(self.open.get_mut(&leader).expect("opened above"))
+    }
+
+    /// `partitions` grouped by their leader, each group in the given order.
+    pub fn by_leader(&self, partitions: impl IntoIterator<Item = i32>) -> Vec<Vec<i32>> {
+        let mut groups: std::collections::BTreeMap<i32, Vec<i32>> = Default::default();
+        for partition in partitions {
+            let leader = self.leader_of.get(&partition).copied().unwrap_or(-1);
+            groups.entry(leader).or_default().push(partition);
+        }
+        groups.into_values().collect()
     }
 }
 

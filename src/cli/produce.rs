@@ -10,9 +10,9 @@ use anyhow::{anyhow, bail, Context};
 use bytes::{Bytes, BytesMut};
 use clap::Args;
 use laminar_client::records::{encode_batch, plain_record};
-use laminar_client::{Acks, Compression, Connection};
+use laminar_client::{Acks, Compression};
 
-use super::{parse_key_value, topic_metadata, BrokerArgs};
+use super::{parse_key_value, topic_metadata, BrokerArgs, Leaders};
 use laminar_client::partitioner::partition_for_key;
 
 /// Records per batch before it is sent regardless of stdin.
@@ -72,7 +72,7 @@ struct PendingBatch {
 
 struct Producer<'a> {
     args: &'a ProduceArgs,
-    connection: Connection,
+    leaders: Leaders,
     headers: Vec<(String, String)>,
     partitions: i32,
     next_unkeyed: i32,
@@ -82,7 +82,7 @@ struct Producer<'a> {
 
 pub fn run(args: ProduceArgs) -> anyhow::Result<()> {
     let mut connection = args.brokers.connect()?;
-    let (_, topic) = topic_metadata(&mut connection, &args.topic)?;
+    let (metadata, topic) = topic_metadata(&mut connection, &args.topic)?;
     let partitions = topic.partitions.len() as i32;
     if let Some(partition) = args.partition {
         if !(0..partitions).contains(&partition) {
@@ -101,7 +101,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<()> {
     };
     let mut producer = Producer {
         args: &args,
-        connection,
+        leaders: Leaders::new(metadata, &topic),
         headers,
         partitions,
         next_unkeyed: 0,
@@ -205,7 +205,8 @@ impl Producer<'_> {
             .collect();
         let mut encoded = BytesMut::new();
         encode_batch(&mut encoded, &records, self.args.compression)?;
-        self.connection
+        self.leaders
+            .connection(partition)?
             .produce(
                 &self.args.topic,
                 partition,

@@ -3,7 +3,7 @@
 //! size and lag (DescribeLogDirs, asked of every broker holding a replica).
 
 use anyhow::{anyhow, bail, Context};
-use laminar_client::{ClientConfig, Connection, Reassignment};
+use laminar_client::Reassignment;
 
 use super::{check_topic_name, print_table, topic_metadata, BrokerArgs, TopicMetadata, ADMIN_TIMEOUT_MS};
 
@@ -137,12 +137,7 @@ pub fn print_replica_sizes(topic: &TopicMetadata, metadata: &laminar_client::Clu
 /// `(partition, size, lag)` of every local replica of `topic` on the broker at `address`.
 fn replica_sizes(address: &str, topic: &str) -> anyhow::Result<Vec<(i32, i64, i64)>> {
     check_topic_name(topic)?;
-    let config = ClientConfig {
-        client_id: "laminar-cli".into(),
-        connect_timeout: std::time::Duration::from_secs(5),
-        ..ClientConfig::default()
-    };
-    let mut connection = Connection::connect(address, &config)?;
+    let mut connection = super::connect_to(address)?;
     let dirs = connection.describe_log_dirs(None)?;
     let each = dirs.into_iter().flat_map(|d| d.replicas);
     let mine = each.filter(|r| r.topic == topic);

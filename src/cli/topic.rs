@@ -7,7 +7,7 @@ use laminar_client::{ConfigChange, NewTopic, OffsetSpec};
 
 use super::reassign;
 use super::{
-    check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, Connection, TopicMetadata,
+    check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, TopicMetadata,
     ADMIN_TIMEOUT_MS,
 };
 
@@ -263,8 +263,8 @@ fn add_partitions(name: &str, num: i32, brokers: &BrokerArgs) -> anyhow::Result<
 fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<()> {
     let mut connection = brokers.connect()?;
     let (metadata, topic) = topic_metadata(&mut connection, name)?;
-    let earliest = partition_offsets(&mut connection, &topic, OffsetSpec::Earliest)?;
-    let latest = partition_offsets(&mut connection, &topic, OffsetSpec::Latest)?;
+    let earliest = partition_offsets(&metadata, &topic, OffsetSpec::Earliest);
+    let latest = partition_offsets(&metadata, &topic, OffsetSpec::Latest);
     let configs = connection
         .describe_topic_configs(name, None)
         .with_context(|| format!("cannot describe the configs of {name}"))?;
@@ -293,14 +293,34 @@ fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<
     Ok(())
 }
 
-/// `(partition, offset)` of every partition of `topic` for `spec`.
+/// `(partition, offset)` of every partition of `topic` for `spec`, in the topic's partition
+/// order, each asked of its leader (only a leader answers ListOffsets); -1 where the leader
+/// could not answer.
 fn partition_offsets(
-    connection: &mut Connection,
+    metadata: &laminar_client::ClusterMetadata,
     topic: &TopicMetadata,
     spec: OffsetSpec,
-) -> anyhow::Result<Vec<(i32, i64)>> {
-    let partitions: Vec<(i32, OffsetSpec)> = topic.partitions.iter().map(|p| (p.partition, spec)).collect();
-    Ok(connection.list_offsets(&topic.name, &partitions)?)
+) -> Vec<(i32, i64)> {
+    let mut by_leader: std::collections::BTreeMap<i32, Vec<(i32, OffsetSpec)>> = Default::default();
+    for p in &topic.partitions {
+        by_leader.entry(p.leader).or_default().push((p.partition, spec));
+    }
+    let mut found = std::collections::BTreeMap::new();
+    for (leader, partitions) in by_leader {
+        let answered = metadata
+            .broker_address(leader)
+            .ok_or_else(|| anyhow::anyhow!("partitions without a leader"))
+            .and_then(|address| Ok(super::connect_to(&address)?.list_offsets(&topic.name, &partitions)?));
+        if let Ok(offsets) = answered {
+            found.extend(offsets);
+        }
+    }
+    let offset_of = |p: i32| found.get(&p).copied().unwrap_or(-1);
+    topic
+        .partitions
+        .iter()
+        .map(|p| (p.partition, offset_of(p.partition)))
+        .collect()
 }
 
 /// One row per partition: leader, replicas, ISR and its `earliest` and `latest` offsets.

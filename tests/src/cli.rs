@@ -1,7 +1,10 @@
 //! Runs the `laminar` binary's client commands against a test broker and captures the outcome.
 
+use std::fs::File;
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -75,4 +78,57 @@ pub fn rows_starting<'a>(text: &'a str, first: &str) -> Vec<Vec<&'a str>> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .filter(|cells| cells.first() == Some(&first))
         .collect()
+}
+
+/// Runs `laminar bench ARGS --json <dir>/bench.json` in `dir` (where the run's own temporary
+/// directories go), killing it past `limit` so that a hung run fails the test instead of
+/// hanging it. It must succeed; returns its stdout and the JSON it wrote.
+pub fn bench_json(dir: &Path, args: &[&str], limit: Duration) -> Result<(String, serde_json::Value)> {
+    let json_path = dir.join("bench.json");
+    let (stdout_path, stderr_path) = (dir.join("stdout.txt"), dir.join("stderr.txt"));
+    let mut command = Command::new(default_binary());
+    command
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .arg(&json_path)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout_path)?)
+        .stderr(File::create(&stderr_path)?);
+    crate::sys::kill_with_parent(&mut command);
+    let mut child = command.spawn().context("spawning laminar bench")?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("laminar bench {} ran past {limit:?}", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path)?;
+    if !status.success() {
+        bail!("laminar bench {} failed ({status}): {stderr}", args.join(" "));
+    }
+    let json = std::fs::read_to_string(&json_path).with_context(|| format!("no JSON; stderr: {stderr}"))?;
+    Ok((
+        std::fs::read_to_string(stdout_path)?,
+        serde_json::from_str(&json)?,
+    ))
+}
+
+/// Names of the entries of `dir` that start with `prefix`.
+pub fn entries_starting_with(dir: &Path, prefix: &str) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.starts_with(prefix) {
+            found.push(name);
+        }
+    }
+    Ok(found)
 }

@@ -249,6 +249,30 @@ pub fn fetch(
     Ok(partition_response.clone())
 }
 
+/// The error code of a consumer's Fetch v11 of `topic`-`partition` from offset 0 naming
+/// `current_leader_epoch` (KIP-320; -1: none).
+pub fn fetch_code_at_leader_epoch(
+    conn: &mut WireConnection,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+) -> Result<i16> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response = conn.request(&request, 11)?;
+    let answer = response.responses.first().and_then(|t| t.partitions.first());
+    Ok(answer.context("an empty fetch answer")?.error_code)
+}
+
 /// Headers of the batches in a fetch answer (decoded without decompressing).
 pub fn batch_infos(data: &FetchPartitionData) -> Result<Vec<kafka_protocol::records::BatchDecodeInfo>> {
     let mut records = data.records.clone().unwrap_or_default();

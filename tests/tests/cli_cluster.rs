@@ -1,5 +1,5 @@
-//! `laminar cluster info | brokers | quorum` against a real three-broker cluster (combined
-//! mode on loopback), and `cluster quorum` refusing a single node.
+//! `laminar cluster info | brokers | quorum` and `topic describe` against a real three-broker
+//! cluster (combined mode on loopback), and `cluster quorum` refusing a single node.
 
 use std::time::Duration;
 
@@ -93,5 +93,39 @@ fn cluster_quorum_on_a_single_node_says_it_has_none() -> Result<()> {
     assert!(outcome.stderr.contains("single-node mode"), "{}", outcome.stderr);
     let info = ok_on(&broker.bootstrap(), &["cluster", "info"], "")?;
     assert!(info.contains("brokers:    1\n"), "{info}");
+    Ok(())
+}
+
+#[test]
+fn produce_consume_and_topic_describe_reach_each_partitions_leader() -> Result<()> {
+    let cluster = Cluster::start(3, 3000, Cluster::node_options())?;
+    let b = cluster.bootstrap();
+    ok_on(&b, &["topic", "create", "spread", "-p", "6", "-r", "3"], "")?;
+    ok_on(&b, &["produce", "spread"], "a\nb\nc\nd\ne\nf\ng\nh\n")?;
+    let described = ok_on(&b, &["topic", "describe", "spread"], "")?;
+    let partitions = described
+        .split_once("PARTITIONS\n")
+        .map_or("", |(_, rest)| rest)
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty());
+    let ends: Vec<i64> = partitions
+        .map(|l| {
+            l.split_whitespace()
+                .last()
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(-1)
+        })
+        .collect();
+    assert_eq!(ends.len(), 6, "{described}");
+    assert_eq!(
+        ends.iter().sum::<i64>(),
+        8,
+        "every record counted once: {described}"
+    );
+    let consumed = ok_on(&b, &["consume", "spread", "--from-beginning", "-e"], "")?;
+    let mut values: Vec<&str> = consumed.lines().collect();
+    values.sort_unstable();
+    assert_eq!(values, ["a", "b", "c", "d", "e", "f", "g", "h"], "{consumed}");
     Ok(())
 }

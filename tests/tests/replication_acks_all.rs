@@ -1,6 +1,7 @@
 //! Three real brokers, replication factor 3: followers copy their leaders byte for byte, and
 //! acks=all means every in-sync replica has the batch, with `min.insync.replicas=2` refusing
-//! what too few replicas could hold (NOT_ENOUGH_REPLICAS).
+//! what too few replicas could hold (NOT_ENOUGH_REPLICAS); a follower that comes back below its
+//! leader's log start starts again there.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::{fetch_records, list_offset, produce, record_batch};
+use laminar_tests::wire::{fetch_code_at_leader_epoch, fetch_records, list_offset, produce, record_batch};
 use laminar_tests::{wait_for, Cluster};
 
 const SESSION_TIMEOUT_MS: u64 = 3000;
@@ -41,7 +42,13 @@ fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<(
             .with_name(name(topic))
             .with_num_partitions(partitions)
             .with_replication_factor(3)]);
-    let code = conn.request(&request, 5)?.topics[0].error_code;
+    let mut code = -1;
+    // Every node serves, but the quorum may not have seen every registration yet: until it
+    // has, a replication factor above the live brokers is INVALID_REPLICATION_FACTOR.
+    wait_for(Duration::from_secs(10), "the topic created", || {
+        code = conn.request(&request, 5)?.topics[0].error_code;
+        Ok(code != 38)
+    })?;
     anyhow::ensure!(code == 0, "create {topic}: error {code}");
     Ok(())
 }
@@ -132,6 +139,12 @@ fn followers_hold_the_leaders_bytes_and_consumers_read_what_every_replica_has() 
             let want = format!("{topic}-{partition}-{i}");
             assert_eq!(record.value.as_deref(), Some(want.as_bytes()), "record {i}");
         }
+        assert_consumer_epochs_checked(
+            &mut conn,
+            &topic,
+            partition,
+            leader_epoch(&mut cluster, leader, &topic)?,
+        )?;
         let leader_bytes = segments(cluster.node(leader).data_dir(), &topic, partition)?;
         assert!(!leader_bytes.is_empty());
         for node in (1..=3).filter(|n| *n != leader) {
@@ -208,6 +221,99 @@ fn acks_all_goes_on_with_one_of_three_replicas_down_and_is_refused_with_two_down
             record.value.as_deref(),
             Some(want.as_bytes()),
             "acknowledged record {i}"
+        );
+    }
+    Ok(())
+}
+
+/// DeleteRecords on `leader` up to `offset`; returns the new low watermark.
+fn delete_records(cluster: &mut Cluster, leader: i32, topic: &str, offset: i64) -> Result<i64> {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let mut conn = cluster.connect(leader)?;
+    let request = kafka_protocol::messages::DeleteRecordsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(offset)])]);
+    let answer = conn.request(&request, 1)?;
+    let partition = answer
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .context("no partition")?;
+    anyhow::ensure!(
+        partition.error_code == 0,
+        "DeleteRecords: error {}",
+        partition.error_code
+    );
+    Ok(partition.low_watermark)
+}
+
+#[test]
+fn a_follower_back_below_its_leaders_log_start_starts_again_there() -> Result<()> {
+    let mut cluster = start_cluster(3)?;
+    let topic = unique_topic("behind-start");
+    create_topic(&mut cluster, &topic, 1)?;
+    let leader = produce_acked(&mut cluster, 1, (&topic, 0), 5)?;
+    let follower = (1..=3).find(|n| *n != leader).context("a follower")?;
+    cluster.node(follower).kill9()?;
+    produce_acked(&mut cluster, leader, (&topic, 0), 20)?;
+    assert_eq!(delete_records(&mut cluster, leader, &topic, 20)?, 20);
+    cluster.restart(follower)?;
+    wait_for(Duration::from_secs(20), "the follower back in the ISR", || {
+        Ok(leader_and_isr(&mut cluster, leader, &topic, 0)?
+            .1
+            .contains(&follower))
+    })?;
+    let dir = cluster.node(follower).data_dir().join(format!("{topic}-0"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().to_string()))
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![format!("{:020}.log", 20)],
+        "it starts at the leader's log start"
+    );
+    Ok(())
+}
+
+/// The leader epoch of partition 0.. of `topic` as node `via`'s Metadata tells (partition 0).
+fn leader_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
+    let mut conn = cluster.connect(via)?;
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(name(topic))),
+    ]));
+    let response = conn.request(&request, 9)?;
+    let partition = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .context("no partition")?;
+    Ok(partition.leader_epoch)
+}
+
+/// KIP-320: a consumer's fetch naming an older leader epoch gets FENCED_LEADER_EPOCH, a newer
+/// one UNKNOWN_LEADER_EPOCH, the current one (or -1) the records.
+fn assert_consumer_epochs_checked(
+    conn: &mut laminar_tests::wire::WireConnection,
+    topic: &str,
+    partition: i32,
+    epoch: i32,
+) -> Result<()> {
+    let mut cases = vec![(epoch + 1, 75), (epoch, 0), (-1, 0)];
+    if epoch > 0 {
+        cases.push((epoch - 1, 74));
+    }
+    for (known, expected) in cases {
+        let code = fetch_code_at_leader_epoch(conn, topic, partition, known)?;
+        assert_eq!(
+            code, expected,
+            "a fetch naming leader epoch {known} (the leader's is {epoch})"
         );
     }
     Ok(())

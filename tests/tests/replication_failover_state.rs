@@ -13,6 +13,7 @@ use laminar_tests::rdkafka_client::{
     assigned_consumer, commit, first_offset_seen, group_member, poll_records, produce_all, producer,
     sample_records, unique_topic,
 };
+use laminar_tests::wire::fetch_code_at_leader_epoch;
 use laminar_tests::{wait_for, Cluster};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
@@ -51,6 +52,11 @@ fn coordinator_of(cluster: &mut Cluster, via: i32, group: &str) -> Result<i32> {
 
 /// The leader of partition 0 of `topic` as node `via` tells.
 fn leader_of(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
+    Ok(leader_and_epoch(cluster, via, topic)?.0)
+}
+
+/// The leader of partition 0 of `topic` and its epoch, as node `via` tells.
+fn leader_and_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<(i32, i32)> {
     let mut conn = cluster.connect(via)?;
     let request = MetadataRequest::default().with_topics(Some(vec![
         kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
@@ -62,7 +68,7 @@ fn leader_of(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
         .first()
         .and_then(|t| t.partitions.first())
         .context("no partition")?;
-    Ok(partition.leader_id.0)
+    Ok((partition.leader_id.0, partition.leader_epoch))
 }
 
 /// `bootstrap.servers` of every node but `dead`.
@@ -137,6 +143,14 @@ async fn an_idempotent_producer_goes_on_exactly_once_after_its_leader_is_killed(
     // The same producer (same id, sequence going on) to the new leader.
     let second = produce_all(&producer, &topic, 0, &records[100..]).await?;
     assert_eq!(second, (100..200).collect::<Vec<i64>>(), "no gap, no duplicate");
+    // KIP-320: a consumer still naming the dead leader's epoch is told its metadata is stale.
+    let witness = (1..=3).find(|n| *n != leader).context("a witness")?;
+    let new_leader = leader_of(&mut cluster, witness, &topic)?;
+    let mut conn = cluster.connect(new_leader)?;
+    let (_, epoch) = leader_and_epoch(&mut cluster, new_leader, &topic)?;
+    assert!(epoch > 0, "the leader changed");
+    assert_eq!(fetch_code_at_leader_epoch(&mut conn, &topic, 0, epoch - 1)?, 74);
+    assert_eq!(fetch_code_at_leader_epoch(&mut conn, &topic, 0, epoch)?, 0);
     let consumer = assigned_consumer(&bootstrap_without(&mut cluster, leader), &[])?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(&topic, 0, Offset::Beginning)?;

@@ -40,6 +40,26 @@ pub struct Readiness {
     pub metadata_complete: Duration,
 }
 
+/// The `laminar` executable to run as a broker: the one named, or this one.
+pub fn binary(named: Option<&Path>) -> anyhow::Result<PathBuf> {
+    match named {
+        Some(path) => Ok(path.to_path_buf()),
+        None => std::env::current_exe().context("finding this executable"),
+    }
+}
+
+/// A broker's seat in a controller quorum: KRaft's combined mode, broker and controller voter
+/// in one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSeat {
+    /// `node.id`.
+    pub node_id: i32,
+    /// Port of its `CONTROLLER` listener on loopback.
+    pub controller_port: u16,
+    /// `controller.quorum.voters`: `id@host:port` of every voter, comma-separated.
+    pub voters: String,
+}
+
 /// A broker child process and how to start it again. Owned by the main thread.
 pub struct BrokerProcess {
     binary: PathBuf,
@@ -48,6 +68,7 @@ pub struct BrokerProcess {
     logs_dir: PathBuf,
     port: u16,
     http_port: u16,
+    quorum: Option<QuorumSeat>,
     child: Option<Child>,
     starts: u32,
 }
@@ -61,17 +82,40 @@ impl BrokerProcess {
         data_dir: &Path,
         logs_dir: &Path,
     ) -> anyhow::Result<Self> {
-        let [port, http_port] = free_loopback_ports()?;
-        Ok(BrokerProcess {
+        let ports = free_loopback_ports(2)?;
+        Ok(Self::on_ports(
+            binary,
+            overrides,
+            (data_dir, logs_dir),
+            [ports[0], ports[1]],
+        ))
+    }
+
+    /// A broker (not started) on `data_dir`, writing its output under `logs_dir`, on the Kafka
+    /// and admin HTTP ports given.
+    pub fn on_ports(
+        binary: &Path,
+        overrides: &[String],
+        (data_dir, logs_dir): (&Path, &Path),
+        [port, http_port]: [u16; 2],
+    ) -> Self {
+        BrokerProcess {
             binary: binary.to_path_buf(),
             overrides: overrides.to_vec(),
             data_dir: data_dir.to_path_buf(),
             logs_dir: logs_dir.to_path_buf(),
             port,
             http_port,
+            quorum: None,
             child: None,
             starts: 0,
-        })
+        }
+    }
+
+    /// The same broker in combined mode, in the seat given of a controller quorum.
+    pub fn in_quorum(mut self, seat: QuorumSeat) -> Self {
+        self.quorum = Some(seat);
+        self
     }
 
     /// `127.0.0.1:<port>`.
@@ -105,12 +149,20 @@ impl BrokerProcess {
     /// The command line, for the report.
     pub fn command_line(&self) -> Vec<String> {
         let mut args = vec!["broker".to_owned()];
+        let mut listeners = format!("listeners=PLAINTEXT://127.0.0.1:{}", self.port);
+        let mut quorum = Vec::new();
+        if let Some(seat) = &self.quorum {
+            listeners.push_str(&format!(",CONTROLLER://127.0.0.1:{}", seat.controller_port));
+            quorum.push("process.roles=broker,controller".to_owned());
+            quorum.push(format!("node.id={}", seat.node_id));
+            quorum.push(format!("controller.quorum.voters={}", seat.voters));
+        }
         let own = [
             format!("log.dirs={}", self.data_dir.display()),
-            format!("listeners=PLAINTEXT://127.0.0.1:{}", self.port),
+            listeners,
             format!("laminar.http.listen=127.0.0.1:{}", self.http_port),
         ];
-        for setting in own.iter().chain(&self.overrides) {
+        for setting in own.iter().chain(&quorum).chain(&self.overrides) {
             args.push("--override".to_owned());
             args.push(setting.clone());
         }
@@ -206,10 +258,22 @@ impl BrokerProcess {
     /// SIGTERM, then waits for the exit; returns how long it took. Past `limit` the broker is
     /// killed and the stop reported as failed.
     pub fn terminate(&mut self, limit: Duration) -> anyhow::Result<Duration> {
-        let mut child = self.child.take().context("the broker is not running")?;
         let started = Instant::now();
+        self.signal_stop()?;
+        self.wait_stopped(started, limit)
+    }
+
+    /// SIGTERM, without waiting for the exit (several brokers of one quorum stop together).
+    pub fn signal_stop(&self) -> anyhow::Result<()> {
+        let child = self.child.as_ref().context("the broker is not running")?;
         // Not reaped yet (a reaped broker leaves `child` None), so its pid names only it.
-        sys::send_sigterm(&child).context("sending SIGTERM")?;
+        sys::send_sigterm(child).context("sending SIGTERM")
+    }
+
+    /// Waits for the exit after [`Self::signal_stop`] at `started`; returns how long it took.
+    /// Past `limit` after `started` the broker is killed and the stop reported as failed.
+    pub fn wait_stopped(&mut self, started: Instant, limit: Duration) -> anyhow::Result<Duration> {
+        let mut child = self.child.take().context("the broker is not running")?;
         loop {
             if let Some(status) = child.try_wait().context("waiting for the broker")? {
                 let took = started.elapsed();
@@ -303,14 +367,13 @@ fn missing(metadata: &ClusterMetadata, expected: &[TopicSpec]) -> Option<String>
     None
 }
 
-/// `N` distinct free loopback ports: every probe socket stays bound until all are picked.
-fn free_loopback_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
-    let probes = (0..N)
+/// `count` distinct free loopback ports: every probe socket stays bound until all are picked.
+pub fn free_loopback_ports(count: usize) -> anyhow::Result<Vec<u16>> {
+    let probes = (0..count)
         .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a probe socket"))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut ports = [0; N];
-    for (port, probe) in ports.iter_mut().zip(&probes) {
-        *port = probe.local_addr()?.port();
-    }
-    Ok(ports)
+    probes
+        .iter()
+        .map(|probe| Ok(probe.local_addr()?.port()))
+        .collect()
 }

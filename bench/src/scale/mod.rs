@@ -3,15 +3,15 @@
 //! It measures whatever the broker does, failures included: every step is bounded, and a step
 //! that fails is reported with its error while the run goes on.
 
-mod broker;
+pub(crate) mod broker;
 mod connections;
 mod goals;
-mod partitions;
-mod probe;
+pub(crate) mod partitions;
+pub(crate) mod probe;
 mod report;
-mod requests;
+pub(crate) mod requests;
 mod step;
-mod sys;
+pub(crate) mod sys;
 mod throughput;
 
 use std::path::{Path, PathBuf};
@@ -36,15 +36,35 @@ const CRASH_PARTITIONS: u64 = 1_000;
 /// Descriptors the harness keeps for itself besides the idle connections.
 const HARNESS_FDS_RESERVE: u64 = 256;
 
-/// Where the run keeps its files: a temporary directory removed at the end, or one the user
+/// Where a run keeps its files: a temporary directory removed at the end, or one the user
 /// named, kept.
-enum RunDir {
+pub(crate) enum RunDir {
     Temporary(tempfile::TempDir),
     Kept(PathBuf),
 }
 
 impl RunDir {
-    fn path(&self) -> &Path {
+    /// The empty directory `named` (created if missing), or a new one in the current directory
+    /// (on its disk, not a tmpfs) whose name starts with `prefix`.
+    pub(crate) fn create(named: Option<&Path>, prefix: &str) -> anyhow::Result<RunDir> {
+        match named {
+            Some(path) => {
+                std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+                if std::fs::read_dir(path)?.next().is_some() {
+                    bail!("--data-dir {} is not empty", path.display());
+                }
+                Ok(RunDir::Kept(path.to_path_buf()))
+            }
+            None => Ok(RunDir::Temporary(
+                tempfile::Builder::new()
+                    .prefix(prefix)
+                    .tempdir_in(std::env::current_dir().context("finding the current directory")?)
+                    .context("creating a directory for the run in the current directory")?,
+            )),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
         match self {
             RunDir::Temporary(dir) => dir.path(),
             RunDir::Kept(path) => path,
@@ -66,25 +86,8 @@ struct Setup {
 
 impl Setup {
     fn prepare(args: ScaleArgs) -> anyhow::Result<Setup> {
-        let binary = match &args.broker_bin {
-            Some(path) => path.clone(),
-            None => std::env::current_exe().context("finding this executable")?,
-        };
-        let dir = match &args.data_dir {
-            Some(path) => {
-                std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
-                if std::fs::read_dir(path)?.next().is_some() {
-                    bail!("--data-dir {} is not empty", path.display());
-                }
-                RunDir::Kept(path.clone())
-            }
-            None => RunDir::Temporary(
-                tempfile::Builder::new()
-                    .prefix("laminar-scale-")
-                    .tempdir_in(std::env::current_dir().context("finding the current directory")?)
-                    .context("creating a directory for the run in the current directory")?,
-            ),
-        };
+        let binary = broker::binary(args.broker_bin.as_deref())?;
+        let dir = RunDir::create(args.data_dir.as_deref(), "laminar-scale-")?;
         let open_files = sys::raise_open_files_limit().context("raising the open-file limit")?;
         Ok(Setup {
             topics: partitions::topic_specs("scale", args.partitions, args.partitions_per_topic),

@@ -40,17 +40,41 @@ pub fn open_fds(pid: u32) -> anyhow::Result<u64> {
 /// User and system CPU time `pid` has used, in seconds (`/proc/<pid>/stat`, 10 ms ticks on
 /// most kernels).
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    Ok(stat_cpu(&format!("/proc/{pid}/stat"))?.1)
+}
+
+/// Each live thread of `pid`: its name (`comm`, at most 15 bytes) and the user and system CPU
+/// time it has used, in seconds. Threads that exit during the walk are skipped; those that
+/// exited before it are in [`cpu_seconds`] only.
+pub fn thread_cpu_seconds(pid: u32) -> anyhow::Result<Vec<(String, f64)>> {
+    let tasks = format!("/proc/{pid}/task");
+    let entries = std::fs::read_dir(&tasks).with_context(|| format!("listing {tasks}"))?;
+    let mut threads = Vec::new();
+    for entry in entries {
+        let path = entry?.path().join("stat");
+        match stat_cpu(&path.to_string_lossy()) {
+            Ok(thread) => threads.push(thread),
+            Err(error) if path.exists() => return Err(error),
+            Err(_) => {}
+        }
+    }
+    Ok(threads)
+}
+
+/// `(comm, utime + stime in seconds)` of a `stat` file of proc(5).
+fn stat_cpu(path: &str) -> anyhow::Result<(String, f64)> {
+    let stat = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     // The command name in parentheses may hold spaces: fields are counted after its ')'.
-    let after_name = stat.rsplit_once(')').context("no ')' in /proc/<pid>/stat")?.1;
+    let (before, after_name) = stat.rsplit_once(')').context("no ')' in a stat file")?;
+    let name = before.split_once('(').map_or("", |(_, name)| name).to_owned();
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of stat(5); field 3 is the first after the name.
     let ticks = |index: usize| -> anyhow::Result<u64> {
-        let field = fields.get(index - 3).context("a short /proc/<pid>/stat")?;
+        let field = fields.get(index - 3).context("a short stat file")?;
         field.parse().context("a CPU time that is not a number")
     };
-    Ok((ticks(14)? + ticks(15)?) as f64 / sys::clock_ticks_per_second() as f64)
+    let seconds = (ticks(14)? + ticks(15)?) as f64 / sys::clock_ticks_per_second() as f64;
+    Ok((name, seconds))
 }
 
 /// The blocks under a directory, as `du` counts them.
@@ -162,6 +186,8 @@ mod tests {
             std::hint::black_box(spin.elapsed());
         }
         assert!(cpu_seconds(pid).expect("cpu") > 0.0);
+        let threads = thread_cpu_seconds(pid).expect("threads");
+        assert!(!threads.is_empty() && threads.iter().all(|(_, s)| *s >= 0.0));
     }
 
     #[test]

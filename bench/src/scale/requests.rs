@@ -92,8 +92,18 @@ fn median_ms(mut request: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<
     Ok(times[TRIES / 2])
 }
 
+/// The most of a `/metrics` answer read: far above what 100 000 partitions' families take,
+/// and a bound on what a broker's answer can make this process hold.
+const METRICS_MAX_BYTES: u64 = 256 << 20;
+
 /// `GET /metrics` over a connection of its own, read to the end; returns the body's bytes.
 fn get_metrics(http: SocketAddr) -> anyhow::Result<usize> {
+    get_metrics_text(http).map(|body| body.len())
+}
+
+/// `GET /metrics` over a connection of its own, read to the end (at most
+/// [`METRICS_MAX_BYTES`]); returns the body.
+pub fn get_metrics_text(http: SocketAddr) -> anyhow::Result<String> {
     let mut stream = TcpStream::connect_timeout(&http, Duration::from_secs(5))
         .with_context(|| format!("connecting to {http}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
@@ -102,7 +112,13 @@ fn get_metrics(http: SocketAddr) -> anyhow::Result<usize> {
         "GET /metrics HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n"
     )?;
     let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).context("reading /metrics")?;
+    (&mut stream)
+        .take(METRICS_MAX_BYTES + 1)
+        .read_to_end(&mut answer)
+        .context("reading /metrics")?;
+    if answer.len() as u64 > METRICS_MAX_BYTES {
+        bail!("/metrics answered more than {} MiB", METRICS_MAX_BYTES >> 20);
+    }
     let header_end = answer
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -112,5 +128,5 @@ fn get_metrics(http: SocketAddr) -> anyhow::Result<usize> {
     if !status_line.contains(" 200 ") {
         bail!("GET /metrics answered {status_line:?}");
     }
-    Ok(answer.len() - header_end - 4)
+    String::from_utf8(answer[header_end + 4..].to_vec()).context("/metrics is not UTF-8")
 }

@@ -129,6 +129,8 @@ fn common(plan: &Plan, topic: &str, partitions: u32) -> CommonArgs {
         brokers: plan.bootstrap.clone(),
         topic: topic.to_owned(),
         partitions: partitions as i32,
+        replication_factor: -1,
+        topic_configs: Vec::new(),
         json: None,
         report: None,
         limits_dir: PathBuf::from("."),
@@ -139,9 +141,9 @@ fn common(plan: &Plan, topic: &str, partitions: u32) -> CommonArgs {
 fn produce_args(plan: &Plan, topic: &str, partitions: u32, producers: usize, keys: Keys) -> ProduceArgs {
     ProduceArgs {
         common: common(plan, topic, partitions),
+        num_records: plan.records(),
         producer: ProducerArgs {
             record_size: RECORD_BYTES,
-            num_records: plan.records(),
             throughput: None,
             acks: Acks::Leader,
             batch_bytes: BATCH_BYTES,
@@ -211,11 +213,11 @@ fn measure_produce(plan: &Plan, args: &ProduceArgs, log: &StepLog) -> anyhow::Re
     if let Some(error) = floor_error {
         bail!("{error}");
     }
-    if measurement.records < args.producer.num_records {
+    if measurement.records < args.num_records {
         bail!(
             "stopped after {} of {} records",
             measurement.records,
-            args.producer.num_records
+            args.num_records
         );
     }
     Ok(())

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, select_all, Either};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
 
@@ -125,9 +126,12 @@ async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) ->
     on_owning_shards(ctx, wanted, |there, tp, want: Wanted| async move {
         let partition = there.state.partition_to_read(&tp).await?;
         let mut throttled = false;
-        if let Reader::Follower(replica_id) = want.reader {
-            follower_fetched(&there, &tp, &want, replica_id, partition.as_ref())?;
-            throttled = there.state.replication_throttled(ThrottleSide::Leader, &tp);
+        match want.reader {
+            Reader::Follower(replica_id) => {
+                follower_fetched(&there, &tp, &want, replica_id, partition.as_ref())?;
+                throttled = there.state.replication_throttled(ThrottleSide::Leader, &tp);
+            }
+            Reader::Consumer => check_consumer_epoch(&there, &tp, want.current_leader_epoch)?,
         }
         let read = match partition {
             Some(partition) if throttled && !leader_throttle_allows(&there) => {
@@ -160,6 +164,25 @@ async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) ->
 fn leader_throttle_allows(there: &Rc<BrokerCtx>) -> bool {
     let replication = there.state.replication.as_ref();
     replication.is_none_or(|r| r.leader_throttle.allows(Instant::now()))
+}
+
+/// KIP-320: a consumer that names the leader epoch it knows (not -1) is refused when that is
+/// not this leader's: FENCED_LEADER_EPOCH for an older one (its metadata is stale),
+/// UNKNOWN_LEADER_EPOCH for a newer one (this broker's is).
+fn check_consumer_epoch(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    known: i32,
+) -> Result<(), PartitionAccessError> {
+    if known < 0 || there.state.shared.cluster.is_none() {
+        return Ok(());
+    }
+    let epoch = there.state.leader_epoch_of(tp);
+    match known.cmp(&epoch) {
+        std::cmp::Ordering::Less => Err(PartitionAccessError::Refused(ResponseError::FencedLeaderEpoch)),
+        std::cmp::Ordering::Greater => Err(PartitionAccessError::Refused(ResponseError::UnknownLeaderEpoch)),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
 }
 
 /// A follower's fetch tells the leader how far it got: checked against the leadership, then

@@ -9,9 +9,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures::channel::oneshot;
-use laminar_client::{ClientConfig, Connection, EpochEndQuery, FetchSpec, ReplicaFetchPosition};
+use laminar_client::{
+    ClientConfig, ClientError, Connection, EpochEndQuery, FetchSpec, OffsetSpec, ReplicaFetchPosition,
+};
 
-use super::follower::{self, EpochAnswer, FetchedPart, Plan};
+use super::follower::{self, EpochAnswer, FetchedPart, LeaderStart, Plan};
 use crate::broker::{BrokerCtx, TopicPartition};
 use crate::config::ReplicationSettings;
 
@@ -21,6 +23,7 @@ pub enum Call {
     Plan(oneshot::Sender<Option<(String, Plan)>>),
     Epochs(Vec<EpochAnswer>, oneshot::Sender<()>),
     Fetched(Vec<FetchedPart>, oneshot::Sender<()>),
+    Starts(Vec<LeaderStart>, oneshot::Sender<()>),
 }
 
 /// Starts the fetcher for `source` on this shard: the thread, and the task that serves it.
@@ -59,6 +62,10 @@ async fn serve(ctx: Rc<BrokerCtx>, source: i32, calls: async_channel::Receiver<C
             }
             Call::Fetched(parts, done) => {
                 follower::apply_fetched(&ctx, source, parts).await;
+                let _ = done.send(());
+            }
+            Call::Starts(starts, done) => {
+                follower::apply_starts(&ctx, source, starts).await;
                 let _ = done.send(());
             }
         }
@@ -130,6 +137,7 @@ fn run(calls: &async_channel::Sender<Call>, node_id: i32, settings: &Replication
 struct Answers {
     epochs: Vec<EpochAnswer>,
     fetched: Vec<FetchedPart>,
+    starts: Vec<LeaderStart>,
 }
 
 fn exchange(
@@ -138,7 +146,7 @@ fn exchange(
     plan: &Plan,
     node_id: i32,
     settings: &ReplicationSettings,
-) -> Result<Answers, laminar_client::ClientError> {
+) -> Result<Answers, ClientError> {
     if connection.as_ref().is_none_or(|(at, _)| at != address) {
         *connection = Some((address.to_string(), connect(address, settings)?));
     }
@@ -146,6 +154,7 @@ fn exchange(
     let mut answers = Answers {
         epochs: Vec::new(),
         fetched: Vec::new(),
+        starts: leader_starts(conn, &plan.starts)?,
     };
     if !plan.queries.is_empty() {
         let queries: Vec<EpochEndQuery> = plan
@@ -176,6 +185,28 @@ fn exchange(
         answers.fetched = fetch(conn, plan, node_id, settings)?;
     }
     Ok(answers)
+}
+
+/// ListOffsets earliest for each partition, a request per partition (rare: only after an
+/// OFFSET_OUT_OF_RANGE).
+fn leader_starts(
+    conn: &mut Connection,
+    partitions: &[TopicPartition],
+) -> Result<Vec<LeaderStart>, ClientError> {
+    let mut starts = Vec::with_capacity(partitions.len());
+    for tp in partitions {
+        let answer = conn.list_offsets(&tp.topic, &[(tp.partition, OffsetSpec::Earliest)]);
+        let log_start_offset = match answer {
+            Ok(found) => found.first().map(|(_, offset)| *offset).ok_or(-1),
+            Err(ClientError::Kafka { error, .. }) => Err(error.code),
+            Err(other) => return Err(other),
+        };
+        starts.push(LeaderStart {
+            tp: tp.clone(),
+            log_start_offset,
+        });
+    }
+    Ok(starts)
 }
 
 fn fetch(
@@ -235,9 +266,14 @@ fn connect(address: &str, settings: &ReplicationSettings) -> Result<Connection, 
 /// Gives the shard the answers and waits until it has applied them (so the next plan starts
 /// from the new log ends); false when the shard is gone.
 fn hand_over(calls: &async_channel::Sender<Call>, answers: Answers) -> bool {
-    let Answers { epochs, fetched } = answers;
+    let Answers {
+        epochs,
+        fetched,
+        starts,
+    } = answers;
     (epochs.is_empty() || applied(calls, |done| Call::Epochs(epochs, done)))
         && (fetched.is_empty() || applied(calls, |done| Call::Fetched(fetched, done)))
+        && (starts.is_empty() || applied(calls, |done| Call::Starts(starts, done)))
 }
 
 /// Sends one call and waits for the shard to be done with it; false when the shard is gone.

@@ -27,6 +27,8 @@ pub enum Phase {
     Truncating,
     /// Fetching from its log end.
     Fetching,
+    /// The leader answered OFFSET_OUT_OF_RANGE: asking where its log starts.
+    OutOfRange,
 }
 
 /// A partition this shard follows, under one leader epoch. Owned by one shard.
@@ -82,12 +84,21 @@ pub struct FetchedPart {
 pub struct Plan {
     pub queries: Vec<EpochQuery>,
     pub fetches: Vec<FetchPoint>,
+    /// Partitions whose log start at the leader is wanted (ListOffsets earliest).
+    pub starts: Vec<TopicPartition>,
 }
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.queries.is_empty() && self.fetches.is_empty()
+        self.queries.is_empty() && self.fetches.is_empty() && self.starts.is_empty()
     }
+}
+
+/// The leader's log start for one partition, or its error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderStart {
+    pub tp: TopicPartition,
+    pub log_start_offset: Result<i64, i16>,
 }
 
 /// The requests due now for the partitions this shard follows from `source`. `None` when it
@@ -102,6 +113,10 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<Plan> {
             replication.retry_later(&tp, state.leader_epoch, now_ms);
             continue;
         };
+        if state.phase == Phase::OutOfRange {
+            plan.starts.push(tp);
+            continue;
+        }
         match (state.phase, partition) {
             (Phase::Truncating, Some(partition)) if !partition.leader_epochs().is_empty() => {
                 let latest = partition.leader_epochs().last().map_or(0, |e| e.epoch);
@@ -227,13 +242,14 @@ fn note_fetch_error(ctx: &Rc<BrokerCtx>, part: &FetchedPart, state: &FollowState
         return;
     };
     if part.error_code == ResponseError::OffsetOutOfRange.code() {
-        // Our log and the leader's disagree on where we are: ask again where they diverge.
+        // Below the leader's log start, or past its end: find out which.
         tracing::warn!(
             topic = part.tp.topic,
             partition = part.tp.partition,
             "follower fetch out of range"
         );
-        replication.set_phase(&part.tp, state.leader_epoch, Phase::Truncating);
+        replication.set_phase(&part.tp, state.leader_epoch, Phase::OutOfRange);
+        return;
     }
     replication.retry_later(&part.tp, state.leader_epoch, now_ms);
 }
@@ -272,4 +288,44 @@ async fn append_fetched(ctx: &Rc<BrokerCtx>, part: &FetchedPart) -> anyhow::Resu
         partition.delete_records_before(leader_start).await?;
     }
     Ok(())
+}
+
+/// Applies the leader's log starts for partitions whose fetch was out of range: a log that ends
+/// below the leader's start starts again there (Kafka's "truncate fully and start at"); one
+/// that does not is past the leader's end, and truncation by leader epoch sorts it out.
+pub async fn apply_starts(ctx: &Rc<BrokerCtx>, source: i32, starts: Vec<LeaderStart>) {
+    let Some(replication) = ctx.state.replication.as_ref() else {
+        return;
+    };
+    for start in starts {
+        let Some(state) = replication.following(&start.tp, source, Phase::OutOfRange) else {
+            continue;
+        };
+        let now_ms = crate::clock::now_ms();
+        let Ok(leader_start) = start.log_start_offset else {
+            replication.retry_later(&start.tp, state.leader_epoch, now_ms);
+            continue;
+        };
+        match start_at_or_truncate(ctx, &start.tp, leader_start).await {
+            Ok(next) => replication.set_phase(&start.tp, state.leader_epoch, next),
+            Err(error) => {
+                tracing::warn!(topic = start.tp.topic, partition = start.tp.partition, %error, "cannot start again at the leader's log start");
+                replication.retry_later(&start.tp, state.leader_epoch, now_ms);
+            }
+        }
+    }
+}
+
+async fn start_at_or_truncate(
+    ctx: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    leader_start: i64,
+) -> anyhow::Result<Phase> {
+    let partition = ctx.state.replica_partition(tp, OpenMode::Create).await?;
+    let partition = partition.ok_or_else(|| anyhow::anyhow!("replica partition not opened"))?;
+    if partition.log_end_offset() < leader_start {
+        partition.start_again_at(leader_start).await?;
+        return Ok(Phase::Fetching);
+    }
+    Ok(Phase::Truncating)
 }

@@ -115,6 +115,11 @@ impl LeaderState {
         let Some(progress) = self.followers.get_mut(&replica_id) else {
             return;
         };
+        if fetch_offset > leader_end {
+            // Past this leader's log: not a prefix of it (the read answers OFFSET_OUT_OF_RANGE
+            // and the follower truncates); it counts for nothing.
+            return;
+        }
         if fetch_offset >= leader_end {
             progress.caught_up_ms = now_ms;
         } else if fetch_offset >= progress.previous_fetch_leader_end {
@@ -122,7 +127,7 @@ impl LeaderState {
         }
         progress.previous_fetch_leader_end = leader_end;
         progress.previous_fetch_ms = now_ms;
-        progress.log_end_offset = Some(fetch_offset.min(leader_end));
+        progress.log_end_offset = Some(fetch_offset);
     }
 
     /// The ISR the high watermark is computed over: the committed one plus members being added
@@ -236,6 +241,19 @@ mod tests {
         assert_eq!(leader.high_watermark(12), Some(10));
         leader.record_fetch(2, 12, 12, 8);
         assert_eq!(leader.high_watermark(15), Some(12));
+    }
+
+    #[test]
+    fn a_fetch_past_the_leaders_log_end_counts_for_nothing() {
+        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1, 2], 4, 7), 10, 0);
+        leader.record_fetch(2, 15, 10, 5);
+        assert_eq!(
+            leader.high_watermark(10),
+            None,
+            "follower 2 has not shown a prefix of the log"
+        );
+        leader.record_fetch(2, 10, 10, 6);
+        assert_eq!(leader.high_watermark(10), Some(10));
     }
 
     #[test]

@@ -161,6 +161,47 @@ impl<S: Storage> Log<S> {
     }
 }
 
+impl<S: Storage> Log<S> {
+    /// Empties the log and starts it again at `offset`, past its end: a follower whose leader's
+    /// log now starts beyond everything it has (Kafka's "truncate fully and start at"). The new
+    /// start is written before the old segments go, so a crash in between leaves a log that
+    /// recovery starts at `offset` or the old one whole.
+    pub async fn start_again_at(&self, offset: i64) -> Result<(), LogError> {
+        let _writer = self.writer.lock().await;
+        self.check_ok()?;
+        let (log_start, log_end) = (self.log_start_offset(), self.log_end_offset());
+        if offset <= log_end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            });
+        }
+        self.forget_synced_prefix().await?;
+        self.mark_dirty().await?;
+        let segment = Self::new_segment(&self.storage, &self.dir, offset).await;
+        let segment = segment.map_err(|e| self.refuse_or_fail(e))?;
+        let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));
+        let written = write_file_atomically(&*self.storage, &self.dir.join(START_OFFSET_FILE), bytes).await;
+        written.map_err(|e| self.refuse_or_fail(e))?;
+        let removed: Vec<Rc<Segment<S::File>>> = {
+            let mut state = self.state.borrow_mut();
+            let removed = std::mem::replace(&mut state.segments, vec![Rc::new(segment)]);
+            state.log_start_offset = offset;
+            state.log_end_offset = offset;
+            removed
+        };
+        for old in &removed {
+            old.remove_files(&*self.storage, &self.dir)
+                .await
+                .map_err(|e| self.fail(e))?;
+        }
+        self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
+        tracing::info!(dir = %self.dir.display(), offset, "log started again");
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

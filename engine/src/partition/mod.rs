@@ -545,6 +545,24 @@ impl<S: Storage> Partition<S> {
         Ok(end)
     }
 
+    /// Empties the partition and starts it again at `offset`, past its log end (a follower
+    /// behind its leader's log start): no batches, no producer state, no epochs, the high
+    /// watermark at `offset`.
+    pub async fn start_again_at(&self, offset: i64) -> Result<(), LogError> {
+        self.check_open()?;
+        let _append = self.append_lock.lock().await;
+        self.log.start_again_at(offset).await?;
+        self.durable_offset.set(offset);
+        if self.replicated_hw.get().is_some() {
+            self.replicated_hw.set(Some(offset));
+        }
+        self.save_epochs(LeaderEpochs::implicit(offset, offset)).await?;
+        let removed = producer_snapshot::remove_all(&*self.storage, self.log.dir()).await;
+        removed.map_err(|e| self.log.fail(e))?;
+        *self.producers.borrow_mut() = ProducerStateTable::default();
+        Ok(())
+    }
+
     /// fdatasyncs everything appended so far.
     pub async fn flush(&self) -> Result<(), LogError> {
         let end = self.log_end_offset();

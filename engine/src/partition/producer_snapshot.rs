@@ -210,6 +210,14 @@ pub async fn write<S: Storage>(
     Ok(())
 }
 
+/// Removes every producer snapshot of the partition in `dir` (its log starts again empty).
+pub async fn remove_all<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
+    for offset in snapshot_offsets(storage, dir).await? {
+        storage.remove_file(&snapshot_path(dir, offset)).await?;
+    }
+    storage.sync_dir(dir).await
+}
+
 /// Loads the newest readable snapshot at or below the log end (deleting newer ones, which
 /// describe batches that are gone) and replays the batch headers after it. Entries replayed
 /// from the log are stamped `now_ms`, so a producer's state outlives a restart by at least the

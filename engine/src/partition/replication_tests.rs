@@ -464,3 +464,41 @@ fn consumers_read_below_the_high_watermark_and_followers_to_the_log_end() {
         );
     });
 }
+
+#[test]
+fn a_follower_behind_its_leaders_log_start_starts_again_there() {
+    block_on(async {
+        let storage = FaultyStorage::new(13);
+        let leader = open_at(&storage, "/data/leader-0").await;
+        for _ in 0..10 {
+            leader.append(batch(3), 0).await.unwrap();
+        }
+        let follower = open_at(&storage, "/data/t-0").await;
+        let first = batches_from(&leader, 0).await;
+        follower.append_as_follower(first[0].clone()).await.unwrap();
+        follower.set_high_watermark(3);
+        // The leader's log now starts at 15 (retention while the follower was away).
+        follower.start_again_at(15).await.unwrap();
+        assert_eq!((follower.log_start_offset(), follower.log_end_offset()), (15, 15));
+        assert_eq!(follower.high_watermark(), 15);
+        assert!(follower.leader_epochs().is_empty());
+        for batch in batches_from(&leader, 15).await {
+            follower.append_as_follower(batch).await.unwrap();
+        }
+        assert_eq!(follower.log_end_offset(), 30);
+        assert!(
+            follower.start_again_at(30).await.is_err(),
+            "only past the log end"
+        );
+        follower.close().await.unwrap();
+        let reopened = open_at(&storage, "/data/t-0").await;
+        assert_eq!((reopened.log_start_offset(), reopened.log_end_offset()), (15, 30));
+        let names = storage.list_dir(Path::new("/data/t-0")).await.unwrap();
+        assert!(
+            !names.iter().any(|n| n.starts_with("00000000000000000000.")),
+            "the old segment is gone: {names:?}"
+        );
+        let read = reopened.read(15, 1 << 20, true).await.unwrap();
+        assert_eq!(BatchHeader::parse(&read.data[0]).unwrap().base_offset, 15);
+    });
+}
