@@ -33,9 +33,16 @@ pub struct ActiveController {
     /// per registered broker.
     sessions: HashMap<i32, Instant>,
     leading: bool,
-    /// One client per other voter, for forwarding.
-    peers: HashMap<u64, PeerClient>,
+    /// Idle forwarding connections per other voter (at most `FORWARD_IDLE_MAX` each).
+    peers: ForwardPool,
 }
+
+/// Idle connections kept per voter for forwarding: forwards run beside the loop, each on a
+/// connection of its own, so one stuck on a frozen leader holds up neither the loop nor the
+/// forwards that follow once another leader is elected.
+const FORWARD_IDLE_MAX: usize = 4;
+
+type ForwardPool = Arc<std::sync::Mutex<HashMap<u64, Vec<PeerClient>>>>;
 
 enum Written {
     Applied(u64),
@@ -59,7 +66,7 @@ impl ActiveController {
             members,
             sessions: HashMap::new(),
             leading: false,
-            peers: HashMap::new(),
+            peers: ForwardPool::default(),
         }
     }
 
@@ -76,8 +83,7 @@ impl ActiveController {
             tokio::select! {
                 command = commands.recv() => {
                     let Some(command) = command else { return };
-                    let response = self.serve(command.request, command.forwarded).await;
-                    let _ = command.reply.send(response);
+                    self.serve(command).await;
                 }
                 _ = ticks.tick() => self.fence_expired_sessions().await,
                 _ = rebalance.tick(), if rebalancing => self.rebalance_leaders().await,
@@ -111,33 +117,33 @@ impl ActiveController {
         leading
     }
 
-    async fn serve(&mut self, request: ControllerRequest, forwarded: bool) -> ControllerResponse {
+    /// Serves a command here when this node leads; else forwards it to the leader from a task
+    /// of its own (the loop goes on), or answers NOT_CONTROLLER.
+    async fn serve(&mut self, command: Command) {
         if self.refresh_leadership() {
-            return self.serve_as_leader(request).await;
+            let response = self.serve_as_leader(command.request).await;
+            let _ = command.reply.send(response);
+            return;
         }
         let leader_id = self.current_leader();
-        match leader_id {
-            Some(leader) if !forwarded => self.forward(leader, request).await,
-            _ => ControllerResponse::NotController { leader_id },
-        }
-    }
-
-    async fn forward(&mut self, leader: u64, request: ControllerRequest) -> ControllerResponse {
-        let Some(node) = self.members.get(&leader) else {
-            return ControllerResponse::NotController {
-                leader_id: Some(leader),
-            };
-        };
-        let client = self
-            .peers
-            .entry(leader)
-            .or_insert_with(|| PeerClient::new(node.addr.clone()));
-        let timeout = duration_ms(self.config.request_timeout_ms);
-        match client.call(&RpcRequest::Controller(request), timeout).await {
-            Ok(RpcResponse::Controller(response)) => response,
-            Ok(_) | Err(_) => ControllerResponse::NotController {
-                leader_id: Some(leader),
-            },
+        let address = leader_id.and_then(|id| self.members.get(&id)).map(|n| n.addr.clone());
+        match (leader_id, address) {
+            (Some(leader), Some(address)) if !command.forwarded => {
+                let forward = Forward {
+                    leader,
+                    address,
+                    timeout: duration_ms(self.config.request_timeout_ms),
+                    pool: self.peers.clone(),
+                    metrics: self.raft.metrics(),
+                };
+                tokio::spawn(async move {
+                    let response = forward.call(command.request).await;
+                    let _ = command.reply.send(response);
+                });
+            }
+            _ => {
+                let _ = command.reply.send(ControllerResponse::NotController { leader_id });
+            }
         }
     }
 
@@ -286,5 +292,57 @@ fn response_ok(response: &ControllerResponse) -> bool {
         ControllerResponse::RegisterBroker { error_code, .. }
         | ControllerResponse::BrokerHeartbeat { error_code, .. } => *error_code == 0,
         _ => false,
+    }
+}
+
+/// One request on its way to the active controller.
+struct Forward {
+    leader: u64,
+    address: String,
+    timeout: std::time::Duration,
+    pool: ForwardPool,
+    /// Raft's view: a forward to a leader that lost its place (frozen, partitioned) gives up
+    /// as soon as another is elected, and the caller asks again there.
+    metrics: watch::Receiver<openraft::RaftMetrics<u64, BasicNode>>,
+}
+
+impl Forward {
+    async fn call(self, request: ControllerRequest) -> ControllerResponse {
+        let idle = self.lock_pool().get_mut(&self.leader).and_then(Vec::pop);
+        let mut client = idle.unwrap_or_else(|| PeerClient::new(self.address.clone()));
+        let leader = self.leader;
+        let mut metrics = self.metrics.clone();
+        let replaced = async move {
+            while metrics.changed().await.is_ok() {
+                let now = metrics.borrow().current_leader;
+                if now.is_some() && now != Some(leader) {
+                    return now;
+                }
+            }
+            None
+        };
+        let request = RpcRequest::Controller(request);
+        let answered = tokio::select! {
+            answered = client.call(&request, self.timeout) => answered,
+            leader_id = replaced => return ControllerResponse::NotController { leader_id },
+        };
+        match answered {
+            Ok(RpcResponse::Controller(response)) => {
+                let mut pool = self.lock_pool();
+                let idle = pool.entry(self.leader).or_default();
+                if idle.len() < FORWARD_IDLE_MAX {
+                    idle.push(client);
+                }
+                response
+            }
+            Ok(_) | Err(_) => ControllerResponse::NotController {
+                leader_id: Some(self.leader),
+            },
+        }
+    }
+
+    fn lock_pool(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<PeerClient>>> {
+        // A panic while holding it leaves plain data behind: use it.
+        self.pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -384,16 +384,38 @@ fn check_runnable(binary: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Asks the OS for `N` distinct free ports: every probe socket stays bound until all are
-/// picked, so the same port is never handed out twice.
+/// `N` distinct free ports (see [`loopback_ports`]).
 fn free_loopback_ports<const N: usize>() -> Result<[u16; N]> {
-    let probes = (0..N)
-        .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a probe socket"))
-        .collect::<Result<Vec<_>>>()?;
-    let mut ports = [0; N];
-    for (port, probe) in ports.iter_mut().zip(&probes) {
-        *port = probe.local_addr()?.port();
+    let ports = loopback_ports(N)?;
+    let mut out = [0; N];
+    out.copy_from_slice(&ports);
+    Ok(out)
+}
+
+/// Where test brokers' ports come from: below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768 and up by default), where no `bind(0)` and no
+/// client's local port lands. A killed broker's ports then stay free for its restart, instead
+/// of going to whatever asks the kernel next. Each test process starts at its own place (by
+/// pid) and takes ports in turn; each is checked by binding it.
+const TEST_PORTS: std::ops::Range<u32> = 20_000..32_000;
+
+/// `count` distinct loopback ports that were free a moment ago (see [`TEST_PORTS`]).
+pub fn loopback_ports(count: usize) -> Result<Vec<u16>> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    let origin = std::process::id().wrapping_mul(2_654_435_761) % span;
+    let mut ports = Vec::with_capacity(count);
+    for _ in 0..span {
+        if ports.len() == count {
+            break;
+        }
+        let step = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = u16::try_from(TEST_PORTS.start + (origin + step) % span).context("a port fits 16 bits")?;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port);
+        }
     }
+    anyhow::ensure!(ports.len() == count, "no {count} free ports in {TEST_PORTS:?}");
     Ok(ports)
 }
 
@@ -496,15 +518,7 @@ impl Cluster {
     ) -> Result<Cluster> {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         check_runnable(&binary)?;
-        let mut ports = Vec::with_capacity(count * 3);
-        // Probed together, so no port repeats; a race with another process shows as a failed start.
-        let probes = (0..count * 3)
-            .map(|_| TcpListener::bind("127.0.0.1:0").context("binding a probe socket"))
-            .collect::<Result<Vec<_>>>()?;
-        for probe in &probes {
-            ports.push(probe.local_addr()?.port());
-        }
-        drop(probes);
+        let ports = loopback_ports(count * 3)?;
         let controller_ports: Vec<u16> = ports[2 * count..].to_vec();
         let voters: Vec<String> = controller_ports
             .iter()
