@@ -101,6 +101,8 @@ pub struct Broker {
     root: TempDir,
     child: Option<Child>,
     starts: u32,
+    /// True between `pause()` and `resume()` (or the next kill or restart).
+    paused: bool,
 }
 
 impl Broker {
@@ -122,6 +124,7 @@ impl Broker {
             root,
             child: None,
             starts: 0,
+            paused: false,
         };
         // Another process may take a probed port before the broker binds it: a first start
         // that lost that race moves to fresh ports; any other failure is reported.
@@ -180,8 +183,10 @@ impl Broker {
         }
     }
 
-    /// SIGKILL, then reap: a crash, as far as the broker can tell.
+    /// SIGKILL, then reap: a crash, as far as the broker can tell. A paused broker dies too
+    /// (SIGKILL needs no SIGCONT).
     pub fn kill9(&mut self) -> Result<()> {
+        self.paused = false;
         if let Some(mut child) = self.child.take() {
             // An already-exited child makes kill() fail with InvalidInput; wait() still reaps it.
             let _ = child.kill();
@@ -198,6 +203,10 @@ impl Broker {
         };
         let pid = child.id();
         // Not reaped yet (a reaped broker leaves `child` None), so the pid names the broker.
+        // A paused broker would hold SIGTERM until SIGCONT: it gets both.
+        if std::mem::take(&mut self.paused) {
+            let _ = sys::send_sigcont(&child);
+        }
         if let Err(error) = sys::send_sigterm(&child) {
             bail!("SIGTERM to broker {pid} failed: {error}");
         }
@@ -217,6 +226,34 @@ impl Broker {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// SIGSTOP: the process freezes with its sockets open (a hung machine, as its peers and
+    /// clients see it) until [`Broker::resume`].
+    pub fn pause(&mut self) -> Result<()> {
+        let child = self
+            .child
+            .as_ref()
+            .context("pause(): the broker is not running")?;
+        sys::send_sigstop(child).with_context(|| format!("SIGSTOP to broker {}", child.id()))?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// SIGCONT to a paused broker: it goes on from where it stopped.
+    pub fn resume(&mut self) -> Result<()> {
+        let child = self
+            .child
+            .as_ref()
+            .context("resume(): the broker is not running")?;
+        sys::send_sigcont(child).with_context(|| format!("SIGCONT to broker {}", child.id()))?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// True between [`Broker::pause`] and [`Broker::resume`].
+    pub fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// Starts the broker again on the same port and data directory. A running broker is first
@@ -521,6 +558,7 @@ impl Cluster {
                 root,
                 child: None,
                 starts: 0,
+                paused: false,
             };
             node.spawn()?;
             nodes.push(node);
@@ -540,7 +578,6 @@ impl Cluster {
         each.join(",")
     }
 
-    /// The node with id `node_id` (1-based).
     /// Options for a cluster's nodes on this 2-core machine: one core each, so three nodes
     /// share the cores as three machines' worth of shards would not.
     pub fn node_options() -> BrokerOptions {
@@ -555,16 +592,16 @@ impl Cluster {
         crate::wire::WireConnection::connect(self.node(node_id).addr())
     }
 
+    /// The node with id `node_id` (1-based).
     pub fn node(&mut self, node_id: i32) -> &mut Broker {
         let index = usize::try_from(node_id - 1).expect("node ids start at 1");
         &mut self.nodes[index]
     }
 
-    /// Restarts a stopped node (it rejoins the quorum and the cluster) and waits until it serves.
+    /// Restarts a node on its ports and data dir (it rejoins the quorum and the cluster) and
+    /// waits until it serves. A node still running (or paused) is first stopped with SIGTERM.
     pub fn restart(&mut self, node_id: i32) -> Result<()> {
-        let node = self.node(node_id);
-        node.spawn()?;
-        node.wait_until_serving()
+        self.node(node_id).restart()
     }
 }
 

@@ -9,10 +9,25 @@ use std::process::{Child, Command};
 /// Sends SIGTERM to `child`. The caller has not reaped it (no successful wait), so its pid
 /// still names it and no other process.
 pub fn send_sigterm(child: &Child) -> io::Result<()> {
+    send_signal(child, libc::SIGTERM)
+}
+
+/// Sends SIGSTOP to `child` (not reaped, as for [`send_sigterm`]): it freezes until SIGCONT,
+/// its sockets open but unanswered, as a hung machine looks to its peers.
+pub fn send_sigstop(child: &Child) -> io::Result<()> {
+    send_signal(child, libc::SIGSTOP)
+}
+
+/// Sends SIGCONT to `child` (not reaped, as for [`send_sigterm`]).
+pub fn send_sigcont(child: &Child) -> io::Result<()> {
+    send_signal(child, libc::SIGCONT)
+}
+
+fn send_signal(child: &Child, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(child.id())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
     // SAFETY: kill(2) takes two integers and touches no memory of ours.
-    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    let rc = unsafe { libc::kill(pid, signal) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
