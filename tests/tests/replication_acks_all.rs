@@ -26,6 +26,7 @@ const REQUEST_TIMED_OUT: i16 = 7;
 fn start_cluster(nodes: usize) -> Result<Cluster> {
     let options = Cluster::node_options()
         .with_override("replica.lag.time.max.ms", LAG_TIME_MAX_MS)
+        .with_override("replica.high.watermark.checkpoint.interval.ms", "500")
         .with_override("min.insync.replicas", "2");
     Cluster::start(nodes, SESSION_TIMEOUT_MS, options)
 }
@@ -154,6 +155,17 @@ fn followers_hold_the_leaders_bytes_and_consumers_read_what_every_replica_has() 
                 "a follower's segments equal the leader's",
                 || Ok(segments(data_dir.clone(), &topic, partition)? == leader_bytes),
             )?;
+        }
+        // Every replica's high watermark reaches its shard's replication-offset-checkpoint.
+        for node in 1..=3 {
+            let file = cluster
+                .node(node)
+                .data_dir()
+                .join("replication-offset-checkpoint.shard-0");
+            let line = format!("{topic} {partition} 50\n");
+            wait_for(Duration::from_secs(10), "the high watermark checkpointed", || {
+                Ok(std::fs::read_to_string(&file)?.contains(&line))
+            })?;
         }
     }
     Ok(())
