@@ -12,7 +12,7 @@ use crate::replication::throttle::ThrottleSide;
 use laminar_controller::PartitionState;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::io::WriteBehind;
-use laminar_engine::partition::{LogConfig, LogError, Partition};
+use laminar_engine::partition::{LogConfig, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
 
@@ -66,33 +66,7 @@ pub enum OpenMode {
 
 pub type BrokerCtx = ShardContext<BrokerShard>;
 
-/// Why a partition could not be reached.
-#[derive(Debug, thiserror::Error)]
-pub enum PartitionAccessError {
-    #[error("unknown topic or partition")]
-    UnknownTopicOrPartition,
-    /// Cluster mode: another broker leads the partition (or it has no leader now).
-    #[error("this broker does not lead the partition")]
-    NotLeader,
-    /// The request names this partition more than once where once is the rule (Produce).
-    #[error("partition named more than once in the request")]
-    NamedTwice,
-    #[error(transparent)]
-    Log(#[from] LogError),
-    #[error(transparent)]
-    ShardGone(#[from] ShardGone),
-    /// A Kafka error the replication layer answers with (NOT_ENOUGH_REPLICAS,
-    /// FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, ...).
-    #[error("refused: {0:?}")]
-    Refused(kafka_protocol::error::ResponseError),
-}
-
-/// A topic partition named by a request.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
+pub use crate::topic_partition::{PartitionAccessError, TopicPartition};
 
 impl BrokerShared {
     /// The log settings of one topic: its overrides over the broker's defaults.

@@ -23,3 +23,4 @@ pub mod send;
 pub mod server;
 #[allow(unsafe_code)] // the broker's own OS calls, each with its SAFETY comment
 mod sys;
+pub mod topic_partition;

@@ -19,21 +19,7 @@ const TOPIC_NAME_LEN_MAX: usize = 249;
 /// log entry (about 100 bytes a partition, under `disk_format::ENTRY_PAYLOAD_LEN_MAX`).
 pub const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
 
-/// The records to write and the answer to give once they are committed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub records: Vec<MetadataRecord>,
-    pub response: ControllerResponse,
-}
-
-impl Decision {
-    fn answer(response: ControllerResponse) -> Self {
-        Decision {
-            records: Vec::new(),
-            response,
-        }
-    }
-}
+pub use crate::decision::Decision;
 
 /// What the controller knows besides the metadata.
 pub struct DecisionContext {

@@ -10,6 +10,7 @@ mod active;
 pub mod api;
 mod command;
 mod config;
+mod decision;
 pub mod decisions;
 pub mod disk_format;
 mod handle;

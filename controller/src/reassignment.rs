@@ -13,7 +13,7 @@
 
 use crate::api::error_code::*;
 use crate::api::*;
-use crate::decisions::Decision;
+use crate::decision::Decision;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::records::*;
 

@@ -5,26 +5,13 @@
 
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use anyhow::{Context, Result};
 
-use crate::mutate::FRAME_BYTES_MAX;
-use crate::report::{Outcome, Tally, OUTCOMES, SLOTS};
-use crate::sys::{map_shared, FrameBytes};
-
-#[repr(C)]
-pub struct Board {
-    /// Milliseconds since the epoch at the worker's last sign of life.
-    pub heartbeat_ms: AtomicU64,
-    /// Index of the frame being handled, and 1 + the last index handled to the end.
-    pub index: AtomicU64,
-    pub done: AtomicU64,
-    pub peak_rss_kib: AtomicU64,
-    frame_len: AtomicU64,
-    counts: [[AtomicU64; OUTCOMES]; SLOTS],
-    frame: FrameBytes<FRAME_BYTES_MAX>,
-}
+use crate::report::{Outcome, Tally};
+use crate::sys::map_shared;
+pub use crate::sys::Board;
 
 impl Board {
     /// Creates the board file, zeroed (every counter 0), and maps it.

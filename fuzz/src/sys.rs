@@ -5,7 +5,12 @@ use std::cell::UnsafeCell;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
+use std::sync::atomic::AtomicU64;
+
 use anyhow::{bail, Result};
+
+use crate::mutate::FRAME_BYTES_MAX;
+use crate::report::{OUTCOMES, SLOTS};
 
 /// Types that any bytes (a zeroed new file included) are a valid value of, so they may live in
 /// a shared mapping: atomics, byte arrays, and structs of them.
@@ -14,8 +19,23 @@ use anyhow::{bail, Result};
 /// Implement only for `#[repr(C)]` types whose every field is valid for any bit pattern.
 pub unsafe trait AnyBytes: Sync {}
 
+/// The board's layout (its use is `crate::board`'s): here beside the shared mapping it lives in,
+/// because what makes it valid for any bytes is the same claim as `AnyBytes`.
+#[repr(C)]
+pub struct Board {
+    /// Milliseconds since the epoch at the worker's last sign of life.
+    pub heartbeat_ms: AtomicU64,
+    /// Index of the frame being handled, and 1 + the last index handled to the end.
+    pub index: AtomicU64,
+    pub done: AtomicU64,
+    pub peak_rss_kib: AtomicU64,
+    pub(crate) frame_len: AtomicU64,
+    pub(crate) counts: [[AtomicU64; OUTCOMES]; SLOTS],
+    pub(crate) frame: FrameBytes<FRAME_BYTES_MAX>,
+}
+
 // SAFETY: Board is `#[repr(C)]` of atomics and a `FrameBytes`, each valid for any bytes.
-unsafe impl AnyBytes for crate::board::Board {}
+unsafe impl AnyBytes for Board {}
 
 /// Maps `file`, which holds exactly `size_of::<T>()` bytes, shared and for the rest of the
 /// process.

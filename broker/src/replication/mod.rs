@@ -13,6 +13,7 @@
 //! Everything here is owned by one shard: a shard replicates exactly the partitions it owns.
 
 pub mod fetcher;
+pub mod follow_state;
 pub mod follower;
 pub mod leader;
 pub mod manager;
@@ -29,9 +30,9 @@ use laminar_engine::partition::high_watermarks::ShardHighWatermarks;
 use laminar_engine::partition::Partition;
 use laminar_engine::shard::partitions::PartitionKey;
 
-use crate::broker::{PartitionAccessError, TopicPartition};
 use crate::config::ReplicationSettings;
-use follower::FollowState;
+use crate::topic_partition::{PartitionAccessError, TopicPartition};
+use follow_state::{FollowState, Phase};
 use leader::{FetchRefusal, LeaderState};
 
 /// How often an acks=all waiter looks whether this broker still leads its partition.
@@ -231,7 +232,7 @@ impl ShardReplication {
                 FollowState {
                     leader: state.leader,
                     leader_epoch: state.leader_epoch,
-                    phase: follower::Phase::Truncating,
+                    phase: Phase::Truncating,
                     retry_at_ms: 0,
                 },
             );
@@ -396,7 +397,7 @@ impl ShardReplication {
 
     /// The state of `tp` if it is still followed from `source` in `phase` (an answer for a
     /// partition whose leader changed meanwhile is dropped).
-    pub fn following(&self, tp: &TopicPartition, source: i32, phase: follower::Phase) -> Option<FollowState> {
+    pub fn following(&self, tp: &TopicPartition, source: i32, phase: Phase) -> Option<FollowState> {
         let key = (tp.topic.clone(), tp.partition);
         let followed = self.followed.borrow();
         followed
@@ -414,7 +415,7 @@ impl ShardReplication {
         }
     }
 
-    pub fn set_phase(&self, tp: &TopicPartition, leader_epoch: i32, phase: follower::Phase) {
+    pub fn set_phase(&self, tp: &TopicPartition, leader_epoch: i32, phase: Phase) {
         self.with_followed(tp, leader_epoch, |s| s.phase = phase);
     }
 
