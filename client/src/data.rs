@@ -120,6 +120,41 @@ fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
 }
 
+/// `(topic, item)` pairs grouped by topic, topics and items in first-seen order.
+pub(crate) fn by_topic<'a, P>(items: impl IntoIterator<Item = (&'a str, P)>) -> Vec<(TopicName, Vec<P>)> {
+    let mut topics: Vec<(TopicName, Vec<P>)> = Vec::new();
+    for (topic, item) in items {
+        match topics.iter_mut().find(|(name, _)| name.0.as_str() == topic) {
+            Some((_, list)) => list.push(item),
+            None => topics.push((topic_name(topic), vec![item])),
+        }
+    }
+    topics
+}
+
+/// A Fetch request for `partitions` from `replica_id` (-1: a consumer).
+pub(crate) fn fetch_request<'a>(
+    replica_id: i32,
+    spec: &FetchSpec,
+    partitions: impl IntoIterator<Item = (&'a str, FetchPartition)>,
+) -> FetchRequest {
+    let topics = by_topic(partitions)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            FetchTopic::default()
+                .with_topic(topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    FetchRequest::default()
+        .with_replica_id(BrokerId(replica_id))
+        .with_max_wait_ms(spec.max_wait_ms)
+        .with_min_bytes(spec.min_bytes)
+        .with_max_bytes(spec.max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(topics)
+}
+
 impl Connection {
     /// Sends `records` (whole v2 batches) to one partition. Returns the pending response, or
     /// `None` for acks=0, where the broker sends none.
@@ -214,29 +249,14 @@ impl Connection {
         spec: &FetchSpec,
         positions: &[FetchPosition],
     ) -> Result<Pending<FetchResponse>, ClientError> {
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for position in positions {
+        let partitions = positions.iter().map(|position| {
             let partition = FetchPartition::default()
                 .with_partition(position.partition)
                 .with_fetch_offset(position.offset)
                 .with_partition_max_bytes(position.partition_max_bytes);
-            match topics.iter_mut().find(|t| t.topic.0.as_str() == position.topic) {
-                Some(topic) => topic.partitions.push(partition),
-                None => topics.push(
-                    FetchTopic::default()
-                        .with_topic(topic_name(&position.topic))
-                        .with_partitions(vec![partition]),
-                ),
-            }
-        }
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(spec.max_wait_ms)
-            .with_min_bytes(spec.min_bytes)
-            .with_max_bytes(spec.max_bytes)
-            .with_session_epoch(-1)
-            .with_topics(topics);
-        self.send(&request)
+            (position.topic.as_str(), partition)
+        });
+        self.send(&fetch_request(-1, spec, partitions))
     }
 
     /// Receives a fetch response; partition errors are reported per partition.

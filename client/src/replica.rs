@@ -2,15 +2,14 @@
 //! to its log end and records the follower's progress), and OffsetForLeaderEpoch to find where
 //! its log and the leader's diverge.
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{BrokerId, OffsetForLeaderEpochRequest};
 
 use crate::connection::Connection;
-use crate::data::{FetchSpec, FetchedPartition};
+use crate::data::{by_topic, fetch_request, FetchSpec, FetchedPartition};
 use crate::error::{ClientError, KafkaError};
 
 /// One partition a follower fetches.
@@ -45,10 +44,6 @@ pub struct EpochEnd {
     pub end_offset: i64,
 }
 
-fn topic_name(topic: &str) -> TopicName {
-    TopicName(StrBytes::from_string(topic.to_owned()))
-}
-
 impl Connection {
     /// Fetches as follower `replica_id`; partition errors are reported per partition.
     pub fn fetch_as_replica(
@@ -57,30 +52,16 @@ impl Connection {
         spec: &FetchSpec,
         positions: &[ReplicaFetchPosition],
     ) -> Result<Vec<FetchedPartition>, ClientError> {
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for position in positions {
+        let partitions = positions.iter().map(|position| {
             let partition = FetchPartition::default()
                 .with_partition(position.partition)
                 .with_fetch_offset(position.offset)
                 .with_current_leader_epoch(position.current_leader_epoch)
                 .with_log_start_offset(position.log_start_offset)
                 .with_partition_max_bytes(position.partition_max_bytes);
-            match topics.iter_mut().find(|t| t.topic.0.as_str() == position.topic) {
-                Some(topic) => topic.partitions.push(partition),
-                None => topics.push(
-                    FetchTopic::default()
-                        .with_topic(topic_name(&position.topic))
-                        .with_partitions(vec![partition]),
-                ),
-            }
-        }
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(replica_id))
-            .with_max_wait_ms(spec.max_wait_ms)
-            .with_min_bytes(spec.min_bytes)
-            .with_max_bytes(spec.max_bytes)
-            .with_session_epoch(-1)
-            .with_topics(topics);
+            (position.topic.as_str(), partition)
+        });
+        let request = fetch_request(replica_id, spec, partitions);
         let pending = self.send(&request)?;
         self.receive_fetch(pending)
     }
@@ -91,21 +72,21 @@ impl Connection {
         replica_id: i32,
         queries: &[EpochEndQuery],
     ) -> Result<Vec<EpochEnd>, ClientError> {
-        let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
-        for query in queries {
+        let partitions = queries.iter().map(|query| {
             let partition = OffsetForLeaderPartition::default()
                 .with_partition(query.partition)
                 .with_current_leader_epoch(query.current_leader_epoch)
                 .with_leader_epoch(query.leader_epoch);
-            match topics.iter_mut().find(|t| t.topic.0.as_str() == query.topic) {
-                Some(topic) => topic.partitions.push(partition),
-                None => topics.push(
-                    OffsetForLeaderTopic::default()
-                        .with_topic(topic_name(&query.topic))
-                        .with_partitions(vec![partition]),
-                ),
-            }
-        }
+            (query.topic.as_str(), partition)
+        });
+        let topics = by_topic(partitions)
+            .into_iter()
+            .map(|(topic, partitions)| {
+                OffsetForLeaderTopic::default()
+                    .with_topic(topic)
+                    .with_partitions(partitions)
+            })
+            .collect();
         let request = OffsetForLeaderEpochRequest::default()
             .with_replica_id(BrokerId(replica_id))
             .with_topics(topics);

@@ -375,3 +375,65 @@ pub fn auto_create(conn: &mut WireConnection, topic: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// One partition as a broker's Metadata v9 tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    /// In the broker's order.
+    pub isr: Vec<i32>,
+}
+
+/// `topic`-`partition` as `conn`'s broker answers Metadata v9.
+pub fn partition_view(conn: &mut WireConnection, topic: &str, partition: i32) -> Result<PartitionView> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let request = kafka_protocol::messages::MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(name))]));
+    let response = conn.request(&request, 9)?;
+    let found = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.iter().find(|p| p.partition_index == partition))
+        .with_context(|| format!("{topic}-{partition} is not in the Metadata answer"))?;
+    Ok(PartitionView {
+        leader: found.leader_id.0,
+        leader_epoch: found.leader_epoch,
+        replicas: found.replica_nodes.iter().map(|b| b.0).collect(),
+        isr: found.isr_nodes.iter().map(|b| b.0).collect(),
+    })
+}
+
+/// CreateTopics v5 of `name` with `partitions` and `replication_factor` and the given config
+/// overrides; returns the topic's error code.
+pub fn create_topic_replicated(
+    conn: &mut WireConnection,
+    name: &str,
+    (partitions, replication_factor): (i32, i16),
+    configs: &[(&str, &str)],
+) -> Result<i16> {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let configs = configs
+        .iter()
+        .map(|(key, value)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(key.to_string()))
+                .with_value(Some(StrBytes::from_string(value.to_string())))
+        })
+        .collect();
+    let request = kafka_protocol::messages::CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor)
+            .with_configs(configs)]);
+    let response = conn.request(&request, 5)?;
+    Ok(response
+        .topics
+        .first()
+        .context("an empty CreateTopics answer")?
+        .error_code)
+}

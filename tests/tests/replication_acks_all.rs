@@ -7,12 +7,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::{fetch_code_at_leader_epoch, fetch_records, list_offset, produce, record_batch};
+use laminar_tests::wire::{
+    create_topic_replicated, fetch_code_at_leader_epoch, fetch_records, list_offset, partition_view, produce,
+    record_batch,
+};
 use laminar_tests::{wait_for, Cluster};
 
 const SESSION_TIMEOUT_MS: u64 = 3000;
@@ -37,17 +39,11 @@ fn name(topic: &str) -> TopicName {
 
 fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<()> {
     let mut conn = cluster.connect(1)?;
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(3)]);
     let mut code = -1;
     // Every node serves, but the quorum may not have seen every registration yet: until it
     // has, a replication factor above the live brokers is INVALID_REPLICATION_FACTOR.
     wait_for(Duration::from_secs(10), "the topic created", || {
-        code = conn.request(&request, 5)?.topics[0].error_code;
+        code = create_topic_replicated(&mut conn, topic, (partitions, 3), &[])?;
         Ok(code != 38)
     })?;
     anyhow::ensure!(code == 0, "create {topic}: error {code}");
@@ -56,19 +52,13 @@ fn create_topic(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<(
 
 /// (leader, ISR) of `topic`'s `partition` as node `via` tells.
 fn leader_and_isr(cluster: &mut Cluster, via: i32, topic: &str, partition: i32) -> Result<(i32, Vec<i32>)> {
-    let mut conn = cluster.connect(via)?;
-    let request = MetadataRequest::default().with_topics(Some(vec![
-        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(name(topic))),
-    ]));
-    let response = conn.request(&request, 9)?;
-    let answer = response.topics.first().context("no topic")?;
-    let p = answer
-        .partitions
-        .iter()
-        .find(|p| p.partition_index == partition)
-        .context("no partition")?;
-    Ok((p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()))
+    let view = partition_view(&mut cluster.connect(via)?, topic, partition)?;
+    Ok((view.leader, view.isr))
+}
+
+/// The leader epoch of partition 0 of `topic` as node `via` tells.
+fn leader_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
+    Ok(partition_view(&mut cluster.connect(via)?, topic, 0)?.leader_epoch)
 }
 
 /// The bytes of every segment file of `topic-partition` in a node's data dir, by name.
@@ -291,22 +281,6 @@ fn a_follower_back_below_its_leaders_log_start_starts_again_there() -> Result<()
         "it starts at the leader's log start"
     );
     Ok(())
-}
-
-/// The leader epoch of partition 0.. of `topic` as node `via`'s Metadata tells (partition 0).
-fn leader_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
-    let mut conn = cluster.connect(via)?;
-    let request = MetadataRequest::default().with_topics(Some(vec![
-        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(name(topic))),
-    ]));
-    let response = conn.request(&request, 9)?;
-    let partition = response
-        .topics
-        .first()
-        .and_then(|t| t.partitions.first())
-        .context("no partition")?;
-    Ok(partition.leader_epoch)
 }
 
 /// KIP-320: a consumer's fetch naming an older leader epoch gets FENCED_LEADER_EPOCH, a newer

@@ -6,35 +6,29 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, FindCoordinatorRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::rdkafka_client::{
     assigned_consumer, commit, first_offset_seen, group_member, poll_records, produce_all, producer,
     sample_records, unique_topic,
 };
-use laminar_tests::wire::fetch_code_at_leader_epoch;
+use laminar_tests::wire::{create_topic_replicated, fetch_code_at_leader_epoch, partition_view};
 use laminar_tests::{wait_for, Cluster};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 
 const SESSION_TIMEOUT_MS: u64 = 3000;
 
-fn name(topic: &str) -> TopicName {
-    TopicName(StrBytes::from_string(topic.to_string()))
-}
-
 fn create_topic(cluster: &mut Cluster, topic: &str) -> Result<()> {
-    let mut conn = cluster.connect(1)?;
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(name(topic))
-            .with_num_partitions(1)
-            .with_replication_factor(3)]);
-    let code = conn.request(&request, 5)?.topics[0].error_code;
+    let code = create_topic_replicated(&mut cluster.connect(1)?, topic, (1, 3), &[])?;
     anyhow::ensure!(code == 0, "create {topic}: error {code}");
     Ok(())
+}
+
+/// The leader of partition 0 of `topic` and its epoch, as node `via` tells.
+fn leader_and_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<(i32, i32)> {
+    let view = partition_view(&mut cluster.connect(via)?, topic, 0)?;
+    Ok((view.leader, view.leader_epoch))
 }
 
 /// The node coordinating `group`, as node `via` answers FindCoordinator.
@@ -53,22 +47,6 @@ fn coordinator_of(cluster: &mut Cluster, via: i32, group: &str) -> Result<i32> {
 /// The leader of partition 0 of `topic` as node `via` tells.
 fn leader_of(cluster: &mut Cluster, via: i32, topic: &str) -> Result<i32> {
     Ok(leader_and_epoch(cluster, via, topic)?.0)
-}
-
-/// The leader of partition 0 of `topic` and its epoch, as node `via` tells.
-fn leader_and_epoch(cluster: &mut Cluster, via: i32, topic: &str) -> Result<(i32, i32)> {
-    let mut conn = cluster.connect(via)?;
-    let request = MetadataRequest::default().with_topics(Some(vec![
-        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(name(topic))),
-    ]));
-    let response = conn.request(&request, 9)?;
-    let partition = response
-        .topics
-        .first()
-        .and_then(|t| t.partitions.first())
-        .context("no partition")?;
-    Ok((partition.leader_id.0, partition.leader_epoch))
 }
 
 /// `bootstrap.servers` of every node but `dead`.

@@ -7,21 +7,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use anyhow::Result;
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::{produce, record_batch};
+use laminar_tests::wire::{create_topic_replicated, partition_view, produce, record_batch};
 use laminar_tests::{wait_for, Cluster};
 
 /// 64 KiB/s for the whole broker: a megabyte takes about 15 s to copy.
 const RATE: &str = "65536";
 const WRITTEN_BYTES: usize = 1 << 20;
-
-fn name(topic: &str) -> TopicName {
-    TopicName(StrBytes::from_string(topic.to_string()))
-}
 
 /// `throttled_replicas_key`: the topic config listing its replicas as throttled (`*`), if any.
 fn create_topic(
@@ -29,20 +22,8 @@ fn create_topic(
     topic: &str,
     throttled_replicas_key: Option<&'static str>,
 ) -> Result<()> {
-    let mut conn = cluster.connect(1)?;
-    let mut creatable = CreatableTopic::default()
-        .with_name(name(topic))
-        .with_num_partitions(1)
-        .with_replication_factor(3);
-    if let Some(key) = throttled_replicas_key {
-        creatable = creatable.with_configs(vec![CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str(key))
-            .with_value(Some(StrBytes::from_static_str("*")))]);
-    }
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![creatable]);
-    let code = conn.request(&request, 5)?.topics[0].error_code;
+    let configs: Vec<(&str, &str)> = throttled_replicas_key.map(|key| (key, "*")).into_iter().collect();
+    let code = create_topic_replicated(&mut cluster.connect(1)?, topic, (1, 3), &configs)?;
     anyhow::ensure!(code == 0, "create {topic}: error {code}");
     Ok(())
 }
@@ -50,19 +31,7 @@ fn create_topic(
 fn leader_of(cluster: &mut Cluster, topic: &str) -> Result<i32> {
     let mut leader = -1;
     wait_for(Duration::from_secs(10), "a leader", || {
-        let mut conn = cluster.connect(1)?;
-        let request = MetadataRequest::default().with_topics(Some(vec![
-            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                .with_name(Some(name(topic))),
-        ]));
-        let response = conn.request(&request, 9)?;
-        leader = response
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .context("no partition")?
-            .leader_id
-            .0;
+        leader = partition_view(&mut cluster.connect(1)?, topic, 0)?.leader;
         Ok(leader > 0)
     })?;
     Ok(leader)
