@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod broker_cmd;
 mod cli;
@@ -54,6 +54,16 @@ enum Command {
     Bench(laminar_bench::BenchCommand),
 }
 
+/// The laminar(8) man page, rendered from this CLI definition (so it never drifts from `--help`).
+fn man_page() -> Vec<u8> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .section("8")
+        .render(&mut page)
+        .expect("rendering into memory does not fail");
+    page
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -65,7 +75,7 @@ fn main() -> ExitCode {
         Command::Cluster(command) => cli::cluster::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
-        Command::InstallService(args) => cli::host::install_service(args),
+        Command::InstallService(args) => cli::host::install_service(args, &man_page()),
         Command::Bench(command) => laminar_bench::run(command),
     };
     match result {
