@@ -21,6 +21,7 @@ pub fn page(head: &RequestHead) -> Option<Response> {
                 status: 200,
                 content_type: "text/html; charset=utf-8",
                 body: "<!doctype html><title>Laminar</title><a href=\"/ui\">Laminar console</a>\n".into(),
+                allow: "",
             })
         }
         path if path.starts_with("/ui/") => {
@@ -35,6 +36,7 @@ pub fn page(head: &RequestHead) -> Option<Response> {
         status: 200,
         content_type,
         body: body.to_string(),
+        allow: "",
     })
 }
 

@@ -27,6 +27,8 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: String,
+    /// The methods a 405 names in its `Allow` header (GET when empty).
+    pub allow: &'static str,
 }
 
 impl Response {
@@ -35,6 +37,7 @@ impl Response {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.into(),
+            allow: "",
         }
     }
 
@@ -45,6 +48,7 @@ impl Response {
             status,
             content_type: "application/json",
             body,
+            allow: "",
         }
     }
 
@@ -68,7 +72,11 @@ impl Response {
             505 => "HTTP Version Not Supported",
             _ => "Error",
         };
-        let allow = if self.status == 405 { "Allow: GET\r\n" } else { "" };
+        let allow = match (self.status, self.allow) {
+            (405, "") => "Allow: GET\r\n".to_string(),
+            (405, methods) => format!("Allow: {methods}\r\n"),
+            _ => String::new(),
+        };
         // nosniff and no framing: the console's pages are only ever shown as themselves.
         let mut out = format!(
             "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}\
@@ -148,6 +156,7 @@ pub fn answer(route: Route, snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> R
                     detail: snapshot.detail,
                 },
             ),
+            allow: "",
         },
         Route::Status => Response::json(200, &status_json(snapshot, facts)),
         Route::Ready => {

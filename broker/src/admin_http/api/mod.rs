@@ -133,11 +133,30 @@ async fn dispatch(ctx: &Rc<BrokerCtx>, head: &RequestHead, body: &[u8], admin: &
         ("POST", ["v1", "groups", id, "reset-offsets"]) => {
             groups::reset_offsets(ctx, &decode(id)?, json_body(head, body)?).await
         }
-        (_, ["v1", "overview" | "history" | "topics" | "groups", ..]) if segments.len() <= 4 => Err(
-            ApiError::new(405, format!("{method} is not served on {}", head.path)),
-        ),
-        _ => Err(ApiError::new(404, format!("no such path: {}", head.path))),
+        (_, path) => match allowed_methods(path) {
+            Some(allow) => {
+                let message = format!("{method} is not served on {}", head.path);
+                let mut refusal = ApiError::new(405, message).response();
+                refusal.allow = allow;
+                Ok(refusal)
+            }
+            None => Err(ApiError::new(404, format!("no such path: {}", head.path))),
+        },
     }
+}
+
+/// The methods an API path serves (for a 405's `Allow`), or `None` for no such path.
+fn allowed_methods(path: &[&str]) -> Option<&'static str> {
+    Some(match path {
+        ["v1", "overview" | "history" | "groups"] => "GET",
+        ["v1", "topics"] => "GET, POST",
+        ["v1", "topics", _] => "GET, DELETE",
+        ["v1", "topics", _, "partitions"] => "POST",
+        ["v1", "topics", _, "records"] => "GET",
+        ["v1", "groups", _] => "GET",
+        ["v1", "groups", _, "reset-offsets"] => "POST",
+        _ => return None,
+    })
 }
 
 /// The JSON body of a POST, of type `T` (which refuses unknown fields).
@@ -277,6 +296,20 @@ mod tests {
         for bad in ["", "%", "%0", "%0a", "%c3", "%00"] {
             assert!(decode(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_405_names_the_methods_of_its_path() {
+        assert_eq!(allowed_methods(&["v1", "topics"]), Some("GET, POST"));
+        assert_eq!(
+            allowed_methods(&["v1", "groups", "g", "reset-offsets"]),
+            Some("POST")
+        );
+        assert_eq!(allowed_methods(&["v1", "topics", "t", "nothing"]), None);
+        let mut refusal = ApiError::new(405, "no").response();
+        refusal.allow = "GET, DELETE";
+        let encoded = String::from_utf8(refusal.encode()).unwrap();
+        assert!(encoded.contains("\r\nAllow: GET, DELETE\r\n"), "{encoded}");
     }
 
     #[test]
