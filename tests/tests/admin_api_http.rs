@@ -179,3 +179,50 @@ fn the_console_and_the_overview_are_served() -> Result<()> {
     assert_eq!(history["samples_max"], 300);
     Ok(())
 }
+
+/// In a cluster the API goes through the quorum like a Kafka client: a topic created on one
+/// node has its replicas over all three and an ISR, as every node describes it; deleting it on
+/// another node removes it everywhere.
+#[test]
+fn in_a_cluster_topics_go_through_the_quorum() -> Result<()> {
+    let mut cluster = laminar_tests::Cluster::start(3, 3000, laminar_tests::Cluster::node_options())?;
+    let body = br#"{"name":"spread","partitions":3,"replication_factor":3}"#;
+    let created = request_with_body(cluster.node(1).http_addr(), "POST", "/v1/topics", JSON, body)?;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let described = loop {
+        let answer = request(cluster.node(2).http_addr(), "GET", "/v1/topics/spread")?;
+        let value = (answer.status == 200).then(|| json(&answer));
+        let full = |v: &Value| {
+            let partitions = v["partitions"].as_array().cloned().unwrap_or_default();
+            partitions.len() == 3
+                && partitions
+                    .iter()
+                    .all(|p| p["isr"].as_array().map(Vec::len) == Some(3))
+        };
+        match value {
+            Some(v) if full(&v) => break v,
+            _ if std::time::Instant::now() > deadline => panic!("not replicated: {}", answer.body),
+            _ => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    };
+    for partition in described["partitions"].as_array().unwrap() {
+        let mut replicas: Vec<i64> = partition["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(Value::as_i64)
+            .collect();
+        replicas.sort();
+        assert_eq!(replicas, vec![1, 2, 3], "{partition}");
+    }
+    let overview: Value = serde_json::from_str(&get_ok(cluster.node(3).http_addr(), "/v1/overview")?)?;
+    assert_eq!(
+        overview["brokers"].as_array().map(Vec::len),
+        Some(3),
+        "{overview}"
+    );
+    let deleted = request(cluster.node(3).http_addr(), "DELETE", "/v1/topics/spread")?;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    Ok(())
+}
