@@ -139,9 +139,9 @@ pub fn iotune(args: IotuneArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `man_page` is laminar(8) in roff, which the broker unit's `Documentation=man:laminar(8)`
-/// names: written next to the units so that the link exists.
-pub fn install_service(args: InstallServiceArgs, man_page: &[u8]) -> anyhow::Result<()> {
+/// `man_pages` are laminar(8), which the broker unit's `Documentation=man:laminar(8)` names, and
+/// its subcommands' pages, in roff: written with the units so that the link exists.
+pub fn install_service(args: InstallServiceArgs, man_pages: &[(String, Vec<u8>)]) -> anyhow::Result<()> {
     let binary = args.binary.map(|b| b.display().to_string());
     let units = [
         ("laminar.service", BROKER_UNIT),
@@ -168,9 +168,15 @@ pub fn install_service(args: InstallServiceArgs, man_page: &[u8]) -> anyhow::Res
             }
             std::fs::create_dir_all(&args.man_dir)
                 .with_context(|| format!("cannot create {}", args.man_dir.display()))?;
-            let page = args.man_dir.join("laminar.8");
-            std::fs::write(&page, man_page).with_context(|| format!("cannot write {}", page.display()))?;
-            println!("wrote {}", page.display());
+            for (name, page) in man_pages {
+                let path = args.man_dir.join(name);
+                std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            println!(
+                "wrote {} man pages into {}",
+                man_pages.len(),
+                args.man_dir.display()
+            );
             println!("next: systemctl daemon-reload && systemctl enable --now laminar-tune laminar");
         }
     }

@@ -55,7 +55,13 @@ fn install_service_writes_a_notify_unit() -> Result<()> {
     assert!(page.contains(".TH laminar 8"), "{page}");
     for subcommand in ["broker", "topic", "install\\-service"] {
         assert!(page.contains(subcommand), "no {subcommand} in\n{page}");
+        // The pages laminar(8) names exist too.
+        let sub_page =
+            std::fs::read_to_string(man_dir.join(format!("laminar-{}.8", subcommand.replace('\\', ""))))?;
+        assert!(sub_page.contains(".TH laminar"), "{sub_page}");
     }
+    let broker_page = std::fs::read_to_string(man_dir.join("laminar-broker.8"))?;
+    assert!(broker_page.contains("\\-\\-override"), "{broker_page}");
     // man(1) finds it where install-service put it (when man is installed: tests/run.sh's
     // systemd pulls it in on Debian).
     let man_root = dir.path().join("man").display().to_string();
