@@ -2,7 +2,8 @@
 //! from an offset (or the first offset at or after a timestamp) and shows each record's offset,
 //! timestamp, key, headers and value, as text when they are UTF-8 and always as hex.
 //!
-//! Bounded: at most [`READ_BYTES_MAX`] of batches are read, at most [`LIMIT_MAX`] records
+//! Bounded: at most [`READ_BYTES_MAX`] of batches are read (one whole batch when the first is
+//! larger, as a fetch would; batches are bounded by `message.max.bytes`), at most [`LIMIT_MAX`] records
 //! answered, and each key, value and header shows its first [`PREVIEW_BYTES`] bytes (its full
 //! size is reported). Only committed records (below the high watermark) are shown, as a
 //! consumer would see them. A compressed batch is decompressed whole by the codec crate: its
