@@ -103,7 +103,10 @@ async fn serve_one(
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let (head, mut received) = read_head(&mut stream).await?;
-    let unread_input = matches!(head, Err(HeadError::TooLarge | HeadError::BodyTooLarge));
+    let unread_input = matches!(
+        head,
+        Err(HeadError::TooLarge | HeadError::BodyTooLarge | HeadError::Chunked)
+    );
     let response = match head {
         Err(HeadError::TooLarge) => Response::error(431, "request head too large"),
         Err(HeadError::BodyTooLarge) => Response::error(413, "request body too large"),
