@@ -116,6 +116,42 @@ fn deleting_many_topics_in_a_script_prints_no_progress() -> Result<()> {
     Ok(())
 }
 
+/// On a terminal (script(1) gives the command one) the same deletion draws its progress on
+/// stderr, and clears the line when done.
+#[test]
+fn deleting_many_topics_on_a_terminal_shows_progress() -> Result<()> {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: script(1) is not installed");
+        return Ok(());
+    }
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    let names: Vec<String> = (0..6).map(|i| format!("shown{i}")).collect();
+    for name in &names {
+        ok_on(&b, &["topic", "create", name], "")?;
+    }
+    let binary = laminar_tests::default_binary();
+    let command = format!(
+        "{} topic delete {} --brokers {b}",
+        binary.display(),
+        names.join(" ")
+    );
+    let run = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    let shown = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{shown}");
+    assert!(shown.contains("deleting topics: 6/6"), "{shown:?}");
+    assert!(shown.contains("\r\u{1b}[K"), "the line is cleared: {shown:?}");
+    assert!(shown.contains("deleted topic shown5"), "{shown:?}");
+    Ok(())
+}
+
 #[test]
 fn failures_exit_non_zero_with_one_line() -> Result<()> {
     let broker = Broker::start_default()?;
