@@ -222,6 +222,7 @@ fn in_a_cluster_topics_go_through_the_quorum() -> Result<()> {
         Some(3),
         "{overview}"
     );
+    assert_eq!(overview["under_replicated_partitions"], 0, "{overview}");
     let deleted = request(cluster.node(3).http_addr(), "DELETE", "/v1/topics/spread")?;
     assert_eq!(deleted.status, 200, "{}", deleted.body);
     Ok(())

@@ -54,6 +54,9 @@ pub async fn get(ctx: &Rc<BrokerCtx>, admin: &Rc<AdminState>, query: &Query) -> 
         "topics": table.topics.len(),
         "partitions": table.partition_total(),
         "connections": snapshot.shards.iter().map(|s| s.connections_active).sum::<usize>(),
+        // Partitions this broker leads whose ISR lacks a replica (0 outside a cluster).
+        "under_replicated_partitions": snapshot.shards.iter().map(|s| s.replicas.under_replicated).sum::<usize>(),
+        "partitions_led": snapshot.shards.iter().map(|s| s.replicas.led).sum::<usize>(),
         "log_bytes": snapshot.shards.iter().map(|s| s.log_bytes).sum::<u64>(),
         "bytes_in_total": topics.values().map(|t| t.bytes_in).sum::<u64>(),
         "bytes_out_total": topics.values().map(|t| t.bytes_out).sum::<u64>(),

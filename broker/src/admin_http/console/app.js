@@ -162,6 +162,7 @@ async function overviewPage() {
       card("Bytes in / s", o.bytes_in_per_second === null ? "…" : bytes(o.bytes_in_per_second), "card-in"),
       card("Bytes out / s", o.bytes_out_per_second === null ? "…" : bytes(o.bytes_out_per_second), "card-out"),
       card("Connections", o.connections, "card-connections"),
+      o.brokers.length > 1 ? card("Under-replicated", o.under_replicated_partitions, "card-under-replicated") : null,
       card("Log size", bytes(o.log_bytes), "card-log-bytes"),
       card("Open descriptors", `${num(d.open)} / ${num(d.limit)}`, "card-descriptors"),
       card("Uptime", `${Math.floor(o.uptime_seconds / 60)} min`, "card-uptime")),
