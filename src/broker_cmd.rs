@@ -8,19 +8,20 @@ use std::time::Duration;
 
 use anyhow::Context;
 use laminar_broker::config::write_behind::PROFILE_KEY;
-use laminar_broker::config::{BrokerConfig, LoadedBrokerConfig, ProfileRecommendation};
+use laminar_broker::config::{BrokerConfig, LoadedBrokerConfig, LogFormat, ProfileRecommendation};
 use laminar_client::{ClientConfig, Connection};
 use laminar_tuning::iotune::{IoProfile, IO_PROFILE_VERSION};
 use laminar_tuning::sd_notify::{self, NotifyState};
 
 pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
-    init_logging();
     let LoadedBrokerConfig { mut config, warnings } = match &config_path {
         Some(path) => BrokerConfig::load(path, &overrides),
         None => BrokerConfig::from_properties("", &overrides),
     }
-    // Every ConfigError says "config error: ..." itself.
+    // Every ConfigError says "config error: ..." itself (main prints it: no logger yet, since
+    // the config says which format the logs take).
     .map_err(anyhow::Error::new)?;
+    init_logging(config.laminar_log_format);
     for warning in &warnings {
         tracing::warn!("{warning}");
     }
@@ -134,21 +135,27 @@ fn notify(states: &[NotifyState]) {
     }
 }
 
-/// Logs go to stderr: coloured only on a terminal (a file or journald gets plain text), and
-/// without a timestamp of their own under systemd's journal, which stamps every line
-/// (`JOURNAL_STREAM` is set for a unit whose stderr goes to the journal).
-fn init_logging() {
+/// Logs go to stderr, as text or JSON lines (`laminar.log.format`). Text is coloured only on a
+/// terminal (a file or journald gets plain text), and has no timestamp of its own under
+/// systemd's journal, which stamps every line (`JOURNAL_STREAM` is set for a unit whose stderr
+/// goes to the journal). JSON always carries its timestamp: a shipper parses it from the object.
+fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("LAMINAR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    if std::env::var_os("JOURNAL_STREAM").is_some() {
-        logs.without_time().init();
-    } else {
-        logs.init();
+    match format {
+        LogFormat::Json => logs.json().with_ansi(false).flatten_event(true).init(),
+        LogFormat::Text => {
+            let logs = logs.with_ansi(std::io::stderr().is_terminal());
+            if std::env::var_os("JOURNAL_STREAM").is_some() {
+                logs.without_time().init();
+            } else {
+                logs.init();
+            }
+        }
     }
 }
 

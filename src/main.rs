@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod broker_cmd;
 mod cli;
@@ -54,6 +54,33 @@ enum Command {
     Bench(laminar_bench::BenchCommand),
 }
 
+/// The laminar(8) man page and one per subcommand (laminar-broker(8), ..., which the first one
+/// names), as `(file name, roff)`: rendered from this CLI definition, so they never drift from
+/// `--help`.
+fn man_pages() -> Vec<(String, Vec<u8>)> {
+    let render = |command: clap::Command| {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command)
+            .section("8")
+            .render(&mut page)
+            .expect("rendering into memory does not fail");
+        page
+    };
+    let top = Cli::command();
+    let mut pages = vec![("laminar.8".to_string(), render(top.clone()))];
+    for sub in top
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        let page = sub
+            .clone()
+            .display_name(format!("laminar-{}", sub.get_name()))
+            .bin_name(format!("laminar {}", sub.get_name()));
+        pages.push((format!("laminar-{}.8", sub.get_name()), render(page)));
+    }
+    pages
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -65,7 +92,7 @@ fn main() -> ExitCode {
         Command::Cluster(command) => cli::cluster::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
-        Command::InstallService(args) => cli::host::install_service(args),
+        Command::InstallService(args) => cli::host::install_service(args, &man_pages()),
         Command::Bench(command) => laminar_bench::run(command),
     };
     match result {

@@ -40,8 +40,11 @@ need_pkg() { dpkg -s "$1" >/dev/null 2>&1 || apt_missing+=("$1"); }
 setup_system() {
   # librdkafka (rdkafka crate, bundled source build: make + a C compiler, zlib via pkg-config),
   # kcat for its suite, systemd for `systemd-analyze verify` of the units, Python venv support,
-  # Node.js for kafkajs.
-  for pkg in build-essential pkg-config zlib1g-dev kcat ca-certificates systemd; do need_pkg "$pkg"; done
+  # Node.js for kafkajs, headless Chromium and its WebDriver for the console.
+  # chromium and chromium-driver: the console's browser test (tests/python/test_console.py).
+  for pkg in build-essential pkg-config zlib1g-dev kcat ca-certificates systemd chromium chromium-driver; do
+    need_pkg "$pkg"
+  done
   command -v python3 >/dev/null || apt_missing+=(python3)
   if command -v python3 >/dev/null && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
     apt_missing+=(python3-venv)

@@ -5,6 +5,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use laminar_client::{CommittedOffset, Connection, OffsetSpec};
 
+use super::progress::Progress;
 use super::{print_table, topic_metadata, BrokerArgs};
 
 #[derive(Subcommand, Debug)]
@@ -191,6 +192,9 @@ fn describe(group: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Partitions one OffsetCommit of a reset carries, at most (a progress step).
+const RESET_OFFSETS_PER_REQUEST: usize = 256;
+
 fn reset_offsets(args: &ResetArgs) -> anyhow::Result<()> {
     let mut bootstrap = args.brokers.connect()?;
     let (_, topic) = topic_metadata(&mut bootstrap, &args.topic)?;
@@ -249,14 +253,24 @@ fn reset_offsets(args: &ResetArgs) -> anyhow::Result<()> {
             offset: *o,
         })
         .collect();
-    connection
-        .offset_commit(&args.group, -1, "", &offsets)
-        .with_context(|| {
-            format!(
-                "cannot reset the offsets of group {} (it must have no members)",
-                args.group
-            )
-        })?;
+    commit_in_steps(&mut connection, &args.group, &offsets)?;
     println!("committed new offsets for group {}", args.group);
+    Ok(())
+}
+
+/// Commits `offsets` for `group` a step at a time, so that a terminal sees a reset of many
+/// partitions advance.
+fn commit_in_steps(
+    connection: &mut Connection,
+    group: &str,
+    offsets: &[CommittedOffset],
+) -> anyhow::Result<()> {
+    let mut progress = Progress::new("committing offsets", offsets.len());
+    for chunk in offsets.chunks(RESET_OFFSETS_PER_REQUEST) {
+        connection.offset_commit(group, -1, "", chunk).with_context(|| {
+            format!("cannot reset the offsets of group {group} (it must have no members)")
+        })?;
+        progress.advance(chunk.len());
+    }
     Ok(())
 }

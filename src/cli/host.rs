@@ -54,16 +54,21 @@ pub struct IotuneArgs {
     out: Option<PathBuf>,
 }
 
-/// Print or write the systemd units (laminar.service, laminar-tune.service).
+/// Print or write the systemd units (laminar.service, laminar-tune.service), and the laminar(8)
+/// man page their Documentation= names.
 ///
 /// Examples:
 ///   laminar install-service                 # print both units
 ///   sudo laminar install-service --write /etc/systemd/system && sudo systemctl daemon-reload
 #[derive(Args, Debug)]
 pub struct InstallServiceArgs {
-    /// Write the units into this directory instead of printing them.
+    /// Write the units into this directory instead of printing them (and laminar.8 into
+    /// --man-dir).
     #[arg(long, value_name = "DIR")]
     write: Option<PathBuf>,
+    /// Where --write puts the laminar(8) man page (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "/usr/local/share/man/man8")]
+    man_dir: PathBuf,
     /// The laminar binary the units run (default: /usr/local/bin/laminar).
     #[arg(long, value_name = "PATH")]
     binary: Option<PathBuf>,
@@ -134,7 +139,9 @@ pub fn iotune(args: IotuneArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn install_service(args: InstallServiceArgs) -> anyhow::Result<()> {
+/// `man_pages` are laminar(8), which the broker unit's `Documentation=man:laminar(8)` names, and
+/// its subcommands' pages, in roff: written with the units so that the link exists.
+pub fn install_service(args: InstallServiceArgs, man_pages: &[(String, Vec<u8>)]) -> anyhow::Result<()> {
     let binary = args.binary.map(|b| b.display().to_string());
     let units = [
         ("laminar.service", BROKER_UNIT),
@@ -159,6 +166,17 @@ pub fn install_service(args: InstallServiceArgs) -> anyhow::Result<()> {
                 std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
                 println!("wrote {}", path.display());
             }
+            std::fs::create_dir_all(&args.man_dir)
+                .with_context(|| format!("cannot create {}", args.man_dir.display()))?;
+            for (name, page) in man_pages {
+                let path = args.man_dir.join(name);
+                std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            println!(
+                "wrote {} man pages into {}",
+                man_pages.len(),
+                args.man_dir.display()
+            );
             println!("next: systemctl daemon-reload && systemctl enable --now laminar-tune laminar");
         }
     }

@@ -8,6 +8,7 @@ pub mod format;
 pub mod group;
 pub mod host;
 pub mod produce;
+pub mod progress;
 pub mod reassign;
 pub mod topic;
 

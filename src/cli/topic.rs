@@ -5,6 +5,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Subcommand;
 use laminar_client::{ConfigChange, NewTopic, OffsetSpec};
 
+use super::progress::Progress;
 use super::reassign;
 use super::{
     check_topic_name, parse_key_value, print_table, topic_metadata, BrokerArgs, TopicMetadata,
@@ -209,18 +210,29 @@ fn list(brokers: &BrokerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Topics one DeleteTopics request names, at most (a progress step).
+const DELETE_TOPICS_PER_REQUEST: usize = 4;
+
 fn delete(names: &[String], brokers: &BrokerArgs) -> anyhow::Result<()> {
     for name in names {
         check_topic_name(name)?;
     }
     let mut connection = brokers.connect()?;
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    for (topic, outcome) in connection.delete_topics(&names, ADMIN_TIMEOUT_MS)? {
-        match outcome {
-            Ok(()) => println!("deleted topic {topic}"),
-            Err(e) if e.code == 3 => bail!("unknown topic {topic}"),
-            Err(e) => bail!("cannot delete topic {topic}: {e}"),
+    // A few topics per request, so that a terminal sees the deletion advance (each topic's
+    // partitions are removed from disk before its answer).
+    let mut progress = Progress::new("deleting topics", names.len());
+    for chunk in names.chunks(DELETE_TOPICS_PER_REQUEST) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let outcomes = connection.delete_topics(&chunk, ADMIN_TIMEOUT_MS)?;
+        progress.clear();
+        for (topic, outcome) in outcomes {
+            match outcome {
+                Ok(()) => println!("deleted topic {topic}"),
+                Err(e) if e.code == 3 => bail!("unknown topic {topic}"),
+                Err(e) => bail!("cannot delete topic {topic}: {e}"),
+            }
         }
+        progress.advance(chunk.len());
     }
     Ok(())
 }

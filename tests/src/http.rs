@@ -18,13 +18,32 @@ pub struct HttpAnswer {
 
 /// Sends `METHOD path` and reads the answer until the server closes the connection.
 pub fn request(addr: SocketAddr, method: &str, path: &str) -> Result<HttpAnswer> {
+    request_with_body(addr, method, path, None, b"")
+}
+
+/// Sends `METHOD path` with `body` (and `Content-Type: content_type` when given; a
+/// `Content-Length` when the body is not empty), and reads the answer.
+pub fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<HttpAnswer> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connecting to {addr}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(content_type) = content_type {
+        head.push_str(&format!("Content-Type: {content_type}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    // A server may refuse the head and close before reading a large body: that is an answer.
+    let _ = stream.write_all(body);
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8(raw).context("answer is not UTF-8")?;

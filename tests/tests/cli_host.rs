@@ -1,5 +1,6 @@
 //! `laminar tune` on this machine without --apply (reports, changes nothing), and
-//! `laminar install-service` writing units that say what the broker needs.
+//! `laminar install-service` writing units that say what the broker needs, and the laminar(8)
+//! man page their `Documentation=` names.
 
 use anyhow::Result;
 use laminar_tests::cli::ok;
@@ -22,6 +23,8 @@ fn tune_reports_without_apply() -> Result<()> {
 fn install_service_writes_a_notify_unit() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let dir_text = dir.path().display().to_string();
+    let man_dir = dir.path().join("man/man8");
+    let man_dir_text = man_dir.display().to_string();
     ok(
         &[
             "install-service",
@@ -29,6 +32,8 @@ fn install_service_writes_a_notify_unit() -> Result<()> {
             &dir_text,
             "--binary",
             "/opt/laminar/bin/laminar",
+            "--man-dir",
+            &man_dir_text,
         ],
         "",
     )?;
@@ -44,6 +49,32 @@ fn install_service_writes_a_notify_unit() -> Result<()> {
         directive("ExecStart").as_deref(),
         Some("/opt/laminar/bin/laminar broker --config /etc/laminar/server.properties")
     );
+    // Documentation= points at a page that install-service wrote, rendered from the CLI.
+    assert_eq!(directive("Documentation").as_deref(), Some("man:laminar(8)"));
+    let page = std::fs::read_to_string(man_dir.join("laminar.8"))?;
+    assert!(page.contains(".TH laminar 8"), "{page}");
+    for subcommand in ["broker", "topic", "install\\-service"] {
+        assert!(page.contains(subcommand), "no {subcommand} in\n{page}");
+        // The pages laminar(8) names exist too.
+        let sub_page =
+            std::fs::read_to_string(man_dir.join(format!("laminar-{}.8", subcommand.replace('\\', ""))))?;
+        assert!(sub_page.contains(".TH laminar"), "{sub_page}");
+    }
+    let broker_page = std::fs::read_to_string(man_dir.join("laminar-broker.8"))?;
+    assert!(broker_page.contains("\\-\\-override"), "{broker_page}");
+    // man(1) finds it where install-service put it (when man is installed: tests/run.sh's
+    // systemd pulls it in on Debian).
+    let man_root = dir.path().join("man").display().to_string();
+    if let Ok(found) = std::process::Command::new("man")
+        .args(["-M", &man_root, "-w", "8", "laminar"])
+        .output()
+    {
+        let path = String::from_utf8_lossy(&found.stdout);
+        assert!(
+            found.status.success() && path.contains("laminar.8"),
+            "man -w: {path}"
+        );
+    }
     let tune = std::fs::read_to_string(dir.path().join("laminar-tune.service"))?;
     assert!(tune.contains("/opt/laminar/bin/laminar tune --apply"), "{tune}");
     let printed = ok(&["install-service"], "")?;

@@ -94,6 +94,64 @@ fn topic_lifecycle_create_list_describe_alter_grow_delete() -> Result<()> {
     check_cluster_info_matches(&b, &listed)
 }
 
+/// Deleting many topics goes in steps (progress on a terminal), and in a script says only what
+/// it deleted: no progress line, nothing on stderr.
+#[test]
+fn deleting_many_topics_in_a_script_prints_no_progress() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    let names: Vec<String> = (0..9).map(|i| format!("gone{i}")).collect();
+    for name in &names {
+        ok_on(&b, &["topic", "create", name, "-p", "2"], "")?;
+    }
+    let mut args = vec!["topic", "delete"];
+    args.extend(names.iter().map(String::as_str));
+    args.extend(["--brokers", &b]);
+    let run = laminar_tests::cli::run(&args, "")?;
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.stderr, "", "a script sees no progress");
+    let deleted: Vec<&str> = run.stdout.lines().collect();
+    let expected: Vec<String> = names.iter().map(|n| format!("deleted topic {n}")).collect();
+    assert_eq!(deleted, expected);
+    Ok(())
+}
+
+/// On a terminal (script(1) gives the command one) the same deletion draws its progress on
+/// stderr, and clears the line when done.
+#[test]
+fn deleting_many_topics_on_a_terminal_shows_progress() -> Result<()> {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: script(1) is not installed");
+        return Ok(());
+    }
+    let broker = Broker::start_default()?;
+    let b = broker.bootstrap();
+    let names: Vec<String> = (0..6).map(|i| format!("shown{i}")).collect();
+    for name in &names {
+        ok_on(&b, &["topic", "create", name], "")?;
+    }
+    let binary = laminar_tests::default_binary();
+    let command = format!(
+        "{} topic delete {} --brokers {b}",
+        binary.display(),
+        names.join(" ")
+    );
+    let run = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    let shown = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{shown}");
+    assert!(shown.contains("deleting topics: 6/6"), "{shown:?}");
+    assert!(shown.contains("\r\u{1b}[K"), "the line is cleared: {shown:?}");
+    assert!(shown.contains("deleted topic shown5"), "{shown:?}");
+    Ok(())
+}
+
 #[test]
 fn failures_exit_non_zero_with_one_line() -> Result<()> {
     let broker = Broker::start_default()?;

@@ -1,18 +1,27 @@
 //! The request head of a minimal HTTP/1.1 server: request line and headers, at most
-//! [`HEAD_BYTES_MAX`] bytes, ending in an empty line. Bodies are never read (only GET is served),
-//! and every response closes the connection.
+//! [`HEAD_BYTES_MAX`] bytes, ending in an empty line. A body is read only when `Content-Length`
+//! announces one of at most [`BODY_BYTES_MAX`] bytes (chunked bodies are refused), and every
+//! response closes the connection.
 
 /// Largest request line plus headers accepted.
 pub const HEAD_BYTES_MAX: usize = 8 * 1024;
+/// Largest request body accepted (the JSON admin API's requests are a few hundred bytes).
+pub const BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// A parsed request line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestHead {
     pub method: String,
     /// The path without the query string.
     pub path: String,
     /// The query string, without its `?` (empty when there is none).
     pub query: String,
+    /// `Content-Length` (0 without one); at most [`BODY_BYTES_MAX`].
+    pub content_length: usize,
+    /// `Content-Type` without parameters, lower-cased (empty without one).
+    pub content_type: String,
+    /// Bytes of the head, its empty line included: the body starts there.
+    pub head_len: usize,
 }
 
 /// Why a request head cannot be served.
@@ -24,6 +33,10 @@ pub enum HeadError {
     Malformed,
     #[error("unsupported protocol {0}")]
     Version(String),
+    #[error("request body exceeds {BODY_BYTES_MAX} bytes")]
+    BodyTooLarge,
+    #[error("chunked request bodies are not served")]
+    Chunked,
 }
 
 /// Looks for the end of the head in `buf`: `Ok(None)` means "need more bytes", an error means
@@ -57,11 +70,45 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> {
         return Err(HeadError::Version(version.to_string()));
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (content_length, content_type) = body_headers(head)?;
     Ok(Some(RequestHead {
         method: method.to_string(),
         path: path.to_string(),
         query: query.to_string(),
+        content_length,
+        content_type,
+        head_len: end,
     }))
+}
+
+/// `Content-Length` (strictly digits, one value) and `Content-Type` of a head.
+fn body_headers(head: &str) -> Result<(usize, String), HeadError> {
+    let mut length: Option<usize> = None;
+    let mut content_type = String::new();
+    for line in head.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(HeadError::Malformed);
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            let digits_only =
+                !value.is_empty() && value.len() <= 9 && value.bytes().all(|b| b.is_ascii_digit());
+            if !digits_only || length.is_some() {
+                return Err(HeadError::Malformed);
+            }
+            let parsed: usize = value.parse().map_err(|_| HeadError::Malformed)?;
+            if parsed > BODY_BYTES_MAX {
+                return Err(HeadError::BodyTooLarge);
+            }
+            length = Some(parsed);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(HeadError::Chunked);
+        } else if name.eq_ignore_ascii_case("content-type") {
+            let media = value.split(';').next().unwrap_or_default();
+            content_type = media.trim().to_ascii_lowercase();
+        }
+    }
+    Ok((length.unwrap_or(0), content_type))
 }
 
 fn find_head_end(buf: &[u8]) -> Option<usize> {
@@ -79,6 +126,36 @@ mod tests {
             .unwrap();
         assert_eq!(head.method, "GET");
         assert_eq!(head.path, "/metrics");
+        assert_eq!((head.content_length, head.content_type.as_str()), (0, ""));
+    }
+
+    #[test]
+    fn reads_body_headers_strictly() {
+        let head = parse_head(b"POST /v1/topics HTTP/1.1\r\nContent-Type: Application/JSON; charset=utf-8\r\ncontent-length: 12\r\n\r\n{}")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (head.content_length, head.content_type.as_str()),
+            (12, "application/json")
+        );
+        assert_eq!(head.head_len, 95);
+        for bad in ["-1", "1e3", "", "12, 12", "0x10", "9999999999"] {
+            let text = format!("POST / HTTP/1.1\r\nContent-Length: {bad}\r\n\r\n");
+            assert_eq!(parse_head(text.as_bytes()), Err(HeadError::Malformed), "{bad}");
+        }
+        let twice = b"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n";
+        assert_eq!(parse_head(twice), Err(HeadError::Malformed));
+        let big = format!(
+            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            BODY_BYTES_MAX + 1
+        );
+        assert_eq!(parse_head(big.as_bytes()), Err(HeadError::BodyTooLarge));
+        let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(parse_head(chunked), Err(HeadError::Chunked));
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nno colon\r\n\r\n"),
+            Err(HeadError::Malformed)
+        );
     }
 
     #[test]

@@ -22,29 +22,33 @@ pub enum Route {
 }
 
 /// An HTTP response; always sent with `Connection: close`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: String,
+    /// The methods a 405 names in its `Allow` header (GET when empty).
+    pub allow: &'static str,
 }
 
 impl Response {
-    fn text(status: u16, body: impl Into<String>) -> Response {
+    pub fn text(status: u16, body: impl Into<String>) -> Response {
         Response {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.into(),
+            allow: "",
         }
     }
 
-    fn json(status: u16, value: &serde_json::Value) -> Response {
+    pub fn json(status: u16, value: &serde_json::Value) -> Response {
         let mut body = serde_json::to_string_pretty(value).expect("a JSON value always serializes");
         body.push('\n');
         Response {
             status,
             content_type: "application/json",
             body,
+            allow: "",
         }
     }
 
@@ -52,18 +56,32 @@ impl Response {
     pub fn encode(&self) -> Vec<u8> {
         let reason = match self.status {
             200 => "OK",
+            201 => "Created",
             400 => "Bad Request",
+            403 => "Forbidden",
             404 => "Not Found",
             405 => "Method Not Allowed",
+            409 => "Conflict",
+            411 => "Length Required",
+            413 => "Content Too Large",
+            415 => "Unsupported Media Type",
+            422 => "Unprocessable Content",
             431 => "Request Header Fields Too Large",
+            500 => "Internal Server Error",
             503 => "Service Unavailable",
             505 => "HTTP Version Not Supported",
             _ => "Error",
         };
-        let allow = if self.status == 405 { "Allow: GET\r\n" } else { "" };
+        let allow = match (self.status, self.allow) {
+            (405, "") => "Allow: GET\r\n".to_string(),
+            (405, methods) => format!("Allow: {methods}\r\n"),
+            _ => String::new(),
+        };
+        // nosniff and no framing: the console's pages are only ever shown as themselves.
         let mut out = format!(
             "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}\
-             Connection: close\r\n\r\n",
+             X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
+             Cache-Control: no-store\r\nConnection: close\r\n\r\n",
             self.status,
             self.content_type,
             self.body.len()
@@ -138,6 +156,7 @@ pub fn answer(route: Route, snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> R
                     detail: snapshot.detail,
                 },
             ),
+            allow: "",
         },
         Route::Status => Response::json(200, &status_json(snapshot, facts)),
         Route::Ready => {
@@ -275,7 +294,7 @@ mod tests {
         RequestHead {
             method: method.into(),
             path: path.into(),
-            query: String::new(),
+            ..RequestHead::default()
         }
     }
 

@@ -10,7 +10,7 @@ use super::broker_settings::BrokerConfig;
 use super::properties::parse_properties;
 use super::value::{
     parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Listener,
-    TimestampType,
+    LogFormat, TimestampType,
 };
 use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
 use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
@@ -246,8 +246,6 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let node_id = node_id(&v)?;
     let log_dirs = log_dirs(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
-    let log_retention_ms = retention_ms(&v)?;
-    let log_roll_ms = roll_ms(&v)?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
         io_depth: laminar_storage_io_depth,
@@ -280,8 +278,8 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
         compression_type: v.parsed("compression.type", CompressionType::parse)?,
         log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),
-        log_roll_ms,
-        log_retention_ms,
+        log_roll_ms: roll_ms(&v)?,
+        log_retention_ms: retention_ms(&v)?,
         log_retention_bytes: v.int("log.retention.bytes")?,
         log_retention_check_interval_ms: v.int("log.retention.check.interval.ms")?,
         producer_id_expiration_ms: v.int("producer.id.expiration.ms")?,
@@ -306,6 +304,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_cores,
         laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,
         laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
+        laminar_log_format: v.parsed("laminar.log.format", LogFormat::parse)?,
         laminar_storage_write_batch_bytes,
         laminar_storage_io_depth,
         laminar_iotune_profile,

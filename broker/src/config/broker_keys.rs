@@ -5,7 +5,7 @@
 //! `advertised.listeners` (see its doc).
 
 use super::broker_settings::BrokerConfig;
-use super::value::{CleanupPolicy, CompressionType, Kind, TimestampType};
+use super::value::{CleanupPolicy, CompressionType, Kind, LogFormat, TimestampType};
 
 /// Where a broker key's value comes from when nobody set it.
 #[derive(Clone, Copy)]
@@ -239,7 +239,10 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "always: fdatasync before acknowledging acks=all (group commit); never; or \
          interval:<ms>: fdatasync in the background every <ms> milliseconds."),
     key("laminar.http.listen", Fixed("127.0.0.1:9644"), Kind::SocketAddr, &[],
-        "Address of the HTTP endpoint (health, metrics)."),
+        "Address of the HTTP endpoint (health, metrics, the JSON admin API and the console)."),
+    key("laminar.log.format", Fixed("text"), Kind::Choice(LogFormat::NAMES), &[],
+        "How log lines are written to stderr: text (coloured only on a terminal) or json (one \
+         object per line, for log shippers). Levels per module: LAMINAR_LOG, RUST_LOG syntax."),
     key("laminar.storage.write_batch_bytes",
         Derived(|c| c.write_behind.settings.write_batch_bytes.to_string()),
         Kind::Int { min: 0, max: super::write_behind::WRITE_BATCH_BYTES_MAX as i64 }, &[],

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::value::{CleanupPolicy, CompressionType, FsyncSetting, Listener, TimestampType};
+use super::value::{CleanupPolicy, CompressionType, FsyncSetting, Listener, LogFormat, TimestampType};
 use super::write_behind::WriteBehindChoice;
 
 /// The broker's static configuration. Built once at start, then shared read-only across shards.
@@ -62,6 +62,8 @@ pub struct BrokerConfig {
     pub laminar_cores: usize,
     pub laminar_fsync: FsyncSetting,
     pub laminar_http_listen: SocketAddr,
+    /// `laminar.log.format`: text or JSON lines on stderr.
+    pub laminar_log_format: LogFormat,
     /// `laminar.storage.write_batch_bytes`, when set.
     pub laminar_storage_write_batch_bytes: Option<u64>,
     /// `laminar.storage.io_depth`, when set.

@@ -26,7 +26,9 @@ pub use broker::cluster_keys::{ClusterSettings, ProcessRoles, ReplicationSetting
 pub use broker::{ConfigWarning, LoadedBrokerConfig};
 pub use broker_settings::BrokerConfig;
 pub use topic::TopicConfig;
-pub use value::{CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, TimestampType};
+pub use value::{
+    CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, LogFormat, TimestampType,
+};
 pub use write_behind::{ProfileRecommendation, SettingSource, WriteBehindChoice};
 
 /// A configuration error. Every variant about a key names the key and the offending value.

@@ -382,6 +382,28 @@ impl fmt::Display for FsyncSetting {
     }
 }
 
+/// `laminar.log.format`: how the broker writes its log lines to stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One human-readable line per event (coloured only on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers (never coloured).
+    Json,
+}
+
+impl LogFormat {
+    pub const NAMES: &'static [&'static str] = &["text", "json"];
+
+    pub fn parse(value: &str) -> Option<LogFormat> {
+        match value.trim() {
+            "text" => Some(LogFormat::Text),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
+}
+
 /// Which timestamp a stored batch carries (`message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {

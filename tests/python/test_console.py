@@ -1,0 +1,257 @@
+"""The console (/ui) in a real browser: headless Chromium driven by Selenium through Debian's
+chromium-driver, against a real broker holding topics, records and a consumer group. Each page is
+loaded and what it shows is checked against the data; a topic is created and deleted through the
+forms (the delete confirmed by typing its name), a group's offsets are reset after a preview.
+
+Screenshots of the main pages go to $LAMINAR_SCREENSHOTS_DIR (default: a temporary directory);
+`LAMINAR_SCREENSHOTS_DIR=docs/console` refreshes the README's pictures."""
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from laminar_broker import REPO_ROOT, BrokerProcess
+
+TIMEOUT_S = 15
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM = "/usr/bin/chromium"
+
+if not (Path(CHROMEDRIVER).exists() and Path(CHROMIUM).exists()):
+    # tests/run.sh installs both; CI must not skip.
+    assert not os.environ.get("CI"), "CI must have chromium and chromium-driver (tests/run.sh installs them)"
+    pytest.skip("chromium / chromium-driver are not installed", allow_module_level=True)
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def console_broker():
+    http = f"127.0.0.1:{free_port()}"
+    process = BrokerProcess(overrides={"laminar.http.listen": http})
+    process.http = http
+    yield process
+    process.stop()
+
+
+def api(broker, path):
+    with urllib.request.urlopen(f"http://{broker.http}{path}", timeout=TIMEOUT_S) as answer:
+        return json.load(answer)
+
+
+def fill_with_data(broker):
+    """`orders`: 3 partitions, 30 records with keys and headers, one binary value; group `billing`
+    consumed 12 of them and left (Empty, lag 18)."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4", "acks": "all"})
+    client = AdminClient({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4"})
+    client.create_topics([NewTopic("orders", 3, 1)], operation_timeout=TIMEOUT_S)["orders"].result(TIMEOUT_S)
+    for i in range(30):
+        producer.produce("orders", key=f"customer-{i}", value=f'{{"order": {i}, "item": "widget"}}',
+                         partition=i % 3, headers=[("source", b"console-test")])
+    producer.produce("orders", key=b"raw", value=bytes([0, 1, 2, 0xff]), partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4",
+                         "group.id": "billing", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["orders"])
+    taken, deadline = 0, time.time() + TIMEOUT_S * 2
+    while taken < 12 and time.time() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            taken += 1
+    consumer.commit(asynchronous=False)
+    consumer.close()  # leaves the group: it is Empty, so its offsets may be reset
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1360,1000", "--hide-scrollbars"]:
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots():
+    wanted = os.environ.get("LAMINAR_SCREENSHOTS_DIR")
+    directory = Path(wanted) if wanted else Path(tempfile.mkdtemp(prefix="laminar-console-"))
+    if not directory.is_absolute():
+        directory = REPO_ROOT / directory
+    directory.mkdir(parents=True, exist_ok=True)
+    yield directory
+    if not wanted:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def open_page(driver, broker, hash_path):
+    driver.get(f"http://{broker.http}/ui{hash_path}")
+    WebDriverWait(driver, TIMEOUT_S).until(
+        lambda d: d.execute_script("return document.body.dataset.loaded") == hash_path)
+
+
+def wait_for(driver, css, text=None):
+    wait = WebDriverWait(driver, TIMEOUT_S)
+    if text is None:
+        return wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, css)))
+    wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def cells(row):
+    return [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+
+
+def test_console_pages_actions_and_screenshots(console_broker, browser, shots):
+    broker, driver = console_broker, browser
+    fill_with_data(broker)
+    check_overview(driver, broker, shots)
+    check_topics_and_create(driver, broker, shots)
+    check_one_topic(driver, broker, shots)
+    check_groups_and_reset(driver, broker, shots)
+    assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
+    check_delete(driver, broker)
+
+
+def check_overview(driver, broker, shots):
+    open_page(driver, broker, "#/overview")
+    assert wait_for(driver, "#card-topics").text == "2"  # orders and __consumer_offsets
+    assert wait_for(driver, "#card-brokers").text == "1"
+    partitions = int(driver.find_element(By.ID, "card-partitions").text.replace(",", ""))
+    assert partitions == api(broker, "/v1/overview")["partitions"]
+    open_fds, limit = driver.find_element(By.ID, "card-descriptors").text.split(" / ")
+    assert int(open_fds.replace(",", "")) > 0 and int(limit.replace(",", "")) > 0
+    disk = driver.find_element(By.CSS_SELECTOR, "#log-dirs tbody tr")
+    assert cells(disk)[0] == broker.data_dir or broker.data_dir in cells(disk)[0]
+    latency = [cells(r)[0] for r in driver.find_elements(By.CSS_SELECTOR, "#latency tbody tr")]
+    assert "Produce" in latency and "Fetch" in latency
+    # The page refreshes every 2 s and the sampler keeps one sample every 2 s while it is open;
+    # some traffic meanwhile, for the charts to show.
+    client = AdminClient({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4"})
+    client.create_topics([NewTopic("traffic", 1, 1)], operation_timeout=TIMEOUT_S)["traffic"].result(TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4", "linger.ms": 5})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4",
+                         "group.id": "dashboard", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["traffic"])
+    deadline = time.time() + TIMEOUT_S
+    while len(api(broker, "/v1/history")["samples"]) < 4 and time.time() < deadline:
+        for i in range(200):
+            producer.produce("traffic", value=b"x" * (100 + i))
+        producer.flush(TIMEOUT_S)
+        consumer.poll(0.1)
+        time.sleep(0.2)  # a steady trickle, not a disk-filling flood
+    consumer.close()
+    assert len(api(broker, "/v1/history")["samples"]) >= 4
+    # A flat line has an empty box, which is never "visible": present is what counts.
+    WebDriverWait(driver, TIMEOUT_S).until(EC.presence_of_element_located((By.CSS_SELECTOR, "#charts polyline")))
+    time.sleep(2.5)  # one more refresh, so the charts show the samples
+    driver.save_screenshot(str(shots / "overview.png"))
+
+
+def check_topics_and_create(driver, broker, shots):
+    open_page(driver, broker, "#/topics")
+    row = wait_for(driver, 'tr[data-topic="orders"]')
+    name, partitions, replicas, records = cells(row)[:4]
+    assert (name, partitions, replicas, records) == ("orders", "3", "1", "31")
+    assert wait_for(driver, 'tr[data-topic="traffic"]')
+    form = driver.find_element(By.ID, "create-topic")
+    form.find_element(By.NAME, "name").send_keys("made-in-console")
+    count = form.find_element(By.NAME, "partitions")
+    count.clear()
+    count.send_keys("4")
+    form.find_element(By.NAME, "configs").send_keys("retention.ms=3600000")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(driver, "#notice", "Created topic made-in-console.")
+    row = wait_for(driver, 'tr[data-topic="made-in-console"]')
+    assert cells(row)[1] == "4" and "retention.ms=3600000" in cells(row)[5]
+    created = [t for t in api(broker, "/v1/topics")["topics"] if t["name"] == "made-in-console"]
+    assert created and created[0]["partitions"] == 4 and created[0]["configs"] == {"retention.ms": "3600000"}
+    driver.save_screenshot(str(shots / "topics.png"))
+
+
+def check_one_topic(driver, broker, shots):
+    open_page(driver, broker, "#/topic/orders")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")
+    assert [cells(r)[:4] for r in rows] == [[str(p), "1", "1", "1"] for p in range(3)]
+    assert [cells(r)[5] for r in rows] == ["11", "10", "10"]  # high watermarks (partition 0: 10 + 1 raw)
+    form = driver.find_element(By.ID, "browse")
+    Select(form.find_element(By.NAME, "mode")).select_by_value("offset")
+    form.find_element(By.NAME, "at").send_keys("2")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    first = wait_for(driver, '#record-table tr[data-offset="2"]')
+    offset, _, key, headers, value = cells(first)
+    assert (offset, key, headers) == ("2", "customer-6", "source: console-test")
+    assert value == '{"order": 6, "item": "widget"}'
+    raw = driver.find_element(By.CSS_SELECTOR, '#record-table tr[data-offset="10"]')
+    assert cells(raw)[4] == "000102ff"  # not UTF-8: shown as hex
+    Select(form.find_element(By.NAME, "as")).select_by_value("hex")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(driver, '#record-table tr[data-offset="2"]', "637573746f6d65722d36")  # "customer-6"
+    Select(form.find_element(By.NAME, "as")).select_by_value("text")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(driver, '#record-table tr[data-offset="2"]', "customer-6")
+    configs = {cells(r)[0]: cells(r)[1] for r in driver.find_elements(By.CSS_SELECTOR, "#configs tbody tr")}
+    assert configs["cleanup.policy"] == "delete"
+    driver.save_screenshot(str(shots / "topic.png"))
+
+
+def check_groups_and_reset(driver, broker, shots):
+    open_page(driver, broker, "#/groups")
+    row = wait_for(driver, 'tr[data-group="billing"]')
+    group, state, protocol, committed, lag = cells(row)
+    assert (group, state, protocol) == ("billing", "Empty", "consumer")
+    described = api(broker, "/v1/groups/billing")["offsets"]
+    assert int(committed) == len(described) >= 1
+    assert int(lag) == sum(o["lag"] for o in described)
+    assert sum(o["committed_offset"] for o in described) == 12
+    open_page(driver, broker, "#/group/billing")
+    wait_for(driver, "#offsets tbody tr")
+    offsets = {int(cells(r)[1]): cells(r) for r in driver.find_elements(By.CSS_SELECTOR, "#offsets tbody tr")}
+    described = {o["partition"]: o for o in api(broker, "/v1/groups/billing")["offsets"]}
+    for partition, row in offsets.items():
+        assert row[2] == str(described[partition]["committed_offset"])
+        assert row[4] == str(described[partition]["lag"])
+    form = driver.find_element(By.ID, "reset-offsets")
+    Select(form.find_element(By.NAME, "to")).select_by_value("earliest")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    preview = wait_for(driver, "#reset-table")
+    assert {cells(r)[2] for r in preview.find_elements(By.CSS_SELECTOR, "tbody tr")} == {"0"}
+    driver.save_screenshot(str(shots / "group.png"))
+    driver.find_element(By.ID, "reset-execute").click()
+    wait_for(driver, "#reset-done")
+    after = api(broker, "/v1/groups/billing")["offsets"]
+    assert after and all(o["committed_offset"] == 0 for o in after if o["topic"] == "orders")
+
+
+def check_delete(driver, broker):
+    open_page(driver, broker, "#/topics")
+    wait_for(driver, 'button[data-delete="made-in-console"]').click()
+    dialog = wait_for(driver, "#confirm-delete")
+    dialog.find_element(By.ID, "confirm-name").send_keys("made-in-consol")  # a typo: refused
+    dialog.find_element(By.ID, "confirm-delete-button").click()
+    wait_for(driver, "#error", "the name does not match")
+    dialog.find_element(By.ID, "confirm-name").send_keys("e")
+    dialog.find_element(By.ID, "confirm-delete-button").click()
+    wait_for(driver, "#notice", "Deleted topic made-in-console.")
+    assert not driver.find_elements(By.CSS_SELECTOR, 'tr[data-topic="made-in-console"]')
+    assert "made-in-console" not in [t["name"] for t in api(broker, "/v1/topics")["topics"]]
