@@ -34,7 +34,7 @@ pub struct RequestError {
 }
 
 impl RequestError {
-    fn new(error_code: i16, message: impl Into<String>) -> Self {
+    pub fn new(error_code: i16, message: impl Into<String>) -> Self {
         RequestError {
             error_code,
             message: message.into(),

@@ -14,6 +14,7 @@ Needs target/debug/laminar and laminar-test-broker (`cargo build --workspace --b
 """
 
 import argparse
+import shutil
 import sys
 import time
 import uuid
@@ -41,6 +42,8 @@ def parse_args():
                         help="broker.session.timeout.ms: how long a dead node keeps its leaderships")
     parser.add_argument("--lag-time-ms", type=int, default=3000, help="replica.lag.time.max.ms")
     parser.add_argument("--seed", type=int, default=None, help="victim and hold choices (default: random)")
+    parser.add_argument("--keep-logs", default=None, metavar="DIR",
+                        help="on a failure, copy every broker's stderr logs into DIR")
     parser.add_argument("--avoid-controller", action="store_true",
                         help="never fail the active controller while another node leads a partition")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
@@ -70,6 +73,11 @@ def main():
             print("stderr logs kept until this prompt ends:", flush=True)
             for node in cluster.node_ids:
                 print(f"  node {node}: {[str(p) for p in cluster.stderr_logs(node)]}")
+                if args.keep_logs:
+                    kept = Path(args.keep_logs) / f"node-{node}"
+                    kept.mkdir(parents=True, exist_ok=True)
+                    for log in cluster.stderr_logs(node):
+                        shutil.copy(log, kept / Path(log).name)
             if sys.stdin.isatty():
                 input("press Enter to stop the cluster (its data dirs are then removed) ")
     finally:

@@ -258,7 +258,9 @@ fn connect(address: &str, settings: &ReplicationSettings) -> Result<Connection, 
             .saturating_mul(2)
             .max(64 << 20),
         connect_timeout: Duration::from_secs(5),
-        io_timeout: Some(wait + Duration::from_secs(30)),
+        // A leader answers within its wait; one that does not (frozen, cut off) holds this
+        // fetcher, and every partition it serves, only this long before a reconnect.
+        io_timeout: Some(wait + Duration::from_secs(10)),
     };
     Connection::connect(address, &config)
 }

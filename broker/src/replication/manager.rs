@@ -20,6 +20,9 @@ use super::IsrChange;
 use crate::broker::{BrokerCtx, TopicPartition};
 use crate::cluster::ClusterLink;
 
+/// How long a leader waits for the controller's answer to an ISR change before it may ask again.
+const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs until the broker stops.
 pub async fn run(ctx: Rc<BrokerCtx>, link: Arc<ClusterLink>) {
     let Some(replication) = ctx.state.replication.as_ref() else {
@@ -201,7 +204,18 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
             partition_epoch: change.partition_epoch,
             new_isr: change.new_isr.clone(),
         };
-        match link.handle.alter_partition(request).await {
+        // Bounded: an answer that never comes (a controller lost mid-request) must not leave
+        // the change pending for good; the next check asks again.
+        let answer = std::pin::pin!(link.handle.alter_partition(request));
+        let timeout = std::pin::pin!(glommio::timer::sleep(ISR_CHANGE_TIMEOUT));
+        let answered = match select(answer, timeout).await {
+            Either::Left((answered, _)) => answered,
+            Either::Right(_) => Err(laminar_controller::RequestError::new(
+                laminar_controller::api::error_code::REQUEST_TIMED_OUT,
+                "no answer from the controller",
+            )),
+        };
+        match answered {
             Ok(result) => {
                 tracing::info!(topic = change.tp.topic, partition = change.tp.partition, isr = ?result.isr, "ISR changed");
                 replication.isr_committed(&change.tp, &result);
