@@ -509,8 +509,25 @@ impl Cluster {
     }
 
     /// As [`Cluster::start`], with node 1's data dir a copy of `node1_data` (a stopped
-    /// broker's, e.g. a single-node one to migrate).
+    /// broker's, e.g. a single-node one to migrate). Another process may take a probed port
+    /// before a node binds it (a node binds its Kafka listener only once it has joined): a
+    /// first start that lost that race starts again on fresh ports.
     pub fn start_seeded(
+        count: usize,
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+        node1_data: Option<&Path>,
+    ) -> Result<Cluster> {
+        for _ in 1..FIRST_START_TRIES {
+            match Self::start_once(count, session_timeout_ms, base.clone(), node1_data) {
+                Err(error) if format!("{error:#}").contains("Address already in use") => {}
+                started => return started,
+            }
+        }
+        Self::start_once(count, session_timeout_ms, base, node1_data)
+    }
+
+    fn start_once(
         count: usize,
         session_timeout_ms: u64,
         base: BrokerOptions,
