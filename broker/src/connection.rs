@@ -121,20 +121,21 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
     let order = AppendOrder::default();
     loop {
-        if let Err(reason) = write_ready_answers(&mut answers, stream, ctx).await {
-            return reason;
-        }
-        if answers.len() < ANSWERS_IN_FLIGHT_MAX {
+        // Every whole request already received is handled before any answer is written, so
+        // answers that are ready together leave together (`write_answers`).
+        while answers.len() < ANSWERS_IN_FLIGHT_MAX {
             match inbound.next_frame() {
+                // Boxed: the handlers' futures are large, and a connection's own future would
+                // otherwise carry room for them while it idles.
                 Ok(Some((frame, frame_lease))) => {
-                    // Boxed: the handlers' futures are large, and a connection's own future
-                    // would otherwise carry room for them while it idles.
-                    answers.push_back(Box::pin(handle(ctx, &order, frame, frame_lease)).await);
-                    continue;
+                    answers.push_back(Box::pin(handle(ctx, &order, frame, frame_lease)).await)
                 }
-                Ok(None) => {}
+                Ok(None) => break,
                 Err(e) => return e.into(),
             }
+        }
+        if let Err(reason) = write_answers(None, &mut answers, stream, ctx).await {
+            return reason;
         }
         let waited = if answers.is_empty() {
             if ctx.state.shared.shutdown.is_triggered() {
@@ -142,7 +143,8 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             }
             read_more(ctx, stream, &mut inbound).await
         } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
-            write_answer(answers.next().await, stream, ctx).await
+            let oldest = answers.next().await;
+            write_answers(oldest, &mut answers, stream, ctx).await
         } else {
             // A deferred answer is pending: read the next request meanwhile.
             let raced = {
@@ -156,7 +158,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseRea
             match raced {
                 Ok(read) => read,
                 // The abandoned read committed nothing to the reader.
-                Err(answer) => write_answer(answer, stream, ctx).await,
+                Err(answer) => write_answers(answer, &mut answers, stream, ctx).await,
             }
         };
         if let Err(reason) = waited {
@@ -193,33 +195,39 @@ async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes, frame_le
     }
 }
 
-/// Writes the answers that are ready, oldest first, stopping at the first that is not.
-async fn write_ready_answers(
+/// What a handled request comes to: the answer's chunks, none (acks=0), or why the
+/// connection closes.
+type AnswerOutput = Result<Option<Vec<Chunk>>, handlers::RequestError>;
+
+/// Writes `first` (an answer already taken from `answers`, if any) and every answer ready behind
+/// it, oldest first, in one send as far as the socket takes them, stopping at the first that is
+/// not ready. A client that pipelines requests is woken once for the answers that are ready
+/// together: on loopback the sender pays for the receiver's TCP processing and wake-up inside its
+/// own send, which was the largest cost of a stream of small produce requests (docs/decisions/0011).
+async fn write_answers(
+    first: Option<AnswerOutput>,
     answers: &mut FuturesOrdered<Answer>,
     stream: &mut TcpStream,
     ctx: &Rc<BrokerCtx>,
 ) -> Result<(), CloseReason> {
-    while let Some(answer) = answers.next().now_or_never() {
-        let Some(answer) = answer else { break };
-        write_answer(Some(answer), stream, ctx).await?;
-    }
-    Ok(())
-}
-
-async fn write_answer(
-    answer: Option<Result<Option<Vec<Chunk>>, handlers::RequestError>>,
-    stream: &mut TcpStream,
-    ctx: &Rc<BrokerCtx>,
-) -> Result<(), CloseReason> {
-    match answer.expect("only awaited while answers are pending") {
-        Ok(Some(chunks)) => {
-            let paths = crate::send::write_frame(stream, &chunks).await?;
-            ctx.state.metrics.count_fetch_paths(paths);
-            Ok(())
+    let mut chunks = Vec::new();
+    let mut closing = None;
+    let ready = std::iter::from_fn(|| answers.next().now_or_never().flatten());
+    for answer in first.into_iter().chain(ready) {
+        match answer {
+            Ok(Some(answer_chunks)) => chunks.extend(answer_chunks),
+            Ok(None) => {}
+            Err(e) => {
+                closing = Some(e);
+                break;
+            }
         }
-        Ok(None) => Ok(()),
-        Err(e) => Err(e.into()),
     }
+    if !chunks.is_empty() {
+        let paths = crate::send::write_frame(stream, &chunks).await?;
+        ctx.state.metrics.count_fetch_paths(paths);
+    }
+    closing.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Reads at least one byte more, or tells why the connection ends. The buffer grows only as
