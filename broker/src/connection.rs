@@ -18,11 +18,11 @@ use futures::future::{select, Either};
 use futures::stream::FuturesOrdered;
 use futures::{AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
+use laminar_engine::shard::ShardId;
 
 use crate::broker::BrokerCtx;
 use crate::connection_slots::ConnectionSlot;
-use crate::handlers::append_order::AppendOrder;
-use crate::handlers::{self, Outcome};
+use crate::handlers::{self, ConnectionState, Outcome};
 use crate::request_memory::{BudgetTimedOut, Lease};
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::frame::{FrameError, FrameReader, FrameStatus};
@@ -53,28 +53,90 @@ enum CloseReason {
     Io(#[from] std::io::Error),
 }
 
-/// Serves one client connection until it closes; `_slot` is its share of descriptors, given
+/// Serves one client connection until it closes; `slot` is its share of descriptors, given
 /// back when it ends.
-pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream, _slot: ConnectionSlot) {
+pub async fn serve(ctx: Rc<BrokerCtx>, stream: TcpStream, slot: ConnectionSlot) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    serve_here(ctx, stream, slot, None).await;
+}
+
+/// Serves a connection on this shard, starting with what it `carried` from another, until it
+/// closes or moves on.
+async fn serve_here(
+    ctx: Rc<BrokerCtx>,
+    mut stream: TcpStream,
+    slot: ConnectionSlot,
+    carried: Option<Carried>,
+) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(peer, error = %e, "cannot set TCP_NODELAY");
-    }
     ctx.state
         .connections_active
         .set(ctx.state.connections_active.get() + 1);
-    let reason = serve_requests(&ctx, &mut stream).await;
+    let ended = serve_requests(&ctx, &mut stream, carried).await;
     ctx.state
         .connections_active
         .set(ctx.state.connections_active.get() - 1);
+    let reason = match ended {
+        Ended::Moving(shard, carried) => match move_to(&ctx, stream, slot, shard, carried).await {
+            Ok(()) => return,
+            Err(reason) => reason,
+        },
+        Ended::Closed(reason, stream_left) => {
+            if stream_left {
+                let _ = stream.close().await;
+            }
+            reason
+        }
+    };
     match reason {
         CloseReason::ClientClosed | CloseReason::Shutdown => tracing::debug!(peer, "connection closed"),
         reason => tracing::warn!(peer, %reason, "closing connection"),
     }
-    let _ = stream.close().await;
+}
+
+/// What a connection moving to another shard takes there besides its socket and slot: the
+/// bytes received and not yet handled, the request memory that covers them, and when the frame
+/// in progress began.
+struct Carried {
+    received: Bytes,
+    lease: Lease,
+    frame_started: Option<Instant>,
+}
+
+/// How serving a connection on this shard ended.
+enum Ended {
+    /// The connection closes (the stream is still open if `true`).
+    Closed(CloseReason, bool),
+    /// Every answer owed is written, and the connection's requests go to `shard`'s partitions:
+    /// it moves there.
+    Moving(ShardId, Carried),
+}
+
+/// Moves the connection to `shard` (`handlers::placement`): a descriptor of its own for the
+/// socket, the slot and the bytes not yet handled go there, and the stream here is dropped.
+async fn move_to(
+    ctx: &Rc<BrokerCtx>,
+    stream: TcpStream,
+    slot: ConnectionSlot,
+    shard: ShardId,
+    carried: Carried,
+) -> Result<(), CloseReason> {
+    let socket = crate::sys::duplicate_socket(&stream)?;
+    drop(stream);
+    ctx.state.metrics.count_connection_moved();
+    let moved = ctx
+        .submit_to(shard, move |there| async move {
+            let stream = crate::sys::glommio_stream(socket);
+            glommio::spawn_local(serve_here(there, stream, slot, Some(carried))).detach();
+        })
+        .await;
+    // A shard that is gone drops the socket and slot with the work: the connection closes.
+    moved.map_err(|_| CloseReason::Shutdown)
 }
 
 /// An answer on its way: `None` for a request that gets none (acks=0).
@@ -93,14 +155,31 @@ struct Inbound {
 }
 
 impl Inbound {
-    fn new(ctx: &Rc<BrokerCtx>) -> Inbound {
+    fn new(ctx: &Rc<BrokerCtx>, carried: Option<Carried>) -> Inbound {
         let config = &ctx.state.shared.config;
+        let mut reader = FrameReader::new(config.socket_request_max_bytes as usize);
+        let (lease, frame_started) = match carried {
+            Some(carried) => {
+                reader.extend(&carried.received);
+                (carried.lease, carried.frame_started)
+            }
+            None => (Lease::new(ctx.state.shared.request_memory.clone()), None),
+        };
         Inbound {
-            reader: FrameReader::new(config.socket_request_max_bytes as usize),
-            lease: Lease::new(ctx.state.shared.request_memory.clone()),
-            frame_started: None,
+            reader,
+            lease,
+            frame_started,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
             receive_timeout: Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64),
+        }
+    }
+
+    /// Everything this connection holds of its requests, for the shard it moves to.
+    fn carry(mut self) -> Carried {
+        Carried {
+            received: self.reader.take_buffered(),
+            lease: self.lease,
+            frame_started: self.frame_started,
         }
     }
 
@@ -116,62 +195,75 @@ impl Inbound {
     }
 }
 
-async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream) -> CloseReason {
-    let mut inbound = Inbound::new(ctx);
+async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Option<Carried>) -> Ended {
+    let closed = |reason: CloseReason| Ended::Closed(reason, true);
+    let mut inbound = Inbound::new(ctx, carried);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
-    let order = AppendOrder::default();
+    let connection = ConnectionState::new(ctx.id(), ctx.shard_count());
     loop {
+        let moving = connection.placement.move_to();
         // Every whole request already received is handled before any answer is written, so
-        // answers that are ready together leave together (`write_answers`).
-        while answers.len() < ANSWERS_IN_FLIGHT_MAX {
+        // answers that are ready together leave together (`write_answers`). A connection about
+        // to move handles none: they go with it.
+        while moving.is_none() && answers.len() < ANSWERS_IN_FLIGHT_MAX {
             match inbound.next_frame() {
                 // Boxed: the handlers' futures are large, and a connection's own future would
                 // otherwise carry room for them while it idles.
                 Ok(Some((frame, frame_lease))) => {
-                    answers.push_back(Box::pin(handle(ctx, &order, frame, frame_lease)).await)
+                    answers.push_back(Box::pin(handle(ctx, &connection, frame, frame_lease)).await)
                 }
                 Ok(None) => break,
-                Err(e) => return e.into(),
+                Err(e) => return closed(e.into()),
             }
         }
         if let Err(reason) = write_answers(None, &mut answers, stream, ctx).await {
-            return reason;
+            return closed(reason);
         }
-        let waited = if answers.is_empty() {
-            if ctx.state.shared.shutdown.is_triggered() {
-                return CloseReason::Shutdown;
-            }
-            read_more(ctx, stream, &mut inbound).await
-        } else if answers.len() >= ANSWERS_IN_FLIGHT_MAX {
-            let oldest = answers.next().await;
-            write_answers(oldest, &mut answers, stream, ctx).await
-        } else {
-            // A deferred answer is pending: read the next request meanwhile.
-            let raced = {
-                let next_answer = answers.next();
-                let read = std::pin::pin!(read_more(ctx, stream, &mut inbound));
-                match select(next_answer, read).await {
-                    Either::Left((answer, _)) => Err(answer),
-                    Either::Right((read, _)) => Ok(read),
+        let waited = match moving {
+            Some(shard) if answers.is_empty() => return Ended::Moving(shard, inbound.carry()),
+            _ if answers.is_empty() => {
+                if ctx.state.shared.shutdown.is_triggered() {
+                    return closed(CloseReason::Shutdown);
                 }
-            };
-            match raced {
-                Ok(read) => read,
-                // The abandoned read committed nothing to the reader.
-                Err(answer) => write_answers(answer, &mut answers, stream, ctx).await,
+                read_more(ctx, stream, &mut inbound).await
+            }
+            _ if moving.is_some() || answers.len() >= ANSWERS_IN_FLIGHT_MAX => {
+                let oldest = answers.next().await;
+                write_answers(oldest, &mut answers, stream, ctx).await
+            }
+            _ => {
+                // A deferred answer is pending: read the next request meanwhile.
+                let raced = {
+                    let next_answer = answers.next();
+                    let read = std::pin::pin!(read_more(ctx, stream, &mut inbound));
+                    match select(next_answer, read).await {
+                        Either::Left((answer, _)) => Err(answer),
+                        Either::Right((read, _)) => Ok(read),
+                    }
+                };
+                match raced {
+                    Ok(read) => read,
+                    // The abandoned read committed nothing to the reader.
+                    Err(answer) => write_answers(answer, &mut answers, stream, ctx).await,
+                }
             }
         };
         if let Err(reason) = waited {
-            return reason;
+            return closed(reason);
         }
     }
 }
 
 /// Handles one request; its answer is ready now or later (acks=all), and is timed when ready.
 /// `frame_lease` is given back when the answer is.
-async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes, frame_lease: Lease) -> Answer {
+async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    connection: &ConnectionState,
+    frame: Bytes,
+    frame_lease: Lease,
+) -> Answer {
     let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
-    let outcome = handlers::handle(ctx, order, frame).await;
+    let outcome = handlers::handle(ctx, connection, frame).await;
     let ctx = ctx.clone();
     let timed = move |answer: Result<Option<Vec<Chunk>>, handlers::RequestError>| {
         drop(frame_lease);

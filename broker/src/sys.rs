@@ -133,4 +133,27 @@ pub fn glommio_listener(listener: std::net::TcpListener) -> glommio::net::TcpLis
     unsafe { glommio::net::TcpListener::from_raw_fd(listener.into_raw_fd()) }
 }
 
+/// A descriptor of its own for the socket `stream` serves (`F_DUPFD_CLOEXEC`): what a
+/// connection moving to another shard takes there, while the stream, dropped here, closes its
+/// own.
+pub fn duplicate_socket(stream: &glommio::net::TcpStream) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: fcntl with F_DUPFD_CLOEXEC only reads the descriptor number, which the stream
+    // keeps open for the length of the call.
+    let duplicate = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if duplicate < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl returned a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(duplicate) })
+}
+
+/// glommio's stream on a connected TCP socket, served by this thread's executor from now on.
+pub fn glommio_stream(socket: std::os::fd::OwnedFd) -> glommio::net::TcpStream {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: `socket` is an open, connected TCP socket that the `OwnedFd` owned alone;
+    // `into_raw_fd` hands it over, so the stream becomes its only owner and closes it.
+    unsafe { glommio::net::TcpStream::from_raw_fd(socket.into_raw_fd()) }
+}
+
 const IOV_MAX: usize = 1024;

@@ -18,7 +18,7 @@ use futures::future::{select, Either};
 use kafka_protocol::messages::ApiKey;
 use laminar_broker::broker::BrokerCtx;
 use laminar_broker::config::BrokerConfig;
-use laminar_broker::handlers::append_order::AppendOrder;
+use laminar_broker::handlers::ConnectionState;
 use laminar_broker::handlers::{self, Outcome as Handled};
 
 use crate::board::{now_ms, peak_rss_kib, peak_rss_of, Board};
@@ -302,7 +302,7 @@ fn broker_config(dir: &Path) -> Result<BrokerConfig> {
 /// Creates the seeds' topics and puts records in every partition, so that fetches, offsets
 /// and deletions find data.
 async fn prepare(ctx: &Rc<BrokerCtx>) -> Result<()> {
-    let order = AppendOrder::default();
+    let order = ConnectionState::new(ctx.id(), ctx.shard_count());
     for frame in seeds::preparation()? {
         let handled = handlers::handle(ctx, &order, Bytes::from(frame)).await;
         match handled {
@@ -327,7 +327,7 @@ struct Fuzzer {
 
 impl Fuzzer {
     async fn run(mut self) -> Result<()> {
-        let mut order = Rc::new(AppendOrder::default());
+        let mut order = Rc::new(ConnectionState::new(self.ctx.id(), self.ctx.shard_count()));
         let regressions = self.regressions.len() as u64;
         for index in self.args.from..regressions + self.args.frames {
             let (frame, slot, how) = self.frame(index);
@@ -340,11 +340,13 @@ impl Fuzzer {
             match outcome {
                 // A refused request closes its connection, and a stuck one is left behind
                 // with it: later frames come as from a new connection.
-                Some(Outcome::Closed) | Some(Outcome::Parked) => order = Rc::new(AppendOrder::default()),
+                Some(Outcome::Closed) | Some(Outcome::Parked) => {
+                    order = Rc::new(ConnectionState::new(self.ctx.id(), self.ctx.shard_count()))
+                }
                 Some(_) => {}
                 None => {
                     self.report_hang(index, slot, &how, &frame)?;
-                    order = Rc::new(AppendOrder::default());
+                    order = Rc::new(ConnectionState::new(self.ctx.id(), self.ctx.shard_count()));
                 }
             }
             if index % 1024 == 0 {
@@ -372,7 +374,7 @@ impl Fuzzer {
     }
 
     /// Handles one frame on a task of its own, beating while it waits. `None`: a hang.
-    async fn handle(&mut self, order: &Rc<AppendOrder>, frame: Vec<u8>) -> Option<Outcome> {
+    async fn handle(&mut self, order: &Rc<ConnectionState>, frame: Vec<u8>) -> Option<Outcome> {
         let (bound, parks) = crate::waits::deadline(self.args.hang, self.waits.allowed(&frame));
         let started = Instant::now();
         let mut task = glommio::spawn_local(handle_frame(self.ctx.clone(), order.clone(), frame));
@@ -413,7 +415,7 @@ impl Fuzzer {
 }
 
 /// What the connection would do with the frame: write an answer, write none, or close.
-async fn handle_frame(ctx: Rc<BrokerCtx>, order: Rc<AppendOrder>, frame: Vec<u8>) -> Outcome {
+async fn handle_frame(ctx: Rc<BrokerCtx>, order: Rc<ConnectionState>, frame: Vec<u8>) -> Outcome {
     match handlers::handle(&ctx, &order, Bytes::from(frame)).await {
         Ok(Handled::Respond(_)) | Ok(Handled::RespondChunks(_)) => Outcome::Answered,
         Ok(Handled::NoResponse) => Outcome::Silent,

@@ -92,6 +92,12 @@ impl FrameReader {
         }
     }
 
+    /// Takes every byte held (whole frames not yet taken, then the frame in progress), leaving
+    /// the reader empty: what a connection that moves to another thread carries there.
+    pub fn take_buffered(&mut self) -> Bytes {
+        std::mem::take(&mut self.buffer).freeze()
+    }
+
     /// Appends bytes received from the peer.
     pub fn extend(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);

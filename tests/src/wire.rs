@@ -52,6 +52,12 @@ impl WireConnection {
     /// Sends a request and decodes its response; fails on a correlation id mismatch.
     pub fn request<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
         let correlation_id = self.send(request, version)?;
+        self.receive::<R>(correlation_id, version)
+    }
+
+    /// Reads and decodes the response to the request of `correlation_id` sent earlier (with
+    /// [`Self::send`]; responses come in request order).
+    pub fn receive<R: Request>(&mut self, correlation_id: i32, version: i16) -> Result<R::Response> {
         let mut frame = self
             .read_frame()?
             .context("connection closed before the response")?;

@@ -14,6 +14,7 @@ use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
+use crate::handlers::placement::Placement;
 use crate::replication::throttle::ThrottleSide;
 use crate::replication::FollowerFetch;
 use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer};
@@ -54,7 +55,13 @@ type Reads = Vec<(
     Result<ReadResult<RecordBytes>, PartitionAccessError>,
 )>;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) -> FetchAnswer {
+/// Answers a fetch; `placement` is the asking connection's.
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    request: FetchRequest,
+    version: i16,
+    placement: &Placement,
+) -> FetchAnswer {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let min_bytes = request.min_bytes.max(0) as usize;
     // The broker's fetch.max.bytes bounds every answer (as Kafka's does), so none nears the
@@ -83,6 +90,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: FetchRequest, version: i16) ->
             (p.partition, want)
         },
     );
+    placement.note(wanted.iter().map(|(tp, _)| tp));
     loop {
         let results = read_all(ctx, wanted.clone()).await;
         let any_error = results.iter().any(|(_, r)| r.is_err());

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::BrokerCtx;
 use crate::handlers::append_order::AppendOrder;
+use crate::handlers::placement::Placement;
 use crate::metrics::ProducedTraffic;
 use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
 
@@ -42,6 +43,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 mod partition_answers;
+pub mod placement;
 pub mod produce;
 pub mod sasl_handshake;
 pub mod sync_group;
@@ -88,7 +90,30 @@ pub enum RequestError {
 
 /// Handles one request frame of a connection; `order` is that connection's (produce requests
 /// take their turn in it, so handle frames in the order they arrived).
-pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> Result<Outcome, RequestError> {
+/// What the handlers keep of one connection between its requests. Owned by the connection, on
+/// its shard.
+pub struct ConnectionState {
+    /// Its appends' order per partition.
+    pub order: AppendOrder,
+    /// Where its data requests go.
+    pub placement: Placement,
+}
+
+impl ConnectionState {
+    /// The state of a new connection on shard `here` of `shard_count`.
+    pub fn new(here: laminar_engine::shard::ShardId, shard_count: usize) -> ConnectionState {
+        ConnectionState {
+            order: AppendOrder::default(),
+            placement: Placement::new(here, shard_count),
+        }
+    }
+}
+
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    connection: &ConnectionState,
+    frame: Bytes,
+) -> Result<Outcome, RequestError> {
     let RequestFrame {
         api_key,
         header,
@@ -117,9 +142,9 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, frame: Bytes) -> R
     };
     let request = RequestKind::decode(api_key, &mut body, version).map_err(malformed)?;
     match request {
-        RequestKind::Produce(r) => handle_produce(ctx, order, r, version, correlation_id),
+        RequestKind::Produce(r) => handle_produce(ctx, connection, r, version, correlation_id),
         RequestKind::Fetch(r) => {
-            let answer = fetch::handle(ctx, r, version).await;
+            let answer = fetch::handle(ctx, r, version, &connection.placement).await;
             ctx.state.metrics.count_fetched(&answer);
             Ok(Outcome::RespondChunks(
                 laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id),
@@ -159,13 +184,13 @@ fn check_served(served: codec::ServedApis, api_key: ApiKey, version: i16) -> Res
 /// Produce: answered now (refused), later (once durable as `acks` asks), or never (acks=0).
 fn handle_produce(
     ctx: &Rc<BrokerCtx>,
-    order: &AppendOrder,
+    connection: &ConnectionState,
     request: kafka_protocol::messages::ProduceRequest,
     version: i16,
     correlation_id: i32,
 ) -> Result<Outcome, RequestError> {
     let produced = ProducedTraffic::of(&request);
-    match produce::handle(ctx, order, request) {
+    match produce::handle(ctx, connection, request) {
         produce::Produced::Answer(response) => {
             ctx.state.metrics.count_produced(produced, Some(&response));
             respond(

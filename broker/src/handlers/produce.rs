@@ -18,9 +18,8 @@ use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPart
 use crate::clock::now_ms;
 use crate::config::FsyncSetting;
 use crate::errors::partition_error_code;
-use crate::handlers::append_order::AppendOrder;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
-use crate::handlers::Outcome;
+use crate::handlers::{ConnectionState, Outcome};
 
 const ACKS_NONE: i16 = 0;
 const ACKS_LEADER: i16 = 1;
@@ -36,9 +35,9 @@ pub enum Produced {
     Pending(Pin<Box<dyn Future<Output = Option<ProduceResponse>>>>),
 }
 
-/// Takes the request's turn in `order` now (so call it in request order), and returns its
+/// Takes the request's turn in the connection's order now (so call it in request order), and returns its
 /// appends as a future that waits for that turn, then appends on the owning shards.
-pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest) -> Produced {
+pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: ProduceRequest) -> Produced {
     let acks = request.acks;
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
         return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
@@ -48,7 +47,10 @@ pub fn handle(ctx: &Rc<BrokerCtx>, order: &AppendOrder, request: ProduceRequest)
         |t| (t.name.as_str(), t.partition_data.as_slice()),
         |p| (p.index, Ok(p.records.clone())),
     ));
-    let turn = order.take_turn(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
+    connection.placement.note(items.iter().map(|(tp, _)| tp));
+    let turn = connection
+        .order
+        .take_turn(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let ctx = ctx.clone();
     Produced::Pending(Box::pin(async move {

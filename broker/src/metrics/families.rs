@@ -62,6 +62,7 @@ pub const RECORDS_FETCHED: &str = "laminar_kafka_records_fetched_total";
 pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const CONNECTIONS_REFUSED: &str = "laminar_kafka_connections_refused_total";
+pub const CONNECTIONS_MOVED: &str = "laminar_kafka_connections_moved_total";
 pub const DESCRIPTORS_MAX: &str = "laminar_descriptors_max";
 pub const DESCRIPTORS_USED: &str = "laminar_descriptors_used";
 pub const FILES: &str = "laminar_storage_files";
@@ -157,6 +158,13 @@ pub const FAMILIES: &[Family] = &[
         Kind::Gauge,
         &["shard"],
         "Open Kafka client connections per shard.",
+    ),
+    family(
+        CONNECTIONS_MOVED,
+        Kind::Counter,
+        &["shard"],
+        "Connections that left this shard for the one owning every partition their produce and \
+         fetch requests named (docs/decisions/0011).",
     ),
     family(
         CONNECTIONS_REFUSED,
@@ -374,7 +382,7 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
             sample(out, name, &[("path", "copied")], paths.copied);
             sample(out, name, &[("path", "memory")], paths.memory);
         }
-        CONNECTIONS | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
+        CONNECTIONS | CONNECTIONS_MOVED | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
         CONNECTIONS_REFUSED => sample(out, name, &[], snapshot.descriptors.connections_refused_total),
         DESCRIPTORS_MAX | DESCRIPTORS_USED => descriptor_samples(out, name, &snapshot.descriptors),
         FILES | FILE_EVENTS => file_samples(out, name, snapshot),
@@ -461,11 +469,12 @@ fn topic_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
     }
 }
 
-/// Per shard: connections, partitions owned, log bytes.
+/// Per shard: connections, connections moved away, partitions owned, log bytes.
 fn shard_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
     for shard in &snapshot.shards {
         let value = match name {
             CONNECTIONS => shard.connections_active as u64,
+            CONNECTIONS_MOVED => shard.connections_moved,
             PARTITIONS => shard.partition_count as u64,
             _ => shard.log_bytes,
         };

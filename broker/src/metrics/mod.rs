@@ -40,6 +40,8 @@ pub struct ShardSnapshot {
     pub durability_wait: HistogramSnapshot,
     pub fdatasync: HistogramSnapshot,
     pub connections_active: usize,
+    /// Connections that moved from this shard to the one owning their partitions.
+    pub connections_moved: u64,
     /// Partitions this shard owns (from the topic table).
     pub partition_count: usize,
     /// Bytes in the logs of this shard's open partitions.
@@ -128,6 +130,7 @@ impl ShardSnapshot {
             durability_wait: metrics.durability_wait.snapshot(),
             fdatasync: metrics.fdatasync.snapshot(),
             connections_active: state.connections_active.get(),
+            connections_moved: metrics.connections_moved.get(),
             partition_count,
             log_bytes,
             partitions,

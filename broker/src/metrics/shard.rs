@@ -73,6 +73,8 @@ pub struct ShardMetrics {
     pub(super) fdatasync: Rc<LatencyHistogram>,
     /// Set once this shard's Kafka listener is bound; readiness needs every shard's.
     pub(super) kafka_listener_bound: Cell<bool>,
+    /// Connections that left this shard for the one owning their partitions.
+    pub(super) connections_moved: Cell<u64>,
 }
 
 /// The API key a request frame names (its first two bytes), read before the full decode so that a
@@ -170,6 +172,11 @@ impl ShardMetrics {
                 traffic.records_out += records;
             }
         }
+    }
+
+    /// Counts a connection that moved from this shard to the one its requests go to.
+    pub fn count_connection_moved(&self) {
+        self.connections_moved.set(self.connections_moved.get() + 1);
     }
 
     /// Adds to the counts of how fetched bytes were sent.

@@ -116,6 +116,23 @@ fn fetch_counts_bytes_and_records_per_topic() {
 }
 
 /// A shard's snapshot with requests, fetches, a topic, a partition and write-behind counters.
+/// What a shard's request counters hold, as a snapshot reports them.
+fn request_snapshots(metrics: &ShardMetrics) -> BTreeMap<i16, RequestSnapshot> {
+    metrics
+        .requests
+        .borrow()
+        .iter()
+        .map(|(k, s)| {
+            let snapshot = RequestSnapshot {
+                served: s.served.get(),
+                failed: s.failed.get(),
+                latency: s.latency.snapshot(),
+            };
+            (*k, snapshot)
+        })
+        .collect()
+}
+
 fn sample_shard() -> ShardSnapshot {
     let metrics = ShardMetrics::default();
     metrics.observe_request(Some(0), Duration::from_micros(300), true);
@@ -128,19 +145,7 @@ fn sample_shard() -> ShardSnapshot {
         ProducedTraffic::of(&produce_request(&[("we\"ird", 0, batch(1))])),
         None,
     );
-    let requests = metrics
-        .requests
-        .borrow()
-        .iter()
-        .map(|(k, s)| {
-            let snapshot = RequestSnapshot {
-                served: s.served.get(),
-                failed: s.failed.get(),
-                latency: s.latency.snapshot(),
-            };
-            (*k, snapshot)
-        })
-        .collect();
+    let requests = request_snapshots(&metrics);
     let topics = metrics.topics.borrow().clone();
     ShardSnapshot {
         shard: 0,
@@ -154,6 +159,7 @@ fn sample_shard() -> ShardSnapshot {
         durability_wait: metrics.durability_wait.snapshot(),
         fdatasync: metrics.fdatasync.snapshot(),
         connections_active: 2,
+        connections_moved: 5,
         partition_count: 1,
         log_bytes: 4096,
         partitions: vec![PartitionSnapshot {
@@ -267,6 +273,7 @@ fn request_and_fetch_counters_add_up_over_shards() {
         2.0
     );
     assert_eq!(line("laminar_kafka_connections_active{shard=\"1\"}"), 2.0);
+    assert_eq!(line("laminar_kafka_connections_moved_total{shard=\"1\"}"), 5.0);
     assert_eq!(line("laminar_kafka_connections_refused_total"), 3.0);
     assert_eq!(line("laminar_descriptors_max{share=\"storage\"}"), 9_000.0);
     assert_eq!(line("laminar_descriptors_used{share=\"connections\"}"), 4.0);
