@@ -124,21 +124,65 @@ pub fn file_id(fd: RawFd) -> io::Result<(u64, u64)> {
 /// the filesystem cannot say.
 pub fn is_cached(fd: RawFd, pos: u64) -> io::Result<bool> {
     let mut byte = [0u8; 1];
-    let slice = [io::IoSliceMut::new(&mut byte)];
+    let slice = io::IoSliceMut::new(&mut byte);
+    Ok(read_without_waiting(fd, slice, pos)?.is_some())
+}
+
+/// The `len` bytes of the open file `fd` from `pos` (fewer at its end), when all are in the
+/// page cache: read on this thread with `preadv2(RWF_NOWAIT)` straight into the returned
+/// buffer's uninitialised room. `None` when one is not cached (or the filesystem cannot say),
+/// so the caller reads through io_uring instead and its thread never waits on the disk.
+pub fn read_cached(fd: RawFd, pos: u64, len: usize) -> io::Result<Option<bytes::Bytes>> {
+    let mut buffer = bytes::BytesMut::with_capacity(len);
+    while buffer.len() < len {
+        let held = buffer.len();
+        let spare = &mut buffer.spare_capacity_mut()[..len - held];
+        // SAFETY: `spare` is allocated, writable memory owned by `buffer`; it is only written
+        // (by the kernel) before the bytes counted are marked initialised below.
+        let room = io::IoSliceMut::new(unsafe {
+            std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), spare.len())
+        });
+        let Some(read) = read_without_waiting(fd, room, pos + held as u64)? else {
+            return Ok(None);
+        };
+        if read == 0 {
+            break; // the end of the file
+        }
+        assert!(read <= len - held, "preadv2 read past the room it was given");
+        // SAFETY: the kernel just wrote `read` bytes at the start of the spare capacity.
+        unsafe { buffer.set_len(held + read) };
+    }
+    Ok(Some(buffer.freeze()))
+}
+
+/// One `preadv2(RWF_NOWAIT)` into `room` at `pos`: the bytes read (0 at the end of the file),
+/// or `None` when the first is not in the page cache or the filesystem cannot tell.
+fn read_without_waiting(fd: RawFd, room: io::IoSliceMut<'_>, pos: u64) -> io::Result<Option<usize>> {
     let offset = libc::off_t::try_from(pos)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
-    // SAFETY: `IoSliceMut` is ABI-compatible with `struct iovec`; the one-byte buffer outlives
-    // the call, which reads at most one byte into it.
-    let read = unsafe { libc::preadv2(fd, slice.as_ptr().cast(), 1, offset, libc::RWF_NOWAIT) };
-    if read >= 0 {
-        return Ok(true);
-    }
-    match io::Error::last_os_error() {
-        e if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-        // A filesystem that cannot tell (no RWF_NOWAIT reads): treated as not cached, so the
-        // caller takes its path that cannot block.
-        e if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => Ok(false),
-        e => Err(e),
+    loop {
+        // SAFETY: `IoSliceMut` is ABI-compatible with `struct iovec`; `room` outlives the call,
+        // which writes at most its length into it.
+        let read = unsafe {
+            libc::preadv2(
+                fd,
+                (&room as *const io::IoSliceMut<'_>).cast(),
+                1,
+                offset,
+                libc::RWF_NOWAIT,
+            )
+        };
+        if read >= 0 {
+            return Ok(Some(read as usize));
+        }
+        match io::Error::last_os_error() {
+            e if e.kind() == io::ErrorKind::Interrupted => continue,
+            e if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            // A filesystem that cannot tell (no RWF_NOWAIT reads): treated as not cached, so
+            // the caller takes its path that cannot block.
+            e if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => return Ok(None),
+            e => return Err(e),
+        }
     }
 }
 
