@@ -4,6 +4,8 @@
 //! shared batches — never copied (see `laminar_protocol::fetch_response` and `send`).
 
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, select_all, Either};
@@ -92,7 +94,7 @@ pub async fn handle(
     );
     placement.note(wanted.iter().map(|(tp, _)| tp));
     loop {
-        let results = read_all(ctx, wanted.clone()).await;
+        let results = read_all(ctx, wanted.clone(), max_bytes).await;
         let any_error = results.iter().any(|(_, r)| r.is_err());
         let bytes: usize = results
             .iter()
@@ -130,43 +132,149 @@ fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(Topi
         .collect()
 }
 
-async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>) -> Reads {
-    on_owning_shards(ctx, wanted, |there, tp, want: Wanted| async move {
-        let partition = there.state.partition_to_read(&tp).await?;
-        let mut throttled = false;
-        match want.reader {
-            Reader::Follower(replica_id) => {
-                follower_fetched(&there, &tp, &want, replica_id, partition.as_ref())?;
-                throttled = there.state.replication_throttled(ThrottleSide::Leader, &tp);
-            }
-            Reader::Consumer => check_consumer_epoch(&there, &tp, want.current_leader_epoch)?,
+/// The bytes one fetch may still read, shared by the shards reading its partitions. Without it
+/// each partition read up to its own limit and the answer was cut to the request's afterwards:
+/// 4 consumers of 2 500 partitions each read 250 MB per fetch to answer 50 MiB, all of it into
+/// memory once descriptors ran short for sendfile (decision 0011, section 6).
+struct ReadBudget {
+    remaining: AtomicUsize,
+    /// Whether some partition found data: only the first may return a batch past its limit.
+    data_read: AtomicBool,
+}
+
+impl ReadBudget {
+    fn new(max_bytes: usize) -> Arc<ReadBudget> {
+        Arc::new(ReadBudget {
+            remaining: AtomicUsize::new(max_bytes),
+            data_read: AtomicBool::new(false),
+        })
+    }
+
+    /// What `want` may read now: at most what is left of the budget (taken from it), and a
+    /// first batch past that only while no partition has found data.
+    fn take(&self, want: Wanted) -> Wanted {
+        let taken = self
+            .remaining
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                Some(left - left.min(want.max_bytes))
+            })
+            .unwrap_or_else(|left| left);
+        Wanted {
+            max_bytes: taken.min(want.max_bytes),
+            min_one_batch: want.min_one_batch && !self.data_read.load(Ordering::Acquire),
+            ..want
         }
-        let read = match partition {
-            Some(partition) if throttled && !leader_throttle_allows(&there) => {
-                // Throttled and over budget: the partition answers without records this time.
-                ReadResult {
-                    data: RecordBytes::default(),
-                    high_watermark: partition.high_watermark(),
-                    log_start_offset: partition.log_start_offset(),
-                    log_end_offset: partition.log_end_offset(),
-                }
-            }
-            Some(partition) => {
-                let end = want.reader.read_end();
-                partition
-                    .read_for_send(want.offset, want.max_bytes, want.min_one_batch, end)
-                    .await?
-            }
-            None => ReadResult::of_unwritten(want.offset)?,
-        };
-        if throttled {
-            if let Some(replication) = &there.state.replication {
-                replication.leader_throttle.spend(read.data.len(), Instant::now());
-            }
+    }
+
+    /// Settles a read granted `granted` bytes that read `read`: what it left goes back, what a
+    /// first batch past the grant took comes off.
+    fn settle(&self, granted: usize, read: usize) {
+        if read > 0 {
+            self.data_read.store(true, Ordering::Release);
         }
-        Ok(read)
+        let _ = self
+            .remaining
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                Some((left + granted).saturating_sub(read))
+            });
+    }
+}
+
+/// Reads every wanted partition on its shard, within `max_bytes` in all (plus, at most once per
+/// shard reading at the same time, a first batch past it). Reads run concurrently and take
+/// their grant when they start, so a read that waits (for the disk, or for a descriptor) holds
+/// its grant meanwhile and later ones may find none: those are read again, in rounds, while
+/// budget is left, so that an answer with room holds every partition's data as before.
+async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>, max_bytes: usize) -> Reads {
+    let budget = ReadBudget::new(max_bytes);
+    let mut results = read_round(ctx, &budget, wanted.clone()).await;
+    loop {
+        let starved: Vec<usize> = (0..results.len())
+            .filter(|i| matches!(&results[*i].1, Ok((_, true))))
+            .collect();
+        if starved.is_empty() || budget.remaining.load(Ordering::Acquire) == 0 {
+            break;
+        }
+        let again = starved.iter().map(|i| wanted[*i].clone()).collect();
+        let reread = read_round(ctx, &budget, again).await;
+        let progressed = reread.iter().any(|(_, r)| !matches!(r, Ok((_, true))));
+        for (index, read) in starved.into_iter().zip(reread) {
+            results[index] = read;
+        }
+        if !progressed {
+            break;
+        }
+    }
+    results
+        .into_iter()
+        .map(|(tp, read)| (tp, read.map(|(read, _)| read)))
+        .collect()
+}
+
+/// One concurrent read of `wanted` within what is left of `budget`; each read comes with
+/// whether it was starved (granted nothing, so it read nothing, whatever its partition holds).
+async fn read_round(
+    ctx: &Rc<BrokerCtx>,
+    budget: &Arc<ReadBudget>,
+    wanted: Vec<(TopicPartition, Wanted)>,
+) -> Vec<(
+    TopicPartition,
+    Result<(ReadResult<RecordBytes>, bool), PartitionAccessError>,
+)> {
+    let budget = budget.clone();
+    on_owning_shards(ctx, wanted, move |there, tp, want: Wanted| {
+        let budget = budget.clone();
+        async move {
+            let granted = budget.take(want);
+            let starved = granted.max_bytes == 0 && !granted.min_one_batch && want.max_bytes > 0;
+            let read = read_one(&there, &tp, granted).await;
+            let len = read.as_ref().map_or(0, |read| read.data.len());
+            budget.settle(granted.max_bytes, len);
+            read.map(|read| (read, starved))
+        }
     })
     .await
+}
+
+/// Reads one partition on its owning shard.
+async fn read_one(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    want: Wanted,
+) -> Result<ReadResult<RecordBytes>, PartitionAccessError> {
+    let partition = there.state.partition_to_read(tp).await?;
+    let mut throttled = false;
+    match want.reader {
+        Reader::Follower(replica_id) => {
+            follower_fetched(there, tp, &want, replica_id, partition.as_ref())?;
+            throttled = there.state.replication_throttled(ThrottleSide::Leader, tp);
+        }
+        Reader::Consumer => check_consumer_epoch(there, tp, want.current_leader_epoch)?,
+    }
+    let read = match partition {
+        Some(partition) if throttled && !leader_throttle_allows(there) => {
+            // Throttled and over budget: the partition answers without records this time.
+            ReadResult {
+                data: RecordBytes::default(),
+                high_watermark: partition.high_watermark(),
+                log_start_offset: partition.log_start_offset(),
+                log_end_offset: partition.log_end_offset(),
+            }
+        }
+        Some(partition) => {
+            let end = want.reader.read_end();
+            partition
+                .read_for_send(want.offset, want.max_bytes, want.min_one_batch, end)
+                .await?
+        }
+        None => ReadResult::of_unwritten(want.offset)?,
+    };
+    if throttled {
+        if let Some(replication) = &there.state.replication {
+            replication.leader_throttle.spend(read.data.len(), Instant::now());
+        }
+    }
+    Ok(read)
 }
 
 fn leader_throttle_allows(there: &Rc<BrokerCtx>) -> bool {
@@ -243,7 +351,7 @@ async fn fit_to_budget(
                 min_one_batch: false,
                 ..*want
             };
-            let again = read_all(ctx, vec![(tp.clone(), smaller)]).await;
+            let again = read_all(ctx, vec![(tp.clone(), smaller)], budget).await;
             *result = again.into_iter().next().expect("one read asked, one answered").1;
         }
         let len = result.as_ref().map_or(0, |read| read.data.len());
@@ -353,4 +461,47 @@ fn respond(results: Reads, isolation_level: i8) -> FetchAnswer {
         push_partition(&mut answer.topics, tp.topic, partition);
     }
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn want(max_bytes: usize) -> Wanted {
+        Wanted {
+            offset: 0,
+            max_bytes,
+            min_one_batch: true,
+            reader: Reader::Consumer,
+            current_leader_epoch: -1,
+        }
+    }
+
+    #[test]
+    fn partitions_read_within_the_fetch_budget_and_only_the_first_with_data_may_pass_it() {
+        let budget = ReadBudget::new(100);
+        let first = budget.take(want(60));
+        assert_eq!((first.max_bytes, first.min_one_batch), (60, true));
+        budget.settle(60, 0); // no data: all of it goes back
+        let second = budget.take(want(60));
+        assert_eq!((second.max_bytes, second.min_one_batch), (60, true));
+        budget.settle(60, 50);
+        let third = budget.take(want(60));
+        assert_eq!(
+            (third.max_bytes, third.min_one_batch),
+            (50, false),
+            "what is left, and no batch past it once data was found"
+        );
+        budget.settle(50, 50);
+        let fourth = budget.take(want(60));
+        assert_eq!((fourth.max_bytes, fourth.min_one_batch), (0, false));
+    }
+
+    #[test]
+    fn a_first_batch_past_its_grant_comes_off_the_budget() {
+        let budget = ReadBudget::new(100);
+        let first = budget.take(want(10));
+        budget.settle(first.max_bytes, 70); // one batch of 70 bytes, past its 10
+        assert_eq!(budget.take(want(100)).max_bytes, 30);
+    }
 }
