@@ -5,12 +5,12 @@
 //! Every file the log opens is a [`CachedFile`]: a path, the identity of the file it names, and
 //! the open file of the storage underneath while it has one. When an open finds no descriptor
 //! left (the budget's EMFILE, or the kernel's EMFILE/ENFILE), the cache closes a batch of the
-//! shard's idle files, least recently used first, and opens again. A closed ("parked") file
-//! opens again by its path at its next operation, which checks that the path still names the
-//! same file (device and inode) of the same length; anything else is an error, never another
-//! file's bytes. The log above sees none of this: its files, segments and in-memory state
-//! (indexes, offsets, producer state) stay as they are, and a partition whose files are all
-//! parked holds no descriptor at all.
+//! shard's idle files (clean before dirty, least recently used first), and opens again. A
+//! closed ("parked") file opens again by its path at its next operation, which checks that the
+//! path still names the same file (device and inode) of the same length; anything else is an
+//! error, never another file's bytes. The log above sees none of this: its files, segments and
+//! in-memory state (indexes, offsets, producer state) stay as they are, and a partition whose
+//! files are all parked holds no descriptor at all.
 //!
 //! Which files may be parked ("idle"):
 //! - no operation in flight on it (a read, a write, an fdatasync, a reopen: each holds it in
@@ -216,14 +216,15 @@ impl<S: Storage> FileCache<S> {
         stats
     }
 
-    /// Closes idle files, least recently used first, until this shard holds no more than its
-    /// fair share of the budget (or nothing idle is left). Returns how many it closed.
+    /// Closes idle files (clean first, then least recently used) until this shard holds no
+    /// more than its fair share of the budget (or nothing idle is left). Returns how many it
+    /// closed.
     pub async fn give_back(&self) -> usize {
         self.shared.give_back().await
     }
 
-    /// Parks up to `count` idle files, least recently used first (for tests and for trimming
-    /// a shard that went quiet). Returns how many it parked.
+    /// Parks up to `count` idle files, clean first (for tests and for trimming a shard that
+    /// went quiet). Returns how many it parked.
     pub async fn park_idle(&self, count: usize) -> usize {
         self.shared.park_least_recent(count).await
     }
@@ -359,7 +360,10 @@ impl<S: Storage> Shared<S> {
         parked
     }
 
-    /// Parks up to `count` idle files, least recently used first; returns how many.
+    /// Parks up to `count` idle files, clean ones first and least recently used first among
+    /// each; returns how many. A dirty file must be fdatasync'd before it closes: parking the
+    /// logs being written before index files nobody touched since their creation makes every
+    /// append that needs a descriptor wait for other partitions' fdatasyncs.
     async fn park_least_recent(&self, count: usize) -> usize {
         let mut idle: Vec<Rc<CachedFile<S>>> =
             self.live_files().into_iter().filter(|f| f.is_idle()).collect();
@@ -368,7 +372,7 @@ impl<S: Storage> Shared<S> {
             return 0;
         }
         if count < idle.len() {
-            idle.select_nth_unstable_by_key(count - 1, |f| f.last_use.get());
+            idle.select_nth_unstable_by_key(count - 1, |f| (f.is_dirty(), f.last_use.get()));
             idle.truncate(count);
         }
         let parked = futures::future::join_all(idle.iter().map(|f| f.park())).await;

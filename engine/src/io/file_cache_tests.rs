@@ -74,6 +74,31 @@ fn a_dirty_file_is_synced_before_it_is_closed() {
 }
 
 #[test]
+fn clean_files_are_closed_before_dirty_ones_however_recently_used() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(8);
+        let cache = cache(&storage, &budget.shard());
+        // The log being written is the oldest file; the index files opened after it were
+        // never written (as a partition's files right after its first append).
+        let log = cache.open(&path(0), true).await.unwrap();
+        log.write_at(0, &[b"appended"]).await.unwrap();
+        let indexes = [
+            cache.open(&path(1), true).await.unwrap(),
+            cache.open(&path(2), true).await.unwrap(),
+        ];
+        assert_eq!(cache.park_idle(2).await, 2);
+        assert!(log.open_handle().is_some(), "the dirty log was parked first");
+        assert!(indexes.iter().all(|file| file.open_handle().is_none()));
+        assert_eq!(storage.sync_count(), 0, "parking clean files syncs nothing");
+        // With nothing clean left, the dirty one goes, synced first.
+        assert_eq!(cache.park_idle(1).await, 1);
+        assert!(log.open_handle().is_none());
+        assert_eq!(storage.sync_count(), 1);
+    });
+}
+
+#[test]
 fn a_file_in_use_is_never_closed_and_an_open_waits_for_its_use_to_end() {
     block_on(async {
         let storage = storage().await;
