@@ -267,7 +267,7 @@ mod tests {
     fn sample_in_file(read_committed: bool, dir: &std::path::Path) -> FetchAnswer {
         let path = dir.join("00000000000000000000.log");
         std::fs::write(&path, b"older bytesfirst batchsecondlater bytes").unwrap();
-        let file = Arc::new(std::fs::File::open(&path).unwrap());
+        let file = Arc::new(std::fs::File::open(&path).unwrap().into());
         let range = FileRange {
             file,
             position: 11,

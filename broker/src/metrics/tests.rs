@@ -76,7 +76,7 @@ fn fetch_counts_bytes_and_records_per_topic() {
     let two_batches = two_batches.freeze();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("log"), batch(3)).unwrap();
-    let file = std::sync::Arc::new(std::fs::File::open(dir.path().join("log")).unwrap());
+    let file = std::sync::Arc::new(std::fs::File::open(dir.path().join("log")).unwrap().into());
     let in_file = FileRange {
         file,
         position: 0,

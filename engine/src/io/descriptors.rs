@@ -20,6 +20,12 @@
 //! [`withhold`](DescriptorBudget::withhold)s them. Withholding more than the storage leaves free
 //! raises pressure, so the shards close idle files until the storage fits again; so the storage
 //! may use what connections do not, and connections get theirs back as they come.
+//!
+//! Sends lend descriptors too: the network layer's sendfile reads a segment through a duplicate
+//! of its descriptor, made for one send and closed when the send is done ([`LentSlot`]). Files
+//! keep to [`files_soft_limit`](DescriptorBudget::files_soft_limit) (an open past it first
+//! closes idle files), and lent duplicates to the quarter above it: an LRU that filled the whole
+//! budget with open files would leave sends none, and every fetch would copy through memory.
 
 use std::cell::Cell;
 use std::io;
@@ -27,12 +33,17 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Sends may hold one descriptor in this many of the storage's limit; files keep to the rest.
+pub const LEND_SHARE_DIVISOR: u64 = 4;
+
 /// How many descriptors the storage files of every shard may hold at once. Shared across
 /// shards (atomics).
 #[derive(Debug)]
 pub struct DescriptorBudget {
     limit: u64,
     used: AtomicU64,
+    /// Of `used`, descriptors lent to sends ([`LentSlot`]).
+    lent: AtomicU64,
     /// Of `limit`, what others (client connections) hold or expect: the storage may use the rest.
     withheld: AtomicU64,
     /// Notified whenever the storage gives descriptors back, for those waiting to be lent some.
@@ -52,6 +63,7 @@ impl DescriptorBudget {
         Arc::new(DescriptorBudget {
             limit,
             used: AtomicU64::new(0),
+            lent: AtomicU64::new(0),
             withheld: AtomicU64::new(0),
             released: event_listener::Event::new(),
             shards: AtomicU64::new(0),
@@ -73,6 +85,40 @@ impl DescriptorBudget {
     /// What the storage may hold now: the limit less what is withheld for others.
     pub fn storage_limit(&self) -> u64 {
         self.limit.saturating_sub(self.withheld.load(Ordering::Acquire))
+    }
+
+    /// Descriptors held by files now (what is used less what sends hold).
+    pub fn files_used(&self) -> u64 {
+        self.used().saturating_sub(self.lent())
+    }
+
+    /// Descriptors lent to sends now.
+    pub fn lent(&self) -> u64 {
+        self.lent.load(Ordering::Relaxed)
+    }
+
+    /// What files should hold at most: past it an open first closes idle files, so that the
+    /// rest of the storage's limit stays free for sends.
+    pub fn files_soft_limit(&self) -> u64 {
+        let storage = self.storage_limit();
+        storage - storage / LEND_SHARE_DIVISOR
+    }
+
+    /// Lends one descriptor to a send, while lent ones are fewer than their share of the
+    /// storage's limit and the budget has room; `None` otherwise (the bytes then go through
+    /// memory). Given back when the slot is dropped, on whichever thread.
+    pub fn lend(self: &Arc<Self>) -> Option<LentSlot> {
+        let share = self.storage_limit() / LEND_SHARE_DIVISOR;
+        self.lent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |lent| {
+                (lent < share).then_some(lent + 1)
+            })
+            .ok()?;
+        if self.claim(1).is_err() {
+            self.lent.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(LentSlot { budget: self.clone() })
     }
 
     /// Withholds `count` of the limit for others (replacing what was withheld before). When the
@@ -257,6 +303,21 @@ pub fn is_out_of_descriptors(error: &io::Error) -> bool {
     }
 }
 
+/// One descriptor of the budget lent to a send; given back when dropped. Send: the send that
+/// holds it runs on the connection's shard, not the file's.
+#[derive(Debug)]
+pub struct LentSlot {
+    budget: Arc<DescriptorBudget>,
+}
+
+impl Drop for LentSlot {
+    fn drop(&mut self) {
+        let before = self.budget.lent.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "a lent slot was counted when it was made");
+        self.budget.give_back(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +356,30 @@ mod tests {
         assert_eq!(budget.used(), 0);
         budget.withhold(100);
         assert_eq!(budget.storage_limit(), 0, "never more withheld than the limit");
+    }
+
+    #[test]
+    fn sends_borrow_only_their_share_and_files_keep_to_the_rest() {
+        let budget = DescriptorBudget::new(16);
+        let shard = budget.shard();
+        assert_eq!(budget.files_soft_limit(), 12);
+        let files = shard.take(10).unwrap();
+        let lent: Vec<LentSlot> = (0..4).map(|_| budget.lend().unwrap()).collect();
+        assert!(budget.lend().is_none(), "a quarter of 16 is lent already");
+        assert_eq!((budget.used(), budget.lent(), budget.files_used()), (14, 4, 10));
+        // Files may still take what sends leave (the soft limit is kept by closing idle ones).
+        let more = shard.take(2).unwrap();
+        assert!(shard.take(1).is_err());
+        let released = budget.released();
+        let sent = std::thread::spawn(move || drop(lent));
+        futures::executor::block_on(released);
+        sent.join().unwrap();
+        assert_eq!((budget.used(), budget.lent()), (12, 0));
+        drop((files, more));
+        // Lending needs room in the budget, not only in the sends' share.
+        let _all = shard.take(16).unwrap();
+        assert!(budget.lend().is_none());
+        assert_eq!(budget.lent(), 0, "a refused lend counts nothing");
     }
 
     #[test]

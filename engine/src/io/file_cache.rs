@@ -14,8 +14,8 @@
 //!
 //! Which files may be parked ("idle"):
 //! - no operation in flight on it (a read, a write, an fdatasync, a reopen: each holds it in
-//!   use from start to end), so an append, a read or a sync is never cut, and no send in
-//!   progress holding a descriptor of it for sendfile ([`StorageFile::is_lent`]);
+//!   use from start to end), so an append, a read or a sync is never cut (a send in progress
+//!   holds a duplicate of its own, [`StorageFile::sendable`], and does not keep it open);
 //! - nothing written to it since its last fdatasync: a dirty file is fdatasync'd first and
 //!   parked only if that succeeded and nothing was written meanwhile. A file is never closed
 //!   with data the kernel has not written: a write-back error on an inode nobody holds open can
@@ -50,13 +50,12 @@
 //! tries at most [`OPEN_ROUNDS_MAX`] rounds, each ended by a file closed or a use ended.
 
 use super::descriptors::ShardDescriptors;
-use super::{is_out_of_descriptors, FileId, Storage, StorageFile};
+use super::{is_out_of_descriptors, FileId, LentFile, Storage, StorageFile};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
-use std::sync::Arc;
 
 /// The fewest files a shortage closes at once.
 pub const PARK_BATCH_MIN: usize = 8;
@@ -289,6 +288,11 @@ impl<S: Storage> Shared<S> {
             if descriptors.take_pressure() {
                 self.give_back().await;
             }
+            if descriptors.budget().files_used() >= descriptors.budget().files_soft_limit() {
+                // Files past their share: close some idle ones first, so that sends keep the
+                // rest (descriptors.rs). Nothing idle: the op goes on into the sends' share.
+                self.park_least_recent(self.batch()).await;
+            }
         }
         for _ in 0..OPEN_ROUNDS_MAX {
             match self.counted(op()).await {
@@ -415,7 +419,7 @@ impl<S: Storage> CachedFile<S> {
     fn is_idle(&self) -> bool {
         self.busy.get() == 0
             && self.failure.borrow().is_none()
-            && matches!(&*self.handle.borrow(), Handle::Open(file) if !file.is_lent())
+            && matches!(&*self.handle.borrow(), Handle::Open(_))
     }
 
     /// The open file to run one operation on, reopened if parked, and the mark that keeps it
@@ -570,7 +574,7 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         self.open_handle().map_or(0, |file| file.reserved_bytes())
     }
 
-    fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+    fn sendable(&self) -> io::Result<Option<LentFile>> {
         match self.open_handle() {
             Some(file) => file.sendable(),
             None => Ok(None),

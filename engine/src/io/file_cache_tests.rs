@@ -99,6 +99,25 @@ fn clean_files_are_closed_before_dirty_ones_however_recently_used() {
 }
 
 #[test]
+fn files_keep_below_their_soft_limit_so_that_sends_have_descriptors() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(64);
+        let cache = cache(&storage, &budget.shard());
+        let mut files = Vec::new();
+        for i in 0..100 {
+            files.push(cache.open(&path(i), true).await.unwrap());
+            assert!(budget.files_used() <= budget.files_soft_limit(), "open {i}");
+        }
+        assert_eq!(budget.files_soft_limit(), 48);
+        assert!(cache.stats().parks > 0);
+        // The quarter above the files' share is there for sends.
+        let lent: Vec<_> = std::iter::from_fn(|| budget.lend()).take(100).collect();
+        assert_eq!(lent.len(), 16);
+    });
+}
+
+#[test]
 fn a_file_in_use_is_never_closed_and_an_open_waits_for_its_use_to_end() {
     block_on(async {
         let storage = storage().await;
@@ -190,20 +209,23 @@ fn a_parked_file_reopens_only_as_the_same_file() {
 fn a_shard_above_its_fair_share_gives_back_when_another_is_short() {
     block_on(async {
         let storage = storage().await;
-        let budget = DescriptorBudget::new(4);
+        let budget = DescriptorBudget::new(8);
         let (one, two) = (budget.shard(), budget.shard());
         let (cache_one, cache_two) = (cache(&storage, &one), cache(&storage, &two));
         let mut held = Vec::new();
-        for i in 0..4 {
+        // Six files: up to the files' soft limit (8 less the sends' quarter), so none parked.
+        for i in 0..6 {
             held.push(cache_one.open(&path(i), true).await.unwrap());
         }
-        assert_eq!(one.held(), 4);
+        assert_eq!(one.held(), 6);
+        // Connections take 2: the six fill what the storage may hold.
+        budget.withhold(2);
         let refused = cache_two.open(&path(9), true).await.err().expect("budget full");
         assert!(is_out_of_descriptors(&refused));
         // Not its fault: the other shard holds the budget, so no shortage is reported.
         assert!(one.take_pressure());
-        assert_eq!(cache_one.give_back().await, 2);
-        assert_eq!(one.held(), 2);
+        assert_eq!(cache_one.give_back().await, 3);
+        assert_eq!(one.held(), 3);
         cache_two.open(&path(9), true).await.unwrap();
         // The parked files still serve their bytes.
         for file in &held {

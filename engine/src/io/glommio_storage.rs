@@ -7,7 +7,7 @@
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
 use super::reservations::ReserveBudget;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
-use super::{FileId, Storage, StorageFile};
+use super::{FileId, LentFile, Storage, StorageFile};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};
@@ -16,10 +16,6 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// Duplicate descriptors for sendfile are made only while the descriptor budget is used below
-/// this fraction (numerator, denominator).
-pub const SENDABLE_BUDGET_SHARE: (u64, u64) = (3, 4);
 
 /// How segment files are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -125,11 +121,9 @@ pub struct GlommioFile {
     len: Cell<u64>,
     /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`.
     tail_block: RefCell<Vec<u8>>,
-    /// A duplicate descriptor for other threads' sendfile, made on first use.
-    sendable: RefCell<Option<Arc<std::fs::File>>>,
     writeback: FileWriteBehind,
-    /// The descriptors this file holds (its own, and the duplicate once made), when the storage
-    /// has a budget; given back at close, or when the file is dropped.
+    /// The descriptor this file holds, when the storage has a budget; given back at close, or
+    /// when the file is dropped. (Duplicates lent to sends hold their own.)
     descriptors: RefCell<Option<DescriptorSlots>>,
     /// Blocks are reserved up to here (0: none past the length).
     reserved_to: Cell<u64>,
@@ -358,44 +352,22 @@ impl StorageFile for GlommioFile {
         self.reserved_to.get().saturating_sub(self.len.get())
     }
 
-    /// The duplicate descriptor is made only while the budget is less than
-    /// [`SENDABLE_BUDGET_SHARE`] used: past that, the bytes go through memory, so that sends in
-    /// progress (each holds its file open, see [`StorageFile::is_lent`]) never take the
-    /// descriptors that other partitions' files need.
-    fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
-        if let Some(file) = &*self.sendable.borrow() {
-            return Ok(Some(file.clone()));
-        }
+    /// A duplicate descriptor for one send, lent by the budget (none when it has none to lend:
+    /// the bytes then go through memory). The file may close while a send holds it.
+    fn sendable(&self) -> io::Result<Option<LentFile>> {
         let fd = self.read_fd()?;
-        if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
-            let budget = slots.budget();
-            let (numerator, denominator) = SENDABLE_BUDGET_SHARE;
-            let tight = budget.used().saturating_add(1).saturating_mul(denominator)
-                > budget.storage_limit().saturating_mul(numerator);
-            if tight || slots.grow(1).is_err() {
-                return Ok(None); // no descriptor to spare: the bytes go through memory instead
-            }
-        }
-        let duplicate = match crate::sys::duplicate(fd) {
-            Ok(duplicate) => duplicate,
-            Err(error) if super::is_out_of_descriptors(&error) => {
-                if let Some(slots) = self.descriptors.borrow_mut().as_mut() {
-                    slots.shrink(1);
-                }
-                return Ok(None);
-            }
-            Err(error) => return Err(error),
+        let slot = match self.descriptors.borrow().as_ref() {
+            Some(slots) => match slots.budget().lend() {
+                Some(slot) => Some(slot),
+                None => return Ok(None),
+            },
+            None => None,
         };
-        let file = Arc::new(std::fs::File::from(duplicate));
-        *self.sendable.borrow_mut() = Some(file.clone());
-        Ok(Some(file))
-    }
-
-    fn is_lent(&self) -> bool {
-        self.sendable
-            .borrow()
-            .as_ref()
-            .is_some_and(|file| Arc::strong_count(file) > 1)
+        match crate::sys::duplicate(fd) {
+            Ok(duplicate) => Ok(Some(LentFile::new(std::fs::File::from(duplicate), slot))),
+            Err(error) if super::is_out_of_descriptors(&error) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
@@ -420,8 +392,6 @@ impl StorageFile for GlommioFile {
     }
 
     async fn close(&self) -> io::Result<()> {
-        // Senders on other threads keep their own reference until they are done.
-        self.sendable.borrow_mut().take();
         let Some(handle) = self.handle.borrow_mut().take() else {
             return Ok(());
         };
@@ -529,7 +499,6 @@ impl Storage for GlommioStorage {
             id: FileId { device, inode },
             len: Cell::new(len),
             tail_block: RefCell::new(Vec::new()),
-            sendable: RefCell::new(None),
             writeback,
             descriptors: RefCell::new(descriptors),
             reserved_to: Cell::new(0),

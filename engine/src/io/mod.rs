@@ -12,7 +12,8 @@ mod reservations;
 pub mod writeback;
 
 pub use descriptors::{
-    is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots, ShardDescriptors,
+    is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots, LentSlot, ShardDescriptors,
+    LEND_SHARE_DIVISOR,
 };
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
@@ -48,9 +49,39 @@ use std::sync::Arc;
 /// (log data below the end is never rewritten in place). Send + Sync: it crosses shards.
 #[derive(Debug, Clone)]
 pub struct FileRange {
-    pub file: Arc<std::fs::File>,
+    pub file: Arc<LentFile>,
     pub position: u64,
     pub len: u64,
+}
+
+/// A storage file's descriptor lent to another thread: a duplicate made for one send, valid
+/// after the file itself is closed, renamed or removed, and counted in the descriptor budget
+/// until dropped (its [`LentSlot`]). Send + Sync.
+#[derive(Debug)]
+pub struct LentFile {
+    file: std::fs::File,
+    _slot: Option<LentSlot>,
+}
+
+impl LentFile {
+    pub fn new(file: std::fs::File, slot: Option<LentSlot>) -> Self {
+        LentFile { file, _slot: slot }
+    }
+}
+
+/// A file outside any budget (tests, tools).
+impl From<std::fs::File> for LentFile {
+    fn from(file: std::fs::File) -> Self {
+        LentFile::new(file, None)
+    }
+}
+
+impl std::ops::Deref for LentFile {
+    type Target = std::fs::File;
+
+    fn deref(&self) -> &std::fs::File {
+        &self.file
+    }
 }
 
 /// One open file, read+write. Owned by one shard; not Send. Shared as `Rc` so that an
@@ -76,16 +107,12 @@ pub trait StorageFile {
     fn reserved_bytes(&self) -> u64 {
         0
     }
-    /// A handle other threads may read this file through (the network layer's sendfile), still
-    /// valid after this file is closed, renamed or removed; `None` for files that are not
-    /// kernel files (the in-memory test storage).
-    fn sendable(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+    /// A handle other threads may read this file through for one send (the network layer's
+    /// sendfile), still valid after this file is closed, renamed or removed; `None` for files
+    /// that are not kernel files (the in-memory test storage), and when the budget has no
+    /// descriptor to lend.
+    fn sendable(&self) -> io::Result<Option<LentFile>> {
         Ok(None)
-    }
-    /// Whether a handle from [`StorageFile::sendable`] is still held elsewhere (a send in
-    /// progress): the file is in use and must not be closed while idle.
-    fn is_lent(&self) -> bool {
-        false
     }
     /// Whether reading `[pos, pos + len)` now would not wait for the disk (its first, middle
     /// and last pages are in the page cache). Files without a page cache say yes.

@@ -59,6 +59,7 @@ impl<F: StorageFile> Segment<F> {
         };
         if self.log.is_cached(position, len)? {
             if let Some(file) = self.log.sendable()? {
+                let file = std::sync::Arc::new(file);
                 let range = FileRange { file, position, len };
                 let offsets = first.base_offset..next_offset;
                 return Ok(RecordBytes::File { range, offsets });
