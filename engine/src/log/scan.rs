@@ -8,6 +8,11 @@ use std::io;
 /// Bytes read per I/O while scanning: a few index intervals.
 const SCAN_CHUNK: usize = 64 * 1024;
 
+/// Bytes read per I/O while looking for one batch from a sparse-index entry: about one index
+/// interval (`index.interval.bytes`, 4 KiB by default), where the batch sought usually lies. A
+/// fetch of a few KiB from each of thousands of partitions read 64 KiB to locate each.
+pub const LOCATE_CHUNK: usize = 4096;
+
 /// What the scanner found at its position.
 #[derive(Debug)]
 pub enum Scanned {
@@ -36,6 +41,8 @@ pub struct BatchScanner<'a, F> {
     verify: Verify,
     buf: Bytes,
     buf_start: u64,
+    /// Bytes read per I/O at least.
+    chunk: usize,
 }
 
 impl<'a, F: StorageFile> BatchScanner<'a, F> {
@@ -47,7 +54,15 @@ impl<'a, F: StorageFile> BatchScanner<'a, F> {
             verify,
             buf: Bytes::new(),
             buf_start: position,
+            chunk: SCAN_CHUNK,
         }
+    }
+
+    /// Reads `chunk` bytes per I/O instead of [`SCAN_CHUNK`] (more when a batch needs them).
+    pub fn with_chunk(mut self, chunk: usize) -> Self {
+        assert!(chunk >= batch::HEADER_LEN, "a chunk holds a batch header");
+        self.chunk = chunk;
+        self
     }
 
     pub fn position(&self) -> u64 {
@@ -59,7 +74,7 @@ impl<'a, F: StorageFile> BatchScanner<'a, F> {
         let offset_in_buf = self.position.wrapping_sub(self.buf_start) as usize;
         let have = self.position >= self.buf_start && offset_in_buf + n <= self.buf.len();
         if !have {
-            let len = n.max(SCAN_CHUNK).min((self.end - self.position) as usize);
+            let len = n.max(self.chunk).min((self.end - self.position) as usize);
             self.buf = self.file.read_at(self.position, len).await?;
             self.buf_start = self.position;
         }

@@ -6,7 +6,7 @@
 
 use super::batch::{BatchHeader, HEADER_LEN};
 use super::index::{EntryFile, IndexEntry};
-use super::scan::{BatchScanner, Scanned, Verify};
+use super::scan::{BatchScanner, Scanned, Verify, LOCATE_CHUNK};
 use super::timeindex::TimeEntry;
 use crate::io::{Storage, StorageFile};
 use bytes::Bytes;
@@ -351,7 +351,8 @@ impl<F: StorageFile> Segment<F> {
         start: u64,
         found: impl Fn(&BatchHeader) -> bool,
     ) -> io::Result<Option<(u64, BatchHeader)>> {
-        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, Verify::HeadersOnly);
+        let mut scanner = BatchScanner::new(&*self.log, start, self.meta.get().size, Verify::HeadersOnly)
+            .with_chunk(LOCATE_CHUNK);
         loop {
             match scanner.next().await? {
                 Scanned::Batch { position, header, .. } if found(&header) => {
