@@ -181,13 +181,22 @@ impl ReadBudget {
 }
 
 /// Reads every wanted partition on its shard, within `max_bytes` in all (plus, at most once per
-/// shard reading at the same time, a first batch past it). Reads run concurrently and take
-/// their grant when they start, so a read that waits (for the disk, or for a descriptor) holds
-/// its grant meanwhile and later ones may find none: those are read again, in rounds, while
-/// budget is left, so that an answer with room holds every partition's data as before.
+/// shard reading at the same time, a first batch past it). Kafka fills an answer in request
+/// order (clients rotate the order, so every partition has its turn), so the first round reads
+/// the partitions `max_bytes` covers even if each before them fills its own limit: what they
+/// leave goes to the others, read concurrently after them. Without that order, partitions of
+/// the shard that read first took the budget, and those of the other starved while the first
+/// had data. Reads take their grant when they start, so a read that waits (for the disk, or
+/// for a descriptor) holds its grant meanwhile and later ones may find none: those are read
+/// again, in rounds, while budget is left.
 async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>, max_bytes: usize) -> Reads {
     let budget = ReadBudget::new(max_bytes);
-    let mut results = read_round(ctx, &budget, wanted.clone()).await;
+    let first = covered_in_request_order(&wanted, max_bytes);
+    let mut results = read_round(ctx, &budget, wanted[..first].to_vec()).await;
+    if first < wanted.len() {
+        let rest = read_round(ctx, &budget, wanted[first..].to_vec()).await;
+        results.extend(rest);
+    }
     loop {
         let starved: Vec<usize> = (0..results.len())
             .filter(|i| matches!(&results[*i].1, Ok((_, true))))
@@ -209,6 +218,19 @@ async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>, ma
         .into_iter()
         .map(|(tp, read)| (tp, read.map(|(read, _)| read)))
         .collect()
+}
+
+/// How many partitions from the first `max_bytes` covers if each before fills its own limit
+/// (the last of them may get less than its limit; at least one).
+fn covered_in_request_order(wanted: &[(TopicPartition, Wanted)], max_bytes: usize) -> usize {
+    let mut left = max_bytes;
+    for (index, (_, want)) in wanted.iter().enumerate() {
+        if left == 0 {
+            return index.max(1);
+        }
+        left = left.saturating_sub(want.max_bytes);
+    }
+    wanted.len()
 }
 
 /// One concurrent read of `wanted` within what is left of `budget`; each read comes with
@@ -495,6 +517,27 @@ mod tests {
         budget.settle(50, 50);
         let fourth = budget.take(want(60));
         assert_eq!((fourth.max_bytes, fourth.min_one_batch), (0, false));
+    }
+
+    #[test]
+    fn the_first_round_holds_the_partitions_the_budget_covers_in_request_order() {
+        let wanted = |limits: &[usize]| -> Vec<(TopicPartition, Wanted)> {
+            let tp = |partition| TopicPartition {
+                topic: "t".to_owned(),
+                partition,
+            };
+            limits
+                .iter()
+                .enumerate()
+                .map(|(p, &l)| (tp(p as i32), want(l)))
+                .collect()
+        };
+        assert_eq!(covered_in_request_order(&wanted(&[200, 200, 200]), 300), 2);
+        assert_eq!(covered_in_request_order(&wanted(&[100, 200, 50]), 300), 2);
+        assert_eq!(covered_in_request_order(&wanted(&[100, 100, 50]), 300), 3);
+        assert_eq!(covered_in_request_order(&wanted(&[0, 500, 10]), 300), 2);
+        assert_eq!(covered_in_request_order(&wanted(&[10]), 0), 1);
+        assert_eq!(covered_in_request_order(&wanted(&[]), 300), 0);
     }
 
     #[test]
