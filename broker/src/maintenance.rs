@@ -24,6 +24,9 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         .map_or(retention_every, |f| f.min(retention_every))
         .min(IDLE_CHECK_EVERY);
     let (mut since_retention, mut since_reservations) = (Duration::ZERO, Duration::ZERO);
+    // The open partitions of each idle pass; emptied after it, its capacity kept (the pass
+    // allocated a vector of every partition each time: half its CPU at 50 000 partitions).
+    let mut open = Vec::new();
     loop {
         glommio::timer::sleep(tick).await;
         since_retention += tick;
@@ -33,7 +36,9 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         }
         if since_reservations >= IDLE_CHECK_EVERY {
             since_reservations = Duration::ZERO;
-            release_idle(&ctx).await;
+            ctx.state.partitions.all_into(&mut open);
+            release_idle(&open).await;
+            open.clear();
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
@@ -53,9 +58,10 @@ const IDLE_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// shutdown has little left to do. A partition written without pause has its synced prefix
 /// moved every `SYNCED_PREFIX_STEP_BYTES` instead, bounding what its recovery verifies. An idle
 /// partition holds no disk but its bytes, and little memory.
-async fn release_idle(ctx: &Rc<BrokerCtx>) {
+async fn release_idle(partitions: &[((String, i32), Rc<Partition>)]) {
     let now = now_ms();
-    for ((topic, partition), open) in ctx.state.partitions.all() {
+    for ((topic, partition), open) in partitions {
+        let (topic, partition) = (topic.as_str(), *partition);
         open.release_unused_indexes();
         if let Err(error) = open.release_idle_reservation(now).await {
             tracing::error!(topic, partition, %error, "giving back reserved blocks failed");

@@ -271,6 +271,14 @@ impl ShardPartitions {
     }
 
     /// Every open partition, for retention, flushing and metrics.
+    /// Every open partition into `out` (cleared first; its capacity is kept, so a pass that
+    /// runs every few seconds over tens of thousands of partitions does not allocate a new
+    /// vector of them each time). The caller clears it after use: it holds the partitions.
+    pub fn all_into(&self, out: &mut Vec<(PartitionKey, Rc<Partition>)>) {
+        out.clear();
+        out.extend(self.open.borrow().iter().map(|(k, p)| (k.clone(), p.clone())));
+    }
+
     pub fn all(&self) -> Vec<(PartitionKey, Rc<Partition>)> {
         self.open
             .borrow()
