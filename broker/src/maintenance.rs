@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use laminar_engine::partition::{Partition, CHECKPOINT_IDLE_MS};
+use laminar_engine::shard::partitions::PartitionKey;
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
@@ -24,7 +25,7 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         .map_or(retention_every, |f| f.min(retention_every))
         .min(IDLE_CHECK_EVERY);
     let (mut since_retention, mut since_reservations) = (Duration::ZERO, Duration::ZERO);
-    // The open partitions of each idle pass; emptied after it, its capacity kept (the pass
+    // The open partitions of each pass; emptied after it, its capacity kept (the idle pass
     // allocated a vector of every partition each time: half its CPU at 50 000 partitions).
     let mut open = Vec::new();
     loop {
@@ -32,7 +33,9 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         since_retention += tick;
         since_reservations += tick;
         if flush_every.is_some() {
-            flush_all(&ctx).await;
+            ctx.state.partitions.all_into(&mut open);
+            flush_all(&ctx, &open).await;
+            open.clear();
         }
         if since_reservations >= IDLE_CHECK_EVERY {
             since_reservations = Duration::ZERO;
@@ -42,7 +45,9 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
-            apply_retention(&ctx).await;
+            ctx.state.partitions.all_into(&mut open);
+            apply_retention(&ctx, &open).await;
+            open.clear();
         }
     }
 }
@@ -58,7 +63,7 @@ const IDLE_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// shutdown has little left to do. A partition written without pause has its synced prefix
 /// moved every `SYNCED_PREFIX_STEP_BYTES` instead, bounding what its recovery verifies. An idle
 /// partition holds no disk but its bytes, and little memory.
-async fn release_idle(partitions: &[((String, i32), Rc<Partition>)]) {
+async fn release_idle(partitions: &[(PartitionKey, Rc<Partition>)]) {
     let now = now_ms();
     for ((topic, partition), open) in partitions {
         let (topic, partition) = (topic.as_str(), *partition);
@@ -92,8 +97,9 @@ pub async fn give_back_memory(ctx: Rc<BrokerCtx>) {
     }
 }
 
-async fn flush_all(ctx: &Rc<BrokerCtx>) {
-    for ((topic, partition), open) in ctx.state.partitions.all() {
+async fn flush_all(ctx: &Rc<BrokerCtx>, partitions: &[(PartitionKey, Rc<Partition>)]) {
+    for ((topic, partition), open) in partitions {
+        let (topic, partition) = (topic.as_str(), *partition);
         if open.durable_offset() >= open.log_end_offset() {
             continue;
         }
@@ -105,10 +111,10 @@ async fn flush_all(ctx: &Rc<BrokerCtx>) {
     }
 }
 
-async fn apply_retention(ctx: &Rc<BrokerCtx>) {
+async fn apply_retention(ctx: &Rc<BrokerCtx>, partitions: &[(PartitionKey, Rc<Partition>)]) {
     let now = now_ms();
-    for ((topic, partition), open) in ctx.state.partitions.all() {
-        retain(ctx, &topic, partition, &open, now).await;
+    for ((topic, partition), open) in partitions {
+        retain(ctx, topic, *partition, open, now).await;
     }
     open_for_retention(ctx, now).await;
 }

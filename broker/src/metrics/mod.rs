@@ -103,12 +103,10 @@ impl ShardSnapshot {
     ) -> ShardSnapshot {
         let metrics = &state.metrics;
         let (partition_count, partitions) = owned_partitions(shard, shard_count, state, detail);
-        let log_bytes = state
+        let mut log_bytes = 0;
+        state
             .partitions
-            .all()
-            .iter()
-            .map(|(_, open)| open.size_bytes())
-            .sum();
+            .for_each(|_, open| log_bytes += open.size_bytes());
         ShardSnapshot {
             shard,
             requests: metrics

@@ -270,7 +270,11 @@ impl ShardPartitions {
         self.partition_locks.borrow().len()
     }
 
-    /// Every open partition, for retention, flushing and metrics.
+    /// How many partitions are open.
+    pub fn open_count(&self) -> usize {
+        self.open.borrow().len()
+    }
+
     /// Every open partition into `out` (cleared first; its capacity is kept, so a pass that
     /// runs every few seconds over tens of thousands of partitions does not allocate a new
     /// vector of them each time). The caller clears it after use: it holds the partitions.
@@ -279,12 +283,12 @@ impl ShardPartitions {
         out.extend(self.open.borrow().iter().map(|(k, p)| (k.clone(), p.clone())));
     }
 
-    pub fn all(&self) -> Vec<(PartitionKey, Rc<Partition>)> {
-        self.open
-            .borrow()
-            .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect()
+    /// Visits every open partition without copying the map; `visit` must not open or close
+    /// partitions of this shard (the map is borrowed meanwhile).
+    pub fn for_each(&self, mut visit: impl FnMut(&PartitionKey, &Rc<Partition>)) {
+        for (key, partition) in self.open.borrow().iter() {
+            visit(key, partition);
+        }
     }
 
     /// Flushes and closes every partition (clean-shutdown marker); returns the failures.
