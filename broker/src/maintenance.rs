@@ -6,7 +6,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use laminar_engine::partition::{Partition, CHECKPOINT_IDLE_MS};
+use laminar_engine::partition::{LogError, Partition, CHECKPOINT_IDLE_MS};
 use laminar_engine::shard::partitions::PartitionKey;
 use laminar_engine::shard::shard_of_partition;
 
@@ -78,6 +78,26 @@ async fn release_idle(partitions: &[(PartitionKey, Rc<Partition>)]) {
             tracing::error!(topic, partition, %error, "moving the synced prefix failed");
         }
     }
+}
+
+/// After an append that rolled the partition's log: the old segment is fsynced by a task of its
+/// own while appends go on into the new one (engine `log/rolled.rs`; decision 0011, section 7).
+/// The log hands out one such task per roll and syncs the previous segment before it rolls
+/// again, so a partition has at most one.
+pub fn sync_rolled_segment(tp: &TopicPartition, partition: &Rc<Partition>) {
+    if !partition.claim_rolled_sync() {
+        return;
+    }
+    let (partition, topic, index) = (partition.clone(), tp.topic.clone(), tp.partition);
+    glommio::spawn_local(async move {
+        match partition.finish_rolled_sync().await {
+            Ok(()) | Err(LogError::Closed) => {}
+            Err(error) => {
+                tracing::error!(topic, partition = index, %error, "syncing a rolled segment failed")
+            }
+        }
+    })
+    .detach();
 }
 
 /// How often shard 0 checks whether request memory has fallen after a peak.

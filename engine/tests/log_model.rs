@@ -182,6 +182,7 @@ impl Run {
             81..=83 => self.truncate().await,
             84..=89 => self.close_and_reopen().await,
             90..=95 => self.crash_and_reopen().await,
+            96..=97 => self.sync_rolled_segment().await,
             _ => self.change_segment_bytes().await,
         }
     }
@@ -292,6 +293,16 @@ impl Run {
         assert!(end <= model.end());
         model.truncate_at_offset(end);
         model.synced = end;
+    }
+
+    /// What the broker runs in the background after a roll: the segment that rolled fsynced
+    /// and the state recording it (the model's durable point does not move: the active
+    /// segment's bytes stay unsynced).
+    async fn sync_rolled_segment(&mut self) {
+        if self.p().claim_rolled_sync() {
+            assert!(!self.p().claim_rolled_sync(), "one claim per roll");
+            self.p().finish_rolled_sync().await.unwrap();
+        }
     }
 
     async fn change_segment_bytes(&mut self) {

@@ -79,6 +79,7 @@ pub async fn append(
         let tp = offsets_partition(partition);
         let log = ctx.state.partition(&tp).await?;
         let info = log.append(batch, now).await?;
+        crate::maintenance::sync_rolled_segment(&tp, &log);
         if let Some(replication) = &ctx.state.replication {
             replication.leader_appended(&tp, &log);
         }

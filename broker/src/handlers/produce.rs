@@ -68,6 +68,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: Produc
                 replication.check_min_isr(&tp, there.state.shared.min_insync_replicas(&tp.topic))?;
             }
             let info = partition.append(records, now_ms).await?;
+            crate::maintenance::sync_rolled_segment(&tp, &partition);
             if let Some(replication) = replication {
                 replication.leader_appended(&tp, &partition);
             }

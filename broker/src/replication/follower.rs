@@ -244,6 +244,7 @@ async fn append_fetched(ctx: &Rc<BrokerCtx>, part: &FetchedPart) -> anyhow::Resu
         let partition = ctx.state.replica_partition(&part.tp, OpenMode::Create).await?;
         let partition = partition.ok_or_else(|| anyhow::anyhow!("replica partition not opened"))?;
         let info = partition.append_as_follower(part.records.slice(..whole)).await?;
+        crate::maintenance::sync_rolled_segment(&part.tp, &partition);
         if ctx.state.shared.config.laminar_fsync == FsyncSetting::Always {
             partition.wait_durable(info.last_offset).await?;
         }

@@ -116,6 +116,9 @@ impl<S: Storage> Log<S> {
         if eligible == 0 {
             return Ok(outcome);
         }
+        // Recovery verifies segments from the recorded prefix on and cuts the log at one that
+        // ends short of the next: none of them may be compacted (`rolled.rs`).
+        self.settle_rolled().await?;
         let latest = latest_offsets(&segments).await?;
         for (i, segment) in closed[..eligible].iter().enumerate() {
             let expire = now_ms - segment.meta().max_timestamp > config.delete_retention_ms;

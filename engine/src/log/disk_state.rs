@@ -1,12 +1,12 @@
 //! `<dir>/.laminar-log-state`: whether a crash could have left anything torn in the log, and
 //! what of its active segment it cannot have touched.
 //!
-//! Format 2, 36 bytes, overwritten in place (one write, then fdatasync); integers big endian:
+//! Format 3, 36 bytes, overwritten in place (one write, then fdatasync); integers big endian:
 //!
 //! ```text
 //! off len field
 //!   0   4 magic "LLST"
-//!   4   1 format version (2)
+//!   4   1 format version (3)
 //!   5   1 state: 1 clean, 0 dirty
 //!   6   2 zero
 //!   8   8 synced prefix: base offset of the active segment, -1 when none is known
@@ -16,8 +16,13 @@
 //!  32   4 CRC-32 (IEEE, crc32fast) of bytes 0..32
 //! ```
 //!
-//! Format 1 (12 bytes: the first 8 above with version 1, then the CRC of bytes 0..8) is read
-//! too; it records no prefix.
+//! Format 2 has the same layout; format 1 (12 bytes: the first 8 above with version 1, then the
+//! CRC of bytes 0..8) records no prefix. Both are still read. What changed with format 3 is what
+//! a dirty state promises of the segments before the active one: formats 1 and 2 were written
+//! by versions that fsynced every segment as it rolled, so only the active one needed recovery.
+//! Since format 3 a segment that rolls is fsynced in the background while appends go on into
+//! the next (`rolled.rs`), so recovery verifies every segment from the prefix's on (without a
+//! prefix: the active one and the one before it).
 //!
 //! Clean means: every byte of the log is fdatasync'd, its indexes are complete and fdatasync'd,
 //! and nothing has been written since. An open then trusts the indexes and reads only the batch
@@ -48,7 +53,9 @@ pub const STATE_FILE: &str = ".laminar-log-state";
 pub const LEGACY_CLEAN_MARKER: &str = ".laminar-clean-shutdown";
 
 const MAGIC: &[u8; 4] = b"LLST";
-const FORMAT_VERSION: u8 = 2;
+const FORMAT_VERSION: u8 = 3;
+/// Same layout as format 3, but every segment before the active one was synced as it rolled.
+const FORMAT_2: u8 = 2;
 pub const STATE_LEN: usize = 36;
 const FORMAT_1_LEN: usize = 12;
 
@@ -69,17 +76,42 @@ pub struct SyncedPrefix {
 }
 
 /// The state file's content.
+impl SyncedPrefix {
+    /// Nothing of the segment at `base_offset` trusted, but every segment before it synced.
+    pub fn start_of(base_offset: i64) -> SyncedPrefix {
+        SyncedPrefix {
+            base_offset,
+            log_len: 0,
+            offset_entries: 0,
+            time_entries: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateRecord {
     pub state: DiskState,
     pub synced: Option<SyncedPrefix>,
+    /// Read from format 1 or 2: every segment before the active one was synced as it rolled.
+    /// Never written (the log writes format 3).
+    pub rolled_synced: bool,
 }
 
 impl StateRecord {
     pub const DIRTY: StateRecord = StateRecord {
         state: DiskState::Dirty,
         synced: None,
+        rolled_synced: false,
     };
+
+    /// A record this version writes.
+    pub fn new(state: DiskState, synced: Option<SyncedPrefix>) -> StateRecord {
+        StateRecord {
+            state,
+            synced,
+            rolled_synced: false,
+        }
+    }
 }
 
 pub fn encode(record: StateRecord) -> [u8; STATE_LEN] {
@@ -104,14 +136,15 @@ pub fn encode(record: StateRecord) -> [u8; STATE_LEN] {
 
 /// The record `bytes` hold; `None` when they are not a whole, valid state file.
 pub fn decode(bytes: &[u8]) -> Option<StateRecord> {
-    let (version, covered) = match bytes.len() {
-        STATE_LEN => (FORMAT_VERSION, 32),
-        FORMAT_1_LEN => (1, 8),
+    let (versions, covered) = match bytes.len() {
+        STATE_LEN => ([FORMAT_2, FORMAT_VERSION], 32),
+        FORMAT_1_LEN => ([1, 1], 8),
         _ => return None,
     };
+    let version = bytes[4];
     let crc = u32::from_be_bytes(bytes[covered..].try_into().ok()?);
     let valid = &bytes[..4] == MAGIC
-        && bytes[4] == version
+        && versions.contains(&version)
         && bytes[6..8] == [0, 0]
         && crc32fast::hash(&bytes[..covered]) == crc;
     let state = match (valid, bytes[5]) {
@@ -119,7 +152,7 @@ pub fn decode(bytes: &[u8]) -> Option<StateRecord> {
         (true, 0) => DiskState::Dirty,
         _ => return None,
     };
-    let synced = (version == FORMAT_VERSION)
+    let synced = (version != 1)
         .then(|| SyncedPrefix {
             base_offset: i64::from_be_bytes(bytes[8..16].try_into().expect("8 bytes")),
             log_len: u64::from_be_bytes(bytes[16..24].try_into().expect("8 bytes")),
@@ -127,7 +160,11 @@ pub fn decode(bytes: &[u8]) -> Option<StateRecord> {
             time_entries: u32::from_be_bytes(bytes[28..32].try_into().expect("4 bytes")),
         })
         .filter(|p| p.base_offset >= 0);
-    Some(StateRecord { state, synced })
+    Some(StateRecord {
+        state,
+        synced,
+        rolled_synced: version < FORMAT_VERSION,
+    })
 }
 
 /// The record of the log in `dir`, whose entries are `names`: clean only when the state file
@@ -140,7 +177,8 @@ pub async fn read<S: Storage>(storage: &S, dir: &Path, names: &[String]) -> io::
         } else {
             DiskState::Dirty
         };
-        return Ok(StateRecord { state, synced: None });
+        // Without the file (a new log before its first checkpoint) nothing is promised.
+        return Ok(StateRecord::new(state, None));
     }
     let path = dir.join(STATE_FILE);
     let file = storage.open(&path, false).await?;
@@ -178,14 +216,11 @@ mod tests {
 
     #[test]
     fn golden_state_file() {
-        let clean = encode(StateRecord {
-            state: DiskState::Clean,
-            synced: Some(PREFIX),
-        });
+        let clean = encode(StateRecord::new(DiskState::Clean, Some(PREFIX)));
         assert_eq!(
             clean[..32],
             [
-                b'L', b'L', b'S', b'T', 2, 1, 0, 0, // magic, version, clean, zero
+                b'L', b'L', b'S', b'T', 3, 1, 0, 0, // magic, version, clean, zero
                 0, 0, 0, 0, 0, 0, 0x01, 0x02, // active segment base offset
                 0, 0, 0, 0, 0x0A, 0x0B, 0x0C, 0x0D, // synced .log length
                 0, 0, 0, 7, // offset index entries
@@ -196,10 +231,22 @@ mod tests {
         let dirty = encode(StateRecord::DIRTY);
         assert_eq!(
             &dirty[..16],
-            b"LLST\x02\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff"
+            b"LLST\x03\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff"
         );
         assert_eq!(decode(&clean).and_then(|r| r.synced), Some(PREFIX));
         assert_eq!(decode(&dirty), Some(StateRecord::DIRTY));
+    }
+
+    #[test]
+    fn format_2_is_read_as_every_rolled_segment_synced() {
+        let mut v2 = encode(StateRecord::new(DiskState::Dirty, Some(PREFIX)));
+        v2[4] = 2;
+        let crc = crc32fast::hash(&v2[..32]);
+        v2[32..].copy_from_slice(&crc.to_be_bytes());
+        let record = decode(&v2).expect("valid");
+        assert_eq!((record.synced, record.rolled_synced), (Some(PREFIX), true));
+        let v3 = decode(&encode(StateRecord::new(DiskState::Dirty, Some(PREFIX)))).expect("valid");
+        assert!(!v3.rolled_synced, "format 3 promises nothing of rolled segments");
     }
 
     #[test]
@@ -209,14 +256,12 @@ mod tests {
         v1[8..].copy_from_slice(&crc.to_be_bytes());
         let record = decode(&v1).expect("valid");
         assert_eq!((record.state, record.synced), (DiskState::Clean, None));
+        assert!(record.rolled_synced);
     }
 
     #[test]
     fn anything_but_a_whole_valid_file_is_refused() {
-        let clean = encode(StateRecord {
-            state: DiskState::Clean,
-            synced: Some(PREFIX),
-        });
+        let clean = encode(StateRecord::new(DiskState::Clean, Some(PREFIX)));
         assert_eq!(decode(&clean[..35]), None, "short");
         assert_eq!(decode(&[&clean[..], &[0]].concat()), None, "long");
         for at in 0..STATE_LEN {

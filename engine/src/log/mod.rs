@@ -24,6 +24,7 @@ pub mod index;
 pub mod records;
 mod recovery;
 mod retention;
+mod rolled;
 mod scan;
 pub mod segment;
 mod send;
@@ -93,6 +94,14 @@ pub struct Log<S: Storage> {
     /// What of the active segment the last clean state had synced, recorded with the dirty
     /// state so that recovery starts after it (`disk_state.rs`); `None` when unknown.
     synced_prefix: Cell<Option<SyncedPrefix>>,
+    /// The segment that rolled, until it is synced (`rolled.rs`); at most one.
+    rolled: RefCell<Option<Rc<Segment<S::File>>>>,
+    /// Whether a caller was told to sync `rolled` in the background.
+    rolled_sync_claimed: Cell<bool>,
+    /// Callers syncing `rolled` take turns, so that the second finds it done.
+    rolled_sync: async_lock::Mutex<()>,
+    /// Counts truncations, which rewrite what a synced prefix taken before them described.
+    truncations: Cell<u64>,
 }
 
 impl<S: Storage> Log<S> {
@@ -110,17 +119,8 @@ impl<S: Storage> Log<S> {
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
         let interval = config.index_interval_bytes;
-        let mut segments = Vec::with_capacity(bases.len());
-        for (i, &base) in bases.iter().enumerate() {
-            let active = (i + 1 == bases.len()).then_some(record);
-            let segment = Self::open_segment(&storage, &dir, (base, interval), active).await?;
-            segments.push(Rc::new(segment));
-        }
-        if let (false, Some(active)) = (clean, segments.last()) {
-            // What recovery kept may still be in the page cache only (the broker crashed, not
-            // the machine): it counts as durable from now on, so it is made so.
-            active.log.fdatasync().await?;
-        }
+        let segments = Self::open_segments(&storage, &dir, (&bases, interval), record).await?;
+        let mut segments: Vec<_> = segments.into_iter().map(Rc::new).collect();
         let state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
         if segments.is_empty() {
             let base = checkpoint.unwrap_or(0);
@@ -156,6 +156,10 @@ impl<S: Storage> Log<S> {
             state_file: Cell::new(state_file),
             legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
             synced_prefix: Cell::new(synced_prefix),
+            rolled: RefCell::new(None),
+            rolled_sync_claimed: Cell::new(false),
+            rolled_sync: async_lock::Mutex::new(()),
+            truncations: Cell::new(0),
         })
     }
 
@@ -172,10 +176,7 @@ impl<S: Storage> Log<S> {
         }
         let marked = async {
             if self.state_file.get() {
-                let record = StateRecord {
-                    state: DiskState::Dirty,
-                    synced: self.synced_prefix.get(),
-                };
+                let record = StateRecord::new(DiskState::Dirty, self.synced_prefix.get());
                 disk_state::write(&*self.storage, &self.dir, record, true).await?;
             }
             if self.legacy_marker.get() {
@@ -200,10 +201,7 @@ impl<S: Storage> Log<S> {
     async fn mark_clean(&self) -> io::Result<()> {
         let exists = self.state_file.get();
         let synced = self.active().synced_prefix();
-        let record = StateRecord {
-            state: DiskState::Clean,
-            synced: Some(synced),
-        };
+        let record = StateRecord::new(DiskState::Clean, Some(synced));
         disk_state::write(&*self.storage, &self.dir, record, exists).await?;
         if !exists {
             self.storage.sync_dir(&self.dir).await?;
@@ -216,7 +214,11 @@ impl<S: Storage> Log<S> {
     /// Before a write below the active segment's synced prefix (a truncation): the state on
     /// disk no longer records one, so recovery verifies the whole active segment.
     async fn forget_synced_prefix(&self) -> Result<(), LogError> {
-        if self.synced_prefix.take().is_none() || self.clean.get() || !self.state_file.get() {
+        // Written even when this log knows of no prefix: one opened after a crash still has
+        // the old one on disk, which must not outlive the bytes it describes (it also says
+        // that every segment before it is synced, `rolled.rs`).
+        self.synced_prefix.set(None);
+        if self.clean.get() || !self.state_file.get() {
             return Ok(()); // a clean log records none when it turns dirty (`mark_dirty`)
         }
         let written = disk_state::write(&*self.storage, &self.dir, StateRecord::DIRTY, true).await;
@@ -227,34 +229,41 @@ impl<S: Storage> Log<S> {
     /// active segment holds `step` bytes past its synced prefix, syncs it and its indexes and
     /// records the new prefix with the dirty state, so that recovery after a crash verifies at
     /// most about `step` bytes of it. Returns whether it did.
+    ///
+    /// The fdatasync of the segment's `.log`, the long part (all of `step` may be unwritten),
+    /// runs without the writer lock, so that appends go on meanwhile; the prefix is what the
+    /// segment held before it, and is recorded only if no truncation or roll came in between.
     pub async fn advance_synced_prefix(&self, step: u64) -> Result<bool, LogError> {
+        let (active, prefix, truncations) = {
+            let _writer = self.writer.lock().await;
+            self.check_ok()?;
+            let active = self.active();
+            let from = match self.synced_prefix.get() {
+                Some(prefix) if prefix.base_offset == active.base_offset => prefix.log_len,
+                _ => 0,
+            };
+            if self.clean.get() || active.meta().size < from + step {
+                return Ok(false);
+            }
+            active.write_indexes().await.map_err(|e| self.fail(e))?;
+            (active.clone(), active.synced_prefix(), self.truncations.get())
+        };
+        self.sync_rolled().await?;
+        active.log.fdatasync().await.map_err(|e| self.fail(e))?;
         let _writer = self.writer.lock().await;
         self.check_ok()?;
-        let active = self.active();
-        let from = match self.synced_prefix.get() {
-            Some(prefix) if prefix.base_offset == active.base_offset => prefix.log_len,
-            _ => 0,
-        };
-        if self.clean.get() || active.meta().size < from + step {
+        let unchanged = truncations == self.truncations.get() && Rc::ptr_eq(&active, &self.active());
+        if self.clean.get() || !unchanged {
             return Ok(false);
         }
-        let exists = self.state_file.get();
-        let advanced = async {
-            active.sync_appended().await?;
-            let synced = active.synced_prefix();
-            let record = StateRecord {
-                state: DiskState::Dirty,
-                synced: Some(synced),
-            };
-            disk_state::write(&*self.storage, &self.dir, record, exists).await?;
-            if !exists {
-                self.storage.sync_dir(&self.dir).await?;
-            }
-            Ok::<_, io::Error>(synced)
+        let recorded = async {
+            active.sync_indexes().await?;
+            self.write_state(StateRecord::new(DiskState::Dirty, Some(prefix)))
+                .await
         }
         .await;
-        self.synced_prefix.set(Some(advanced.map_err(|e| self.fail(e))?));
-        self.state_file.set(true);
+        recorded.map_err(|e| self.fail(e))?;
+        self.synced_prefix.set(Some(prefix));
         Ok(true)
     }
 
@@ -266,6 +275,7 @@ impl<S: Storage> Log<S> {
         if self.clean.get() {
             return Ok(false);
         }
+        self.sync_rolled().await?;
         let synced = async {
             self.active().sync_all().await?;
             self.mark_clean().await
@@ -276,29 +286,77 @@ impl<S: Storage> Log<S> {
         Ok(true)
     }
 
-    /// Opens the segment at `base`; `active` is the log's state record when it is the active
-    /// one. Only the active segment needs crash recovery (the others were fsynced as they
-    /// rolled), from its synced prefix when the record has one for it; only it is never
-    /// compacted.
+    /// Opens the segments at `bases` (sorted). After a crash (`record` dirty) the segments
+    /// that may hold unsynced bytes are verified and fdatasync'd (what recovery kept counts as
+    /// durable from then on): the active one, from its synced prefix when the record has one
+    /// for it, and those from the prefix's segment on (`rolled.rs`). When one of those before
+    /// the active one was cut by the crash, or ends short of the next, the segments after it
+    /// are removed and it becomes the active one.
+    async fn open_segments(
+        storage: &S,
+        dir: &Path,
+        (bases, interval): (&[i64], u32),
+        record: StateRecord,
+    ) -> io::Result<Vec<Segment<S::File>>> {
+        let verify_from = match (record.state, record.synced) {
+            (DiskState::Clean, _) => None,
+            _ if record.rolled_synced => bases.last().copied(),
+            (DiskState::Dirty, Some(prefix)) => Some(prefix.base_offset),
+            (DiskState::Dirty, None) => bases.len().checked_sub(2).map(|i| bases[i]),
+        };
+        let mut segments = Vec::with_capacity(bases.len());
+        for (i, &base) in bases.iter().enumerate() {
+            let next_base = bases.get(i + 1).copied();
+            let suspect = record.state == DiskState::Dirty
+                && (next_base.is_none() || verify_from.is_some_and(|from| base >= from));
+            let opened = Self::open_segment(
+                storage,
+                dir,
+                (base, interval),
+                record,
+                (suspect, next_base.is_none()),
+            );
+            let (segment, cut) = opened.await?;
+            if suspect {
+                segment.log.fdatasync().await?;
+            }
+            let short = next_base.is_some_and(|next| segment.meta().next_offset != next);
+            segments.push(segment);
+            if suspect && (cut > 0 || short) {
+                let lost = &bases[i + 1..];
+                tracing::warn!(dir = %dir.display(), base_offset = base, later_segments = lost.len(),
+                    "a segment that rolled lost its unsynced tail in the crash: the segments after it are removed");
+                for &later in lost {
+                    segment::remove_segment_files(storage, dir, later).await?;
+                }
+                storage.sync_dir(dir).await?;
+                break;
+            }
+        }
+        Ok(segments)
+    }
+
+    /// Opens the segment at `base`, verifying its batches (`suspect`) from the record's synced
+    /// prefix when it has one for it; returns it and the bytes cut from its end. Only the
+    /// active segment is never compacted, and neither is one recovery verifies (`rolled.rs`).
     async fn open_segment(
         storage: &S,
         dir: &Path,
         (base, interval): (i64, u32),
-        active: Option<StateRecord>,
-    ) -> io::Result<Segment<S::File>> {
-        let (verify, gaps) = match active {
-            None => (Verify::HeadersOnly, OffsetGaps::Allowed),
-            Some(record) if record.state == DiskState::Clean => (Verify::HeadersOnly, OffsetGaps::Refused),
-            Some(record) => match record.synced.filter(|p| p.base_offset == base) {
+        record: StateRecord,
+        (suspect, last): (bool, bool),
+    ) -> io::Result<(Segment<S::File>, u64)> {
+        let (verify, gaps) = match (suspect, last) {
+            (false, false) => (Verify::HeadersOnly, OffsetGaps::Allowed),
+            (false, true) => (Verify::HeadersOnly, OffsetGaps::Refused),
+            (true, _) => match record.synced.filter(|p| p.base_offset == base) {
                 Some(synced) => {
-                    let opened = recovery::open_active_after(storage, dir, (base, interval), synced).await?;
-                    return Ok(opened.0);
+                    return recovery::open_active_after(storage, dir, (base, interval), synced).await
                 }
                 None => (Verify::Checksums, OffsetGaps::Refused),
             },
         };
-        let (segment, _cut) = recovery::open_segment(storage, dir, base, interval, verify, gaps).await?;
-        Ok(segment)
+        recovery::open_segment(storage, dir, base, interval, verify, gaps).await
     }
 
     async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
@@ -542,16 +600,16 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// Starts a new active segment at the log end. The old one is fsynced first, so that only
-    /// the active segment ever needs crash recovery. Caller holds the writer lock. Without space
+    /// Starts a new active segment at the log end, leaving the old one to be fsynced in the
+    /// background (`rolled.rs`). Caller holds the writer lock. Without space
     /// for the old segment's last index entries, or space or descriptors for the new segment's
     /// files, the roll is refused and the old segment stays active (files of the new one that
     /// were created are reused by the next try, or are an empty segment at the log end after a
     /// restart).
     async fn roll(&self) -> Result<(), LogError> {
+        self.sync_rolled().await?;
         let active = self.active();
         active.write_indexes().await.map_err(|e| self.refuse_or_fail(e))?;
-        active.sync_all().await.map_err(|e| self.fail(e))?;
         let base = self.log_end_offset();
         assert_eq!(
             active.meta().next_offset,
@@ -567,6 +625,8 @@ impl<S: Storage> Log<S> {
             "a new segment starts at the log end"
         );
         state.segments.push(Rc::new(segment));
+        drop(state);
+        self.leave_rolled(active);
         Ok(())
     }
 
@@ -687,11 +747,12 @@ impl<S: Storage> Log<S> {
         released.map_err(|e| self.fail(e))
     }
 
-    /// fdatasyncs the active segment; returns the log end offset it covers. Segments that
-    /// rolled were synced when they rolled.
+    /// fdatasyncs the active segment, and the one that rolled if it waits for its sync;
+    /// returns the log end offset they cover.
     pub async fn sync(&self) -> Result<i64, LogError> {
         self.check_ok()?;
         let (active, covered) = (self.active(), self.log_end_offset());
+        self.sync_rolled().await?;
         active.log.fdatasync().await.map_err(|e| self.fail(e))?;
         Ok(covered)
     }
@@ -712,8 +773,10 @@ impl<S: Storage> Log<S> {
                 log_end,
             });
         }
+        self.sync_rolled().await?;
         self.forget_synced_prefix().await?;
         self.mark_dirty().await?;
+        self.truncations.set(self.truncations.get() + 1);
         let result = self.truncate_locked(offset).await;
         result.map_err(|e| self.fail(e))
     }
@@ -750,6 +813,7 @@ impl<S: Storage> Log<S> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
         let dirty = !self.clean.get();
+        self.sync_rolled().await?;
         let result = async {
             if dirty {
                 self.active().sync_all().await?;

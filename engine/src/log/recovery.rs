@@ -8,9 +8,11 @@
 //! the segment's first byte rather than at the last index entry: the offset and time indexes
 //! are written without fsync and lose unsynced entries independently of each other and of the
 //! log, so neither can vouch for where the valid data ends, nor for the running max timestamp
-//! retention relies on. The cost is bounded by `segment.bytes`. Older segments were fsynced
-//! when they rolled and are opened as after a clean shutdown; an index found damaged is
-//! rebuilt by a verifying scan.
+//! retention relies on. The cost is bounded by `segment.bytes`. A segment that rolled is
+//! fsynced in the background (`rolled.rs`), so the one before the active segment may need the
+//! same verification: `Log::open_segments` picks the segments from the state file's promise.
+//! The others are opened as after a clean shutdown; an index found damaged is rebuilt by a
+//! verifying scan.
 
 use super::batch::BatchHeader;
 use super::disk_state::SyncedPrefix;

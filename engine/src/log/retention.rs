@@ -96,6 +96,8 @@ impl<S: Storage> Log<S> {
 
     async fn delete_front_segments(&self, count: usize) -> Result<RetentionOutcome, LogError> {
         if count > 0 {
+            // The segment that rolled may be among those removed: synced first (`rolled.rs`).
+            self.sync_rolled().await?;
             self.mark_dirty().await?;
         }
         let removed: Vec<Rc<Segment<S::File>>> = {
@@ -141,6 +143,7 @@ impl<S: Storage> Log<S> {
         }
         self.mark_dirty().await?;
         // The new start must never lie beyond what survives a crash.
+        self.sync_rolled().await?;
         self.active().log.fdatasync().await.map_err(|e| self.fail(e))?;
         let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));
         let path = self.dir.join(START_OFFSET_FILE);

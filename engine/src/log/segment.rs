@@ -421,11 +421,10 @@ impl<F: StorageFile> Segment<F> {
         Ok(())
     }
 
-    /// Makes everything appended so far durable, indexes included, while the segment goes on
-    /// taking appends (its reservation ahead stays).
-    pub async fn sync_appended(&self) -> io::Result<()> {
+    /// Makes the index entries made so far durable, while the segment goes on taking appends
+    /// (the `.log` file is the caller's to sync).
+    pub async fn sync_indexes(&self) -> io::Result<()> {
         self.write_indexes().await?;
-        self.log.fdatasync().await?;
         self.index.sync().await?;
         self.time_index.sync().await
     }
@@ -475,15 +474,20 @@ impl<F: StorageFile> Segment<F> {
     }
 
     pub async fn remove_files<S: Storage<File = F>>(&self, storage: &S, dir: &Path) -> io::Result<()> {
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let path = segment_path(dir, self.base_offset, suffix);
-            match storage.remove_file(&path).await {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-        Ok(())
+        remove_segment_files(storage, dir, self.base_offset).await
     }
+}
+
+/// Removes the files of the segment at `base_offset` (those that exist).
+pub async fn remove_segment_files<S: Storage>(storage: &S, dir: &Path, base_offset: i64) -> io::Result<()> {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        let path = segment_path(dir, base_offset, suffix);
+        match storage.remove_file(&path).await {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -188,7 +188,8 @@ impl<S: Storage> Partition<S> {
         self.last_append_ms.set(now_ms);
         if self.log.active_base_offset() != active_before {
             // The log rolled before this append: the state so far covers exactly the batches
-            // below the new segment, which the roll fsynced.
+            // below the new segment (should a crash lose some of them, the open removes the
+            // snapshot, then past the log end).
             self.snapshot_producers(info.base_offset).await?;
         }
         let mut next = info.base_offset;
@@ -590,6 +591,20 @@ impl<S: Storage> Partition<S> {
             return Ok(false);
         }
         self.checkpoint().await
+    }
+
+    /// Once per roll: whether the caller should run [`finish_rolled_sync`] in the background
+    /// (see `Log::claim_rolled_sync`).
+    ///
+    /// [`finish_rolled_sync`]: Partition::finish_rolled_sync
+    pub fn claim_rolled_sync(&self) -> bool {
+        self.log.claim_rolled_sync()
+    }
+
+    /// Fsyncs the segment that last rolled while appends go on (see `log/rolled.rs`).
+    pub async fn finish_rolled_sync(&self) -> Result<(), LogError> {
+        self.check_open()?;
+        self.log.finish_rolled_sync().await
     }
 
     /// For a partition written without pause: once its active segment holds

@@ -409,11 +409,15 @@ fn blocks_reserved_ahead_of_appends_are_given_back_when_the_segment_rolls_and_cl
                 return; // this filesystem reserves nothing (fallocate is only a hint)
             }
             assert!(len < (1 << 20) + (64 << 10), "the length is what was appended");
-            // The next MiB rolls: the first segment gives back its reservation, and the new
-            // one, tiny, reserves nothing.
+            // The next MiB rolls: the first segment gives back its reservation once synced (in
+            // the background, which the broker starts on the roll's claim), and the new one,
+            // tiny, reserves nothing.
             append_mib(&p, 1, 0).await;
             p.append(batch(3, 0), 0).await.unwrap();
             assert_eq!(p.segment_count(), 2);
+            assert!(p.claim_rolled_sync(), "the roll asks for its background sync");
+            assert!(!p.claim_rolled_sync(), "once");
+            p.finish_rolled_sync().await.unwrap();
             let (allocated, len) = log_files_allocated_and_len(&path);
             assert!(allocated <= len + 2 * 4096, "rolled: {allocated} bytes for {len}");
             append_mib(&p, 1, 0).await;
@@ -851,5 +855,51 @@ fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_
         let p = open(&storage, LogConfig::default()).await;
         assert!(p.log.is_clean(), "closed clean");
         assert_eq!(p.log_end_offset(), 3);
+    });
+}
+
+/// A roll leaves the old segment unsynced (appends go on at once): a crash before its
+/// background sync loses its unsynced bytes, and recovery removes the segment after it rather
+/// than leave a hole in the offsets. Once the background sync ran, the crash loses only the
+/// active segment's unsynced bytes.
+#[test]
+fn a_rolled_segment_is_synced_in_the_background_and_a_crash_before_cuts_the_log_there() {
+    block_on(async {
+        let storage = FaultyStorage::new(11);
+        let p = open(&storage, small_config()).await;
+        let mut rolled_at = 0;
+        for ts in 0..8 {
+            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset;
+            if p.log.segment_count() == 2 {
+                break;
+            }
+        }
+        assert_eq!(p.log.segment_count(), 2, "the appends rolled");
+        p.append(batch(3, 99), 0).await.unwrap();
+        assert!(p.claim_rolled_sync(), "the roll asks for its sync");
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, small_config()).await;
+        assert_eq!(
+            (p.log_end_offset(), p.log.segment_count()),
+            (0, 1),
+            "nothing was synced"
+        );
+
+        for ts in 0..8 {
+            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset;
+            if p.log.segment_count() == 2 {
+                break;
+            }
+        }
+        p.append(batch(3, 99), 0).await.unwrap();
+        assert!(p.claim_rolled_sync());
+        p.finish_rolled_sync().await.unwrap();
+        drop(p);
+        storage.crash(CrashMode::TornTailWithGarbage);
+        let p = open(&storage, small_config()).await;
+        assert!(p.log_end_offset() >= rolled_at, "the synced segment survives");
+        let read = read_all(&p, 0).await;
+        assert_eq!(read.last().map(|h| h.next_offset()), Some(p.log_end_offset()));
     });
 }
