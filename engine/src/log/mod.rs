@@ -197,7 +197,7 @@ impl<S: Storage> Log<S> {
     }
 
     /// Writes the clean state (creating the state file the first time). Everything must be
-    /// synced before: the active segment (`sync_all`) and, as they rolled, the others.
+    /// synced before: the active segment (`sync_all`) and the one that rolled (`sync_rolled`).
     async fn mark_clean(&self) -> io::Result<()> {
         let exists = self.state_file.get();
         let synced = self.active().synced_prefix();
