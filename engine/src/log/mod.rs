@@ -102,6 +102,8 @@ pub struct Log<S: Storage> {
     rolled_sync: async_lock::Mutex<()>,
     /// Counts truncations, which rewrite what a synced prefix taken before them described.
     truncations: Cell<u64>,
+    /// The directory was removed ([`Log::delete`]).
+    deleted: Cell<bool>,
 }
 
 impl<S: Storage> Log<S> {
@@ -160,6 +162,7 @@ impl<S: Storage> Log<S> {
             rolled_sync_claimed: Cell::new(false),
             rolled_sync: async_lock::Mutex::new(()),
             truncations: Cell::new(0),
+            deleted: Cell::new(false),
         })
     }
 
@@ -835,6 +838,11 @@ impl<S: Storage> Log<S> {
     /// Removes the whole directory.
     pub async fn delete(&self) -> Result<(), LogError> {
         let _writer = self.writer.lock().await;
+        // A background sync of the rolled segment in flight ends first, on open files, and
+        // none records anything after (`rolled.rs`).
+        let _no_rolled_sync = self.rolled_sync.lock().await;
+        self.rolled.borrow_mut().take();
+        self.deleted.set(true);
         for segment in self.segments() {
             segment.close().await.ok();
         }

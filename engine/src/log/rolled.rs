@@ -47,8 +47,8 @@ impl<S: Storage> Log<S> {
         self.sync_rolled().await?;
         let _writer = self.writer.lock().await;
         self.check_ok()?;
-        if self.has_rolled_unsynced() {
-            return Ok(()); // it rolled again meanwhile: that roll's sync records it
+        if self.has_rolled_unsynced() || self.deleted.get() {
+            return Ok(()); // it rolled again meanwhile (that roll's sync records it), or is gone
         }
         self.record_rolled_synced().await
     }
