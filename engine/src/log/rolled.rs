@@ -37,7 +37,7 @@ impl<S: Storage> Log<S> {
     }
 
     /// Whether a segment that rolled may still hold unsynced bytes.
-    pub fn has_rolled_unsynced(&self) -> bool {
+    fn has_rolled_unsynced(&self) -> bool {
         self.rolled.borrow().is_some()
     }
 
@@ -59,6 +59,11 @@ impl<S: Storage> Log<S> {
     /// lock. Recovery stays right without recording anything after it: the segments it
     /// verifies (from the recorded prefix's, or the last two) still include every unsynced one.
     pub(super) async fn sync_rolled(&self) -> Result<(), LogError> {
+        // The common case (acks=all syncs call this each time): nothing rolled, no lock. A sync
+        // in flight keeps its segment in the slot until done, so an empty slot means none.
+        if !self.has_rolled_unsynced() {
+            return Ok(());
+        }
         let _one_at_a_time = self.rolled_sync.lock().await;
         let Some(segment) = self.rolled.borrow().clone() else {
             return Ok(());

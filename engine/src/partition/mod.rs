@@ -696,4 +696,6 @@ mod producer_tests;
 #[cfg(test)]
 mod replication_tests;
 #[cfg(test)]
+mod roll_tests;
+#[cfg(test)]
 mod tests;

@@ -4,11 +4,11 @@ use crate::log::batch::testing::BatchBuilder;
 use crate::log::batch::{self, BatchHeader};
 use futures::executor::block_on;
 
-fn dir() -> PathBuf {
+pub(super) fn dir() -> PathBuf {
     PathBuf::from("/data/t-0")
 }
 
-fn small_config() -> LogConfig {
+pub(super) fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes: 1024,
         index_interval_bytes: 128,
@@ -16,18 +16,18 @@ fn small_config() -> LogConfig {
     }
 }
 
-fn batch(records: usize, ts: i64) -> Bytes {
+pub(super) fn batch(records: usize, ts: i64) -> Bytes {
     Bytes::from(BatchBuilder::new(ts).records_of(records, 20).build())
 }
 
-async fn open(storage: &FaultyStorage, config: LogConfig) -> Partition<FaultyStorage> {
+pub(super) async fn open(storage: &FaultyStorage, config: LogConfig) -> Partition<FaultyStorage> {
     Partition::open(Rc::new(storage.clone()), dir(), config)
         .await
         .unwrap()
 }
 
 /// Every batch from `from` to the log end (a read returns one segment's worth at most).
-async fn read_all<S: Storage>(p: &Partition<S>, from: i64) -> Vec<BatchHeader> {
+pub(super) async fn read_all<S: Storage>(p: &Partition<S>, from: i64) -> Vec<BatchHeader> {
     let mut out: Vec<BatchHeader> = Vec::new();
     let mut next = from;
     while next < p.log_end_offset() {
@@ -855,51 +855,5 @@ fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_
         let p = open(&storage, LogConfig::default()).await;
         assert!(p.log.is_clean(), "closed clean");
         assert_eq!(p.log_end_offset(), 3);
-    });
-}
-
-/// A roll leaves the old segment unsynced (appends go on at once): a crash before its
-/// background sync loses its unsynced bytes, and recovery removes the segment after it rather
-/// than leave a hole in the offsets. Once the background sync ran, the crash loses only the
-/// active segment's unsynced bytes.
-#[test]
-fn a_rolled_segment_is_synced_in_the_background_and_a_crash_before_cuts_the_log_there() {
-    block_on(async {
-        let storage = FaultyStorage::new(11);
-        let p = open(&storage, small_config()).await;
-        let mut rolled_at = 0;
-        for ts in 0..8 {
-            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset;
-            if p.log.segment_count() == 2 {
-                break;
-            }
-        }
-        assert_eq!(p.log.segment_count(), 2, "the appends rolled");
-        p.append(batch(3, 99), 0).await.unwrap();
-        assert!(p.claim_rolled_sync(), "the roll asks for its sync");
-        drop(p);
-        storage.crash(CrashMode::LoseUnsynced);
-        let p = open(&storage, small_config()).await;
-        assert_eq!(
-            (p.log_end_offset(), p.log.segment_count()),
-            (0, 1),
-            "nothing was synced"
-        );
-
-        for ts in 0..8 {
-            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset;
-            if p.log.segment_count() == 2 {
-                break;
-            }
-        }
-        p.append(batch(3, 99), 0).await.unwrap();
-        assert!(p.claim_rolled_sync());
-        p.finish_rolled_sync().await.unwrap();
-        drop(p);
-        storage.crash(CrashMode::TornTailWithGarbage);
-        let p = open(&storage, small_config()).await;
-        assert!(p.log_end_offset() >= rolled_at, "the synced segment survives");
-        let read = read_all(&p, 0).await;
-        assert_eq!(read.last().map(|h| h.next_offset()), Some(p.log_end_offset()));
     });
 }
