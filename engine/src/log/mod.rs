@@ -202,14 +202,9 @@ impl<S: Storage> Log<S> {
     /// Writes the clean state (creating the state file the first time). Everything must be
     /// synced before: the active segment (`sync_all`) and the one that rolled (`sync_rolled`).
     async fn mark_clean(&self) -> io::Result<()> {
-        let exists = self.state_file.get();
         let synced = self.active().synced_prefix();
-        let record = StateRecord::new(DiskState::Clean, Some(synced));
-        disk_state::write(&*self.storage, &self.dir, record, exists).await?;
-        if !exists {
-            self.storage.sync_dir(&self.dir).await?;
-            self.state_file.set(true);
-        }
+        self.write_state(StateRecord::new(DiskState::Clean, Some(synced)))
+            .await?;
         self.synced_prefix.set(Some(synced));
         Ok(())
     }
