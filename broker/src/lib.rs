@@ -12,6 +12,7 @@ pub mod connection_slots;
 mod errors;
 pub mod group;
 pub mod handlers;
+pub mod kafka_listener;
 pub mod log_dir_lock;
 mod maintenance;
 pub mod meta_properties;

@@ -1,7 +1,7 @@
 //! Starts the broker: the shards, a listener on every shard (SO_REUSEPORT), and the shutdown
 //! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
 
-use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -22,14 +22,13 @@ use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
+use crate::kafka_listener;
 use crate::log_dir_lock::LogDirLock;
 use crate::open_files;
 use crate::request_memory::RequestMemory;
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long start-up waits for a busy Kafka port to be released.
-const PORT_RELEASE_WAIT: Duration = Duration::from_secs(30);
 
 /// A broker that has started: its shards run until [`ShutdownSignal::trigger`].
 pub struct RunningBroker {
@@ -66,7 +65,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
     let (cluster, offsets_partitions) = cluster_and_offsets(&metadata, &config, &log_dir)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
-    let listen_addr = resolve_listen_addr(&config)?;
+    let listen_addr = kafka_listener::resolve_addr(&config)?;
     let (cluster_id, cluster_start) = cluster_identity(&log_dir, &config, cluster.as_deref())?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
@@ -310,7 +309,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     // each partition written since its last clean close is recovered when it is first used.
     // The group coordinator's partitions are replayed now.
     crate::group::load(&ctx).await;
-    let listener = match TcpListener::bind(addr) {
+    let listener = match kafka_listener::bind(addr) {
         Ok(listener) => listener,
         Err(e) => {
             let _ = ready.send(Err(format!("listeners: cannot listen on {addr}: {e}")));
@@ -470,55 +469,6 @@ async fn drain_connections(ctx: &Rc<BrokerCtx>) {
     let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
     while ctx.state.connections_active.get() > 0 && std::time::Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// The first listener's address. Port 0 picks a free port once, so every shard binds the same.
-fn resolve_listen_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
-    let listener = config
-        .listeners
-        .first()
-        .ok_or_else(|| anyhow::anyhow!("listeners is empty"))?;
-    let mut addr = (listener.host.as_str(), listener.port)
-        .to_socket_addrs()
-        .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("listeners: {} resolves to nothing", listener.host))?;
-    if addr.port() == 0 {
-        let probe = StdTcpListener::bind(addr)?;
-        addr.set_port(probe.local_addr()?.port());
-        return Ok(addr);
-    }
-    refuse_a_port_in_use(addr)?;
-    Ok(addr)
-}
-
-/// The shards bind with SO_REUSEPORT, which would silently share a port that another process
-/// listens on. A plain bind tells a free port; when it fails, the port may still be free to us:
-/// connections of a broker that was killed linger in TIME_WAIT (they block a plain bind, not a
-/// SO_REUSEPORT one), and its listeners live on until the kernel has torn down its io_uring
-/// rings. So a port counts as taken only while something accepts connections on it, and that
-/// is given a while to go away before start-up gives up.
-fn refuse_a_port_in_use(addr: SocketAddr) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + PORT_RELEASE_WAIT;
-    loop {
-        match StdTcpListener::bind(addr) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() != std::io::ErrorKind::AddrInUse => {
-                anyhow::bail!("listeners: cannot listen on {addr}: {e}")
-            }
-            Err(e) => {
-                let listened =
-                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
-                if !listened {
-                    return Ok(());
-                }
-                if std::time::Instant::now() >= deadline {
-                    anyhow::bail!("listeners: cannot listen on {addr}: {e} (another process accepts on it)");
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
     }
 }
 
