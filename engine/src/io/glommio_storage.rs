@@ -6,6 +6,7 @@
 
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
 use super::reservations::ReserveBudget;
+use super::wake_gate::once_per_wake;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{FileId, LentFile, Storage, StorageFile};
 use bytes::Bytes;
@@ -194,7 +195,7 @@ impl GlommioFile {
             if start == file.align_down(len) && self.tail_block.borrow().len() >= head {
                 bytes[..head].copy_from_slice(&self.tail_block.borrow()[..head]);
             } else {
-                let old = reader.read_at(start, align as usize).await?;
+                let old = once_per_wake(reader.read_at(start, align as usize)).await?;
                 let n = head.min(old.len());
                 bytes[..n].copy_from_slice(&old[..n]);
             }
@@ -202,7 +203,7 @@ impl GlommioFile {
         // Overwriting inside the file: the block after `end` must keep its old bytes too.
         if end < len && aligned_end > end {
             let block = aligned_end - align;
-            let old = reader.read_at(block, align as usize).await?;
+            let old = once_per_wake(reader.read_at(block, align as usize)).await?;
             let from = (end - block) as usize;
             let upto = old.len().min(align as usize);
             if upto > from {
@@ -223,7 +224,7 @@ impl GlommioFile {
             *self.tail_block.borrow_mut() = bytes[from..upto].to_vec();
         }
         let want = buf.len();
-        let written = file.write_at(buf, start).await?;
+        let written = once_per_wake(file.write_at(buf, start)).await?;
         if written != want {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short O_DIRECT write"));
         }
@@ -254,9 +255,9 @@ impl StorageFile for GlommioFile {
         let out = match self.handle()? {
             Handle::Buffered(f) => match crate::sys::read_cached(f.as_raw_fd(), pos, len)? {
                 Some(cached) => cached,
-                None => Bytes::copy_from_slice(&f.read_at(pos, len).await?),
+                None => Bytes::copy_from_slice(&once_per_wake(f.read_at(pos, len)).await?),
             },
-            Handle::Direct(_, r) => Bytes::copy_from_slice(&r.read_at(pos, len).await?),
+            Handle::Direct(_, r) => Bytes::copy_from_slice(&once_per_wake(r.read_at(pos, len)).await?),
         };
         Ok(out)
     }
@@ -283,11 +284,11 @@ impl StorageFile for GlommioFile {
     async fn fdatasync(&self) -> io::Result<()> {
         self.writeback.check()?;
         match self.handle()? {
-            Handle::Buffered(f) => f.fdatasync().await?,
+            Handle::Buffered(f) => once_per_wake(f.fdatasync()).await?,
             Handle::Direct(f, _) => {
                 // O_DIRECT writes whole blocks: cut the zero padding off before syncing.
-                f.truncate(self.len.get()).await?;
-                f.fdatasync().await?
+                once_per_wake(f.truncate(self.len.get())).await?;
+                once_per_wake(f.fdatasync()).await?
             }
         }
         Ok(())
@@ -295,12 +296,14 @@ impl StorageFile for GlommioFile {
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
         match self.handle()? {
-            Handle::Buffered(f) => f.truncate(len).await?,
+            Handle::Buffered(f) => once_per_wake(f.truncate(len)).await?,
             Handle::Direct(f, r) => {
-                f.truncate(len).await?;
+                once_per_wake(f.truncate(len)).await?;
                 let tail_start = f.align_down(len);
                 let tail = if len > tail_start {
-                    r.read_at(tail_start, (len - tail_start) as usize).await?.to_vec()
+                    once_per_wake(r.read_at(tail_start, (len - tail_start) as usize))
+                        .await?
+                        .to_vec()
                 } else {
                     Vec::new()
                 };
@@ -404,21 +407,21 @@ impl StorageFile for GlommioFile {
             Handle::Buffered(f) => {
                 if self.reserves_ahead() {
                     // A closed file keeps no blocks ahead: nothing would give them back.
-                    f.truncate(self.len.get()).await?;
+                    once_per_wake(f.truncate(self.len.get())).await?;
                     self.reserved_to.set(0);
                     self.settle_reservation();
                 }
                 if let Ok(f) = Rc::try_unwrap(f) {
-                    f.close().await?;
+                    once_per_wake(f.close()).await?;
                 }
             }
             Handle::Direct(f, r) => {
-                f.truncate(self.len.get()).await?;
+                once_per_wake(f.truncate(self.len.get())).await?;
                 if let Ok(f) = Rc::try_unwrap(f) {
-                    f.close().await?;
+                    once_per_wake(f.close()).await?;
                 }
                 if let Ok(r) = Rc::try_unwrap(r) {
-                    r.close().await?;
+                    once_per_wake(r.close()).await?;
                 }
             }
         }
@@ -467,8 +470,8 @@ impl Storage for GlommioStorage {
         let (handle, len, writeback) = match self.mode {
             WriteMode::Buffered => {
                 let (f, len) = if create {
-                    let f = opts.buffered_open(path).await?;
-                    let len = f.file_size().await?;
+                    let f = once_per_wake(opts.buffered_open(path)).await?;
+                    let len = once_per_wake(f.file_size()).await?;
                     (f, len)
                 } else {
                     open_existing(path)?
@@ -480,9 +483,9 @@ impl Storage for GlommioStorage {
                 (Handle::Buffered(Rc::new(f)), len, writeback)
             }
             WriteMode::Direct => {
-                let f = opts.dma_open(path).await?;
-                let r = OpenOptions::new().read(true).buffered_open(path).await?;
-                let len = f.file_size().await?;
+                let f = once_per_wake(opts.dma_open(path)).await?;
+                let r = once_per_wake(OpenOptions::new().read(true).buffered_open(path)).await?;
+                let len = once_per_wake(f.file_size()).await?;
                 (
                     Handle::Direct(Rc::new(f), Rc::new(r)),
                     len,
@@ -509,7 +512,9 @@ impl Storage for GlommioStorage {
             let tail_start = f.align_down(len);
             if len > tail_start {
                 *file.tail_block.borrow_mut() =
-                    r.read_at(tail_start, (len - tail_start) as usize).await?.to_vec();
+                    once_per_wake(r.read_at(tail_start, (len - tail_start) as usize))
+                        .await?
+                        .to_vec();
             }
         }
         Ok(Rc::new(file))
@@ -537,9 +542,9 @@ impl Storage for GlommioStorage {
             Some(shard) => Some(shard.take(1)?),
             None => None,
         };
-        let dir = glommio::io::Directory::open(path).await?;
-        dir.sync().await?;
-        dir.close().await?;
+        let dir = once_per_wake(glommio::io::Directory::open(path)).await?;
+        once_per_wake(dir.sync()).await?;
+        once_per_wake(dir.close()).await?;
         Ok(())
     }
 }
