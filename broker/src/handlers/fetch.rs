@@ -3,12 +3,14 @@
 //! The records go into the answer as the engine's read left them — segment file ranges or
 //! shared batches — never copied (see `laminar_protocol::fetch_response` and `send`).
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::{select, select_all, Either};
+use futures::future::{select, select_all};
+use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
@@ -110,7 +112,7 @@ pub async fn handle(
             let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
             return respond(results, request.isolation_level);
         }
-        wait_for_appends(ctx, &read_up_to(&wanted, &results), reader.read_end(), deadline).await;
+        wait_for_appends(ctx, read_up_to(&wanted, &results), reader.read_end(), deadline).await;
     }
 }
 
@@ -383,76 +385,79 @@ async fn fit_to_budget(
     results
 }
 
-/// The watched partition `tp` once it has been written (opened at once if it was), or `None`
-/// at the deadline or on error: a partition never written has no files to watch, so the wait
-/// is for this shard to open one, then looks again.
-async fn written_partition(
-    there: &Rc<BrokerCtx>,
-    tp: &TopicPartition,
-    deadline: Instant,
-) -> Option<Rc<Partition>> {
-    loop {
-        let opened = there.state.partitions.partition_opened();
-        if let Some(partition) = there.state.partition_to_read(tp).await.ok()? {
-            return Some(partition);
-        }
-        let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-        if let Either::Right(_) = select(opened, std::pin::pin!(timeout)).await {
-            return None;
-        }
-    }
-}
-
 /// Returns when any watched partition's high watermark passes its offset, or at the deadline.
-/// The waits on other shards end with this future (`submit_wait_to`): a long poll that returns
-/// leaves no waiter behind, and a waiting one costs no CPU.
+/// One wait goes to each owning shard with all of that shard's partitions; the waits on other
+/// shards end with this future (`submit_wait_to`): a long poll that returns leaves no waiter
+/// behind, and a waiting one costs no CPU. A caught-up consumer's long poll names every
+/// partition it reads, thousands at scale, so nothing here is per partition that need not be:
+/// one message and one timer per shard, and each partition's wait is polled only when woken.
 async fn wait_for_appends(
     ctx: &Rc<BrokerCtx>,
-    watched: &[(TopicPartition, i64)],
+    watched: Vec<(TopicPartition, i64)>,
     read_end: ReadEnd,
     deadline: Instant,
 ) {
     let shard_count = ctx.shard_count();
-    let waits = watched.iter().filter_map(|(tp, offset)| {
-        let (tp, offset) = (tp.clone(), *offset);
-        let shard = owner_of(&tp, shard_count)?;
-        let ctx = ctx.clone();
-        Some(Box::pin(async move {
-            let _ = ctx
-                .submit_wait_to(shard, move |there| async move {
-                    let Some(partition) = written_partition(&there, &tp, deadline).await else {
-                        return;
-                    };
-                    // Same thread as the appender: subscribe, then check, so no append is missed.
-                    loop {
-                        let appended = partition.appended();
-                        let end = match read_end {
-                            ReadEnd::HighWatermark => partition.high_watermark(),
-                            ReadEnd::LogEnd => partition.log_end_offset(),
-                        };
-                        if end > offset || Instant::now() >= deadline {
-                            return;
-                        }
-                        let timeout =
-                            glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-                        if let Either::Right(_) =
-                            select(std::pin::pin!(appended), std::pin::pin!(timeout)).await
-                        {
-                            return;
-                        }
-                    }
-                })
-                .await;
-        }))
-    });
-    let waits: Vec<_> = waits.collect();
+    let mut by_shard: BTreeMap<usize, Vec<(TopicPartition, i64)>> = BTreeMap::new();
+    for (tp, offset) in watched {
+        if let Some(shard) = owner_of(&tp, shard_count) {
+            by_shard.entry(shard).or_default().push((tp, offset));
+        }
+    }
+    let waits: Vec<_> = by_shard
+        .into_iter()
+        .map(|(shard, watched)| {
+            let ctx = ctx.clone();
+            Box::pin(async move {
+                let _ = ctx
+                    .submit_wait_to(shard, move |there| async move {
+                        let any_grown = watched
+                            .into_iter()
+                            .map(|(tp, offset)| grown_past(there.clone(), tp, offset, read_end))
+                            .collect::<FuturesUnordered<_>>()
+                            .into_future();
+                        select(any_grown, std::pin::pin!(sleep_until(deadline))).await;
+                    })
+                    .await;
+            })
+        })
+        .collect();
     let shutdown = std::pin::pin!(ctx.state.shared.shutdown.wait());
     if waits.is_empty() {
-        let timeout = glommio::timer::sleep(deadline.saturating_duration_since(Instant::now()));
-        select(std::pin::pin!(timeout), shutdown).await;
+        select(std::pin::pin!(sleep_until(deadline)), shutdown).await;
         return;
     }
     select(select_all(waits), shutdown).await;
+}
+
+/// On `tp`'s owning shard: returns once its read end (high watermark, or log end for a
+/// follower) passes `offset`, or when it cannot be read. A partition never written has no
+/// files to watch, so the wait is first for this shard to open one.
+async fn grown_past(there: Rc<BrokerCtx>, tp: TopicPartition, offset: i64, read_end: ReadEnd) {
+    let partition = loop {
+        let opened = there.state.partitions.partition_opened();
+        match there.state.partition_to_read(&tp).await {
+            Ok(Some(partition)) => break partition,
+            Ok(None) => opened.await,
+            Err(_) => return,
+        }
+    };
+    // Same thread as the appender: subscribe, then check, so no append is missed.
+    loop {
+        let appended = partition.appended();
+        let end = match read_end {
+            ReadEnd::HighWatermark => partition.high_watermark(),
+            ReadEnd::LogEnd => partition.log_end_offset(),
+        };
+        if end > offset {
+            return;
+        }
+        appended.await;
+    }
+}
+
+async fn sleep_until(deadline: Instant) {
+    glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
 }
 
 /// Builds the answer from reads already within the byte limits.

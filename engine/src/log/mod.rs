@@ -654,6 +654,26 @@ impl<S: Storage> Log<S> {
         min_one_batch: bool,
         end: i64,
     ) -> Result<RecordBytes, LogError> {
+        self.check_ok()?;
+        self.check_offset(offset)?;
+        // Nothing to send, so no batch to look for: the read was granted nothing (a fetch whose
+        // budget went to partitions before it), or starts at the end (a caught-up consumer).
+        let granted_nothing = max_bytes == 0 && !min_one_batch;
+        if granted_nothing || offset >= end.min(self.log_end_offset()) {
+            return Ok(RecordBytes::default());
+        }
+        // Boxed: finding and reading the batches holds kilobytes of state, which a fetch of
+        // thousands of partitions would otherwise move into every partition's future.
+        Box::pin(self.located_for_send(offset, max_bytes, min_one_batch, end)).await
+    }
+
+    async fn located_for_send(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        end: i64,
+    ) -> Result<RecordBytes, LogError> {
         let Some((segment, position, first)) = self.locate(offset).await? else {
             return Ok(RecordBytes::default());
         };
@@ -681,21 +701,8 @@ impl<S: Storage> Log<S> {
         offset: i64,
     ) -> Result<Option<(Rc<Segment<S::File>>, u64, BatchHeader)>, LogError> {
         self.check_ok()?;
-        let (log_start, log_end, segments) = {
-            let state = self.state.borrow();
-            (
-                state.log_start_offset,
-                state.log_end_offset,
-                state.segments.clone(),
-            )
-        };
-        if offset < log_start || offset > log_end {
-            return Err(LogError::OffsetOutOfRange {
-                offset,
-                log_start,
-                log_end,
-            });
-        }
+        self.check_offset(offset)?;
+        let segments = self.state.borrow().segments.clone();
         let first = segments
             .partition_point(|s| s.base_offset <= offset)
             .saturating_sub(1);
@@ -707,6 +714,20 @@ impl<S: Storage> Log<S> {
             }
         }
         Ok(None)
+    }
+
+    /// Whether `offset` may be read: from the log start to the log end, both included.
+    fn check_offset(&self, offset: i64) -> Result<(), LogError> {
+        let state = self.state.borrow();
+        let (log_start, log_end) = (state.log_start_offset, state.log_end_offset);
+        if offset < log_start || offset > log_end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start,
+                log_end,
+            });
+        }
+        Ok(())
     }
 
     /// ListOffsets by timestamp: the first batch whose max timestamp is >= `ts`, as

@@ -492,6 +492,15 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                     .unwrap()
                     .data
                     .is_empty());
+                // Granted nothing: nothing, and an offset past the log end is still refused.
+                let granted_nothing = p.read_for_send(3, 0, false, ReadEnd::LogEnd).await;
+                assert!(granted_nothing.unwrap().data.is_empty());
+                let past_end = p.read_for_send(61, 0, false, ReadEnd::LogEnd).await;
+                assert!(
+                    matches!(past_end, Err(LogError::OffsetOutOfRange { offset: 61, .. })),
+                    "{:?}",
+                    past_end.map(|read| read.data.len())
+                );
                 assert!(p
                     .read_for_send(60, 1 << 20, true, ReadEnd::LogEnd)
                     .await

@@ -141,6 +141,19 @@ impl ShardPartitions {
         if let Some(open) = self.get(topic, partition) {
             return Ok(open);
         }
+        // Boxed, so that the future of a lookup that finds the partition open stays small: the
+        // opening path (recovery included) holds kilobytes of state, and a fetch creates one
+        // such future per partition it names (thousands in a long poll at scale).
+        Box::pin(self.open_once(topic, partition, config)).await
+    }
+
+    /// Opens the partition unless another task did meanwhile (one open per partition at once).
+    async fn open_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: impl FnOnce() -> LogConfig,
+    ) -> Result<Rc<Partition>, LogError> {
         let _lifecycle = self.lifecycle.read().await;
         let key = (topic.to_string(), partition);
         let lock = PartitionLock::new(self, key.clone());
@@ -164,6 +177,15 @@ impl ShardPartitions {
         if let Some(open) = self.get(topic, partition) {
             return Ok(Some(open));
         }
+        Box::pin(self.open_if_written(topic, partition, config)).await
+    }
+
+    async fn open_if_written(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: impl FnOnce() -> LogConfig,
+    ) -> Result<Option<Rc<Partition>>, LogError> {
         if !self
             .storage
             .exists(&partition_dir(&self.log_dir, topic, partition))
