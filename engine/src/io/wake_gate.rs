@@ -6,7 +6,8 @@
 //! keep waking it (`join_all` of a few partitions, `select`) re-polls a slow open or read each
 //! time; one open that waited long on a busy disk took a shard down that way, mid-produce into
 //! 10 000 new partitions. Behind the gate, glommio holds one clone of the gate's own waker,
-//! whatever the task's other futures do, and is polled again only once that waker fired.
+//! whatever the task's other futures do, and is polled again only once that waker fired
+//! (docs/decisions/0016).
 
 use std::future::Future;
 use std::pin::Pin;
