@@ -74,3 +74,52 @@ fn concurrent_opens_of_one_partition_share_it_and_leave_no_lock_behind() {
         .join()
         .unwrap();
 }
+
+async fn read_before_and_after_the_first_write(dir: std::path::PathBuf) {
+    let storage: Rc<ShardStorage> = Rc::new(FileCache::new(GlommioStorage::new(WriteMode::Buffered), None));
+    let shard = ShardPartitions::new(dir.clone(), storage);
+    for _ in 0..2 {
+        let read = shard.get_or_open_written("t", 0, LogConfig::default).await;
+        assert!(read.expect("reads").is_none(), "never written: nothing");
+    }
+    assert!(!dir.join("t-0").exists(), "a read creates nothing");
+    // Reads racing the first write: each finds nothing or the one partition.
+    let reads = (0..8).map(|_| shard.get_or_open_written("t", 0, LogConfig::default));
+    let (written, raced) = futures::join!(shard.get_or_open("t", 0, LogConfig::default), join_all(reads));
+    let written = written.expect("the first write opens it");
+    for read in raced {
+        if let Some(found) = read.expect("reads") {
+            assert!(Rc::ptr_eq(&found, &written));
+        }
+    }
+    let after = shard.get_or_open_written("t", 0, LogConfig::default).await;
+    let after = after
+        .expect("reads")
+        .expect("written: found, though read as never written before");
+    assert!(Rc::ptr_eq(&after, &written));
+    // Another partition read before is looked for again after any open, not remembered.
+    let other = shard.get_or_open_written("t", 1, LogConfig::default).await;
+    assert!(other.expect("reads").is_none());
+    shard
+        .get_or_open("t", 1, LogConfig::default)
+        .await
+        .expect("opens");
+    let other = shard.get_or_open_written("t", 1, LogConfig::default).await;
+    assert!(other.expect("reads").is_some());
+    // Closed, its directory stays: a read opens it again, though it was read as never written.
+    assert!(shard.close_all().await.is_empty());
+    let reopened = shard.get_or_open_written("t", 0, LogConfig::default).await;
+    assert!(reopened.expect("reads").is_some(), "a closed partition is read from its files");
+    assert!(shard.close_all().await.is_empty());
+}
+
+#[test]
+fn a_partition_read_before_its_first_write_is_found_once_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || read_before_and_after_the_first_write(dir))
+        .unwrap()
+        .join()
+        .unwrap();
+}

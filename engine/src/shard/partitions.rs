@@ -1,7 +1,7 @@
 //! The partitions one shard owns, opened on first use and closed on shutdown.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -38,6 +38,15 @@ pub struct ShardPartitions {
     opens_in_flight: async_lock::Semaphore,
     /// Notified each time a partition opens (for waiters on partitions never written).
     opened: event_listener::Event,
+    /// Partitions found without a directory since this shard last opened one, so that reads of
+    /// a partition never written do not look for its directory each time (a consumer of a
+    /// topic with empty partitions long-polls them all). Only this shard's opens create a
+    /// partition's directory (it owns the partition), and each open empties the set. Bounded
+    /// by the partitions of the topics that exist: reads are checked against the metadata
+    /// before they get here.
+    never_written: RefCell<HashSet<PartitionKey>>,
+    /// Opens so far: a lookup that found no directory records it only if none came meanwhile.
+    opens: Cell<u64>,
 }
 
 /// A task's hold on one partition's entry in `partition_locks` (waiting for the mutex or
@@ -94,6 +103,8 @@ impl ShardPartitions {
             partition_locks: RefCell::default(),
             opens_in_flight: async_lock::Semaphore::new(OPEN_CONCURRENCY),
             opened: event_listener::Event::new(),
+            never_written: RefCell::default(),
+            opens: Cell::new(0),
         }
     }
 
@@ -186,11 +197,16 @@ impl ShardPartitions {
         partition: i32,
         config: impl FnOnce() -> LogConfig,
     ) -> Result<Option<Rc<Partition>>, LogError> {
-        if !self
-            .storage
-            .exists(&partition_dir(&self.log_dir, topic, partition))
-            .await?
-        {
+        let key = (topic.to_string(), partition);
+        if self.never_written.borrow().contains(&key) {
+            return Ok(None);
+        }
+        let opens = self.opens.get();
+        let dir = partition_dir(&self.log_dir, topic, partition);
+        if !self.storage.exists(&dir).await? {
+            if self.opens.get() == opens {
+                self.never_written.borrow_mut().insert(key);
+            }
             return Ok(None);
         }
         self.get_or_open(topic, partition, config).await.map(Some)
@@ -203,7 +219,11 @@ impl ShardPartitions {
 
     async fn open_now(&self, key: PartitionKey, config: LogConfig) -> Result<Rc<Partition>, LogError> {
         let dir = partition_dir(&self.log_dir, &key.0, key.1);
-        let opened = Rc::new(Partition::open(self.storage.clone(), dir, config).await?);
+        let opened = Partition::open(self.storage.clone(), dir, config).await;
+        // Whatever came of it, the partition's directory may exist now.
+        self.opens.set(self.opens.get() + 1);
+        self.never_written.borrow_mut().clear();
+        let opened = Rc::new(opened?);
         if let Some(observer) = self.sync_observer.borrow().clone() {
             opened.observe_syncs(observer);
         }
