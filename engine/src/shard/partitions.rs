@@ -41,9 +41,9 @@ pub struct ShardPartitions {
     /// Partitions found without a directory since this shard last opened one, so that reads of
     /// a partition never written do not look for its directory each time (a consumer of a
     /// topic with empty partitions long-polls them all). Only this shard's opens create a
-    /// partition's directory (it owns the partition), and each open empties the set. Bounded
-    /// by the partitions of the topics that exist: reads are checked against the metadata
-    /// before they get here.
+    /// partition's directory (it owns the partition), and each open empties the set, as each
+    /// removal does. Bounded by the partitions of the topics that exist: reads are checked
+    /// against the metadata before they get here.
     never_written: RefCell<HashSet<PartitionKey>>,
     /// Opens so far: a lookup that found no directory records it only if none came meanwhile.
     opens: Cell<u64>,
@@ -294,6 +294,8 @@ impl ShardPartitions {
     }
 
     async fn remove_now(&self, topic: &str, partition: i32) -> Result<(), LogError> {
+        // A deleted topic's partitions leave the set with it (it forgets everything at once).
+        self.never_written.borrow_mut().clear();
         let removed = self.open.borrow_mut().remove(&(topic.to_string(), partition));
         match removed {
             Some(open) => open.delete().await,
