@@ -109,7 +109,10 @@ async fn read_before_and_after_the_first_write(dir: std::path::PathBuf) {
     // Closed, its directory stays: a read opens it again, though it was read as never written.
     assert!(shard.close_all().await.is_empty());
     let reopened = shard.get_or_open_written("t", 0, LogConfig::default).await;
-    assert!(reopened.expect("reads").is_some(), "a closed partition is read from its files");
+    assert!(
+        reopened.expect("reads").is_some(),
+        "a closed partition is read from its files"
+    );
     assert!(shard.close_all().await.is_empty());
 }
 

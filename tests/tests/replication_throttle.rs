@@ -12,9 +12,14 @@ use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::{create_topic_replicated, partition_view, produce, record_batch};
 use laminar_tests::{wait_for, Cluster};
 
-/// 64 KiB/s for the whole broker: a megabyte takes about 15 s to copy.
-const RATE: &str = "65536";
-const WRITTEN_BYTES: usize = 1 << 20;
+/// 128 KiB/s for the whole broker: a megabyte takes about 8 s to copy (a leader's throttle
+/// covers both its followers: 4 MiB, about 32 s).
+const RATE: &str = "131072";
+/// Two fetches' worth: a fetch the throttle allows may take up to `replica.fetch.max.bytes`
+/// (1 MiB) past the budget, as Kafka's may, so with one megabyte a small fetch during the
+/// writes and one full fetch after them could copy it all before the unthrottled topic was
+/// done. With two, the throttled copy waits at least once on a megabyte of debt.
+const WRITTEN_BYTES: usize = 2 << 20;
 
 /// `throttled_replicas_key`: the topic config listing its replicas as throttled (`*`), if any.
 fn create_topic(
@@ -51,7 +56,7 @@ fn replica_bytes(data_dir: &Path, topic: &str) -> u64 {
         .sum()
 }
 
-/// Writes about a megabyte with acks=1 (the leader's append answers) to `topic`.
+/// Writes `WRITTEN_BYTES` with acks=1 (the leader's append answers) to `topic`.
 fn write(cluster: &mut Cluster, topic: &str) -> Result<i32> {
     let leader = leader_of(cluster, topic)?;
     let mut conn = cluster.connect(leader)?;
