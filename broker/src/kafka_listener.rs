@@ -1,10 +1,10 @@
 //! The Kafka listener's socket: the address every shard binds, and how each binds it.
 //!
 //! Every shard binds the same address with SO_REUSEPORT, so the kernel spreads new connections
-//! over the shards (ARCHITECTURE.md, "A request's path", step 1). The socket also sets SO_REUSEADDR, as
-//! Kafka's acceptor does: connections that this port served (the broker's, or anything's that
-//! closed them first) linger in TIME_WAIT for a minute after their process is gone, and without
-//! SO_REUSEADDR they refuse the bind of a broker restarting on its port.
+//! over the shards (ARCHITECTURE.md, "A request's path", step 1). The socket also sets
+//! SO_REUSEADDR, as Kafka's acceptor does: connections that this port served (the broker's, or
+//! anything's that closed them first) linger in TIME_WAIT for a minute after their process is
+//! gone, and without SO_REUSEADDR they refuse the bind of a broker restarting on its port.
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener, ToSocketAddrs};
 use std::time::Duration;

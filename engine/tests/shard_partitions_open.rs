@@ -12,6 +12,19 @@ use laminar_engine::shard::partitions::ShardPartitions;
 const PARTITIONS: i32 = 100;
 const ASKS_PER_PARTITION: usize = 3;
 
+/// Runs `test` on a glommio executor, in an empty directory.
+fn on_a_shard_in_a_new_dir<Fut: std::future::Future<Output = ()> + 'static>(
+    test: impl FnOnce(std::path::PathBuf) -> Fut + Send + 'static,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || test(dir))
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 async fn open_each_partition_from_several_tasks(dir: std::path::PathBuf) {
     let storage: Rc<ShardStorage> = Rc::new(FileCache::new(GlommioStorage::new(WriteMode::Buffered), None));
     let shard = ShardPartitions::new(dir.clone(), storage);
@@ -66,13 +79,7 @@ async fn open_each_partition_from_several_tasks(dir: std::path::PathBuf) {
 
 #[test]
 fn concurrent_opens_of_one_partition_share_it_and_leave_no_lock_behind() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_path_buf();
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || open_each_partition_from_several_tasks(dir))
-        .unwrap()
-        .join()
-        .unwrap();
+    on_a_shard_in_a_new_dir(open_each_partition_from_several_tasks);
 }
 
 async fn read_before_and_after_the_first_write(dir: std::path::PathBuf) {
@@ -118,11 +125,5 @@ async fn read_before_and_after_the_first_write(dir: std::path::PathBuf) {
 
 #[test]
 fn a_partition_read_before_its_first_write_is_found_once_written() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_path_buf();
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || read_before_and_after_the_first_write(dir))
-        .unwrap()
-        .join()
-        .unwrap();
+    on_a_shard_in_a_new_dir(read_before_and_after_the_first_write);
 }

@@ -14,6 +14,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
+use laminar_engine::shard::ShardId;
 
 use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
@@ -398,7 +399,7 @@ async fn wait_for_appends(
     deadline: Instant,
 ) {
     let shard_count = ctx.shard_count();
-    let mut by_shard: BTreeMap<usize, Vec<(TopicPartition, i64)>> = BTreeMap::new();
+    let mut by_shard: BTreeMap<ShardId, Vec<(TopicPartition, i64)>> = BTreeMap::new();
     for (tp, offset) in watched {
         if let Some(shard) = owner_of(&tp, shard_count) {
             by_shard.entry(shard).or_default().push((tp, offset));

@@ -20,7 +20,7 @@ use futures::task::{waker_ref, ArcWake, AtomicWaker};
 /// `operation`, polled once and then only after it woke (see the module comment).
 pub fn once_per_wake<F: Future>(operation: F) -> OncePerWake<F> {
     OncePerWake {
-        operation: Box::pin(operation),
+        operation,
         gate: Arc::new(Gate {
             woken: AtomicBool::new(true),
             task: AtomicWaker::new(),
@@ -28,10 +28,13 @@ pub fn once_per_wake<F: Future>(operation: F) -> OncePerWake<F> {
     }
 }
 
-/// See [`once_per_wake`]. Owned by the task that polls it, on its shard.
-pub struct OncePerWake<F> {
-    operation: Pin<Box<F>>,
-    gate: Arc<Gate>,
+pin_project_lite::pin_project! {
+    /// See [`once_per_wake`]. Owned by the task that polls it, on its shard.
+    pub struct OncePerWake<F> {
+        #[pin]
+        operation: F,
+        gate: Arc<Gate>,
+    }
 }
 
 /// The waker glommio holds: it records the wake and passes it on to the task.
@@ -50,15 +53,15 @@ impl ArcWake for Gate {
 impl<F: Future> Future for OncePerWake<F> {
     type Output = F::Output;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
         // Register first, then look: a wake between the two is not lost.
-        self.gate.task.register(cx.waker());
-        if !self.gate.woken.swap(false, Ordering::AcqRel) {
+        this.gate.task.register(cx.waker());
+        if !this.gate.woken.swap(false, Ordering::AcqRel) {
             return Poll::Pending;
         }
-        let gate = self.gate.clone();
-        let waker = waker_ref(&gate);
-        self.operation.as_mut().poll(&mut Context::from_waker(&waker))
+        let waker = waker_ref(this.gate);
+        this.operation.poll(&mut Context::from_waker(&waker))
     }
 }
 
