@@ -2,11 +2,11 @@
 //! Owned by one shard; not Send. [`super::gather`] copies them out when `/metrics` is scraped.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use laminar_engine::partition::RecordBytes;
 use laminar_protocol::fetch_response::FetchAnswer;
 use laminar_protocol::records::batches;
@@ -86,7 +86,7 @@ pub fn api_key_of(frame: &[u8]) -> Option<i16> {
 /// `(topic, partition, bytes, records)` of every partition in a produce request, taken before the
 /// handler consumes the request and counted once the response says which partitions took them.
 #[derive(Debug, Default)]
-pub struct ProducedTraffic(Vec<(String, i32, u64, u64)>);
+pub struct ProducedTraffic(Vec<(TopicName, i32, u64, u64)>);
 
 impl ProducedTraffic {
     pub fn of(request: &ProduceRequest) -> ProducedTraffic {
@@ -94,8 +94,9 @@ impl ProducedTraffic {
         for topic in &request.topic_data {
             for partition in &topic.partition_data {
                 let records = partition.records.as_deref().unwrap_or_default();
+                // A topic name shares the request's buffer: no copy per partition.
                 parts.push((
-                    topic.name.to_string(),
+                    topic.name.clone(),
                     partition.index,
                     records.len() as u64,
                     record_count(records),
@@ -129,21 +130,29 @@ impl ShardMetrics {
     /// Counts produced bytes and records of the partitions that accepted them. With acks=0
     /// (`response` None) the outcome is unknown to the client too; they are counted as sent.
     pub fn count_produced(&self, produced: ProducedTraffic, response: Option<&ProduceResponse>) {
+        // One lookup per partition, not a scan of the answer (a request may name thousands).
+        let accepted: Option<HashSet<(&str, i32)>> = response.map(|response| {
+            let topics = response.responses.iter();
+            let each = topics.flat_map(|t| {
+                let ok = t.partition_responses.iter().filter(|p| p.error_code == 0);
+                ok.map(move |p| (t.name.as_str(), p.index))
+            });
+            each.collect()
+        });
         let mut topics = self.topics.borrow_mut();
         for (topic, partition, bytes, records) in produced.0 {
-            let accepted = response.is_none_or(|response| {
-                response.responses.iter().any(|t| {
-                    t.name.as_str() == topic
-                        && t.partition_responses
-                            .iter()
-                            .any(|p| p.index == partition && p.error_code == 0)
-                })
-            });
-            if accepted {
-                let traffic = topics.entry(topic).or_default();
-                traffic.bytes_in += bytes;
-                traffic.records_in += records;
+            if accepted
+                .as_ref()
+                .is_some_and(|ok| !ok.contains(&(topic.as_str(), partition)))
+            {
+                continue;
             }
+            if !topics.contains_key(topic.as_str()) {
+                topics.insert(topic.to_string(), TopicTraffic::default());
+            }
+            let traffic = topics.get_mut(topic.as_str()).expect("inserted above");
+            traffic.bytes_in += bytes;
+            traffic.records_in += records;
         }
     }
 

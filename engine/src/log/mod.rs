@@ -31,6 +31,7 @@ mod send;
 mod staged;
 pub mod timeindex;
 
+use crate::local_lock::LocalLock;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
 pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
@@ -80,7 +81,7 @@ pub struct Log<S: Storage> {
     storage: Rc<S>,
     dir: PathBuf,
     state: RefCell<LogState<S::File>>,
-    writer: async_lock::Mutex<()>,
+    writer: LocalLock,
     failure: RefCell<Option<String>>,
     /// The last write was refused for lack of space or descriptors (so that the change is
     /// logged once each way).
@@ -99,7 +100,7 @@ pub struct Log<S: Storage> {
     /// Whether a caller was told to sync `rolled` in the background.
     rolled_sync_claimed: Cell<bool>,
     /// Callers syncing `rolled` take turns, so that the second finds it done.
-    rolled_sync: async_lock::Mutex<()>,
+    rolled_sync: LocalLock,
     /// Counts truncations, which rewrite what a synced prefix taken before them described.
     truncations: Cell<u64>,
     /// The directory was removed ([`Log::delete`]).
@@ -151,7 +152,7 @@ impl<S: Storage> Log<S> {
             storage,
             dir,
             state: RefCell::new(state),
-            writer: async_lock::Mutex::new(()),
+            writer: LocalLock::new(),
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
             clean: Cell::new(clean),
@@ -160,7 +161,7 @@ impl<S: Storage> Log<S> {
             synced_prefix: Cell::new(synced_prefix),
             rolled: RefCell::new(None),
             rolled_sync_claimed: Cell::new(false),
-            rolled_sync: async_lock::Mutex::new(()),
+            rolled_sync: LocalLock::new(),
             truncations: Cell::new(0),
             deleted: Cell::new(false),
         })

@@ -8,6 +8,7 @@ mod producer_snapshot;
 pub mod producer_state;
 
 use crate::io::{DirSync, ShardStorage, Storage};
+use crate::local_lock::LocalLock;
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
@@ -88,11 +89,11 @@ pub struct Partition<S: Storage = ShardStorage> {
     log: Log<S>,
     storage: Rc<S>,
     producers: RefCell<ProducerStateTable>,
-    append_lock: async_lock::Mutex<()>,
+    append_lock: LocalLock,
     /// Every offset below this is fdatasync'd.
     durable_offset: Cell<i64>,
     /// One fdatasync at a time; waiters queue here and usually find their offset covered.
-    sync_lock: async_lock::Mutex<()>,
+    sync_lock: LocalLock,
     appended: event_listener::Event,
     closed: Cell<bool>,
     /// Told how long each fdatasync took (metrics live in the layer above).
@@ -142,9 +143,9 @@ impl<S: Storage> Partition<S> {
             log,
             storage,
             producers: RefCell::new(producers),
-            append_lock: async_lock::Mutex::new(()),
+            append_lock: LocalLock::new(),
             durable_offset: Cell::new(durable),
-            sync_lock: async_lock::Mutex::new(()),
+            sync_lock: LocalLock::new(),
             appended: event_listener::Event::new(),
             closed: Cell::new(false),
             sync_observer: RefCell::new(None),
@@ -241,6 +242,15 @@ impl<S: Storage> Partition<S> {
     /// Records that `epoch` starts at `start_offset` in the leader epoch cache, writing its
     /// file when that changes it (once per new epoch).
     async fn record_epoch(&self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+        if self
+            .epochs
+            .borrow()
+            .latest()
+            .is_some_and(|latest| latest.epoch == epoch)
+        {
+            // Every append but an epoch's first: nothing to record, and no copy of the list.
+            return Ok(());
+        }
         let mut epochs = self.epochs.borrow().clone();
         if epochs.assign(epoch, start_offset)? {
             self.save_epochs(epochs).await?;

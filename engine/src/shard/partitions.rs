@@ -1,5 +1,6 @@
 //! The partitions one shard owns, opened on first use and closed on shutdown.
 
+use crate::local_lock::LocalLock;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -20,11 +21,23 @@ pub const OPEN_CONCURRENCY: usize = 64;
 /// A partition replica's name: topic and index.
 pub type PartitionKey = (String, i32);
 
+/// A borrowed [`PartitionKey`], for lookups in the map of open partitions without allocating
+/// a key (a produce or fetch looks up every partition it names). Hashes as the key does: a
+/// tuple hashes its fields in order, and `String` hashes as `str`.
+#[derive(Hash)]
+struct PartitionRef<'a>(&'a str, i32);
+
+impl hashbrown::Equivalent<PartitionKey> for PartitionRef<'_> {
+    fn equivalent(&self, key: &PartitionKey) -> bool {
+        self.1 == key.1 && self.0 == key.0
+    }
+}
+
 /// The open partitions of one shard. Owned by one shard; not Send.
 pub struct ShardPartitions {
     log_dir: PathBuf,
     storage: Rc<ShardStorage>,
-    open: RefCell<HashMap<PartitionKey, Rc<Partition>>>,
+    open: RefCell<hashbrown::HashMap<PartitionKey, Rc<Partition>>>,
     /// Handed to every partition this shard opens (fdatasync timing for metrics).
     sync_observer: RefCell<Option<SyncObserver>>,
     /// Opens and removals hold it shared, `close_all` exclusively: nothing opens once the
@@ -33,7 +46,7 @@ pub struct ShardPartitions {
     /// One lock per partition being opened or removed, so that two requests never open one
     /// partition twice while different partitions open concurrently. An entry lives while some
     /// task holds or waits for it: at most one per partition a request names.
-    partition_locks: RefCell<HashMap<PartitionKey, Rc<async_lock::Mutex<()>>>>,
+    partition_locks: RefCell<HashMap<PartitionKey, Rc<LocalLock>>>,
     /// Bounds the opens in flight to [`OPEN_CONCURRENCY`].
     opens_in_flight: async_lock::Semaphore,
     /// Notified each time a partition opens (for waiters on partitions never written).
@@ -55,7 +68,7 @@ pub struct ShardPartitions {
 struct PartitionLock<'a> {
     partitions: &'a ShardPartitions,
     key: PartitionKey,
-    mutex: Rc<async_lock::Mutex<()>>,
+    mutex: Rc<LocalLock>,
 }
 
 impl<'a> PartitionLock<'a> {
@@ -64,7 +77,7 @@ impl<'a> PartitionLock<'a> {
             .partition_locks
             .borrow_mut()
             .entry(key.clone())
-            .or_insert_with(|| Rc::new(async_lock::Mutex::new(())))
+            .or_insert_with(|| Rc::new(LocalLock::new()))
             .clone();
         PartitionLock {
             partitions,
@@ -73,7 +86,7 @@ impl<'a> PartitionLock<'a> {
         }
     }
 
-    fn mutex(&self) -> &async_lock::Mutex<()> {
+    fn mutex(&self) -> &LocalLock {
         &self.mutex
     }
 }
@@ -139,7 +152,7 @@ impl ShardPartitions {
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
-        self.open.borrow().get(&(topic.to_string(), partition)).cloned()
+        self.open.borrow().get(&PartitionRef(topic, partition)).cloned()
     }
 
     /// Returns the open partition, opening (and recovering) it with `config` if needed.
@@ -296,7 +309,7 @@ impl ShardPartitions {
     async fn remove_now(&self, topic: &str, partition: i32) -> Result<(), LogError> {
         // A deleted topic's partitions leave the set with it (it forgets everything at once).
         self.never_written.borrow_mut().clear();
-        let removed = self.open.borrow_mut().remove(&(topic.to_string(), partition));
+        let removed = self.open.borrow_mut().remove(&PartitionRef(topic, partition));
         match removed {
             Some(open) => open.delete().await,
             None => {
@@ -347,5 +360,27 @@ impl ShardPartitions {
             .filter_map(|(key, closed)| async move { closed.err().map(|e| (key, e)) })
             .collect()
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn a_borrowed_key_hashes_and_compares_as_the_owned_one() {
+        let mut open = hashbrown::HashMap::new();
+        for (topic, partition) in [("orders", 0), ("orders", 1), ("orders-1", 0), ("", 7)] {
+            open.insert((topic.to_string(), partition), partition);
+        }
+        for (topic, partition) in [("orders", 0), ("orders", 1), ("orders-1", 0), ("", 7)] {
+            let owned = (topic.to_string(), partition);
+            let borrowed = PartitionRef(topic, partition);
+            assert_eq!(open.hasher().hash_one(&owned), open.hasher().hash_one(&borrowed));
+            assert_eq!(open.get(&borrowed), Some(&partition));
+        }
+        assert_eq!(open.get(&PartitionRef("orders", 2)), None);
+        assert_eq!(open.get(&PartitionRef("orders-", 10)), None);
     }
 }
