@@ -9,11 +9,12 @@
 //! - [`shard`]: one pinned executor per core, the partition→shard table, cross-shard messages.
 //! - [`io`]: the storage I/O seam (glommio-backed; a fault-injecting variant for tests).
 //! - [`cluster`]: topic metadata (single writer, published read-only to every shard).
-//! - [`local_lock`]: the async lock of state one shard owns (no atomics: one thread uses it).
+//! - [`local_sync`]: the async lock and event of state one shard owns (no atomics: one thread
+//!   uses them).
 
 pub mod cluster;
 pub mod io;
-pub mod local_lock;
+pub mod local_sync;
 pub mod log;
 pub mod partition;
 pub mod shard;

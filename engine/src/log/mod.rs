@@ -31,7 +31,7 @@ mod send;
 mod staged;
 pub mod timeindex;
 
-use crate::local_lock::LocalLock;
+use crate::local_sync::LocalLock;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
 pub use compaction::CompactionOutcome;
 pub use config::LogConfig;

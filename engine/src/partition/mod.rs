@@ -8,7 +8,7 @@ mod producer_snapshot;
 pub mod producer_state;
 
 use crate::io::{DirSync, ShardStorage, Storage};
-use crate::local_lock::LocalLock;
+use crate::local_sync::{LocalEvent, LocalLock};
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
@@ -94,7 +94,7 @@ pub struct Partition<S: Storage = ShardStorage> {
     durable_offset: Cell<i64>,
     /// One fdatasync at a time; waiters queue here and usually find their offset covered.
     sync_lock: LocalLock,
-    appended: event_listener::Event,
+    appended: LocalEvent,
     closed: Cell<bool>,
     /// Told how long each fdatasync took (metrics live in the layer above).
     sync_observer: RefCell<Option<SyncObserver>>,
@@ -146,7 +146,7 @@ impl<S: Storage> Partition<S> {
             append_lock: LocalLock::new(),
             durable_offset: Cell::new(durable),
             sync_lock: LocalLock::new(),
-            appended: event_listener::Event::new(),
+            appended: LocalEvent::new(),
             closed: Cell::new(false),
             sync_observer: RefCell::new(None),
             last_append_ms: Cell::new(0),
@@ -202,7 +202,7 @@ impl<S: Storage> Partition<S> {
         }
         assert_eq!(next, info.last_offset + 1, "the log assigned contiguous offsets");
         drop(producers);
-        self.appended.notify(usize::MAX);
+        self.appended.notify_all();
         Ok(info)
     }
 
@@ -235,7 +235,7 @@ impl<S: Storage> Partition<S> {
             producers.record(header, now_ms);
         }
         drop(producers);
-        self.appended.notify(usize::MAX);
+        self.appended.notify_all();
         Ok(info)
     }
 
@@ -451,7 +451,7 @@ impl<S: Storage> Partition<S> {
         let before = self.high_watermark();
         self.replicated_hw.set(Some(clamped));
         if clamped > before {
-            self.appended.notify(usize::MAX);
+            self.appended.notify_all();
         }
     }
 

@@ -1,6 +1,6 @@
 //! The partitions one shard owns, opened on first use and closed on shutdown.
 
-use crate::local_lock::LocalLock;
+use crate::local_sync::LocalLock;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -1,22 +1,27 @@
-//! An async lock for state that one shard owns: its tasks take turns, first come first served.
+//! Waiting on state that one shard owns: a lock its tasks take turns at, first come first
+//! served ([`LocalLock`]), and an event its tasks wait for ([`LocalEvent`]).
 //!
 //! A partition and its log serialize appends, fdatasyncs, retention and opens with locks held
-//! across awaits. Every such lock lives on one shard's thread, so atomics and an internal mutex
-//! (what `async_lock::Mutex` pays on every unlock, to wake waiters on any thread) buy nothing:
-//! an append into a partition of many takes and releases three of them, and at 10 000
-//! partitions that showed as 4 % of the broker's CPU (docs/decisions/0011 section 9).
+//! across awaits, and wake long polls at each append. Every such lock and event lives on one
+//! shard's thread, so atomics and an internal mutex (what `async_lock::Mutex` and
+//! `event_listener::Event` pay on every release and notification, to wake waiters on any
+//! thread) buy nothing: an append into a partition of many took and released three locks and
+//! notified one event, and at 10 000 partitions that showed as 6 % of the broker's CPU
+//! (docs/decisions/0011 section 9).
 //!
 //! Fairness: a release hands the lock to the longest waiter, which then holds it before anyone
 //! else can take it; a task that keeps taking the lock cannot starve the others.
 //!
-//! Bound: one queue entry per task waiting (each holds a waker), so the queue is as long as
-//! the tasks of the shard that wait for this lock, which the callers bound (requests in flight
-//! per connection, connections per shard, the shard's own maintenance tasks).
+//! Bounds: one queue entry (a waker) per task waiting for a lock, and one per listener of an
+//! event that has been polled, so each is as long as the tasks of the shard that wait there,
+//! which the callers bound (requests in flight per connection, connections per shard, the
+//! shard's own maintenance tasks). An entry goes when its waiter is woken or dropped.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 /// Mutual exclusion between one shard's tasks. Not Send: it belongs to the shard whose state it
@@ -132,6 +137,85 @@ impl Drop for LocalLockGuard<'_> {
     }
 }
 
+/// Wakes every task waiting at the time of a notification. Not Send: it belongs to the shard
+/// whose state changes it announces.
+#[derive(Default)]
+pub struct LocalEvent {
+    state: Rc<EventState>,
+}
+
+#[derive(Default)]
+struct EventState {
+    /// Notifications so far: a listener resolves once this moved past what it saw at creation.
+    notified: Cell<u64>,
+    /// The waker of each listener polled since the last notification, by listener id.
+    waiting: RefCell<Vec<(u64, Waker)>>,
+    last_listener: Cell<u64>,
+}
+
+impl LocalEvent {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A future that resolves at the first notification after this call (even one that comes
+    /// before it is first polled: listen, then check the state, and no change is missed).
+    pub fn listen(&self) -> LocalListener {
+        let id = self.state.last_listener.get() + 1;
+        self.state.last_listener.set(id);
+        LocalListener {
+            state: self.state.clone(),
+            seen: self.state.notified.get(),
+            id,
+        }
+    }
+
+    /// Wakes every listener. Without listeners it costs a counter increment.
+    pub fn notify_all(&self) {
+        self.state.notified.set(self.state.notified.get() + 1);
+        if self.state.waiting.borrow().is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut *self.state.waiting.borrow_mut());
+        for (_, waker) in waiting {
+            waker.wake();
+        }
+    }
+}
+
+/// One wait for a [`LocalEvent`]'s next notification.
+pub struct LocalListener {
+    state: Rc<EventState>,
+    seen: u64,
+    id: u64,
+}
+
+impl Future for LocalListener {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.state.notified.get() != self.seen {
+            return Poll::Ready(());
+        }
+        let mut waiting = self.state.waiting.borrow_mut();
+        match waiting.iter_mut().find(|(id, _)| *id == self.id) {
+            Some((_, waker)) if waker.will_wake(cx.waker()) => {}
+            Some((_, waker)) => *waker = cx.waker().clone(),
+            None => waiting.push((self.id, cx.waker().clone())),
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for LocalListener {
+    fn drop(&mut self) {
+        let mut waiting = self.state.waiting.borrow_mut();
+        if let Some(at) = waiting.iter().position(|(id, _)| *id == self.id) {
+            waiting.swap_remove(at);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +309,67 @@ mod tests {
         drop(guard);
         assert!(!lock.is_locked());
         assert!(lock.lock().now_or_never().is_some());
+    }
+
+    #[test]
+    fn a_listener_resolves_at_the_first_notification_after_it_was_made() {
+        let event = LocalEvent::new();
+        let early = event.listen();
+        event.notify_all();
+        let late = event.listen();
+        assert!(
+            early.now_or_never().is_some(),
+            "notified before its first poll: not missed"
+        );
+        let mut late = Box::pin(late);
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(
+            late.as_mut().poll(&mut cx).is_pending(),
+            "made after the notification"
+        );
+        assert!(late.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            event.state.waiting.borrow().len(),
+            1,
+            "one entry per listener, however polled"
+        );
+        event.notify_all();
+        assert!(
+            event.state.waiting.borrow().is_empty(),
+            "a notification takes every waker"
+        );
+        assert!(late.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_notification_wakes_every_waiting_task_and_a_dropped_listener_leaves() {
+        let mut pool = LocalPool::new();
+        let event = Rc::new(LocalEvent::new());
+        let woken = Rc::new(Cell::new(0));
+        for _ in 0..10 {
+            let (listener, woken) = (event.listen(), woken.clone());
+            pool.spawner()
+                .spawn_local(async move {
+                    listener.await;
+                    woken.set(woken.get() + 1);
+                })
+                .unwrap();
+        }
+        pool.run_until_stalled();
+        assert_eq!(woken.get(), 0);
+        let dropped = event.listen();
+        let mut dropped = Box::pin(dropped);
+        let waker = futures::task::noop_waker();
+        assert!(dropped
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        assert_eq!(event.state.waiting.borrow().len(), 11);
+        drop(dropped);
+        assert_eq!(event.state.waiting.borrow().len(), 10);
+        event.notify_all();
+        pool.run_until_stalled();
+        assert_eq!(woken.get(), 10);
     }
 }
