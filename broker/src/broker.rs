@@ -312,7 +312,7 @@ where
                             let work = work.clone();
                             async move { (index, tp.clone(), work(there, tp, item).await) }
                         });
-                        futures::future::join_all(runs).await
+                        run_all_in_order(runs).await
                     })
                     .await;
                 match done {
@@ -328,6 +328,35 @@ where
     results.sort_unstable_by_key(|(index, _, _)| *index);
     assert_eq!(results.len(), item_count, "every item gets exactly one result");
     results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
+}
+
+/// Runs `runs` concurrently on this task and returns their outputs in order. Each is polled
+/// once as it starts, and only those that wait then (a partition opening, a lock held) join a
+/// `FuturesUnordered`: an append into the page cache finishes at its first poll, and the set's
+/// task per future, with its linking and atomics, cost more than the append's own bookkeeping
+/// in requests naming thousands of partitions (docs/decisions/0011 section 9).
+async fn run_all_in_order<F: Future>(runs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    use futures::StreamExt;
+    let mut outputs = Vec::new();
+    let mut waiting = futures::stream::FuturesUnordered::new();
+    for run in runs {
+        let mut run = Box::pin(run);
+        let at = outputs.len();
+        match futures::poll!(run.as_mut()) {
+            std::task::Poll::Ready(output) => outputs.push(Some(output)),
+            std::task::Poll::Pending => {
+                outputs.push(None);
+                waiting.push(async move { (at, run.await) });
+            }
+        }
+    }
+    while let Some((at, output)) = waiting.next().await {
+        outputs[at] = Some(output);
+    }
+    let finished = outputs
+        .into_iter()
+        .map(|output| output.expect("every run finished"));
+    finished.collect()
 }
 
 /// The order in which per-shard work is started: every other shard first, `here` last. This
@@ -377,6 +406,34 @@ impl ShutdownSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_that_wait_finish_in_any_order_and_answer_in_theirs() {
+        use futures::channel::oneshot;
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..6).map(|_| oneshot::channel::<u32>()).unzip();
+        let runs = receivers.into_iter().enumerate().map(|(i, receiver)| async move {
+            if i % 2 == 0 {
+                return i as u32 * 10; // finishes at its first poll
+            }
+            receiver.await.expect("sent") + i as u32 * 10
+        });
+        let mut all = Box::pin(run_all_in_order(runs));
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(all.as_mut().poll(&mut cx).is_pending(), "three runs wait");
+        // The waiting ones finish last first.
+        for (i, sender) in senders.into_iter().enumerate().rev() {
+            let _ = sender.send(1);
+            if i == 1 {
+                break;
+            }
+            assert!(all.as_mut().poll(&mut cx).is_pending());
+        }
+        let std::task::Poll::Ready(outputs) = all.as_mut().poll(&mut cx) else {
+            panic!("every run finished");
+        };
+        assert_eq!(outputs, vec![0, 11, 20, 31, 40, 51]);
+    }
 
     #[test]
     fn other_shards_are_handed_their_work_before_this_one_runs_its_own() {
