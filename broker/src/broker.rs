@@ -288,26 +288,25 @@ where
     F: Fn(Rc<BrokerCtx>, TopicPartition, T) -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = Result<R, PartitionAccessError>> + 'static,
 {
-    let shard_count = ctx.shard_count();
-    let mut by_shard: BTreeMap<ShardId, Vec<(usize, TopicPartition, T)>> = BTreeMap::new();
-    let mut results = Vec::with_capacity(items.len());
     let item_count = items.len();
-    for (index, (tp, item)) in items.into_iter().enumerate() {
-        match owner_of(&tp, shard_count) {
-            Some(shard) => by_shard.entry(shard).or_default().push((index, tp, item)),
-            None => results.push((index, tp, Err(PartitionAccessError::UnknownTopicOrPartition))),
-        }
-    }
+    let indexed = items
+        .into_iter()
+        .enumerate()
+        .map(|(index, (tp, item))| (tp, (index, item)));
+    let (by_shard, unowned) = by_owning_shard(indexed, ctx.shard_count());
+    let mut results = Vec::with_capacity(item_count);
+    let unknown = |(tp, (index, _))| (index, tp, Err(PartitionAccessError::UnknownTopicOrPartition));
+    results.extend(unowned.into_iter().map(unknown));
     let per_shard = handover_order(by_shard, ctx.id())
         .into_iter()
         .map(|(shard, batch)| {
             let work = work.clone();
             let names: Vec<(usize, TopicPartition)> =
-                batch.iter().map(|(i, tp, _)| (*i, tp.clone())).collect();
+                batch.iter().map(|(tp, (i, _))| (*i, tp.clone())).collect();
             async move {
                 let done = ctx
                     .submit_to(shard, move |there| async move {
-                        let runs = batch.into_iter().map(|(index, tp, item)| {
+                        let runs = batch.into_iter().map(|(tp, (index, item))| {
                             let there = there.clone();
                             let work = work.clone();
                             async move { (index, tp.clone(), work(there, tp, item).await) }
@@ -328,6 +327,28 @@ where
     results.sort_unstable_by_key(|(index, _, _)| *index);
     assert_eq!(results.len(), item_count, "every item gets exactly one result");
     results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
+}
+
+/// Items by the shard that owns each one's partition, in their order within each shard, and
+/// apart those naming a negative partition index, which no shard owns.
+pub type ByOwningShard<T> = (
+    BTreeMap<ShardId, Vec<(TopicPartition, T)>>,
+    Vec<(TopicPartition, T)>,
+);
+
+/// Splits `items` by owning shard (see [`ByOwningShard`]).
+pub fn by_owning_shard<T>(
+    items: impl IntoIterator<Item = (TopicPartition, T)>,
+    shard_count: usize,
+) -> ByOwningShard<T> {
+    let (mut by_shard, mut unowned): ByOwningShard<T> = Default::default();
+    for (tp, item) in items {
+        match owner_of(&tp, shard_count) {
+            Some(shard) => by_shard.entry(shard).or_insert_with(Vec::new).push((tp, item)),
+            None => unowned.push((tp, item)),
+        }
+    }
+    (by_shard, unowned)
 }
 
 /// Runs `runs` concurrently on this task and returns their outputs in order. Each is polled

@@ -3,7 +3,6 @@
 //! The records go into the answer as the engine's read left them — segment file ranges or
 //! shared batches — never copied (see `laminar_protocol::fetch_response` and `send`).
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,9 +13,8 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
-use laminar_engine::shard::ShardId;
 
-use crate::broker::{on_owning_shards, owner_of, BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::broker::{by_owning_shard, on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
 use crate::handlers::placement::Placement;
@@ -398,13 +396,8 @@ async fn wait_for_appends(
     read_end: ReadEnd,
     deadline: Instant,
 ) {
-    let shard_count = ctx.shard_count();
-    let mut by_shard: BTreeMap<ShardId, Vec<(TopicPartition, i64)>> = BTreeMap::new();
-    for (tp, offset) in watched {
-        if let Some(shard) = owner_of(&tp, shard_count) {
-            by_shard.entry(shard).or_default().push((tp, offset));
-        }
-    }
+    // A partition no shard owns never grows: nothing to wait for.
+    let (by_shard, _unowned) = by_owning_shard(watched, ctx.shard_count());
     let waits: Vec<_> = by_shard
         .into_iter()
         .map(|(shard, watched)| {
