@@ -289,44 +289,47 @@ where
     Fut: Future<Output = Result<R, PartitionAccessError>> + 'static,
 {
     let item_count = items.len();
-    let indexed = items
-        .into_iter()
-        .enumerate()
-        .map(|(index, (tp, item))| (tp, (index, item)));
+    // One copy of each name stays here for the answer; the other goes to the owning shard.
+    let mut names = Vec::with_capacity(item_count);
+    let indexed = items.into_iter().enumerate().map(|(index, (tp, item))| {
+        names.push(tp.clone());
+        (tp, (index, item))
+    });
     let (by_shard, unowned) = by_owning_shard(indexed, ctx.shard_count());
-    let mut results = Vec::with_capacity(item_count);
-    let unknown = |(tp, (index, _))| (index, tp, Err(PartitionAccessError::UnknownTopicOrPartition));
-    results.extend(unowned.into_iter().map(unknown));
+    let mut results: Vec<Option<Result<R, PartitionAccessError>>> = (0..item_count).map(|_| None).collect();
+    for (_, (index, _)) in unowned {
+        results[index] = Some(Err(PartitionAccessError::UnknownTopicOrPartition));
+    }
     let per_shard = handover_order(by_shard, ctx.id())
         .into_iter()
         .map(|(shard, batch)| {
             let work = work.clone();
-            let names: Vec<(usize, TopicPartition)> =
-                batch.iter().map(|(tp, (i, _))| (*i, tp.clone())).collect();
+            let indices: Vec<usize> = batch.iter().map(|(_, (index, _))| *index).collect();
             async move {
                 let done = ctx
                     .submit_to(shard, move |there| async move {
-                        let runs = batch.into_iter().map(|(tp, (index, item))| {
-                            let there = there.clone();
-                            let work = work.clone();
-                            async move { (index, tp.clone(), work(there, tp, item).await) }
-                        });
+                        let runs = batch
+                            .into_iter()
+                            .map(|(tp, (_, item))| work(there.clone(), tp, item));
                         run_all_in_order(runs).await
                     })
                     .await;
                 match done {
-                    Ok(results) => results,
-                    Err(gone) => names
-                        .into_iter()
-                        .map(|(i, tp)| (i, tp, Err(PartitionAccessError::ShardGone(ShardGone(gone.0)))))
-                        .collect(),
+                    Ok(answers) => indices.into_iter().zip(answers).collect::<Vec<_>>(),
+                    Err(gone) => {
+                        let lost = |index| (index, Err(PartitionAccessError::ShardGone(ShardGone(gone.0))));
+                        indices.into_iter().map(lost).collect()
+                    }
                 }
             }
         });
-    results.extend(futures::future::join_all(per_shard).await.into_iter().flatten());
-    results.sort_unstable_by_key(|(index, _, _)| *index);
-    assert_eq!(results.len(), item_count, "every item gets exactly one result");
-    results.into_iter().map(|(_, tp, r)| (tp, r)).collect()
+    for (index, result) in futures::future::join_all(per_shard).await.into_iter().flatten() {
+        results[index] = Some(result);
+    }
+    let answered = names.into_iter().zip(results);
+    answered
+        .map(|(tp, result)| (tp, result.expect("every item gets exactly one result")))
+        .collect()
 }
 
 /// Items by the shard that owns each one's partition, in their order within each shard, and

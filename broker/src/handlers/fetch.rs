@@ -95,7 +95,7 @@ pub async fn handle(
     );
     placement.note(wanted.iter().map(|(tp, _)| tp));
     loop {
-        let results = read_all(ctx, wanted.clone(), max_bytes).await;
+        let results = read_all(ctx, &wanted, max_bytes).await;
         let any_error = results.iter().any(|(_, r)| r.is_err());
         let bytes: usize = results
             .iter()
@@ -190,9 +190,9 @@ impl ReadBudget {
 /// had data. Reads take their grant when they start, so a read that waits (for the disk, or
 /// for a descriptor) holds its grant meanwhile and later ones may find none: those are read
 /// again, in rounds, while budget is left.
-async fn read_all(ctx: &Rc<BrokerCtx>, wanted: Vec<(TopicPartition, Wanted)>, max_bytes: usize) -> Reads {
+async fn read_all(ctx: &Rc<BrokerCtx>, wanted: &[(TopicPartition, Wanted)], max_bytes: usize) -> Reads {
     let budget = ReadBudget::new(max_bytes);
-    let first = covered_in_request_order(&wanted, max_bytes);
+    let first = covered_in_request_order(wanted, max_bytes);
     let mut results = read_round(ctx, &budget, wanted[..first].to_vec()).await;
     if first < wanted.len() {
         let rest = read_round(ctx, &budget, wanted[first..].to_vec()).await;
@@ -374,7 +374,7 @@ async fn fit_to_budget(
                 min_one_batch: false,
                 ..*want
             };
-            let again = read_all(ctx, vec![(tp.clone(), smaller)], budget).await;
+            let again = read_all(ctx, &[(tp.clone(), smaller)], budget).await;
             *result = again.into_iter().next().expect("one read asked, one answered").1;
         }
         let len = result.as_ref().map_or(0, |read| read.data.len());
