@@ -64,19 +64,33 @@ const IDLE_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// moved every `SYNCED_PREFIX_STEP_BYTES` instead, bounding what its recovery verifies. An idle
 /// partition holds no disk but its bytes, and little memory.
 async fn release_idle(partitions: &[(PartitionKey, Rc<Partition>)]) {
+    use futures::StreamExt;
     let now = now_ms();
-    for ((topic, partition), open) in partitions {
-        let (topic, partition) = (topic.as_str(), *partition);
-        open.release_unused_indexes();
-        if let Err(error) = open.release_idle_reservation(now).await {
-            tracing::error!(topic, partition, %error, "giving back reserved blocks failed");
-        }
-        if let Err(error) = open.checkpoint_if_idle(now, CHECKPOINT_IDLE_MS).await {
-            tracing::error!(topic, partition, %error, "checkpoint failed");
-        }
-        if let Err(error) = open.advance_synced_prefix().await {
-            tracing::error!(topic, partition, %error, "moving the synced prefix failed");
-        }
+    // Several at once, so that their fdatasyncs overlap and the file system commits them
+    // together: one at a time, the first pass after a burst into 10 000 partitions took 40 000
+    // fdatasyncs in a row (decision 0011 section 9).
+    let each = partitions
+        .iter()
+        .map(|((topic, partition), open)| release_one(topic, *partition, open, now));
+    futures::stream::iter(each)
+        .buffer_unordered(IDLE_CONCURRENCY)
+        .for_each(|()| async {})
+        .await;
+}
+
+/// Partitions a shard checkpoints (and gives back reservations of) at once in its idle pass.
+const IDLE_CONCURRENCY: usize = 64;
+
+async fn release_one(topic: &str, partition: i32, open: &Partition, now: i64) {
+    open.release_unused_indexes();
+    if let Err(error) = open.release_idle_reservation(now).await {
+        tracing::error!(topic, partition, %error, "giving back reserved blocks failed");
+    }
+    if let Err(error) = open.checkpoint_if_idle(now, CHECKPOINT_IDLE_MS).await {
+        tracing::error!(topic, partition, %error, "checkpoint failed");
+    }
+    if let Err(error) = open.advance_synced_prefix().await {
+        tracing::error!(topic, partition, %error, "moving the synced prefix failed");
     }
 }
 
