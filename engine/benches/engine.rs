@@ -1,14 +1,16 @@
-//! CRC-32C and batch validation (bytes/s), index lookup (ns), and append throughput (bytes/s)
-//! through buffered and O_DIRECT glommio files, without and with a group-commit fdatasync.
+//! CRC-32C and batch validation (bytes/s), index lookup (ns), append throughput (bytes/s)
+//! through buffered and O_DIRECT glommio files, without and with a group-commit fdatasync, and
+//! the cost of one small batch as a shard's appends spread over more partitions (batches/s).
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use futures::executor::block_on;
-use laminar_engine::io::{FaultyStorage, GlommioStorage, Storage, WriteMode};
+use laminar_engine::io::{DescriptorBudget, FaultyStorage, FileCache, GlommioStorage, Storage, WriteMode};
 use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::log::batch::validate;
 use laminar_engine::log::index::{EntryFile, IndexEntry};
 use laminar_engine::partition::{LogConfig, Partition};
+use laminar_engine::shard::partitions::ShardPartitions;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -109,5 +111,103 @@ fn append_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, crc_and_validation, index_lookup, append_throughput);
+/// Descriptors the spread bench's file cache may hold: under this machine's default limit of
+/// 20 000, as the broker's budget keeps them (three files a partition would not fit at 10 000).
+const SPREAD_DESCRIPTORS: u64 = 15_000;
+
+/// A shard thread holding `partitions` partitions, each written once (so that creating their
+/// files is not counted); each request appends that many one-record batches round robin over
+/// them, each partition looked up by name first as a produce of keyed records spread over many
+/// partitions does (docs/decisions/0011 section 9), and answers how long that took. The
+/// partitions stay open across requests: criterion asks many times, and opening 10 000 each
+/// time would swamp its estimates.
+struct SpreadShard {
+    requests: async_channel::Sender<u64>,
+    answers: std::sync::mpsc::Receiver<Duration>,
+    thread: Option<glommio::ExecutorJoinHandle<()>>,
+}
+
+impl SpreadShard {
+    fn start(partitions: i32, batch: Bytes) -> SpreadShard {
+        let (requests, asked) = async_channel::bounded::<u64>(1);
+        let (answer, answers) = std::sync::mpsc::sync_channel(1);
+        let thread = glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+                let descriptors = DescriptorBudget::new(SPREAD_DESCRIPTORS).shard();
+                let inner =
+                    GlommioStorage::new(WriteMode::Buffered).with_descriptor_budget(descriptors.clone());
+                let storage = Rc::new(FileCache::new(inner, Some(descriptors)));
+                let shard = ShardPartitions::new(dir.path().to_path_buf(), storage);
+                for partition in 0..partitions {
+                    let open = shard
+                        .get_or_open("spread", partition, LogConfig::default)
+                        .await
+                        .unwrap();
+                    open.append(batch.clone(), 0).await.unwrap();
+                }
+                answer.send(Duration::ZERO).unwrap(); // ready
+                while let Ok(iters) = asked.recv().await {
+                    let start = Instant::now();
+                    for i in 0..iters {
+                        let partition = (i % partitions as u64) as i32;
+                        let open = shard.get("spread", partition).expect("opened above");
+                        open.append(batch.clone(), 0).await.unwrap();
+                    }
+                    answer.send(start.elapsed()).unwrap();
+                }
+                assert!(shard.close_all().await.is_empty(), "every partition closes");
+            })
+            .unwrap();
+        // Ready once every partition is open and written: criterion times from its first call.
+        answers.recv().unwrap();
+        SpreadShard {
+            requests,
+            answers,
+            thread: Some(thread),
+        }
+    }
+
+    fn timed_appends(&self, iters: u64) -> Duration {
+        self.requests.send_blocking(iters).unwrap();
+        self.answers.recv().unwrap()
+    }
+}
+
+impl Drop for SpreadShard {
+    /// Closes the partitions and removes their files before the next partition count starts.
+    fn drop(&mut self) {
+        self.requests.close();
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
+fn spread_appends(c: &mut Criterion) {
+    let mut group = c.benchmark_group("append_spread");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    // One 100-byte record a batch: the cost per batch, not per byte, and few enough bytes that
+    // the kernel's dirty-page throttling stays out of a run of millions.
+    let batch = Bytes::from(BatchBuilder::new(0).records_of(1, 100).build());
+    group.throughput(Throughput::Elements(1));
+    for partitions in [1, 100, 1_000, 10_000] {
+        let shard = SpreadShard::start(partitions, batch.clone());
+        group.bench_function(BenchmarkId::new("one_record_batches", partitions), |b| {
+            b.iter_custom(|iters| shard.timed_appends(iters))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    crc_and_validation,
+    index_lookup,
+    append_throughput,
+    spread_appends
+);
 criterion_main!(benches);
