@@ -19,3 +19,5 @@ pub mod log;
 pub mod partition;
 pub mod shard;
 mod sys;
+#[cfg(test)]
+mod test_tasks;

@@ -219,6 +219,7 @@ impl Drop for LocalListener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tasks::yield_now;
     use futures::executor::LocalPool;
     use futures::task::LocalSpawnExt;
     use futures::FutureExt;
@@ -269,20 +270,6 @@ mod tests {
         pool.run_until_stalled();
         assert_eq!(*order.borrow(), (0..20).collect::<Vec<_>>());
         assert!(!lock.is_locked());
-    }
-
-    /// Returns to the executor once, asking to be polled again.
-    async fn yield_now() {
-        let mut yielded = false;
-        futures::future::poll_fn(|cx| {
-            if yielded {
-                return Poll::Ready(());
-            }
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        })
-        .await
     }
 
     #[test]

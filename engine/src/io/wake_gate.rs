@@ -68,6 +68,7 @@ impl<F: Future> Future for OncePerWake<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tasks::yield_now;
     use std::cell::Cell;
     use std::rc::Rc;
 
@@ -87,20 +88,6 @@ mod tests {
             cx.waker().wake_by_ref(); // stands for the I/O completing later
             Poll::Pending
         }
-    }
-
-    /// Wakes the task and gives way once.
-    async fn yield_now() {
-        let mut yielded = false;
-        futures::future::poll_fn(|cx| {
-            if yielded {
-                return Poll::Ready(());
-            }
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        })
-        .await
     }
 
     #[test]
