@@ -165,9 +165,10 @@ fn cpu_share_over(pid: u32, window: Duration) -> anyhow::Result<f64> {
     Ok((cpu_seconds(pid)? - before) / window.as_secs_f64())
 }
 
-/// Waits until the broker's background work is done (or [`QUIET_WAIT_MAX`]), so that what the
-/// connections cost is not mixed with it; logs how long that took.
-fn wait_until_quiet(pid: u32, log: &StepLog) -> anyhow::Result<()> {
+/// Waits until the broker's background work is done (or [`QUIET_WAIT_MAX`]), so that what is
+/// measured next (what connections cost, a consume's throughput) is not mixed with it; logs how
+/// long that took.
+pub(super) fn wait_until_quiet(pid: u32, log: &StepLog) -> anyhow::Result<()> {
     let started = Instant::now();
     while cpu_share_over(pid, QUIET_WINDOW)? > QUIET_SHARE_MAX {
         if started.elapsed() > QUIET_WAIT_MAX {

@@ -348,6 +348,7 @@ fn throughput_step(setup: &Setup, mut broker: BrokerProcess, steps: &mut Vec<Ste
             run_limit: setup.step_limit,
             floor: setup.floor(),
             tries: setup.args.throughput_tries as usize,
+            broker_pid: fresh.pid()?,
         };
         if let Some(kib) = free_page_reporting_kib().filter(|kib| *kib > 0) {
             log.note(format!(

@@ -49,6 +49,8 @@ pub struct Plan {
     pub floor: DiskFloor,
     /// Tries of each run; the fastest is kept.
     pub tries: usize,
+    /// The broker's pid, to wait for its background work to end.
+    pub broker_pid: u32,
 }
 
 impl Plan {
@@ -266,6 +268,15 @@ fn settle(plan: &Plan, log: &StepLog) {
     }
 }
 
+/// Before the consume runs of a topic just written: its partitions are checkpointed 10–15 s
+/// after their last append (4–5 s of broker CPU at 10 000 partitions), which must not fall
+/// into a consume try of one second (decision 0011 section 9).
+fn quiet(plan: &Plan, log: &StepLog) {
+    if let Err(error) = super::connections::wait_until_quiet(plan.broker_pid, log) {
+        log.note(format!("waiting for the broker to go quiet: {error}"));
+    }
+}
+
 /// Produces into a topic created for each try (the previous try's deleted first).
 fn produce_run(plan: &Plan, log: &StepLog, partitions: u32, producers: usize, keys: Keys) -> Run {
     let mut topic = String::new();
@@ -351,6 +362,7 @@ pub fn run_all(plan: &Plan, log: &StepLog) -> Vec<Run> {
         let (topic, produced) = (run.topic.clone(), run.mb_per_sec().is_some());
         runs.push(run);
         if produced {
+            quiet(plan, log);
             runs.push(consume_run(plan, &topic, partitions, SERIES_WORKERS));
             if partitions == SERIES_PARTITIONS {
                 for consumers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
