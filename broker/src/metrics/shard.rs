@@ -147,12 +147,18 @@ impl ShardMetrics {
             {
                 continue;
             }
-            if !topics.contains_key(topic.as_str()) {
-                topics.insert(topic.to_string(), TopicTraffic::default());
+            let produced = TopicTraffic {
+                bytes_in: bytes,
+                records_in: records,
+                ..TopicTraffic::default()
+            };
+            // A topic's name is copied once, when it first produces.
+            match topics.get_mut(topic.as_str()) {
+                Some(traffic) => traffic.add(&produced),
+                None => {
+                    topics.insert(topic.to_string(), produced);
+                }
             }
-            let traffic = topics.get_mut(topic.as_str()).expect("inserted above");
-            traffic.bytes_in += bytes;
-            traffic.records_in += records;
         }
     }
 

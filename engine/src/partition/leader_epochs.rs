@@ -102,6 +102,11 @@ impl LeaderEpochs {
         self.entries.last().copied()
     }
 
+    /// Whether `epoch` is the latest entry's: assigning it again changes nothing.
+    pub fn is_latest(&self, epoch: i32) -> bool {
+        self.latest().is_some_and(|latest| latest.epoch == epoch)
+    }
+
     /// Records that `epoch` starts at `start_offset`; returns whether the list changed. Nothing
     /// changes when `epoch` is already the latest. An entry at the same start offset as the
     /// latest one replaces it (that epoch never got a batch kept in the log, as in Kafka); a
@@ -117,10 +122,10 @@ impl LeaderEpochs {
         if epoch < 0 || start_offset < 0 {
             return Err(refused);
         }
+        if self.is_latest(epoch) {
+            return Ok(false);
+        }
         if let Some(latest) = latest {
-            if latest.epoch == epoch {
-                return Ok(false);
-            }
             if epoch < latest.epoch || start_offset < latest.start_offset {
                 return Err(refused);
             }

@@ -242,12 +242,7 @@ impl<S: Storage> Partition<S> {
     /// Records that `epoch` starts at `start_offset` in the leader epoch cache, writing its
     /// file when that changes it (once per new epoch).
     async fn record_epoch(&self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
-        if self
-            .epochs
-            .borrow()
-            .latest()
-            .is_some_and(|latest| latest.epoch == epoch)
-        {
+        if self.epochs.borrow().is_latest(epoch) {
             // Every append but an epoch's first: nothing to record, and no copy of the list.
             return Ok(());
         }
