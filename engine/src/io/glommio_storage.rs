@@ -12,6 +12,7 @@ use super::{FileId, LentFile, Storage, StorageFile};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -39,10 +40,66 @@ impl WriteMode {
     }
 }
 
+/// Slots for the fdatasyncs (and directory syncs) one shard has in io_uring at once, shared by
+/// the shard's storage and every file it opened. Owned by one shard; not Send.
+///
+/// io_uring runs an fdatasync on the thread's io-wq, whose bounded workers number
+/// `min(ring depth, 4 × CPUs)`; the rest wait in the io-wq's queue, where they gain nothing. And
+/// every io_uring cancel walks that queue: glommio submits one each time it re-arms its timer,
+/// about once per park of the shard. A file cache giving back descriptors (parking hundreds of
+/// dirty files, each fdatasynced before its close) queued thousands: each cancel then cost
+/// ~100 µs and, in a produce into 10 000 partitions, 17 % of the broker's CPU went into those
+/// walks, halving the run's throughput (docs/decisions/0011 section 10). Waiting here instead
+/// keeps the kernel's queue empty and the overlap the workers allow.
+#[derive(Clone)]
+struct SyncSlots(Rc<glommio::sync::Semaphore>);
+
+/// io-wq's bounded workers per CPU (io_uring's `io_init_wq_offload`).
+const IO_WQ_WORKERS_PER_CPU: usize = 4;
+/// glommio 0.9's default submission ring depth, which also bounds io-wq's workers.
+const GLOMMIO_RING_DEPTH: usize = 128;
+
+impl SyncSlots {
+    fn new(slots: usize) -> Self {
+        SyncSlots(Rc::new(glommio::sync::Semaphore::new(slots.max(1) as u64)))
+    }
+
+    /// As many slots as io-wq has bounded workers on this machine.
+    fn for_this_machine() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::new((IO_WQ_WORKERS_PER_CPU * cpus).min(GLOMMIO_RING_DEPTH))
+    }
+
+    /// Runs `sync` once a slot is free, holding the slot until it completes.
+    async fn run<F: Future>(&self, sync: F) -> io::Result<F::Output> {
+        // The semaphore is never closed, so this only fails on a bug in it.
+        let _slot = self
+            .0
+            .acquire_permit(1)
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(sync.await)
+    }
+}
+
+impl Default for SyncSlots {
+    fn default() -> Self {
+        Self::for_this_machine()
+    }
+}
+
+impl std::fmt::Debug for SyncSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SyncSlots({} free)", self.0.available())
+    }
+}
+
 /// Opens files on the local file system through glommio. Owned by one shard; not Send.
 #[derive(Debug, Default, Clone)]
 pub struct GlommioStorage {
     mode: WriteMode,
+    /// This shard's fdatasync slots.
+    sync_slots: SyncSlots,
     /// This shard's write-behind (buffered mode only; see [`super::writeback`]).
     write_behind: Option<Rc<WriteBehindRing>>,
     /// This shard's account on the budget open files take their descriptors from; `None`: no
@@ -57,6 +114,7 @@ impl GlommioStorage {
     pub fn new(mode: WriteMode) -> Self {
         GlommioStorage {
             mode,
+            sync_slots: SyncSlots::default(),
             write_behind: None,
             descriptors: None,
             reservations: None,
@@ -87,6 +145,7 @@ impl GlommioStorage {
         };
         Ok(GlommioStorage {
             mode,
+            sync_slots: SyncSlots::default(),
             write_behind,
             descriptors: None,
             reservations: None,
@@ -131,6 +190,8 @@ pub struct GlommioFile {
     /// Bytes of the reserve budget this file holds: what it reserved past its length.
     reserve_held: Cell<u64>,
     reservations: Option<Arc<ReserveBudget>>,
+    /// The shard's fdatasync slots.
+    sync_slots: SyncSlots,
 }
 
 fn closed() -> io::Error {
@@ -284,11 +345,11 @@ impl StorageFile for GlommioFile {
     async fn fdatasync(&self) -> io::Result<()> {
         self.writeback.check()?;
         match self.handle()? {
-            Handle::Buffered(f) => once_per_wake(f.fdatasync()).await?,
+            Handle::Buffered(f) => self.sync_slots.run(once_per_wake(f.fdatasync())).await??,
             Handle::Direct(f, _) => {
                 // O_DIRECT writes whole blocks: cut the zero padding off before syncing.
                 once_per_wake(f.truncate(self.len.get())).await?;
-                once_per_wake(f.fdatasync()).await?
+                self.sync_slots.run(once_per_wake(f.fdatasync())).await??
             }
         }
         Ok(())
@@ -507,6 +568,7 @@ impl Storage for GlommioStorage {
             reserved_to: Cell::new(0),
             reserve_held: Cell::new(0),
             reservations: self.reservations.clone(),
+            sync_slots: self.sync_slots.clone(),
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);
@@ -543,8 +605,72 @@ impl Storage for GlommioStorage {
             None => None,
         };
         let dir = once_per_wake(glommio::io::Directory::open(path)).await?;
-        once_per_wake(dir.sync()).await?;
+        self.sync_slots.run(once_per_wake(dir.sync())).await??;
         once_per_wake(dir.close()).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn sync_slots_let_at_most_their_count_run_at_once_and_every_run_finish() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let slots = SyncSlots::new(3);
+                let (running, most) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+                let runs = (0..20).map(|i| {
+                    let (running, most) = (running.clone(), most.clone());
+                    slots.run(async move {
+                        running.set(running.get() + 1);
+                        most.set(most.get().max(running.get()));
+                        glommio::timer::sleep(Duration::from_millis(1)).await;
+                        running.set(running.get() - 1);
+                        i
+                    })
+                });
+                let finished: Vec<usize> = futures::future::join_all(runs)
+                    .await
+                    .into_iter()
+                    .map(|run| run.expect("a slot"))
+                    .collect();
+                assert_eq!(finished, (0..20).collect::<Vec<_>>());
+                assert_eq!(most.get(), 3, "three at once, never more");
+                assert_eq!(slots.0.available(), 3, "every slot given back");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn files_fdatasync_through_their_storage_slots() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let dir = tempfile::tempdir().unwrap();
+                let storage = GlommioStorage::new(WriteMode::Buffered);
+                let mut files = Vec::new();
+                for i in 0..40 {
+                    let file = storage
+                        .open(&dir.path().join(format!("{i}")), true)
+                        .await
+                        .unwrap();
+                    file.write_at(0, &[b"record"]).await.unwrap();
+                    files.push(file);
+                }
+                let synced = futures::future::join_all(files.iter().map(|f| f.fdatasync())).await;
+                assert!(synced.iter().all(|r| r.is_ok()));
+                assert_eq!(
+                    storage.sync_slots.0.available(),
+                    SyncSlots::for_this_machine().0.available()
+                );
+                storage.sync_dir(dir.path()).await.unwrap();
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }
