@@ -92,14 +92,23 @@ type ProduceItem = Result<Option<Bytes>, PartitionAccessError>;
 fn refuse_partitions_named_twice(
     mut items: Vec<(TopicPartition, ProduceItem)>,
 ) -> Vec<(TopicPartition, ProduceItem)> {
-    let mut seen = std::collections::HashMap::with_capacity(items.len());
-    for (tp, _) in &items {
-        *seen.entry(tp.clone()).or_insert(0usize) += 1;
-    }
-    for (tp, item) in &mut items {
-        if seen[tp] > 1 {
-            *item = Err(PartitionAccessError::NamedTwice);
+    let named_twice: Vec<usize> = {
+        // Keys borrowed from the items: a request may name thousands of partitions.
+        fn key(tp: &TopicPartition) -> (&str, i32) {
+            (tp.topic.as_str(), tp.partition)
         }
+        let mut seen = std::collections::HashMap::with_capacity(items.len());
+        for (tp, _) in &items {
+            *seen.entry(key(tp)).or_insert(0usize) += 1;
+        }
+        let named = items.iter().enumerate();
+        named
+            .filter(|(_, (tp, _))| seen[&key(tp)] > 1)
+            .map(|(at, _)| at)
+            .collect()
+    };
+    for at in named_twice {
+        items[at].1 = Err(PartitionAccessError::NamedTwice);
     }
     items
 }
