@@ -74,6 +74,16 @@ impl BrokerShared {
         crate::config::engine::log_config(&topic.configs, &self.config)
     }
 
+    /// The log settings of the topic named `topic`; the broker's defaults once it is gone (a
+    /// partition opened as its topic is deleted is removed with it).
+    fn log_config_named(&self, topic: &str) -> LogConfig {
+        let no_overrides = BTreeMap::new();
+        self.metadata.with_current(|table| {
+            let configs = table.get(topic).map_or(&no_overrides, |t| &t.configs);
+            crate::config::engine::log_config(configs, &self.config)
+        })
+    }
+
     /// `min.insync.replicas` of `topic`: its override, else the broker's.
     pub fn min_insync_replicas(&self, topic: &str) -> i32 {
         let table = self.metadata.current();
@@ -119,8 +129,8 @@ impl BrokerShard {
     /// The open partition `tp`, which must be owned by this shard; opened (and created) if
     /// need be.
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
-        let (topic, led) = self.led_topic_of(tp)?;
-        let config = || self.shared.log_config_for(&topic);
+        let led = self.led_state_of(tp)?;
+        let config = || self.shared.log_config_named(&tp.topic);
         let partition = self
             .partitions
             .get_or_open(&tp.topic, tp.partition, config)
@@ -141,8 +151,8 @@ impl BrokerShard {
         &self,
         tp: &TopicPartition,
     ) -> Result<Option<Rc<Partition>>, PartitionAccessError> {
-        let (topic, led) = self.led_topic_of(tp)?;
-        let config = || self.shared.log_config_for(&topic);
+        let led = self.led_state_of(tp)?;
+        let config = || self.shared.log_config_named(&tp.topic);
         let partition = self
             .partitions
             .get_or_open_written(&tp.topic, tp.partition, config)
@@ -240,31 +250,28 @@ impl BrokerShard {
             .map_or(0, |s| s.leader_epoch)
     }
 
-    /// `tp`'s topic, and in a cluster the state of the partition this broker leads, when the
-    /// partition exists in the topic table (in a cluster, when this broker also leads it:
-    /// NOT_LEADER_OR_FOLLOWER otherwise). One look at the cluster's image serves both.
-    fn led_topic_of(
-        &self,
-        tp: &TopicPartition,
-    ) -> Result<(Arc<TopicMetadata>, Option<PartitionState>), PartitionAccessError> {
-        let table = self.shared.metadata.current();
-        let topic = table
-            .get(&tp.topic)
-            .ok_or(PartitionAccessError::UnknownTopicOrPartition)?;
-        if tp.partition < 0 || tp.partition >= topic.partition_count {
+    /// Whether `tp` exists in the topic table (in a cluster, also whether this broker leads
+    /// it: NOT_LEADER_OR_FOLLOWER otherwise), and in a cluster the state of the partition.
+    fn led_state_of(&self, tp: &TopicPartition) -> Result<Option<PartitionState>, PartitionAccessError> {
+        let exists = self.shared.metadata.with_current(|table| {
+            table
+                .get(&tp.topic)
+                .is_some_and(|topic| (0..topic.partition_count).contains(&tp.partition))
+        });
+        if !exists {
             return Err(PartitionAccessError::UnknownTopicOrPartition);
         }
-        if let Some(link) = &self.shared.cluster {
-            // Clients are served by the leader only; followers reach their replicas through
-            // `replica_partition`.
-            let image = link.image();
-            return match image.metadata.partition_by_name(&tp.topic, tp.partition) {
-                None => Err(PartitionAccessError::UnknownTopicOrPartition),
-                Some(state) if state.leader != link.node_id => Err(PartitionAccessError::NotLeader),
-                Some(state) => Ok((topic.clone(), Some(state.clone()))),
-            };
+        let Some(link) = &self.shared.cluster else {
+            return Ok(None);
+        };
+        // Clients are served by the leader only; followers reach their replicas through
+        // `replica_partition`.
+        let image = link.image();
+        match image.metadata.partition_by_name(&tp.topic, tp.partition) {
+            None => Err(PartitionAccessError::UnknownTopicOrPartition),
+            Some(state) if state.leader != link.node_id => Err(PartitionAccessError::NotLeader),
+            Some(state) => Ok(Some(state.clone())),
         }
-        Ok((topic.clone(), None))
     }
 }
 

@@ -154,6 +154,13 @@ impl MetadataStore {
         self.current.load_full()
     }
 
+    /// Runs `look` on the current table without taking a reference count on it: every shard
+    /// looks at the table for every partition of every request, and a count shared by all
+    /// shards is a cache line they would pass around at each look.
+    pub fn with_current<R>(&self, look: impl FnOnce(&TopicTable) -> R) -> R {
+        look(&self.current.load())
+    }
+
     pub fn create_topic(
         &self,
         name: &str,
