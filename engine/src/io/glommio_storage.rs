@@ -45,8 +45,8 @@ impl WriteMode {
 ///
 /// io_uring runs an fdatasync on the thread's io-wq, whose bounded workers number
 /// `min(ring depth, 4 × CPUs)`; the rest wait in the io-wq's queue, where they gain nothing. And
-/// every io_uring cancel walks that queue: glommio submits one each time it re-arms its timer,
-/// about once per park of the shard. A file cache giving back descriptors (parking hundreds of
+/// every io_uring cancel walks that queue: glommio submits one each time it replaces its
+/// preemption timer (a `TIMEOUT` it submits and cancels around its runs of task queues). A file cache giving back descriptors (parking hundreds of
 /// dirty files, each fdatasynced before its close) queued thousands: each cancel then cost
 /// ~100 µs and, in a produce into 10 000 partitions, 17 % of the broker's CPU went into those
 /// walks, halving the run's throughput (docs/decisions/0011 section 10). Waiting here instead
