@@ -105,9 +105,18 @@ pub fn buffered_file(file: std::fs::File) -> glommio::io::BufferedFile {
     unsafe { glommio::io::BufferedFile::from_raw_fd(fd) }
 }
 
-/// The device and inode number of the open file `fd` (`fstat`): which file a descriptor names,
-/// whatever path it was opened by.
-pub fn file_id(fd: RawFd) -> io::Result<(u64, u64)> {
+/// What `fstat` says of an open file: which file a descriptor names (device and inode),
+/// whatever path it was opened by, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub device: u64,
+    pub inode: u64,
+    pub len: u64,
+}
+
+/// [`FileStat`] of the open file `fd`: a plain `fstat` on this thread, which reads the inode in
+/// memory (an io_uring statx would go to an io-wq worker and back).
+pub fn file_stat(fd: RawFd) -> io::Result<FileStat> {
     let mut stat = std::mem::MaybeUninit::<libc::stat>::zeroed();
     // SAFETY: fstat writes at most one `struct stat` into the buffer, which is that size and
     // outlives the call; it acts on the caller's open descriptor only.
@@ -116,7 +125,11 @@ pub fn file_id(fd: RawFd) -> io::Result<(u64, u64)> {
     }
     // SAFETY: fstat succeeded, so it filled the struct (and zeroed memory is a valid `stat`).
     let stat = unsafe { stat.assume_init() };
-    Ok((stat.st_dev, stat.st_ino))
+    Ok(FileStat {
+        device: stat.st_dev,
+        inode: stat.st_ino,
+        len: u64::try_from(stat.st_size).unwrap_or(0),
+    })
 }
 
 /// Whether the byte at `pos` of the open file `fd` is in the page cache: a one-byte `preadv2`
