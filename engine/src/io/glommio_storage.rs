@@ -611,85 +611,74 @@ impl Storage for GlommioStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tasks::on_executor;
     use std::time::Duration;
 
     #[test]
     fn sync_slots_let_at_most_their_count_run_at_once_and_every_run_finish() {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(|| async {
-                let slots = SyncSlots::new(3);
-                let (running, most) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
-                let runs = (0..20).map(|i| {
-                    let (running, most) = (running.clone(), most.clone());
-                    slots.run(async move {
-                        running.set(running.get() + 1);
-                        most.set(most.get().max(running.get()));
-                        glommio::timer::sleep(Duration::from_millis(1)).await;
-                        running.set(running.get() - 1);
-                        i
-                    })
-                });
-                let finished: Vec<usize> = futures::future::join_all(runs)
-                    .await
-                    .into_iter()
-                    .map(|run| run.expect("a slot"))
-                    .collect();
-                assert_eq!(finished, (0..20).collect::<Vec<_>>());
-                assert_eq!(most.get(), 3, "three at once, never more");
-                assert_eq!(slots.0.available(), 3, "every slot given back");
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        on_executor(|| async {
+            let slots = SyncSlots::new(3);
+            let (running, most) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+            let runs = (0..20).map(|i| {
+                let (running, most) = (running.clone(), most.clone());
+                slots.run(async move {
+                    running.set(running.get() + 1);
+                    most.set(most.get().max(running.get()));
+                    glommio::timer::sleep(Duration::from_millis(1)).await;
+                    running.set(running.get() - 1);
+                    i
+                })
+            });
+            let finished: Vec<usize> = futures::future::join_all(runs)
+                .await
+                .into_iter()
+                .map(|run| run.expect("a slot"))
+                .collect();
+            assert_eq!(finished, (0..20).collect::<Vec<_>>());
+            assert_eq!(most.get(), 3, "three at once, never more");
+            assert_eq!(slots.0.available(), 3, "every slot given back");
+        });
     }
 
     #[test]
     fn open_creates_only_when_asked_and_reopens_the_same_file_at_its_length() {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(|| async {
-                let dir = tempfile::tempdir().unwrap();
-                let path = dir.path().join("00000000000000000000.log");
-                let storage = GlommioStorage::new(WriteMode::Buffered);
-                let missing = storage.open(&path, false).await.err().map(|e| e.kind());
-                assert_eq!(missing, Some(io::ErrorKind::NotFound));
-                let created = storage.open(&path, true).await.unwrap();
-                assert_eq!(created.len(), 0);
-                created.write_at(0, &[b"twelve bytes"]).await.unwrap();
-                for create in [false, true] {
-                    let again = storage.open(&path, create).await.unwrap();
-                    assert_eq!((again.len(), again.id()), (12, created.id()));
-                }
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        on_executor(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("00000000000000000000.log");
+            let storage = GlommioStorage::new(WriteMode::Buffered);
+            let missing = storage.open(&path, false).await.err().map(|e| e.kind());
+            assert_eq!(missing, Some(io::ErrorKind::NotFound));
+            let created = storage.open(&path, true).await.unwrap();
+            assert_eq!(created.len(), 0);
+            created.write_at(0, &[b"twelve bytes"]).await.unwrap();
+            for create in [false, true] {
+                let again = storage.open(&path, create).await.unwrap();
+                assert_eq!((again.len(), again.id()), (12, created.id()));
+            }
+        });
     }
 
     #[test]
     fn files_fdatasync_through_their_storage_slots() {
-        glommio::LocalExecutorBuilder::default()
-            .spawn(|| async {
-                let dir = tempfile::tempdir().unwrap();
-                let storage = GlommioStorage::new(WriteMode::Buffered);
-                let mut files = Vec::new();
-                for i in 0..40 {
-                    let file = storage
-                        .open(&dir.path().join(format!("{i}")), true)
-                        .await
-                        .unwrap();
-                    file.write_at(0, &[b"record"]).await.unwrap();
-                    files.push(file);
-                }
-                let synced = futures::future::join_all(files.iter().map(|f| f.fdatasync())).await;
-                assert!(synced.iter().all(|r| r.is_ok()));
-                assert_eq!(
-                    storage.sync_slots.0.available(),
-                    SyncSlots::for_this_machine().0.available()
-                );
-                storage.sync_dir(dir.path()).await.unwrap();
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        on_executor(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = GlommioStorage::new(WriteMode::Buffered);
+            let mut files = Vec::new();
+            for i in 0..40 {
+                let file = storage
+                    .open(&dir.path().join(format!("{i}")), true)
+                    .await
+                    .unwrap();
+                file.write_at(0, &[b"record"]).await.unwrap();
+                files.push(file);
+            }
+            let synced = futures::future::join_all(files.iter().map(|f| f.fdatasync())).await;
+            assert!(synced.iter().all(|r| r.is_ok()));
+            assert_eq!(
+                storage.sync_slots.0.available(),
+                SyncSlots::for_this_machine().0.available()
+            );
+            storage.sync_dir(dir.path()).await.unwrap();
+        });
     }
 }
