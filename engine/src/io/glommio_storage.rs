@@ -44,31 +44,25 @@ impl WriteMode {
 /// Slots for the fdatasyncs (and directory syncs) one shard has in io_uring at once, shared by
 /// the shard's storage and every file it opened. Owned by one shard; not Send.
 ///
-/// io_uring runs an fdatasync on the thread's io-wq, whose bounded workers number
-/// `min(ring depth, 4 × CPUs)`; the rest wait in the io-wq's queue, where they gain nothing. And
-/// every io_uring cancel walks that queue: glommio submits one each time it replaces its
-/// preemption timer (a `TIMEOUT` it submits and cancels around its runs of task queues). A file cache giving back descriptors (parking hundreds of
-/// dirty files, each fdatasynced before its close) queued thousands: each cancel then cost
-/// ~100 µs and, in a produce into 10 000 partitions, 17 % of the broker's CPU went into those
-/// walks, halving the run's throughput (docs/decisions/0011 section 10). Waiting here instead
-/// keeps the kernel's queue empty and the overlap the workers allow.
+/// io_uring runs an fdatasync on the thread's io-wq, and every io_uring cancel walks io-wq's
+/// queue of work not yet started: glommio submits one each time it replaces its preemption
+/// timer (a `TIMEOUT` it submits and cancels around its runs of task queues). A file cache
+/// giving back descriptors (parking hundreds of dirty files, each fdatasynced before its close)
+/// queued thousands: each cancel then cost ~100 µs and, in a produce into 10 000 partitions,
+/// 17 % of the broker's CPU went into those walks, halving the run's throughput
+/// (docs/decisions/0011 section 10). Past [`SYNCS_IN_FLIGHT_MAX`] they wait here instead.
 #[derive(Clone)]
 struct SyncSlots(Rc<glommio::sync::Semaphore>);
 
-/// io-wq's bounded workers per CPU (io_uring's `io_init_wq_offload`).
-const IO_WQ_WORKERS_PER_CPU: usize = 4;
-/// glommio 0.9's default submission ring depth, which also bounds io-wq's workers.
-const GLOMMIO_RING_DEPTH: usize = 128;
+/// fdatasyncs a shard has in io_uring at once. Enough that many partitions' syncs overlap (8
+/// doubled the time a broker over its descriptor budget took to park files, and ran it short of
+/// descriptors: `tests/tests/open_files_limit.rs`); few enough that a cancel's walk stays
+/// around a microsecond.
+const SYNCS_IN_FLIGHT_MAX: usize = 64;
 
 impl SyncSlots {
     fn new(slots: usize) -> Self {
         SyncSlots(Rc::new(glommio::sync::Semaphore::new(slots.max(1) as u64)))
-    }
-
-    /// As many slots as io-wq has bounded workers on this machine.
-    fn for_this_machine() -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Self::new((IO_WQ_WORKERS_PER_CPU * cpus).min(GLOMMIO_RING_DEPTH))
     }
 
     /// Runs `sync` once a slot is free, holding the slot until it completes.
@@ -85,7 +79,7 @@ impl SyncSlots {
 
 impl Default for SyncSlots {
     fn default() -> Self {
-        Self::for_this_machine()
+        Self::new(SYNCS_IN_FLIGHT_MAX)
     }
 }
 
@@ -674,10 +668,7 @@ mod tests {
             }
             let synced = futures::future::join_all(files.iter().map(|f| f.fdatasync())).await;
             assert!(synced.iter().all(|r| r.is_ok()));
-            assert_eq!(
-                storage.sync_slots.0.available(),
-                SyncSlots::for_this_machine().0.available()
-            );
+            assert_eq!(storage.sync_slots.0.available(), SYNCS_IN_FLIGHT_MAX as u64);
             storage.sync_dir(dir.path()).await.unwrap();
         });
     }
