@@ -74,8 +74,8 @@ impl BrokerShared {
         crate::config::engine::log_config(&topic.configs, &self.config)
     }
 
-    /// The log settings of the topic named `topic`; the broker's defaults once it is gone (a
-    /// partition opened as its topic is deleted is removed with it).
+    /// The log settings of the topic named `topic`; the broker's defaults if it is gone (an open
+    /// that races the topic's deletion).
     fn log_config_named(&self, topic: &str) -> LogConfig {
         let no_overrides = BTreeMap::new();
         self.metadata.with_current(|table| {
