@@ -3,7 +3,6 @@
 //! across close, truncation, deletion and teardown, errors, and the page cache's own view
 //! (`cachestat`) of what was written back.
 
-use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -14,18 +13,7 @@ use bytes::Bytes;
 use super::{WriteBehind, WriteBehindStats};
 use crate::io::{GlommioStorage, Storage, StorageFile, WriteMode};
 use crate::sys::{self, Cachestat};
-
-fn run<F, Fut>(test: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    glommio::LocalExecutorBuilder::default()
-        .spawn(test)
-        .expect("executor")
-        .join()
-        .expect("test executor");
-}
+use crate::test_tasks::on_executor as run;
 
 fn storage(write_batch_bytes: u64, io_depth: u32) -> GlommioStorage {
     let settings = WriteBehind {
