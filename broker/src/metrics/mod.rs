@@ -106,7 +106,7 @@ impl ShardSnapshot {
         let mut log_bytes = 0;
         state
             .partitions
-            .for_each(|_, open| log_bytes += open.size_bytes());
+            .for_each(|_, _, open| log_bytes += open.size_bytes());
         ShardSnapshot {
             shard,
             requests: metrics

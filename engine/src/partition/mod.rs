@@ -8,13 +8,12 @@ mod producer_snapshot;
 pub mod producer_state;
 
 use crate::io::{DirSync, ShardStorage, Storage};
-use crate::local_sync::{LocalEvent, LocalLock};
+use crate::local_sync::{LocalEvent, LocalListener, LocalLock};
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
 use producer_state::{Admission, BatchMetadata, ProducerStateTable};
 use std::cell::{Cell, RefCell};
-use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -476,7 +475,7 @@ impl<S: Storage> Partition<S> {
 
     /// Resolves at the next append or high-watermark rise after this call (long-poll fetches
     /// and acks=all produces wait on it).
-    pub fn appended(&self) -> impl Future<Output = ()> + 'static {
+    pub fn appended(&self) -> LocalListener {
         self.appended.listen()
     }
 
