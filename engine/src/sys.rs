@@ -223,7 +223,6 @@ pub fn push_sync_file_range(
 
 /// Linux's `struct cachestat` (include/uapi/linux/mman.h): pages of a file range in the page
 /// cache, and how many of them are dirty, under writeback or were evicted.
-#[cfg(test)]
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct Cachestat {
@@ -235,7 +234,6 @@ pub struct Cachestat {
 }
 
 /// Linux's `struct cachestat_range`.
-#[cfg(test)]
 #[repr(C)]
 struct CachestatRange {
     off: u64,
@@ -244,7 +242,6 @@ struct CachestatRange {
 
 /// `cachestat(2)` of `[off, off + len)` of the open file `fd` (Linux 6.5+; the same system call
 /// number on every architecture). `ENOSYS` where the kernel lacks it.
-#[cfg(test)]
 pub fn cachestat(fd: RawFd, off: u64, len: u64) -> io::Result<Cachestat> {
     const SYS_CACHESTAT: libc::c_long = 451;
     let range = CachestatRange { off, len };
@@ -266,16 +263,58 @@ pub fn cachestat(fd: RawFd, off: u64, len: u64) -> io::Result<Cachestat> {
     }
 }
 
-/// Asks the kernel to drop the file's clean pages from the page cache (tests make data cold
-/// with it).
+/// Asks the kernel to drop the clean pages of `[pos, pos + len)` of a file from the page cache
+/// (`len` 0: to the end; tests make data cold with it).
 #[cfg(test)]
-pub fn drop_cached(fd: RawFd) -> io::Result<()> {
+pub fn drop_cached(fd: RawFd, pos: u64, len: u64) -> io::Result<()> {
+    let (pos, len) = (pos as libc::off_t, len as libc::off_t);
     // SAFETY: posix_fadvise only reads its integer arguments; it touches no memory of ours.
-    let error = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let error = unsafe { libc::posix_fadvise(fd, pos, len, libc::POSIX_FADV_DONTNEED) };
     match error {
         0 => Ok(()),
         error => Err(io::Error::from_raw_os_error(error)),
     }
+}
+
+/// Set once `cachestat` answered ENOSYS: a kernel before 6.5, or built without it.
+static CACHESTAT_MISSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether every page of `[pos, pos + len)` of the open file `fd` is in the page cache, counted
+/// by the kernel in one call (`cachestat`, Linux 6.5). `None` where the kernel cannot count
+/// them (too old, or a file system without a page cache), so the caller probes instead.
+pub fn range_cached(fd: RawFd, pos: u64, len: u64) -> io::Result<Option<bool>> {
+    use std::sync::atomic::Ordering;
+    if len == 0 {
+        return Ok(Some(true));
+    }
+    if CACHESTAT_MISSING.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let counts = match cachestat(fd, pos, len) {
+        Ok(counts) => counts,
+        Err(error) if error.raw_os_error() == Some(libc::ENOSYS) => {
+            CACHESTAT_MISSING.store(true, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Err(error) if error.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let page = page_bytes();
+    let pages = (pos + len - 1) / page - pos / page + 1;
+    Ok(Some(counts.nr_cache >= pages))
+}
+
+/// The page size, asked once.
+fn page_bytes() -> u64 {
+    static PAGE_BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE_BYTES.get_or_init(|| {
+        // SAFETY: sysconf reads no memory of ours.
+        let answer = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        u64::try_from(answer)
+            .ok()
+            .filter(|bytes| bytes.is_power_of_two())
+            .unwrap_or(4096)
+    })
 }
 
 #[cfg(test)]
@@ -295,6 +334,47 @@ mod tests {
             .open(dir.path().join("f"))
             .unwrap();
         (dir, file)
+    }
+
+    #[test]
+    fn a_range_counts_as_cached_only_when_every_page_is() {
+        let (_dir, file) = scratch_file();
+        let page = page_bytes();
+        for index in 0..16 {
+            file.write_all_at(&vec![7u8; page as usize], index * page)
+                .unwrap();
+        }
+        file.sync_data().unwrap(); // clean pages can be dropped
+        let fd = file.as_raw_fd();
+        let Some(cached) = range_cached(fd, 0, 16 * page).unwrap() else {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+            let version: Vec<u32> = release
+                .split(['.', '-'])
+                .take(2)
+                .map(|n| n.parse().unwrap())
+                .collect();
+            assert!(
+                version < vec![6, 5],
+                "cachestat is in Linux 6.5 and later, this is {release}"
+            );
+            return;
+        };
+        assert!(cached, "every page was just written");
+        // A page none of the three probes would look at (first, middle, last). Checked before
+        // any read: a probe's read can start a read-ahead that brings the page back.
+        drop_cached(fd, 5 * page, page).unwrap();
+        assert_eq!(range_cached(fd, 0, 16 * page).unwrap(), Some(false));
+        assert_eq!(range_cached(fd, 5 * page + 100, 1).unwrap(), Some(false));
+        assert_eq!(
+            range_cached(fd, 6 * page, 10 * page).unwrap(),
+            Some(true),
+            "the pages after it"
+        );
+        assert_eq!(
+            range_cached(fd, page - 1, 2).unwrap(),
+            Some(true),
+            "a range across two cached pages"
+        );
     }
 
     #[test]

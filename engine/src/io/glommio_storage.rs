@@ -431,8 +431,14 @@ impl StorageFile for GlommioFile {
 
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
         let fd = self.read_fd()?;
-        // The batch lookup has usually just read the first page; eviction is roughly oldest
-        // first, so the middle and last pages are the telling ones.
+        // Every page counts: reclaim takes pages here and there (DAMON's proactive reclaim took
+        // the last few pages of one segment in ten, 5–20 s after they were written), and a
+        // sendfile that meets one blocks the shard on the disk (decision 0011, section 11).
+        if let Some(cached) = crate::sys::range_cached(fd, pos, len)? {
+            return Ok(cached);
+        }
+        // A kernel without cachestat: the batch lookup has usually just read the first page,
+        // and eviction is roughly oldest first, so the middle and last pages are the telling ones.
         let probes = [pos + len / 2, pos + len.saturating_sub(1), pos];
         for probe in probes {
             if !crate::sys::is_cached(fd, probe)? {

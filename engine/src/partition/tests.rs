@@ -538,7 +538,7 @@ fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
             p.wait_durable(2399).await.unwrap();
             // Clean pages can be dropped: the data is now only on the disk.
             let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
-            crate::sys::drop_cached(log.as_raw_fd()).unwrap();
+            crate::sys::drop_cached(log.as_raw_fd(), 0, 0).unwrap();
             assert!(!crate::sys::is_cached(log.as_raw_fd(), 0).unwrap(), "evicted");
             let RecordBytes::Memory(batches) = p
                 .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
