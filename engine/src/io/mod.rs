@@ -115,8 +115,8 @@ pub trait StorageFile {
     fn sendable(&self) -> io::Result<Option<LentFile>> {
         Ok(None)
     }
-    /// Whether reading `[pos, pos + len)` now would not wait for the disk (its first, middle
-    /// and last pages are in the page cache). Files without a page cache say yes.
+    /// Whether reading `[pos, pos + len)` now would not wait for the disk (every page of it is
+    /// in the page cache). Files without a page cache say yes.
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
         let _ = (pos, len);
         Ok(true)

@@ -2,8 +2,8 @@
 //! network layer sends with sendfile, so record bytes are never copied in user space.
 //!
 //! Two limits shape it. sendfile of bytes that are not in the page cache blocks the calling
-//! thread on the disk, and a shard must never block, so ranges whose first, middle or last page
-//! is not cached (catch-up reads of old data) are read into memory through io_uring instead. And a
+//! thread on the disk, and a shard must never block, so ranges with any page not cached (catch-up
+//! reads of old data, pages the kernel reclaimed) are read into memory through io_uring instead. And a
 //! file range must end on a batch boundary without reading the batches: it ends at the segment
 //! end, or at the last sparse-index entry inside the byte limit (entries point at batch starts,
 //! about every `index.interval.bytes`), or after the first batch.
