@@ -17,6 +17,7 @@ pub mod hostfs;
 pub mod iotune;
 mod irq;
 pub mod probe;
+mod reclaim;
 pub mod sd_notify;
 pub mod systemd_units;
 pub mod tune;

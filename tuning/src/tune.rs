@@ -11,6 +11,7 @@ use crate::blockdev::{block_devices_of, BlockDevice, DiskKind};
 use crate::check::{FileWrite, TuneCheck};
 use crate::hostfs::HostFs;
 use crate::irq::irq_checks;
+use crate::reclaim::proactive_reclaim_check;
 
 /// What `check_all` and `apply` look at.
 #[derive(Debug, Clone)]
@@ -55,6 +56,7 @@ pub fn check_all(options: &TuneOptions) -> Vec<TuneCheck> {
     checks.push(governor_check(fs));
     checks.push(thp_check(fs));
     checks.push(free_page_reporting_check(fs));
+    checks.push(proactive_reclaim_check(fs));
     checks.extend(SYSCTLS.iter().map(|s| sysctl_check(fs, s)));
     checks
 }
