@@ -58,33 +58,31 @@ fn kdamond_pageout(fs: &HostFs, kdamond: &str) -> Option<String> {
     if fs.read(&format!("{kdamond}/state")).as_deref() != Some("on") {
         return None;
     }
-    let contexts = format!("{kdamond}/contexts");
-    let idle_ages = fs.list(&contexts).into_iter().filter_map(|context| {
-        let context = format!("{contexts}/{context}");
-        if fs.read(&format!("{context}/operations")).as_deref() != Some("paddr") {
-            return None;
-        }
-        let aggregation_us: u64 = fs
-            .read(&format!("{context}/monitoring_attrs/intervals/aggr_us"))?
-            .parse()
-            .ok()?;
-        let schemes = format!("{context}/schemes");
-        let pageouts = fs.list(&schemes).into_iter().filter_map(|scheme| {
-            let scheme = format!("{schemes}/{scheme}");
-            if fs.read(&format!("{scheme}/action")).as_deref() != Some("pageout") {
-                return None;
-            }
-            let intervals: u64 = fs
-                .read(&format!("{scheme}/access_pattern/age/min"))?
-                .parse()
-                .ok()?;
-            Some(intervals.saturating_mul(aggregation_us) / 1_000_000)
-        });
-        pageouts.min()
+    let contexts = entries_where(fs, &format!("{kdamond}/contexts"), "operations", "paddr");
+    let idle_ages = contexts.into_iter().filter_map(|context| {
+        let aggregation_us = read_number(fs, &format!("{context}/monitoring_attrs/intervals/aggr_us"))?;
+        let pageouts = entries_where(fs, &format!("{context}/schemes"), "action", "pageout");
+        let ages = pageouts
+            .into_iter()
+            .filter_map(|scheme| read_number(fs, &format!("{scheme}/access_pattern/age/min")));
+        ages.map(|intervals| intervals.saturating_mul(aggregation_us) / 1_000_000)
+            .min()
     });
     idle_ages
         .min()
         .map(|seconds| format!("pages out memory idle {seconds} s"))
+}
+
+/// The entries of `dir` whose file `name` reads `value`, as paths.
+fn entries_where(fs: &HostFs, dir: &str, name: &str, value: &str) -> Vec<String> {
+    let entries = fs.list(dir).into_iter().map(|entry| format!("{dir}/{entry}"));
+    entries
+        .filter(|entry| fs.read(&format!("{entry}/{name}")).as_deref() == Some(value))
+        .collect()
+}
+
+fn read_number(fs: &HostFs, path: &str) -> Option<u64> {
+    fs.read(path)?.parse().ok()
 }
 
 #[cfg(test)]
