@@ -370,14 +370,32 @@ async fn run_all_in_order<F: Future>(runs: impl IntoIterator<Item = F>) -> Vec<F
     use futures::StreamExt;
     let mut outputs = Vec::new();
     let mut waiting = futures::stream::FuturesUnordered::new();
+    // One heap slot, reused by every run that finishes at its first poll (most do): a run
+    // cannot move once polled, and an allocation per partition was 3 % of a keyed produce's
+    // CPU. A run that waits keeps its slot, and the next run gets a new one.
+    let mut slot: std::pin::Pin<Box<Option<F>>> = Box::pin(None);
     for run in runs {
-        let mut run = Box::pin(run);
+        slot.set(Some(run));
         let at = outputs.len();
-        match futures::poll!(run.as_mut()) {
-            std::task::Poll::Ready(output) => outputs.push(Some(output)),
+        let mut started = slot
+            .as_mut()
+            .as_pin_mut()
+            .expect("a run was just put in the slot");
+        match futures::poll!(&mut started) {
+            std::task::Poll::Ready(output) => {
+                outputs.push(Some(output));
+                slot.set(None);
+            }
             std::task::Poll::Pending => {
                 outputs.push(None);
-                waiting.push(async move { (at, run.await) });
+                let mut pending = std::mem::replace(&mut slot, Box::pin(None));
+                waiting.push(async move {
+                    let run = pending
+                        .as_mut()
+                        .as_pin_mut()
+                        .expect("the slot holds the waiting run");
+                    (at, run.await)
+                });
             }
         }
     }
