@@ -445,11 +445,7 @@ async fn any_grown_past(there: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)]
             };
             // Same thread as the appender: subscribe, then check, so no append is missed.
             appended.push(partition.appended());
-            let end = match read_end {
-                ReadEnd::HighWatermark => partition.high_watermark(),
-                ReadEnd::LogEnd => partition.log_end_offset(),
-            };
-            if end > *offset {
+            if partition.read_end_offset(read_end) > *offset {
                 return;
             }
         }

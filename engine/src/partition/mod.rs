@@ -383,6 +383,15 @@ impl<S: Storage> Partition<S> {
         Ok(self.read_result(data))
     }
 
+    /// Where reads of this kind end now: the high watermark for consumers, the log end for
+    /// followers.
+    pub fn read_end_offset(&self, end: ReadEnd) -> i64 {
+        match end {
+            ReadEnd::HighWatermark => self.high_watermark(),
+            ReadEnd::LogEnd => self.log_end_offset(),
+        }
+    }
+
     /// As [`read`](Self::read), for a socket: cached batches stay in the file (see `log/send.rs`).
     /// Up to the high watermark for consumers, the log end for followers (`ReadEnd`).
     pub async fn read_for_send(
@@ -393,10 +402,7 @@ impl<S: Storage> Partition<S> {
         end: ReadEnd,
     ) -> Result<ReadResult<RecordBytes>, LogError> {
         self.check_open()?;
-        let end_offset = match end {
-            ReadEnd::HighWatermark => self.high_watermark(),
-            ReadEnd::LogEnd => self.log_end_offset(),
-        };
+        let end_offset = self.read_end_offset(end);
         let data = self
             .log
             .read_for_send(offset, max_bytes, min_one_batch, end_offset)
