@@ -7,6 +7,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use crate::replication::throttle::ThrottleSide;
 use laminar_controller::PartitionState;
@@ -15,6 +16,7 @@ use laminar_engine::io::WriteBehind;
 use laminar_engine::partition::{LogConfig, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
+use laminar_engine::task_wakers::SharedWaker;
 
 use crate::config::BrokerConfig;
 
@@ -365,11 +367,16 @@ pub fn by_owning_shard<T>(
 /// once as it starts, and only those that wait then (a partition opening, a lock held) join a
 /// `FuturesUnordered`: an append into the page cache finishes at its first poll, and the set's
 /// task per future, with its linking and atomics, cost more than the append's own bookkeeping
-/// in requests naming thousands of partitions (docs/decisions/0011 section 9).
+/// in requests naming thousands of partitions (docs/decisions/0011 section 9). The first polls
+/// use a shared waker: a run that waits keeps a clone of the waker it was polled with until the
+/// set polls it again, and glommio's own count of a task's wakers overflows at 32 768 runs
+/// (`laminar_engine::task_wakers`).
 async fn run_all_in_order<F: Future>(runs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     use futures::StreamExt;
     let mut outputs = Vec::new();
     let mut waiting = futures::stream::FuturesUnordered::new();
+    let mut shared = SharedWaker::default();
+    let waker = std::future::poll_fn(|cx| Poll::Ready(shared.waker_for(cx).clone())).await;
     // One heap slot, reused by every run that finishes at its first poll (most do): a run
     // cannot move once polled, and an allocation per partition was 3 % of a keyed produce's
     // CPU. A run that waits keeps its slot, and the next run gets a new one.
@@ -381,12 +388,12 @@ async fn run_all_in_order<F: Future>(runs: impl IntoIterator<Item = F>) -> Vec<F
             .as_mut()
             .as_pin_mut()
             .expect("a run was just put in the slot");
-        match futures::poll!(&mut started) {
-            std::task::Poll::Ready(output) => {
+        match started.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(output) => {
                 outputs.push(Some(output));
                 slot.set(None);
             }
-            std::task::Poll::Pending => {
+            Poll::Pending => {
                 outputs.push(None);
                 let mut pending = std::mem::replace(&mut slot, Box::pin(None));
                 waiting.push(async move {

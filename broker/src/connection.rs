@@ -19,6 +19,7 @@ use futures::stream::FuturesOrdered;
 use futures::{AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
 use laminar_engine::shard::ShardId;
+use laminar_engine::task_wakers::once_per_wake;
 
 use crate::broker::BrokerCtx;
 use crate::connection_slots::ConnectionSlot;
@@ -351,7 +352,9 @@ async fn read_more(
         // connection waits without a receive buffer (thousands of them cost little).
         inbound.reader.release_if_empty();
         let mut probe = [0u8; 1];
-        let readable = std::pin::pin!(stream.peek(&mut probe));
+        // Gated: glommio keeps a waker clone for every poll of a pending peek, and answers
+        // completing meanwhile re-poll it (`laminar_engine::task_wakers`).
+        let readable = std::pin::pin!(once_per_wake(stream.peek(&mut probe)));
         let stop = std::pin::pin!(deadline_or_shutdown(ctx, inbound, between_requests, deadline));
         match select(readable, stop).await {
             Either::Left((readable, _)) => readable.map_err(std::io::Error::from)?,

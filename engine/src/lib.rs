@@ -11,6 +11,8 @@
 //! - [`cluster`]: topic metadata (single writer, published read-only to every shard).
 //! - [`local_sync`]: the async lock and event of state one shard owns (no atomics: one thread
 //!   uses them).
+//! - [`task_wakers`]: keeping glommio's count of a task's wakers bounded (one operation
+//!   polled again and again, or tens of thousands waited on at once).
 
 pub mod cluster;
 pub mod io;
@@ -19,5 +21,6 @@ pub mod log;
 pub mod partition;
 pub mod shard;
 mod sys;
+pub mod task_wakers;
 #[cfg(test)]
 mod test_tasks;

@@ -12,6 +12,7 @@ use futures::future::{select, select_all};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::FetchRequest;
 use laminar_engine::partition::{Partition, ReadEnd, ReadResult, RecordBytes};
+use laminar_engine::task_wakers::with_shared_waker;
 
 use crate::broker::{by_owning_shard, on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
@@ -426,7 +427,8 @@ async fn wait_for_appends(
 /// watermark, or log end for a follower) passes its offset, or one cannot be read. Each
 /// partition adds this one task's waker to its append event, without a future or an
 /// allocation of its own (a task per partition was a tenth of a caught-up consumer's long
-/// poll over 10 000 partitions, decision 0011 section 11); any wake ends the wait or checks
+/// poll over 10 000 partitions, decision 0011 section 11), as a shared waker: glommio's count
+/// of one task's wakers overflows at 32 768 (`laminar_engine::task_wakers`); any wake ends the wait or checks
 /// them all again. A partition never written has no files to watch: for those the wait is
 /// also for this shard to open one.
 async fn any_grown_past(there: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)], read_end: ReadEnd) {
@@ -452,7 +454,7 @@ async fn any_grown_past(there: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)]
         let any_appended = async move {
             match appended.is_empty() {
                 true => std::future::pending().await,
-                false => drop(select_all(appended).await),
+                false => drop(with_shared_waker(select_all(appended)).await),
             }
         };
         let any_opened = async move {

@@ -6,10 +6,10 @@
 
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
 use super::reservations::ReserveBudget;
-use super::wake_gate::once_per_wake;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{FileId, LentFile, Storage, StorageFile};
 use crate::sys::FileStat;
+use crate::task_wakers::once_per_wake;
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};

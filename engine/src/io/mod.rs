@@ -9,7 +9,6 @@ mod faulty;
 mod file_cache;
 mod glommio_storage;
 mod reservations;
-mod wake_gate;
 pub mod writeback;
 
 pub use descriptors::{
