@@ -39,9 +39,7 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         }
         if since_reservations >= IDLE_CHECK_EVERY {
             since_reservations = Duration::ZERO;
-            ctx.state.partitions.all_into(&mut open);
-            release_idle(&open).await;
-            open.clear();
+            release_idle(&ctx).await;
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
@@ -62,35 +60,40 @@ const IDLE_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// `CHECKPOINT_IDLE_MS`, so that a crash recovers only partitions written lately and a clean
 /// shutdown has little left to do. A partition written without pause has its synced prefix
 /// moved every `SYNCED_PREFIX_STEP_BYTES` instead, bounding what its recovery verifies. An idle
-/// partition holds no disk but its bytes, and little memory.
-async fn release_idle(partitions: &[(PartitionKey, Rc<Partition>)]) {
+/// partition holds no disk but its bytes, and little memory. Only partitions that hold such
+/// work are visited (the shard's idle list, engine `partition/idle_work.rs`): an idle broker's
+/// pass costs nothing per partition that has nothing to give back.
+async fn release_idle(ctx: &Rc<BrokerCtx>) {
     use futures::StreamExt;
     let now = now_ms();
+    let idle_list = ctx.state.partitions.idle_list();
+    let due = idle_list.take_due();
     // Several at once, so that their fdatasyncs overlap and the file system commits them
     // together: one at a time, the first pass after a burst into 10 000 partitions took 40 000
     // fdatasyncs in a row (decision 0011 section 9).
-    let each = partitions
-        .iter()
-        .map(|((topic, partition), open)| release_one(topic, *partition, open, now));
-    futures::stream::iter(each)
+    futures::stream::iter(due.iter().map(|open| release_one(open, now)))
         .buffer_unordered(IDLE_CONCURRENCY)
         .for_each(|()| async {})
         .await;
+    for open in &due {
+        idle_list.visited(open);
+    }
 }
 
 /// Partitions a shard checkpoints (and gives back reservations of) at once in its idle pass.
 const IDLE_CONCURRENCY: usize = 64;
 
-async fn release_one(topic: &str, partition: i32, open: &Partition, now: i64) {
+async fn release_one(open: &Partition, now: i64) {
+    let dir = open.dir();
     open.release_unused_indexes();
     if let Err(error) = open.release_idle_reservation(now).await {
-        tracing::error!(topic, partition, %error, "giving back reserved blocks failed");
+        tracing::error!(dir = %dir.display(), %error, "giving back reserved blocks failed");
     }
     if let Err(error) = open.checkpoint_if_idle(now, CHECKPOINT_IDLE_MS).await {
-        tracing::error!(topic, partition, %error, "checkpoint failed");
+        tracing::error!(dir = %dir.display(), %error, "checkpoint failed");
     }
     if let Err(error) = open.advance_synced_prefix().await {
-        tracing::error!(topic, partition, %error, "moving the synced prefix failed");
+        tracing::error!(dir = %dir.display(), %error, "moving the synced prefix failed");
     }
 }
 

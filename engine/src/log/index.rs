@@ -166,6 +166,11 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         Ok(())
     }
 
+    /// Whether entries are in memory for [`release_if_unused`](Self::release_if_unused) to drop.
+    pub fn holds_entries(&self) -> bool {
+        self.count.get() > 0 && self.entries.borrow().is_some()
+    }
+
     /// Drops the entries from memory when all of them are in the file and nothing used them
     /// since the last call; returns whether it did.
     pub fn release_if_unused(&self) -> bool {

@@ -749,6 +749,21 @@ impl<S: Storage> Log<S> {
         Ok(None)
     }
 
+    /// Whether the shard's idle pass has anything to do here: a checkpoint (the log is dirty),
+    /// blocks reserved ahead of appends to give back, or index entries in memory to drop once
+    /// unused. Reads only what the log keeps in memory.
+    pub fn holds_idle_work(&self) -> bool {
+        if !self.clean.get() {
+            return true;
+        }
+        let state = self.state.borrow();
+        let reserved = state
+            .segments
+            .last()
+            .is_some_and(|active| active.log.reserved_bytes() > 0);
+        reserved || state.segments.iter().any(|segment| segment.holds_index_entries())
+    }
+
     /// Drops from memory the index entries of segments no read or append used since the last
     /// call; returns how many indexes it dropped. A read brings them back.
     pub fn release_unused_indexes(&self) -> usize {

@@ -448,6 +448,11 @@ impl<F: StorageFile> Segment<F> {
         self.time_index.assume_synced();
     }
 
+    /// Whether either index holds entries in memory (see `release_unused_indexes`).
+    pub fn holds_index_entries(&self) -> bool {
+        self.index.holds_entries() || self.time_index.holds_entries()
+    }
+
     /// Drops from memory the index entries no lookup or append used since the last call
     /// (see `index::EntryFile::release_if_unused`); returns how many of its two indexes did.
     pub fn release_unused_indexes(&self) -> usize {

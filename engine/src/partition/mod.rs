@@ -3,6 +3,7 @@
 
 mod checkpoint_file;
 pub mod high_watermarks;
+mod idle_work;
 pub mod leader_epochs;
 mod producer_snapshot;
 pub mod producer_state;
@@ -19,6 +20,8 @@ use std::rc::Rc;
 
 use crate::log::batch;
 pub use crate::log::{AppendInfo, CompactionOutcome, LogConfig, LogError, RetentionOutcome, TimestampType};
+pub use idle_work::IdleList;
+use idle_work::IdleWork;
 use leader_epochs::{EpochEntry, LeaderEpochs};
 
 /// `laminar.fsync`: when acknowledged data must be on disk.
@@ -112,6 +115,8 @@ pub struct Partition<S: Storage = ShardStorage> {
     /// ([`Partition::set_high_watermark`]); `None` in single-node mode, where every appended
     /// batch is committed and the high watermark is the log end offset.
     replicated_hw: Cell<Option<i64>>,
+    /// Its place in the shard's list of partitions the idle pass visits (`idle_work.rs`).
+    idle: IdleWork<S>,
 }
 
 /// A checkpoint or close writes no producer snapshot when there is no producer state and the
@@ -149,7 +154,18 @@ impl<S: Storage> Partition<S> {
             closed: Cell::new(false),
             sync_observer: RefCell::new(None),
             last_append_ms: Cell::new(0),
+            idle: IdleWork::default(),
         })
+    }
+
+    /// The partition's directory (for messages about it).
+    pub fn dir(&self) -> &std::path::Path {
+        self.log.dir()
+    }
+
+    /// Closed or deleted: nothing more may be done with it.
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
     }
 
     fn check_open(&self) -> Result<(), LogError> {
@@ -163,6 +179,7 @@ impl<S: Storage> Partition<S> {
     /// an idempotent producer is not written again: the answer carries its original offsets,
     /// with `record_count` and `bytes` 0 (nothing was appended).
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
         let headers = producer_headers(&records);
@@ -211,6 +228,7 @@ impl<S: Storage> Partition<S> {
     /// records them as recovery replays them (no sequence check: the leader made it), and the
     /// leader epoch cache takes each batch's partition leader epoch.
     pub async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
         let headers = batch::validate_replica_batches(&records, self.log_end_offset())?;
@@ -378,6 +396,7 @@ impl<S: Storage> Partition<S> {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let data = self.log.read(offset, max_bytes, min_one_batch).await?;
         Ok(self.read_result(data))
@@ -403,6 +422,9 @@ impl<S: Storage> Partition<S> {
     ) -> Result<ReadResult<RecordBytes>, LogError> {
         self.check_open()?;
         let end_offset = self.read_end_offset(end);
+        // A read from its end looks nothing up (a caught-up consumer's, thousands per poll):
+        // it brings no index entries back, so there is nothing to note.
+        let _idle = (offset < end_offset).then(|| self.noting_idle_work());
         let data = self
             .log
             .read_for_send(offset, max_bytes, min_one_batch, end_offset)
@@ -420,6 +442,7 @@ impl<S: Storage> Partition<S> {
     }
 
     pub async fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         self.log.offset_for_timestamp(ts_ms).await
     }
@@ -494,6 +517,7 @@ impl<S: Storage> Partition<S> {
     }
 
     pub async fn apply_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let outcome = self.log.apply_retention(now_ms).await?;
         if outcome.segments_deleted > 0 {
@@ -505,6 +529,7 @@ impl<S: Storage> Partition<S> {
     /// One compaction pass when the topic is compacted (`cleanup.policy` has `compact`);
     /// otherwise nothing. Appends wait while it runs.
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionOutcome, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         self.log.compact(now_ms).await
     }
@@ -523,6 +548,7 @@ impl<S: Storage> Partition<S> {
     }
 
     pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let start = self.log.delete_records_before(offset).await?;
         self.trim_epochs_to_log_start().await?;
@@ -536,6 +562,7 @@ impl<S: Storage> Partition<S> {
     /// snapshot below the cut and the log), the leader epoch cache and the high watermark
     /// follow; the log's state file first drops its synced prefix (`Log::truncate_to`).
     pub async fn truncate_to(&self, offset: i64) -> Result<i64, LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
         self.log.truncate_to(offset).await?;
@@ -560,6 +587,7 @@ impl<S: Storage> Partition<S> {
     /// behind its leader's log start): no batches, no producer state, no epochs, the high
     /// watermark at `offset`.
     pub async fn start_again_at(&self, offset: i64) -> Result<(), LogError> {
+        let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
         self.log.start_again_at(offset).await?;

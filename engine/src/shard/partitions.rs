@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use crate::io::{FileCacheStats, ShardStorage, Storage, WriteBehindStats};
 use crate::log::segment::parse_log_name;
-use crate::partition::{LogConfig, LogError, Partition, SyncObserver};
+use crate::partition::{IdleList, LogConfig, LogError, Partition, SyncObserver};
 
 /// Partitions a shard closes at once on shutdown (each waits for its own fdatasyncs; the disk
 /// takes them together).
@@ -121,6 +121,8 @@ pub struct ShardPartitions {
     never_written: RefCell<ByTopic<()>>,
     /// Opens so far: a lookup that found no directory records it only if none came meanwhile.
     opens: Cell<u64>,
+    /// The open partitions that hold work for the shard's idle pass (`partition/idle_work.rs`).
+    idle: Rc<IdleList<ShardStorage>>,
 }
 
 /// A task's hold on one partition's entry in `partition_locks` (waiting for the mutex or
@@ -179,6 +181,7 @@ impl ShardPartitions {
             opened: event_listener::Event::new(),
             never_written: RefCell::default(),
             opens: Cell::new(0),
+            idle: Rc::default(),
         }
     }
 
@@ -300,6 +303,7 @@ impl ShardPartitions {
         if let Some(observer) = self.sync_observer.borrow().clone() {
             opened.observe_syncs(observer);
         }
+        opened.attach_idle_list(self.idle.clone());
         let replaced = self.open.borrow_mut().insert(&key.0, key.1, opened.clone());
         assert!(
             replaced.is_none(),
@@ -389,6 +393,11 @@ impl ShardPartitions {
     /// Partitions some task is opening or removing now, or waiting to (each holds an entry).
     pub fn partitions_locked(&self) -> usize {
         self.partition_locks.borrow().len()
+    }
+
+    /// The open partitions that hold work for the shard's idle pass.
+    pub fn idle_list(&self) -> &IdleList<ShardStorage> {
+        &self.idle
     }
 
     /// How many partitions are open.
