@@ -89,6 +89,26 @@ pub fn keep_freed_memory() {
     }
 }
 
+/// CPU time this process has used so far, user and system, all threads.
+pub fn process_cpu_time() -> std::time::Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage into the pointer it is given, which points at a
+    // zeroed, properly sized and aligned value owned by this frame.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return std::time::Duration::ZERO;
+        }
+        usage.assume_init()
+    };
+    let time = |t: libc::timeval| {
+        std::time::Duration::new(
+            t.tv_sec.max(0) as u64,
+            (t.tv_usec.clamp(0, 999_999) * 1000) as u32,
+        )
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
 /// Hands the free memory glibc's malloc holds back to the kernel (all arenas).
 pub fn release_freed_memory() {
     #[cfg(target_env = "gnu")]
