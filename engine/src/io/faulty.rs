@@ -4,8 +4,10 @@
 //! replaces every file by its synced bytes plus (depending on [`CrashMode`]) a random prefix of
 //! what was written after, and optionally garbage — what a power cut can leave behind. Errors
 //! can be injected on the Nth write or sync, and the disk can be made to fill up
-//! ([`FaultyStorage::set_space_left`]). Directory operations are modelled as immediately
-//! durable (the log syncs directories after creating or removing files anyway).
+//! ([`FaultyStorage::set_space_left`]). A file created is lost in a crash until its directory
+//! is synced after the creation (the log syncs a directory after creating files in it). Other
+//! directory operations (creating directories, removing and renaming files) are modelled as
+//! immediately durable.
 //!
 //! Every open returns a [`MemHandle`] of its own, which holds a descriptor from the shard's
 //! budget when the storage has one ([`FaultyStorage::with_descriptors`]) until it is closed or
@@ -132,6 +134,8 @@ impl MemHandle {
 pub struct FaultyStorage {
     files: Rc<RefCell<BTreeMap<PathBuf, Rc<MemFile>>>>,
     dirs: Rc<RefCell<BTreeSet<PathBuf>>>,
+    /// Files created since their directory was last synced: a crash loses them.
+    created_unsynced: Rc<RefCell<BTreeSet<PathBuf>>>,
     faults: Rc<Faults>,
     /// Where opens take a descriptor from; `None`: no bound.
     descriptors: Option<Rc<ShardDescriptors>>,
@@ -148,6 +152,7 @@ impl FaultyStorage {
         FaultyStorage {
             files: Rc::default(),
             dirs: Rc::default(),
+            created_unsynced: Rc::default(),
             faults: Rc::new(faults),
             descriptors: None,
         }
@@ -218,6 +223,9 @@ impl FaultyStorage {
             }
             drop(data);
             *file = MemFile::new(&self.faults, kept.clone(), kept);
+        }
+        for lost in std::mem::take(&mut *self.created_unsynced.borrow_mut()) {
+            files.remove(&lost);
         }
     }
 
@@ -348,6 +356,7 @@ impl Storage for FaultyStorage {
                 }
                 let file = MemFile::new(&self.faults, Vec::new(), Vec::new());
                 files.insert(path.to_path_buf(), file.clone());
+                self.created_unsynced.borrow_mut().insert(path.to_path_buf());
                 file
             }
         };
@@ -365,6 +374,7 @@ impl Storage for FaultyStorage {
             .borrow_mut()
             .remove(path)
             .ok_or_else(|| not_found(path))?;
+        self.created_unsynced.borrow_mut().remove(path);
         self.faults.free(removed.data.borrow().len());
         Ok(())
     }
@@ -378,6 +388,9 @@ impl Storage for FaultyStorage {
             kept
         });
         self.dirs.borrow_mut().retain(|p| !p.starts_with(path));
+        self.created_unsynced
+            .borrow_mut()
+            .retain(|p| !p.starts_with(path));
         Ok(())
     }
 
@@ -387,6 +400,12 @@ impl Storage for FaultyStorage {
         let file = files.remove(from).ok_or_else(|| not_found(from))?;
         if let Some(replaced) = files.insert(to.to_path_buf(), file) {
             self.faults.free(replaced.data.borrow().len());
+        }
+        let mut created_unsynced = self.created_unsynced.borrow_mut();
+        if created_unsynced.remove(from) {
+            created_unsynced.insert(to.to_path_buf());
+        } else {
+            created_unsynced.remove(to);
         }
         Ok(())
     }
@@ -402,7 +421,9 @@ impl Storage for FaultyStorage {
         Ok(len)
     }
 
-    async fn sync_dir(&self, _path: &Path) -> io::Result<()> {
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let mut created_unsynced = self.created_unsynced.borrow_mut();
+        created_unsynced.retain(|file| file.parent() != Some(path));
         Ok(())
     }
 }
@@ -418,11 +439,24 @@ mod tests {
             let s = FaultyStorage::new(1);
             s.create_dir_all(Path::new("/d")).await.unwrap();
             let f = s.open(Path::new("/d/a"), true).await.unwrap();
+            let unlisted = s.open(Path::new("/d/b"), true).await.unwrap();
             f.write_at(0, &[b"hello"]).await.unwrap();
             f.fdatasync().await.unwrap();
+            s.sync_dir(Path::new("/d")).await.unwrap();
+            let created_after = s.open(Path::new("/d/c"), true).await.unwrap();
+            created_after.fdatasync().await.unwrap();
             f.write_at(5, &[b" world"]).await.unwrap();
             s.crash(CrashMode::LoseUnsynced);
             assert_eq!(s.file_bytes(Path::new("/d/a")).unwrap(), b"hello");
+            assert!(
+                s.file_bytes(Path::new("/d/b")).is_some(),
+                "its directory was synced"
+            );
+            assert!(
+                s.file_bytes(Path::new("/d/c")).is_none(),
+                "created after the directory's sync: lost, synced or not"
+            );
+            drop(unlisted);
             let f = s.open(Path::new("/d/a"), false).await.unwrap();
             s.fail_sync_after(1);
             assert!(f.fdatasync().await.is_err());
@@ -430,7 +464,10 @@ mod tests {
             s.fail_write_after(2);
             f.write_at(5, &[b"!"]).await.unwrap();
             assert!(f.write_at(6, &[b"?"]).await.is_err());
-            assert_eq!(s.list_dir(Path::new("/d")).await.unwrap(), vec!["a".to_string()]);
+            assert_eq!(
+                s.list_dir(Path::new("/d")).await.unwrap(),
+                vec!["a".to_string(), "b".to_string()]
+            );
         });
     }
 

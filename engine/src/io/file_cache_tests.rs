@@ -57,6 +57,7 @@ fn a_dirty_file_is_synced_before_it_is_closed() {
         let budget = DescriptorBudget::new(2);
         let cache = cache(&storage, &budget.shard());
         let dirty = cache.open(&path(0), true).await.unwrap();
+        storage.sync_dir(path(0).parent().unwrap()).await.unwrap();
         dirty.write_at(0, &[b"unsynced"]).await.unwrap();
         assert_eq!(cache.park_idle(1).await, 1);
         assert!(dirty.open_handle().is_none());
