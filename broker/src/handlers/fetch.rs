@@ -428,9 +428,9 @@ async fn wait_for_appends(
 /// partition adds this one task's waker to its append event, without a future or an
 /// allocation of its own (a task per partition was a tenth of a caught-up consumer's long
 /// poll over 10 000 partitions, decision 0011 section 11), as a shared waker: glommio's count
-/// of one task's wakers overflows at 32 768 (`laminar_engine::task_wakers`); any wake ends the wait or checks
-/// them all again. A partition never written has no files to watch: for those the wait is
-/// also for this shard to open one.
+/// of one task's wakers overflows at 32 768 (`laminar_engine::task_wakers`); any wake ends the
+/// wait or checks them all again. A partition never written has no files to watch: for those
+/// the wait is also for this shard to open one.
 async fn any_grown_past(there: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)], read_end: ReadEnd) {
     loop {
         let opened = there.state.partitions.partition_opened();
