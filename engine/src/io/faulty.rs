@@ -4,10 +4,10 @@
 //! replaces every file by its synced bytes plus (depending on [`CrashMode`]) a random prefix of
 //! what was written after, and optionally garbage — what a power cut can leave behind. Errors
 //! can be injected on the Nth write or sync, and the disk can be made to fill up
-//! ([`FaultyStorage::set_space_left`]). A file created is lost in a crash until its directory
-//! is synced after the creation (the log syncs a directory after creating files in it). Other
-//! directory operations (creating directories, removing and renaming files) are modelled as
-//! immediately durable.
+//! ([`FaultyStorage::set_space_left`]). A file or directory created is lost in a crash, with
+//! all under it, until the directory holding it is synced after the creation (the log syncs
+//! a directory after creating files in it, and the log directory at a new log's first durable
+//! point). Removing and renaming files are modelled as immediately durable.
 //!
 //! Every open returns a [`MemHandle`] of its own, which holds a descriptor from the shard's
 //! budget when the storage has one ([`FaultyStorage::with_descriptors`]) until it is closed or
@@ -224,9 +224,12 @@ impl FaultyStorage {
             drop(data);
             *file = MemFile::new(&self.faults, kept.clone(), kept);
         }
-        for lost in std::mem::take(&mut *self.created_unsynced.borrow_mut()) {
-            files.remove(&lost);
-        }
+        // An entry created since its directory's last sync goes, with all under it.
+        let lost = std::mem::take(&mut *self.created_unsynced.borrow_mut());
+        files.retain(|path, _| !lost.iter().any(|gone| path.starts_with(gone)));
+        self.dirs
+            .borrow_mut()
+            .retain(|dir| !lost.iter().any(|gone| dir.starts_with(gone)));
     }
 
     /// Current bytes of a file (for tests that cut or corrupt files by hand).
@@ -319,6 +322,11 @@ impl Storage for FaultyStorage {
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut dirs = self.dirs.borrow_mut();
+        // Only the directory asked for counts as created: the ones above it stand for the
+        // log directory and its parents, which exist before the broker.
+        if !dirs.contains(path) && path.parent().is_some() {
+            self.created_unsynced.borrow_mut().insert(path.to_path_buf());
+        }
         for dir in path.ancestors() {
             dirs.insert(dir.to_path_buf());
         }
@@ -438,6 +446,7 @@ mod tests {
         block_on(async {
             let s = FaultyStorage::new(1);
             s.create_dir_all(Path::new("/d")).await.unwrap();
+            s.sync_dir(Path::new("/")).await.unwrap();
             let f = s.open(Path::new("/d/a"), true).await.unwrap();
             let unlisted = s.open(Path::new("/d/b"), true).await.unwrap();
             f.write_at(0, &[b"hello"]).await.unwrap();

@@ -50,7 +50,7 @@
 //! tries at most [`OPEN_ROUNDS_MAX`] rounds, each ended by a file closed or a use ended.
 
 use super::descriptors::ShardDescriptors;
-use super::{is_out_of_descriptors, FileId, LentFile, Storage, StorageFile};
+use super::{is_out_of_descriptors, FileId, LentFile, SharedDirSyncs, Storage, StorageFile};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -91,6 +91,8 @@ pub struct FileCache<S: Storage> {
 
 struct Shared<S: Storage> {
     inner: S,
+    /// Directory fsyncs in flight, shared by the callers that ask at once.
+    dir_syncs: SharedDirSyncs,
     /// This shard's account on the descriptor budget (fair share, pressure); `None`: no budget,
     /// only the kernel's limit.
     descriptors: Option<Rc<ShardDescriptors>>,
@@ -184,6 +186,7 @@ impl<S: Storage> FileCache<S> {
         FileCache {
             shared: Rc::new(Shared {
                 inner,
+                dir_syncs: SharedDirSyncs::default(),
                 descriptors,
                 files: RefCell::default(),
                 live: Cell::new(0),
@@ -673,9 +676,11 @@ impl<S: Storage> Storage for FileCache<S> {
     }
 
     /// A directory fsync holds a descriptor while it runs: it waits for one like an open.
+    /// Callers asking for the same directory at once share an fsync (`dir_syncs.rs`).
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let shared = &self.shared;
-        shared.with_descriptor(|| shared.inner.sync_dir(path)).await
+        let sync = || shared.with_descriptor(|| shared.inner.sync_dir(path));
+        shared.dir_syncs.sync(path, sync).await
     }
 }
 

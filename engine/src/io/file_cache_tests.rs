@@ -19,6 +19,8 @@ fn cache(storage: &FaultyStorage, shard: &Rc<ShardDescriptors>) -> FileCache<Fau
 async fn storage() -> FaultyStorage {
     let storage = FaultyStorage::new(3);
     storage.create_dir_all(Path::new(DIR)).await.unwrap();
+    let parent = Path::new(DIR).parent().unwrap();
+    storage.sync_dir(parent).await.unwrap();
     storage
 }
 

@@ -5,6 +5,7 @@
 //! never moves their futures across threads.
 
 mod descriptors;
+mod dir_syncs;
 mod faulty;
 mod file_cache;
 mod glommio_storage;
@@ -15,6 +16,7 @@ pub use descriptors::{
     is_out_of_descriptors, is_out_of_space, DescriptorBudget, DescriptorSlots, LentSlot, ShardDescriptors,
     LEND_SHARE_DIVISOR,
 };
+pub use dir_syncs::SharedDirSyncs;
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};

@@ -105,6 +105,10 @@ pub struct Log<S: Storage> {
     truncations: Cell<u64>,
     /// The directory was removed ([`Log::delete`]).
     deleted: Cell<bool>,
+    /// A new log's directory entry in the log directory is not yet covered by an fsync of the
+    /// log directory: its first durable point ([`Log::sync`], or the first state file of a
+    /// checkpoint or close) does one, shared with the shard's other new logs.
+    parent_unsynced: Cell<bool>,
 }
 
 impl<S: Storage> Log<S> {
@@ -125,7 +129,8 @@ impl<S: Storage> Log<S> {
         let segments = Self::open_segments(&storage, &dir, (&bases, interval), record).await?;
         let mut segments: Vec<_> = segments.into_iter().map(Rc::new).collect();
         let state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
-        if segments.is_empty() {
+        let created = segments.is_empty();
+        if created {
             let base = checkpoint.unwrap_or(0);
             segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
             // No state file yet: a log without one is dirty, which a new log is. The first
@@ -164,6 +169,7 @@ impl<S: Storage> Log<S> {
             rolled_sync: LocalLock::new(),
             truncations: Cell::new(0),
             deleted: Cell::new(false),
+            parent_unsynced: Cell::new(created),
         })
     }
 
@@ -788,8 +794,24 @@ impl<S: Storage> Log<S> {
         self.check_ok()?;
         let (active, covered) = (self.active(), self.log_end_offset());
         self.sync_rolled().await?;
+        let parent = self.sync_parent_if_new().await;
+        parent.map_err(|e| self.refuse_or_fail(e))?;
         active.log.fdatasync().await.map_err(|e| self.fail(e))?;
         Ok(covered)
+    }
+
+    /// At a new log's first durable point: fsyncs the directory holding it, so that the log's
+    /// own directory survives a power cut (Kafka syncs the parent of a log it creates too).
+    /// Shard storage shares the fsync among the new logs that ask at once.
+    async fn sync_parent_if_new(&self) -> io::Result<()> {
+        if !self.parent_unsynced.get() {
+            return Ok(());
+        }
+        if let Some(parent) = self.dir.parent() {
+            self.storage.sync_dir(parent).await?;
+        }
+        self.parent_unsynced.set(false);
+        Ok(())
     }
 
     /// Removes every batch whose last offset is >= `offset` (for replication): a batch that
