@@ -100,19 +100,25 @@ mod tests {
     use crate::test_tasks::on_executor;
     use std::time::Duration;
 
+    /// An fsync that takes 10 ms and counts its runs; the run numbered `failing` fails.
+    fn counted_fsync(runs: &Rc<Cell<u32>>, failing: u32) -> impl Future<Output = io::Result<()>> {
+        let runs = runs.clone();
+        async move {
+            runs.set(runs.get() + 1);
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            match runs.get() == failing {
+                true => Err(io::Error::other("injected")),
+                false => Ok(()),
+            }
+        }
+    }
+
     #[test]
     fn callers_that_ask_together_share_one_fsync_and_a_later_one_gets_its_own() {
         on_executor(|| async {
-            let syncs = Rc::new(SharedDirSyncs::default());
+            let syncs = SharedDirSyncs::default();
             let runs = Rc::new(Cell::new(0));
-            let sync = || {
-                let runs = runs.clone();
-                async move {
-                    runs.set(runs.get() + 1);
-                    glommio::timer::sleep(Duration::from_millis(20)).await;
-                    Ok(())
-                }
-            };
+            let sync = || counted_fsync(&runs, 0);
             let dir = Path::new("/logs");
             // The first runs at once; the 99 that ask while it runs share the second.
             let all = (0..100).map(|_| syncs.sync(dir, sync));
@@ -128,23 +134,11 @@ mod tests {
     #[test]
     fn a_failed_fsync_fails_its_caller_and_a_waiter_runs_the_next() {
         on_executor(|| async {
-            let syncs = Rc::new(SharedDirSyncs::default());
+            let syncs = SharedDirSyncs::default();
             let runs = Rc::new(Cell::new(0));
-            let sync = || {
-                let runs = runs.clone();
-                async move {
-                    runs.set(runs.get() + 1);
-                    glommio::timer::sleep(Duration::from_millis(10)).await;
-                    match runs.get() {
-                        1 => Err(io::Error::other("injected")),
-                        _ => Ok(()),
-                    }
-                }
-            };
+            let sync = || counted_fsync(&runs, 1);
             let dir = Path::new("/logs");
-            let first = syncs.sync(dir, sync);
-            let second = syncs.sync(dir, sync);
-            let (first, second) = futures::join!(first, second);
+            let (first, second) = futures::join!(syncs.sync(dir, sync), syncs.sync(dir, sync));
             assert!(first.is_err(), "its own fsync failed");
             assert!(second.is_ok(), "ran the next fsync itself");
             assert_eq!(runs.get(), 2);
