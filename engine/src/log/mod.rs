@@ -801,7 +801,7 @@ impl<S: Storage> Log<S> {
     }
 
     /// At a new log's first durable point: fsyncs the directory holding it, so that the log's
-    /// own directory survives a power cut (Kafka syncs the parent of a log it creates too).
+    /// own directory survives a power cut.
     /// Shard storage shares the fsync among the new logs that ask at once.
     async fn sync_parent_if_new(&self) -> io::Result<()> {
         if !self.parent_unsynced.get() {
