@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # librdkafka's own log: connection failures to the brokers the loop kills are expected.
@@ -200,6 +200,25 @@ class NumberedProducer:
 
 # ----------------------------------------------------------------------------- reading and judging
 
+LEADER_MOVED_CODES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+
+
+def high_watermark(consumer, topic, partition, timeout_s=30):
+    """The partition's high watermark, asked again while the error is retriable: just after a
+    leader change the client's metadata may still name the old leader (NOT_LEADER_FOR_PARTITION),
+    which a Kafka client answers by refreshing it and asking again."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+            return high
+        except KafkaException as error:
+            leader_moved = error.args[0].code() in LEADER_MOVED_CODES
+            if not (leader_moved or error.args[0].retriable()) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def read_back(bootstrap, topic, partitions, timeout_s=60):
     """Every record of every partition from the earliest offset up to its high watermark, read
     with a fresh consumer (assign, no group): {partition: [(offset, key, value)]}."""
@@ -207,10 +226,7 @@ def read_back(bootstrap, topic, partitions, timeout_s=60):
         "group.id": f"read-back-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
         "enable.partition.eof": False, "fetch.max.bytes": 8 << 20}))
     try:
-        ends = {}
-        for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            ends[p] = high
+        ends = {p: high_watermark(consumer, topic, p) for p in range(partitions)}
         out = {p: [] for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         deadline = time.monotonic() + timeout_s
