@@ -13,13 +13,13 @@
 
 use std::sync::Arc;
 
-use laminar_engine::io::DescriptorBudget;
+use laminar_engine::io::{DescriptorBudget, DIR_SYNCS_IN_FLIGHT_MAX};
 
 use crate::connection_slots::ConnectionSlots;
 
 /// The least and the most descriptors kept for neither share: rings, eventfds, listeners, the
-/// admin port, directory handles, and the instant a connection past its share is held before
-/// it is closed.
+/// admin port, and the instant a connection past its share is held before it is closed.
+/// Directory fsyncs' handles are kept on top of these, [`DIR_SYNCS_IN_FLIGHT_MAX`] per shard.
 const DESCRIPTORS_KEPT_MIN: u64 = 32;
 const DESCRIPTORS_KEPT_MAX: u64 = 1024;
 
@@ -30,18 +30,24 @@ pub struct DescriptorShares {
     pub connections: Arc<ConnectionSlots>,
 }
 
-/// Splits `open_files_limit`: a 64th (32 to 1024) is kept out of the pool for the rest;
-/// connections are guaranteed `max_connections` of the pool but at most half the limit, and
+/// Splits `open_files_limit`: a 64th (32 to 1024) is kept out of the pool for the rest, and the
+/// directory fsyncs' handles of `shard_count` shards; connections are guaranteed `max_connections` of the pool but at most half the limit, and
 /// partition files may use whatever connections do not hold. So 10 000 connections fit under
 /// the common limit of 20 000 beside partition files, and with few connections the files may
 /// use nearly all of it (idle files close when connections need their descriptors).
-pub fn descriptor_shares(open_files_limit: u64, max_connections: u64) -> DescriptorShares {
-    let kept = (open_files_limit / 64).clamp(DESCRIPTORS_KEPT_MIN, DESCRIPTORS_KEPT_MAX);
+pub fn descriptor_shares(
+    open_files_limit: u64,
+    max_connections: u64,
+    shard_count: usize,
+) -> DescriptorShares {
+    let rest = (open_files_limit / 64).clamp(DESCRIPTORS_KEPT_MIN, DESCRIPTORS_KEPT_MAX);
+    let dir_syncs = (shard_count * DIR_SYNCS_IN_FLIGHT_MAX) as u64;
+    let kept = rest.saturating_add(dir_syncs);
     let pool = DescriptorBudget::new(open_files_limit.saturating_sub(kept));
     let connections_max = max_connections.min(open_files_limit / 2).min(pool.limit());
     // Half the reserve may be held by accepted connections waiting for the storage's room.
     DescriptorShares {
-        connections: ConnectionSlots::new(connections_max, pool.clone(), kept / 2),
+        connections: ConnectionSlots::new(connections_max, pool.clone(), rest / 2),
         storage: pool,
     }
 }
@@ -59,9 +65,10 @@ pub fn open_files_limit() -> u64 {
 mod tests {
     use super::*;
 
-    /// (the pool, the storage's limit with no connection open, the connections' max)
+    /// (the pool, the storage's limit with no connection open, the connections' max), without
+    /// the shards' directory fsyncs (their own test).
     fn split(limit: u64, max_connections: u64) -> (u64, u64, u64) {
-        let shares = descriptor_shares(limit, max_connections);
+        let shares = descriptor_shares(limit, max_connections, 0);
         (
             shares.storage.limit(),
             shares.storage.storage_limit(),
@@ -82,5 +89,20 @@ mod tests {
         assert_eq!(split(40, ANY), (8, 7, 8), "a tiny limit keeps its reserve first");
         assert_eq!(split(10, ANY), (0, 0, 0));
         assert_eq!(split(u64::MAX, 0), (u64::MAX - 1024, u64::MAX - 1024, 0));
+    }
+
+    #[test]
+    fn every_shards_directory_fsyncs_are_kept_out_of_the_pool() {
+        let dir_syncs = DIR_SYNCS_IN_FLIGHT_MAX as u64;
+        for (limit, shards) in [(256, 1), (256, 2), (20_000, 4)] {
+            let without = descriptor_shares(limit, 100, 0).storage.limit();
+            let with = descriptor_shares(limit, 100, shards).storage.limit();
+            assert_eq!(without - with, shards as u64 * dir_syncs, "{limit} with {shards}");
+        }
+        assert_eq!(
+            descriptor_shares(40, 100, 2).storage.limit(),
+            0,
+            "never below nothing"
+        );
     }
 }

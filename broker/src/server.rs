@@ -69,7 +69,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let (cluster_id, cluster_start) = cluster_identity(&log_dir, &config, cluster.as_deref())?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
-    let shares = open_files::descriptor_shares(open_files_limit, config.max_connections);
+    let shares = open_files::descriptor_shares(open_files_limit, config.max_connections, shard_count);
     let descriptors = shares.storage;
     let reservations = ReserveBudget::for_log_dir(&log_dir);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);

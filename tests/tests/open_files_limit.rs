@@ -238,15 +238,17 @@ fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<
     options.open_files_limit = Some(OPEN_FILES_LIMIT);
     let broker = Broker::start(options)?;
     wire::create_topic(&mut WireConnection::connect(broker.addr())?, TOPIC, PARTITIONS)?;
-    // Every partition file open that fits: the storage holds a large part of the pool (files
-    // keep to 3/4 of their share, 144 here, parking a batch as they reach it, and give back
-    // more when connections press: 93 seen on a loaded machine, 100-144 usually).
+    // Every partition file open that fits: files keep to 3/4 of what the storage may hold
+    // (about 150 of 200 here), and a shortage parks a batch below that, not more (135-150 seen;
+    // when every open that met the shortage at once parked its own batch, 45-143).
     produce_all_at_once(&broker, "one")?;
     let before = wait_for_connections(&broker, 0)?;
     let storage_used = before.value("laminar_descriptors_used{share=\"storage\"}");
+    let storage_max = before.value("laminar_descriptors_max{share=\"storage\"}");
+    let half = storage_max.context("the storage's max")? / 2.0;
     assert!(
-        storage_used > Some(64.0),
-        "files hold a large part of the pool: {storage_used:?}"
+        storage_used > Some(half),
+        "files hold most of the storage's share: {storage_used:?} of {storage_max:?}"
     );
 
     let mut open: Vec<WireConnection> = (0..CONNECTIONS_MAX)

@@ -48,6 +48,8 @@ struct Faults {
     space_left: Cell<Option<u64>>,
     /// Files created so far (each gets the next number as its inode).
     files_created: Cell<u64>,
+    /// fdatasyncs give way once before they complete ([`FaultyStorage::yield_in_syncs`]).
+    syncs_yield: Cell<bool>,
 }
 
 impl Faults {
@@ -141,6 +143,19 @@ pub struct FaultyStorage {
     descriptors: Option<Rc<ShardDescriptors>>,
 }
 
+/// Wakes the task and gives way once: polled again, it is done.
+async fn give_way_once() {
+    let mut gave_way = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut gave_way, true) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 fn not_found(path: &Path) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
 }
@@ -181,6 +196,12 @@ impl FaultyStorage {
         self.faults
             .fail_dir_op_at
             .set(Some(self.faults.dir_ops.get() + n));
+    }
+
+    /// From now on every fdatasync gives way to other tasks once before it completes, as one
+    /// that waits for a disk does, so that tests can see what runs while syncs are in flight.
+    pub fn yield_in_syncs(&self) {
+        self.faults.syncs_yield.set(true);
     }
 
     /// fdatasync calls made so far (to check group commit).
@@ -281,6 +302,9 @@ impl StorageFile for MemHandle {
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
+        if self.file()?.faults.syncs_yield.get() {
+            give_way_once().await;
+        }
         let file = self.file()?;
         let n = file.faults.syncs.get() + 1;
         file.faults.syncs.set(n);

@@ -112,6 +112,13 @@ struct Shared<S: Storage> {
     /// Files in use that hold descriptors (open, not parked): each gives them up for parking
     /// when its use ends.
     in_use_open: Cell<usize>,
+    /// Files chosen for parking whose park has not ended: their descriptors are as good as
+    /// given back. Concurrent opens that each saw the files past their share parked a batch
+    /// each before any park ended, and closed most of the cache (decision 0011 section 1).
+    parking: Cell<usize>,
+    /// Of the files being parked for opens past the soft limit, how many no open has counted
+    /// on yet: such an open takes one instead of parking a batch of its own.
+    parked_room: Cell<usize>,
 }
 
 enum Handle<F> {
@@ -143,6 +150,44 @@ pub struct CachedFile<S: Storage> {
     unlinked: Cell<bool>,
     /// Why the file failed while the cache parked it (an fdatasync or a close).
     failure: RefCell<Option<String>>,
+    /// Chosen for parking ([`Shared::parking`]): no other shortage chooses it meanwhile.
+    parking: Cell<bool>,
+}
+
+/// Why files are parked: for this shard's opens past the soft limit, or to give descriptors back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ParkFor {
+    Opens,
+    GivingBack,
+}
+
+/// Marks files chosen for parking until their parks end (or are dropped).
+struct ChosenForParking<'a, S: Storage> {
+    shared: &'a Shared<S>,
+    files: &'a [Rc<CachedFile<S>>],
+}
+
+impl<'a, S: Storage> ChosenForParking<'a, S> {
+    fn new(shared: &'a Shared<S>, files: &'a [Rc<CachedFile<S>>]) -> Self {
+        for file in files {
+            assert!(!file.parking.replace(true), "a file is chosen once at a time");
+        }
+        shared.parking.set(shared.parking.get() + files.len());
+        ChosenForParking { shared, files }
+    }
+}
+
+impl<S: Storage> Drop for ChosenForParking<'_, S> {
+    fn drop(&mut self) {
+        for file in self.files {
+            file.parking.set(false);
+        }
+        let parking = self.shared.parking.get() - self.files.len();
+        self.shared.parking.set(parking);
+        // Room nobody took is in `files_used` again once the parks end.
+        let room = self.shared.parked_room.get().min(parking);
+        self.shared.parked_room.set(room);
+    }
 }
 
 /// Marks a file in use for as long as it lives.
@@ -195,6 +240,8 @@ impl<S: Storage> FileCache<S> {
                 opening: Cell::new(0),
                 freed: event_listener::Event::new(),
                 in_use_open: Cell::new(0),
+                parking: Cell::new(0),
+                parked_room: Cell::new(0),
             }),
         }
     }
@@ -228,7 +275,7 @@ impl<S: Storage> FileCache<S> {
     /// Parks up to `count` idle files, clean first (for tests and for trimming a shard that
     /// went quiet). Returns how many it parked.
     pub async fn park_idle(&self, count: usize) -> usize {
-        self.shared.park_least_recent(count).await
+        self.shared.park_least_recent(count, ParkFor::GivingBack).await
     }
 
     /// Answers the budget's pressure until the future is dropped: each time some shard raises
@@ -291,10 +338,11 @@ impl<S: Storage> Shared<S> {
             if descriptors.take_pressure() {
                 self.give_back().await;
             }
-            if descriptors.budget().files_used() >= descriptors.budget().files_soft_limit() {
+            let budget = descriptors.budget();
+            if budget.files_used() >= budget.files_soft_limit() && !self.take_parked_room() {
                 // Files past their share: close some idle ones first, so that sends keep the
                 // rest (descriptors.rs). Nothing idle: the op goes on into the sends' share.
-                self.park_least_recent(self.batch()).await;
+                self.park_least_recent(self.batch(), ParkFor::Opens).await;
             }
         }
         for _ in 0..OPEN_ROUNDS_MAX {
@@ -302,7 +350,7 @@ impl<S: Storage> Shared<S> {
                 Err(error) if is_out_of_descriptors(&error) => {}
                 done => return done,
             }
-            if self.park_least_recent(self.batch()).await > 0 {
+            if self.parking.get() == 0 && self.park_least_recent(self.batch(), ParkFor::Opens).await > 0 {
                 continue;
             }
             let freed = self.freed.listen();
@@ -319,19 +367,23 @@ impl<S: Storage> Shared<S> {
     }
 
     /// Runs `op` counted among the operations in flight that hold descriptors.
-    async fn counted<T>(&self, op: impl std::future::Future<Output = T>) -> T {
+    /// An open refused for lack of descriptors frees nothing: it wakes no waiting open, or the
+    /// opens waiting for parks to end would wake each other round after round.
+    async fn counted<T>(&self, op: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
         self.opening.set(self.opening.get() + 1);
         let done = op.await;
         self.opening.set(self.opening.get() - 1);
-        self.freed.notify(1);
+        if !matches!(&done, Err(error) if is_out_of_descriptors(error)) {
+            self.freed.notify(1);
+        }
         done
     }
 
-    /// Whether some descriptor of this shard will come back by itself: an open, directory fsync
-    /// or close in flight, or a file that holds descriptors and is in use (it becomes idle when
-    /// that use ends).
+    /// Whether some descriptor of this shard will come back by itself: an open or close in
+    /// flight, a file being parked, or a file that holds descriptors and is in use (it becomes
+    /// idle when that use ends).
     fn will_free(&self) -> bool {
-        self.opening.get() > 0 || self.in_use_open.get() > 0
+        self.opening.get() > 0 || self.parking.get() > 0 || self.in_use_open.get() > 0
     }
 
     /// How many files a shortage parks at once.
@@ -359,7 +411,7 @@ impl<S: Storage> Shared<S> {
         while descriptors.held() > descriptors.fair_share() {
             // Each file holds at least one descriptor: this many files at most are too many.
             let excess = (descriptors.held() - descriptors.fair_share()) as usize;
-            match self.park_least_recent(excess).await {
+            match self.park_least_recent(excess, ParkFor::GivingBack).await {
                 0 => break,
                 n => parked += n,
             }
@@ -371,9 +423,17 @@ impl<S: Storage> Shared<S> {
     /// each; returns how many. A dirty file must be fdatasync'd before it closes: parking the
     /// logs being written before index files nobody touched since their creation makes every
     /// append that needs a descriptor wait for other partitions' fdatasyncs.
-    async fn park_least_recent(&self, count: usize) -> usize {
-        let mut idle: Vec<Rc<CachedFile<S>>> =
-            self.live_files().into_iter().filter(|f| f.is_idle()).collect();
+    /// A descriptor that files being parked will give back and no other open counted on yet.
+    fn take_parked_room(&self) -> bool {
+        let room = self.parked_room.get().min(self.parking.get());
+        self.parked_room.set(room.saturating_sub(1));
+        room > 0
+    }
+
+    async fn park_least_recent(&self, count: usize, parking_for: ParkFor) -> usize {
+        let mut idle: Vec<Rc<CachedFile<S>>> = (self.live_files().into_iter())
+            .filter(|f| f.is_idle() && !f.parking.get())
+            .collect();
         let count = count.min(idle.len());
         if count == 0 {
             return 0;
@@ -381,6 +441,11 @@ impl<S: Storage> Shared<S> {
         if count < idle.len() {
             idle.select_nth_unstable_by_key(count - 1, |f| (f.is_dirty(), f.last_use.get()));
             idle.truncate(count);
+        }
+        let _chosen = ChosenForParking::new(self, &idle);
+        if parking_for == ParkFor::Opens {
+            // The open that chose them takes one; the others are for the opens that follow.
+            self.parked_room.set(self.parked_room.get() + idle.len() - 1);
         }
         let parked = futures::future::join_all(idle.iter().map(|f| f.park())).await;
         parked.into_iter().filter(|p| *p).count()
@@ -648,6 +713,7 @@ impl<S: Storage> Storage for FileCache<S> {
             writes_synced: Cell::new(0),
             unlinked: Cell::new(false),
             failure: RefCell::new(None),
+            parking: Cell::new(false),
         });
         self.shared.register(&cached);
         Ok(cached)
@@ -675,12 +741,12 @@ impl<S: Storage> Storage for FileCache<S> {
         self.shared.inner.exists(path).await
     }
 
-    /// A directory fsync holds a descriptor while it runs: it waits for one like an open.
-    /// Callers asking for the same directory at once share an fsync (`dir_syncs.rs`).
+    /// Callers asking for the same directory at once share an fsync (`dir_syncs.rs`). Its
+    /// descriptor is not the budget's: the inner storage bounds directory fsyncs on its own, so
+    /// a burst of them parks no file.
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let shared = &self.shared;
-        let sync = || shared.with_descriptor(|| shared.inner.sync_dir(path));
-        shared.dir_syncs.sync(path, sync).await
+        shared.dir_syncs.sync(path, || shared.inner.sync_dir(path)).await
     }
 }
 

@@ -252,3 +252,30 @@ fn closed_files_refuse_work_and_the_registry_stays_bounded() {
         assert!(cache.shared.files.borrow().len() <= REGISTRY_SLACK + 2);
     });
 }
+
+#[test]
+fn opens_that_meet_a_shortage_together_park_one_batch_not_one_each() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(64);
+        let cache = cache(&storage, &budget.shard());
+        let soft_limit = budget.files_soft_limit() as usize;
+        let mut files = Vec::new();
+        for i in 0..soft_limit {
+            let file = cache.open(&path(i), true).await.unwrap();
+            file.write_at(0, &[b"dirty"]).await.unwrap();
+            files.push(file);
+        }
+        assert_eq!(cache.stats().parks, 0);
+        // Every park waits for its fdatasync: the other opens run meanwhile.
+        storage.yield_in_syncs();
+        let paths: Vec<PathBuf> = (soft_limit..soft_limit + 16).map(path).collect();
+        let opened = futures::future::join_all(paths.iter().map(|p| cache.open(p, true))).await;
+        assert_eq!(opened.iter().filter(|o| o.is_err()).count(), 0);
+        // Each open took a descriptor of a batch being parked, the next batch parked once
+        // those were taken: two batches for 16 opens. Each open parking its own batch closed
+        // every file written (48).
+        assert_eq!(cache.stats().parks, 2 * PARK_BATCH_MIN as u64);
+        assert!(budget.files_used() <= budget.files_soft_limit());
+    });
+}

@@ -83,6 +83,12 @@ impl Default for SyncSlots {
     }
 }
 
+/// Directory fsyncs a shard runs at once, each holding the directory's descriptor outside the
+/// descriptor budget: the broker keeps this many per shard out of the budget's pool. Outside
+/// it, a burst of new partitions' first syncs (two directory fsyncs each) waits here instead of
+/// parking the partitions' files to make room (docs/decisions/0011 section 14).
+pub const DIR_SYNCS_IN_FLIGHT_MAX: usize = 4;
+
 impl std::fmt::Debug for SyncSlots {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SyncSlots({} free)", self.0.available())
@@ -90,11 +96,13 @@ impl std::fmt::Debug for SyncSlots {
 }
 
 /// Opens files on the local file system through glommio. Owned by one shard; not Send.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct GlommioStorage {
     mode: WriteMode,
     /// This shard's fdatasync slots.
     sync_slots: SyncSlots,
+    /// This shard's directory fsync slots ([`DIR_SYNCS_IN_FLIGHT_MAX`]).
+    dir_sync_slots: SyncSlots,
     /// This shard's write-behind (buffered mode only; see [`super::writeback`]).
     write_behind: Option<Rc<WriteBehindRing>>,
     /// This shard's account on the budget open files take their descriptors from; `None`: no
@@ -110,6 +118,7 @@ impl GlommioStorage {
         GlommioStorage {
             mode,
             sync_slots: SyncSlots::default(),
+            dir_sync_slots: SyncSlots::new(DIR_SYNCS_IN_FLIGHT_MAX),
             write_behind: None,
             descriptors: None,
             reservations: None,
@@ -139,11 +148,8 @@ impl GlommioStorage {
             None
         };
         Ok(GlommioStorage {
-            mode,
-            sync_slots: SyncSlots::default(),
             write_behind,
-            descriptors: None,
-            reservations: None,
+            ..GlommioStorage::new(mode)
         })
     }
 
@@ -595,16 +601,17 @@ impl Storage for GlommioStorage {
         path.try_exists()
     }
 
-    /// The directory's descriptor comes out of the budget while it is open.
+    /// The directory's descriptor is one of the shard's [`DIR_SYNCS_IN_FLIGHT_MAX`], kept out
+    /// of the budget: a directory fsync never parks files to make room.
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        let _descriptor = match &self.descriptors {
-            Some(shard) => Some(shard.take(1)?),
-            None => None,
+        let sync = async {
+            let dir = once_per_wake(glommio::io::Directory::open(path)).await?;
+            let synced = self.sync_slots.run(once_per_wake(dir.sync())).await;
+            let closed = once_per_wake(dir.close()).await;
+            synced??;
+            Ok::<(), io::Error>(closed?)
         };
-        let dir = once_per_wake(glommio::io::Directory::open(path)).await?;
-        self.sync_slots.run(once_per_wake(dir.sync())).await??;
-        once_per_wake(dir.close()).await?;
-        Ok(())
+        self.dir_sync_slots.run(sync).await?
     }
 }
 

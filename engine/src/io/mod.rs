@@ -19,7 +19,7 @@ pub use descriptors::{
 pub use dir_syncs::SharedDirSyncs;
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
-pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode};
+pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode, DIR_SYNCS_IN_FLIGHT_MAX};
 pub use reservations::ReserveBudget;
 pub use writeback::{WriteBehind, WriteBehindStats};
 
@@ -148,7 +148,8 @@ pub trait Storage {
     /// The length of the file at `path` as the file system has it, without opening it (no
     /// descriptor taken): sizes of partitions that are not open.
     async fn file_len(&self, path: &Path) -> io::Result<u64>;
-    /// Makes creations, renames and removals in `path` durable.
+    /// Makes creations, renames and removals in `path` durable. The directory's descriptor is
+    /// the storage's own, bounded by it, and not taken from a descriptor budget.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 }
 

@@ -106,10 +106,12 @@ pub struct Log<S: Storage> {
     truncations: Cell<u64>,
     /// The directory was removed ([`Log::delete`]).
     deleted: Cell<bool>,
-    /// A new log's directory entry in the log directory is not yet covered by an fsync of the
-    /// log directory: its first durable point ([`Log::sync`], or the first state file of a
-    /// checkpoint or close) does one, shared with the shard's other new logs.
-    parent_unsynced: Cell<bool>,
+    /// A new log whose directory (its files' entries) and whose entry in the log directory are
+    /// not yet covered by fsyncs: its first durable point ([`Log::sync`], or the first state
+    /// file of a checkpoint or close) does both, the log directory's shared with the shard's
+    /// other new logs. Until then a power cut may take the new log whole, which breaks no
+    /// promise: nothing in it was durable (decision 0011 section 14).
+    dirs_unsynced: Cell<bool>,
 }
 
 impl<S: Storage> Log<S> {
@@ -136,8 +138,8 @@ impl<S: Storage> Log<S> {
             segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
             // No state file yet: a log without one is dirty, which a new log is. The first
             // checkpoint (or synced-prefix step) creates it, off the first write's path: one
-            // file fewer to create per new partition (decision 0011, section 5).
-            storage.sync_dir(&dir).await?;
+            // file fewer to create per new partition (decision 0011, section 5). Its directory
+            // is fsynced at its first durable point too (`dirs_unsynced`, section 14).
         }
         let first_base = segments[0].base_offset;
         let log_end_offset = segments.last().expect("non-empty").meta().next_offset;
@@ -170,7 +172,7 @@ impl<S: Storage> Log<S> {
             rolled_sync: LocalLock::new(),
             truncations: Cell::new(0),
             deleted: Cell::new(false),
-            parent_unsynced: Cell::new(created),
+            dirs_unsynced: Cell::new(created),
         })
     }
 
@@ -762,23 +764,28 @@ impl<S: Storage> Log<S> {
         self.check_ok()?;
         let (active, covered) = (self.active(), self.log_end_offset());
         self.sync_rolled().await?;
-        let parent = self.sync_parent_if_new().await;
-        parent.map_err(|e| self.refuse_or_fail(e))?;
         active.log.fdatasync().await.map_err(|e| self.fail(e))?;
+        if self.dirs_unsynced.get() {
+            // After the fdatasync: on a journaled file system it committed the creations too,
+            // which leaves these fsyncs little to do.
+            let dirs = self.sync_dirs().await;
+            dirs.map_err(|e| self.refuse_or_fail(e))?;
+        }
         Ok(covered)
     }
 
-    /// At a new log's first durable point: fsyncs the directory holding it, so that the log's
-    /// own directory survives a power cut.
-    /// Shard storage shares the fsync among the new logs that ask at once.
-    async fn sync_parent_if_new(&self) -> io::Result<()> {
-        if !self.parent_unsynced.get() {
+    /// fsyncs the log's directory and, at a new log's first durable point, the directory
+    /// holding it, so that a new log survives a power cut. Shard storage shares each fsync
+    /// among the logs that ask at once.
+    async fn sync_dirs(&self) -> io::Result<()> {
+        self.storage.sync_dir(&self.dir).await?;
+        if !self.dirs_unsynced.get() {
             return Ok(());
         }
         if let Some(parent) = self.dir.parent() {
             self.storage.sync_dir(parent).await?;
         }
-        self.parent_unsynced.set(false);
+        self.dirs_unsynced.set(false);
         Ok(())
     }
 

@@ -110,8 +110,7 @@ impl<S: Storage> Log<S> {
         let exists = self.state_file.get();
         disk_state::write(&*self.storage, &self.dir, record, exists).await?;
         if !exists {
-            self.storage.sync_dir(&self.dir).await?;
-            self.sync_parent_if_new().await?;
+            self.sync_dirs().await?;
             self.state_file.set(true);
         }
         Ok(())
