@@ -147,6 +147,12 @@ pub struct ProducerArgs {
     /// partitioner does with unkeyed records (keys then hold only the timestamp).
     #[arg(long)]
     pub keyed: bool,
+    /// Bytes a keyed producer holds in batches waiting or in flight (Kafka's `buffer.memory`):
+    /// a pool of `buffer-bytes / batch-bytes` batch buffers, one per batch however few records
+    /// it holds, as Kafka's producer allocates them. A record that needs a new batch while
+    /// none is free waits for an acknowledgement.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub buffer_bytes: usize,
 }
 
 /// `laminar bench produce`.
@@ -379,6 +385,11 @@ impl ProducerArgs {
         let record_bytes = self.record_size + KEY_BYTES + RECORD_FRAMING_BYTES;
         let batch_bytes = self.records_per_batch() * record_bytes + BATCH_HEADER_BYTES;
         (self.max_request_bytes / batch_bytes).max(1)
+    }
+
+    /// Batch buffers in a keyed producer's pool: `buffer_bytes / batch_bytes`, one at least.
+    pub fn batch_buffers(&self) -> usize {
+        (self.buffer_bytes / self.batch_bytes.max(1)).max(1)
     }
 
     /// Keyed records that fit one request of `max_request_bytes` (at least one), were each to

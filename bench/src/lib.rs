@@ -12,6 +12,7 @@
 //! - `replication`: starts a cluster and compares acks=all produce at replication factor 3
 //!   with replication factor 1 in alternated rounds (issue 16).
 
+mod accumulator;
 mod batch_builder;
 mod cli;
 mod consume;

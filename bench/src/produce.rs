@@ -47,9 +47,28 @@ struct InFlight {
     pending: Pending<ProduceResponse>,
     /// Partitions (batches) the request carries.
     partitions: usize,
-    first_index: u64,
-    count: usize,
-    built_us: u64,
+    records: SentRecords,
+}
+
+/// The records of a request, and where their latencies start.
+enum SentRecords {
+    /// Records `first_index..first_index + count`, built at `built_us` (unkeyed).
+    Run {
+        first_index: u64,
+        count: usize,
+        built_us: u64,
+    },
+    /// Each record's timestamp: when it joined the accumulator, or was due (keyed).
+    Stamped(Vec<u64>),
+}
+
+impl SentRecords {
+    fn count(&self) -> usize {
+        match self {
+            SentRecords::Run { count, .. } => *count,
+            SentRecords::Stamped(timestamps) => timestamps.len(),
+        }
+    }
 }
 
 /// Runs one producer to completion, or until `stop` is set (another producer failed, or the
@@ -61,85 +80,147 @@ pub fn run_producer(
     recorder: &mut Recorder,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
+    let connection = Connection::connect(&job.leader, &ClientConfig::default())
         .with_context(|| format!("producer connecting to {}", job.leader))?;
     let pacer = Pacer::new(job.start_us, job.rate, args.linger_ms * 1000);
-    let batch_max = args.records_per_batch();
     let mut builder = BatchBuilder::new(
         args.record_size,
-        batch_max,
+        args.records_per_batch(),
         job.start_us ^ job.partitions[0] as u64,
     );
-    let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(args.max_in_flight);
-    let record_bytes = args.record_size as u64;
-    let mut request = RequestBuilder::new(&job.partitions, args, job.index);
+    let mut producer = Producer {
+        connection,
+        in_flight: VecDeque::with_capacity(args.max_in_flight),
+        request: RequestBuilder::new(&job.partitions, args, job.index),
+        pacer,
+        clock,
+        record_bytes: args.record_size as u64,
+        recorder,
+    };
     let mut sent = 0u64;
     clock.sleep_until_us(job.start_us);
-    while sent < job.records && !stop.load(Ordering::Relaxed) {
+    while (sent < job.records || producer.request.holds_records()) && !stop.load(Ordering::Relaxed) {
         let built_us = clock.now_us();
         let progress = (sent, job.records - sent);
-        let count = match request.fill(&mut builder, &pacer, progress, built_us, args)? {
+        let plan = producer
+            .request
+            .fill(&mut builder, &producer.pacer, progress, built_us, args)?;
+        let count = match plan {
             BatchPlan::Send(count) => count,
             BatchPlan::WaitUntil(until_us) => {
                 // Use the wait to take an acknowledgement that has arrived; never block on
                 // one, or a slow answer (an fdatasync) would hold back the next send and the rate.
-                if !in_flight.is_empty() && connection.response_waiting()? {
-                    let oldest = in_flight.pop_front().expect("checked non-empty");
-                    acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
+                if !producer.in_flight.is_empty() && producer.connection.response_waiting()? {
+                    producer.acknowledge_oldest()?;
                 } else {
                     clock.sleep_until_us(until_us.min(clock.now_us() + ACK_POLL_US));
                 }
                 continue;
             }
         };
-        if in_flight.len() >= args.max_in_flight {
-            let oldest = in_flight.pop_front().expect("in flight is full");
-            acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
-        }
-        let (batches, partitions) = request.take();
-        let pending = connection.send_produce_batches(&job.topic, batches, args.acks, 30_000)?;
-        match pending {
-            Some(pending) => in_flight.push_back(InFlight {
-                pending,
-                partitions,
-                first_index: sent,
+        sent += count as u64;
+        let first_index = sent - count as u64;
+        producer.send(
+            job,
+            args,
+            SentRecords::Run {
+                first_index,
                 count,
                 built_us,
-            }),
-            None => {
-                debug_assert_eq!(args.acks, Acks::None);
-                recorder.count(clock.now_us(), count as u64, count as u64 * record_bytes);
-            }
-        }
-        sent += count as u64;
+            },
+        )?;
     }
-    while let Some(oldest) = in_flight.pop_front() {
-        acknowledge(&mut connection, oldest, &pacer, clock, record_bytes, recorder)?;
+    while !producer.in_flight.is_empty() {
+        producer.acknowledge_oldest()?;
     }
     Ok(())
 }
 
-/// Waits for a request's acknowledgement and records its records' latencies.
-fn acknowledge(
-    connection: &mut Connection,
-    batch: InFlight,
-    pacer: &Pacer,
+/// One producer's connection, its requests in flight and what it measures. Owned by one
+/// producer thread.
+struct Producer<'a> {
+    connection: Connection,
+    /// At most `max_in_flight`.
+    in_flight: VecDeque<InFlight>,
+    request: RequestBuilder<'a>,
+    pacer: Pacer,
     clock: Clock,
     record_bytes: u64,
-    recorder: &mut Recorder,
-) -> anyhow::Result<()> {
-    connection.receive_produce_batches(batch.pending, batch.partitions)?;
-    let acked_us = clock.now_us();
-    let count = batch.count as u64;
-    recorder.count(acked_us, count, count * record_bytes);
-    if pacer.is_paced() {
-        for index in batch.first_index..batch.first_index + count {
-            recorder.latency(acked_us, acked_us.saturating_sub(pacer.due_us(index)), 1);
+    recorder: &'a mut Recorder,
+}
+
+impl Producer<'_> {
+    /// Sends the request built (its records `run` when unkeyed), once one of `max_in_flight`
+    /// is free; a keyed request left empty while every batch buffer is in flight waits for an
+    /// acknowledgement instead.
+    fn send(&mut self, job: &ProducerJob, args: &ProducerArgs, run: SentRecords) -> anyhow::Result<()> {
+        let (batches, timestamps) = self.request.take();
+        if batches.is_empty() {
+            assert!(
+                !self.in_flight.is_empty(),
+                "records wait while no buffer is free: batches are in flight"
+            );
+            return self.acknowledge_oldest();
         }
-    } else {
-        recorder.latency(acked_us, acked_us.saturating_sub(batch.built_us), count);
+        if self.in_flight.len() >= args.max_in_flight {
+            self.acknowledge_oldest()?;
+        }
+        let partitions = batches.len();
+        let records = timestamps.map_or(run, SentRecords::Stamped);
+        let pending = self
+            .connection
+            .send_produce_batches(&job.topic, batches, args.acks, 30_000)?;
+        match pending {
+            Some(pending) => self.in_flight.push_back(InFlight {
+                pending,
+                partitions,
+                records,
+            }),
+            None => {
+                debug_assert_eq!(args.acks, Acks::None);
+                let count = records.count() as u64;
+                self.recorder
+                    .count(self.clock.now_us(), count, count * self.record_bytes);
+                self.request.acknowledged(partitions);
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// Waits for the oldest request's acknowledgement, records its records' latencies, and
+    /// gives its batches' buffers back to the accumulator.
+    fn acknowledge_oldest(&mut self) -> anyhow::Result<()> {
+        let batch = self.in_flight.pop_front().expect("a request in flight");
+        self.connection
+            .receive_produce_batches(batch.pending, batch.partitions)?;
+        self.request.acknowledged(batch.partitions);
+        let acked_us = self.clock.now_us();
+        let count = batch.records.count() as u64;
+        let recorder = &mut *self.recorder;
+        recorder.count(acked_us, count, count * self.record_bytes);
+        match batch.records {
+            SentRecords::Run {
+                first_index,
+                built_us,
+                ..
+            } => {
+                if self.pacer.is_paced() {
+                    for index in first_index..first_index + count {
+                        let due_us = self.pacer.due_us(index);
+                        recorder.latency(acked_us, acked_us.saturating_sub(due_us), 1);
+                    }
+                } else {
+                    recorder.latency(acked_us, acked_us.saturating_sub(built_us), count);
+                }
+            }
+            SentRecords::Stamped(timestamps) => {
+                for timestamp_us in timestamps {
+                    recorder.latency(acked_us, acked_us.saturating_sub(timestamp_us), 1);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

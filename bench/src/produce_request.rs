@@ -4,25 +4,32 @@
 //! - unkeyed (sticky): each batch fills one partition, the next batch the next partition in
 //!   turn; a request carries as many full batches as fit;
 //! - keyed (`--keyed`): each record goes to the partition Kafka's default partitioner picks for
-//!   its key, so records of one request land in many partitions; a partition's batch grows
-//!   until it is full (the producer would send it then) or the request is.
+//!   its key and waits in that partition's batch in the producer's accumulator
+//!   (`accumulator.rs`, bounded by `--buffer-bytes`, Kafka's `buffer.memory`); a request takes
+//!   the oldest batch of each partition in turn, as many as fit.
 
 use bytes::Bytes;
 use laminar_client::partitioner::partition_for_key;
 
+use crate::accumulator::{Accumulator, Waiting};
 use crate::batch_builder::BatchBuilder;
 use crate::cli::ProducerArgs;
-use crate::layout::{KEYED_KEY_BYTES, KEY_BYTES};
+use crate::layout::{BATCH_HEADER_BYTES, KEYED_KEY_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
 use crate::pacing::{BatchPlan, Pacer};
 
 /// Where the next records go, for a keyed producer. Owned by one producer thread.
 struct KeyedSpread {
     /// Set in the key of every record of this producer, so producers' keys differ.
     key_salt: u64,
-    /// Record indexes waiting for each of the producer's partitions (by position).
-    pending: Vec<Vec<u64>>,
-    /// Positions in `pending` that hold records, in the order they got their first.
-    touched: Vec<usize>,
+    accumulator: Accumulator,
+    /// The next record, when its partition needed a batch buffer and none was free: it goes
+    /// first once one is (its key, and so its partition, are already chosen).
+    blocked: Option<(usize, Waiting)>,
+    /// Timestamps of the records the request being built carries (where their latencies
+    /// start).
+    timestamps: Vec<u64>,
+    /// One batch's records while it is built.
+    scratch: Vec<Waiting>,
 }
 
 /// The batches of the next produce request. Owned by one producer thread.
@@ -60,8 +67,10 @@ impl<'a> RequestBuilder<'a> {
         let keyed = args.keyed.then(|| KeyedSpread {
             // Record indexes stay below 2^48 (280 T records), the salt above them.
             key_salt: (producer as u64) << 48,
-            pending: vec![Vec::new(); partitions.len()],
-            touched: Vec::new(),
+            accumulator: Accumulator::new(partitions.len(), args.records_per_batch(), args.batch_buffers()),
+            blocked: None,
+            timestamps: Vec::new(),
+            scratch: Vec::new(),
         });
         RequestBuilder {
             partitions,
@@ -123,8 +132,10 @@ impl<'a> RequestBuilder<'a> {
         Ok(BatchPlan::Send(count as usize))
     }
 
-    /// Keyed: the records ready go to the partitions their keys pick, until a partition's
-    /// batch is full or the request is; then one batch per partition that got records.
+    /// Keyed: the records ready join their partitions' batches in the accumulator, until one
+    /// needs a batch buffer and none is free; then the request takes the oldest batch of each
+    /// partition in turn. Returns the records appended, or when the first will be ready; the
+    /// request may be empty while every buffer is in flight.
     fn fill_keyed(
         &mut self,
         builder: &mut BatchBuilder,
@@ -133,42 +144,117 @@ impl<'a> RequestBuilder<'a> {
         now_us: u64,
         args: &ProducerArgs,
     ) -> anyhow::Result<BatchPlan> {
-        let room = (args.records_per_keyed_request() as u64).min(left) as usize;
-        let ready = match pacer.plan(sent, now_us, room) {
-            BatchPlan::Send(ready) => ready as u64,
-            wait => return Ok(wait),
-        };
         let spread = self.keyed.as_mut().expect("a keyed builder");
-        let partitions = self.partitions.len() as i32;
-        let mut count = 0u64;
-        for index in sent..sent + ready {
-            let key = keyed_key(intended_us(pacer, index, now_us), spread.key_salt, index);
-            let slot = partition_for_key(&key, partitions) as usize;
-            if spread.pending[slot].len() >= args.records_per_batch() {
-                break;
+        let mut appended = 0u64;
+        if let Some((slot, record)) = spread.blocked.take() {
+            if spread.accumulator.try_append(slot, record) {
+                appended = 1;
+            } else {
+                spread.blocked = Some((slot, record));
             }
-            if spread.pending[slot].is_empty() {
-                spread.touched.push(slot);
+        }
+        if spread.blocked.is_none() && appended < left {
+            let first = sent + appended;
+            // Unpaced, the application appends until the pool is full; paced, what is due, a
+            // request's worth at a time, so that the pacer's linger applies.
+            let room = if pacer.is_paced() {
+                (args.records_per_keyed_request() as u64).min(left - appended)
+            } else {
+                left - appended
+            };
+            match pacer.plan(first, now_us, room as usize) {
+                BatchPlan::Send(ready) => {
+                    appended += spread.append(self.partitions.len(), pacer, first, ready as u64, now_us)
+                }
+                BatchPlan::WaitUntil(until_us) => {
+                    if appended == 0 && !spread.accumulator.holds_records() {
+                        return Ok(BatchPlan::WaitUntil(until_us));
+                    }
+                }
             }
-            spread.pending[slot].push(index);
-            count += 1;
         }
-        for slot in spread.touched.drain(..) {
-            let keys = spread.pending[slot]
-                .iter()
-                .map(|&index| (intended_us(pacer, index, now_us), spread.key_salt | index));
-            let batch = builder.build_keyed(keys, args.compression.codec())?;
-            spread.pending[slot].clear();
-            self.batches.push((self.partitions[slot], batch));
-        }
-        Ok(BatchPlan::Send(count as usize))
+        spread.drain_request(self.partitions, &mut self.batches, builder, args)?;
+        Ok(BatchPlan::Send(appended as usize))
     }
 
-    /// The batches gathered and how many there are; the builder starts the next request.
-    pub fn take(&mut self) -> (Vec<(i32, Bytes)>, usize) {
+    /// Whether records wait in the accumulator (keyed) to be sent.
+    pub fn holds_records(&self) -> bool {
+        self.keyed
+            .as_ref()
+            .is_some_and(|spread| spread.accumulator.holds_records() || spread.blocked.is_some())
+    }
+
+    /// `batches` batches sent were acknowledged: their buffers go back to the pool (keyed).
+    pub fn acknowledged(&mut self, batches: usize) {
+        if let Some(spread) = self.keyed.as_mut() {
+            spread.accumulator.acknowledged(batches);
+        }
+    }
+
+    /// The batches gathered, and for keyed records each record's timestamp; the builder
+    /// starts the next request.
+    pub fn take(&mut self) -> (Vec<(i32, Bytes)>, Option<Vec<u64>>) {
         let batches = std::mem::replace(&mut self.batches, Vec::with_capacity(self.batches_max));
-        let count = batches.len();
-        (batches, count)
+        let timestamps = self
+            .keyed
+            .as_mut()
+            .map(|spread| std::mem::take(&mut spread.timestamps));
+        (batches, timestamps)
+    }
+}
+
+impl KeyedSpread {
+    /// Appends records `first..first + count` to their partitions' batches, until one finds
+    /// no buffer (it is kept in `blocked`). Returns how many were appended.
+    fn append(&mut self, partitions: usize, pacer: &Pacer, first: u64, count: u64, now_us: u64) -> u64 {
+        for index in first..first + count {
+            let timestamp_us = intended_us(pacer, index, now_us);
+            let key = keyed_key(timestamp_us, self.key_salt, index);
+            let slot = partition_for_key(&key, partitions as i32) as usize;
+            let record = Waiting { index, timestamp_us };
+            if !self.accumulator.try_append(slot, record) {
+                self.blocked = Some((slot, record));
+                return index - first;
+            }
+        }
+        count
+    }
+
+    /// Moves batches from the accumulator into `batches` while they fit `max_request_bytes`
+    /// (one at least, as Kafka's producer sends a batch larger than a request alone).
+    fn drain_request(
+        &mut self,
+        partitions: &[i32],
+        batches: &mut Vec<(i32, Bytes)>,
+        builder: &mut BatchBuilder,
+        args: &ProducerArgs,
+    ) -> anyhow::Result<()> {
+        let record_bytes = args.record_size + KEYED_KEY_BYTES + RECORD_FRAMING_BYTES;
+        let (mut request_bytes, mut taken) = (0usize, 0usize);
+        let fits = |records: usize| {
+            let batch_bytes = records * record_bytes + BATCH_HEADER_BYTES;
+            let fits = taken == 0 || request_bytes + batch_bytes <= args.max_request_bytes;
+            if fits {
+                (request_bytes, taken) = (request_bytes + batch_bytes, taken + 1);
+            }
+            fits
+        };
+        let KeyedSpread {
+            key_salt,
+            accumulator,
+            timestamps,
+            scratch,
+            ..
+        } = self;
+        accumulator.drain(fits, |slot, records| {
+            scratch.clear();
+            scratch.extend(records);
+            timestamps.extend(scratch.iter().map(|r| r.timestamp_us));
+            let keys = scratch.iter().map(|r| (r.timestamp_us, *key_salt | r.index));
+            let batch = builder.build_keyed(keys, args.compression.codec())?;
+            batches.push((partitions[slot], batch));
+            Ok(())
+        })
     }
 }
 
@@ -207,7 +293,9 @@ mod tests {
     }
 
     /// `(partition, keys)` of each batch of a request.
-    fn keys_by_partition(batches_sent: &[(i32, Bytes)]) -> Vec<(i32, Vec<Vec<u8>>)> {
+    type KeysByPartition = Vec<(i32, Vec<Vec<u8>>)>;
+
+    fn keys_by_partition(batches_sent: &[(i32, Bytes)]) -> KeysByPartition {
         batches_sent
             .iter()
             .map(|(partition, bytes)| {
@@ -223,44 +311,104 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn keyed_records_go_where_kafkas_partitioner_puts_their_keys() {
-        let args = producer_args(&["--keyed", "--record-size", "100", "--batch-bytes", "400"]);
-        let partitions: Vec<i32> = (10..20).collect();
-        let mut request = RequestBuilder::new(&partitions, &args.producer, 3);
-        let mut builder = BatchBuilder::new(100, 4, 1);
+    /// Fills and takes one request at `now_us`: records appended, and `(partition, keys)`
+    /// of each batch.
+    fn keyed_request(
+        request: &mut RequestBuilder,
+        args: &ProducerArgs,
+        (sent, left): (u64, u64),
+        now_us: u64,
+    ) -> (usize, KeysByPartition) {
+        let mut builder = BatchBuilder::new(args.record_size, args.records_per_batch(), 1);
         let pacer = Pacer::new(0, None, 0);
         let plan = request
-            .fill(&mut builder, &pacer, (0, 1000), 7_000_000, &args.producer)
+            .fill(&mut builder, &pacer, (sent, left), now_us, args)
             .expect("fill");
-        let BatchPlan::Send(count) = plan else {
+        let BatchPlan::Send(appended) = plan else {
             panic!("unpaced records are ready at once")
         };
-        let (sent, batch_count) = request.take();
-        assert!(batch_count > 1, "records spread over partitions");
-        let spread = keys_by_partition(&sent);
+        let (batches, timestamps) = request.take();
+        let spread = keys_by_partition(&batches);
         let records: usize = spread.iter().map(|(_, keys)| keys.len()).sum();
-        assert_eq!(records, count);
-        let mut per_partition = std::collections::HashMap::new();
-        for (partition, keys) in spread {
-            assert!(
-                per_partition.insert(partition, keys.len()).is_none(),
-                "one batch per partition"
-            );
-            assert!(
-                (1..=4).contains(&keys.len()),
-                "batches hold 1 to 4 records of 100 bytes"
-            );
-            for key in keys {
-                assert_eq!(&key[..KEY_BYTES], &7_000_000u64.to_be_bytes(), "timestamp first");
-                assert_eq!(&key[KEY_BYTES..KEY_BYTES + 2], &[0, 3], "producer 3's salt");
-                assert_eq!(partitions[partition_for_key(&key, 10) as usize], partition);
+        assert_eq!(
+            timestamps.expect("keyed").len(),
+            records,
+            "a timestamp per record"
+        );
+        (appended, spread)
+    }
+
+    /// The record index in a keyed key.
+    fn index_of(key: &[u8]) -> u64 {
+        u64::from_be_bytes(key[KEY_BYTES..].try_into().expect("8 bytes")) & ((1 << 48) - 1)
+    }
+
+    #[test]
+    fn keyed_records_go_where_kafkas_partitioner_puts_their_keys_one_batch_per_partition_a_request() {
+        let args = producer_args(&["--keyed", "--record-size", "100", "--batch-bytes", "400"]).producer;
+        let partitions: Vec<i32> = (10..20).collect();
+        let mut request = RequestBuilder::new(&partitions, &args, 3);
+        let (appended, first) = keyed_request(&mut request, &args, (0, 1000), 7_000_000);
+        assert_eq!(appended, 1000, "the pool holds them all");
+        assert_eq!(first.len(), 10, "one batch of each partition");
+        assert!(first.iter().all(|(_, keys)| keys.len() == 4), "full batches of 4");
+        let mut last_index = std::collections::HashMap::new();
+        let mut records = 0;
+        let mut spread = first;
+        while !spread.is_empty() {
+            for (partition, keys) in &spread {
+                for key in keys {
+                    assert_eq!(&key[..KEY_BYTES], &7_000_000u64.to_be_bytes(), "timestamp first");
+                    assert_eq!(&key[KEY_BYTES..KEY_BYTES + 2], &[0, 3], "producer 3's salt");
+                    assert_eq!(partitions[partition_for_key(key, 10) as usize], *partition);
+                    let previous = last_index.insert(*partition, index_of(key));
+                    assert!(previous < Some(index_of(key)), "in order within a partition");
+                    records += 1;
+                }
             }
+            spread = keyed_request(&mut request, &args, (1000, 0), 8_000_000).1;
         }
-        // The request ends where the next record's partition already has a full batch.
-        let next_key = keyed_key(7_000_000, 3 << 48, count as u64);
-        let next_partition = partitions[partition_for_key(&next_key, 10) as usize];
-        assert_eq!(per_partition.get(&next_partition), Some(&4));
+        assert_eq!(records, 1000, "every record once");
+        assert!(!request.holds_records());
+    }
+
+    #[test]
+    fn a_keyed_record_that_needs_a_batch_while_every_buffer_is_taken_waits_for_an_acknowledgement() {
+        let args = producer_args(&[
+            "--keyed",
+            "--record-size",
+            "100",
+            "--batch-bytes",
+            "400",
+            "--buffer-bytes",
+            "800",
+        ])
+        .producer;
+        let partitions: Vec<i32> = (0..10).collect();
+        let mut request = RequestBuilder::new(&partitions, &args, 0);
+        let (appended, spread) = keyed_request(&mut request, &args, (0, 1000), 1);
+        assert!((2..=8).contains(&appended), "two batches of 1 to 4: {appended}");
+        assert_eq!(spread.len(), 2, "two buffers, two batches");
+        assert_eq!(spread.iter().map(|(_, k)| k.len()).sum::<usize>(), appended);
+        let (blocked, spread) = keyed_request(&mut request, &args, (appended as u64, 1000), 2);
+        assert_eq!(
+            (blocked, spread.len()),
+            (0, 0),
+            "both buffers in flight: nothing moves"
+        );
+        assert!(request.holds_records(), "the blocked record waits");
+        request.acknowledged(2);
+        let (appended_after, spread) = keyed_request(&mut request, &args, (appended as u64, 1000), 3);
+        assert!(
+            appended_after >= 2,
+            "the blocked record and the next: {appended_after}"
+        );
+        let first = spread
+            .iter()
+            .flat_map(|(_, keys)| keys)
+            .map(|k| index_of(k))
+            .min();
+        assert_eq!(first, Some(appended as u64), "the blocked record goes first");
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn producer_settings(args: &ProducerArgs, num_records: u64) -> serde_json::Value
         "record_size": args.record_size, "num_records": num_records, "throughput": args.rate(),
         "acks": args.acks.wire(), "batch_bytes": args.batch_bytes, "linger_ms": args.linger_ms,
         "compression": format!("{:?}", args.compression).to_lowercase(), "producers": args.producers,
-        "max_in_flight": args.max_in_flight, "keyed": args.keyed,
+        "max_in_flight": args.max_in_flight, "keyed": args.keyed, "buffer_bytes": args.buffer_bytes,
     })
 }
 

@@ -33,6 +33,9 @@ pub const RECORD_BYTES: usize = 1024;
 /// batch or two (256 MiB / 10 000 = 26 KiB each), so the data does spread; the bench's own
 /// default (256 KiB) would leave most of them empty.
 pub const BATCH_BYTES: usize = 16 * 1024;
+/// Kafka's default `buffer.memory`: each keyed producer's pool of 2 048 batch buffers, so
+/// 1 000 partitions fill their batches and 10 000 send a record or two in each.
+pub const BUFFER_BYTES: usize = 32 * 1024 * 1024;
 /// The goal: within 20 % of the best run of its series.
 pub const RATIO_GOAL: f64 = 0.8;
 
@@ -155,6 +158,7 @@ fn produce_args(plan: &Plan, topic: &str, partitions: u32, producers: usize, key
             max_in_flight: 5,
             max_request_bytes: 1024 * 1024,
             keyed: keys == Keys::Keyed,
+            buffer_bytes: BUFFER_BYTES,
         },
     }
 }
