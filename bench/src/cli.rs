@@ -242,10 +242,11 @@ pub struct ScaleArgs {
     /// does not decide its figure).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_mib: u64,
-    /// Tries of each throughput run; the fastest is kept and all are reported. On a VM that
-    /// hands freed memory back to its host, a run writing into memory freed long ago is up to
-    /// 2× slower than the same run just after another's data was deleted (docs/decisions/0008).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Tries of each throughput run, made in rounds (each round tries every point once, in
+    /// turn); the fastest is kept and all are reported. On a VM that hands freed memory back to
+    /// its host, a run writing into memory freed long ago is up to 2× slower than the same run
+    /// just after another's data was deleted (docs/decisions/0008).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub throughput_tries: u64,
     /// Longest a step (and each throughput run) may take, in seconds.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]

@@ -352,7 +352,7 @@ fn throughput_step(setup: &Setup, mut broker: BrokerProcess, steps: &mut Vec<Ste
         };
         if let Some(kib) = free_page_reporting_kib().filter(|kib| *kib > 0) {
             log.note(format!(
-                "this VM hands freed memory back to its host (free page reporting, {} GiB so far): a run writing into memory freed long ago can be up to 2× slower than the same run just after a deletion (docs/decisions/0008); each figure is the fastest of {} tries",
+                "this VM hands freed memory back to its host (free page reporting, {} GiB so far): a run writing into memory freed long ago can be up to 2× slower than the same run just after a deletion (docs/decisions/0008); each figure is the fastest of {} tries, one per round, every point tried once a round",
                 kib >> 20,
                 setup.args.throughput_tries
             ));

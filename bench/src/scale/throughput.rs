@@ -93,9 +93,9 @@ pub struct Run {
     pub keys: Keys,
     /// The fastest try: status, figures (`mb_per_sec`, …), error.
     pub step: Step,
-    /// MB/s of every try, in order (`None`: it failed, and ended the tries).
+    /// MB/s of every try, one per round (`None`: it failed, and ended the tries).
     pub tries_mb_per_sec: Vec<Option<f64>>,
-    /// The topic the run leaves behind (its last try's).
+    /// The topic of its fastest try (deleted by the time the series is read).
     pub topic: String,
 }
 
@@ -114,6 +114,25 @@ impl Run {
         json!({"side": side, "partitions": self.partitions, "workers": self.workers,
                "keyed": self.keys == Keys::Keyed, "tries_mb_per_sec": self.tries_mb_per_sec,
                "fastest_try": self.step.to_json()})
+    }
+
+    /// A run of one try.
+    fn one_try(
+        side: Side,
+        (partitions, workers, keys): (u32, usize, Keys),
+        step: Step,
+        topic: String,
+    ) -> Run {
+        let tries_mb_per_sec = vec![finished_mb_per_sec(&step)];
+        Run {
+            side,
+            partitions,
+            workers,
+            keys,
+            step,
+            tries_mb_per_sec,
+            topic,
+        }
     }
 
     fn is(&self, side: Side, partitions: u32, workers: usize, keys: Keys) -> bool {
@@ -245,25 +264,6 @@ fn finished_mb_per_sec(step: &Step) -> Option<f64> {
         .flatten()
 }
 
-/// Makes `tries` tries (one at least) and keeps the fastest. A failed try ends the tries: the
-/// same failure would come again.
-fn fastest_of(tries: usize, mut attempt: impl FnMut(usize) -> Step) -> (Step, Vec<Option<f64>>) {
-    let mut kept: Option<Step> = None;
-    let mut speeds = Vec::new();
-    for number in 1..=tries.max(1) {
-        let step = attempt(number);
-        let speed = finished_mb_per_sec(&step);
-        speeds.push(speed);
-        if kept.as_ref().is_none_or(|kept| speed > finished_mb_per_sec(kept)) {
-            kept = Some(step);
-        }
-        if speed.is_none() {
-            break;
-        }
-    }
-    (kept.expect("one try at least"), speeds)
-}
-
 /// Before a produce try: the data of earlier runs is written out, so that no try starts with
 /// another's writeback pending.
 fn settle(plan: &Plan, log: &StepLog) {
@@ -281,36 +281,24 @@ fn quiet(plan: &Plan, log: &StepLog) {
     }
 }
 
-/// Produces into a topic created for each try (the previous try's deleted first).
-fn produce_run(plan: &Plan, log: &StepLog, partitions: u32, producers: usize, keys: Keys) -> Run {
-    let mut topic = String::new();
-    let (step, tries_mb_per_sec) = fastest_of(plan.tries, |number| {
-        if number > 1 {
-            delete_noting(plan, log, &topic);
-        }
-        topic = format!("{}-{number}", topic_name(partitions, producers, keys));
-        settle(plan, log);
-        let args = produce_args(plan, &topic, partitions, producers, keys);
-        let title = format!(
-            "produce {topic}: {} MiB of 1 KiB records",
-            plan.budget_bytes >> 20
-        );
-        let run_plan = plan.clone();
-        bounded("produce", title, plan.run_limit, move |log| {
-            measure_produce(&run_plan, &args, log)
-        })
+/// One try of a produce point, into a topic created for it (`round` in its name).
+fn produce_run(plan: &Plan, log: &StepLog, point: (u32, usize, Keys), round: usize) -> Run {
+    let (partitions, producers, keys) = point;
+    let topic = format!("{}-{round}", topic_name(partitions, producers, keys));
+    settle(plan, log);
+    let args = produce_args(plan, &topic, partitions, producers, keys);
+    let title = format!(
+        "produce {topic}: {} MiB of 1 KiB records",
+        plan.budget_bytes >> 20
+    );
+    let run_plan = plan.clone();
+    let step = bounded("produce", title, plan.run_limit, move |log| {
+        measure_produce(&run_plan, &args, log)
     });
-    Run {
-        side: Side::Produce,
-        partitions,
-        workers: producers,
-        keys,
-        step,
-        tries_mb_per_sec,
-        topic,
-    }
+    Run::one_try(Side::Produce, point, step, topic)
 }
 
+/// One try of a consume point, reading `topic`.
 fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> Run {
     let args = ConsumeArgs {
         common: common(plan, topic, partitions),
@@ -324,21 +312,15 @@ fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> R
         "consume {topic} with {} consumers",
         (consumers as u32).min(partitions)
     );
-    let (step, tries_mb_per_sec) = fastest_of(plan.tries, |_| {
-        let args = args.clone();
-        bounded("consume", title.clone(), plan.run_limit, move |log| {
-            measure_consume(&args, log)
-        })
+    let step = bounded("consume", title, plan.run_limit, move |log| {
+        measure_consume(&args, log)
     });
-    Run {
-        side: Side::Consume,
-        partitions,
-        workers: consumers,
-        keys: Keys::Unkeyed,
+    Run::one_try(
+        Side::Consume,
+        (partitions, consumers, Keys::Unkeyed),
         step,
-        tries_mb_per_sec,
-        topic: topic.to_owned(),
-    }
+        topic.to_owned(),
+    )
 }
 
 fn delete_noting(plan: &Plan, log: &StepLog, topic: &str) {
@@ -357,36 +339,101 @@ fn delete_topic(plan: &Plan, topic: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every run, topic by topic: each topic is deleted once its runs are done, so the disk holds
-/// one run's data at a time.
+/// Every run, `plan.tries` rounds of them (one at least): each round tries every point once,
+/// in the same order, so that the tries of one point are minutes apart and alternate with the
+/// other points' (the VM's speed drifts over minutes, decision 0008: tries made one after
+/// another shared their luck). Each point keeps its fastest try; a point whose try failed is
+/// not tried again (the same failure would come again).
 pub fn run_all(plan: &Plan, log: &StepLog) -> Vec<Run> {
-    let mut runs = Vec::new();
+    let mut runs: Vec<Run> = Vec::new();
+    for round in 1..=plan.tries.max(1) {
+        run_round(plan, log, round, &mut runs);
+    }
+    runs
+}
+
+/// One try of every point not failed yet, topic by topic: each topic is deleted once its runs
+/// are done, so the disk holds one run's data at a time.
+fn run_round(plan: &Plan, log: &StepLog, round: usize, runs: &mut Vec<Run>) {
+    let failed = |runs: &[Run], side, (partitions, workers, keys)| {
+        runs.iter()
+            .any(|run| run.is(side, partitions, workers, keys) && run.tries_mb_per_sec.contains(&None))
+    };
     for partitions in PARTITION_COUNTS {
-        let run = produce_run(plan, log, partitions, SERIES_WORKERS, Keys::Unkeyed);
-        let (topic, produced) = (run.topic.clone(), run.mb_per_sec().is_some());
-        runs.push(run);
-        if produced {
-            quiet(plan, log);
-            runs.push(consume_run(plan, &topic, partitions, SERIES_WORKERS));
-            if partitions == SERIES_PARTITIONS {
-                for consumers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
-                    runs.push(consume_run(plan, &topic, partitions, consumers));
+        let point = (partitions, SERIES_WORKERS, Keys::Unkeyed);
+        if !failed(runs, Side::Produce, point) {
+            let run = produce_run(plan, log, point, round);
+            let (topic, produced) = (run.topic.clone(), run.mb_per_sec().is_some());
+            merge(runs, run);
+            if produced {
+                quiet(plan, log);
+                let mut consumer_counts = vec![SERIES_WORKERS];
+                if partitions == SERIES_PARTITIONS {
+                    consumer_counts.extend(WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS));
+                }
+                for consumers in consumer_counts {
+                    if !failed(runs, Side::Consume, (partitions, consumers, Keys::Unkeyed)) {
+                        merge(runs, consume_run(plan, &topic, partitions, consumers));
+                    }
                 }
             }
+            delete_noting(plan, log, &topic);
         }
-        delete_noting(plan, log, &topic);
-        let run = produce_run(plan, log, partitions, SERIES_WORKERS, Keys::Keyed);
-        delete_noting(plan, log, &run.topic);
-        runs.push(run);
+        produce_and_delete(
+            plan,
+            log,
+            (partitions, SERIES_WORKERS, Keys::Keyed),
+            round,
+            runs,
+            failed,
+        );
     }
     for producers in WORKER_COUNTS.into_iter().filter(|w| *w != SERIES_WORKERS) {
         for keys in [Keys::Unkeyed, Keys::Keyed] {
-            let run = produce_run(plan, log, SERIES_PARTITIONS, producers, keys);
-            delete_noting(plan, log, &run.topic);
-            runs.push(run);
+            produce_and_delete(
+                plan,
+                log,
+                (SERIES_PARTITIONS, producers, keys),
+                round,
+                runs,
+                failed,
+            );
         }
     }
-    runs
+}
+
+/// One produce try of `point` unless an earlier one failed; its topic is deleted after.
+fn produce_and_delete(
+    plan: &Plan,
+    log: &StepLog,
+    point: (u32, usize, Keys),
+    round: usize,
+    runs: &mut Vec<Run>,
+    failed: impl Fn(&[Run], Side, (u32, usize, Keys)) -> bool,
+) {
+    if failed(runs, Side::Produce, point) {
+        return;
+    }
+    let run = produce_run(plan, log, point, round);
+    delete_noting(plan, log, &run.topic);
+    merge(runs, run);
+}
+
+/// Adds a try to the runs: to its point's run if there is one (kept as the run's step and
+/// topic if it is the fastest yet), else as a new run.
+fn merge(runs: &mut Vec<Run>, tried: Run) {
+    let existing = runs
+        .iter_mut()
+        .find(|run| run.is(tried.side, tried.partitions, tried.workers, tried.keys));
+    let Some(run) = existing else {
+        runs.push(tried);
+        return;
+    };
+    run.tries_mb_per_sec
+        .extend(tried.tries_mb_per_sec.iter().copied());
+    if run.mb_per_sec().is_none() || tried.mb_per_sec() > run.mb_per_sec() {
+        (run.step, run.topic) = (tried.step, tried.topic);
+    }
 }
 
 /// One line of a series: the value of its axis and the run.
@@ -564,5 +611,29 @@ mod tests {
         let keyed = &all[1];
         assert!(keyed.points.iter().all(|p| p.error.is_some()), "no keyed runs");
         assert_eq!(unkeyed.to_json()["points"][2]["below_goal"], true);
+    }
+
+    #[test]
+    fn tries_of_a_point_from_every_round_are_kept_and_its_fastest_is_its_figure() {
+        let mut runs = Vec::new();
+        for (partitions, mb) in [(1, 400.0), (100, 500.0), (1, 700.0), (100, 450.0), (1, 600.0)] {
+            let mut tried = run(Side::Produce, partitions, 4, Some(mb));
+            tried.topic = format!("p{partitions}-{mb}");
+            merge(&mut runs, tried);
+        }
+        merge(&mut runs, run(Side::Consume, 1, 4, Some(900.0)));
+        let one = &runs[0];
+        assert_eq!(one.tries_mb_per_sec, vec![Some(400.0), Some(700.0), Some(600.0)]);
+        assert_eq!((one.mb_per_sec(), one.topic.as_str()), (Some(700.0), "p1-700"));
+        assert_eq!(runs[1].tries_mb_per_sec, vec![Some(500.0), Some(450.0)]);
+        assert_eq!(runs[1].mb_per_sec(), Some(500.0));
+        assert_eq!(runs.len(), 3, "a consume point is its own run");
+        merge(&mut runs, run(Side::Produce, 100, 4, None));
+        assert_eq!(runs[1].tries_mb_per_sec, vec![Some(500.0), Some(450.0), None]);
+        assert_eq!(
+            runs[1].mb_per_sec(),
+            Some(500.0),
+            "a failed try keeps the fastest"
+        );
     }
 }
