@@ -217,13 +217,14 @@ fn wait_for_shards(ready: &std::sync::mpsc::Receiver<ShardReady>, shard_count: u
     Ok(())
 }
 
-/// Creates and locks every log dir, in `log.dirs` order (the first one holds all data). The
+/// Creates (durably: a power cut keeps a log dir this start created) and locks every log dir,
+/// in `log.dirs` order (the first one holds all data). The
 /// paths are absolute from here on: glommio opens directories through io_uring, which resolves
 /// a relative path against no directory at all (EBADF), so `./data` would fail at close.
 fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
     let mut locks: Vec<LogDirLock> = Vec::with_capacity(dirs.len());
     for dir in dirs {
-        std::fs::create_dir_all(dir)
+        laminar_engine::io::create_dir_all_durably(dir)
             .map_err(|e| anyhow::anyhow!("log.dirs: cannot create {}: {e}", dir.display()))?;
         let dir = std::fs::canonicalize(dir)
             .map_err(|e| anyhow::anyhow!("log.dirs: cannot resolve {}: {e}", dir.display()))?;

@@ -77,12 +77,12 @@ impl ClusterLink {
             .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {listener}: {e}"))?
             .next()
             .ok_or_else(|| anyhow::anyhow!("listeners: {listener} resolves to nothing"))?;
-        let mut controller = ControllerConfig::new(
-            config.node_id,
-            listen_addr,
-            settings.voters.clone(),
-            log_dir.join(METADATA_LOG_DIR),
-        );
+        // The controller fsyncs what it writes in its directory, not the directory's entry here.
+        let metadata_dir = log_dir.join(METADATA_LOG_DIR);
+        laminar_engine::io::create_dir_all_durably(&metadata_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", metadata_dir.display()))?;
+        let mut controller =
+            ControllerConfig::new(config.node_id, listen_addr, settings.voters.clone(), metadata_dir);
         controller.session_timeout_ms = settings.session_timeout_ms;
         controller.unclean_leader_election_enable = config.unclean_leader_election_enable;
         controller.auto_leader_rebalance_enable = settings.auto_leader_rebalance_enable;

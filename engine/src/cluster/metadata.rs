@@ -112,7 +112,8 @@ impl MetadataStore {
             path: dir.clone(),
             source,
         };
-        std::fs::create_dir_all(&dir).map_err(io_err)?;
+        // Its entry in the log dir must outlast a power cut as the files in it do.
+        crate::io::create_dir_all_durably(&dir).map_err(io_err)?;
         let path = dir.join(TOPICS_FILE);
         let table = match std::fs::read(&path) {
             Ok(bytes) => load_table(&bytes, partitions_max)

@@ -57,7 +57,8 @@ impl ProducerIdAllocator {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(&dir).map_err(io_err)?;
+        // Its entry in the log dir must outlast a power cut as the files in it do.
+        crate::io::create_dir_all_durably(&dir).map_err(io_err)?;
         let next_block_start = match std::fs::read(&path) {
             Ok(bytes) => {
                 let invalid = |why: String| io_err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
