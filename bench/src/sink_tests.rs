@@ -131,6 +131,29 @@ fn keyed_records_spread_over_every_partition() {
 }
 
 #[test]
+fn a_keyed_producer_whose_pool_is_full_waits_for_acknowledgements_and_sends_every_record() {
+    let sink = start("127.0.0.1:0", 1024).expect("sink");
+    // Two batch buffers of 64 records: at most two batches waiting or in flight at once.
+    let two_buffers = ["--keyed", "--buffer-bytes", "131072"];
+    let args = producer_args(&[&TWENTY_THOUSAND_IN_64_KIB_BATCHES[..], &two_buffers].concat());
+    let produced = produce_into_sink(&sink, &args, "pool");
+    assert_eq!(produced.records, 20_000);
+    assert_eq!(produced.latency_us.len(), 20_000, "one latency per record");
+    let counts = per_partition(&sink, "pool");
+    assert_eq!(counts.iter().sum::<i64>(), 20_000);
+    let requests = sink.produce_requests.load(Ordering::Relaxed);
+    assert!(
+        requests >= 20_000 / 128,
+        "two batches of 64 at most a request: {requests}"
+    );
+
+    // acks=0: buffers come back as each request is sent.
+    let unacked = [&two_buffers[..], &["--num-records", "20000", "--acks", "0"]].concat();
+    let unacked = produce_into_sink(&sink, &producer_args(&unacked), "pool0");
+    assert_eq!(unacked.records, 20_000);
+}
+
+#[test]
 fn paced_producer_holds_its_rate() {
     let sink = start("127.0.0.1:0", 100).expect("sink");
     let args = producer_args(&[
