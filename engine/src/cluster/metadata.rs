@@ -17,7 +17,6 @@
 //! names a topic Kafka would refuse) is refused at load, before its counts drive any loop.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -299,18 +298,11 @@ impl MetadataStore {
             topics: topics.values().map(|t| TopicMetadata::clone(t)).collect(),
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("the topic table always serialises");
-        let tmp = self.dir.join(format!("{TOPICS_FILE}.tmp"));
         let io_err = |source| MetadataError::Io {
             path: self.dir.clone(),
             source,
         };
-        let mut out = std::fs::File::create(&tmp).map_err(io_err)?;
-        out.write_all(&bytes).map_err(io_err)?;
-        out.sync_data().map_err(io_err)?;
-        std::fs::rename(&tmp, self.dir.join(TOPICS_FILE)).map_err(io_err)?;
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err)
+        crate::io::replace_file_durably(&self.dir.join(TOPICS_FILE), &bytes).map_err(io_err)
     }
 }
 

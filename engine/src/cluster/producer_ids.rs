@@ -9,7 +9,6 @@
 //! `{"format": 1, "next_block_start": <i64>}`: no id at or above it has been handed out. It is
 //! replaced atomically like `topics.json` (write `.tmp`, fsync, rename, fsync the directory).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -110,18 +109,7 @@ impl ProducerIdAllocator {
             next_block_start,
         };
         let bytes = serde_json::to_vec(&file).expect("the producer id file always serialises");
-        let tmp = self.path.with_extension("json.tmp");
-        let mut out = std::fs::File::create(&tmp).map_err(io_err)?;
-        out.write_all(&bytes).map_err(io_err)?;
-        out.sync_data().map_err(io_err)?;
-        std::fs::rename(&tmp, &self.path).map_err(io_err)?;
-        let dir = self
-            .path
-            .parent()
-            .expect("the file lives in the metadata directory");
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err)
+        crate::io::replace_file_durably(&self.path, &bytes).map_err(io_err)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Directories created at start-up (a log dir, the metadata directories in it) made durable
 //! before anything in them is promised: a directory's own entry lives in its parent, which an
-//! fsync of the directory does not cover. Blocking `std::fs`, for start-up before the shards run.
+//! fsync of the directory does not cover; and small files replaced whole (the topic table, the
+//! producer-id block). Blocking `std::fs`, off the shards' data path.
 
 use std::io;
 use std::path::Path;
@@ -9,7 +10,29 @@ use std::path::Path;
 /// so that a power cut after it returns keeps the whole path. An existing `dir` costs one
 /// `stat` and no fsync.
 pub fn create_dir_all_durably(dir: &Path) -> io::Result<()> {
-    create_dir_all_syncing(dir, |parent| std::fs::File::open(parent)?.sync_all())
+    create_dir_all_syncing(dir, sync_dir_blocking)
+}
+
+/// Replaces the file at `path` with `bytes` so that a crash leaves the old file or the new one,
+/// whole: written to `<name>.tmp` beside it, fdatasync'd, renamed over it, and its directory
+/// fsynced.
+pub fn replace_file_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    let mut out = std::fs::File::create(&tmp)?;
+    out.write_all(bytes)?;
+    out.sync_data()?;
+    std::fs::rename(&tmp, path)?;
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => sync_dir_blocking(dir),
+        _ => sync_dir_blocking(Path::new(".")),
+    }
+}
+
+fn sync_dir_blocking(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// [`create_dir_all_durably`] with the fsync of a directory given.
@@ -72,6 +95,20 @@ mod tests {
             create_noting_syncs(&sibling).unwrap(),
             vec![root.path().join("a")]
         );
+    }
+
+    #[test]
+    fn a_replaced_file_holds_the_new_bytes_and_no_temporary_is_left() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("table.json");
+        replace_file_durably(&path, b"old").unwrap();
+        replace_file_durably(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("table.json")]);
     }
 
     #[test]

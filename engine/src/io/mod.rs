@@ -18,7 +18,7 @@ pub use descriptors::{
     LEND_SHARE_DIVISOR,
 };
 pub use dir_syncs::SharedDirSyncs;
-pub use durable_dirs::create_dir_all_durably;
+pub use durable_dirs::{create_dir_all_durably, replace_file_durably};
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode, DIR_SYNCS_IN_FLIGHT_MAX};
