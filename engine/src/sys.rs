@@ -3,6 +3,7 @@
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice};
+use std::ops::Range;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 
 use io_uring::squeue::PushError;
@@ -283,25 +284,121 @@ static CACHESTAT_MISSING: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 /// by the kernel in one call (`cachestat`, Linux 6.5). `None` where the kernel cannot count
 /// them (too old, or a file system without a page cache), so the caller probes instead.
 pub fn range_cached(fd: RawFd, pos: u64, len: u64) -> io::Result<Option<bool>> {
-    use std::sync::atomic::Ordering;
     if len == 0 {
         return Ok(Some(true));
     }
+    let pages = pages_of(pos, len);
+    Ok(pages_cached(fd, &pages)?.map(|cached| cached >= pages.end - pages.start))
+}
+
+/// Missing pages closer than this join one run: reading a few cached pages with them costs less
+/// than one more read.
+const RUN_GAP_JOINED_BYTES: u64 = 64 * 1024;
+
+/// Pages `mincore` reports on per call: the window mapped at a time (16 MiB of 4 KiB pages).
+const MINCORE_WINDOW_PAGES: usize = 4096;
+
+/// The runs of pages of `[pos, pos + len)` of the open file `fd` that are not in the page
+/// cache, in order, as byte ranges clipped to the range (runs less than
+/// [`RUN_GAP_JOINED_BYTES`] apart joined); `None` when there are more than `runs_max` of them
+/// or the file cannot be mapped. Reclaim takes pages one or two at a time, hundreds in a
+/// range of 50 MiB: `mincore` tells them all from one mapping of the range, a window at a
+/// time, where counting with `cachestat` would take a call per halving.
+pub fn uncached_runs(fd: RawFd, pos: u64, len: u64, runs_max: usize) -> io::Result<Option<Vec<Range<u64>>>> {
+    let mut runs: Vec<Range<u64>> = Vec::new();
+    if len == 0 {
+        return Ok(Some(runs));
+    }
+    let page = page_bytes();
+    let pages = pages_of(pos, len);
+    let mut resident = [0u8; MINCORE_WINDOW_PAGES];
+    let mut first = pages.start;
+    while first < pages.end {
+        let count = (pages.end - first).min(MINCORE_WINDOW_PAGES as u64) as usize;
+        if !pages_resident(fd, first * page, &mut resident[..count])? {
+            return Ok(None);
+        }
+        for (index, flags) in (first..).zip(&resident[..count]) {
+            if flags & 1 == 1 {
+                continue;
+            }
+            let missing = (index * page).max(pos)..((index + 1) * page).min(pos + len);
+            let held = runs.len();
+            match runs.last_mut() {
+                Some(last) if missing.start <= last.end + RUN_GAP_JOINED_BYTES => last.end = missing.end,
+                _ if held == runs_max => return Ok(None),
+                _ => runs.push(missing),
+            }
+        }
+        first += count as u64;
+    }
+    Ok(Some(runs))
+}
+
+/// `mincore` of `resident.len()` pages of `fd` from `pos` (page-aligned), through a read-only
+/// mapping made for the call: a byte per page, bit 0 set when the page is in the page cache.
+/// `false` when the file cannot be mapped.
+fn pages_resident(fd: RawFd, pos: u64, resident: &mut [u8]) -> io::Result<bool> {
+    let offset = libc::off_t::try_from(pos)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
+    let len = resident.len() * page_bytes() as usize;
+    // SAFETY: a new read-only shared mapping of the caller's open descriptor, at an address the
+    // kernel picks: it aliases no memory of ours, and nothing reads through it (mincore only
+    // asks the page cache about its pages); it is unmapped below.
+    let mapping = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            offset,
+        )
+    };
+    if mapping == libc::MAP_FAILED {
+        return match io::Error::last_os_error() {
+            e if matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EACCES | libc::EINVAL)) => Ok(false),
+            e => Err(e),
+        };
+    }
+    // SAFETY: `mapping` spans `len` bytes, `resident` has a byte for each of its pages, and
+    // mincore writes no more than that.
+    let rc = unsafe { libc::mincore(mapping, len, resident.as_mut_ptr()) };
+    let mincore_error = (rc != 0).then(io::Error::last_os_error);
+    // SAFETY: the mapping made above, of that length, used by nothing after this.
+    if unsafe { libc::munmap(mapping, len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    match mincore_error {
+        Some(error) => Err(error),
+        None => Ok(true),
+    }
+}
+
+/// Indexes of the pages `[pos, pos + len)` touches (`len` > 0).
+fn pages_of(pos: u64, len: u64) -> Range<u64> {
+    let page = page_bytes();
+    pos / page..(pos + len - 1) / page + 1
+}
+
+/// How many of the pages `pages` (indexes) of `fd` are in the page cache; `None` where the
+/// kernel cannot count them.
+fn pages_cached(fd: RawFd, pages: &Range<u64>) -> io::Result<Option<u64>> {
+    use std::sync::atomic::Ordering;
     if CACHESTAT_MISSING.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    let counts = match cachestat(fd, pos, len) {
-        Ok(counts) => counts,
+    let page = page_bytes();
+    let (pos, len) = (pages.start * page, (pages.end - pages.start) * page);
+    match cachestat(fd, pos, len) {
+        Ok(counts) => Ok(Some(counts.nr_cache)),
         Err(error) if error.raw_os_error() == Some(libc::ENOSYS) => {
             CACHESTAT_MISSING.store(true, Ordering::Relaxed);
-            return Ok(None);
+            Ok(None)
         }
-        Err(error) if error.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(None),
-        Err(error) => return Err(error),
-    };
-    let page = page_bytes();
-    let pages = (pos + len - 1) / page - pos / page + 1;
-    Ok(Some(counts.nr_cache >= pages))
+        Err(error) if error.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// The page size, asked once.
@@ -336,6 +433,72 @@ mod tests {
         (dir, file)
     }
 
+    /// A kernel without `cachestat` must be older than 6.5.
+    fn assert_kernel_before_cachestat() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let version: Vec<u32> = release
+            .split(['.', '-'])
+            .take(2)
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(
+            version < vec![6, 5],
+            "cachestat is in Linux 6.5 and later, this is {release}"
+        );
+    }
+
+    #[test]
+    fn the_runs_of_pages_not_cached_are_found_in_order_and_clipped_to_the_range() {
+        let (_dir, file) = scratch_file();
+        let page = page_bytes();
+        // Page by page: a page the kernel caches in a larger folio cannot be dropped alone.
+        for index in 0..128 {
+            file.write_all_at(&vec![7u8; page as usize], index * page)
+                .unwrap();
+        }
+        file.sync_data().unwrap(); // clean pages can be dropped
+        let fd = file.as_raw_fd();
+        let none = uncached_runs(fd, 0, 128 * page, 8).unwrap().unwrap();
+        assert!(none.is_empty(), "every page was just written: {none:?}");
+        // Dropped before any read: a read can start a read-ahead that brings pages back.
+        for (first, count) in [(5, 2), (40, 1), (44, 1), (100, 1)] {
+            drop_cached(fd, first * page, count * page).unwrap();
+        }
+        assert_eq!(
+            uncached_runs(fd, 0, 128 * page, 8).unwrap(),
+            Some(vec![
+                5 * page..7 * page,
+                40 * page..45 * page,
+                100 * page..101 * page
+            ]),
+            "pages 40 and 44, close together, are one run"
+        );
+        assert_eq!(
+            uncached_runs(fd, 6 * page + 100, 35 * page - 200, 8).unwrap(),
+            Some(vec![6 * page + 100..7 * page, 40 * page..41 * page - 100]),
+            "clipped to a range that starts and ends inside missing pages"
+        );
+        assert_eq!(uncached_runs(fd, 45 * page, 50 * page, 8).unwrap(), Some(vec![]));
+        assert_eq!(
+            uncached_runs(fd, 0, 128 * page, 2).unwrap(),
+            None,
+            "more runs than asked for"
+        );
+        // A hole never read is not cached: one run across three mincore windows.
+        let long = 3 * MINCORE_WINDOW_PAGES as u64 + 10;
+        file.set_len(long * page).unwrap();
+        assert_eq!(
+            uncached_runs(fd, 0, long * page, 8).unwrap(),
+            Some(vec![
+                5 * page..7 * page,
+                40 * page..45 * page,
+                100 * page..101 * page,
+                128 * page..long * page
+            ])
+        );
+        assert_eq!(uncached_runs(fd, 3 * page, 0, 0).unwrap(), Some(vec![]));
+    }
+
     #[test]
     fn a_range_counts_as_cached_only_when_every_page_is() {
         let (_dir, file) = scratch_file();
@@ -347,16 +510,7 @@ mod tests {
         file.sync_data().unwrap(); // clean pages can be dropped
         let fd = file.as_raw_fd();
         let Some(cached) = range_cached(fd, 0, 16 * page).unwrap() else {
-            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-            let version: Vec<u32> = release
-                .split(['.', '-'])
-                .take(2)
-                .map(|n| n.parse().unwrap())
-                .collect();
-            assert!(
-                version < vec![6, 5],
-                "cachestat is in Linux 6.5 and later, this is {release}"
-            );
+            assert_kernel_before_cachestat();
             return;
         };
         assert!(cached, "every page was just written");

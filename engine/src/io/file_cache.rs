@@ -54,6 +54,7 @@ use super::{is_out_of_descriptors, FileId, LentFile, SharedDirSyncs, Storage, St
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
 
@@ -654,6 +655,13 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         match self.open_handle() {
             Some(file) => file.is_cached(pos, len),
             None => Ok(false),
+        }
+    }
+
+    fn uncached_runs(&self, pos: u64, len: u64, runs_max: usize) -> io::Result<Option<Vec<Range<u64>>>> {
+        match self.open_handle() {
+            Some(file) => file.uncached_runs(pos, len, runs_max),
+            None => Ok(None),
         }
     }
 

@@ -15,6 +15,7 @@ use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
@@ -452,6 +453,10 @@ impl StorageFile for GlommioFile {
             }
         }
         Ok(true)
+    }
+
+    fn uncached_runs(&self, pos: u64, len: u64, runs_max: usize) -> io::Result<Option<Vec<Range<u64>>>> {
+        crate::sys::uncached_runs(self.read_fd()?, pos, len, runs_max)
     }
 
     fn len(&self) -> u64 {

@@ -44,6 +44,7 @@ pub struct FileId {
 
 use bytes::Bytes;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -123,6 +124,13 @@ pub trait StorageFile {
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
         let _ = (pos, len);
         Ok(true)
+    }
+    /// The runs of `[pos, pos + len)` not in the page cache, in order, at most `runs_max` of
+    /// them; `None` when there are more or the file cannot tell. Files without a page cache
+    /// have none.
+    fn uncached_runs(&self, pos: u64, len: u64, runs_max: usize) -> io::Result<Option<Vec<Range<u64>>>> {
+        let _ = (pos, len, runs_max);
+        Ok(Some(Vec::new()))
     }
     /// Current length as seen by this process (written bytes, synced or not).
     fn len(&self) -> u64;

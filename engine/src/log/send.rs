@@ -2,9 +2,10 @@
 //! network layer sends with sendfile, so record bytes are never copied in user space.
 //!
 //! Two limits shape it. sendfile of bytes that are not in the page cache blocks the calling
-//! thread on the disk, and a shard must never block, so ranges with any page not cached (catch-up
-//! reads of old data, pages the kernel reclaimed) are read into memory through io_uring instead. And a
-//! file range must end on a batch boundary without reading the batches: it ends at the segment
+//! thread on the disk, and a shard must never block: a range missing a few pages (reclaim takes
+//! pages here and there) has them read back in through io_uring first, and a range missing more
+//! (catch-up reads of old data) is read into memory through io_uring instead. And a file range
+//! must end on a batch boundary without reading the batches: it ends at the segment
 //! end, or at the last sparse-index entry inside the byte limit (entries point at batch starts,
 //! about every `index.interval.bytes`), or after the first batch.
 
@@ -14,6 +15,10 @@ use crate::io::{FileRange, StorageFile};
 use bytes::Bytes;
 use std::io;
 use std::ops::Range;
+
+/// Most runs of missing pages a range for sendfile has read back in; a range missing more is
+/// read into memory whole.
+const WARM_RUNS_MAX: usize = 256;
 
 /// Whole batches a read found, in offset order. Send: it crosses shards.
 #[derive(Debug, Clone)]
@@ -57,7 +62,7 @@ impl<F: StorageFile> Segment<F> {
         let Some((len, next_offset)) = self.sendable_span(position, first, max_bytes, min_one_batch) else {
             return Ok(RecordBytes::default());
         };
-        if self.log.is_cached(position, len)? {
+        if self.cached_for_send(position, len).await? {
             if let Some(file) = self.log.sendable()? {
                 let file = std::sync::Arc::new(file);
                 let range = FileRange { file, position, len };
@@ -67,6 +72,28 @@ impl<F: StorageFile> Segment<F> {
         }
         let batches = self.read_batches(position, max_bytes, min_one_batch).await?;
         Ok(RecordBytes::Memory(batches))
+    }
+
+    /// Whether `[position, position + len)` is all in the page cache, once the few pages of it
+    /// that reclaim took here and there are read back in (decision 0011, section 17): up to
+    /// [`WARM_RUNS_MAX`] runs of at most a quarter of the range, read through io_uring, so a
+    /// page or two gone no longer sends the whole range through memory.
+    async fn cached_for_send(&self, position: u64, len: u64) -> io::Result<bool> {
+        if self.log.is_cached(position, len)? {
+            return Ok(true);
+        }
+        let Some(runs) = self.log.uncached_runs(position, len, WARM_RUNS_MAX)? else {
+            return Ok(false);
+        };
+        let missing: u64 = runs.iter().map(|run| run.end - run.start).sum();
+        if missing > len / 4 {
+            return Ok(false);
+        }
+        let reads = runs
+            .iter()
+            .map(|run| self.log.read_at(run.start, (run.end - run.start) as usize));
+        futures::future::try_join_all(reads).await?;
+        self.log.is_cached(position, len)
     }
 
     /// Length of the run of whole batches from `position` to send, and the offset after it.

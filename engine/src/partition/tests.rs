@@ -557,6 +557,51 @@ fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
 }
 
 #[test]
+fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_file() {
+    use crate::io::{GlommioStorage, WriteMode};
+    use std::os::fd::AsRawFd;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t-0");
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
+            let p = Partition::open(storage, path.clone(), LogConfig::default())
+                .await
+                .unwrap();
+            for i in 0..40 {
+                let big = BatchBuilder::new(i).records_of(60, 1000).build();
+                p.append(Bytes::from(big), 0).await.unwrap();
+            }
+            p.wait_durable(2399).await.unwrap();
+            let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
+            let (fd, len) = (log.as_raw_fd(), log.metadata().unwrap().len());
+            // 128 KiB in the middle, as reclaim takes them: a twentieth of the segment.
+            crate::sys::drop_cached(fd, 1 << 20, 128 << 10).unwrap();
+            let Some(missing) = crate::sys::uncached_runs(fd, 0, len, 64).unwrap() else {
+                return; // a kernel without cachestat(2) cannot find them
+            };
+            assert!(!missing.is_empty(), "dropped, so not cached");
+            let RecordBytes::File { range, offsets } = p
+                .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
+                .await
+                .unwrap()
+                .data
+            else {
+                panic!("a few pages missing are read back in, not the whole range");
+            };
+            assert_eq!((range.position, range.len, offsets), (0, len, 0..2400));
+            assert_eq!(crate::sys::range_cached(fd, 0, len).unwrap(), Some(true));
+            assert_eq!(
+                range_bytes(&range),
+                p.read(0, 8 << 20, true).await.unwrap().data.concat()
+            );
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
 fn reads_for_send_without_kernel_files_come_back_in_memory() {
     block_on(async {
         let storage = FaultyStorage::new(3);
