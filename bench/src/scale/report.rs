@@ -110,8 +110,11 @@ fn series_lines(series: &Series) -> Vec<String> {
                     .iter()
                     .map(|t| t.map_or("failed".to_owned(), |mb| format!("{mb:.0}")))
                     .collect();
+                let cpu = point
+                    .broker_cpu_s_per_gib
+                    .map_or("-".to_owned(), |cpu| format!("{cpu:.2}"));
                 format!(
-                    "    {:>6} {mb:>10.1} MB/s  {ratio:>5.2}  {flag:<22}  tries: {}",
+                    "    {:>6} {mb:>10.1} MB/s  {ratio:>5.2}  {flag:<22}  broker {cpu:>5} s/GiB  tries: {}",
                     point.x,
                     tries.join(", ")
                 )

@@ -14,10 +14,12 @@ use serde_json::{json, Value};
 
 use super::broker::TopicSpec;
 use super::partitions::{self, connect, DiskFloor};
+use super::probe;
 use super::step::{bounded, Status, Step, StepLog};
 use super::sys;
 use crate::cli::{CommonArgs, CompressionArg, ConsumeArgs, ProduceArgs, ProducerArgs};
 use crate::run::{consume_result, produce_result};
+use crate::stats::Measurement;
 
 /// Partition counts of the partition series.
 pub const PARTITION_COUNTS: [u32; 4] = [1, 100, 1_000, 10_000];
@@ -228,13 +230,12 @@ fn measure_produce(plan: &Plan, args: &ProduceArgs, log: &StepLog) -> anyhow::Re
     let stop = log.cancel_flag();
     let done = Arc::new(AtomicBool::new(false));
     let watcher = watch_floor(plan.floor.clone(), stop.clone(), done.clone());
+    let cpu_before = probe::cpu_seconds(plan.broker_pid).ok();
     let result = produce_result(args, &stop);
     done.store(true, Ordering::Relaxed);
     let floor_error = watcher.join().unwrap_or(None);
     let measurement = &result?.sections[0].measurement;
-    log.put("seconds", measurement.seconds);
-    log.put("records", measurement.records as f64);
-    log.put("mb_per_sec", measurement.mb_per_sec());
+    put_figures(plan, log, measurement, cpu_before);
     if let Some(error) = floor_error {
         bail!("{error}");
     }
@@ -248,13 +249,27 @@ fn measure_produce(plan: &Plan, args: &ProduceArgs, log: &StepLog) -> anyhow::Re
     Ok(())
 }
 
-fn measure_consume(args: &ConsumeArgs, log: &StepLog) -> anyhow::Result<()> {
+fn measure_consume(plan: &Plan, args: &ConsumeArgs, log: &StepLog) -> anyhow::Result<()> {
+    let cpu_before = probe::cpu_seconds(plan.broker_pid).ok();
     let result = consume_result(args)?;
-    let measurement = &result.sections[0].measurement;
+    put_figures(plan, log, &result.sections[0].measurement, cpu_before);
+    Ok(())
+}
+
+/// A run's figures; with the broker's CPU time since `cpu_before` (user and system, all its
+/// threads), per GiB of the run's bytes: what the broker pays for them, apart from the share
+/// of the machine's cores the client takes (decision 0011, section 18).
+fn put_figures(plan: &Plan, log: &StepLog, measurement: &Measurement, cpu_before: Option<f64>) {
     log.put("seconds", measurement.seconds);
     log.put("records", measurement.records as f64);
     log.put("mb_per_sec", measurement.mb_per_sec());
-    Ok(())
+    let cpu_after = probe::cpu_seconds(plan.broker_pid).ok();
+    if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
+        if measurement.bytes > 0 {
+            let gib = measurement.bytes as f64 / f64::from(1u32 << 30);
+            log.put("broker_cpu_s_per_gib", (after - before).max(0.0) / gib);
+        }
+    }
 }
 
 /// MB/s of a step that finished.
@@ -312,8 +327,9 @@ fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> R
         "consume {topic} with {} consumers",
         (consumers as u32).min(partitions)
     );
+    let run_plan = plan.clone();
     let step = bounded("consume", title, plan.run_limit, move |log| {
-        measure_consume(&args, log)
+        measure_consume(&run_plan, &args, log)
     });
     Run::one_try(
         Side::Consume,
@@ -447,6 +463,8 @@ pub struct Point {
     pub ratio_to_best: Option<f64>,
     /// MB/s of every try.
     pub tries_mb_per_sec: Vec<Option<f64>>,
+    /// The broker's CPU seconds per GiB in the fastest try.
+    pub broker_cpu_s_per_gib: Option<f64>,
     /// Why the run did not finish.
     pub error: Option<String>,
 }
@@ -483,6 +501,9 @@ impl Series {
                     mb_per_sec,
                     ratio_to_best: mb_per_sec.filter(|_| best > 0.0).map(|mb| mb / best),
                     tries_mb_per_sec: run.map(|run| run.tries_mb_per_sec.clone()).unwrap_or_default(),
+                    broker_cpu_s_per_gib: run
+                        .filter(|_| mb_per_sec.is_some())
+                        .and_then(|run| run.step.figure("broker_cpu_s_per_gib")),
                     error,
                 }
             })
@@ -510,7 +531,7 @@ impl Series {
             .iter()
             .map(|p| {
                 json!({"x": p.x, "mb_per_sec": p.mb_per_sec, "ratio_to_best": p.ratio_to_best,
-                       "tries_mb_per_sec": p.tries_mb_per_sec,
+                       "tries_mb_per_sec": p.tries_mb_per_sec, "broker_cpu_s_per_gib": p.broker_cpu_s_per_gib,
                        "below_goal": p.ratio_to_best.is_none_or(|r| r < RATIO_GOAL), "error": p.error})
             })
             .collect();
@@ -581,7 +602,9 @@ mod tests {
     fn run(side: Side, partitions: u32, workers: usize, mb: Option<f64>) -> Run {
         let mut step = Step::skipped("run", "run".into(), "");
         step.status = if mb.is_some() { Status::Ok } else { Status::Failed };
-        step.figures = mb.map(|mb| vec![("mb_per_sec", mb)]).unwrap_or_default();
+        step.figures = mb
+            .map(|mb| vec![("mb_per_sec", mb), ("broker_cpu_s_per_gib", mb / 1000.0)])
+            .unwrap_or_default();
         step.error = mb.is_none().then(|| "failed run".to_owned());
         Run {
             side,
@@ -611,6 +634,13 @@ mod tests {
         let keyed = &all[1];
         assert!(keyed.points.iter().all(|p| p.error.is_some()), "no keyed runs");
         assert_eq!(unkeyed.to_json()["points"][2]["below_goal"], true);
+        let cpu: Vec<Option<f64>> = unkeyed.points.iter().map(|p| p.broker_cpu_s_per_gib).collect();
+        assert_eq!(
+            cpu,
+            vec![Some(0.4), Some(0.5), Some(0.3), None],
+            "the fastest try's"
+        );
+        assert_eq!(unkeyed.to_json()["points"][1]["broker_cpu_s_per_gib"], 0.5);
     }
 
     #[test]
