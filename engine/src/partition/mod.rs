@@ -422,9 +422,11 @@ impl<S: Storage> Partition<S> {
     ) -> Result<ReadResult<RecordBytes>, LogError> {
         self.check_open()?;
         let end_offset = self.read_end_offset(end);
-        // A read from its end looks nothing up (a caught-up consumer's, thousands per poll):
-        // it brings no index entries back, so there is nothing to note.
-        let _idle = (offset < end_offset).then(|| self.noting_idle_work());
+        // A read from its end (a caught-up consumer's, thousands per poll) or granted nothing
+        // (a fetch's budget went to the partitions before it: thousands per fetch over 10 000)
+        // looks nothing up: it brings no index entries back, so there is nothing to note.
+        let looks_up = offset < end_offset && (max_bytes > 0 || min_one_batch);
+        let _idle = looks_up.then(|| self.noting_idle_work());
         let data = self
             .log
             .read_for_send(offset, max_bytes, min_one_batch, end_offset)
