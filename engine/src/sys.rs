@@ -433,6 +433,20 @@ mod tests {
         (dir, file)
     }
 
+    /// A scratch file of `pages` pages written and synced, so that each can be dropped from the
+    /// page cache alone: written page by page, since a page the kernel caches in a larger folio
+    /// cannot be.
+    fn clean_pages(pages: u64) -> (tempfile::TempDir, std::fs::File) {
+        let (dir, file) = scratch_file();
+        let page = page_bytes();
+        for index in 0..pages {
+            file.write_all_at(&vec![7u8; page as usize], index * page)
+                .unwrap();
+        }
+        file.sync_data().unwrap();
+        (dir, file)
+    }
+
     /// A kernel without `cachestat` must be older than 6.5.
     fn assert_kernel_before_cachestat() {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
@@ -449,15 +463,8 @@ mod tests {
 
     #[test]
     fn the_runs_of_pages_not_cached_are_found_in_order_and_clipped_to_the_range() {
-        let (_dir, file) = scratch_file();
-        let page = page_bytes();
-        // Page by page: a page the kernel caches in a larger folio cannot be dropped alone.
-        for index in 0..128 {
-            file.write_all_at(&vec![7u8; page as usize], index * page)
-                .unwrap();
-        }
-        file.sync_data().unwrap(); // clean pages can be dropped
-        let fd = file.as_raw_fd();
+        let (_dir, file) = clean_pages(128);
+        let (page, fd) = (page_bytes(), file.as_raw_fd());
         let none = uncached_runs(fd, 0, 128 * page, 8).unwrap().unwrap();
         assert!(none.is_empty(), "every page was just written: {none:?}");
         // Dropped before any read: a read can start a read-ahead that brings pages back.
@@ -501,14 +508,8 @@ mod tests {
 
     #[test]
     fn a_range_counts_as_cached_only_when_every_page_is() {
-        let (_dir, file) = scratch_file();
-        let page = page_bytes();
-        for index in 0..16 {
-            file.write_all_at(&vec![7u8; page as usize], index * page)
-                .unwrap();
-        }
-        file.sync_data().unwrap(); // clean pages can be dropped
-        let fd = file.as_raw_fd();
+        let (_dir, file) = clean_pages(16);
+        let (page, fd) = (page_bytes(), file.as_raw_fd());
         let Some(cached) = range_cached(fd, 0, 16 * page).unwrap() else {
             assert_kernel_before_cachestat();
             return;

@@ -518,10 +518,30 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
     }
 }
 
-#[test]
-fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
+/// Drops `[pos, pos + len)` of `fd` from the page cache (`len` 0: to the end), again while a
+/// page under I/O or in another CPU's LRU batch stays; whether all went (a kernel without
+/// cachestat(2) cannot tell: yes).
+fn drop_pages(fd: std::os::fd::RawFd, pos: u64, len: u64) -> bool {
+    (0..50).any(|_| {
+        crate::sys::drop_cached(fd, pos, len).unwrap();
+        let cached = crate::sys::cachestat(fd, pos, len).map(|c| c.nr_cache > 0);
+        let gone = !cached.unwrap_or(false);
+        if !gone {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        gone
+    })
+}
+
+/// Runs `check` on a partition on real files holding 40 batches of about 61 KB (larger than
+/// the read-ahead of the batch lookup), all durable, so that their pages can be dropped, and its
+/// segment file opened for reading.
+fn with_durable_big_batches<F, Fut>(check: F)
+where
+    F: FnOnce(Partition<crate::io::GlommioStorage>, std::fs::File) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     use crate::io::{GlommioStorage, WriteMode};
-    use std::os::fd::AsRawFd;
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("t-0");
     glommio::LocalExecutorBuilder::default()
@@ -530,26 +550,13 @@ fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
             let p = Partition::open(storage, path.clone(), LogConfig::default())
                 .await
                 .unwrap();
-            // 40 batches of about 61 KB: larger than the read-ahead of the batch lookup.
             for i in 0..40 {
                 let big = BatchBuilder::new(i).records_of(60, 1000).build();
                 p.append(Bytes::from(big), 0).await.unwrap();
             }
             p.wait_durable(2399).await.unwrap();
-            // Clean pages can be dropped: the data is now only on the disk.
             let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
-            crate::sys::drop_cached(log.as_raw_fd(), 0, 0).unwrap();
-            assert!(!crate::sys::is_cached(log.as_raw_fd(), 0).unwrap(), "evicted");
-            let RecordBytes::Memory(batches) = p
-                .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
-                .await
-                .unwrap()
-                .data
-            else {
-                panic!("a sendfile of uncached bytes would block the shard on the disk");
-            };
-            assert_eq!(batches, p.read(0, 8 << 20, true).await.unwrap().data);
-            assert_eq!(headers(&batches).last().unwrap().next_offset(), 2400);
+            check(p, log).await;
         })
         .unwrap()
         .join()
@@ -557,48 +564,49 @@ fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
 }
 
 #[test]
-fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_file() {
-    use crate::io::{GlommioStorage, WriteMode};
+fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
     use std::os::fd::AsRawFd;
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("t-0");
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
-            let p = Partition::open(storage, path.clone(), LogConfig::default())
-                .await
-                .unwrap();
-            for i in 0..40 {
-                let big = BatchBuilder::new(i).records_of(60, 1000).build();
-                p.append(Bytes::from(big), 0).await.unwrap();
-            }
-            p.wait_durable(2399).await.unwrap();
-            let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
-            let (fd, len) = (log.as_raw_fd(), log.metadata().unwrap().len());
-            // 128 KiB in the middle, as reclaim takes them: a twentieth of the segment.
-            crate::sys::drop_cached(fd, 1 << 20, 128 << 10).unwrap();
-            let Some(missing) = crate::sys::uncached_runs(fd, 0, len, 64).unwrap() else {
-                return; // a kernel without cachestat(2) cannot find them
-            };
-            assert!(!missing.is_empty(), "dropped, so not cached");
-            let RecordBytes::File { range, offsets } = p
-                .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
-                .await
-                .unwrap()
-                .data
-            else {
-                panic!("a few pages missing are read back in, not the whole range");
-            };
-            assert_eq!((range.position, range.len, offsets), (0, len, 0..2400));
-            assert_eq!(crate::sys::range_cached(fd, 0, len).unwrap(), Some(true));
-            assert_eq!(
-                range_bytes(&range),
-                p.read(0, 8 << 20, true).await.unwrap().data.concat()
-            );
-        })
-        .unwrap()
-        .join()
-        .unwrap();
+    with_durable_big_batches(|p, log| async move {
+        assert!(drop_pages(log.as_raw_fd(), 0, 0), "every page dropped");
+        let RecordBytes::Memory(batches) = p
+            .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
+            .await
+            .unwrap()
+            .data
+        else {
+            panic!("a sendfile of uncached bytes would block the shard on the disk");
+        };
+        assert_eq!(batches, p.read(0, 8 << 20, true).await.unwrap().data);
+        assert_eq!(headers(&batches).last().unwrap().next_offset(), 2400);
+    });
+}
+
+#[test]
+fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_file() {
+    use std::os::fd::AsRawFd;
+    with_durable_big_batches(|p, log| async move {
+        let (fd, len) = (log.as_raw_fd(), log.metadata().unwrap().len());
+        // 128 KiB in the middle, as reclaim takes them: a twentieth of the segment.
+        assert!(drop_pages(fd, 1 << 20, 128 << 10));
+        let Some(missing) = crate::sys::uncached_runs(fd, 0, len, 64).unwrap() else {
+            return; // a file system whose files cannot be mapped cannot tell
+        };
+        assert!(!missing.is_empty(), "dropped, so not cached");
+        let RecordBytes::File { range, offsets } = p
+            .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
+            .await
+            .unwrap()
+            .data
+        else {
+            panic!("a few pages missing are read back in, not the whole range");
+        };
+        assert_eq!((range.position, range.len, offsets), (0, len, 0..2400));
+        assert_eq!(crate::sys::range_cached(fd, 0, len).unwrap(), Some(true));
+        assert_eq!(
+            range_bytes(&range),
+            p.read(0, 8 << 20, true).await.unwrap().data.concat()
+        );
+    });
 }
 
 #[test]
