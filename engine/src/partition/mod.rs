@@ -738,4 +738,6 @@ mod replication_tests;
 #[cfg(test)]
 mod roll_tests;
 #[cfg(test)]
+mod send_tests;
+#[cfg(test)]
 mod tests;
