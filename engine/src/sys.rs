@@ -284,11 +284,24 @@ static CACHESTAT_MISSING: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 /// by the kernel in one call (`cachestat`, Linux 6.5). `None` where the kernel cannot count
 /// them (too old, or a file system without a page cache), so the caller probes instead.
 pub fn range_cached(fd: RawFd, pos: u64, len: u64) -> io::Result<Option<bool>> {
+    use std::sync::atomic::Ordering;
     if len == 0 {
         return Ok(Some(true));
     }
+    if CACHESTAT_MISSING.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    let counts = match cachestat(fd, pos, len) {
+        Ok(counts) => counts,
+        Err(error) if error.raw_os_error() == Some(libc::ENOSYS) => {
+            CACHESTAT_MISSING.store(true, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Err(error) if error.raw_os_error() == Some(libc::EOPNOTSUPP) => return Ok(None),
+        Err(error) => return Err(error),
+    };
     let pages = pages_of(pos, len);
-    Ok(pages_cached(fd, &pages)?.map(|cached| cached >= pages.end - pages.start))
+    Ok(Some(counts.nr_cache >= pages.end - pages.start))
 }
 
 /// Missing pages closer than this join one run: reading a few cached pages with them costs less
@@ -379,26 +392,6 @@ fn pages_resident(fd: RawFd, pos: u64, resident: &mut [u8]) -> io::Result<bool> 
 fn pages_of(pos: u64, len: u64) -> Range<u64> {
     let page = page_bytes();
     pos / page..(pos + len - 1) / page + 1
-}
-
-/// How many of the pages `pages` (indexes) of `fd` are in the page cache; `None` where the
-/// kernel cannot count them.
-fn pages_cached(fd: RawFd, pages: &Range<u64>) -> io::Result<Option<u64>> {
-    use std::sync::atomic::Ordering;
-    if CACHESTAT_MISSING.load(Ordering::Relaxed) {
-        return Ok(None);
-    }
-    let page = page_bytes();
-    let (pos, len) = (pages.start * page, (pages.end - pages.start) * page);
-    match cachestat(fd, pos, len) {
-        Ok(counts) => Ok(Some(counts.nr_cache)),
-        Err(error) if error.raw_os_error() == Some(libc::ENOSYS) => {
-            CACHESTAT_MISSING.store(true, Ordering::Relaxed);
-            Ok(None)
-        }
-        Err(error) if error.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
-        Err(error) => Err(error),
-    }
 }
 
 /// The page size, asked once.
