@@ -270,6 +270,22 @@ impl Broker {
         read_tail(&self.log_path(self.starts)).unwrap_or_else(|e| format!("<no stderr: {e}>"))
     }
 
+    /// The stderr tail once it contains `needle`, waiting up to `timeout`. The broker answers on
+    /// its port before it logs "laminar broker started", so a start-up line needs the wait.
+    pub fn stderr_tail_with(&self, needle: &str, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let stderr = self.stderr_tail();
+            if stderr.contains(needle) {
+                return Ok(stderr);
+            }
+            if Instant::now() >= deadline {
+                bail!("stderr lacks {needle:?} after {timeout:?}:\n{stderr}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn log_path(&self, start: u32) -> PathBuf {
         self.root.path().join(format!("broker-{start}.stderr"))
     }

@@ -48,11 +48,7 @@ fn a_profile_sizes_write_behind_and_appends_are_written_behind() -> Result<()> {
     let broker = Broker::start(options)?;
     let source = format!("profile {}", profile.display());
     let expected = format!("write_batch_bytes=131072 ({source}), io_depth=8 ({source})");
-    let stderr = broker.stderr_tail();
-    ensure!(
-        stderr.contains(&expected),
-        "startup line lacks {expected:?}:\n{stderr}"
-    );
+    broker.stderr_tail_with(&expected, Duration::from_secs(10))?;
 
     let status = get_ok(broker.http_addr(), "/v1/status")?;
     for field in [
@@ -112,11 +108,7 @@ fn iotune_json_in_the_log_dir_is_read_and_config_keys_win() -> Result<()> {
         "write_batch_bytes=1048576 (profile {}), io_depth=2 (config)",
         profile.display()
     );
-    let stderr = broker.stderr_tail();
-    ensure!(
-        stderr.contains(&expected),
-        "startup line lacks {expected:?}:\n{stderr}"
-    );
+    broker.stderr_tail_with(&expected, Duration::from_secs(10))?;
     Ok(())
 }
 
