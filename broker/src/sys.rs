@@ -34,36 +34,38 @@ pub fn send_vectored_now(fd: RawFd, chunks: &[IoSlice<'_>], more: bool) -> io::R
 
 /// Sends up to `len` bytes of the file `file` from `position` with `sendfile`, as many as the
 /// socket takes now: the kernel hands page-cache pages to the socket, nothing is copied here.
-/// `WouldBlock` when the socket buffer is full; `Ok(0)` when the file ends before `position`.
-///
-/// glommio's sockets are in blocking mode (its own calls pass MSG_DONTWAIT), and sendfile has
-/// no such flag, so the socket is made non-blocking for this one call, as glommio itself does
-/// around accept. The connection's task is the only user of the socket meanwhile.
+/// The socket must be in non-blocking mode ([`set_status_flags`]): sendfile has no
+/// MSG_DONTWAIT. `WouldBlock` when the socket buffer is full; `Ok(0)` when the file ends before
+/// `position`.
 pub fn send_file_now(socket: RawFd, file: RawFd, position: u64, len: usize) -> io::Result<usize> {
     let mut offset = libc::off_t::try_from(position)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
-    // SAFETY: fcntl on a descriptor the caller keeps open only reads or sets its status flags;
-    // sendfile reads at most `len` bytes from `file` at `offset` (a local the kernel updates)
-    // into `socket`, and touches no user memory but `offset`.
-    unsafe {
-        let flags = libc::fcntl(socket, libc::F_GETFL);
-        if flags < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let nonblocking = flags & libc::O_NONBLOCK != 0;
-        if !nonblocking && libc::fcntl(socket, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let sent = libc::sendfile(socket, file, &mut offset, len);
-        let error = (sent < 0).then(io::Error::last_os_error);
-        if !nonblocking && libc::fcntl(socket, libc::F_SETFL, flags) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        match error {
-            Some(error) => Err(error),
-            None => Ok(sent as usize),
-        }
+    // SAFETY: sendfile reads at most `len` bytes from `file` at `offset` (a local the kernel
+    // updates) into `socket`, and touches no user memory but `offset`.
+    let sent = unsafe { libc::sendfile(socket, file, &mut offset, len) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(sent as usize)
+}
+
+/// The descriptor's file status flags (`F_GETFL`).
+pub fn status_flags(fd: RawFd) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL only reads the flags of a descriptor the caller keeps open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags)
+}
+
+/// Sets the descriptor's file status flags (`F_SETFL`), e.g. O_NONBLOCK.
+pub fn set_status_flags(fd: RawFd, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_SETFL only changes the status flags of a descriptor the caller keeps open.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Largest allocation glibc's malloc serves from its heaps instead of a mapping of its own: 32 MiB,
