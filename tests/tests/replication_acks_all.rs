@@ -23,6 +23,7 @@ const LAG_TIME_MAX_MS: &str = "2000";
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 const REQUEST_TIMED_OUT: i16 = 7;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 /// `nodes` brokers, each a voter of the quorum too (combined mode).
 fn start_cluster(nodes: usize) -> Result<Cluster> {
@@ -91,20 +92,26 @@ fn produce_acked(
         Ok(leader > 0)
     })?;
     let mut conn = cluster.connect(leader)?;
-    for i in 0..count {
+    let mut send = |i: usize| -> Result<i16> {
         let value = format!("{topic}-{partition}-{i}");
-        let answer = produce(
-            &mut conn,
-            topic,
-            partition,
-            record_batch(&[value.as_bytes()], 1_000)?,
-            -1,
-        )?;
-        anyhow::ensure!(
-            answer.error_code == 0,
-            "acks=all produce {i}: error {}",
-            answer.error_code
-        );
+        let batch = record_batch(&[value.as_bytes()], 1_000)?;
+        Ok(produce(&mut conn, topic, partition, batch, -1)?.error_code)
+    };
+    // The leader may apply the metadata `via` showed a moment after it: until then it answers
+    // UNKNOWN_TOPIC_OR_PARTITION, which a Kafka client retries.
+    let mut code = -1;
+    wait_for(
+        Duration::from_secs(10),
+        "the leader to know the partition",
+        || {
+            code = send(0)?;
+            Ok(code != UNKNOWN_TOPIC_OR_PARTITION)
+        },
+    )?;
+    anyhow::ensure!(code == 0, "acks=all produce 0: error {code}");
+    for i in 1..count {
+        let code = send(i)?;
+        anyhow::ensure!(code == 0, "acks=all produce {i}: error {code}");
     }
     Ok(leader)
 }
