@@ -1,6 +1,7 @@
 //! How the process's open-file limit is shared: partition files, client connections, the rest.
 //!
-//! Every segment holds three files, so a data dir can hold more partitions than the limit lets
+//! Every segment holds up to three files (its log, and its index files once they have an
+//! entry), so a data dir can hold more partitions than the limit lets
 //! the broker hold open, and every connection holds one. The storage files of all shards share
 //! a [`DescriptorBudget`], client connections have their own share ([`ConnectionSlots`],
 //! `max.connections`), and a reserve is kept for rings, listeners and short-lived files, so the

@@ -123,7 +123,7 @@ pub fn release_freed_memory() {
 
 /// Raises this process's soft limit on open files (RLIMIT_NOFILE) to its hard limit, and returns
 /// the soft limit in force. The usual soft limit of 1024 exists for programs that use
-/// `select(2)`, which the broker does not; every segment of every partition holds three files.
+/// `select(2)`, which the broker does not; every segment of every partition holds up to three files.
 /// A raise the kernel refuses (a hard limit past `fs.nr_open`) keeps the soft limit.
 pub fn raise_open_files_limit() -> io::Result<u64> {
     let mut limit = libc::rlimit {

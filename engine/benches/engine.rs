@@ -8,7 +8,7 @@ use futures::executor::block_on;
 use laminar_engine::io::{DescriptorBudget, FaultyStorage, FileCache, GlommioStorage, Storage, WriteMode};
 use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::log::batch::validate;
-use laminar_engine::log::index::{EntryFile, IndexEntry};
+use laminar_engine::log::index::{EntryFile, IndexEntry, IndexFile};
 use laminar_engine::partition::{LogConfig, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
 use std::path::Path;
@@ -52,7 +52,7 @@ fn index_lookup(c: &mut Criterion) {
     let index = block_on(async {
         storage.create_dir_all(Path::new("/b")).await.unwrap();
         let file = storage.open(Path::new("/b/0.index"), true).await.unwrap();
-        EntryFile::new(file, entries)
+        EntryFile::new(IndexFile::Open(file), entries)
     });
     let mut probe = 0u32;
     c.bench_function("index_lookup_262144_entries", |b| {
@@ -112,7 +112,7 @@ fn append_throughput(c: &mut Criterion) {
 }
 
 /// Descriptors the spread bench's file cache may hold: under this machine's default limit of
-/// 20 000, as the broker's budget keeps them (three files a partition would not fit at 10 000).
+/// 20 000, as the broker's budget keeps them (a partition written once holds one file: its log).
 const SPREAD_DESCRIPTORS: u64 = 15_000;
 
 /// A shard thread holding `partitions` partitions, each written once (so that creating their

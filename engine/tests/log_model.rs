@@ -373,7 +373,7 @@ fn log_matches_model() {
     run_reporting_seed("log_matches_model", None);
 }
 
-/// Four descriptors: fewer than the three files of one segment plus the files a roll, a
+/// Four descriptors: fewer than the three files of one segment with index entries plus the files a roll, a
 /// producer snapshot or a close open beside them, so that files are parked and reopened at
 /// nearly every step.
 #[test]

@@ -144,7 +144,7 @@ pub trait StorageFile {
 
 /// A file system. Owned by one shard; not Send.
 #[allow(async_fn_in_trait)] // single-threaded by design: no Send bound wanted
-pub trait Storage {
+pub trait Storage: 'static {
     type File: StorageFile;
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     /// Names of the entries of a directory (not recursive), in no particular order.

@@ -40,9 +40,12 @@
 //! The pass holds the log's writer lock: appends to this partition wait while it runs.
 
 use super::batch::{self, BatchHeader, TimestampType};
+use super::index::IndexFile;
 use super::records::{self, RecordView};
 use super::scan::{BatchScanner, Scanned, Verify};
-use super::segment::{segment_path, IndexBuilder, Segment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::segment::{
+    segment_path, IndexBuilder, Segment, SegmentFiles, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
 use super::{Log, LogError};
 use crate::io::{Storage, StorageFile};
 use bytes::Bytes;
@@ -416,7 +419,11 @@ async fn write_cleaned<S: Storage>(
         written += len;
     }
     meta.size = written;
-    let files = (log, index.expect("three files"), time.expect("three files"));
+    let files = SegmentFiles {
+        log,
+        index: IndexFile::Open(index.expect("three files")),
+        time_index: IndexFile::Open(time.expect("three files")),
+    };
     let segment = Segment::new(base, files, Vec::new(), Vec::new(), meta);
     segment.index.append(&builder.offsets).await?;
     segment.time_index.append(&builder.times).await?;

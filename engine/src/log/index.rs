@@ -18,8 +18,14 @@
 //! the unwritten ones, which is no loss: recovery rebuilds the active segment's indexes from a
 //! scan of its batches, since even written entries are not fsynced. Before, every append wrote
 //! its one or two entries at once: two more `pwritev` for each produced batch.
+//!
+//! A file is made when its first entry is written ([`IndexFile`]): a segment under one index
+//! interval (4 KiB by default) never has one, and a file that is not there reads as one with no
+//! entries, which recovery treats as it treats a lost index: it scans the log (decision 0011
+//! section 19).
 
 use crate::io::StorageFile;
+use futures::future::LocalBoxFuture;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::rc::Rc;
@@ -77,6 +83,73 @@ impl Entry for IndexEntry {
 /// index, one entry per 4 KiB of log by default: one write per ~2 MiB appended).
 pub const WRITE_BEHIND_ENTRIES: usize = 512;
 
+/// Makes a segment's index file (`suffix` being `index` or `timeindex`) when its first entry is
+/// written. One per log, shared by its segments.
+pub trait MakeIndexFile<F> {
+    fn make(&self, base_offset: i64, suffix: &'static str) -> LocalBoxFuture<'_, io::Result<Rc<F>>>;
+}
+
+/// An index file, or, until its first entry is written, where it is to be made. Owned by one
+/// shard; not Send.
+pub enum IndexFile<F> {
+    Open(Rc<F>),
+    NotMade {
+        maker: Rc<dyn MakeIndexFile<F>>,
+        base_offset: i64,
+        suffix: &'static str,
+    },
+}
+
+impl<F> Clone for IndexFile<F> {
+    fn clone(&self) -> Self {
+        match self {
+            IndexFile::Open(file) => IndexFile::Open(file.clone()),
+            IndexFile::NotMade {
+                maker,
+                base_offset,
+                suffix,
+            } => IndexFile::NotMade {
+                maker: maker.clone(),
+                base_offset: *base_offset,
+                suffix,
+            },
+        }
+    }
+}
+
+impl<F: StorageFile> IndexFile<F> {
+    /// The file's length; a file not made has none.
+    pub fn len(&self) -> u64 {
+        match self {
+            IndexFile::Open(file) => file.len(),
+            IndexFile::NotMade { .. } => 0,
+        }
+    }
+
+    /// Whether the file holds nothing (or is not made).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every whole entry of the file; none when it is not made.
+    pub async fn read_entries<E: Entry>(&self) -> io::Result<Vec<E>> {
+        match self {
+            IndexFile::Open(file) => {
+                let bytes = file.read_at(0, file.len() as usize).await?;
+                Ok(decode_entries(&bytes))
+            }
+            IndexFile::NotMade { .. } => Ok(Vec::new()),
+        }
+    }
+
+    fn opened(&self) -> Option<Rc<F>> {
+        match self {
+            IndexFile::Open(file) => Some(file.clone()),
+            IndexFile::NotMade { .. } => None,
+        }
+    }
+}
+
 /// Entries of one index file, kept in memory and appended to the file behind them. Owned by
 /// one shard; not Send.
 ///
@@ -87,7 +160,7 @@ pub const WRITE_BEHIND_ENTRIES: usize = 512;
 /// entry); anything else is an `InvalidData` error, never a wrong lookup. So an idle segment
 /// holds no index in memory, only its entry count and last entry.
 pub struct EntryFile<F, E> {
-    file: Rc<F>,
+    file: RefCell<IndexFile<F>>,
     /// The entries; `None` while released (all of them are then in the file).
     entries: RefCell<Option<Vec<E>>>,
     /// How many entries there are, in memory or not.
@@ -110,18 +183,46 @@ pub fn decode_entries<E: Entry>(bytes: &[u8]) -> Vec<E> {
 
 impl<F: StorageFile, E: Entry> EntryFile<F, E> {
     /// `entries` are those the file already holds, strictly increasing (recovery keeps only
-    /// the sane prefix of what it reads).
-    pub fn new(file: Rc<F>, entries: Vec<E>) -> Self {
+    /// the sane prefix of what it reads); a file not made holds none.
+    pub fn new(file: IndexFile<F>, entries: Vec<E>) -> Self {
         assert_increasing(None, &entries);
+        let made = matches!(file, IndexFile::Open(_));
+        assert!(made || entries.is_empty(), "entries read from a file not made");
         EntryFile {
-            file,
+            file: RefCell::new(file),
             written: Cell::new(entries.len()),
             count: Cell::new(entries.len()),
             last: Cell::new(entries.last().copied()),
             entries: RefCell::new(Some(entries)),
             used: Cell::new(true),
-            unsynced: Cell::new(true),
+            // A file opened from disk may hold what no fdatasync covered; one not made, nothing.
+            unsynced: Cell::new(made),
         }
+    }
+
+    /// Whether the file exists (its first entry was written, or it was there when opened).
+    pub fn is_made(&self) -> bool {
+        self.file.borrow().opened().is_some()
+    }
+
+    /// The file, made now if it is not yet. Two callers making it at once both open the same
+    /// path; the first to finish is kept.
+    async fn made(&self) -> io::Result<Rc<F>> {
+        let (maker, base_offset, suffix) = match &*self.file.borrow() {
+            IndexFile::Open(file) => return Ok(file.clone()),
+            IndexFile::NotMade {
+                maker,
+                base_offset,
+                suffix,
+            } => (maker.clone(), *base_offset, *suffix),
+        };
+        let file = maker.make(base_offset, suffix).await?;
+        let mut slot = self.file.borrow_mut();
+        if let Some(first) = slot.opened() {
+            return Ok(first);
+        }
+        *slot = IndexFile::Open(file.clone());
+        Ok(file)
     }
 
     /// Says the file holds nothing unsynced: only for a file just created, empty, whose
@@ -135,19 +236,19 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         self.unsynced.set(false);
     }
 
-    /// Reads the whole file.
-    pub async fn read_all(file: &F) -> io::Result<Vec<E>> {
-        let bytes = file.read_at(0, file.len() as usize).await?;
-        Ok(decode_entries(&bytes))
-    }
-
     /// Brings the entries back into memory if they were released, and marks them used.
     pub async fn load(&self) -> io::Result<()> {
         self.used.set(true);
         if self.entries.borrow().is_some() {
             return Ok(());
         }
-        let read: Vec<E> = Self::read_all(&self.file).await?;
+        // Released entries were all written, so their file is made.
+        let file = self.file.borrow().clone();
+        assert!(
+            matches!(file, IndexFile::Open(_)),
+            "released entries are in a file"
+        );
+        let read: Vec<E> = file.read_entries().await?;
         // Nothing changes the entries while they are released (every writer loads them first).
         let increasing = read.windows(2).all(|pair| pair[1].follows(&pair[0]));
         let same = read.len() == self.count.get() && read.last().copied() == self.last.get();
@@ -188,15 +289,22 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         if !self.unsynced.get() {
             return Ok(());
         }
-        self.file.fdatasync().await?;
+        let file = self.file.borrow().opened();
+        if let Some(file) = file {
+            file.fdatasync().await?;
+        }
         self.unsynced.set(false);
         Ok(())
     }
 
-    /// Writes what the file lacks, then closes it.
+    /// Writes what the file lacks, then closes it (if it was ever made).
     pub async fn close(&self) -> io::Result<()> {
         self.write_pending().await?;
-        self.file.close().await
+        let file = self.file.borrow().opened();
+        match file {
+            Some(file) => file.close().await,
+            None => Ok(()),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -264,8 +372,9 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         if buf.is_empty() {
             return Ok(());
         }
+        let file = self.made().await?;
         self.unsynced.set(true);
-        self.file.write_at((from * E::LEN) as u64, &[&buf]).await?;
+        file.write_at((from * E::LEN) as u64, &[&buf]).await?;
         self.written.set(from + buf.len() / E::LEN);
         Ok(())
     }
@@ -285,12 +394,17 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         self.keep_written(keep).await
     }
 
-    /// Cuts the file to at most `keep` entries (it may hold fewer: the rest are unwritten).
+    /// Cuts the file to at most `keep` entries (it may hold fewer: the rest are unwritten). A
+    /// file not made holds none.
     async fn keep_written(&self, keep: usize) -> io::Result<()> {
         let written = self.written.get().min(keep);
         self.written.set(written);
+        let file = self.file.borrow().opened();
+        let Some(file) = file else {
+            return Ok(());
+        };
         self.unsynced.set(true);
-        self.file.truncate((written * E::LEN) as u64).await
+        file.truncate((written * E::LEN) as u64).await
     }
 
     /// Replaces the file's content with the in-memory entries plus `extra`.
@@ -341,6 +455,52 @@ mod tests {
         }
     }
 
+    async fn on_file(file: &Rc<crate::io::MemHandle>) -> Vec<IndexEntry> {
+        IndexFile::Open(file.clone()).read_entries().await.unwrap()
+    }
+
+    #[test]
+    fn an_index_file_is_made_at_its_first_written_entry_and_not_before() {
+        use crate::log::segment::SegmentFileMaker;
+        block_on(async {
+            let storage = Rc::new(FaultyStorage::new(1));
+            let dir = Path::new("/d");
+            storage.create_dir_all(dir).await.unwrap();
+            let maker = SegmentFileMaker::new(storage.clone(), dir.to_path_buf());
+            let files = maker.open(0).await.unwrap();
+            assert!(
+                matches!(files.index, IndexFile::NotMade { .. }),
+                "not there: not made"
+            );
+            let index = EntryFile::<_, IndexEntry>::new(files.index, Vec::new());
+            let path = Path::new("/d/00000000000000000000.index");
+            // Nothing to write: syncs, cuts and closes make nothing.
+            index.sync().await.unwrap();
+            index.truncate_from(0).await.unwrap();
+            index.append(&[entry(1), entry(2)]).await.unwrap();
+            assert!(
+                !index.is_made() && storage.file_bytes(path).is_none(),
+                "entries wait in memory"
+            );
+            index.truncate_from(2).await.unwrap();
+            assert_eq!(index.last_where(|_| true), Some(entry(1)));
+            index.sync().await.unwrap();
+            assert!(index.is_made(), "the first written entry makes it");
+            assert_eq!(storage.file_bytes(path).unwrap().len(), IndexEntry::LEN);
+            // Opened again, it is the file, with what was written.
+            let files = maker.open(0).await.unwrap();
+            assert_eq!(
+                files.index.read_entries::<IndexEntry>().await.unwrap(),
+                vec![entry(1)]
+            );
+            let other = EntryFile::<_, IndexEntry>::new(maker.open(5).await.unwrap().time_index, Vec::new());
+            other.close().await.unwrap();
+            assert!(storage
+                .file_bytes(Path::new("/d/00000000000000000005.timeindex"))
+                .is_none());
+        });
+    }
+
     #[test]
     fn entries_reach_the_file_in_bulk_and_all_of_them_by_sync_or_close() {
         block_on(async {
@@ -348,7 +508,7 @@ mod tests {
             storage.create_dir_all(Path::new("/d")).await.unwrap();
             let path = Path::new("/d/0.index");
             let file = storage.open(path, true).await.unwrap();
-            let index = EntryFile::new(file.clone(), Vec::new());
+            let index = EntryFile::new(IndexFile::Open(file.clone()), Vec::new());
             let wanted: Vec<IndexEntry> = (1..=WRITE_BEHIND_ENTRIES as u32 + 3).map(entry).collect();
             for e in &wanted[..WRITE_BEHIND_ENTRIES - 1] {
                 index.append(&[*e]).await.unwrap();
@@ -365,10 +525,7 @@ mod tests {
             index.append(&wanted[WRITE_BEHIND_ENTRIES..]).await.unwrap();
             assert_eq!(file.len(), (WRITE_BEHIND_ENTRIES * IndexEntry::LEN) as u64);
             index.sync().await.unwrap();
-            assert_eq!(
-                EntryFile::<_, IndexEntry>::read_all(&*file).await.unwrap(),
-                wanted
-            );
+            assert_eq!(on_file(&file).await, wanted);
 
             // Cutting below the written part shortens the file; cutting inside the unwritten
             // part never lengthens it, and close writes the rest.
@@ -380,7 +537,7 @@ mod tests {
             index.append(&[entry(10)]).await.unwrap();
             index.close().await.unwrap();
             let reopened = storage.open(path, false).await.unwrap();
-            let on_file = EntryFile::<_, IndexEntry>::read_all(&*reopened).await.unwrap();
+            let on_file = on_file(&reopened).await;
             assert_eq!(on_file, vec![entry(1), entry(2), entry(10)]);
         });
     }
@@ -392,7 +549,7 @@ mod tests {
             storage.create_dir_all(Path::new("/d")).await.unwrap();
             let path = Path::new("/d/0.index");
             let file = storage.open(path, true).await.unwrap();
-            let index = EntryFile::new(file.clone(), Vec::new());
+            let index = EntryFile::new(IndexFile::Open(file.clone()), Vec::new());
             let wanted: Vec<IndexEntry> = (1..=10).map(entry).collect();
             index.append(&wanted).await.unwrap();
             assert!(!index.release_if_unused(), "used since");
@@ -424,7 +581,7 @@ mod tests {
             bytes.truncate(bytes.len() - IndexEntry::LEN);
             storage.set_file_bytes(path, bytes);
             let reopened = storage.open(path, false).await.unwrap();
-            let tampered = EntryFile::<_, IndexEntry>::new(reopened, Vec::new());
+            let tampered = EntryFile::<_, IndexEntry>::new(IndexFile::Open(reopened), Vec::new());
             tampered.count.set(11);
             tampered.last.set(Some(entry(11)));
             tampered.entries.borrow_mut().take();
@@ -440,7 +597,7 @@ mod tests {
             let storage = FaultyStorage::new(1);
             storage.create_dir_all(Path::new("/d")).await.unwrap();
             let file = storage.open(Path::new("/d/0.index"), true).await.unwrap();
-            let index = EntryFile::new(file, vec![entry(5)]);
+            let index = EntryFile::new(IndexFile::Open(file), vec![entry(5)]);
             let same_offset_further = IndexEntry {
                 relative_offset: 5,
                 position: 600,

@@ -47,7 +47,7 @@ use bytes::Bytes;
 use records::check_keyed;
 use recovery::OffsetGaps;
 use scan::Verify;
-use segment::{parse_log_name, Segment};
+use segment::{parse_log_name, Segment, SegmentFileMaker};
 use staged::StagedAppend;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -80,6 +80,8 @@ struct LogState<F> {
 /// on a snapshot of the segment list and see only fully written batches.
 pub struct Log<S: Storage> {
     storage: Rc<S>,
+    /// Opens and makes the segments' files (index files at their first entry).
+    files: Rc<SegmentFileMaker<S>>,
     dir: PathBuf,
     state: RefCell<LogState<S::File>>,
     writer: LocalLock,
@@ -129,13 +131,14 @@ impl<S: Storage> Log<S> {
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
         let interval = config.index_interval_bytes;
-        let segments = Self::open_segments(&storage, &dir, (&bases, interval), record).await?;
+        let files = SegmentFileMaker::new(storage.clone(), dir.clone());
+        let segments = Self::open_segments(&files, &dir, (&bases, interval), record).await?;
         let mut segments: Vec<_> = segments.into_iter().map(Rc::new).collect();
         let state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
         let created = segments.is_empty();
         if created {
             let base = checkpoint.unwrap_or(0);
-            segments.push(Rc::new(Self::new_segment(&storage, &dir, base).await?));
+            segments.push(Rc::new(Self::new_segment(&files, base).await?));
             // No state file yet: a log without one is dirty, which a new log is. The first
             // checkpoint (or synced-prefix step) creates it, off the first write's path: one
             // file fewer to create per new partition (decision 0011, section 5). Its directory
@@ -158,6 +161,7 @@ impl<S: Storage> Log<S> {
         };
         Ok(Log {
             storage,
+            files,
             dir,
             state: RefCell::new(state),
             writer: LocalLock::new(),
@@ -301,7 +305,7 @@ impl<S: Storage> Log<S> {
     /// the active one was cut by the crash, or ends short of the next, the segments after it
     /// are removed and it becomes the active one.
     async fn open_segments(
-        storage: &S,
+        files: &Rc<SegmentFileMaker<S>>,
         dir: &Path,
         (bases, interval): (&[i64], u32),
         record: StateRecord,
@@ -318,7 +322,7 @@ impl<S: Storage> Log<S> {
             let suspect = record.state == DiskState::Dirty
                 && (next_base.is_none() || verify_from.is_some_and(|from| base >= from));
             let opened = Self::open_segment(
-                storage,
+                files,
                 dir,
                 (base, interval),
                 record,
@@ -335,9 +339,9 @@ impl<S: Storage> Log<S> {
                 tracing::warn!(dir = %dir.display(), base_offset = base, later_segments = lost.len(),
                     "a segment that rolled lost its unsynced tail in the crash: the segments after it are removed");
                 for &later in lost {
-                    segment::remove_segment_files(storage, dir, later).await?;
+                    segment::remove_segment_files(files.storage(), dir, later).await?;
                 }
-                storage.sync_dir(dir).await?;
+                files.storage().sync_dir(dir).await?;
                 break;
             }
         }
@@ -348,7 +352,7 @@ impl<S: Storage> Log<S> {
     /// prefix when it has one for it; returns it and the bytes cut from its end. Only the
     /// active segment is never compacted, and neither is one recovery verifies (`rolled.rs`).
     async fn open_segment(
-        storage: &S,
+        files: &Rc<SegmentFileMaker<S>>,
         dir: &Path,
         (base, interval): (i64, u32),
         record: StateRecord,
@@ -359,16 +363,16 @@ impl<S: Storage> Log<S> {
             (false, true) => (Verify::HeadersOnly, OffsetGaps::Refused),
             (true, _) => match record.synced.filter(|p| p.base_offset == base) {
                 Some(synced) => {
-                    return recovery::open_active_after(storage, dir, (base, interval), synced).await
+                    return recovery::open_active_after(files, dir, (base, interval), synced).await
                 }
                 None => (Verify::Checksums, OffsetGaps::Refused),
             },
         };
-        recovery::open_segment(storage, dir, base, interval, verify, gaps).await
+        recovery::open_segment(files, dir, base, interval, verify, gaps).await
     }
 
-    async fn new_segment(storage: &S, dir: &Path, base: i64) -> io::Result<Segment<S::File>> {
-        let files = Segment::open_files(storage, dir, base).await?;
+    async fn new_segment(files: &Rc<SegmentFileMaker<S>>, base: i64) -> io::Result<Segment<S::File>> {
+        let files = files.open(base).await?;
         let segment = Segment::new(
             base,
             files,
@@ -624,7 +628,7 @@ impl<S: Storage> Log<S> {
             base,
             "the active segment ends at the log end"
         );
-        let segment = Self::new_segment(&self.storage, &self.dir, base).await;
+        let segment = Self::new_segment(&self.files, base).await;
         let segment = segment.map_err(|e| self.refuse_or_fail(e))?;
         self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
         let mut state = self.state.borrow_mut();

@@ -16,9 +16,9 @@
 
 use super::batch::BatchHeader;
 use super::disk_state::SyncedPrefix;
-use super::index::{offset_index_sane_prefix, Entry, EntryFile, IndexEntry};
+use super::index::{offset_index_sane_prefix, Entry, IndexEntry};
 use super::scan::{BatchScanner, Scanned, Verify};
-use super::segment::{IndexBuilder, Segment, SegmentMeta};
+use super::segment::{IndexBuilder, Segment, SegmentFileMaker, SegmentFiles, SegmentMeta};
 use super::timeindex::{time_index_sane_prefix, TimeEntry};
 use crate::io::{Storage, StorageFile};
 use std::io;
@@ -165,14 +165,14 @@ fn misplaced(
 /// docs); `Verify::HeadersOnly` trusts sane indexes and reads the headers after them.
 /// Returns the segment and the number of bytes cut off its end.
 pub async fn open_segment<S: Storage>(
-    storage: &S,
+    maker: &Rc<SegmentFileMaker<S>>,
     dir: &Path,
     base_offset: i64,
     interval: u32,
     verify: Verify,
     gaps: OffsetGaps,
 ) -> io::Result<(Segment<S::File>, u64)> {
-    let files = Segment::<S::File>::open_files(storage, dir, base_offset).await?;
+    let files = maker.open(base_offset).await?;
     if verify == Verify::HeadersOnly {
         if let Some(segment) = open_with_indexes(&files, base_offset, interval, gaps).await? {
             return Ok((segment, 0));
@@ -185,16 +185,16 @@ pub async fn open_segment<S: Storage>(
 /// The segment with the entries of its index files, if they are whole and sane and the
 /// batches after the last entry are valid; entries for those batches go to the files too.
 async fn open_with_indexes<F: StorageFile>(
-    files: &(Rc<F>, Rc<F>, Rc<F>),
+    files: &SegmentFiles<F>,
     base_offset: i64,
     interval: u32,
     gaps: OffsetGaps,
 ) -> io::Result<Option<Segment<F>>> {
-    let (log, index_file, time_file) = files;
-    let offsets = EntryFile::<F, IndexEntry>::read_all(index_file).await?;
-    let times = EntryFile::<F, TimeEntry>::read_all(time_file).await?;
-    let whole =
-        index_file.len() % IndexEntry::LEN as u64 == 0 && time_file.len() % TimeEntry::LEN as u64 == 0;
+    let log = &files.log;
+    let offsets: Vec<IndexEntry> = files.index.read_entries().await?;
+    let times: Vec<TimeEntry> = files.time_index.read_entries().await?;
+    let whole = files.index.len().is_multiple_of(IndexEntry::LEN as u64)
+        && files.time_index.len().is_multiple_of(TimeEntry::LEN as u64);
     let sane_offsets = offset_index_sane_prefix(&offsets, log.len()) == offsets.len();
     let sane_times = time_index_sane_prefix(&times, &offsets, u32::MAX) == times.len();
     if !(whole && sane_offsets && sane_times) {
@@ -218,13 +218,13 @@ async fn open_with_indexes<F: StorageFile>(
 /// The segment as a verifying scan of every batch finds it, cut at the first invalid one, its
 /// indexes rebuilt. Returns it and the number of bytes cut off.
 async fn open_verified<F: StorageFile>(
-    files: (Rc<F>, Rc<F>, Rc<F>),
+    files: SegmentFiles<F>,
     dir: &Path,
     base_offset: i64,
     interval: u32,
     gaps: OffsetGaps,
 ) -> io::Result<(Segment<F>, u64)> {
-    let log = &files.0;
+    let log = &files.log;
     let outcome = scan(
         &**log,
         base_offset,
@@ -260,13 +260,13 @@ async fn open_verified<F: StorageFile>(
 /// entries out of order or out of the prefix, headers not ending at its length) fall back to
 /// the verifying scan of the whole segment. Returns the segment and the bytes cut off.
 pub async fn open_active_after<S: Storage>(
-    storage: &S,
+    maker: &Rc<SegmentFileMaker<S>>,
     dir: &Path,
     (base_offset, interval): (i64, u32),
     synced: SyncedPrefix,
 ) -> io::Result<(Segment<S::File>, u64)> {
     assert_eq!(synced.base_offset, base_offset, "the prefix of this segment");
-    let files = Segment::<S::File>::open_files(storage, dir, base_offset).await?;
+    let files = maker.open(base_offset).await?;
     match trusted_prefix(&files, base_offset, interval, synced).await? {
         Some(trusted) => verify_after(files, dir, (base_offset, interval), trusted).await,
         None => {
@@ -285,14 +285,14 @@ struct Trusted {
 }
 
 async fn trusted_prefix<F: StorageFile>(
-    files: &(Rc<F>, Rc<F>, Rc<F>),
+    files: &SegmentFiles<F>,
     base_offset: i64,
     interval: u32,
     synced: SyncedPrefix,
 ) -> io::Result<Option<Trusted>> {
-    let (log, index_file, time_file) = files;
-    let mut offsets = EntryFile::<F, IndexEntry>::read_all(index_file).await?;
-    let mut times = EntryFile::<F, TimeEntry>::read_all(time_file).await?;
+    let log = &files.log;
+    let mut offsets: Vec<IndexEntry> = files.index.read_entries().await?;
+    let mut times: Vec<TimeEntry> = files.time_index.read_entries().await?;
     let (n_offsets, n_times) = (synced.offset_entries as usize, synced.time_entries as usize);
     if log.len() < synced.log_len || offsets.len() < n_offsets || times.len() < n_times {
         return Ok(None);
@@ -328,12 +328,12 @@ async fn trusted_prefix<F: StorageFile>(
 
 /// Verifies what follows the trusted prefix and makes the segment from both.
 async fn verify_after<F: StorageFile>(
-    files: (Rc<F>, Rc<F>, Rc<F>),
+    files: SegmentFiles<F>,
     dir: &Path,
     (base_offset, interval): (i64, u32),
     trusted: Trusted,
 ) -> io::Result<(Segment<F>, u64)> {
-    let log = &files.0;
+    let log = &files.log;
     let Trusted { offsets, times, head } = trusted;
     let last = ScanStart {
         entry: head.offsets.last().or(offsets.last()).copied(),

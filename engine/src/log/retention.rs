@@ -182,7 +182,7 @@ impl<S: Storage> Log<S> {
         }
         self.forget_synced_prefix().await?;
         self.mark_dirty().await?;
-        let segment = Self::new_segment(&self.storage, &self.dir, offset).await;
+        let segment = Self::new_segment(&self.files, offset).await;
         let segment = segment.map_err(|e| self.refuse_or_fail(e))?;
         let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));
         let written = write_file_atomically(&*self.storage, &self.dir.join(START_OFFSET_FILE), bytes).await;

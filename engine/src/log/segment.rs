@@ -1,15 +1,17 @@
-//! One segment: `<dir>/<20-digit base offset>.log` plus its `.index` and `.timeindex`.
+//! One segment: `<dir>/<20-digit base offset>.log` plus its `.index` and `.timeindex`, each
+//! made when its first entry is written (decision 0011 section 19).
 //!
 //! The `.log` file is a plain concatenation of RecordBatch v2 batches exactly as stored (see
 //! `batch.rs`), offsets increasing and contiguous from the base offset. Index formats are
 //! documented in `index.rs` and `timeindex.rs`.
 
 use super::batch::{BatchHeader, HEADER_LEN};
-use super::index::{EntryFile, IndexEntry};
+use super::index::{EntryFile, IndexEntry, IndexFile, MakeIndexFile};
 use super::scan::{BatchScanner, Scanned, Verify, LOCATE_CHUNK};
 use super::timeindex::TimeEntry;
 use crate::io::{Storage, StorageFile};
 use bytes::Bytes;
+use futures::future::LocalBoxFuture;
 use std::cell::Cell;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -182,38 +184,92 @@ impl IndexBuilder {
     }
 }
 
-impl<F: StorageFile> Segment<F> {
-    /// Opens (creating when missing) the three files of a segment; metadata is the caller's.
-    pub async fn open_files<S: Storage<File = F>>(
-        storage: &S,
-        dir: &Path,
-        base_offset: i64,
-    ) -> io::Result<(Rc<F>, Rc<F>, Rc<F>)> {
-        let log = storage
-            .open(&segment_path(dir, base_offset, LOG_SUFFIX), true)
-            .await?;
-        let index = storage
-            .open(&segment_path(dir, base_offset, INDEX_SUFFIX), true)
-            .await?;
-        let time = storage
-            .open(&segment_path(dir, base_offset, TIME_INDEX_SUFFIX), true)
-            .await?;
-        Ok((log, index, time))
+/// The files of one segment: its `.log`, and its two index files, open or still to be made.
+pub struct SegmentFiles<F> {
+    pub log: Rc<F>,
+    pub index: IndexFile<F>,
+    pub time_index: IndexFile<F>,
+}
+
+impl<F> Clone for SegmentFiles<F> {
+    fn clone(&self) -> Self {
+        SegmentFiles {
+            log: self.log.clone(),
+            index: self.index.clone(),
+            time_index: self.time_index.clone(),
+        }
+    }
+}
+
+/// Opens and makes the files of one log's segments: its storage and directory. One per log
+/// (owned by the log's shard), shared by its segments' index files that are not made yet.
+pub struct SegmentFileMaker<S> {
+    storage: Rc<S>,
+    dir: PathBuf,
+}
+
+impl<S: Storage> SegmentFileMaker<S> {
+    pub fn new(storage: Rc<S>, dir: PathBuf) -> Rc<Self> {
+        Rc::new(SegmentFileMaker { storage, dir })
     }
 
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    /// The segment's files: its `.log` (made when missing) and the index files that exist.
+    pub async fn open(self: &Rc<Self>, base_offset: i64) -> io::Result<SegmentFiles<S::File>> {
+        let log = self
+            .storage
+            .open(&segment_path(&self.dir, base_offset, LOG_SUFFIX), true)
+            .await?;
+        Ok(SegmentFiles {
+            log,
+            index: self.open_index(base_offset, INDEX_SUFFIX).await?,
+            time_index: self.open_index(base_offset, TIME_INDEX_SUFFIX).await?,
+        })
+    }
+
+    async fn open_index(
+        self: &Rc<Self>,
+        base_offset: i64,
+        suffix: &'static str,
+    ) -> io::Result<IndexFile<S::File>> {
+        let path = segment_path(&self.dir, base_offset, suffix);
+        match self.storage.open(&path, false).await {
+            Ok(file) => Ok(IndexFile::Open(file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(IndexFile::NotMade {
+                maker: self.clone(),
+                base_offset,
+                suffix,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl<S: Storage> MakeIndexFile<S::File> for SegmentFileMaker<S> {
+    fn make(&self, base_offset: i64, suffix: &'static str) -> LocalBoxFuture<'_, io::Result<Rc<S::File>>> {
+        Box::pin(async move {
+            let path = segment_path(&self.dir, base_offset, suffix);
+            self.storage.open(&path, true).await
+        })
+    }
+}
+
+impl<F: StorageFile> Segment<F> {
     pub fn new(
         base_offset: i64,
-        files: (Rc<F>, Rc<F>, Rc<F>),
+        files: SegmentFiles<F>,
         index: Vec<IndexEntry>,
         times: Vec<TimeEntry>,
         meta: SegmentMeta,
     ) -> Self {
-        let (log, index_file, time_file) = files;
         Segment {
             base_offset,
-            log,
-            index: EntryFile::new(index_file, index),
-            time_index: EntryFile::new(time_file, times),
+            log: files.log,
+            index: EntryFile::new(files.index, index),
+            time_index: EntryFile::new(files.time_index, times),
             meta: Cell::new(meta),
             reserved_to: Cell::new(0),
             rate: Cell::new(AppendRate::default()),
