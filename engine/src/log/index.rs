@@ -501,6 +501,29 @@ mod tests {
         });
     }
 
+    /// Only recovery looks for a segment's index files: a new segment's are not made yet, even
+    /// where a file of that name is left over (it is opened, and written from its start, when
+    /// the first entry makes it), so a new partition costs one open.
+    #[test]
+    fn a_new_segment_opens_its_log_only() {
+        use crate::log::segment::SegmentFileMaker;
+        block_on(async {
+            let storage = Rc::new(FaultyStorage::new(1));
+            let dir = Path::new("/d");
+            storage.create_dir_all(dir).await.unwrap();
+            storage.set_file_bytes(Path::new("/d/00000000000000000000.index"), vec![0; 8]);
+            let maker = SegmentFileMaker::new(storage.clone(), dir.to_path_buf());
+            let created = maker.create(0).await.unwrap();
+            assert!(matches!(created.index, IndexFile::NotMade { .. }));
+            assert!(matches!(created.time_index, IndexFile::NotMade { .. }));
+            assert!(storage
+                .file_bytes(Path::new("/d/00000000000000000000.log"))
+                .is_some());
+            let opened = maker.open(0).await.unwrap();
+            assert!(matches!(opened.index, IndexFile::Open(_)), "recovery finds it");
+        });
+    }
+
     #[test]
     fn entries_reach_the_file_in_bulk_and_all_of_them_by_sync_or_close() {
         block_on(async {

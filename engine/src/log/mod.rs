@@ -372,7 +372,7 @@ impl<S: Storage> Log<S> {
     }
 
     async fn new_segment(files: &Rc<SegmentFileMaker<S>>, base: i64) -> io::Result<Segment<S::File>> {
-        let files = files.open(base).await?;
+        let files = files.create(base).await?;
         let segment = Segment::new(
             base,
             files,

@@ -219,15 +219,38 @@ impl<S: Storage> SegmentFileMaker<S> {
 
     /// The segment's files: its `.log` (made when missing) and the index files that exist.
     pub async fn open(self: &Rc<Self>, base_offset: i64) -> io::Result<SegmentFiles<S::File>> {
-        let log = self
-            .storage
-            .open(&segment_path(&self.dir, base_offset, LOG_SUFFIX), true)
-            .await?;
+        let log = self.open_log(base_offset).await?;
         Ok(SegmentFiles {
             log,
             index: self.open_index(base_offset, INDEX_SUFFIX).await?,
             time_index: self.open_index(base_offset, TIME_INDEX_SUFFIX).await?,
         })
+    }
+
+    /// A new segment's files: its `.log`, made, and its index files still to be made. Nothing
+    /// looks for index files first: a new segment has none, and two opens that fail with
+    /// NotFound per new partition would each count against the descriptor budget's soft limit
+    /// and park other files for nothing (docs/decisions/0011 section 19).
+    pub async fn create(self: &Rc<Self>, base_offset: i64) -> io::Result<SegmentFiles<S::File>> {
+        let log = self.open_log(base_offset).await?;
+        Ok(SegmentFiles {
+            log,
+            index: self.not_made(base_offset, INDEX_SUFFIX),
+            time_index: self.not_made(base_offset, TIME_INDEX_SUFFIX),
+        })
+    }
+
+    async fn open_log(&self, base_offset: i64) -> io::Result<Rc<S::File>> {
+        let path = segment_path(&self.dir, base_offset, LOG_SUFFIX);
+        self.storage.open(&path, true).await
+    }
+
+    fn not_made(self: &Rc<Self>, base_offset: i64, suffix: &'static str) -> IndexFile<S::File> {
+        IndexFile::NotMade {
+            maker: self.clone(),
+            base_offset,
+            suffix,
+        }
     }
 
     async fn open_index(
@@ -238,11 +261,7 @@ impl<S: Storage> SegmentFileMaker<S> {
         let path = segment_path(&self.dir, base_offset, suffix);
         match self.storage.open(&path, false).await {
             Ok(file) => Ok(IndexFile::Open(file)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(IndexFile::NotMade {
-                maker: self.clone(),
-                base_offset,
-                suffix,
-            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(self.not_made(base_offset, suffix)),
             Err(e) => Err(e),
         }
     }
