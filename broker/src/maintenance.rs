@@ -111,7 +111,7 @@ pub fn sync_rolled_segment(tp: &TopicPartition, partition: &Rc<Partition>) {
         match partition.finish_rolled_sync().await {
             Ok(()) | Err(LogError::Closed) => {}
             Err(error) => {
-                tracing::error!(topic, partition = index, %error, "syncing a rolled segment failed")
+                tracing::error!(topic = &*topic, partition = index, %error, "syncing a rolled segment failed")
             }
         }
     })
@@ -255,7 +255,7 @@ async fn open_for_retention(ctx: &Rc<BrokerCtx>, now: i64, listed_single: &mut L
                 }
             }
             let tp = TopicPartition {
-                topic: topic.name.clone(),
+                topic: topic.name.clone().into(),
                 partition,
             };
             match ctx.state.partition(&tp).await {
@@ -263,7 +263,7 @@ async fn open_for_retention(ctx: &Rc<BrokerCtx>, now: i64, listed_single: &mut L
                 // Cluster mode: it waits until this broker leads it again.
                 Err(PartitionAccessError::NotLeader) => {}
                 Err(error) => {
-                    tracing::error!(topic = tp.topic, partition, %error, "cannot open for retention")
+                    tracing::error!(topic = &*tp.topic, partition, %error, "cannot open for retention")
                 }
             }
         }

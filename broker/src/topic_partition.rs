@@ -2,6 +2,8 @@
 //! of the broker uses (handlers, replication, groups), in a module of their own so that none
 //! of those depends on `broker.rs` for them.
 
+use std::sync::Arc;
+
 use laminar_engine::partition::LogError;
 use laminar_engine::shard::ShardGone;
 
@@ -26,9 +28,20 @@ pub enum PartitionAccessError {
     Refused(kafka_protocol::error::ResponseError),
 }
 
-/// A topic partition named by a request.
+/// A topic partition named by a request. The name is shared: a request naming thousands of
+/// partitions of one topic holds one copy of it, and the copies a partition's work takes to its
+/// shard and back are counts, not allocations (docs/decisions/0011 section 20).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
-    pub topic: String,
+    pub topic: Arc<str>,
     pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> TopicPartition {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
 }

@@ -58,7 +58,7 @@ pub fn offsets_topic_configs() -> BTreeMap<String, String> {
 
 fn offsets_partition(partition: i32) -> TopicPartition {
     TopicPartition {
-        topic: OFFSETS_TOPIC.to_string(),
+        topic: OFFSETS_TOPIC.into(),
         partition,
     }
 }

@@ -39,7 +39,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> Delet
                 .with_low_watermark(-1)
                 .with_error_code(partition_error_code(&e)),
         };
-        push_partition(&mut response.topics, tp.topic, partition);
+        push_partition(&mut response.topics, &tp.topic, partition);
     }
     response
 }

@@ -88,7 +88,7 @@ async fn local_replicas(
                 .is_none_or(|w| w.get(topic.as_str()).is_some_and(|p| p.contains(partition)));
             known && asked
         })
-        .map(|(topic, partition)| (TopicPartition { topic, partition }, ()))
+        .map(|(topic, partition)| (TopicPartition::new(topic, partition), ()))
         .collect();
     items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let sizes = on_owning_shards(ctx, items, |there, tp, ()| async move {
@@ -111,7 +111,7 @@ fn by_topic(sizes: Vec<(TopicPartition, ReplicaSize)>) -> Vec<DescribeLogDirsTop
             Ok(Some(found)) => found,
             Ok(None) => continue,
             Err(e) => {
-                tracing::warn!(topic = tp.topic, partition = tp.partition, error = %e, "DescribeLogDirs: replica size unknown");
+                tracing::warn!(topic = &*tp.topic, partition = tp.partition, error = %e, "DescribeLogDirs: replica size unknown");
                 continue;
             }
         };
@@ -121,10 +121,10 @@ fn by_topic(sizes: Vec<(TopicPartition, ReplicaSize)>) -> Vec<DescribeLogDirsTop
             .with_offset_lag(lag)
             .with_is_future_key(false);
         match topics.last_mut() {
-            Some(last) if last.name.as_str() == tp.topic => last.partitions.push(partition),
+            Some(last) if last.name.as_str() == &*tp.topic => last.partitions.push(partition),
             _ => topics.push(
                 DescribeLogDirsTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(tp.topic)))
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
                     .with_partitions(vec![partition]),
             ),
         }

@@ -496,7 +496,7 @@ fn respond(results: Reads, isolation_level: i8) -> FetchAnswer {
                 records: RecordBytes::default(),
             },
         };
-        push_partition(&mut answer.topics, tp.topic, partition);
+        push_partition(&mut answer.topics, &tp.topic, partition);
     }
     answer
 }
@@ -538,10 +538,7 @@ mod tests {
     #[test]
     fn the_first_round_holds_the_partitions_the_budget_covers_in_request_order() {
         let wanted = |limits: &[usize]| -> Vec<(TopicPartition, Wanted)> {
-            let tp = |partition| TopicPartition {
-                topic: "t".to_owned(),
-                partition,
-            };
+            let tp = |partition| TopicPartition::new("t", partition);
             limits
                 .iter()
                 .enumerate()

@@ -53,7 +53,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
                 .with_offset(-1)
                 .with_timestamp(-1),
         };
-        push_partition(&mut response.topics, tp.topic, partition);
+        push_partition(&mut response.topics, &tp.topic, partition);
     }
     response
 }

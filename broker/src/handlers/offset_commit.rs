@@ -101,7 +101,7 @@ pub fn response(
         let partition = OffsetCommitResponsePartition::default()
             .with_partition_index(index)
             .with_error_code(error.map_or(0, |e| e.code()));
-        push_partition(&mut response.topics, topic, partition);
+        push_partition(&mut response.topics, &topic, partition);
     }
     response
 }

@@ -62,7 +62,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> Offset
         let partition = OffsetDeleteResponsePartition::default()
             .with_partition_index(index)
             .with_error_code(error.map_or(0, |e| e.code()));
-        push_partition(&mut response.topics, topic, partition);
+        push_partition(&mut response.topics, &topic, partition);
     }
     response
 }

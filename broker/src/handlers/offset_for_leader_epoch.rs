@@ -49,7 +49,7 @@ pub async fn handle(
             Ok(Err(error)) => undefined(answer).with_error_code(error.code()),
             Err(e) => undefined(answer).with_error_code(partition_error_code(&e)),
         };
-        push_partition(&mut response.topics, tp.topic, answer);
+        push_partition(&mut response.topics, &tp.topic, answer);
     }
     response
 }

@@ -21,6 +21,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::TopicName;
 
+use std::sync::Arc;
+
 use crate::broker::TopicPartition;
 
 /// One `(partition, item)` per partition of `topics`, in request order. `topic` names a topic
@@ -33,13 +35,11 @@ pub fn items_by_partition<Topic, Partition, Item>(
     let mut items = Vec::new();
     for t in topics {
         let (name, partitions) = topic(t);
+        // One copy of the name for all of the topic's partitions.
+        let name: Arc<str> = name.into();
         for p in partitions {
             let (partition, item) = item(p);
-            let tp = TopicPartition {
-                topic: name.to_string(),
-                partition,
-            };
-            items.push((tp, item));
+            items.push((TopicPartition::new(name.clone(), partition), item));
         }
     }
     items
@@ -55,16 +55,11 @@ pub trait TopicAnswer {
 }
 
 /// Adds `partition` to the last entry when it is `topic`'s, else starts an entry: answers come in
-/// request order, so a topic's partitions are adjacent. `topic` becomes a `String` only for a
-/// new entry (an owned one is moved).
-pub fn push_partition<A: TopicAnswer>(
-    topics: &mut Vec<A>,
-    topic: impl AsRef<str> + Into<String>,
-    partition: A::Partition,
-) {
+/// request order, so a topic's partitions are adjacent. `topic` is copied only for a new entry.
+pub fn push_partition<A: TopicAnswer>(topics: &mut Vec<A>, topic: &str, partition: A::Partition) {
     match topics.last_mut() {
-        Some(last) if last.topic() == topic.as_ref() => last.partitions_mut().push(partition),
-        _ => topics.push(A::start(topic.into(), partition)),
+        Some(last) if last.topic() == topic => last.partitions_mut().push(partition),
+        _ => topics.push(A::start(topic.to_string(), partition)),
     }
 }
 
@@ -157,11 +152,12 @@ mod tests {
     fn items_follow_request_order() {
         let topics = [("a", vec![2, 0]), ("b", vec![1])];
         let items = items_by_partition(&topics, |t| (t.0, t.1.as_slice()), |p| (*p, *p * 10));
-        let tp = |topic: &str, partition| TopicPartition {
-            topic: topic.to_string(),
-            partition,
-        };
+        let tp = |topic: &str, partition| TopicPartition::new(topic, partition);
         assert_eq!(items, vec![(tp("a", 2), 20), (tp("a", 0), 0), (tp("b", 1), 10)]);
+        assert!(
+            Arc::ptr_eq(&items[0].0.topic, &items[1].0.topic),
+            "a topic's partitions share its name"
+        );
     }
 
     #[test]
@@ -181,12 +177,12 @@ mod tests {
         let mut produced: Vec<TopicProduceResponse> = Vec::new();
         push_partition(
             &mut produced,
-            "t".to_string(),
+            "t",
             PartitionProduceResponse::default().with_index(3),
         );
         push_partition(
             &mut produced,
-            "t".to_string(),
+            "t",
             PartitionProduceResponse::default().with_index(4),
         );
         assert_eq!(produced.len(), 1);

@@ -95,7 +95,7 @@ fn refuse_partitions_named_twice(
     let named_twice: Vec<usize> = {
         // Keys borrowed from the items: a request may name thousands of partitions.
         fn key(tp: &TopicPartition) -> (&str, i32) {
-            (tp.topic.as_str(), tp.partition)
+            (&*tp.topic, tp.partition)
         }
         let mut seen = std::collections::HashMap::with_capacity(items.len());
         for (tp, _) in &items {
@@ -160,7 +160,7 @@ fn answer(results: AppendResults) -> ProduceResponse {
             Ok(info) => appended(tp.partition, &info),
             Err(e) => failed(tp.partition, partition_error_code(&e)),
         };
-        push_partition(&mut response.responses, tp.topic, partition);
+        push_partition(&mut response.responses, &tp.topic, partition);
     }
     response
 }

@@ -135,16 +135,9 @@ where
     F: Fn(Rc<BrokerCtx>, TopicPartition) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = Result<(), PartitionAccessError>> + 'static,
 {
+    let name: std::sync::Arc<str> = topic.name.as_str().into();
     let items = (0..topic.partition_count)
-        .map(|partition| {
-            (
-                TopicPartition {
-                    topic: topic.name.clone(),
-                    partition,
-                },
-                (),
-            )
-        })
+        .map(|partition| (TopicPartition::new(name.clone(), partition), ()))
         .collect();
     on_owning_shards(ctx, items, move |there, tp, ()| work(there, tp)).await
 }
@@ -152,7 +145,7 @@ where
 fn log_failures(action: &str, results: Vec<(TopicPartition, Result<(), PartitionAccessError>)>) {
     for (tp, result) in results {
         if let Err(error) = result {
-            tracing::error!(topic = tp.topic, partition = tp.partition, %error, "{action} failed");
+            tracing::error!(topic = &*tp.topic, partition = tp.partition, %error, "{action} failed");
         }
     }
 }

@@ -336,7 +336,7 @@ async fn committed_log_ends(ctx: &Rc<BrokerCtx>, shards: &[ShardSnapshot]) -> BT
         .iter()
         .flat_map(|s| s.committed_offsets.iter())
         .map(|c| TopicPartition {
-            topic: c.topic.clone(),
+            topic: c.topic.clone().into(),
             partition: c.partition,
         })
         .collect();
@@ -348,7 +348,7 @@ async fn committed_log_ends(ctx: &Rc<BrokerCtx>, shards: &[ShardSnapshot]) -> BT
     })
     .await;
     ends.into_iter()
-        .filter_map(|(tp, end)| Some(((tp.topic, tp.partition), end.ok()?)))
+        .filter_map(|(tp, end)| Some(((tp.topic.to_string(), tp.partition), end.ok()?)))
         .collect()
 }
 

@@ -161,7 +161,7 @@ fn exchange(
             .queries
             .iter()
             .map(|q| EpochEndQuery {
-                topic: q.tp.topic.clone(),
+                topic: q.tp.topic.to_string(),
                 partition: q.tp.partition,
                 current_leader_epoch: q.current_leader_epoch,
                 leader_epoch: q.leader_epoch,
@@ -172,7 +172,7 @@ fn exchange(
             .into_iter()
             .map(|end| EpochAnswer {
                 tp: TopicPartition {
-                    topic: end.topic,
+                    topic: end.topic.into(),
                     partition: end.partition,
                 },
                 error_code: end.error.map_or(0, |e| e.code),
@@ -219,7 +219,7 @@ fn fetch(
         .fetches
         .iter()
         .map(|f| ReplicaFetchPosition {
-            topic: f.tp.topic.clone(),
+            topic: f.tp.topic.to_string(),
             partition: f.tp.partition,
             offset: f.offset,
             current_leader_epoch: f.current_leader_epoch,
@@ -237,7 +237,7 @@ fn fetch(
         .into_iter()
         .map(|p| FetchedPart {
             tp: TopicPartition {
-                topic: p.topic,
+                topic: p.topic.into(),
                 partition: p.partition,
             },
             error_code: p.error.map_or(0, |e| e.code),

@@ -151,7 +151,7 @@ pub async fn apply_epochs(ctx: &Rc<BrokerCtx>, source: i32, answers: Vec<EpochAn
         match truncate_for(&partition, &answer).await {
             Ok(next) => replication.set_phase(&answer.tp, state.leader_epoch, next),
             Err(error) => {
-                tracing::warn!(topic = answer.tp.topic, partition = answer.tp.partition, %error, "truncation failed");
+                tracing::warn!(topic = &*answer.tp.topic, partition = answer.tp.partition, %error, "truncation failed");
                 replication.retry_later(&answer.tp, state.leader_epoch, now_ms);
             }
         }
@@ -210,7 +210,7 @@ pub async fn apply_fetched(ctx: &Rc<BrokerCtx>, source: i32, parts: Vec<FetchedP
                 .spend(part.records.len(), Instant::now());
         }
         if let Err(error) = append_fetched(ctx, &part).await {
-            tracing::warn!(topic = part.tp.topic, partition = part.tp.partition, %error, "follower append failed");
+            tracing::warn!(topic = &*part.tp.topic, partition = part.tp.partition, %error, "follower append failed");
             replication.set_phase(&part.tp, state.leader_epoch, Phase::Truncating);
             replication.retry_later(&part.tp, state.leader_epoch, now_ms);
         }
@@ -224,7 +224,7 @@ fn note_fetch_error(ctx: &Rc<BrokerCtx>, part: &FetchedPart, state: &FollowState
     if part.error_code == ResponseError::OffsetOutOfRange.code() {
         // Below the leader's log start, or past its end: find out which.
         tracing::warn!(
-            topic = part.tp.topic,
+            topic = &*part.tp.topic,
             partition = part.tp.partition,
             "follower fetch out of range"
         );
@@ -290,7 +290,7 @@ pub async fn apply_starts(ctx: &Rc<BrokerCtx>, source: i32, starts: Vec<LeaderSt
         match start_at_or_truncate(ctx, &start.tp, leader_start).await {
             Ok(next) => replication.set_phase(&start.tp, state.leader_epoch, next),
             Err(error) => {
-                tracing::warn!(topic = start.tp.topic, partition = start.tp.partition, %error, "cannot start again at the leader's log start");
+                tracing::warn!(topic = &*start.tp.topic, partition = start.tp.partition, %error, "cannot start again at the leader's log start");
                 replication.retry_later(&start.tp, state.leader_epoch, now_ms);
             }
         }

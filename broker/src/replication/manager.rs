@@ -108,7 +108,7 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
     let now_ms = crate::clock::now_ms();
     for ((topic, partition), state) in &assigned {
         let tp = TopicPartition {
-            topic: topic.clone(),
+            topic: topic.clone().into(),
             partition: *partition,
         };
         if state.leader != node_id {
@@ -217,7 +217,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
         };
         match answered {
             Ok(result) => {
-                tracing::info!(topic = change.tp.topic, partition = change.tp.partition, isr = ?result.isr, "ISR changed");
+                tracing::info!(topic = &*change.tp.topic, partition = change.tp.partition, isr = ?result.isr, "ISR changed");
                 replication.isr_committed(&change.tp, &result);
                 let partition = ctx.state.partitions.get(&change.tp.topic, change.tp.partition);
                 if let Some(next) = replication.advance_led(&change.tp, partition.as_ref(), crate::clock::now_ms()) {
@@ -225,7 +225,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
                 }
             }
             Err(error) => {
-                tracing::info!(topic = change.tp.topic, partition = change.tp.partition, %error, "ISR change refused");
+                tracing::info!(topic = &*change.tp.topic, partition = change.tp.partition, %error, "ISR change refused");
                 replication.isr_change_failed(&change.tp, change.leader_epoch);
             }
         }

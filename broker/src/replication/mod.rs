@@ -97,7 +97,7 @@ impl ShardReplication {
 
     /// The committed ISR of a partition this shard leads, if it leads it.
     pub fn isr_of(&self, tp: &TopicPartition) -> Option<Vec<i32>> {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         self.led.borrow().get(&key).map(|l| l.isr.clone())
     }
 
@@ -159,7 +159,7 @@ impl ShardReplication {
         partition: Option<&Rc<Partition>>,
         now_ms: i64,
     ) -> Result<Option<IsrChange>, PartitionAccessError> {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
         let leader = led.get_mut(&key).ok_or(PartitionAccessError::NotLeader)?;
         leader
@@ -179,7 +179,7 @@ impl ShardReplication {
 
     /// Moves the high watermark of a led partition up to its ISR's smallest log end.
     fn raise_high_watermark(&self, tp: &TopicPartition, partition: &Rc<Partition>) {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let led = self.led.borrow();
         let Some(leader) = led.get(&key) else {
             return;
@@ -204,7 +204,7 @@ impl ShardReplication {
             self.raise_high_watermark(tp, partition);
         }
         let high_watermark = partition.map_or(0, |p| p.high_watermark());
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
         let leader = led.get_mut(&key)?;
         let new_isr = leader.isr_change(high_watermark, now_ms, self.settings.lag_time_max_ms)?;
@@ -220,7 +220,7 @@ impl ShardReplication {
     /// Follows `tp` as `state` says (its leader, or none); a new leader or epoch starts with
     /// truncation. Stops leading it.
     pub fn follow(&self, tp: &TopicPartition, state: &PartitionState) {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         self.led.borrow_mut().remove(&key);
         let mut followed = self.followed.borrow_mut();
         let same = followed
@@ -243,7 +243,7 @@ impl ShardReplication {
     /// Takes a newer state of a partition led in the same epoch; false when this shard does not
     /// lead it in that epoch (then [`become_leader`](Self::become_leader) is due).
     pub fn update_leadership(&self, tp: &TopicPartition, state: &PartitionState, now_ms: i64) -> bool {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
         match led.get_mut(&key) {
             Some(leader) if leader.leader_epoch == state.leader_epoch => {
@@ -266,13 +266,13 @@ impl ShardReplication {
 
     /// Starts leading `tp` in the epoch of `state`, with the log ending at `log_end`.
     pub fn become_leader(&self, tp: &TopicPartition, state: &PartitionState, log_end: i64, now_ms: i64) {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         if self.followed.borrow_mut().remove(&key).is_some() {
             self.followed_changed.notify(usize::MAX);
         }
         let leader = LeaderState::new(self.node_id, state, log_end, now_ms);
         tracing::info!(
-            topic = tp.topic,
+            topic = &*tp.topic,
             partition = tp.partition,
             leader_epoch = state.leader_epoch,
             log_end,
@@ -333,7 +333,7 @@ impl ShardReplication {
         let led = self.led.borrow();
         led.keys()
             .map(|(topic, partition)| TopicPartition {
-                topic: topic.clone(),
+                topic: topic.clone().into(),
                 partition: *partition,
             })
             .collect()
@@ -341,7 +341,7 @@ impl ShardReplication {
 
     /// The controller committed an ISR change.
     pub fn isr_committed(&self, tp: &TopicPartition, result: &AlterPartitionResult) {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
         if let Some(leader) = led.get_mut(&key) {
             if leader.leader_epoch == result.leader_epoch && result.partition_epoch >= leader.partition_epoch
@@ -356,7 +356,7 @@ impl ShardReplication {
     /// The controller refused or lost an ISR change: it is no longer pending (the metadata
     /// brings the truth; the next check may ask again).
     pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: i32) {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         if let Some(leader) = self.led.borrow_mut().get_mut(&key) {
             if leader.leader_epoch == leader_epoch {
                 leader.pending_isr = None;
@@ -367,7 +367,7 @@ impl ShardReplication {
     /// Each follower's log end offset on a partition this shard leads (for DescribeLogDirs and
     /// the status page).
     pub fn follower_ends(&self, tp: &TopicPartition) -> Vec<(i32, Option<i64>)> {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let led = self.led.borrow();
         led.get(&key)
             .map_or_else(Vec::new, |l| l.follower_ends().collect())
@@ -386,7 +386,7 @@ impl ShardReplication {
             any = true;
             if state.retry_at_ms <= now_ms {
                 let tp = TopicPartition {
-                    topic: topic.clone(),
+                    topic: topic.clone().into(),
                     partition: *partition,
                 };
                 due.push((tp, state.clone()));
@@ -398,7 +398,7 @@ impl ShardReplication {
     /// The state of `tp` if it is still followed from `source` in `phase` (an answer for a
     /// partition whose leader changed meanwhile is dropped).
     pub fn following(&self, tp: &TopicPartition, source: i32, phase: Phase) -> Option<FollowState> {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         let followed = self.followed.borrow();
         followed
             .get(&key)
@@ -407,7 +407,7 @@ impl ShardReplication {
     }
 
     fn with_followed(&self, tp: &TopicPartition, leader_epoch: i32, change: impl FnOnce(&mut FollowState)) {
-        let key = (tp.topic.clone(), tp.partition);
+        let key = (tp.topic.to_string(), tp.partition);
         if let Some(state) = self.followed.borrow_mut().get_mut(&key) {
             if state.leader_epoch == leader_epoch {
                 change(state);

@@ -118,13 +118,13 @@ async fn committed_with_lag(
 ) -> Result<Vec<serde_json::Value>, ApiError> {
     let committed = committed(ctx, id, None).await?;
     let partitions = committed.keys().map(|(topic, partition)| TopicPartition {
-        topic: topic.clone(),
+        topic: topic.as_str().into(),
         partition: *partition,
     });
     let ends: BTreeMap<(String, i32), i64> = figures(ctx, partitions.collect(), Opening::OpenIfWritten)
         .await
         .into_iter()
-        .filter_map(|(tp, f)| Some(((tp.topic, tp.partition), f?.high_watermark)))
+        .filter_map(|(tp, f)| Some(((tp.topic.to_string(), tp.partition), f?.high_watermark)))
         .collect();
     Ok(committed
         .iter()
@@ -263,7 +263,7 @@ async fn target_offsets(
         .iter()
         .map(|p| {
             let tp = TopicPartition {
-                topic: topic.to_string(),
+                topic: topic.into(),
                 partition: *p,
             };
             (tp, ())

@@ -53,7 +53,7 @@ pub async fn browse(ctx: &Rc<BrokerCtx>, name: &str, query: &Query) -> ApiResult
         (None, None) => Start::Latest,
     };
     let tp = TopicPartition {
-        topic: name.to_string(),
+        topic: name.into(),
         partition,
     };
     let answer = on_owning_shards(

@@ -83,15 +83,13 @@ pub async fn list(ctx: &Rc<BrokerCtx>, query: &Query) -> ApiResult {
         .topics
         .values()
         .flat_map(|t| {
-            (0..t.partition_count).map(|partition| TopicPartition {
-                topic: t.name.clone(),
-                partition,
-            })
+            let name: std::sync::Arc<str> = t.name.as_str().into();
+            (0..t.partition_count).map(move |partition| TopicPartition::new(name.clone(), partition))
         })
         .collect();
     let mut per_topic: BTreeMap<String, (u64, i64, usize)> = BTreeMap::new();
     for (tp, found) in figures(ctx, partitions, Opening::OpenOnly).await {
-        let entry = per_topic.entry(tp.topic).or_default();
+        let entry = per_topic.entry(tp.topic.to_string()).or_default();
         if let Some(f) = found {
             entry.0 += f.size_bytes;
             entry.1 += (f.high_watermark - f.log_start_offset).max(0);
@@ -133,7 +131,7 @@ pub async fn describe(ctx: &Rc<BrokerCtx>, name: &str, query: &Query) -> ApiResu
         .partitions
         .iter()
         .map(|p| TopicPartition {
-            topic: name.to_string(),
+            topic: name.into(),
             partition: p.partition_index,
         })
         .collect();
