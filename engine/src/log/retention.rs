@@ -142,9 +142,10 @@ impl<S: Storage> Log<S> {
             return Ok(log_start);
         }
         self.mark_dirty().await?;
-        // The new start must never lie beyond what survives a crash.
-        self.sync_rolled().await?;
-        self.active().log.fdatasync().await.map_err(|e| self.fail(e))?;
+        // The new start must never lie beyond what survives a crash: the log's bytes, and for a
+        // new log its directory's entry in the data dir (the state file's write below syncs
+        // only the log's own directory).
+        self.sync().await?;
         let bytes = Bytes::copy_from_slice(&encode_start_offset(offset));
         let path = self.dir.join(START_OFFSET_FILE);
         // Refused without space: the old file stays in place until the rename.

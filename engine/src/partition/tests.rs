@@ -144,6 +144,23 @@ fn group_commit_survives_crash_and_sync_error_fails_the_partition() {
     });
 }
 
+/// DeleteRecords promises the records from its new start: in a new partition, whose directory
+/// is not yet durable in the data dir, that takes the data dir's fsync as well as the log's.
+#[test]
+fn records_after_a_new_start_survive_a_crash_in_a_new_partition() {
+    block_on(async {
+        let storage = FaultyStorage::new(6);
+        let p = open(&storage, LogConfig::default()).await;
+        p.append(batch(9, 0), 0).await.unwrap();
+        assert_eq!(p.delete_records_before(4).await.unwrap(), 4);
+        p.append(batch(5, 0), 0).await.unwrap();
+        drop(p);
+        storage.crash(CrashMode::LoseUnsynced);
+        let p = open(&storage, LogConfig::default()).await;
+        assert_eq!((p.log_start_offset(), p.log_end_offset()), (4, 9));
+    });
+}
+
 #[test]
 fn retention_delete_records_truncate_and_clean_reopen() {
     block_on(async {
