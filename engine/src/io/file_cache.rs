@@ -335,20 +335,32 @@ impl<S: Storage> Shared<S> {
         Op: Fn() -> Fut,
         Fut: std::future::Future<Output = io::Result<T>>,
     {
+        let mut took_room = false;
         if let Some(descriptors) = &self.descriptors {
             if descriptors.take_pressure() {
                 self.give_back().await;
             }
             let budget = descriptors.budget();
-            if budget.files_used() >= budget.files_soft_limit() && !self.take_parked_room() {
-                // Files past their share: close some idle ones first, so that sends keep the
-                // rest (descriptors.rs). Nothing idle: the op goes on into the sends' share.
-                self.park_least_recent(self.batch(), ParkFor::Opens).await;
+            if budget.files_used() >= budget.files_soft_limit() {
+                took_room = self.take_parked_room();
+                if !took_room {
+                    // Files past their share: close some idle ones first, so that sends keep
+                    // the rest (descriptors.rs). Nothing idle: the op goes on into the sends'.
+                    self.park_least_recent(self.batch(), ParkFor::Opens).await;
+                }
             }
         }
         for _ in 0..OPEN_ROUNDS_MAX {
             match self.counted(op()).await {
                 Err(error) if is_out_of_descriptors(&error) => {}
+                Err(error) => {
+                    // It holds no descriptor: the next open may have its place (recovery looks
+                    // for index files that are often missing, decision 0011 section 19).
+                    if took_room {
+                        self.give_back_parked_room();
+                    }
+                    return Err(error);
+                }
                 done => return done,
             }
             if self.parking.get() == 0 && self.park_least_recent(self.batch(), ParkFor::Opens).await > 0 {
@@ -429,6 +441,12 @@ impl<S: Storage> Shared<S> {
         let room = self.parked_room.get().min(self.parking.get());
         self.parked_room.set(room.saturating_sub(1));
         room > 0
+    }
+
+    /// Gives back a place taken with [`Self::take_parked_room`] by an op that failed.
+    fn give_back_parked_room(&self) {
+        let room = (self.parked_room.get() + 1).min(self.parking.get());
+        self.parked_room.set(room);
     }
 
     async fn park_least_recent(&self, count: usize, parking_for: ParkFor) -> usize {

@@ -279,3 +279,33 @@ fn opens_that_meet_a_shortage_together_park_one_batch_not_one_each() {
         assert!(budget.files_used() <= budget.files_soft_limit());
     });
 }
+
+#[test]
+fn an_open_that_fails_gives_back_its_place_among_the_files_being_parked() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(64);
+        let cache = cache(&storage, &budget.shard());
+        let soft_limit = budget.files_soft_limit() as usize;
+        let mut files = Vec::new();
+        for i in 0..soft_limit {
+            let file = cache.open(&path(i), true).await.unwrap();
+            file.write_at(0, &[b"dirty"]).await.unwrap();
+            files.push(file);
+        }
+        storage.yield_in_syncs();
+        // A new file, then missing ones and new ones alternated, all meeting the shortage
+        // together: the first parks a batch and leaves 7 places in it for the 7 new files after
+        // it; each missing one takes a place, fails, and gives it back.
+        let opens = (soft_limit..soft_limit + 15).map(|i| (path(i), i % 2 == 0));
+        let opens: Vec<(PathBuf, bool)> = opens.collect();
+        let opened = futures::future::join_all(opens.iter().map(|(p, create)| cache.open(p, *create))).await;
+        let missing = opened
+            .iter()
+            .filter(|o| matches!(o, Err(e) if e.kind() == io::ErrorKind::NotFound));
+        assert_eq!(missing.count(), 7);
+        // One batch for the 8 that opened.
+        assert_eq!(cache.stats().parks, PARK_BATCH_MIN as u64);
+        assert!(budget.files_used() <= budget.files_soft_limit());
+    });
+}
