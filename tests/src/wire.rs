@@ -220,6 +220,30 @@ pub fn produce(
     Ok(partition_response.clone())
 }
 
+/// Retriable: what a broker answers for a partition until it has applied the metadata that
+/// made it.
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+/// [`produce`], sent again while the broker answers UNKNOWN_TOPIC_OR_PARTITION, for up to
+/// `within`: in a cluster a leader may apply the metadata another node already showed a moment
+/// later, and Kafka clients retry that error.
+pub fn produce_when_known(
+    conn: &mut WireConnection,
+    (topic, partition): (&str, i32),
+    batch: Bytes,
+    acks: i16,
+    within: Duration,
+) -> Result<PartitionProduceResponse> {
+    let mut answer = None;
+    crate::wait_for(within, "the broker to know the partition", || {
+        let answered = produce(conn, topic, partition, batch.clone(), acks)?;
+        let known = answered.error_code != UNKNOWN_TOPIC_OR_PARTITION;
+        answer = Some(answered);
+        Ok(known)
+    })?;
+    answer.context("no answer")
+}
+
 /// Fetch v11 (the newest non-flexible version) of one partition from `offset`, without waiting.
 pub fn fetch(
     conn: &mut WireConnection,

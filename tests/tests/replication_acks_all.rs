@@ -13,7 +13,7 @@ use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::{
     create_topic_replicated, fetch_code_at_leader_epoch, fetch_records, list_offset, partition_view, produce,
-    record_batch,
+    produce_when_known, record_batch,
 };
 use laminar_tests::{wait_for, Cluster};
 
@@ -23,7 +23,6 @@ const LAG_TIME_MAX_MS: &str = "2000";
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 const REQUEST_TIMED_OUT: i16 = 7;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 /// `nodes` brokers, each a voter of the quorum too (combined mode).
 fn start_cluster(nodes: usize) -> Result<Cluster> {
@@ -92,26 +91,15 @@ fn produce_acked(
         Ok(leader > 0)
     })?;
     let mut conn = cluster.connect(leader)?;
-    let mut send = |i: usize| -> Result<i16> {
+    for i in 0..count {
         let value = format!("{topic}-{partition}-{i}");
         let batch = record_batch(&[value.as_bytes()], 1_000)?;
-        Ok(produce(&mut conn, topic, partition, batch, -1)?.error_code)
-    };
-    // The leader may apply the metadata `via` showed a moment after it: until then it answers
-    // UNKNOWN_TOPIC_OR_PARTITION, which a Kafka client retries.
-    let mut code = -1;
-    wait_for(
-        Duration::from_secs(10),
-        "the leader to know the partition",
-        || {
-            code = send(0)?;
-            Ok(code != UNKNOWN_TOPIC_OR_PARTITION)
-        },
-    )?;
-    anyhow::ensure!(code == 0, "acks=all produce 0: error {code}");
-    for i in 1..count {
-        let code = send(i)?;
-        anyhow::ensure!(code == 0, "acks=all produce {i}: error {code}");
+        let answer = produce_when_known(&mut conn, (topic, partition), batch, -1, Duration::from_secs(10))?;
+        anyhow::ensure!(
+            answer.error_code == 0,
+            "acks=all produce {i}: error {}",
+            answer.error_code
+        );
     }
     Ok(leader)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::{create_topic_replicated, partition_view, produce, record_batch};
+use laminar_tests::wire::{create_topic_replicated, partition_view, produce_when_known, record_batch};
 use laminar_tests::{wait_for, Cluster};
 
 /// 128 KiB/s for the whole broker: a megabyte takes about 8 s to copy (a leader's throttle
@@ -62,7 +62,8 @@ fn write(cluster: &mut Cluster, topic: &str) -> Result<i32> {
     let mut conn = cluster.connect(leader)?;
     let value = vec![b'x'; 16 << 10];
     for _ in 0..WRITTEN_BYTES / value.len() {
-        let answer = produce(&mut conn, topic, 0, record_batch(&[&value], 1_000)?, 1)?;
+        let batch = record_batch(&[&value], 1_000)?;
+        let answer = produce_when_known(&mut conn, (topic, 0), batch, 1, Duration::from_secs(10))?;
         anyhow::ensure!(answer.error_code == 0, "produce: error {}", answer.error_code);
     }
     Ok(leader)
