@@ -253,19 +253,28 @@ fn closed_files_refuse_work_and_the_registry_stays_bounded() {
     });
 }
 
+/// A cache whose open files, `0.log` up to the budget's soft limit, are all written since their
+/// last fdatasync (each park then waits for one).
+async fn cache_at_its_soft_limit_of_dirty_files(
+    storage: &FaultyStorage,
+    budget: &std::sync::Arc<DescriptorBudget>,
+) -> (FileCache<FaultyStorage>, Vec<Rc<CachedFile<FaultyStorage>>>) {
+    let cache = cache(storage, &budget.shard());
+    let mut files = Vec::new();
+    for i in 0..budget.files_soft_limit() as usize {
+        let file = cache.open(&path(i), true).await.unwrap();
+        file.write_at(0, &[b"dirty"]).await.unwrap();
+        files.push(file);
+    }
+    (cache, files)
+}
+
 #[test]
 fn opens_that_meet_a_shortage_together_park_one_batch_not_one_each() {
     block_on(async {
-        let storage = storage().await;
-        let budget = DescriptorBudget::new(64);
-        let cache = cache(&storage, &budget.shard());
+        let (storage, budget) = (storage().await, DescriptorBudget::new(64));
+        let (cache, _files) = cache_at_its_soft_limit_of_dirty_files(&storage, &budget).await;
         let soft_limit = budget.files_soft_limit() as usize;
-        let mut files = Vec::new();
-        for i in 0..soft_limit {
-            let file = cache.open(&path(i), true).await.unwrap();
-            file.write_at(0, &[b"dirty"]).await.unwrap();
-            files.push(file);
-        }
         assert_eq!(cache.stats().parks, 0);
         // Every park waits for its fdatasync: the other opens run meanwhile.
         storage.yield_in_syncs();
@@ -283,16 +292,9 @@ fn opens_that_meet_a_shortage_together_park_one_batch_not_one_each() {
 #[test]
 fn an_open_that_fails_gives_back_its_place_among_the_files_being_parked() {
     block_on(async {
-        let storage = storage().await;
-        let budget = DescriptorBudget::new(64);
-        let cache = cache(&storage, &budget.shard());
+        let (storage, budget) = (storage().await, DescriptorBudget::new(64));
+        let (cache, _files) = cache_at_its_soft_limit_of_dirty_files(&storage, &budget).await;
         let soft_limit = budget.files_soft_limit() as usize;
-        let mut files = Vec::new();
-        for i in 0..soft_limit {
-            let file = cache.open(&path(i), true).await.unwrap();
-            file.write_at(0, &[b"dirty"]).await.unwrap();
-            files.push(file);
-        }
         storage.yield_in_syncs();
         // A new file, then missing ones and new ones alternated, all meeting the shortage
         // together: the first parks a batch and leaves 7 places in it for the 7 new files after
