@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 pub use kafka_protocol::messages::fetch_response::PartitionData as FetchPartitionData;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -220,10 +221,6 @@ pub fn produce(
     Ok(partition_response.clone())
 }
 
-/// Retriable: what a broker answers for a partition until it has applied the metadata that
-/// made it.
-pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-
 /// [`produce`], sent again while the broker answers UNKNOWN_TOPIC_OR_PARTITION, for up to
 /// `within`: in a cluster a leader may apply the metadata another node already showed a moment
 /// later, and Kafka clients retry that error.
@@ -237,7 +234,8 @@ pub fn produce_when_known(
     let mut answer = None;
     crate::wait_for(within, "the broker to know the partition", || {
         let answered = produce(conn, topic, partition, batch.clone(), acks)?;
-        let known = answered.error_code != UNKNOWN_TOPIC_OR_PARTITION;
+        // Retriable: what a broker answers until it has applied the metadata that made it.
+        let known = answered.error_code != ResponseError::UnknownTopicOrPartition.code();
         answer = Some(answered);
         Ok(known)
     })?;

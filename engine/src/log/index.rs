@@ -445,6 +445,7 @@ pub fn offset_index_sane_prefix(entries: &[IndexEntry], log_len: u64) -> usize {
 mod tests {
     use super::*;
     use crate::io::{FaultyStorage, Storage};
+    use crate::log::segment::SegmentFileMaker;
     use futures::executor::block_on;
     use std::path::Path;
 
@@ -459,14 +460,19 @@ mod tests {
         IndexFile::Open(file.clone()).read_entries().await.unwrap()
     }
 
+    /// In-memory storage with the directory `/d`, and the maker of its segments' files.
+    async fn storage_and_maker() -> (Rc<FaultyStorage>, Rc<SegmentFileMaker<FaultyStorage>>) {
+        let storage = Rc::new(FaultyStorage::new(1));
+        let dir = Path::new("/d");
+        storage.create_dir_all(dir).await.unwrap();
+        let maker = SegmentFileMaker::new(storage.clone(), dir.to_path_buf());
+        (storage, maker)
+    }
+
     #[test]
     fn an_index_file_is_made_at_its_first_written_entry_and_not_before() {
-        use crate::log::segment::SegmentFileMaker;
         block_on(async {
-            let storage = Rc::new(FaultyStorage::new(1));
-            let dir = Path::new("/d");
-            storage.create_dir_all(dir).await.unwrap();
-            let maker = SegmentFileMaker::new(storage.clone(), dir.to_path_buf());
+            let (storage, maker) = storage_and_maker().await;
             let files = maker.open(0).await.unwrap();
             assert!(
                 matches!(files.index, IndexFile::NotMade { .. }),
@@ -506,13 +512,9 @@ mod tests {
     /// the first entry makes it), so a new partition costs one open.
     #[test]
     fn a_new_segment_opens_its_log_only() {
-        use crate::log::segment::SegmentFileMaker;
         block_on(async {
-            let storage = Rc::new(FaultyStorage::new(1));
-            let dir = Path::new("/d");
-            storage.create_dir_all(dir).await.unwrap();
+            let (storage, maker) = storage_and_maker().await;
             storage.set_file_bytes(Path::new("/d/00000000000000000000.index"), vec![0; 8]);
-            let maker = SegmentFileMaker::new(storage.clone(), dir.to_path_buf());
             let created = maker.create(0).await.unwrap();
             assert!(matches!(created.index, IndexFile::NotMade { .. }));
             assert!(matches!(created.time_index, IndexFile::NotMade { .. }));
