@@ -40,7 +40,7 @@ fn open_flags(broker: &Broker) -> Result<Vec<bool>> {
 /// Whether the partition's state file says clean (`engine/src/log/disk_state.rs`: byte 5).
 fn is_clean(broker: &Broker, partition: i32) -> Result<bool> {
     let bytes = std::fs::read(partition_dir(broker, partition).join(STATE_FILE))?;
-    Ok(bytes.len() == 36 && &bytes[..5] == b"LLST\x03" && bytes[5] == 1)
+    Ok(bytes.len() == 36 && &bytes[..5] == b"LLST\x04" && bytes[5] == 1)
 }
 
 fn partition_dir(broker: &Broker, partition: i32) -> std::path::PathBuf {

@@ -38,6 +38,8 @@ pub enum CrashMode {
 #[derive(Default)]
 struct Faults {
     writes: Cell<u64>,
+    /// Bytes returned by reads so far ([`FaultyStorage::bytes_read`]).
+    bytes_read: Cell<u64>,
     syncs: Cell<u64>,
     fail_write_at: Cell<Option<u64>>,
     fail_sync_at: Cell<Option<u64>>,
@@ -209,6 +211,11 @@ impl FaultyStorage {
         self.faults.syncs.get()
     }
 
+    /// Bytes all reads have returned so far (to check what an open reads).
+    pub fn bytes_read(&self) -> u64 {
+        self.faults.bytes_read.get()
+    }
+
     /// Lets the files grow by `bytes` more, all together (`None`: without bound). A write that
     /// would grow them further writes the part that fits and fails with ENOSPC, as a full disk
     /// does; truncations and removals give space back.
@@ -267,9 +274,12 @@ impl FaultyStorage {
 
 impl StorageFile for MemHandle {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        let data = self.file()?.data.borrow();
+        let file = self.file()?;
+        let data = file.data.borrow();
         let start = (pos as usize).min(data.len());
         let end = start.saturating_add(len).min(data.len());
+        let read = &file.faults.bytes_read;
+        read.set(read.get() + (end - start) as u64);
         Ok(Bytes::copy_from_slice(&data[start..end]))
     }
 

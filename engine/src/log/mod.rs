@@ -91,6 +91,8 @@ pub struct Log<S: Storage> {
     exhausted: Cell<bool>,
     /// The disk state is clean: nothing was written since everything was last synced.
     clean: Cell<bool>,
+    /// The state file said at the open: clean, and no producer state then (`disk_state.rs`).
+    opened_without_producer_state: bool,
     /// The state file exists (else the log is dirty, or clean by the legacy marker).
     state_file: Cell<bool>,
     /// The legacy clean-shutdown marker is there (removed at the first write).
@@ -168,6 +170,7 @@ impl<S: Storage> Log<S> {
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
             clean: Cell::new(clean),
+            opened_without_producer_state: clean && record.no_producer_state,
             state_file: Cell::new(state_file),
             legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
             synced_prefix: Cell::new(synced_prefix),
@@ -183,6 +186,12 @@ impl<S: Storage> Log<S> {
     /// Whether nothing was written since everything was last synced (the disk state is clean).
     pub fn is_clean(&self) -> bool {
         self.clean.get()
+    }
+
+    /// Whether the open found the log clean at a point where its owner had no producer state
+    /// (it checkpointed so: [`checkpoint`](Self::checkpoint)). Says nothing of later writes.
+    pub fn opened_without_producer_state(&self) -> bool {
+        self.opened_without_producer_state
     }
 
     /// Makes the disk state dirty, durably, if it is clean: from now on a crash must be
@@ -213,12 +222,17 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// Writes the clean state (creating the state file the first time). Everything must be
-    /// synced before: the active segment (`sync_all`) and the one that rolled (`sync_rolled`).
-    async fn mark_clean(&self) -> io::Result<()> {
+    /// Writes the clean state (creating the state file the first time), saying whether the
+    /// owner has producer state. Everything must be synced before: the active segment
+    /// (`sync_all`) and the one that rolled (`sync_rolled`).
+    async fn mark_clean(&self, no_producer_state: bool) -> io::Result<()> {
         let synced = self.active().synced_prefix();
-        self.write_state(StateRecord::new(DiskState::Clean, Some(synced)))
-            .await?;
+        let record = if no_producer_state {
+            StateRecord::clean_without_producer_state(synced)
+        } else {
+            StateRecord::new(DiskState::Clean, Some(synced))
+        };
+        self.write_state(record).await?;
         self.synced_prefix.set(Some(synced));
         Ok(())
     }
@@ -280,8 +294,11 @@ impl<S: Storage> Log<S> {
     }
 
     /// Syncs the active segment and its indexes and marks the disk state clean, unless it is:
-    /// a crash from now until the next write needs no recovery. Returns whether it wrote.
-    pub async fn checkpoint(&self) -> Result<bool, LogError> {
+    /// a crash from now until the next write needs no recovery. `no_producer_state`: the
+    /// owner has none at the log end, which the next open learns (see
+    /// [`opened_without_producer_state`](Self::opened_without_producer_state)). Returns
+    /// whether it wrote.
+    pub async fn checkpoint(&self, no_producer_state: bool) -> Result<bool, LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
         if self.clean.get() {
@@ -290,7 +307,7 @@ impl<S: Storage> Log<S> {
         self.sync_rolled().await?;
         let synced = async {
             self.active().sync_all().await?;
-            self.mark_clean().await
+            self.mark_clean(no_producer_state).await
         }
         .await;
         synced.map_err(|e| self.fail(e))?;
@@ -858,7 +875,8 @@ impl<S: Storage> Log<S> {
                 segment.close().await?;
             }
             if dirty {
-                self.mark_clean().await?;
+                // Said of nothing here: the owner checkpoints first when it knows.
+                self.mark_clean(false).await?;
             }
             Ok(())
         }

@@ -120,7 +120,8 @@ pub struct Partition<S: Storage = ShardStorage> {
 }
 
 /// A checkpoint or close writes no producer snapshot when there is no producer state and the
-/// log is one segment shorter than this: the next open replays that little from the log.
+/// log is one segment shorter than this: an open after a crash replays that little from the
+/// log (after a clean close it replays nothing: the clean state says the table was empty).
 pub const SNAPSHOT_SKIP_BYTES: u64 = 1 << 20;
 
 /// How long a written partition takes no append before the shard's maintenance checkpoints it.
@@ -136,7 +137,11 @@ pub type SyncObserver = Rc<dyn Fn(std::time::Duration)>;
 impl<S: Storage> Partition<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
         let log = Log::open(storage.clone(), dir, config).await?;
-        let producers = producer_snapshot::rebuild(&*storage, &log, wall_clock_ms()).await?;
+        let producers = if log.opened_without_producer_state() {
+            ProducerStateTable::default()
+        } else {
+            producer_snapshot::rebuild(&*storage, &log, wall_clock_ms()).await?
+        };
         let (epochs, epochs_file) = open_epochs(&*storage, &log).await?;
         // What recovery kept is what was on disk: durable by definition.
         let durable = log.log_end_offset();
@@ -670,7 +675,10 @@ impl<S: Storage> Partition<S> {
                 .await
                 .map_err(|e| self.log.fail(e))?;
         }
-        self.log.checkpoint().await
+        // An empty table is also said in the clean state: an open that finds the log still
+        // clean replays nothing (decision 0011 section 21). The snapshot above bounds the
+        // replay after a crash.
+        self.log.checkpoint(table.is_empty()).await
     }
 
     /// Checkpoints the partition (see [`checkpoint`](Self::checkpoint)) and closes its files.

@@ -200,6 +200,46 @@ fn state_is_rebuilt_from_snapshot_and_log_tail_after_a_crash() {
 }
 
 #[test]
+fn a_clean_reopen_without_producer_state_reads_no_log() {
+    block_on(async {
+        let storage = FaultyStorage::new(8);
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            index_interval_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let p = Partition::open(Rc::new(storage.clone()), dir(), config.clone())
+            .await
+            .unwrap();
+        for _ in 0..100 {
+            let plain = BatchBuilder::new(1_000).records_of(1, 200).build();
+            p.append(Bytes::from(plain), 10).await.unwrap();
+        }
+        let end = p.log_end_offset();
+        p.close().await.unwrap();
+        assert!(
+            snapshots(&storage).is_empty(),
+            "a short log without producers gets no snapshot"
+        );
+        let before = storage.bytes_read();
+        let p = Partition::open(Rc::new(storage.clone()), dir(), config)
+            .await
+            .unwrap();
+        let read = storage.bytes_read() - before;
+        // The state file, the index tails and the headers after the last index entry: not
+        // the 25 KB of the log, which rebuilding the producer state would replay.
+        assert!(read < 8 << 10, "the open read {read} bytes");
+        assert_eq!(p.log_end_offset(), end);
+        let info = p.append(batch(4, 0, 0, 2), 20).await.unwrap();
+        assert_eq!(
+            (info.base_offset, info.record_count),
+            (end, 2),
+            "a producer starts afresh"
+        );
+    });
+}
+
+#[test]
 fn stale_and_damaged_snapshots_are_not_trusted() {
     block_on(async {
         let storage = FaultyStorage::new(5);
