@@ -43,6 +43,26 @@ fn is_clean(broker: &Broker, partition: i32) -> Result<bool> {
     Ok(bytes.len() == 36 && &bytes[..5] == b"LLST\x04" && bytes[5] == 1)
 }
 
+/// Whether the log grew past the state file's synced prefix: its segment (base offset in
+/// bytes 8..16 of the state file, `engine/src/log/disk_state.rs`) is longer than the length in
+/// bytes 16..24, or a later segment exists.
+fn grown_past_clean_prefix(broker: &Broker, partition: i32) -> Result<bool> {
+    let dir = partition_dir(broker, partition);
+    let state = std::fs::read(dir.join(STATE_FILE))?;
+    let prefix_base = i64::from_be_bytes(state[8..16].try_into()?);
+    let prefix_len = u64::from_be_bytes(state[16..24].try_into()?);
+    let log_len = std::fs::metadata(dir.join(format!("{prefix_base:020}.log")))?.len();
+    let later_segment = std::fs::read_dir(&dir)?.any(|entry| {
+        let name = entry
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        name.strip_suffix(".log")
+            .and_then(|base| base.parse::<i64>().ok())
+            .is_some_and(|base| base > prefix_base)
+    });
+    Ok(log_len > prefix_len || later_segment)
+}
+
 fn partition_dir(broker: &Broker, partition: i32) -> std::path::PathBuf {
     broker.data_dir().join(format!("{TOPIC}-{partition}"))
 }
@@ -103,7 +123,16 @@ fn partitions_open_on_first_use_and_reads_keep_them_clean() -> Result<()> {
     assert!(is_clean(&broker, 3)?, "a read leaves the partition clean");
     let batch = wire::record_batch(&[b"fresh"], LONG_AGO_MS)?;
     assert_eq!(wire::produce(&mut conn, TOPIC, 3, batch, -1)?.error_code, 0);
-    assert!(!is_clean(&broker, 3)?, "the first write makes it dirty");
+    // The first write leaves the state file alone: the log growing past the length the clean
+    // state recorded is what tells an open after a crash to recover it.
+    assert!(
+        is_clean(&broker, 3)?,
+        "the state file is not written by an append"
+    );
+    assert!(
+        grown_past_clean_prefix(&broker, 3)?,
+        "the first write grows the log past it"
+    );
     drop(conn);
     broker.terminate()?;
     assert!(is_clean(&broker, 3)?, "a clean shutdown leaves it clean again");

@@ -29,10 +29,18 @@
 //!
 //! Clean means: every byte of the log is fdatasync'd, its indexes are complete and fdatasync'd,
 //! and nothing has been written since. An open then trusts the indexes and reads only the batch
-//! headers after the last index entry (decision 0004). The log writes dirty, durably, before
-//! its first write of any kind after a clean open, and clean once everything is synced again:
-//! at a close, or at a checkpoint of a partition that went idle. So after a crash only the logs
-//! written since their last checkpoint are recovered, not every log that was open.
+//! headers after the last index entry (decision 0004). The log writes clean once everything is
+//! synced again: at a close, or at a checkpoint of a partition that went idle. So after a crash
+//! only the logs written since their last checkpoint are recovered, not every log that was open.
+//!
+//! How a clean state stops being trusted: an append only ever writes past the synced prefix
+//! (below), so a clean record whose prefix no longer describes the files (its segment longer,
+//! more index entries, or a later segment) was written since, and the open counts it dirty
+//! from that prefix, as if the file said so (`Log::written_since_clean`). An append therefore
+//! writes nothing here (decision 0011 section 22). Every other writer (a removal of segments,
+//! a compaction, a truncation, a new start) may leave the files as long as the prefix says,
+//! so it writes dirty, durably, before its first write; so does an append when the clean
+//! record has no prefix (format 1, the legacy marker).
 //!
 //! The synced prefix is the active segment as the last clean state left it: that many bytes of
 //! its `.log` and entries of its indexes were fdatasync'd then, and appends only write past

@@ -91,6 +91,10 @@ pub struct Log<S: Storage> {
     exhausted: Cell<bool>,
     /// The disk state is clean: nothing was written since everything was last synced.
     clean: Cell<bool>,
+    /// The state file says clean with a synced prefix, so the next open counts the log dirty
+    /// if it finds it grown past the prefix: appends need not write the state first
+    /// ([`mark_dirty_for_append`](Self::mark_dirty_for_append)). Other writers still write it.
+    growth_shows: Cell<bool>,
     /// The state file said at the open: clean, and no producer state then (`disk_state.rs`).
     opened_without_producer_state: bool,
     /// The state file exists (else the log is dirty, or clean by the legacy marker).
@@ -127,14 +131,14 @@ impl<S: Storage> Log<S> {
         if compaction::finish_interrupted(&*storage, &dir, &names).await? {
             names = storage.list_dir(&dir).await?;
         }
-        let record = disk_state::read(&*storage, &dir, &names).await?;
-        let clean = record.state == DiskState::Clean;
+        let on_disk = disk_state::read(&*storage, &dir, &names).await?;
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
         let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
         let interval = config.index_interval_bytes;
         let files = SegmentFileMaker::new(storage.clone(), dir.clone());
-        let segments = Self::open_segments(&files, &dir, (&bases, interval), record).await?;
+        let (segments, record) = Self::open_segments(&files, &dir, (&bases, interval), on_disk).await?;
+        let clean = record.state == DiskState::Clean;
         let mut segments: Vec<_> = segments.into_iter().map(Rc::new).collect();
         let state_file = names.iter().any(|n| n == disk_state::STATE_FILE);
         let created = segments.is_empty();
@@ -152,8 +156,13 @@ impl<S: Storage> Log<S> {
             .unwrap_or(first_base)
             .max(first_base)
             .min(log_end_offset);
-        // The state stays clean until the first write (`mark_dirty`).
-        let synced_prefix = clean.then(|| segments.last().expect("non-empty").synced_prefix());
+        // The state stays clean until the first write (`mark_dirty`). A clean record's prefix
+        // holds after a crash too: recovery only verified and cut past it.
+        let growth_shows = on_disk.state == DiskState::Clean && on_disk.synced.is_some();
+        let synced_prefix = match (on_disk.state, on_disk.synced) {
+            (DiskState::Clean, Some(prefix)) => Some(prefix),
+            _ => clean.then(|| segments.last().expect("non-empty").synced_prefix()),
+        };
         let state = LogState {
             config,
             segments,
@@ -170,6 +179,7 @@ impl<S: Storage> Log<S> {
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
             clean: Cell::new(clean),
+            growth_shows: Cell::new(growth_shows && !created),
             opened_without_producer_state: clean && record.no_producer_state,
             state_file: Cell::new(state_file),
             legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
@@ -194,10 +204,25 @@ impl<S: Storage> Log<S> {
         self.opened_without_producer_state
     }
 
-    /// Makes the disk state dirty, durably, if it is clean: from now on a crash must be
-    /// recovered. Every writer calls it, holding the writer lock, before its first write.
+    /// Before an append (writer lock held): from now on a crash must be recovered. When the
+    /// state file says clean with a synced prefix, the append itself says so, as it grows the
+    /// log past that prefix, which the next open checks (`written_since_clean`): no write and
+    /// no fdatasync of the state file on the first append after each checkpoint (decision
+    /// 0011 section 22). Otherwise as [`mark_dirty`](Self::mark_dirty).
+    async fn mark_dirty_for_append(&self) -> Result<(), LogError> {
+        if self.growth_shows.get() {
+            self.clean.set(false);
+            return Ok(());
+        }
+        self.mark_dirty().await
+    }
+
+    /// Makes the disk state dirty, durably, unless it says so already: from now on a crash
+    /// must be recovered. Every writer but appends calls it, holding the writer lock, before
+    /// its first write: a removal, a compaction or a new start may leave the active segment
+    /// as long as the clean state's prefix says.
     async fn mark_dirty(&self) -> Result<(), LogError> {
-        if !self.clean.get() {
+        if !self.clean.get() && !self.growth_shows.get() {
             return Ok(());
         }
         let marked = async {
@@ -218,6 +243,7 @@ impl<S: Storage> Log<S> {
         .await;
         marked.map_err(|e| self.fail(e))?;
         self.legacy_marker.set(false);
+        self.growth_shows.set(false);
         self.clean.set(false);
         Ok(())
     }
@@ -248,7 +274,9 @@ impl<S: Storage> Log<S> {
             return Ok(()); // a clean log records none when it turns dirty (`mark_dirty`)
         }
         let written = disk_state::write(&*self.storage, &self.dir, StateRecord::DIRTY, true).await;
-        written.map_err(|e| self.fail(e))
+        written.map_err(|e| self.fail(e))?;
+        self.growth_shows.set(false);
+        Ok(())
     }
 
     /// For a log written without pause (never idle long enough for a checkpoint): once the
@@ -326,7 +354,8 @@ impl<S: Storage> Log<S> {
         dir: &Path,
         (bases, interval): (&[i64], u32),
         record: StateRecord,
-    ) -> io::Result<Vec<Segment<S::File>>> {
+    ) -> io::Result<(Vec<Segment<S::File>>, StateRecord)> {
+        let (record, mut last_files) = Self::written_since_clean(files, bases, record).await?;
         let verify_from = match (record.state, record.synced) {
             (DiskState::Clean, _) => None,
             _ if record.rolled_synced => bases.last().copied(),
@@ -338,8 +367,17 @@ impl<S: Storage> Log<S> {
             let next_base = bases.get(i + 1).copied();
             let suspect = record.state == DiskState::Dirty
                 && (next_base.is_none() || verify_from.is_some_and(|from| base >= from));
+            let opened_first = if next_base.is_none() {
+                last_files.take()
+            } else {
+                None
+            };
+            let segment_files = match opened_first {
+                Some(opened) => opened,
+                None => files.open(base).await?,
+            };
             let opened = Self::open_segment(
-                files,
+                segment_files,
                 dir,
                 (base, interval),
                 record,
@@ -362,14 +400,49 @@ impl<S: Storage> Log<S> {
                 break;
             }
         }
-        Ok(segments)
+        Ok((segments, record))
+    }
+
+    /// The record an open acts on. Appends after a clean state write nothing to the state file
+    /// ([`mark_dirty_for_append`](Self::mark_dirty_for_append)): they only grow the log past
+    /// the state's synced prefix. So a clean record whose prefix no longer describes the files
+    /// (a segment after its own, or its segment longer, or index entries past its count) counts
+    /// as dirty from that prefix, as the state file would have said before. Returns the last
+    /// segment's files when it opened them (a clean record with a prefix).
+    async fn written_since_clean(
+        files: &Rc<SegmentFileMaker<S>>,
+        bases: &[i64],
+        record: StateRecord,
+    ) -> io::Result<(StateRecord, Option<segment::SegmentFiles<S::File>>)> {
+        let (DiskState::Clean, Some(prefix), Some(&last)) = (record.state, record.synced, bases.last())
+        else {
+            return Ok((record, None));
+        };
+        // Written by this version since: segments that rolled were synced in the background
+        // (`rolled.rs`), whatever the record's format promised of earlier ones.
+        let dirty = StateRecord {
+            state: DiskState::Dirty,
+            no_producer_state: false,
+            rolled_synced: false,
+            ..record
+        };
+        if last != prefix.base_offset {
+            return Ok((dirty, None));
+        }
+        let opened = files.open(last).await?;
+        use index::{Entry, IndexEntry};
+        let entries_len = |count: u32, len: usize| u64::from(count) * len as u64;
+        let described = opened.log.len() == prefix.log_len
+            && opened.index.len() == entries_len(prefix.offset_entries, IndexEntry::LEN)
+            && opened.time_index.len() == entries_len(prefix.time_entries, timeindex::TimeEntry::LEN);
+        Ok((if described { record } else { dirty }, Some(opened)))
     }
 
     /// Opens the segment at `base`, verifying its batches (`suspect`) from the record's synced
     /// prefix when it has one for it; returns it and the bytes cut from its end. Only the
     /// active segment is never compacted, and neither is one recovery verifies (`rolled.rs`).
     async fn open_segment(
-        files: &Rc<SegmentFileMaker<S>>,
+        files: segment::SegmentFiles<S::File>,
         dir: &Path,
         (base, interval): (i64, u32),
         record: StateRecord,
@@ -516,7 +589,7 @@ impl<S: Storage> Log<S> {
             .into());
         }
         let span: i64 = headers.iter().map(|h| h.last_offset_delta as i64 + 1).sum();
-        self.mark_dirty().await?;
+        self.mark_dirty_for_append().await?;
         self.roll_if_needed(&config, records.len() as u64, span, now_ms)
             .await?;
         let (base_offset, epoch) = {
@@ -602,7 +675,7 @@ impl<S: Storage> Log<S> {
             });
         }
         let config = self.config();
-        self.mark_dirty().await?;
+        self.mark_dirty_for_append().await?;
         let span = last.next_offset() - log_end;
         self.roll_if_needed(&config, records.len() as u64, span, now_ms)
             .await?;

@@ -18,12 +18,11 @@ use super::batch::BatchHeader;
 use super::disk_state::SyncedPrefix;
 use super::index::{offset_index_sane_prefix, Entry, IndexEntry};
 use super::scan::{BatchScanner, Scanned, Verify};
-use super::segment::{IndexBuilder, Segment, SegmentFileMaker, SegmentFiles, SegmentMeta};
+use super::segment::{IndexBuilder, Segment, SegmentFiles, SegmentMeta};
 use super::timeindex::{time_index_sane_prefix, TimeEntry};
-use crate::io::{Storage, StorageFile};
+use crate::io::StorageFile;
 use std::io;
 use std::path::Path;
-use std::rc::Rc;
 
 /// Whether a segment may skip offsets between batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,15 +163,14 @@ fn misplaced(
 /// Opens the segment at `base_offset`. `Verify::Checksums` asks for the crash path (see module
 /// docs); `Verify::HeadersOnly` trusts sane indexes and reads the headers after them.
 /// Returns the segment and the number of bytes cut off its end.
-pub async fn open_segment<S: Storage>(
-    maker: &Rc<SegmentFileMaker<S>>,
+pub async fn open_segment<F: StorageFile>(
+    files: SegmentFiles<F>,
     dir: &Path,
     base_offset: i64,
     interval: u32,
     verify: Verify,
     gaps: OffsetGaps,
-) -> io::Result<(Segment<S::File>, u64)> {
-    let files = maker.open(base_offset).await?;
+) -> io::Result<(Segment<F>, u64)> {
     if verify == Verify::HeadersOnly {
         if let Some(segment) = open_with_indexes(&files, base_offset, interval, gaps).await? {
             return Ok((segment, 0));
@@ -259,14 +257,13 @@ async fn open_verified<F: StorageFile>(
 /// first invalid batch, and indexed again. Files that do not match what was recorded (shorter,
 /// entries out of order or out of the prefix, headers not ending at its length) fall back to
 /// the verifying scan of the whole segment. Returns the segment and the bytes cut off.
-pub async fn open_active_after<S: Storage>(
-    maker: &Rc<SegmentFileMaker<S>>,
+pub async fn open_active_after<F: StorageFile>(
+    files: SegmentFiles<F>,
     dir: &Path,
     (base_offset, interval): (i64, u32),
     synced: SyncedPrefix,
-) -> io::Result<(Segment<S::File>, u64)> {
+) -> io::Result<(Segment<F>, u64)> {
     assert_eq!(synced.base_offset, base_offset, "the prefix of this segment");
-    let files = maker.open(base_offset).await?;
     match trusted_prefix(&files, base_offset, interval, synced).await? {
         Some(trusted) => verify_after(files, dir, (base_offset, interval), trusted).await,
         None => {
@@ -390,7 +387,7 @@ pub async fn rebuild<F: StorageFile>(segment: &Segment<F>, interval: u32) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::FaultyStorage;
+    use crate::io::{FaultyStorage, Storage};
     use crate::log::batch::testing::BatchBuilder;
 
     type File = <FaultyStorage as Storage>::File;

@@ -109,6 +109,8 @@ impl<S: Storage> Log<S> {
     pub(super) async fn write_state(&self, record: StateRecord) -> io::Result<()> {
         let exists = self.state_file.get();
         disk_state::write(&*self.storage, &self.dir, record, exists).await?;
+        let clean_with_prefix = record.state == DiskState::Clean && record.synced.is_some();
+        self.growth_shows.set(clean_with_prefix);
         if !exists {
             self.sync_dirs().await?;
             self.state_file.set(true);

@@ -465,7 +465,7 @@ fn disk_state(storage: &FaultyStorage) -> Option<crate::log::disk_state::DiskSta
 
 #[test]
 fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
-    use crate::log::disk_state::DiskState::{Clean, Dirty};
+    use crate::log::disk_state::DiskState::Clean;
     block_on(async {
         let storage = FaultyStorage::new(7);
         let config = LogConfig::default();
@@ -493,10 +493,16 @@ fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
 
         // The first write makes it dirty: a crash after it is recovered from what the clean
         // state had synced on (the damaged batch below is trusted); the append, never synced,
-        // is lost.
+        // is lost. The state file is not written: the append's growth past the clean state's
+        // prefix is what the next open sees (decision 0011 section 22).
         let p = open(&storage, config.clone()).await;
         p.append(batch(1, 9), 0).await.unwrap();
-        assert_eq!(disk_state(&storage), Some(Dirty), "before the first write");
+        assert!(!p.log.is_clean());
+        assert_eq!(
+            disk_state(&storage),
+            Some(Clean),
+            "left as it was by the first write"
+        );
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, config.clone()).await;
@@ -507,6 +513,70 @@ fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
         storage.remove_file(&state).await.unwrap();
         let p = open(&storage, config).await;
         assert_eq!(p.log_end_offset(), 4, "cut at the damaged third batch");
+    });
+}
+
+/// A partition of three batches (offsets 0..6), checkpointed, then `appended` more batches
+/// written without a sync; returns it with the fdatasyncs counted before those appends.
+async fn appended_after_a_checkpoint(
+    storage: &FaultyStorage,
+    appended: i64,
+) -> (Partition<FaultyStorage>, u64) {
+    let p = open(storage, LogConfig::default()).await;
+    for i in 0..3 {
+        p.append(batch(2, i), 0).await.unwrap();
+    }
+    assert!(p.checkpoint().await.unwrap());
+    let syncs = storage.sync_count();
+    for i in 0..appended {
+        p.append(batch(2, 10 + i), 0).await.unwrap();
+    }
+    (p, syncs)
+}
+
+#[test]
+fn the_first_append_after_a_checkpoint_writes_and_syncs_no_state() {
+    use crate::log::disk_state::DiskState::Clean;
+    block_on(async {
+        let storage = FaultyStorage::new(11);
+        let (p, syncs) = appended_after_a_checkpoint(&storage, 3).await;
+        assert_eq!(
+            storage.sync_count(),
+            syncs,
+            "no fdatasync on the way to the appends"
+        );
+        assert_eq!(disk_state(&storage), Some(Clean));
+        assert!(!p.log.is_clean(), "dirty in memory: a checkpoint has work to do");
+        assert!(p.checkpoint().await.unwrap());
+        assert!(p.log.is_clean());
+    });
+}
+
+#[test]
+fn a_log_grown_past_its_clean_prefix_is_verified_at_the_open() {
+    block_on(async {
+        // The process dies (its writes stay in the page cache) with the last append damaged,
+        // as a torn write could leave it: the open finds the log longer than the clean state
+        // says, verifies what is past it and cuts the damaged batch.
+        let storage = FaultyStorage::new(12);
+        let (p, _) = appended_after_a_checkpoint(&storage, 2).await;
+        drop(p);
+        damage_last_batch(&storage);
+        let p = open(&storage, LogConfig::default()).await;
+        assert_eq!(p.log_end_offset(), 8, "cut at the damaged fifth batch");
+        assert_eq!(read_all(&p, 0).await.len(), 4);
+        // The same after crashes that tear the unsynced appends or leave garbage after them:
+        // whole, valid batches from the checkpoint on, nothing before it lost.
+        for (seed, mode) in [(13, CrashMode::TornTail), (14, CrashMode::TornTailWithGarbage)] {
+            let storage = FaultyStorage::new(seed);
+            let (p, _) = appended_after_a_checkpoint(&storage, 4).await;
+            drop(p);
+            storage.crash(mode);
+            let p = open(&storage, LogConfig::default()).await;
+            let end = p.log_end_offset();
+            assert!((6..=14).contains(&end) && end % 2 == 0, "{mode:?}: end {end}");
+            assert_eq!(read_all(&p, 0).await.len() as i64, end / 2, "{mode:?}");
+        }
     });
 }
 
