@@ -13,7 +13,6 @@ use futures::future::{select, Either};
 use laminar_controller::api::ControllerRequest;
 use laminar_controller::{MetadataImage, PartitionState};
 use laminar_engine::partition::high_watermarks;
-use laminar_engine::shard::partitions::PartitionKey;
 use laminar_engine::shard::shard_of_partition;
 
 use super::IsrChange;
@@ -96,29 +95,26 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
         return;
     };
     let node_id = replication.node_id;
-    let mut assigned: HashMap<PartitionKey, PartitionState> = HashMap::new();
+    let mut assigned: HashMap<TopicPartition, PartitionState> = HashMap::new();
     for topic in image.metadata.topics.values() {
+        let name: std::sync::Arc<str> = topic.name.as_str().into();
         for (index, state) in &topic.partitions {
             let owned = shard_of_partition(&topic.name, *index, ctx.shard_count()) == ctx.id();
             if owned && state.replicas.contains(&node_id) {
-                assigned.insert((topic.name.clone(), *index), state.clone());
+                assigned.insert(TopicPartition::new(name.clone(), *index), state.clone());
             }
         }
     }
     let now_ms = crate::clock::now_ms();
-    for ((topic, partition), state) in &assigned {
-        let tp = TopicPartition {
-            topic: topic.clone().into(),
-            partition: *partition,
-        };
+    for (tp, state) in &assigned {
         if state.leader != node_id {
-            replication.follow(&tp, state);
-        } else if !replication.update_leadership(&tp, state, now_ms) {
-            lead(ctx, &tp, state, now_ms).await;
+            replication.follow(tp, state);
+        } else if !replication.update_leadership(tp, state, now_ms) {
+            lead(ctx, tp, state, now_ms).await;
         }
     }
-    for (topic, partition) in replication.forget_unassigned(&assigned) {
-        delete_moved_replica(ctx, image, &topic, partition).await;
+    for tp in replication.forget_unassigned(&assigned) {
+        delete_moved_replica(ctx, image, &tp.topic, tp.partition).await;
     }
     for source in replication.sources_without_fetcher() {
         match super::fetcher::start(ctx, source) {

@@ -28,7 +28,6 @@ use laminar_controller::api::AlterPartitionResult;
 use laminar_controller::PartitionState;
 use laminar_engine::partition::high_watermarks::ShardHighWatermarks;
 use laminar_engine::partition::Partition;
-use laminar_engine::shard::partitions::PartitionKey;
 
 use crate::config::ReplicationSettings;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
@@ -44,8 +43,8 @@ const LEADERSHIP_RECHECK: std::time::Duration = std::time::Duration::from_millis
 pub struct ShardReplication {
     pub node_id: i32,
     pub settings: ReplicationSettings,
-    led: RefCell<HashMap<PartitionKey, LeaderState>>,
-    followed: RefCell<HashMap<PartitionKey, FollowState>>,
+    led: RefCell<HashMap<TopicPartition, LeaderState>>,
+    followed: RefCell<HashMap<TopicPartition, FollowState>>,
     /// Source brokers with a fetcher serving this shard.
     fetchers: RefCell<std::collections::BTreeSet<i32>>,
     /// The replicas' high watermarks, written to this shard's `replication-offset-checkpoint`.
@@ -97,8 +96,7 @@ impl ShardReplication {
 
     /// The committed ISR of a partition this shard leads, if it leads it.
     pub fn isr_of(&self, tp: &TopicPartition) -> Option<Vec<i32>> {
-        let key = (tp.topic.to_string(), tp.partition);
-        self.led.borrow().get(&key).map(|l| l.isr.clone())
+        self.led.borrow().get(tp).map(|l| l.isr.clone())
     }
 
     /// acks=all's precondition (`min.insync.replicas`): NOT_ENOUGH_REPLICAS while the
@@ -159,9 +157,8 @@ impl ShardReplication {
         partition: Option<&Rc<Partition>>,
         now_ms: i64,
     ) -> Result<Option<IsrChange>, PartitionAccessError> {
-        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
-        let leader = led.get_mut(&key).ok_or(PartitionAccessError::NotLeader)?;
+        let leader = led.get_mut(tp).ok_or(PartitionAccessError::NotLeader)?;
         leader
             .check_fetch(fetch.replica_id, fetch.current_leader_epoch)
             .map_err(|refusal| PartitionAccessError::Refused(refusal_code(refusal)))?;
@@ -179,9 +176,8 @@ impl ShardReplication {
 
     /// Moves the high watermark of a led partition up to its ISR's smallest log end.
     fn raise_high_watermark(&self, tp: &TopicPartition, partition: &Rc<Partition>) {
-        let key = (tp.topic.to_string(), tp.partition);
         let led = self.led.borrow();
-        let Some(leader) = led.get(&key) else {
+        let Some(leader) = led.get(tp) else {
             return;
         };
         if let Some(hw) = leader.high_watermark(partition.log_end_offset()) {
@@ -204,9 +200,8 @@ impl ShardReplication {
             self.raise_high_watermark(tp, partition);
         }
         let high_watermark = partition.map_or(0, |p| p.high_watermark());
-        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
-        let leader = led.get_mut(&key)?;
+        let leader = led.get_mut(tp)?;
         let new_isr = leader.isr_change(high_watermark, now_ms, self.settings.lag_time_max_ms)?;
         leader.pending_isr = Some(new_isr.clone());
         Some(IsrChange {
@@ -220,15 +215,14 @@ impl ShardReplication {
     /// Follows `tp` as `state` says (its leader, or none); a new leader or epoch starts with
     /// truncation. Stops leading it.
     pub fn follow(&self, tp: &TopicPartition, state: &PartitionState) {
-        let key = (tp.topic.to_string(), tp.partition);
-        self.led.borrow_mut().remove(&key);
+        self.led.borrow_mut().remove(tp);
         let mut followed = self.followed.borrow_mut();
         let same = followed
-            .get(&key)
+            .get(tp)
             .is_some_and(|f| f.leader == state.leader && f.leader_epoch == state.leader_epoch);
         if !same {
             followed.insert(
-                key,
+                tp.clone(),
                 FollowState {
                     leader: state.leader,
                     leader_epoch: state.leader_epoch,
@@ -243,9 +237,8 @@ impl ShardReplication {
     /// Takes a newer state of a partition led in the same epoch; false when this shard does not
     /// lead it in that epoch (then [`become_leader`](Self::become_leader) is due).
     pub fn update_leadership(&self, tp: &TopicPartition, state: &PartitionState, now_ms: i64) -> bool {
-        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
-        match led.get_mut(&key) {
+        match led.get_mut(tp) {
             Some(leader) if leader.leader_epoch == state.leader_epoch => {
                 leader.update(state, now_ms);
                 true
@@ -266,8 +259,7 @@ impl ShardReplication {
 
     /// Starts leading `tp` in the epoch of `state`, with the log ending at `log_end`.
     pub fn become_leader(&self, tp: &TopicPartition, state: &PartitionState, log_end: i64, now_ms: i64) {
-        let key = (tp.topic.to_string(), tp.partition);
-        if self.followed.borrow_mut().remove(&key).is_some() {
+        if self.followed.borrow_mut().remove(tp).is_some() {
             self.followed_changed.notify(usize::MAX);
         }
         let leader = LeaderState::new(self.node_id, state, log_end, now_ms);
@@ -278,12 +270,12 @@ impl ShardReplication {
             log_end,
             "leading"
         );
-        self.led.borrow_mut().insert(key, leader);
+        self.led.borrow_mut().insert(tp.clone(), leader);
     }
 
     /// Drops every role for partitions not in `assigned` (deleted, or moved off this broker);
     /// returns the partitions that lost their role.
-    pub fn forget_unassigned<V>(&self, assigned: &HashMap<PartitionKey, V>) -> Vec<PartitionKey> {
+    pub fn forget_unassigned<V>(&self, assigned: &HashMap<TopicPartition, V>) -> Vec<TopicPartition> {
         let mut dropped = Vec::new();
         self.led.borrow_mut().retain(|key, _| {
             let keep = assigned.contains_key(key);
@@ -303,8 +295,8 @@ impl ShardReplication {
         if !dropped.is_empty() {
             self.followed_changed.notify(usize::MAX);
         }
-        for (topic, partition) in &dropped {
-            self.high_watermarks.remove(topic, *partition);
+        for tp in &dropped {
+            self.high_watermarks.remove(&tp.topic, tp.partition);
         }
         dropped
     }
@@ -331,19 +323,13 @@ impl ShardReplication {
     /// The partitions this shard leads.
     pub fn led_partitions(&self) -> Vec<TopicPartition> {
         let led = self.led.borrow();
-        led.keys()
-            .map(|(topic, partition)| TopicPartition {
-                topic: topic.clone().into(),
-                partition: *partition,
-            })
-            .collect()
+        led.keys().cloned().collect()
     }
 
     /// The controller committed an ISR change.
     pub fn isr_committed(&self, tp: &TopicPartition, result: &AlterPartitionResult) {
-        let key = (tp.topic.to_string(), tp.partition);
         let mut led = self.led.borrow_mut();
-        if let Some(leader) = led.get_mut(&key) {
+        if let Some(leader) = led.get_mut(tp) {
             if leader.leader_epoch == result.leader_epoch && result.partition_epoch >= leader.partition_epoch
             {
                 leader.partition_epoch = result.partition_epoch;
@@ -356,8 +342,7 @@ impl ShardReplication {
     /// The controller refused or lost an ISR change: it is no longer pending (the metadata
     /// brings the truth; the next check may ask again).
     pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: i32) {
-        let key = (tp.topic.to_string(), tp.partition);
-        if let Some(leader) = self.led.borrow_mut().get_mut(&key) {
+        if let Some(leader) = self.led.borrow_mut().get_mut(tp) {
             if leader.leader_epoch == leader_epoch {
                 leader.pending_isr = None;
             }
@@ -367,10 +352,8 @@ impl ShardReplication {
     /// Each follower's log end offset on a partition this shard leads (for DescribeLogDirs and
     /// the status page).
     pub fn follower_ends(&self, tp: &TopicPartition) -> Vec<(i32, Option<i64>)> {
-        let key = (tp.topic.to_string(), tp.partition);
         let led = self.led.borrow();
-        led.get(&key)
-            .map_or_else(Vec::new, |l| l.follower_ends().collect())
+        led.get(tp).map_or_else(Vec::new, |l| l.follower_ends().collect())
     }
 
     /// The followed partitions whose leader is `source` and that are due for a request now;
@@ -379,17 +362,13 @@ impl ShardReplication {
         let followed = self.followed.borrow();
         let mut any = false;
         let mut due = Vec::new();
-        for ((topic, partition), state) in followed.iter() {
+        for (tp, state) in followed.iter() {
             if state.leader != source {
                 continue;
             }
             any = true;
             if state.retry_at_ms <= now_ms {
-                let tp = TopicPartition {
-                    topic: topic.clone().into(),
-                    partition: *partition,
-                };
-                due.push((tp, state.clone()));
+                due.push((tp.clone(), state.clone()));
             }
         }
         any.then_some(due)
@@ -398,17 +377,15 @@ impl ShardReplication {
     /// The state of `tp` if it is still followed from `source` in `phase` (an answer for a
     /// partition whose leader changed meanwhile is dropped).
     pub fn following(&self, tp: &TopicPartition, source: i32, phase: Phase) -> Option<FollowState> {
-        let key = (tp.topic.to_string(), tp.partition);
         let followed = self.followed.borrow();
         followed
-            .get(&key)
+            .get(tp)
             .filter(|s| s.leader == source && s.phase == phase)
             .cloned()
     }
 
     fn with_followed(&self, tp: &TopicPartition, leader_epoch: i32, change: impl FnOnce(&mut FollowState)) {
-        let key = (tp.topic.to_string(), tp.partition);
-        if let Some(state) = self.followed.borrow_mut().get_mut(&key) {
+        if let Some(state) = self.followed.borrow_mut().get_mut(tp) {
             if state.leader_epoch == leader_epoch {
                 change(state);
             }
