@@ -125,16 +125,25 @@ pub struct Log<S: Storage> {
 impl<S: Storage> Log<S> {
     /// Opens (creating when missing) the log in `dir`, recovering after a crash.
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
+        Ok(Self::open_listing(storage, dir, config).await?.0)
+    }
+
+    /// [`open`](Self::open), which lists `dir`; also returns the names it found there, so
+    /// that the owner looks for its own files without a stat each.
+    pub async fn open_listing(
+        storage: Rc<S>,
+        dir: PathBuf,
+        config: LogConfig,
+    ) -> Result<(Self, Vec<String>), LogError> {
         assert!(config.segment_bytes <= i32::MAX as u64, "index positions are u32");
-        storage.create_dir_all(&dir).await?;
-        let mut names = storage.list_dir(&dir).await?;
-        if compaction::finish_interrupted(&*storage, &dir, &names).await? {
-            names = storage.list_dir(&dir).await?;
-        }
+        let names = Self::list_or_create(&*storage, &dir).await?;
         let on_disk = disk_state::read(&*storage, &dir, &names).await?;
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
-        let checkpoint = retention::read_start_offset(&*storage, &dir).await?;
+        let checkpoint = match names.iter().any(|n| n == retention::START_OFFSET_FILE) {
+            true => retention::read_start_offset(&*storage, &dir).await?,
+            false => None,
+        };
         let interval = config.index_interval_bytes;
         let files = SegmentFileMaker::new(storage.clone(), dir.clone());
         let (segments, record) = Self::open_segments(&files, &dir, (&bases, interval), on_disk).await?;
@@ -170,7 +179,8 @@ impl<S: Storage> Log<S> {
             log_end_offset,
             leader_epoch: 0,
         };
-        Ok(Log {
+        let legacy_marker = names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER);
+        let log = Log {
             storage,
             files,
             dir,
@@ -182,7 +192,7 @@ impl<S: Storage> Log<S> {
             growth_shows: Cell::new(growth_shows && !created),
             opened_without_producer_state: clean && record.no_producer_state,
             state_file: Cell::new(state_file),
-            legacy_marker: Cell::new(names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER)),
+            legacy_marker: Cell::new(legacy_marker),
             synced_prefix: Cell::new(synced_prefix),
             rolled: RefCell::new(None),
             rolled_sync_claimed: Cell::new(false),
@@ -190,7 +200,24 @@ impl<S: Storage> Log<S> {
             truncations: Cell::new(0),
             deleted: Cell::new(false),
             dirs_unsynced: Cell::new(created),
-        })
+        };
+        Ok((log, names))
+    }
+
+    /// The names in the log's directory, made when missing (no stat when it exists), after
+    /// finishing a compaction a crash interrupted.
+    async fn list_or_create(storage: &S, dir: &Path) -> io::Result<Vec<String>> {
+        let names = match storage.list_dir(dir).await {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                storage.create_dir_all(dir).await?;
+                Vec::new()
+            }
+            listed => listed?,
+        };
+        if compaction::finish_interrupted(storage, dir, &names).await? {
+            return storage.list_dir(dir).await;
+        }
+        Ok(names)
     }
 
     /// Whether nothing was written since everything was last synced (the disk state is clean).

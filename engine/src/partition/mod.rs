@@ -136,13 +136,14 @@ pub type SyncObserver = Rc<dyn Fn(std::time::Duration)>;
 
 impl<S: Storage> Partition<S> {
     pub async fn open(storage: Rc<S>, dir: PathBuf, config: LogConfig) -> Result<Self, LogError> {
-        let log = Log::open(storage.clone(), dir, config).await?;
+        let (log, names) = Log::open_listing(storage.clone(), dir, config).await?;
         let producers = if log.opened_without_producer_state() {
             ProducerStateTable::default()
         } else {
             producer_snapshot::rebuild(&*storage, &log, wall_clock_ms()).await?
         };
-        let (epochs, epochs_file) = open_epochs(&*storage, &log).await?;
+        let listed_epochs = names.iter().any(|n| n == leader_epochs::LEADER_EPOCH_FILE);
+        let (epochs, epochs_file) = open_epochs(&*storage, &log, listed_epochs).await?;
         // What recovery kept is what was on disk: durable by definition.
         let durable = log.log_end_offset();
         Ok(Partition {
@@ -718,9 +719,18 @@ fn producer_headers(records: &[u8]) -> Vec<BatchHeader> {
 /// log end (a crash lost what they describe; the file is rewritten without them), and whether
 /// there is a file. Without one, every batch of the log has epoch 0: an epoch above 0 is
 /// written to the file before any batch of it (`record_epoch`), so the list is epoch 0 from
-/// the log start (empty for an empty log).
-async fn open_epochs<S: Storage>(storage: &S, log: &Log<S>) -> Result<(LeaderEpochs, bool), LogError> {
-    let Some(mut epochs) = leader_epochs::read(storage, log.dir()).await? else {
+/// the log start (empty for an empty log). `listed`: the file was among the names the log's
+/// open listed (so that a partition without one, every single-node one, stats nothing).
+async fn open_epochs<S: Storage>(
+    storage: &S,
+    log: &Log<S>,
+    listed: bool,
+) -> Result<(LeaderEpochs, bool), LogError> {
+    let read = match listed {
+        true => leader_epochs::read(storage, log.dir()).await?,
+        false => None,
+    };
+    let Some(mut epochs) = read else {
         let start = log.log_start_offset();
         return Ok((LeaderEpochs::implicit(start, log.log_end_offset()), false));
     };
