@@ -283,7 +283,7 @@ impl Run {
         ];
         self.storage.crash(modes[self.rng.gen_range(0..3)]);
         self.partition = Some(open(&self.cache, self.cfg.clone()).await);
-        let end = self.p().log_end_offset();
+        let (start, end) = (self.p().log_start_offset(), self.p().log_end_offset());
         let model = &mut self.model;
         assert!(
             end >= model.synced,
@@ -291,6 +291,14 @@ impl Run {
             model.synced
         );
         assert!(end <= model.end());
+        if end < model.log_start {
+            // Nothing of the log was durable, not even its directory's entry (retention can
+            // move the start of a log never synced): the crash took the log whole, and it
+            // starts again empty (decision 0011 section 14).
+            assert_eq!((start, end), (0, 0), "a log lost whole starts afresh");
+            model.batches.clear();
+            model.log_start = 0;
+        }
         model.truncate_at_offset(end);
         model.synced = end;
     }
