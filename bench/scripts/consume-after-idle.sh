@@ -15,13 +15,7 @@ port=19310
 http=127.0.0.1:$((port + 1))
 data=$(mktemp -d)
 first=${binaries%% *}
-
-start_broker() { # binary; sets pid
-  "$1" broker --override log.dirs="$data" --override listeners=PLAINTEXT://127.0.0.1:$port \
-    --override laminar.http.listen=$http >/dev/null 2>&1 &
-  pid=$!
-  for _ in $(seq 1 50); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
-}
+source "$(dirname "$0")/broker.sh"
 
 mb_per_sec() { # binary topic
   local json
@@ -43,7 +37,7 @@ for partitions in 1 100; do
     --partitions "$partitions" --num-records 524288 --record-size 1024 --producers 4 \
     --no-limits >/dev/null 2>&1
 done
-kill "$pid"; wait "$pid" 2>/dev/null
+stop_broker
 for round in $(seq 1 "$rounds"); do
   for binary in $binaries; do
     start_broker "$binary"
@@ -51,7 +45,7 @@ for round in $(seq 1 "$rounds"); do
     one=$(mb_per_sec "$binary" idle-1)
     hundred=$(mb_per_sec "$binary" idle-100)
     echo "round $round $binary: 1 partition ${one} MB/s, 100 partitions ${hundred} MB/s; bytes by path: $(paths)"
-    kill "$pid"; wait "$pid" 2>/dev/null
+    stop_broker
   done
 done
 rm -rf "$data"
