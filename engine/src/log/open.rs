@@ -33,9 +33,10 @@ impl<S: Storage> Log<S> {
         let on_disk = disk_state::read(&*storage, &dir, &names).await?;
         let mut bases: Vec<i64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
         bases.sort_unstable();
-        let checkpoint = match names.iter().any(|n| n == retention::START_OFFSET_FILE) {
-            true => retention::read_start_offset(&*storage, &dir).await?,
-            false => None,
+        let checkpoint = if names.iter().any(|n| n == retention::START_OFFSET_FILE) {
+            retention::read_start_offset(&*storage, &dir).await?
+        } else {
+            None
         };
         let interval = config.index_interval_bytes;
         let files = SegmentFileMaker::new(storage.clone(), dir.clone());

@@ -726,9 +726,10 @@ async fn open_epochs<S: Storage>(
     log: &Log<S>,
     listed: bool,
 ) -> Result<(LeaderEpochs, bool), LogError> {
-    let read = match listed {
-        true => leader_epochs::read(storage, log.dir()).await?,
-        false => None,
+    let read = if listed {
+        leader_epochs::read(storage, log.dir()).await?
+    } else {
+        None
     };
     let Some(mut epochs) = read else {
         let start = log.log_start_offset();
