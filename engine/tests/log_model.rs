@@ -9,7 +9,7 @@ use futures::executor::block_on;
 use laminar_engine::io::{CrashMode, DescriptorBudget, FaultyStorage, FileCache};
 use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::log::batch::{self, BatchHeader};
-use laminar_engine::partition::{LogConfig, Partition};
+use laminar_engine::partition::{LogConfig, Partition, ReadEnd, RecordBytes};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -76,11 +76,49 @@ type Cached = FileCache<FaultyStorage>;
 async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
     let (start, end) = (model.log_start, model.end());
     assert_eq!((p.log_start_offset(), p.log_end_offset()), (start, end));
-    let offset = rng.gen_range(start..=end);
-    let max_bytes = rng.gen_range(1..3000);
-    let min_one = rng.gen_bool(0.7);
-    let got = p.read(offset, max_bytes, min_one).await.unwrap().data;
-    if offset == end {
+    let mut offset = rng.gen_range(start..=end);
+    // Half the reads are a consumer's fetches, and some go on from where the last ended: the
+    // segment's read hint (`log/segment.rs`) serves those, after cuts and crashes too.
+    let for_send = rng.gen_bool(0.5);
+    loop {
+        let max_bytes = rng.gen_range(1..3000);
+        let min_one = rng.gen_bool(0.7);
+        let got = read_some(p, offset, max_bytes, min_one, for_send).await;
+        check_batches(model, offset, &got, max_bytes, min_one);
+        match got.last() {
+            Some(last) if rng.gen_bool(0.5) => offset = header(last).next_offset(),
+            _ => break,
+        }
+    }
+    assert!(p.read(end + 1, 10, true).await.is_err());
+}
+
+/// A plain read, or a consumer's (`read_for_send`, in memory: FaultyStorage has no kernel
+/// files to send from).
+async fn read_some(
+    p: &Partition<Cached>,
+    offset: i64,
+    max_bytes: usize,
+    min_one: bool,
+    for_send: bool,
+) -> Vec<Bytes> {
+    if !for_send {
+        return p.read(offset, max_bytes, min_one).await.unwrap().data;
+    }
+    match p
+        .read_for_send(offset, max_bytes, min_one, ReadEnd::LogEnd)
+        .await
+        .unwrap()
+        .data
+    {
+        RecordBytes::Memory(batches) => batches,
+        RecordBytes::File { .. } => panic!("FaultyStorage has no descriptors to send from"),
+    }
+}
+
+/// The batches a read from `offset` got are the model's from there, within the read's limit.
+fn check_batches(model: &Model, offset: i64, got: &[Bytes], max_bytes: usize, min_one: bool) {
+    if offset == model.end() {
         assert!(got.is_empty());
         return;
     }
@@ -101,7 +139,6 @@ async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
     if min_one {
         assert!(!got.is_empty(), "min_one_batch returns a batch at {offset}");
     }
-    assert!(p.read(end + 1, 10, true).await.is_err());
 }
 
 const DIR: &str = "/logs/model-0";

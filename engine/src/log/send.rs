@@ -59,11 +59,15 @@ impl<F: StorageFile> Segment<F> {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> io::Result<RecordBytes> {
-        let Some((len, next_offset)) = self.sendable_span(position, first, max_bytes, min_one_batch) else {
+        let span = self
+            .sendable_span(position, first, max_bytes, min_one_batch)
+            .await?;
+        let Some((len, next_offset)) = span else {
             return Ok(RecordBytes::default());
         };
         if self.cached_for_send(position, len).await? {
             if let Some(file) = self.log.sendable()? {
+                self.note_read_end(position + len, next_offset);
                 let file = std::sync::Arc::new(file);
                 let range = FileRange { file, position, len };
                 let offsets = first.base_offset..next_offset;
@@ -71,6 +75,11 @@ impl<F: StorageFile> Segment<F> {
             }
         }
         let batches = self.read_batches(position, max_bytes, min_one_batch).await?;
+        let last = batches.last().and_then(|last| BatchHeader::parse(last).ok());
+        if let Some(last) = last {
+            let len: usize = batches.iter().map(Bytes::len).sum();
+            self.note_read_end(position + len as u64, last.next_offset());
+        }
         Ok(RecordBytes::Memory(batches))
     }
 
@@ -97,28 +106,33 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Length of the run of whole batches from `position` to send, and the offset after it.
-    fn sendable_span(
+    async fn sendable_span(
         &self,
         position: u64,
         first: &BatchHeader,
         max_bytes: usize,
         min_one_batch: bool,
-    ) -> Option<(u64, i64)> {
+    ) -> io::Result<Option<(u64, i64)>> {
         let meta = self.meta();
         assert!(position < meta.size, "a located batch lies inside the segment");
         let limit = max_bytes as u64;
         if meta.size - position <= limit {
-            return Some((meta.size - position, meta.next_offset));
+            return Ok(Some((meta.size - position, meta.next_offset)));
         }
+        let first_len = first.total_len() as u64;
+        if first_len > limit {
+            // No batch starts inside the limit: the index has no cut to offer.
+            return Ok(min_one_batch.then_some((first_len, first.next_offset())));
+        }
+        self.index.load().await?;
         let cut = self
             .index
             .last_where(|e| e.position as u64 <= position + limit)
             .filter(|e| e.position as u64 > position);
         if let Some(entry) = cut {
             let next_offset = self.base_offset + entry.relative_offset as i64;
-            return Some((entry.position as u64 - position, next_offset));
+            return Ok(Some((entry.position as u64 - position, next_offset)));
         }
-        let first_len = first.total_len() as u64;
-        (first_len <= limit || min_one_batch).then_some((first_len, first.next_offset()))
+        Ok(Some((first_len, first.next_offset())))
     }
 }

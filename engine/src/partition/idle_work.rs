@@ -204,6 +204,9 @@ mod tests {
 
             let read = partitions[1].read(0, 1 << 20, true).await.unwrap();
             assert!(!read.data.is_empty());
+            assert!(list.is_empty(), "a read from the segment's start needs no index");
+            let read = partitions[1].read(27, 1 << 20, true).await.unwrap();
+            assert!(!read.data.is_empty());
             assert_eq!(list.len(), 1, "a read brought index entries back: listed again");
             partitions[1].close().await.unwrap();
             assert!(list.take_due().is_empty(), "a closed partition is not visited");

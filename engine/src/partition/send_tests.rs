@@ -6,6 +6,7 @@ use super::tests::{batch, headers, open, small_config};
 use super::*;
 use crate::io::FaultyStorage;
 use crate::log::batch::testing::BatchBuilder;
+use crate::log::batch::HEADER_LEN;
 use futures::executor::block_on;
 
 /// The bytes of a file range, read back the ordinary way.
@@ -211,4 +212,91 @@ fn split_batches(bytes: &[u8]) -> Vec<Bytes> {
     crate::log::batch::BatchIter::new(bytes, usize::MAX)
         .map(|item| Bytes::copy_from_slice(&bytes[item.unwrap().0]))
         .collect()
+}
+
+/// A segment of 40 batches of three records (offsets 0 to 119), with a sparse index.
+async fn forty_batches(storage: &FaultyStorage) -> Partition<FaultyStorage> {
+    let config = LogConfig {
+        index_interval_bytes: 128,
+        ..LogConfig::default()
+    };
+    let p = open(storage, config).await;
+    for i in 0..40 {
+        p.append(batch(3, i), 0).await.unwrap();
+    }
+    p
+}
+
+#[test]
+fn a_read_from_where_the_last_found_or_sent_its_batches_needs_no_index_or_scan() {
+    block_on(async {
+        let storage = FaultyStorage::new(9);
+        let p = forty_batches(&storage).await;
+        let one_batch = batch(3, 0).len();
+        let send = |offset, max_bytes, min_one_batch| {
+            p.read_for_send(offset, max_bytes, min_one_batch, ReadEnd::LogEnd)
+        };
+        // A fetch whose budget ran out grants less than the first batch, fetch after fetch.
+        assert!(send(30, one_batch - 1, false).await.unwrap().data.is_empty());
+        let before = storage.bytes_read();
+        for _ in 0..3 {
+            assert!(send(30, one_batch - 1, false).await.unwrap().data.is_empty());
+        }
+        assert_eq!(storage.bytes_read(), before, "the batch was found once");
+
+        // The next read starts where the last one's batches ended: its header and its batches
+        // are all it reads (the scan from an index entry reads a whole chunk).
+        let sent = send(30, 2 * one_batch, false).await.unwrap();
+        assert_eq!(sent.data.len(), 2 * one_batch);
+        let before = storage.bytes_read();
+        let next = send(36, one_batch, false).await.unwrap();
+        let read = storage.bytes_read() - before;
+        assert_eq!(read, (HEADER_LEN + one_batch) as u64, "header and batch only");
+        let RecordBytes::Memory(batches) = next.data else {
+            panic!("FaultyStorage reads into memory");
+        };
+        assert_eq!(batches, p.read(36, one_batch, false).await.unwrap().data);
+    });
+}
+
+#[test]
+fn a_read_after_the_log_was_cut_finds_the_batches_written_since() {
+    block_on(async {
+        let storage = FaultyStorage::new(10);
+        let p = forty_batches(&storage).await;
+        let sent = p.read_for_send(30, 1 << 20, true, ReadEnd::LogEnd).await.unwrap();
+        assert_eq!(sent.high_watermark, 120);
+        assert!(!p
+            .read_for_send(60, 1000, false, ReadEnd::LogEnd)
+            .await
+            .unwrap()
+            .data
+            .is_empty());
+        // The log is cut inside the batches read, and other batches take their offsets: a
+        // hint left by the reads before the cut would point inside one of them.
+        assert_eq!(p.truncate_to(51).await.unwrap(), 51);
+        for ts in 0..12 {
+            p.append(batch(1, 100 + ts), 0).await.unwrap();
+        }
+        // Exactly one of the new batches fits: a header kept from before the cut would say the
+        // batch at 51 is one of three records, too long for it, and nothing would be sent.
+        let one_new = batch(1, 0).len();
+        let sent = p
+            .read_for_send(51, one_new, false, ReadEnd::LogEnd)
+            .await
+            .unwrap();
+        assert_eq!(sent.data.len(), one_new);
+        for offset in [51, 60, 62] {
+            let sent = p
+                .read_for_send(offset, 1 << 20, false, ReadEnd::LogEnd)
+                .await
+                .unwrap();
+            let expected = p.read(offset, 1 << 20, false).await.unwrap().data;
+            let RecordBytes::Memory(batches) = sent.data else {
+                panic!("FaultyStorage reads into memory");
+            };
+            assert_eq!(batches, expected, "from {offset}");
+            assert_eq!(headers(&batches)[0].base_offset, offset);
+        }
+    });
 }
