@@ -79,11 +79,15 @@ async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
     let mut offset = rng.gen_range(start..=end);
     // Half the reads are a consumer's fetches, and some go on from where the last ended: the
     // segment's read hint (`log/segment.rs`) serves those, after cuts and crashes too.
-    let for_send = rng.gen_bool(0.5);
+    let how = if rng.gen_bool(0.5) {
+        ReadAs::Consumer
+    } else {
+        ReadAs::Plain
+    };
     loop {
         let max_bytes = rng.gen_range(1..3000);
         let min_one = rng.gen_bool(0.7);
-        let got = read_some(p, offset, max_bytes, min_one, for_send).await;
+        let got = read_some(p, offset, max_bytes, min_one, how).await;
         check_batches(model, offset, &got, max_bytes, min_one);
         match got.last() {
             Some(last) if rng.gen_bool(0.5) => offset = header(last).next_offset(),
@@ -93,16 +97,21 @@ async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
     assert!(p.read(end + 1, 10, true).await.is_err());
 }
 
-/// A plain read, or a consumer's (`read_for_send`, in memory: FaultyStorage has no kernel
-/// files to send from).
+#[derive(Clone, Copy)]
+enum ReadAs {
+    Plain,
+    /// `read_for_send`, in memory: FaultyStorage has no kernel files to send from.
+    Consumer,
+}
+
 async fn read_some(
     p: &Partition<Cached>,
     offset: i64,
     max_bytes: usize,
     min_one: bool,
-    for_send: bool,
+    how: ReadAs,
 ) -> Vec<Bytes> {
-    if !for_send {
+    if let ReadAs::Plain = how {
         return p.read(offset, max_bytes, min_one).await.unwrap().data;
     }
     match p
