@@ -694,6 +694,10 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         self.id
     }
 
+    async fn close_until_used(&self) {
+        self.park().await;
+    }
+
     async fn close(&self) -> io::Result<()> {
         let len = self.len();
         if self.busy.get() > 0 && self.open_handle().is_some() {

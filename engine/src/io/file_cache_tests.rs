@@ -311,3 +311,47 @@ fn an_open_that_fails_gives_back_its_place_among_the_files_being_parked() {
         assert!(budget.files_used() <= budget.files_soft_limit());
     });
 }
+
+#[test]
+fn a_checkpoint_gives_back_the_index_files_descriptors_and_keeps_the_log_open() {
+    use crate::log::batch::testing::BatchBuilder;
+    use crate::partition::{LogConfig, Partition};
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(64);
+        let cache = Rc::new(cache(&storage, &budget.shard()));
+        let config = LogConfig {
+            index_interval_bytes: 128,
+            ..LogConfig::default()
+        };
+        let dir = Path::new(DIR).join("t-0");
+        let p = Partition::open(cache.clone(), dir, config).await.unwrap();
+        let batch = |ts| Bytes::from(BatchBuilder::new(ts).records_of(3, 20).build());
+        for ts in 0..20 {
+            p.append(batch(ts), 0).await.unwrap();
+        }
+        let before = cache.stats();
+        let used = budget.used();
+        assert!(p.checkpoint().await.unwrap());
+        let after = cache.stats();
+        assert_eq!(after.parks - before.parks, 2, "the .index and .timeindex files");
+        assert_eq!(
+            budget.used(),
+            used,
+            "the index files, made by the checkpoint, hold no descriptor after it"
+        );
+
+        // Entries dropped from memory come back from the file, which opens again; appends
+        // and the next checkpoint write to it as before.
+        while p.release_unused_indexes() > 0 {}
+        let read = p.read(33, 1 << 20, false).await.unwrap().data;
+        assert_eq!(read.len(), 20 - 11, "from the batch holding 33 on");
+        for ts in 20..30 {
+            p.append(batch(ts), 0).await.unwrap();
+        }
+        assert!(p.checkpoint().await.unwrap());
+        assert!(cache.stats().reopens > after.reopens);
+        let read = p.read(75, 1 << 20, false).await.unwrap().data;
+        assert_eq!(read.len(), 30 - 25);
+    });
+}

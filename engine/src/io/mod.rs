@@ -140,6 +140,11 @@ pub trait StorageFile {
         self.len() == 0
     }
     async fn close(&self) -> io::Result<()>;
+    /// Gives the file's descriptor back until its next use, where the storage opens files
+    /// again by itself (the shard's file cache parks it, if idle); a hint other storage
+    /// ignores. For files a shard will not need soon, so that the descriptors go to those it
+    /// reads (decision 0011, section 24).
+    async fn close_until_used(&self) {}
 }
 
 /// A file system. Owned by one shard; not Send.

@@ -297,6 +297,15 @@ impl<F: StorageFile, E: Entry> EntryFile<F, E> {
         Ok(())
     }
 
+    /// Gives the file's descriptor back until its next use (see
+    /// `StorageFile::close_until_used`); the entries stay as they are.
+    pub async fn close_until_used(&self) {
+        let file = self.file.borrow().opened();
+        if let Some(file) = file {
+            file.close_until_used().await;
+        }
+    }
+
     /// Writes what the file lacks, then closes it (if it was ever made).
     pub async fn close(&self) -> io::Result<()> {
         self.write_pending().await?;

@@ -269,6 +269,10 @@ impl<S: Storage> Log<S> {
         .await;
         synced.map_err(|e| self.fail(e))?;
         self.clean.set(true);
+        // A checkpoint comes after a while without appends: the next use of this log is most
+        // likely a read of its `.log`, which its index files' descriptors would have pushed out
+        // of the budget (decision 0011, section 24).
+        self.active().close_indexes_until_used().await;
         Ok(true)
     }
 

@@ -587,6 +587,14 @@ impl<F: StorageFile> Segment<F> {
         self.time_index.sync().await
     }
 
+    /// Gives the index files' descriptors back until their next use: an append adds entries
+    /// in memory and a lookup finds them there, so a synced index file is read only when its
+    /// entries were released, and written at the next checkpoint.
+    pub async fn close_indexes_until_used(&self) {
+        self.index.close_until_used().await;
+        self.time_index.close_until_used().await;
+    }
+
     /// Says the index files, just created empty, need no fdatasync until written (their
     /// creation is covered by the caller's directory fsync).
     pub fn assume_new_indexes_synced(&self) {
