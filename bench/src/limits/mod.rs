@@ -410,7 +410,9 @@ mod tests {
             queue_depth: 4,
         };
         let limits = measure(dir.path(), &budget).expect("measure");
-        // Any disk or loopback this code runs on moves more than 10 MB/s and less than 1 TB/s.
+        // Each probe measured something: a rate above zero and below 1 TB/s. No floor beyond
+        // zero: a 150 ms probe of a disk other processes are busy with may see a few MB/s (a
+        // release build beside CI's run made the direct read 5.9 MB/s).
         for (name, mb_per_sec) in [
             ("write direct", limits.disk_write_direct_mb_per_sec),
             ("read direct", limits.disk_read_direct_mb_per_sec),
@@ -420,9 +422,9 @@ mod tests {
             ("loopback", limits.loopback_mb_per_sec),
             ("loopback sendfile", limits.loopback_sendfile_mb_per_sec),
         ] {
-            assert!((10.0..1e6).contains(&mb_per_sec), "{name}: {mb_per_sec} MB/s");
+            assert!(mb_per_sec > 0.0 && mb_per_sec < 1e6, "{name}: {mb_per_sec} MB/s");
         }
-        assert!(limits.fdatasync_per_sec > 10.0, "{limits:?}");
+        assert!(limits.fdatasync_per_sec > 0.0, "{limits:?}");
         assert!(limits.fdatasync_us_p50 <= limits.fdatasync_us_p99);
         assert!(limits.fdatasync_us_p99 <= limits.fdatasync_us_max);
         assert!(limits.seconds < 5.0, "took {} s", limits.seconds);
