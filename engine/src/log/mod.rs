@@ -629,6 +629,7 @@ impl<S: Storage> Log<S> {
             // Compaction leaves gaps, even whole segments: the next batch after them answers.
             let offset = offset.max(segment.base_offset);
             if let Some((position, header)) = segment.find_batch(offset).await? {
+                segment.note_read_found(offset, position, header);
                 return Ok(Some((segment.clone(), position, header)));
             }
         }

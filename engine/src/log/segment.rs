@@ -67,10 +67,11 @@ pub struct Segment<F> {
     read_hint: Cell<Option<ReadHint>>,
 }
 
-/// The start of the batch holding `offset`: the one a read found last, or the one after the
-/// batches a read sent (a consumer's next fetch starts there). A consumer fetches from the same
-/// offset until it is granted bytes, and then from where the last read ended, so a lookup that
-/// finds its offset here needs no index entry and no scan of the segment: at 10 000 partitions
+/// The start of the batch holding `offset`: the one a read found last (`Log::locate`), or the
+/// one after the batches a read sent (a consumer's next fetch starts there). A consumer
+/// fetches from the same offset until it is granted bytes, and then from where the last read
+/// ended, so a lookup that finds its offset here needs no index entry and no scan of the
+/// segment: at 10 000 partitions
 /// a fetch that granted a partition less than its first batch looked the batch up again in
 /// every fetch (decision 0011, section 23). The bytes before `position` never change while the
 /// segment lives, except by a cut (`truncate_at`) or recovery, which both drop the hint.
@@ -429,16 +430,7 @@ impl<F: StorageFile> Segment<F> {
                 entry.map_or(0, |e| e.position as u64)
             }
         };
-        let found = self.scan_until(start, |h| h.last_offset() >= offset).await?;
-        if let Some((position, header)) = found {
-            let header = Some(header);
-            self.read_hint.set(Some(ReadHint {
-                offset,
-                position,
-                header,
-            }));
-        }
-        Ok(found)
+        self.scan_until(start, |h| h.last_offset() >= offset).await
     }
 
     /// The batch holding `offset` from the read hint, if the hint is for `offset` and the
@@ -464,14 +456,27 @@ impl<F: StorageFile> Segment<F> {
         Ok(Some((hint.position, header)))
     }
 
+    /// Notes that a read of `offset` found its batch at `position`: the read may send nothing
+    /// (granted less than the batch), and the consumer then asks for `offset` again. Only
+    /// reads note what they found, so that other lookups (of the high watermark's batch, for
+    /// one) do not take the hint from them.
+    pub fn note_read_found(&self, offset: i64, position: u64, header: BatchHeader) {
+        let header = Some(header);
+        self.read_hint.set(Some(ReadHint {
+            offset,
+            position,
+            header,
+        }));
+    }
+
     /// Notes that a read sent the batches up to `position`, which end before `next_offset`:
     /// the next read of this segment is likely to start there.
     pub fn note_read_end(&self, position: u64, next_offset: i64) {
-        let header = None;
+        let offset = next_offset;
         self.read_hint.set(Some(ReadHint {
-            offset: next_offset,
+            offset,
             position,
-            header,
+            header: None,
         }));
     }
 

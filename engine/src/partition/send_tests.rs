@@ -272,6 +272,10 @@ fn a_read_after_the_log_was_cut_finds_the_batches_written_since() {
             .unwrap()
             .data
             .is_empty());
+        // A consumer at 51 granted less than its batch: the hint holds that batch's header.
+        let one_batch = batch(3, 0).len();
+        let granted_too_little = p.read_for_send(51, one_batch - 1, false, ReadEnd::LogEnd);
+        assert!(granted_too_little.await.unwrap().data.is_empty());
         // The log is cut inside the batches read, and other batches take their offsets: a
         // hint left by the reads before the cut would point inside one of them.
         assert_eq!(p.truncate_to(51).await.unwrap(), 51);
