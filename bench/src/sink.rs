@@ -318,7 +318,10 @@ fn fetch(request: FetchRequest, canned: &Bytes) -> FetchAnswer {
             (topic.topic.0.to_string(), partitions)
         })
         .collect();
-    FetchAnswer { topics }
+    FetchAnswer {
+        topics,
+        ..FetchAnswer::default()
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ pub struct BrokerShared {
     pub start_gate: ShutdownSignal,
     /// Cluster mode's link to the controller quorum; `None` in the single-node mode.
     pub cluster: Option<Arc<crate::cluster::ClusterLink>>,
+    /// Incremental fetch sessions (KIP-227), whichever shard a fetch arrives on.
+    pub fetch_sessions: crate::fetch_sessions::FetchSessions,
 }
 
 /// Per-shard broker state. Owned by one shard; not Send.

@@ -10,6 +10,7 @@ pub mod config;
 mod connection;
 pub mod connection_slots;
 mod errors;
+pub mod fetch_sessions;
 pub mod group;
 pub mod handlers;
 pub mod kafka_listener;

@@ -22,6 +22,7 @@ use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
+use crate::fetch_sessions::FetchSessions;
 use crate::kafka_listener;
 use crate::log_dir_lock::LogDirLock;
 use crate::open_files;
@@ -73,8 +74,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let descriptors = shares.storage;
     let reservations = ReserveBudget::for_log_dir(&log_dir);
     let write_behind_unavailable = probe_write_behind(config.write_behind.settings);
-    let request_memory = RequestMemory::new(config.queued_max_request_bytes);
     let shared = Arc::new(BrokerShared {
+        request_memory: RequestMemory::new(config.queued_max_request_bytes),
+        fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
         config,
         log_dir_locks,
         write_behind_unavailable,
@@ -83,7 +85,6 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         log_dir: log_dir.clone(),
         cluster_id,
         shutdown: ShutdownSignal::default(),
-        request_memory,
         connection_slots: shares.connections,
         storage_descriptors: descriptors.clone(),
         start_gate: ShutdownSignal::default(),

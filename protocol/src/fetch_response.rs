@@ -30,7 +30,21 @@ pub struct PartitionAnswer {
 /// The whole answer: topics in request order, each with its partitions.
 #[derive(Debug, Clone, Default)]
 pub struct FetchAnswer {
+    /// The request's own error (v7+: a fetch session's), with no topics.
+    pub error_code: i16,
+    /// The fetch session the answer belongs to (v7+, KIP-227); 0: none.
+    pub session_id: i32,
     pub topics: Vec<(String, Vec<PartitionAnswer>)>,
+}
+
+impl FetchAnswer {
+    /// An answer that is only an error of the whole request.
+    pub fn failed(error_code: i16) -> FetchAnswer {
+        FetchAnswer {
+            error_code,
+            ..FetchAnswer::default()
+        }
+    }
 }
 
 const FIRST_FLEXIBLE_VERSION: i16 = 12;
@@ -52,8 +66,8 @@ pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i3
     }
     out.fields.put_i32(0); // throttle_time_ms
     if version >= 7 {
-        out.fields.put_i16(0); // error_code
-        out.fields.put_i32(0); // session_id: sessionless (KIP-227 sessions are not offered)
+        out.fields.put_i16(answer.error_code);
+        out.fields.put_i32(answer.session_id);
     }
     put_len(&mut out.fields, answer.topics.len(), flexible);
     for (topic, partitions) in &answer.topics {
@@ -201,6 +215,8 @@ mod tests {
             records: RecordBytes::default(),
         };
         FetchAnswer {
+            error_code: 0,
+            session_id: 1_234_567,
             topics: vec![
                 ("orders".into(), vec![ok, failed.clone()]),
                 ("t".into(), vec![failed]),
@@ -234,7 +250,16 @@ mod tests {
                     .with_partitions(partitions)
             })
             .collect();
-        let response = ResponseKind::Fetch(FetchResponse::default().with_responses(responses));
+        // Before v7 the fields do not exist (and are not written).
+        let (error_code, session_id) = match version {
+            7.. => (answer.error_code, answer.session_id),
+            _ => (0, 0),
+        };
+        let response = FetchResponse::default()
+            .with_error_code(error_code)
+            .with_session_id(session_id)
+            .with_responses(responses);
+        let response = ResponseKind::Fetch(response);
         crate::codec::encode_response(ApiKey::Fetch, version, 77, &response).unwrap()
     }
 
@@ -289,6 +314,13 @@ mod tests {
                     assert_eq!(joined(&chunks), expected, "v{version}");
                 }
             }
+            let failed = FetchAnswer::failed(70);
+            let chunks = encode_fetch_frame(&failed, version, 77);
+            assert_eq!(
+                joined(&chunks),
+                through_codec(&failed, version).to_vec(),
+                "v{version}"
+            );
         }
     }
 

@@ -5,6 +5,7 @@ several in combined mode."""
 
 import os
 import select
+import socket
 import subprocess
 from pathlib import Path
 
@@ -21,6 +22,13 @@ def controller_binary() -> Path:
     if not target.is_absolute():
         target = REPO_ROOT / target
     return target / "debug" / "laminar-test-broker"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a broker's admin listener)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class BrokerError(RuntimeError):

@@ -9,7 +9,6 @@ Screenshots of the main pages go to $LAMINAR_SCREENSHOTS_DIR (default: a tempora
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 import urllib.request
@@ -19,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from laminar_broker import REPO_ROOT, BrokerProcess
+from laminar_broker import REPO_ROOT, BrokerProcess, free_port
 
 TIMEOUT_S = 15
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -35,12 +34,6 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

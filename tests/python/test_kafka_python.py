@@ -6,12 +6,14 @@ DeleteRecords, and kill -9 then restart keeping every acks=all record. Idempoten
 (kafka-python turns it on by default); test_groups_idempotence.py covers it."""
 
 import time
+import urllib.request
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource
 from kafka.errors import TopicAlreadyExistsError
 
+from laminar_broker import BrokerProcess, free_port
 from records import BASE_TIMESTAMP_MS, Rec, assert_matches, sample_records
 
 TIMEOUT_S = 15
@@ -195,3 +197,51 @@ def test_kill9_then_restart_keeps_every_acks_all_record(own_broker, topic_name):
     for partition in (0, 1):
         assert_matches(records, read(own_broker, topic_name, 1000, partition=partition))
     assert produce(own_broker, topic_name, records[:5]) == list(range(1000, 1005))
+
+
+def _gauge(http, name):
+    with urllib.request.urlopen(f"http://{http}/metrics", timeout=TIMEOUT_S) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"/metrics has no {name}")
+
+
+def test_a_consumer_of_many_partitions_reads_them_all_through_an_incremental_fetch_session(topic_name):
+    """kafka-python opens a KIP-227 fetch session (a full fetch at epoch 0), then names only the
+    partitions whose position moved; the broker answers only those with new records or a new
+    high watermark. Every record still arrives, in order, once, in both rounds."""
+    http = f"127.0.0.1:{free_port()}"
+    process = BrokerProcess(overrides={"laminar.http.listen": http})
+    try:
+        partitions = 24
+        create_topic(process, topic_name, partitions=partitions)
+        first = {p: produce(process, topic_name, sample_records(3), partition=p) for p in range(partitions)}
+        assert all(offsets == [0, 1, 2] for offsets in first.values())
+        c = consumer(process)
+        try:
+            c.assign([TopicPartition(topic_name, p) for p in range(partitions)])
+            c.seek_to_beginning()
+            got = poll_partitions(c, partitions * 3)
+            assert {p: [o for o, _ in got[p]] for p in got} == {p: [0, 1, 2] for p in range(partitions)}
+            assert _gauge(http, "laminar_kafka_fetch_sessions") >= 1, "the consumer fetches in a session"
+            # A second round into a few partitions: the session's fetches find exactly those.
+            for p in (3, 17, 23):
+                assert produce(process, topic_name, sample_records(2), partition=p) == [3, 4]
+            got = poll_partitions(c, 6)
+            assert {p: [o for o, _ in got[p]] for p in got} == {3: [3, 4], 17: [3, 4], 23: [3, 4]}
+        finally:
+            c.close()
+    finally:
+        process.stop()
+
+
+def poll_partitions(c, count):
+    """`count` records from any partitions: (offset, partition) lists by partition."""
+    got, seen, deadline = {}, 0, time.monotonic() + TIMEOUT_S
+    while seen < count:
+        assert time.monotonic() < deadline, f"only {seen} of {count} records arrived"
+        for tp, batch in c.poll(timeout_ms=200).items():
+            got.setdefault(tp.partition, []).extend((r.offset, tp.partition) for r in batch)
+            seen += len(batch)
+    return got

@@ -241,6 +241,13 @@ fn narrow<T: TryFrom<i64>>(name: &str, value: i64) -> T {
     T::try_from(value).unwrap_or_else(|_| panic!("{name}={value} passed validation but does not fit"))
 }
 
+impl Values<'_> {
+    /// Key `name`'s integer, narrowed to `T` (which its registered range fits).
+    fn narrowed<T: TryFrom<i64>>(&self, name: &str) -> Result<T, ConfigError> {
+        Ok(narrow(name, self.int(name)?))
+    }
+}
+
 fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
@@ -272,6 +279,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         message_max_bytes: narrow("message.max.bytes", v.int("message.max.bytes")?),
         socket_request_max_bytes: narrow("socket.request.max.bytes", v.int("socket.request.max.bytes")?),
         fetch_max_bytes: narrow("fetch.max.bytes", v.int("fetch.max.bytes")?),
+        max_incremental_fetch_session_cache_slots: v.narrowed("max.incremental.fetch.session.cache.slots")?,
         queued_max_request_bytes: queued_max_request_bytes(&v)?,
         max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,

@@ -143,6 +143,9 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Most record bytes one fetch answer carries over all its partitions (a first batch \
          larger than that still comes whole, so a consumer progresses); a request asking for \
          more gets this."),
+    key("max.incremental.fetch.session.cache.slots", Fixed("1000"), NON_NEGATIVE_I32, &[],
+        "Incremental fetch sessions (KIP-227) the broker keeps at most; 0: none, every fetch \
+         names all its partitions."),
     key("queued.max.request.bytes", Fixed("536870912"),
         Kind::IntOrUnlimited { min: 1, max: i64::MAX }, &[],
         "Memory all connections together may hold for requests being received or waiting for \

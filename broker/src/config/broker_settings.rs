@@ -33,6 +33,8 @@ pub struct BrokerConfig {
     pub message_max_bytes: u32,
     pub socket_request_max_bytes: u32,
     pub fetch_max_bytes: u32,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub max_incremental_fetch_session_cache_slots: u32,
     /// `queued.max.request.bytes`; `usize::MAX` for -1 (no bound).
     pub queued_max_request_bytes: usize,
     /// `max.connections` (before the open-file limit bounds it).

@@ -16,6 +16,7 @@ use laminar_engine::task_wakers::with_shared_waker;
 
 use crate::broker::{by_owning_shard, on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::errors::partition_error_code;
+use crate::fetch_sessions::{Answered, FetchContext, Opened, PartitionFetch, PartitionState};
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
 use crate::handlers::placement::Placement;
 use crate::replication::throttle::ThrottleSide;
@@ -79,20 +80,24 @@ pub async fn handle(
         id if id >= 0 => Reader::Follower(id),
         _ => Reader::Consumer,
     };
-    let wanted = items_by_partition(
-        &request.topics,
-        |t| (t.topic.as_str(), t.partitions.as_slice()),
-        |p| {
+    let opened = match open_session(ctx, &request, version, reader) {
+        Ok(opened) => opened,
+        Err(error) => return FetchAnswer::failed(error.code()),
+    };
+    let wanted: Vec<(TopicPartition, Wanted)> = opened
+        .partitions
+        .iter()
+        .map(|(tp, fetch)| {
             let want = Wanted {
-                offset: p.fetch_offset,
-                max_bytes: (p.partition_max_bytes.max(0) as usize).min(max_bytes),
+                offset: fetch.fetch_offset,
+                max_bytes: (fetch.partition_max_bytes.max(0) as usize).min(max_bytes),
                 min_one_batch: true,
                 reader,
-                current_leader_epoch: p.current_leader_epoch,
+                current_leader_epoch: fetch.current_leader_epoch,
             };
-            (p.partition, want)
-        },
-    );
+            (tp.clone(), want)
+        })
+        .collect();
     placement.note(wanted.iter().map(|(tp, _)| tp));
     let mut results = read_all(ctx, &wanted, max_bytes).await;
     loop {
@@ -115,7 +120,75 @@ pub async fn handle(
         results = read_all(ctx, &wanted, max_bytes).await;
     }
     let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
-    respond(results, request.isolation_level)
+    let answers = partition_answers(results, request.isolation_level);
+    let told: Vec<Answered> = answers.iter().map(|(_, answer)| told_of(answer)).collect();
+    let sessions = &ctx.state.shared.fetch_sessions;
+    let (session_id, sent) = sessions.answered(&opened, &told, Instant::now());
+    let mut answer = FetchAnswer {
+        session_id,
+        ..FetchAnswer::default()
+    };
+    for ((tp, partition), sent) in answers.into_iter().zip(sent) {
+        if sent {
+            push_partition(&mut answer.topics, &tp.topic, partition);
+        }
+    }
+    answer
+}
+
+/// The partitions to read for `request`, once its fetch session fields (v7+) are applied: those
+/// it names, or its session's; or the error that answers it whole.
+fn open_session(
+    ctx: &Rc<BrokerCtx>,
+    request: &FetchRequest,
+    version: i16,
+    reader: Reader,
+) -> Result<Opened, ResponseError> {
+    let named = items_by_partition(
+        &request.topics,
+        |t| (t.topic.as_str(), t.partitions.as_slice()),
+        |p| {
+            let fetch = PartitionFetch {
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes,
+                current_leader_epoch: p.current_leader_epoch,
+            };
+            (p.partition, fetch)
+        },
+    );
+    if version < 7 {
+        let context = FetchContext::Sessionless;
+        return Ok(Opened {
+            context,
+            partitions: named,
+        });
+    }
+    let forgotten: Vec<TopicPartition> = items_by_partition(
+        &request.forgotten_topics_data,
+        |t| (t.topic.as_str(), t.partitions.as_slice()),
+        |p| (*p, ()),
+    )
+    .into_iter()
+    .map(|(tp, ())| tp)
+    .collect();
+    let session = (request.session_id, request.session_epoch);
+    let follower = matches!(reader, Reader::Follower(_));
+    let sessions = &ctx.state.shared.fetch_sessions;
+    sessions.open(session, named, &forgotten, follower, Instant::now())
+}
+
+/// What a fetch session keeps of a partition's answer.
+fn told_of(answer: &PartitionAnswer) -> Answered {
+    let state = PartitionState {
+        high_watermark: answer.high_watermark,
+        last_stable_offset: answer.last_stable_offset,
+        log_start_offset: answer.log_start_offset,
+    };
+    Answered {
+        state,
+        has_records: !answer.records.is_empty(),
+        error_code: answer.error_code,
+    }
 }
 
 /// For each readable partition, the offset the wait must see the log grow past: what this pass
@@ -472,9 +545,10 @@ async fn sleep_until(deadline: Instant) {
 }
 
 /// Builds the answer from reads already within the byte limits.
-fn respond(results: Reads, isolation_level: i8) -> FetchAnswer {
+/// Each partition's answer, in read order.
+fn partition_answers(results: Reads, isolation_level: i8) -> Vec<(TopicPartition, PartitionAnswer)> {
     let read_committed = isolation_level == READ_COMMITTED;
-    let mut answer = FetchAnswer::default();
+    let mut answers = Vec::with_capacity(results.len());
     for (tp, result) in results {
         let partition = match result {
             Ok(read) => PartitionAnswer {
@@ -496,9 +570,9 @@ fn respond(results: Reads, isolation_level: i8) -> FetchAnswer {
                 records: RecordBytes::default(),
             },
         };
-        push_partition(&mut answer.topics, &tp.topic, partition);
+        answers.push((tp, partition));
     }
-    answer
+    answers
 }
 
 #[cfg(test)]

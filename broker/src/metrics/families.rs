@@ -63,6 +63,7 @@ pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const CONNECTIONS_REFUSED: &str = "laminar_kafka_connections_refused_total";
 pub const CONNECTIONS_MOVED: &str = "laminar_kafka_connections_moved_total";
+pub const FETCH_SESSIONS: &str = "laminar_kafka_fetch_sessions";
 pub const DESCRIPTORS_MAX: &str = "laminar_descriptors_max";
 pub const DESCRIPTORS_USED: &str = "laminar_descriptors_used";
 pub const FILES: &str = "laminar_storage_files";
@@ -200,6 +201,13 @@ pub const FAMILIES: &[Family] = &[
         "File cache events per shard: event=\"park\" (an idle file closed for lack of \
          descriptors), \"reopen\" (a parked file opened again), \"refusal\" (an open refused \
          with nothing idle to close: the partition answered KAFKA_STORAGE_ERROR).",
+    ),
+    family(
+        FETCH_SESSIONS,
+        Kind::Gauge,
+        &[],
+        "Incremental fetch sessions (KIP-227) the broker holds, of at most \
+         max.incremental.fetch.session.cache.slots (Kafka's NumIncrementalFetchSessions).",
     ),
     family(
         PARTITIONS,
@@ -384,6 +392,7 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         }
         CONNECTIONS | CONNECTIONS_MOVED | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
         CONNECTIONS_REFUSED => sample(out, name, &[], snapshot.descriptors.connections_refused_total),
+        FETCH_SESSIONS => sample(out, name, &[], snapshot.fetch_sessions as u64),
         DESCRIPTORS_MAX | DESCRIPTORS_USED => descriptor_samples(out, name, &snapshot.descriptors),
         FILES | FILE_EVENTS => file_samples(out, name, snapshot),
         FDATASYNC_LATENCY => histogram(out, name, &[], &snapshot.fdatasync()),

@@ -209,6 +209,8 @@ pub struct BrokerSnapshot {
     pub detail: SnapshotDetail,
     /// How the open-file limit's shares are used, broker-wide.
     pub descriptors: DescriptorsSnapshot,
+    /// Incremental fetch sessions open (KIP-227).
+    pub fetch_sessions: usize,
     /// This broker and the quorum, in cluster mode only.
     pub cluster: Option<crate::cluster::ClusterStatus>,
 }
@@ -316,6 +318,7 @@ pub async fn gather(ctx: &Rc<BrokerCtx>, detail: SnapshotDetail) -> BrokerSnapsh
     let mut snapshot = BrokerSnapshot {
         detail,
         descriptors: DescriptorsSnapshot::of(&ctx.state.shared),
+        fetch_sessions: ctx.state.shared.fetch_sessions.len(),
         cluster: ctx.state.shared.cluster.as_ref().map(|link| link.status()),
         ..BrokerSnapshot::default()
     };

@@ -107,6 +107,7 @@ fn fetch_counts_bytes_and_records_per_topic() {
                 },
             ],
         )],
+        ..FetchAnswer::default()
     };
     metrics.count_fetched(&response);
     metrics.count_fetched(&response);
