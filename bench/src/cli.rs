@@ -185,6 +185,11 @@ pub struct ConsumeArgs {
     /// Give up after this long without a record.
     #[arg(long, default_value_t = 10)]
     pub idle_timeout_s: u64,
+    /// Fetch in an incremental fetch session (KIP-227), as Kafka's Java consumer does: after
+    /// the first fetch, each names only the partitions whose position moved, and the answer
+    /// carries only partitions with news.
+    #[arg(long)]
+    pub fetch_session: bool,
 }
 
 /// `laminar bench e2e`.

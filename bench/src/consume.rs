@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use laminar_client::records::{batches, for_each_record};
-use laminar_client::{ClientConfig, Connection, FetchPosition, FetchSpec};
+use laminar_client::{ClientConfig, Connection, FetchPosition, FetchSession, FetchSpec};
 
 use crate::layout::KEY_BYTES;
 use crate::pacing::Clock;
@@ -32,6 +32,8 @@ pub struct ConsumerJob {
     pub end_to_end: bool,
     /// Give up after this long without a record.
     pub idle_timeout: Duration,
+    /// Fetch in an incremental fetch session (KIP-227).
+    pub fetch_session: bool,
 }
 
 /// Shared between the consumers of a run: records consumed by all, and when to stop.
@@ -102,10 +104,14 @@ pub fn run_consumer(
         min_bytes: 1,
         max_bytes: job.fetch_max_bytes,
     };
+    let mut session = job.fetch_session.then(FetchSession::new);
     let mut last_progress_us = clock.now_us();
     while !target.done() {
         let asked_us = clock.now_us();
-        let fetched = connection.fetch(&spec, &positions)?;
+        let fetched = match &mut session {
+            Some(session) => connection.fetch_in_session(session, &spec, &positions)?,
+            None => connection.fetch(&spec, &positions)?,
+        };
         let answered_us = clock.now_us();
         let mut records_total = 0u64;
         for partition in fetched {

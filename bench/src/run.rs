@@ -93,6 +93,7 @@ fn consumer_jobs(
                 fetch_max_bytes,
                 end_to_end,
                 idle_timeout: idle,
+                fetch_session: false,
             })
         })
         .collect()
@@ -213,7 +214,7 @@ pub fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
 pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
     let limits = limits_for(&args.common)?;
     let layout = prepare_topic(&args.common)?;
-    let jobs = consumer_jobs(
+    let mut jobs = consumer_jobs(
         &layout,
         &args.common.topic,
         args.consumers,
@@ -222,6 +223,9 @@ pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
         args.fetch_max_bytes,
         Duration::from_secs(args.idle_timeout_s),
     )?;
+    for job in &mut jobs {
+        job.fetch_session = args.fetch_session;
+    }
     let clock = Clock::new();
     let start_us = clock.now_us();
     let target = Arc::new(ConsumeTarget {

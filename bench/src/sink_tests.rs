@@ -190,6 +190,7 @@ fn consumer_counts_canned_batches_from_the_sink() {
         fetch_max_bytes: 16 << 20,
         end_to_end: false,
         idle_timeout: Duration::from_secs(5),
+        fetch_session: false,
     };
     let start_us = clock.now_us();
     let mut recorder = Recorder::new(start_us, Progress::new());

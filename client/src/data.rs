@@ -132,6 +132,24 @@ pub(crate) fn by_topic<'a, P>(items: impl IntoIterator<Item = (&'a str, P)>) -> 
     topics
 }
 
+/// The partitions of a fetch answer, in its order.
+pub(crate) fn fetched_partitions(response: FetchResponse) -> Vec<FetchedPartition> {
+    let mut fetched = Vec::new();
+    for topic in response.responses {
+        for partition in topic.partitions {
+            fetched.push(FetchedPartition {
+                topic: topic.topic.0.to_string(),
+                partition: partition.partition_index,
+                error: KafkaError::from_code(partition.error_code, None),
+                high_watermark: partition.high_watermark,
+                log_start_offset: partition.log_start_offset,
+                records: partition.records.unwrap_or_default(),
+            });
+        }
+    }
+    fetched
+}
+
 /// A Fetch request for `partitions` from `replica_id` (-1: a consumer).
 pub(crate) fn fetch_request<'a>(
     replica_id: i32,
@@ -266,20 +284,7 @@ impl Connection {
     ) -> Result<Vec<FetchedPartition>, ClientError> {
         let response = self.receive(pending)?;
         check_code(ApiKey::Fetch, response.error_code, None, String::new)?;
-        let mut fetched = Vec::new();
-        for topic in response.responses {
-            for partition in topic.partitions {
-                fetched.push(FetchedPartition {
-                    topic: topic.topic.0.to_string(),
-                    partition: partition.partition_index,
-                    error: KafkaError::from_code(partition.error_code, None),
-                    high_watermark: partition.high_watermark,
-                    log_start_offset: partition.log_start_offset,
-                    records: partition.records.unwrap_or_default(),
-                });
-            }
-        }
-        Ok(fetched)
+        Ok(fetched_partitions(response))
     }
 
     /// Fetches and waits for the response.

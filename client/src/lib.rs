@@ -17,6 +17,7 @@ mod admin;
 mod connection;
 mod data;
 mod error;
+mod fetch_session;
 mod group_member;
 mod groups;
 pub mod partitioner;
@@ -32,6 +33,7 @@ pub use admin::{
 pub use connection::{encode_frame, write_all_pieces, ClientConfig, Connection, Pending};
 pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, ProduceAck};
 pub use error::{ClientError, KafkaError};
+pub use fetch_session::FetchSession;
 pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
 pub use groups::{decode_assignment, CommittedOffset, GroupDescription, GroupMember, ListedGroup};
 pub use kafka_protocol::records::Compression;

@@ -161,3 +161,38 @@ fn a_broker_with_no_session_slots_answers_full_fetches_without_a_session() -> Re
     assert_eq!(carried(&full)?, vec![(0, 1, 1)]);
     Ok(())
 }
+
+#[test]
+fn the_bench_consumer_reads_every_record_of_many_partitions_through_a_session() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let topic = laminar_tests::rdkafka_client::unique_topic("fetch-sessions-bench");
+    let brokers = broker.addr().to_string();
+    let common = [
+        "--topic",
+        &topic,
+        "--partitions",
+        "40",
+        "--num-records",
+        "4000",
+        "--no-limits",
+    ];
+    let produce = [&["bench", "produce", "--record-size", "100"][..], &common[..]].concat();
+    laminar_tests::cli::ok_on(&brokers, &produce, "")?;
+    // It stops at exactly 4 000 records and fails after 10 s without one: every record came.
+    let consume = [
+        &["bench", "consume", "--consumers", "2", "--fetch-session"][..],
+        &common[..],
+    ]
+    .concat();
+    laminar_tests::cli::ok_on(&brokers, &consume, "")?;
+    let metrics = laminar_tests::http::get_ok(broker.http_addr(), "/metrics")?;
+    let sessions = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("laminar_kafka_fetch_sessions "));
+    assert_eq!(
+        sessions,
+        Some("2"),
+        "each consumer's connection fetched in a session"
+    );
+    Ok(())
+}

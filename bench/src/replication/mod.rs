@@ -289,6 +289,7 @@ fn consume_round(args: &ReplicationArgs, plan: &Plan) -> anyhow::Result<Round> {
         consumers: usize::try_from(args.partitions).unwrap_or(1),
         fetch_max_bytes: crate::consume::FETCH_MAX_BYTES_DEFAULT,
         idle_timeout_s: CONSUME_IDLE_TIMEOUT_S,
+        fetch_session: false,
     };
     let length = Duration::from_secs(args.seconds);
     // Read again from the start until the round has lasted as long as a produce round: one

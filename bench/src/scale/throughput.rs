@@ -321,6 +321,7 @@ fn consume_run(plan: &Plan, topic: &str, partitions: u32, consumers: usize) -> R
         consumers,
         fetch_max_bytes: crate::consume::FETCH_MAX_BYTES_DEFAULT,
         idle_timeout_s: 10,
+        fetch_session: false,
     };
     // The harness deals partitions to consumers: never more consumers than partitions.
     let title = format!(
