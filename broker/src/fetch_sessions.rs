@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
+use laminar_protocol::fetch_session::{next_epoch, INITIAL_EPOCH};
 
 use crate::broker::TopicPartition;
 
@@ -175,15 +176,6 @@ impl Session {
     }
 }
 
-/// Kafka's epoch sequence: 1, 2, ... i32::MAX, then 1 again.
-fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX {
-        1
-    } else {
-        epoch + 1
-    }
-}
-
 struct Cache {
     sessions: HashMap<i32, Session>,
     /// Partitions over all sessions (bounded by [`CACHED_PARTITIONS_MAX`]).
@@ -251,7 +243,7 @@ impl FetchSessions {
                 cache.remove(id);
             }
             let context = match epoch {
-                0 if self.slots_max > 0 => FetchContext::Full { follower },
+                INITIAL_EPOCH if self.slots_max > 0 => FetchContext::Full { follower },
                 _ => FetchContext::Sessionless,
             };
             return Ok(Opened {

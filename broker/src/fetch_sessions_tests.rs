@@ -96,7 +96,6 @@ fn epochs_must_follow_each_other_and_unknown_sessions_are_refused() {
         "epoch 1 was used"
     );
     assert!(sessions.open((id, 2), Vec::new(), &[], false, now).is_ok());
-    assert_eq!(next_epoch(i32::MAX), 1);
 }
 
 #[test]

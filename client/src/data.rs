@@ -169,7 +169,7 @@ pub(crate) fn fetch_request<'a>(
         .with_max_wait_ms(spec.max_wait_ms)
         .with_min_bytes(spec.min_bytes)
         .with_max_bytes(spec.max_bytes)
-        .with_session_epoch(-1)
+        .with_session_epoch(laminar_protocol::fetch_session::FINAL_EPOCH)
         .with_topics(topics)
 }
 

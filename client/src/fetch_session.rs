@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, ForgottenTopic};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use laminar_protocol::fetch_session::{next_epoch, INITIAL_EPOCH};
 
 use crate::connection::Connection;
 use crate::data::{by_topic, fetch_request, fetched_partitions, FetchPosition, FetchSpec, FetchedPartition};
@@ -67,7 +68,7 @@ impl FetchSession {
             .collect();
         let request = fetch_request(-1, spec, changed)
             .with_session_id(self.id)
-            .with_session_epoch(if full { 0 } else { self.epoch })
+            .with_session_epoch(if full { INITIAL_EPOCH } else { self.epoch })
             .with_forgotten_topics_data(if full { Vec::new() } else { forgotten });
         self.named = still_named;
         request
@@ -82,15 +83,6 @@ impl FetchSession {
         } else {
             *self = FetchSession::new();
         }
-    }
-}
-
-/// Kafka's epoch sequence: 1, 2, ... i32::MAX, then 1 again.
-fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX {
-        1
-    } else {
-        epoch + 1
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod chunk;
 pub mod codec;
 pub mod fetch_response;
+pub mod fetch_session;
 pub mod frame;
 pub mod records;
 #[allow(unsafe_code)] // receiving into spare capacity, with its SAFETY comments
