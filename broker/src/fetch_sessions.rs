@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use laminar_protocol::fetch_session::{next_epoch, INITIAL_EPOCH};
 
-use crate::broker::TopicPartition;
+use crate::topic_partition::TopicPartition;
 
 /// Kafka's `min.incremental.fetch.session.eviction.ms`: a session unused this long may be
 /// evicted for a new one, and is dropped at the next sweep.
