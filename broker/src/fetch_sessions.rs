@@ -81,7 +81,9 @@ pub enum FetchContext {
     /// A full fetch that asks for a session: every partition named is answered, and cached.
     Full { follower: bool },
     /// A fetch in session `id`: its partitions are read, the changed ones answered.
-    Incremental { id: i32 },
+    /// `next_epoch` is the session's next epoch once this fetch opened it: a session whose
+    /// next epoch has moved on meanwhile was changed by another fetch.
+    Incremental { id: i32, next_epoch: i32 },
 }
 
 /// A fetch's partitions once its session is applied: what to read, in this order.
@@ -149,6 +151,7 @@ impl Session {
     /// Records the answers (in the session's order, one per partition) and returns which go
     /// out: those with records, an error or a changed state. They move to the end.
     fn answer(&mut self, answers: &[Answered]) -> Vec<bool> {
+        // Only this fetch changed the session since it listed the partitions it read.
         assert_eq!(
             answers.len(),
             self.partitions.len(),
@@ -273,7 +276,10 @@ impl FetchSessions {
             return Err(ResponseError::FetchSessionIdNotFound);
         }
         Ok(Opened {
-            context: FetchContext::Incremental { id },
+            context: FetchContext::Incremental {
+                id,
+                next_epoch: next_epoch(epoch),
+            },
             partitions,
         })
     }
@@ -287,9 +293,10 @@ impl FetchSessions {
                 let id = self.create(opened, answers, follower, now);
                 (id, vec![true; answers.len()])
             }
-            FetchContext::Incremental { id } => match self.lock().sessions.get_mut(&id) {
-                Some(session) if session.partitions.len() == answers.len() => (id, session.answer(answers)),
-                // Closed or changed by another fetch meanwhile: this answer is whole, in no session.
+            FetchContext::Incremental { id, next_epoch } => match self.lock().sessions.get_mut(&id) {
+                Some(session) if session.next_epoch == next_epoch => (id, session.answer(answers)),
+                // Closed, or changed by another fetch meanwhile (a client that pipelines fetches
+                // in one session, which none does): this answer is whole, in no session.
                 _ => (0, vec![true; answers.len()]),
             },
         }

@@ -55,7 +55,7 @@ fn an_incremental_fetch_reads_the_whole_session_and_answers_only_what_changed() 
 
     // Nothing named: every partition of the session is read, at the offsets cached.
     let opened = sessions.open((id, 1), Vec::new(), &[], false, now).unwrap();
-    assert_eq!(opened.context, FetchContext::Incremental { id });
+    assert_eq!(opened.context, FetchContext::Incremental { id, next_epoch: 2 });
     assert_eq!(indices(&opened), vec![0, 1, 2]);
     let mut grown = at(11);
     grown.has_records = true;
@@ -209,4 +209,25 @@ fn idle_sessions_are_dropped_and_no_slots_means_no_sessions() {
     let none = FetchSessions::new(0);
     let opened = none.open((0, 0), named(&[(0, 0)]), &[], false, start).unwrap();
     assert_eq!(opened.context, FetchContext::Sessionless);
+}
+
+#[test]
+fn an_answer_to_a_session_another_fetch_changed_meanwhile_goes_out_whole_without_it() {
+    let sessions = FetchSessions::new(10);
+    let now = Instant::now();
+    let id = full_fetch(&sessions, &[0, 1], now);
+    let first = sessions.open((id, 1), Vec::new(), &[], false, now).unwrap();
+    let second = sessions
+        .open((id, 2), named(&[(5, 0)]), &[tp(0)], false, now)
+        .unwrap();
+    assert_eq!(
+        sessions.answered(&first, &[at(10), at(10)], now),
+        (0, vec![true, true])
+    );
+    let (answer_id, sent) = sessions.answered(&second, &[at(10), at(10)], now);
+    assert_eq!(
+        (answer_id, sent),
+        (id, vec![false, true]),
+        "the latest fetch keeps the session"
+    );
 }
