@@ -9,7 +9,7 @@
 //! - epoch 0 (initial): a full fetch; a session named is closed, and a new one is made for the
 //!   partitions answered if the cache has room (else the answer carries session 0, and the
 //!   client goes on with full fetches).
-//! - epoch > 0: an incremental fetch in the session named, whose next epoch it must be
+//! - any other epoch: an incremental fetch in the session named, whose next epoch it must be
 //!   (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH otherwise). Partitions named are
 //!   added or updated, forgotten ones removed, and every partition of the session is read.
 //!   Partitions answered move to the end of the session's order, so that a fetch whose byte
@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use laminar_protocol::fetch_session::{next_epoch, INITIAL_EPOCH};
+use laminar_protocol::fetch_session::{next_epoch, FINAL_EPOCH, INITIAL_EPOCH};
 
 use crate::topic_partition::TopicPartition;
 
@@ -241,7 +241,8 @@ impl FetchSessions {
         let (id, epoch) = session;
         let mut cache = self.lock();
         cache.sweep(now);
-        if epoch <= 0 {
+        // Any other epoch names a fetch in a session: one below -1 matches none (as in Kafka).
+        if epoch == INITIAL_EPOCH || epoch == FINAL_EPOCH {
             if id != 0 {
                 cache.remove(id);
             }

@@ -96,6 +96,14 @@ fn epochs_must_follow_each_other_and_unknown_sessions_are_refused() {
         "epoch 1 was used"
     );
     assert!(sessions.open((id, 2), Vec::new(), &[], false, now).is_ok());
+    let below_final = sessions.open((id, -2), Vec::new(), &[], false, now).err();
+    assert_eq!(
+        below_final,
+        Some(ResponseError::InvalidFetchSessionEpoch),
+        "as Kafka answers"
+    );
+    let no_session = sessions.open((0, -2), Vec::new(), &[], false, now).err();
+    assert_eq!(no_session, Some(ResponseError::FetchSessionIdNotFound));
 }
 
 #[test]
