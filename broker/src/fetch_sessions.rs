@@ -163,6 +163,10 @@ impl Session {
             sent.push(answer.has_records || answer.error_code != 0 || changed);
             cached.2 = answer.state;
         }
+        if !sent.contains(&true) {
+            // A caught-up consumer's long poll, most of the time: the order stands.
+            return sent;
+        }
         let (mut kept, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions)
             .into_iter()
             .zip(&sent)
@@ -213,10 +217,11 @@ impl FetchSessions {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
-        // A panic while holding it is a bug that already took the process's shard down.
+        // A panic while holding it (a failed assertion, before any change) leaves the cache
+        // whole: the other shards go on using it.
         self.cache
             .lock()
-            .expect("the fetch session cache is never poisoned")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Sessions open now.
@@ -286,19 +291,17 @@ impl FetchSessions {
     }
 
     /// Takes a fetch's answers (one per partition of `opened`, in its order) into the session:
-    /// returns the session id the answer carries, and which partitions it carries.
-    pub fn answered(&self, opened: &Opened, answers: &[Answered], now: Instant) -> (i32, Vec<bool>) {
+    /// returns the session id the answer carries, and which partitions it carries (`None`:
+    /// all). A sessionless fetch needs no answers here (the handler passes none).
+    pub fn answered(&self, opened: &Opened, answers: &[Answered], now: Instant) -> (i32, Option<Vec<bool>>) {
         match opened.context {
-            FetchContext::Sessionless => (0, vec![true; answers.len()]),
-            FetchContext::Full { follower } => {
-                let id = self.create(opened, answers, follower, now);
-                (id, vec![true; answers.len()])
-            }
+            FetchContext::Sessionless => (0, None),
+            FetchContext::Full { follower } => (self.create(opened, answers, follower, now), None),
             FetchContext::Incremental { id, next_epoch } => match self.lock().sessions.get_mut(&id) {
-                Some(session) if session.next_epoch == next_epoch => (id, session.answer(answers)),
+                Some(session) if session.next_epoch == next_epoch => (id, Some(session.answer(answers))),
                 // Closed, or changed by another fetch meanwhile (a client that pipelines fetches
                 // in one session, which none does): this answer is whole, in no session.
-                _ => (0, vec![true; answers.len()]),
+                _ => (0, None),
             },
         }
     }

@@ -42,7 +42,7 @@ fn full_fetch(sessions: &FetchSessions, partitions: &[i32], now: Instant) -> i32
     assert!(matches!(opened.context, FetchContext::Full { .. }));
     let answers = vec![at(10); partitions.len()];
     let (id, sent) = sessions.answered(&opened, &answers, now);
-    assert!(sent.iter().all(|s| *s), "a full fetch answers every partition");
+    assert_eq!(sent, None, "a full fetch answers every partition");
     id
 }
 
@@ -60,7 +60,7 @@ fn an_incremental_fetch_reads_the_whole_session_and_answers_only_what_changed() 
     let mut grown = at(11);
     grown.has_records = true;
     let (answer_id, sent) = sessions.answered(&opened, &[at(10), grown, at(10)], now);
-    assert_eq!((answer_id, sent), (id, vec![false, true, false]));
+    assert_eq!((answer_id, sent), (id, Some(vec![false, true, false])));
 
     // The partition answered went to the end; a new fetch position is taken as named.
     let opened = sessions.open((id, 2), named(&[(1, 5)]), &[], false, now).unwrap();
@@ -73,7 +73,7 @@ fn an_incremental_fetch_reads_the_whole_session_and_answers_only_what_changed() 
     let (_, sent) = sessions.answered(&opened, &[at(10), at(12), failed], now);
     assert_eq!(
         sent,
-        vec![false, true, true],
+        Some(vec![false, true, true]),
         "a changed high watermark and an error go out"
     );
 }
@@ -116,7 +116,11 @@ fn the_final_epoch_closes_a_session_and_fetches_without_one() {
         .unwrap();
     assert_eq!(opened.context, FetchContext::Sessionless);
     assert_eq!(indices(&opened), vec![3]);
-    assert_eq!(sessions.answered(&opened, &[at(1)], now), (0, vec![true]));
+    assert_eq!(
+        sessions.answered(&opened, &[], now),
+        (0, None),
+        "sessionless: everything goes out"
+    );
     assert!(sessions.is_empty());
     let refused = sessions.open((id, 1), Vec::new(), &[], false, now).err();
     assert_eq!(refused, Some(ResponseError::FetchSessionIdNotFound));
@@ -149,7 +153,7 @@ fn forgotten_partitions_leave_and_new_ones_are_answered_at_once() {
     let (_, sent) = sessions.answered(&opened, &[at(10), at(10)], now);
     assert_eq!(
         sent,
-        vec![false, true],
+        Some(vec![false, true]),
         "the new partition was never answered in the session"
     );
 }
@@ -228,14 +232,26 @@ fn an_answer_to_a_session_another_fetch_changed_meanwhile_goes_out_whole_without
     let second = sessions
         .open((id, 2), named(&[(5, 0)]), &[tp(0)], false, now)
         .unwrap();
-    assert_eq!(
-        sessions.answered(&first, &[at(10), at(10)], now),
-        (0, vec![true, true])
-    );
+    assert_eq!(sessions.answered(&first, &[at(10), at(10)], now), (0, None));
     let (answer_id, sent) = sessions.answered(&second, &[at(10), at(10)], now);
     assert_eq!(
         (answer_id, sent),
-        (id, vec![false, true]),
+        (id, Some(vec![false, true])),
         "the latest fetch keeps the session"
     );
+}
+
+#[test]
+fn a_quiet_answer_keeps_the_sessions_order_and_the_next_answered_partition_moves_last() {
+    let sessions = FetchSessions::new(10);
+    let now = Instant::now();
+    let id = full_fetch(&sessions, &[0, 1, 2], now);
+    let quiet = sessions.open((id, 1), Vec::new(), &[], false, now).unwrap();
+    let (_, sent) = sessions.answered(&quiet, &[at(10), at(10), at(10)], now);
+    assert_eq!(sent, Some(vec![false, false, false]));
+    let next = sessions.open((id, 2), Vec::new(), &[], false, now).unwrap();
+    assert_eq!(indices(&next), vec![0, 1, 2], "nothing answered, nothing moved");
+    sessions.answered(&next, &[at(11), at(10), at(10)], now);
+    let after = sessions.open((id, 3), Vec::new(), &[], false, now).unwrap();
+    assert_eq!(indices(&after), vec![1, 2, 0]);
 }

@@ -121,15 +121,19 @@ pub async fn handle(
     }
     let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
     let answers = partition_answers(results, request.isolation_level);
-    let told: Vec<Answered> = answers.iter().map(|(_, answer)| told_of(answer)).collect();
+    // Sessionless fetches (librdkafka's, kafkajs's, followers') keep nothing per partition.
+    let told: Vec<Answered> = match opened.context {
+        FetchContext::Sessionless => Vec::new(),
+        _ => answers.iter().map(|(_, answer)| told_of(answer)).collect(),
+    };
     let sessions = &ctx.state.shared.fetch_sessions;
     let (session_id, sent) = sessions.answered(&opened, &told, Instant::now());
     let mut answer = FetchAnswer {
         session_id,
         ..FetchAnswer::default()
     };
-    for ((tp, partition), sent) in answers.into_iter().zip(sent) {
-        if sent {
+    for (at, (tp, partition)) in answers.into_iter().enumerate() {
+        if sent.as_ref().is_none_or(|sent| sent[at]) {
             push_partition(&mut answer.topics, &tp.topic, partition);
         }
     }
