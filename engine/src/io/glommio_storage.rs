@@ -5,6 +5,7 @@
 //! blocking `std::fs` calls; directory fsync goes through glommio.
 
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
+use super::mapped_appends::{MappedEnd, ShardMappedAppends};
 use super::reservations::ReserveBudget;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{FileId, LentFile, Storage, StorageFile};
@@ -111,6 +112,9 @@ pub struct GlommioStorage {
     descriptors: Option<Rc<ShardDescriptors>>,
     /// The log dir's budget of blocks reserved ahead of appends; `None`: no bound.
     reservations: Option<Arc<ReserveBudget>>,
+    /// Small appends to segment `.log` files go through a mapping (buffered mode; see
+    /// [`super::mapped_appends`]); `None`: every append is a `pwritev`.
+    mapped_appends: Option<Rc<ShardMappedAppends>>,
 }
 
 impl GlommioStorage {
@@ -123,7 +127,15 @@ impl GlommioStorage {
             write_behind: None,
             descriptors: None,
             reservations: None,
+            mapped_appends: (mode == WriteMode::Buffered).then(Rc::default),
         }
+    }
+
+    /// Turns mapped appends on (the default in buffered mode) or off: then every append is a
+    /// `pwritev`.
+    pub fn with_mapped_appends(mut self, on: bool) -> Self {
+        self.mapped_appends = (on && self.mode == WriteMode::Buffered).then(Rc::default);
+        self
     }
 
     /// Blocks reserved ahead of appends in files opened from now on come out of `budget`
@@ -194,6 +206,10 @@ pub struct GlommioFile {
     reservations: Option<Arc<ReserveBudget>>,
     /// The shard's fdatasync slots.
     sync_slots: SyncSlots,
+    /// Segment `.log` files in buffered mode: the shard's mapped appends and this file's
+    /// mapped end. While mapped, the file's length may lie past `len` (see
+    /// [`super::mapped_appends`]): every length change and the close cut it back first.
+    mapped: Option<(Rc<ShardMappedAppends>, RefCell<MappedEnd>)>,
 }
 
 fn closed() -> io::Error {
@@ -296,10 +312,37 @@ impl GlommioFile {
     }
 }
 
+impl GlommioFile {
+    /// Writes a small append through the file's mapped end; `None` when it is `pwritev`'s.
+    fn write_mapped(&self, fd: std::os::fd::RawFd, pos: u64, parts: &[&[u8]]) -> Option<u64> {
+        let (shard, end) = self.mapped.as_ref()?;
+        let file = (fd, self.id.device, self.len.get());
+        end.borrow_mut()
+            .write(shard, file, pos, parts)
+            .then(|| parts.iter().map(|part| part.len() as u64).sum())
+    }
+
+    /// Drops the mapped end before the file's length changes or it closes; returns whether
+    /// the length lies past the data (the caller cuts it back).
+    fn unmap_end(&self) -> bool {
+        self.mapped
+            .as_ref()
+            .is_some_and(|(_, end)| end.borrow_mut().unmap(self.len.get()))
+    }
+}
+
 impl Drop for GlommioFile {
     /// A file dropped unclosed gives back its share of the reserve budget (its blocks, if any,
-    /// stay reserved until its segment's file is next truncated, or is removed).
+    /// stay reserved until its segment's file is next truncated, or is removed), and its length
+    /// set past the data for a mapping.
     fn drop(&mut self) {
+        if self.unmap_end() {
+            if let Ok(fd) = self.read_fd() {
+                if let Err(error) = crate::sys::mapping::set_len(fd, self.len.get()) {
+                    tracing::warn!(%error, "cannot cut a dropped file back to its data: the next open verifies its tail");
+                }
+            }
+        }
         if let Some(budget) = &self.reservations {
             budget.give_back(self.reserve_held.get());
         }
@@ -334,8 +377,12 @@ impl StorageFile for GlommioFile {
                 // to an io-wq kernel thread, and that hop (context switches, wake-ups across
                 // cores) cost more than the copy itself (docs/decisions/0003). The bytes go
                 // straight from the request buffer; nothing is copied in user space.
-                let written = crate::sys::pwritev_all(f.as_raw_fd(), parts, pos)?;
-                self.writeback.written(f.as_raw_fd(), pos, written);
+                let fd = f.as_raw_fd();
+                let written = match self.write_mapped(fd, pos, parts) {
+                    Some(written) => written,
+                    None => crate::sys::pwritev_all(fd, parts, pos)?,
+                };
+                self.writeback.written(fd, pos, written);
                 self.len.set(self.len.get().max(pos + written));
                 self.settle_reservation();
                 Ok(())
@@ -358,6 +405,7 @@ impl StorageFile for GlommioFile {
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.unmap_end(); // the truncate below sets the length anyway
         match self.handle()? {
             Handle::Buffered(f) => once_per_wake(f.truncate(len)).await?,
             Handle::Direct(f, r) => {
@@ -472,13 +520,14 @@ impl StorageFile for GlommioFile {
             return Ok(());
         };
         self.writeback.closed();
+        let past_data = self.unmap_end();
         // Given back once the descriptors are closed below (when this returns), so that no
         // other open takes them while they are still open; one still used by an operation in
         // flight closes as soon as that operation ends.
         let _descriptors = self.descriptors.borrow_mut().take();
         match handle {
             Handle::Buffered(f) => {
-                if self.reserves_ahead() {
+                if self.reserves_ahead() || past_data {
                     // A closed file keeps no blocks ahead: nothing would give them back.
                     once_per_wake(f.truncate(self.len.get())).await?;
                     self.reserved_to.set(0);
@@ -591,6 +640,11 @@ impl Storage for GlommioStorage {
             reserve_held: Cell::new(0),
             reservations: self.reservations.clone(),
             sync_slots: self.sync_slots.clone(),
+            mapped: self
+                .mapped_appends
+                .clone()
+                .filter(|_| takes_mapped_appends(path))
+                .map(|shard| (shard, RefCell::default())),
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);
@@ -632,6 +686,12 @@ impl Storage for GlommioStorage {
         };
         self.dir_sync_slots.run(sync).await?
     }
+}
+
+/// Segment data files (`<base offset>.log`) take their small appends through a mapping; index
+/// files, whose entries are written many at a time, and every other file do not.
+fn takes_mapped_appends(path: &Path) -> bool {
+    path.extension().is_some_and(|extension| extension == "log")
 }
 
 #[cfg(test)]
@@ -677,10 +737,58 @@ mod tests {
             let created = storage.open(&path, true).await.unwrap();
             assert_eq!(created.len(), 0);
             created.write_at(0, &[b"twelve bytes"]).await.unwrap();
+            let id = created.id();
+            created.close().await.unwrap();
             for create in [false, true] {
                 let again = storage.open(&path, create).await.unwrap();
-                assert_eq!((again.len(), again.id()), (12, created.id()));
+                assert_eq!((again.len(), again.id()), (12, id));
             }
+        });
+    }
+
+    #[test]
+    fn a_logs_small_appends_are_mapped_and_its_length_comes_back_to_its_data() {
+        use crate::io::mapped_appends::WINDOW_BYTES;
+        on_executor(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let (log, index) = (dir.path().join("0.log"), dir.path().join("0.index"));
+            let storage = GlommioStorage::new(WriteMode::Buffered);
+            let on_disk = |path: &Path| std::fs::metadata(path).unwrap().len();
+            let write = |file: Rc<GlommioFile>, pos: u64, bytes: &'static [u8]| async move {
+                file.write_at(pos, &[bytes]).await.unwrap();
+                file
+            };
+            let file = write(storage.open(&log, true).await.unwrap(), 0, b"twelve bytes").await;
+            if on_disk(&log) == 12 {
+                return; // not mapped: this test's file system is nearly full
+            }
+            assert_eq!(
+                (on_disk(&log), file.len()),
+                (WINDOW_BYTES, 12),
+                "the length set for the window"
+            );
+            assert_eq!(
+                &file.read_at(0, 100).await.unwrap()[..],
+                b"twelve bytes",
+                "reads stop at the data"
+            );
+            let file = write(file, 12, b"+3").await;
+            file.truncate(13).await.unwrap();
+            assert_eq!(on_disk(&log), 13, "a truncate unmaps and sets the length");
+            let file = write(file, 13, b"3").await;
+            file.close().await.unwrap();
+            assert_eq!(on_disk(&log), 14, "the close cuts the length back to the data");
+            let file = write(storage.open(&log, false).await.unwrap(), 14, b"!").await;
+            drop(file);
+            assert_eq!(on_disk(&log), 15, "so does a drop");
+            assert_eq!(std::fs::read(&log).unwrap(), b"twelve bytes+3!");
+            let index_file = write(storage.open(&index, true).await.unwrap(), 0, b"entries").await;
+            assert_eq!(on_disk(&index), 7, "only segment data files are mapped");
+            index_file.close().await.unwrap();
+            let unmapped = GlommioStorage::new(WriteMode::Buffered).with_mapped_appends(false);
+            let file = write(unmapped.open(&log, false).await.unwrap(), 15, b"?").await;
+            assert_eq!(on_disk(&log), 16, "mapped appends turned off");
+            file.close().await.unwrap();
         });
     }
 

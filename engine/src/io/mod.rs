@@ -10,6 +10,7 @@ mod durable_dirs;
 mod faulty;
 mod file_cache;
 mod glommio_storage;
+pub mod mapped_appends;
 mod reservations;
 pub mod writeback;
 

@@ -306,15 +306,14 @@ fn glommio_storage_round_trip() {
     }
 }
 
-/// Disk bytes allocated to the `.log` files under `dir` and their total length.
-fn log_files_allocated_and_len(dir: &std::path::Path) -> (u64, u64) {
+/// Disk bytes allocated to the `.log` files under `dir` (measured against the partition's
+/// `size_bytes`: while a small append's mapping is open, a file's length lies past its data).
+fn log_files_allocated(dir: &std::path::Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let logs = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
     logs.filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .map(|p| std::fs::metadata(p).unwrap())
-        .fold((0, 0), |(blocks, len), m| {
-            (blocks + m.blocks() * 512, len + m.len())
-        })
+        .map(|p| std::fs::metadata(p).unwrap().blocks() * 512)
+        .sum()
 }
 
 /// Appends 64 KiB batches (16 per MiB) at `now_ms` until `mib` MiB more were appended, all in
@@ -350,17 +349,14 @@ fn tiny_partitions_reserve_nothing_busy_ones_within_the_budget_and_idle_ones_giv
             );
             let now = 1_700_000_000_000;
             tiny.append(batch(3, 0), now).await.unwrap();
-            let (allocated, len) = log_files_allocated_and_len(&root.join("tiny-0"));
+            let (allocated, len) = (log_files_allocated(&root.join("tiny-0")), tiny.size_bytes());
             assert!(
                 allocated <= len.next_multiple_of(4096),
                 "tiny: {allocated} for {len}"
             );
             assert_eq!(budget.reserved(), 0);
 
-            let ahead = |name: &str| {
-                let (allocated, len) = log_files_allocated_and_len(&root.join(name));
-                allocated.saturating_sub(len)
-            };
+            let ahead = |name: &str, len: u64| log_files_allocated(&root.join(name)).saturating_sub(len);
             // Past 1 MiB, a fast partition reserves a second of its appends (at least 1 MiB).
             let batches = append_mib(&busy, 1, now).await;
             busy.append(batch(3, 0), now).await.unwrap();
@@ -368,20 +364,23 @@ fn tiny_partitions_reserve_nothing_busy_ones_within_the_budget_and_idle_ones_giv
                 return; // this filesystem reserves nothing (fallocate is only a hint)
             }
             assert!(
-                ahead("busy-0") >= RESERVE_AHEAD_MIN_BYTES - 64 * 1024,
+                ahead("busy-0", busy.size_bytes()) >= RESERVE_AHEAD_MIN_BYTES - 64 * 1024,
                 "{}",
-                ahead("busy-0")
+                ahead("busy-0", busy.size_bytes())
             );
             // The second busy partition gets what is left of the budget.
             append_mib(&other, 1, now).await;
             other.append(batch(3, 0), now).await.unwrap();
             assert!(budget.reserved() <= budget.limit());
-            let second = ahead("busy-1");
+            let second = ahead("busy-1", other.size_bytes());
             assert!(
                 second > 0 && second < RESERVE_AHEAD_MIN_BYTES,
                 "what was left: {second}"
             );
-            assert!(ahead("busy-0") + ahead("busy-1") <= budget.limit() + 2 * 4096);
+            assert!(
+                ahead("busy-0", busy.size_bytes()) + ahead("busy-1", other.size_bytes())
+                    <= budget.limit() + 2 * 4096
+            );
 
             // Idle for a while: the reservation comes back; the partition stays usable.
             let later = now + RESERVE_IDLE_MS;
@@ -390,9 +389,9 @@ fn tiny_partitions_reserve_nothing_busy_ones_within_the_budget_and_idle_ones_giv
                 "not idle yet"
             );
             assert!(busy.release_idle_reservation(later).await.unwrap());
-            assert!(ahead("busy-0") <= 4096);
+            assert!(ahead("busy-0", busy.size_bytes()) <= 4096);
             other.close().await.unwrap();
-            assert!(ahead("busy-1") <= 4096);
+            assert!(ahead("busy-1", other.size_bytes()) <= 4096);
             assert_eq!(budget.reserved(), 0);
             busy.append(batch(1, 0), later).await.unwrap();
             assert_eq!(busy.log_end_offset(), batches * 64 + 3 + 1);
@@ -421,11 +420,10 @@ fn blocks_reserved_ahead_of_appends_are_given_back_when_the_segment_rolls_and_cl
                 .unwrap();
             append_mib(&p, 1, 0).await;
             p.append(batch(3, 0), 0).await.unwrap();
-            let (allocated, len) = log_files_allocated_and_len(&path);
+            let (allocated, len) = (log_files_allocated(&path), p.size_bytes());
             if allocated < len + RESERVE_AHEAD_MIN_BYTES / 2 {
                 return; // this filesystem reserves nothing (fallocate is only a hint)
             }
-            assert!(len < (1 << 20) + (64 << 10), "the length is what was appended");
             // The next MiB rolls: the first segment gives back its reservation once synced (in
             // the background, which the broker starts on the roll's claim), and the new one,
             // tiny, reserves nothing.
@@ -435,12 +433,71 @@ fn blocks_reserved_ahead_of_appends_are_given_back_when_the_segment_rolls_and_cl
             assert!(p.claim_rolled_sync(), "the roll asks for its background sync");
             assert!(!p.claim_rolled_sync(), "once");
             p.finish_rolled_sync().await.unwrap();
-            let (allocated, len) = log_files_allocated_and_len(&path);
+            let (allocated, len) = (log_files_allocated(&path), p.size_bytes());
             assert!(allocated <= len + 2 * 4096, "rolled: {allocated} bytes for {len}");
             append_mib(&p, 1, 0).await;
+            let len = p.size_bytes();
             p.close().await.unwrap();
-            let (allocated, len) = log_files_allocated_and_len(&path);
+            let allocated = log_files_allocated(&path);
             assert!(allocated <= len + 2 * 4096, "closed: {allocated} bytes for {len}");
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn a_crash_while_appends_are_mapped_leaves_zeros_past_the_data_which_the_open_cuts() {
+    use crate::io::{GlommioStorage, WriteMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("t-0");
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            let log_len = || {
+                std::fs::metadata(path.join(format!("{:020}.log", 0)))
+                    .unwrap()
+                    .len()
+            };
+            let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
+            let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
+                .await
+                .unwrap();
+            for _ in 0..3 {
+                p.append(batch(3, 0), 0).await.unwrap();
+            }
+            p.checkpoint().await.unwrap();
+            assert_eq!(
+                log_len(),
+                p.size_bytes(),
+                "a checkpoint cuts the file to its data"
+            );
+            for _ in 0..4 {
+                p.append(batch(3, 0), 0).await.unwrap();
+            }
+            let (data, end) = (p.size_bytes(), p.log_end_offset());
+            if log_len() == data {
+                return; // not mapped: this test's file system is nearly full
+            }
+            // The process dies: nothing closes, unmaps or cuts; the page cache keeps the bytes.
+            std::mem::forget(p);
+            std::mem::forget(storage);
+            assert!(log_len() > data, "zeros past the data");
+            let storage = Rc::new(GlommioStorage::new(WriteMode::Buffered));
+            let p = Partition::open(storage, path.clone(), LogConfig::default())
+                .await
+                .unwrap();
+            assert_eq!(
+                (p.log_end_offset(), p.size_bytes()),
+                (end, data),
+                "every batch, nothing more"
+            );
+            assert_eq!(log_len(), data, "the zeros cut");
+            let read = p.read(0, 1 << 20, true).await.unwrap();
+            let read_bytes: usize = read.data.iter().map(|b| b.len()).sum();
+            assert_eq!(read_bytes as u64, data, "all of it readable");
+            p.append(batch(1, 0), 0).await.unwrap();
+            assert_eq!(p.log_end_offset(), end + 1);
+            p.close().await.unwrap();
         })
         .unwrap()
         .join()

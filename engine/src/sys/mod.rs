@@ -6,6 +6,8 @@ use std::io::{self, IoSlice};
 use std::ops::Range;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 
+pub mod mapping;
+
 use io_uring::squeue::PushError;
 use io_uring::{opcode, types, IoUring};
 
@@ -395,7 +397,7 @@ fn pages_of(pos: u64, len: u64) -> Range<u64> {
 }
 
 /// The page size, asked once.
-fn page_bytes() -> u64 {
+pub(crate) fn page_bytes() -> u64 {
     static PAGE_BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *PAGE_BYTES.get_or_init(|| {
         // SAFETY: sysconf reads no memory of ours.

@@ -1,0 +1,303 @@
+//! Small appends to segment `.log` files through a shared mapping of the file's end, instead of
+//! a `pwritev` each (docs/decisions/0018).
+//!
+//! Why: keyed records over thousands of partitions arrive as batches of a record or two, each
+//! to a file not written for tens of milliseconds. A `pwritev` then pays the kernel's cold
+//! path every time: the inode's time update (the coarse clock has ticked since the file's
+//! last write) and the lookup of the file's last page and its buffers, 58 % of the broker's
+//! CPU at that point (decision 0011, section 25). A copy into a mapped page pays none of it:
+//! the kernel is entered once per new page (its first write fault, which updates the time
+//! once), not once per batch. Bytes copied are in the page cache at once, as with `pwritev`,
+//! so what an acknowledgement means does not change: a process kill loses nothing, and
+//! fdatasync makes them durable as before.
+//!
+//! Rules, and why each holds:
+//! - Only appends under [`MAPPED_APPEND_BYTES_MAX`] go through a mapping. A larger one fills
+//!   whole pages, where a fault (which zeroes each new page before the copy) costs more than the
+//!   `pwritev` (measured: twice the broker's CPU at 100 partitions of 16 KiB batches).
+//! - A window maps [`WINDOW_BYTES`] from the page of the append that made it. Writing a mapped
+//!   page past the file's end raises SIGBUS, so the file's length is set to the window's end
+//!   first: a sparse extension, no disk blocks. The file is then longer than its data; every
+//!   length change that goes through the file (truncate, close, drop) unmaps and cuts it back
+//!   first, so only a crash leaves the zeros, and recovery cuts them as it cuts any torn tail
+//!   (the open sees a `.log` longer than its clean record and verifies past it).
+//! - Disk blocks for a new page are allocated at its first write fault; on a full file system
+//!   that fault is a SIGBUS, not an error code. So a shard maps appends only while the file
+//!   system has [`USABLE_BYTES_HEADROOM`] free beyond what it mapped since it last looked
+//!   ([`ShardMappedAppends`]); short of it, appends go through `pwritev`, whose ENOSPC the log
+//!   turns into KAFKA_STORAGE_ERROR. Should a fault come anyway (a disk error reading a page
+//!   back, another writer filling the disk at once), `exit_on_bus_error` ends the process
+//!   with a message saying so.
+//! - Windows in the whole process stay under [`WINDOWS_MAX`] and a quarter of
+//!   `vm.max_map_count`; past that, appends go through `pwritev`. A checkpoint (the log's
+//!   `sync_all` truncates the file to its data) gives an idle partition's window back.
+
+use crate::sys::mapping::{self, MappedWindow};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Once, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Appends of this many bytes or more are written with `pwritev`.
+pub const MAPPED_APPEND_BYTES_MAX: u64 = 4096;
+/// The bytes one window maps (virtual memory; only pages written take memory or disk).
+pub const WINDOW_BYTES: u64 = 1 << 20;
+/// Appends are mapped only while the file system has this much free beyond what was mapped.
+pub const USABLE_BYTES_HEADROOM: u64 = 1 << 30;
+/// Windows mapped in the process at most (each one a kernel memory area).
+pub const WINDOWS_MAX: usize = 16_384;
+/// A shard reads the file system's free space again after mapping this many bytes...
+const ROOM_RECHECK_BYTES: u64 = 64 << 20;
+/// ...or after this long.
+const ROOM_RECHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Windows mapped now, in the whole process.
+static WINDOWS_MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// The most windows the process may map: [`WINDOWS_MAX`], and a quarter of the kernel's limit
+/// of memory areas per process (the allocator, glommio and thread stacks need the rest).
+fn windows_limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let kernel = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|text| text.trim().parse::<usize>().ok())
+            .unwrap_or(65_530);
+        WINDOWS_MAX.min(kernel / 4)
+    })
+}
+
+/// Windows mapped now in the process (for tests and gauges).
+pub fn windows_mapped() -> usize {
+    WINDOWS_MAPPED.load(Ordering::Relaxed)
+}
+
+/// A window counted in [`WINDOWS_MAPPED`] while it lives.
+#[derive(Debug)]
+struct CountedWindow(MappedWindow);
+
+impl CountedWindow {
+    /// Takes a place under the process's limit, then maps; `None` when there is no place.
+    fn map(fd: RawFd, start: u64) -> Option<io::Result<CountedWindow>> {
+        let limit = windows_limit();
+        WINDOWS_MAPPED
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()?;
+        Some(match MappedWindow::map(fd, start, WINDOW_BYTES as usize) {
+            Ok(window) => Ok(CountedWindow(window)),
+            Err(error) => {
+                WINDOWS_MAPPED.fetch_sub(1, Ordering::AcqRel);
+                Err(error)
+            }
+        })
+    }
+}
+
+impl Drop for CountedWindow {
+    fn drop(&mut self) {
+        WINDOWS_MAPPED.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One shard's view of the free space of the file systems it maps appends on, by device.
+/// Owned by one shard; not Send.
+#[derive(Debug, Default)]
+pub struct ShardMappedAppends {
+    rooms: RefCell<HashMap<u64, Room>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    usable_bytes: u64,
+    mapped_since_bytes: u64,
+    looked_at: Instant,
+}
+
+impl ShardMappedAppends {
+    /// Whether `bytes` more may be appended through a mapping on `device` (the file system of
+    /// `fd`), counting them if so. Looks at the free space again when the last look is old.
+    fn has_room(&self, fd: RawFd, device: u64, bytes: u64) -> bool {
+        let mut rooms = self.rooms.borrow_mut();
+        let now = Instant::now();
+        let stale = |room: &Room| {
+            room.mapped_since_bytes >= ROOM_RECHECK_BYTES
+                || now.duration_since(room.looked_at) >= ROOM_RECHECK_INTERVAL
+        };
+        let room = match rooms.get_mut(&device) {
+            Some(room) if !stale(room) => room,
+            _ => {
+                let Ok(usable_bytes) = mapping::usable_bytes(fd) else {
+                    rooms.remove(&device);
+                    return false;
+                };
+                let fresh = Room {
+                    usable_bytes,
+                    mapped_since_bytes: 0,
+                    looked_at: now,
+                };
+                rooms.entry(device).insert_entry(fresh).into_mut()
+            }
+        };
+        let left = room.usable_bytes.saturating_sub(room.mapped_since_bytes);
+        if left < USABLE_BYTES_HEADROOM + bytes {
+            return false;
+        }
+        room.mapped_since_bytes += bytes;
+        true
+    }
+}
+
+/// The mapped end of one open file, and how far its length was set past its data. Owned by
+/// the shard that owns the file; not Send.
+#[derive(Debug, Default)]
+pub struct MappedEnd {
+    window: Option<CountedWindow>,
+    /// The length this set the file to (0: never set): past the data while it exceeds it.
+    length_set: u64,
+    /// The file could not be mapped (a file system without shared writable mappings).
+    unmappable: bool,
+}
+
+impl MappedEnd {
+    /// Writes `parts` at `pos` through the window, mapping one first when none covers them;
+    /// returns `false`, having written nothing, when the append should go through `pwritev`
+    /// instead. `data_len`: the file's length as its owner knows it (at least every byte
+    /// written); `device`: the file's file system.
+    pub fn write(
+        &mut self,
+        shard: &ShardMappedAppends,
+        (fd, device, data_len): (RawFd, u64, u64),
+        pos: u64,
+        parts: &[&[u8]],
+    ) -> bool {
+        let total: u64 = parts.iter().map(|part| part.len() as u64).sum();
+        if self.unmappable || total == 0 || total >= MAPPED_APPEND_BYTES_MAX {
+            return false;
+        }
+        if !shard.has_room(fd, device, total) {
+            self.window = None; // a full disk must not find pages mapped over holes
+            return false;
+        }
+        let end = pos + total;
+        let covered = self.window.as_ref().is_some_and(|w| {
+            let range = w.0.range();
+            range.start <= pos && end <= range.end
+        });
+        if !covered && !self.map_from(fd, data_len, pos) {
+            return false;
+        }
+        let Some(window) = &self.window else {
+            unreachable!("a window covers the append")
+        };
+        window.0.write(pos, parts);
+        true
+    }
+
+    /// Maps a window from the page holding `pos`, setting the file's length to its end first.
+    fn map_from(&mut self, fd: RawFd, data_len: u64, pos: u64) -> bool {
+        self.window = None;
+        let start = pos - pos % crate::sys::page_bytes();
+        let window_end = start + WINDOW_BYTES;
+        if window_end > self.length_set.max(data_len) {
+            if mapping::set_len(fd, window_end).is_err() {
+                return false; // the pwritev will say why, if it fails too
+            }
+            self.length_set = window_end;
+        }
+        match CountedWindow::map(fd, start) {
+            None => false,
+            Some(Ok(window)) => {
+                static HANDLER: Once = Once::new();
+                HANDLER.call_once(|| {
+                    if let Err(error) = mapping::exit_on_bus_error() {
+                        tracing::warn!(%error, "cannot handle SIGBUS: a disk error in a mapped append kills the broker silently");
+                    }
+                });
+                self.window = Some(window);
+                true
+            }
+            Some(Err(error)) => {
+                tracing::debug!(%error, "a file the file system cannot map: its appends go through pwritev");
+                self.unmappable = true;
+                false
+            }
+        }
+    }
+
+    /// Drops the window, before the file's length changes or the file closes; returns whether
+    /// the file's length was set past `data_len` (its owner must then cut it back).
+    pub fn unmap(&mut self, data_len: u64) -> bool {
+        self.window = None;
+        let past_data = self.length_set > data_len;
+        self.length_set = 0;
+        past_data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileExt, MetadataExt};
+
+    fn shard_with_room() -> ShardMappedAppends {
+        ShardMappedAppends::default()
+    }
+
+    #[test]
+    fn small_appends_go_through_one_window_and_unmap_says_the_length_was_set() {
+        let file = tempfile::tempfile().unwrap();
+        let (fd, device) = (file.as_raw_fd(), file.metadata().unwrap().dev());
+        let shard = shard_with_room();
+        if !shard.has_room(fd, device, 0) {
+            return; // this test's file system is nearly full: nothing to check here
+        }
+        let mut end = MappedEnd::default();
+        let before = windows_mapped();
+        assert!(end.write(&shard, (fd, device, 0), 0, &[b"abc"]));
+        assert!(end.write(&shard, (fd, device, 3), 3, &[b"de", b"f"]));
+        assert_eq!(windows_mapped(), before + 1, "one window for both");
+        assert_eq!(
+            file.metadata().unwrap().len(),
+            WINDOW_BYTES,
+            "length set to the window's end"
+        );
+        let mut read = [0u8; 6];
+        file.read_exact_at(&mut read, 0).unwrap();
+        assert_eq!(&read, b"abcdef");
+        assert!(
+            !end.write(&shard, (fd, device, 6), 6, &[&[7u8; 4096]]),
+            "a page-sized append is pwritev's"
+        );
+        assert!(end.unmap(6), "the length is past the data");
+        assert_eq!(windows_mapped(), before);
+        assert!(!end.unmap(6), "and said once");
+    }
+
+    #[test]
+    fn an_append_past_the_window_maps_the_next_one_without_shortening_the_file() {
+        let file = tempfile::tempfile().unwrap();
+        let (fd, device) = (file.as_raw_fd(), file.metadata().unwrap().dev());
+        let shard = shard_with_room();
+        if !shard.has_room(fd, device, 0) {
+            return;
+        }
+        let mut end = MappedEnd::default();
+        let near_end = WINDOW_BYTES - 2;
+        mapping::set_len(fd, near_end).unwrap();
+        assert!(end.write(&shard, (fd, device, near_end), near_end, &[b"wxyz"]));
+        let mut read = [0u8; 4];
+        file.read_exact_at(&mut read, near_end).unwrap();
+        assert_eq!(&read, b"wxyz", "an append across the old window's end");
+        assert!(file.metadata().unwrap().len() >= near_end + 4);
+        let pos = near_end + 4;
+        assert!(end.write(&shard, (fd, device, pos), pos, &[b"!"]));
+        file.read_exact_at(&mut read[..1], pos).unwrap();
+        assert_eq!(&read[..1], b"!");
+    }
+}
