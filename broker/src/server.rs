@@ -257,6 +257,7 @@ fn shard_state(
     // the cache that closes idle ones when it runs short.
     let shard_descriptors = budgets.descriptors.shard();
     let storage = shard_storage(shared.write_behind())
+        .with_mapped_appends(shared.config.laminar_storage_mapped_appends)
         .with_descriptor_budget(shard_descriptors.clone())
         .with_reserve_budget(budgets.reservations.clone());
     let storage = FileCache::new(storage, Some(shard_descriptors));

@@ -257,6 +257,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Kind::Int { min: 1, max: laminar_engine::io::WriteBehind::IO_DEPTH_MAX as i64 }, &[],
         "Write-behind ranges in flight per shard at most; more wait for the next append. \
          Default: the iotune profile's recommended_io_depth, else 4."),
+    key("laminar.storage.mapped_appends", Fixed("true"), Kind::Bool, &[],
+        "Appends under 4 KiB to a segment's .log file are copied into a shared mapping of the \
+         file's end instead of written with pwritev each (docs/decisions/0018): the kernel is \
+         entered once per page instead of once per batch. Durability is the same. false: every \
+         append is a pwritev."),
     key("laminar.iotune.profile", Unset, Kind::Path, &[],
         "An iotune.json written by `laminar iotune`, whose recommendations set the write-behind \
          keys left unset. Default: iotune.json in the first log dir, when that file exists."),

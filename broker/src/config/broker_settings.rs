@@ -70,6 +70,8 @@ pub struct BrokerConfig {
     pub laminar_storage_write_batch_bytes: Option<u64>,
     /// `laminar.storage.io_depth`, when set.
     pub laminar_storage_io_depth: Option<u32>,
+    /// `laminar.storage.mapped_appends`: small appends through a mapping of the file's end.
+    pub laminar_storage_mapped_appends: bool,
     /// `laminar.iotune.profile`, when set (see [`BrokerConfig::iotune_profile_path`]).
     pub laminar_iotune_profile: Option<PathBuf>,
     /// Write-behind as the keys and, once applied, the iotune profile say.

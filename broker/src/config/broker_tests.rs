@@ -41,6 +41,7 @@ fn defaults_are_kafkas() {
     assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
     assert_eq!(c.log_flush_interval_messages, i64::MAX);
     assert_eq!(c.laminar_fsync, FsyncSetting::Always);
+    assert!(c.laminar_storage_mapped_appends);
     assert_eq!(c.laminar_http_listen.to_string(), "127.0.0.1:9644");
     let cores = std::thread::available_parallelism().unwrap().get();
     assert_eq!(c.laminar_cores, cores);
@@ -61,6 +62,7 @@ fn file_values_and_overrides_on_top() {
         "PLAINTEXT://127.0.0.1:19092"
     );
     assert_eq!(c.laminar_fsync, FsyncSetting::IntervalMs(50));
+    assert!(!config("", &["laminar.storage.mapped_appends=false"]).laminar_storage_mapped_appends);
     let c = config("log.dirs=/d1, /d2,", &[]);
     assert_eq!(c.log_dirs, vec![PathBuf::from("/d1"), PathBuf::from("/d2")]);
     // log.dir applies only when log.dirs is unset.
