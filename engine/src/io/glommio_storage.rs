@@ -748,7 +748,7 @@ mod tests {
 
     #[test]
     fn a_logs_small_appends_are_mapped_and_its_length_comes_back_to_its_data() {
-        use crate::io::mapped_appends::WINDOW_BYTES;
+        use crate::io::mapped_appends::{SMALL_APPENDS_BEFORE_MAPPING, WINDOW_BYTES};
         on_executor(|| async {
             let dir = tempfile::tempdir().unwrap();
             let (log, index) = (dir.path().join("0.log"), dir.path().join("0.index"));
@@ -758,36 +758,56 @@ mod tests {
                 file.write_at(pos, &[bytes]).await.unwrap();
                 file
             };
-            let file = write(storage.open(&log, true).await.unwrap(), 0, b"twelve bytes").await;
-            if on_disk(&log) == 12 {
+            // The appends a file takes with pwritev first, one byte each, from its length.
+            let log_path = &log;
+            let unmapped_appends = |file: Rc<GlommioFile>| async move {
+                for _ in 0..SMALL_APPENDS_BEFORE_MAPPING {
+                    let pos = file.len();
+                    file.write_at(pos, &[b"."]).await.unwrap();
+                    assert_eq!(on_disk(log_path), pos + 1, "the first small appends: pwritev");
+                }
+                file
+            };
+            let file = unmapped_appends(storage.open(&log, true).await.unwrap()).await;
+            let file = write(file, 4, b"twelve bytes").await;
+            if on_disk(&log) == 16 {
                 return; // not mapped: this test's file system is nearly full
             }
             assert_eq!(
                 (on_disk(&log), file.len()),
-                (WINDOW_BYTES, 12),
+                (WINDOW_BYTES, 16),
                 "the length set for the window"
             );
             assert_eq!(
                 &file.read_at(0, 100).await.unwrap()[..],
-                b"twelve bytes",
+                b"....twelve bytes",
                 "reads stop at the data"
             );
-            let file = write(file, 12, b"+3").await;
-            file.truncate(13).await.unwrap();
-            assert_eq!(on_disk(&log), 13, "a truncate unmaps and sets the length");
-            let file = write(file, 13, b"3").await;
+            let file = write(file, 16, b"+3").await;
+            file.truncate(17).await.unwrap();
+            assert_eq!(on_disk(&log), 17, "a truncate unmaps and sets the length");
+            let file = write(unmapped_appends(file).await, 21, b"3").await;
+            assert_eq!(on_disk(&log), WINDOW_BYTES, "mapped again");
             file.close().await.unwrap();
-            assert_eq!(on_disk(&log), 14, "the close cuts the length back to the data");
-            let file = write(storage.open(&log, false).await.unwrap(), 14, b"!").await;
+            assert_eq!(on_disk(&log), 22, "the close cuts the length back to the data");
+            let file = unmapped_appends(storage.open(&log, false).await.unwrap()).await;
+            let file = write(file, 26, b"!").await;
+            assert_eq!(on_disk(&log), WINDOW_BYTES, "mapped again");
             drop(file);
-            assert_eq!(on_disk(&log), 15, "so does a drop");
-            assert_eq!(std::fs::read(&log).unwrap(), b"twelve bytes+3!");
-            let index_file = write(storage.open(&index, true).await.unwrap(), 0, b"entries").await;
-            assert_eq!(on_disk(&index), 7, "only segment data files are mapped");
+            assert_eq!(on_disk(&log), 27, "so does a drop");
+            assert_eq!(std::fs::read(&log).unwrap(), b"....twelve bytes+....3....!");
+            let index_file = storage.open(&index, true).await.unwrap();
+            for pos in 0..=SMALL_APPENDS_BEFORE_MAPPING as u64 {
+                write(index_file.clone(), pos, b"e").await;
+            }
+            assert_eq!(on_disk(&index), 5, "only segment data files are mapped");
             index_file.close().await.unwrap();
             let unmapped = GlommioStorage::new(WriteMode::Buffered).with_mapped_appends(false);
-            let file = write(unmapped.open(&log, false).await.unwrap(), 15, b"?").await;
-            assert_eq!(on_disk(&log), 16, "mapped appends turned off");
+            let file = unmapped.open(&log, false).await.unwrap();
+            for pos in 27..=27 + SMALL_APPENDS_BEFORE_MAPPING as u64 {
+                write(file.clone(), pos, b"?").await;
+            }
+            assert_eq!(on_disk(&log), 32, "mapped appends turned off");
             file.close().await.unwrap();
         });
     }

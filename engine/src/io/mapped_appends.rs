@@ -28,6 +28,10 @@
 //!   turns into KAFKA_STORAGE_ERROR. Should a fault come anyway (a disk error reading a page
 //!   back, another writer filling the disk at once), `exit_on_bus_error` ends the process
 //!   with a message saying so.
+//! - A file's first [`SMALL_APPENDS_BEFORE_MAPPING`] small appends since it was opened (or last
+//!   unmapped) go through `pwritev`: a partition written once or twice, the common case among
+//!   100 000, keeps no window, no memory and no length past its data (mapping its first
+//!   append made one record to each of 30 000 partitions 1.8x slower).
 //! - Windows in the whole process stay under [`WINDOWS_MAX`] and a quarter of
 //!   `vm.max_map_count`; past that, appends go through `pwritev`. A checkpoint (the log's
 //!   `sync_all` truncates the file to its data) gives an idle partition's window back.
@@ -43,6 +47,8 @@ use std::time::{Duration, Instant};
 
 /// Appends of this many bytes or more are written with `pwritev`.
 pub const MAPPED_APPEND_BYTES_MAX: u64 = 4096;
+/// Small appends to a file that go through `pwritev` before its appends are mapped.
+pub const SMALL_APPENDS_BEFORE_MAPPING: u32 = 4;
 /// The bytes one window maps (virtual memory; only pages written take memory or disk).
 pub const WINDOW_BYTES: u64 = 1 << 20;
 /// Appends are mapped only while the file system has this much free beyond what was mapped.
@@ -161,6 +167,9 @@ pub struct MappedEnd {
     length_set: u64,
     /// The file could not be mapped (a file system without shared writable mappings).
     unmappable: bool,
+    /// Small appends written with `pwritev` since the file was opened or last unmapped, up to
+    /// [`SMALL_APPENDS_BEFORE_MAPPING`].
+    small_appends_unmapped: u32,
 }
 
 impl MappedEnd {
@@ -177,6 +186,10 @@ impl MappedEnd {
     ) -> bool {
         let total: u64 = parts.iter().map(|part| part.len() as u64).sum();
         if self.unmappable || total == 0 || total >= MAPPED_APPEND_BYTES_MAX {
+            return false;
+        }
+        if self.window.is_none() && self.small_appends_unmapped < SMALL_APPENDS_BEFORE_MAPPING {
+            self.small_appends_unmapped += 1;
             return false;
         }
         if !shard.has_room(fd, device, total) {
@@ -233,6 +246,7 @@ impl MappedEnd {
     /// the file's length was set past `data_len` (its owner must then cut it back).
     pub fn unmap(&mut self, data_len: u64) -> bool {
         self.window = None;
+        self.small_appends_unmapped = 0;
         let past_data = self.length_set > data_len;
         self.length_set = 0;
         past_data
@@ -258,6 +272,10 @@ mod tests {
             return; // this test's file system is nearly full: nothing to check here
         }
         let mut end = MappedEnd::default();
+        for _ in 0..SMALL_APPENDS_BEFORE_MAPPING {
+            assert!(!end.write(&shard, (fd, device, 0), 0, &[b"abc"]), "pwritev's");
+        }
+        assert_eq!(file.metadata().unwrap().len(), 0, "nothing written for them");
         let before = windows_mapped();
         assert!(end.write(&shard, (fd, device, 0), 0, &[b"abc"]));
         assert!(end.write(&shard, (fd, device, 3), 3, &[b"de", b"f"]));
@@ -277,6 +295,10 @@ mod tests {
         assert!(end.unmap(6), "the length is past the data");
         assert_eq!(windows_mapped(), before);
         assert!(!end.unmap(6), "and said once");
+        assert!(
+            !end.write(&shard, (fd, device, 6), 6, &[b"g"]),
+            "after an unmap, the first small appends are pwritev's again"
+        );
     }
 
     #[test]
@@ -287,7 +309,10 @@ mod tests {
         if !shard.has_room(fd, device, 0) {
             return;
         }
-        let mut end = MappedEnd::default();
+        let mut end = MappedEnd {
+            small_appends_unmapped: SMALL_APPENDS_BEFORE_MAPPING,
+            ..MappedEnd::default()
+        };
         let near_end = WINDOW_BYTES - 2;
         mapping::set_len(fd, near_end).unwrap();
         assert!(end.write(&shard, (fd, device, near_end), near_end, &[b"wxyz"]));

@@ -471,7 +471,8 @@ fn a_crash_while_appends_are_mapped_leaves_zeros_past_the_data_which_the_open_cu
                 p.size_bytes(),
                 "a checkpoint cuts the file to its data"
             );
-            for _ in 0..4 {
+            // Past the appends that go through pwritev before a file is mapped.
+            for _ in 0..crate::io::mapped_appends::SMALL_APPENDS_BEFORE_MAPPING + 2 {
                 p.append(batch(3, 0), 0).await.unwrap();
             }
             let (data, end) = (p.size_bytes(), p.log_end_offset());

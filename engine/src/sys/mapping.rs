@@ -44,6 +44,11 @@ impl MappedWindow {
             return Err(io::Error::last_os_error());
         }
         let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        // Most of a window lies past the file's data: a fault with readahead would read (zero
+        // fill) the pages around it, which the appends then overwrite. Advice only; a failure
+        // costs that readahead and nothing else.
+        // SAFETY: the range is the mapping just made, which nothing else has seen.
+        unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_RANDOM) };
         Ok(MappedWindow {
             base,
             file_offset,
