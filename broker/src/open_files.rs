@@ -46,9 +46,11 @@ pub fn descriptor_shares(
     let kept = rest.saturating_add(dir_syncs);
     let pool = DescriptorBudget::new(open_files_limit.saturating_sub(kept));
     let connections_max = max_connections.min(open_files_limit / 2).min(pool.limit());
-    // Half the reserve may be held by accepted connections waiting for the storage's room.
+    // Half the reserve may be held by accepted connections waiting for the storage's room:
+    // one by each shard's accept loop (`server::admit_after_room`), the rest in their own tasks.
+    let waiting_max = (rest / 2).saturating_sub(shard_count as u64);
     DescriptorShares {
-        connections: ConnectionSlots::new(connections_max, pool.clone(), rest / 2),
+        connections: ConnectionSlots::new(connections_max, pool.clone(), waiting_max),
         storage: pool,
     }
 }

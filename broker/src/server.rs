@@ -408,7 +408,15 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
             }
         };
         match accepted {
-            Ok(stream) => admit(ctx, stream),
+            Ok(stream) => {
+                if let Some(stream) = admit(ctx, stream) {
+                    let waited = std::pin::pin!(admit_after_room(ctx, stream));
+                    let stop = std::pin::pin!(shutdown.wait());
+                    if let Either::Right(_) = select(waited, stop).await {
+                        return;
+                    }
+                }
+            }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
@@ -419,36 +427,54 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
 }
 
 /// Serves a connection just accepted if it gets a slot. One that finds the connections' share
-/// lent to the storage waits for it in its own task (the accept loop goes on, so the listen
-/// queue keeps draining), as many at once as `ConnectionSlots` lets wait; the others are
-/// closed at once.
-fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) {
+/// lent to the storage waits for it in its own task, as many at once as `ConnectionSlots` lets
+/// wait; past them, the stream is handed back and the accept loop waits with it, so that the
+/// next connections stay in the listen queue instead of being closed (a burst of connects
+/// against a storage holding its whole share, as Kafka's acceptor waits for a slot). Those
+/// past `max.connections` are closed at once.
+fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) -> Option<glommio::net::TcpStream> {
     let slots = &ctx.state.shared.connection_slots;
     let waiting = match slots.take() {
         Ok(slot) => {
             glommio::spawn_local(connection::serve(ctx.clone(), stream, slot)).detach();
-            return;
+            return None;
         }
-        Err(NoSlot::NoRoomYet) => slots.start_waiting().ok_or(NoSlot::NoRoomYet),
-        Err(why) => Err(why),
-    };
-    let waiting = match waiting {
-        Ok(waiting) => waiting,
+        Err(NoSlot::NoRoomYet) => match slots.start_waiting() {
+            Some(waiting) => waiting,
+            None => return Some(stream),
+        },
         Err(why) => {
             slots.refused(why);
-            return; // the stream is dropped, so closed at once: the client retries after its backoff
+            return None; // the stream is dropped, so closed at once: the client retries after its backoff
         }
     };
     let ctx = ctx.clone();
     glommio::spawn_local(async move {
         let taken = wait_for_room(&ctx).await;
         drop(waiting);
-        match taken {
-            Ok(slot) => connection::serve(ctx, stream, slot).await,
-            Err(why) => ctx.state.shared.connection_slots.refused(why),
-        }
+        serve_or_refuse(ctx, stream, taken).await;
     })
     .detach();
+    None
+}
+
+/// The accept loop's own wait for room, for the stream `admit` handed back: at most one per
+/// shard beyond the waiters `ConnectionSlots` counts, each a descriptor of the kept reserve.
+async fn admit_after_room(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) {
+    let taken = wait_for_room(ctx).await;
+    let ctx = ctx.clone();
+    glommio::spawn_local(serve_or_refuse(ctx, stream, taken)).detach();
+}
+
+async fn serve_or_refuse(
+    ctx: Rc<BrokerCtx>,
+    stream: glommio::net::TcpStream,
+    taken: Result<ConnectionSlot, NoSlot>,
+) {
+    match taken {
+        Ok(slot) => connection::serve(ctx, stream, slot).await,
+        Err(why) => ctx.state.shared.connection_slots.refused(why),
+    }
 }
 
 /// A slot, once the storage gave back descriptors or within `ROOM_WAIT_MAX`.

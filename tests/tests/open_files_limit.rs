@@ -9,7 +9,7 @@
 //! Connections have their own share of the same limit (half of it: 128 here): with the
 //! partition files holding all they may, every connection up to that share is still served
 //! (the files give back what connections need), one more is closed at once, and the partitions
-//! go on serving beside them.
+//! go on serving beside them; the same share opened all at once is served, none closed.
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -283,6 +283,52 @@ fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<
         "files were parked and reopened"
     );
     drop(open);
+    assert_no_shortage(&broker);
+    Ok(())
+}
+
+/// Connections opened all at once while the partition files hold most of what the storage may:
+/// more of them need the files' descriptors back than may wait for them in tasks of their own
+/// (under 16 here), and every one is served all the same (the accept loop waits with the one past
+/// them, so the next ones wait in the listen queue); none is closed.
+#[test]
+fn a_burst_of_connections_needing_the_files_descriptors_is_served_not_closed() -> Result<()> {
+    let mut options = BrokerOptions::default().with_override("offsets.topic.num.partitions", "1");
+    options.open_files_limit = Some(OPEN_FILES_LIMIT);
+    let broker = Broker::start(options)?;
+    wire::create_topic(&mut WireConnection::connect(broker.addr())?, TOPIC, PARTITIONS)?;
+    produce_all_at_once(&broker, "one")?;
+    let before = wait_for_connections(&broker, 0)?;
+    let refused = "laminar_kafka_connections_refused_total";
+    let storage_used = before.value("laminar_descriptors_used{share=\"storage\"}");
+    let connections_max = before.value("laminar_descriptors_max{share=\"connections\"}");
+    assert!(
+        storage_used.zip(connections_max).map(|(used, max)| used + max)
+            > before.value("laminar_descriptors_max{share=\"storage\"}"),
+        "the files hold more than a burst of every connection leaves them: {storage_used:?}"
+    );
+
+    let mut burst: Vec<WireConnection> = (0..CONNECTIONS_MAX)
+        .map(|_| WireConnection::connect(broker.addr()))
+        .collect::<Result<_>>()?;
+    for conn in &mut burst {
+        conn.send(&ApiVersionsRequest::default(), 0)?;
+    }
+    for (n, conn) in burst.iter_mut().enumerate() {
+        match conn.reaction(std::time::Duration::from_secs(10))? {
+            Reaction::Frame(_) => {}
+            Reaction::Closed => bail!("connection {n} of the burst was closed"),
+            Reaction::Silent => bail!("connection {n} of the burst was not answered in 10 s"),
+        }
+    }
+    let after = metrics(&broker)?;
+    let refused_before = before.value(refused).context("the refusals' counter")?;
+    assert_eq!(after.value(refused), Some(refused_before), "none refused");
+    assert_eq!(
+        after.value("laminar_descriptors_used{share=\"connections\"}"),
+        Some(CONNECTIONS_MAX as f64)
+    );
+    drop(burst);
     assert_no_shortage(&broker);
     Ok(())
 }
