@@ -183,6 +183,65 @@ mod tests {
         assert!(usable_bytes(file.as_raw_fd()).unwrap() > 0);
     }
 
+    /// Whether the page-cache page behind `address` (mapped in this process) is dirty, from
+    /// `/proc/self/pagemap` and `/proc/kpageflags`; `None` without the privilege to see page
+    /// frames (CAP_SYS_ADMIN) or when the page is not mapped.
+    fn page_dirty(address: usize) -> Option<bool> {
+        const PRESENT: u64 = 1 << 63;
+        const FRAME_MASK: u64 = (1 << 55) - 1;
+        const KPF_DIRTY: u64 = 1 << 4;
+        let read_u64_at = |path: &str, index: u64| -> Option<u64> {
+            let file = std::fs::File::open(path).ok()?;
+            let mut entry = [0u8; 8];
+            file.read_exact_at(&mut entry, index * 8).ok()?;
+            Some(u64::from_ne_bytes(entry))
+        };
+        let entry = read_u64_at("/proc/self/pagemap", address as u64 / super::super::page_bytes())?;
+        let frame = entry & FRAME_MASK;
+        if entry & PRESENT == 0 || frame == 0 {
+            return None;
+        }
+        Some(read_u64_at("/proc/kpageflags", frame)? & KPF_DIRTY != 0)
+    }
+
+    /// What decision 0018 rests on: bytes copied into a window are dirty page-cache pages that
+    /// `fdatasync` writes like those of a `pwritev`, and so are bytes copied into the same page
+    /// after a sync (the kernel write-protects a page it writes back, so the next copy faults
+    /// and dirties it again), so an acknowledgement after a sync means the same either way.
+    #[test]
+    fn fdatasync_writes_back_what_a_window_dirtied_and_again_after_more_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        set_len(file.as_raw_fd(), 4096).unwrap();
+        let window = MappedWindow::map(file.as_raw_fd(), 0, 4096).unwrap();
+        let address = window.base.as_ptr() as usize;
+        window.write(0, &[b"first"]);
+        let Some(dirty) = page_dirty(address) else {
+            return; // page frames are hidden from this process (not root): nothing to check
+        };
+        assert!(dirty, "a copy into the window dirties the page");
+        file.sync_data().unwrap();
+        assert_eq!(page_dirty(address), Some(false), "the sync wrote it back");
+        window.write(5, &[b", then more"]);
+        assert_eq!(
+            page_dirty(address),
+            Some(true),
+            "a copy after the sync dirties it again"
+        );
+        file.sync_data().unwrap();
+        assert_eq!(
+            page_dirty(address),
+            Some(false),
+            "and the next sync writes that back"
+        );
+    }
+
     /// The child half of the next test: a write to a mapped page past the file's end.
     fn fault_in_a_mapped_page() -> ! {
         exit_on_bus_error().unwrap();
