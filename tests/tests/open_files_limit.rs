@@ -232,8 +232,9 @@ fn wait_for_connections(broker: &Broker, open: usize) -> Result<MetricsPage> {
     bail!("the broker does not count {open} connections open 2 s after the others closed")
 }
 
-#[test]
-fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<()> {
+/// A broker under the low limit whose partition files hold every descriptor that fits (all
+/// partitions written once, no connection open), and its metrics then.
+fn broker_with_files_holding_their_share() -> Result<(Broker, MetricsPage)> {
     let mut options = BrokerOptions::default().with_override("offsets.topic.num.partitions", "1");
     options.open_files_limit = Some(OPEN_FILES_LIMIT);
     let broker = Broker::start(options)?;
@@ -243,6 +244,12 @@ fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<
     // when every open that met the shortage at once parked its own batch, 45-143).
     produce_all_at_once(&broker, "one")?;
     let before = wait_for_connections(&broker, 0)?;
+    Ok((broker, before))
+}
+
+#[test]
+fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<()> {
+    let (broker, before) = broker_with_files_holding_their_share()?;
     let storage_used = before.value("laminar_descriptors_used{share=\"storage\"}");
     let storage_max = before.value("laminar_descriptors_max{share=\"storage\"}");
     let half = storage_max.context("the storage's max")? / 2.0;
@@ -293,12 +300,7 @@ fn connections_keep_their_share_of_the_limit_beside_partition_files() -> Result<
 /// them, so the next ones wait in the listen queue); none is closed.
 #[test]
 fn a_burst_of_connections_needing_the_files_descriptors_is_served_not_closed() -> Result<()> {
-    let mut options = BrokerOptions::default().with_override("offsets.topic.num.partitions", "1");
-    options.open_files_limit = Some(OPEN_FILES_LIMIT);
-    let broker = Broker::start(options)?;
-    wire::create_topic(&mut WireConnection::connect(broker.addr())?, TOPIC, PARTITIONS)?;
-    produce_all_at_once(&broker, "one")?;
-    let before = wait_for_connections(&broker, 0)?;
+    let (broker, before) = broker_with_files_holding_their_share()?;
     let refused = "laminar_kafka_connections_refused_total";
     let storage_used = before.value("laminar_descriptors_used{share=\"storage\"}");
     let connections_max = before.value("laminar_descriptors_max{share=\"connections\"}");

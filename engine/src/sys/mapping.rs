@@ -157,16 +157,22 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
-    #[test]
-    fn a_window_writes_into_the_files_page_cache_where_reads_see_it() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A new empty file in a directory of its own in the checkout, which is on a disk (`/tmp`
+    /// may be a tmpfs, whose pages a sync leaves dirty: it has no writeback).
+    fn file_on_disk() -> (tempfile::TempDir, std::fs::File) {
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(dir.path().join("f"))
             .unwrap();
+        (dir, file)
+    }
+
+    #[test]
+    fn a_window_writes_into_the_files_page_cache_where_reads_see_it() {
+        let (_dir, file) = file_on_disk();
         set_len(file.as_raw_fd(), 3 * 4096).unwrap();
         let window = MappedWindow::map(file.as_raw_fd(), 4096, 2 * 4096).unwrap();
         assert_eq!(window.range(), 4096..3 * 4096);
@@ -210,14 +216,7 @@ mod tests {
     /// and dirties it again), so an acknowledgement after a sync means the same either way.
     #[test]
     fn fdatasync_writes_back_what_a_window_dirtied_and_again_after_more_copies() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
-            .unwrap();
+        let (_dir, file) = file_on_disk();
         set_len(file.as_raw_fd(), 4096).unwrap();
         let window = MappedWindow::map(file.as_raw_fd(), 0, 4096).unwrap();
         let address = window.base.as_ptr() as usize;
