@@ -317,9 +317,7 @@ impl GlommioFile {
     fn write_mapped(&self, fd: std::os::fd::RawFd, pos: u64, parts: &[&[u8]]) -> Option<u64> {
         let (shard, end) = self.mapped.as_ref()?;
         let file = (fd, self.id.device, self.len.get());
-        end.borrow_mut()
-            .write(shard, file, pos, parts)
-            .then(|| parts.iter().map(|part| part.len() as u64).sum())
+        end.borrow_mut().write(shard, file, pos, parts)
     }
 
     /// Drops the mapped end before the file's length changes or it closes; returns whether

@@ -76,11 +76,6 @@ fn windows_limit() -> usize {
     })
 }
 
-/// Windows mapped now in the process (for tests and gauges).
-pub fn windows_mapped() -> usize {
-    WINDOWS_MAPPED.load(Ordering::Relaxed)
-}
-
 /// A window counted in [`WINDOWS_MAPPED`] while it lives.
 #[derive(Debug)]
 struct CountedWindow(MappedWindow);
@@ -173,9 +168,9 @@ pub struct MappedEnd {
 }
 
 impl MappedEnd {
-    /// Writes `parts` at `pos` through the window, mapping one first when none covers them;
-    /// returns `false`, having written nothing, when the append should go through `pwritev`
-    /// instead. `data_len`: the file's length as its owner knows it (at least every byte
+    /// Writes `parts` at `pos` through the window, mapping one first when none covers them, and
+    /// returns the bytes written; `None`, having written nothing, when the append should go
+    /// through `pwritev` instead. `data_len`: the file's length as its owner knows it (at least every byte
     /// written); `device`: the file's file system.
     pub fn write(
         &mut self,
@@ -183,18 +178,18 @@ impl MappedEnd {
         (fd, device, data_len): (RawFd, u64, u64),
         pos: u64,
         parts: &[&[u8]],
-    ) -> bool {
+    ) -> Option<u64> {
         let total: u64 = parts.iter().map(|part| part.len() as u64).sum();
         if self.unmappable || total == 0 || total >= MAPPED_APPEND_BYTES_MAX {
-            return false;
+            return None;
         }
         if self.window.is_none() && self.small_appends_unmapped < SMALL_APPENDS_BEFORE_MAPPING {
             self.small_appends_unmapped += 1;
-            return false;
+            return None;
         }
         if !shard.has_room(fd, device, total) {
             self.window = None; // a full disk must not find pages mapped over holes
-            return false;
+            return None;
         }
         let end = pos + total;
         let covered = self.window.as_ref().is_some_and(|w| {
@@ -202,13 +197,13 @@ impl MappedEnd {
             range.start <= pos && end <= range.end
         });
         if !covered && !self.map_from(fd, data_len, pos) {
-            return false;
+            return None;
         }
         let Some(window) = &self.window else {
             unreachable!("a window covers the append")
         };
         window.0.write(pos, parts);
-        true
+        Some(total)
     }
 
     /// Maps a window from the page holding `pos`, setting the file's length to its end first.
@@ -259,27 +254,40 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{FileExt, MetadataExt};
 
-    fn shard_with_room() -> ShardMappedAppends {
-        ShardMappedAppends::default()
+    /// A scratch file, its descriptor and device, and a shard's view of its file system; `None`
+    /// when that file system has too little room for mapped appends (nothing to check then).
+    fn scratch_with_room() -> Option<(std::fs::File, RawFd, u64, ShardMappedAppends)> {
+        let file = tempfile::tempfile().unwrap();
+        let (fd, device) = (file.as_raw_fd(), file.metadata().unwrap().dev());
+        let shard = ShardMappedAppends::default();
+        shard.has_room(fd, device, 0).then_some((file, fd, device, shard))
+    }
+
+    /// The file range the end's window maps, if it has one (the process-wide count moves with
+    /// other tests' windows, which run at once).
+    fn window_range(end: &MappedEnd) -> Option<std::ops::Range<u64>> {
+        end.window.as_ref().map(|window| window.0.range())
     }
 
     #[test]
     fn small_appends_go_through_one_window_and_unmap_says_the_length_was_set() {
-        let file = tempfile::tempfile().unwrap();
-        let (fd, device) = (file.as_raw_fd(), file.metadata().unwrap().dev());
-        let shard = shard_with_room();
-        if !shard.has_room(fd, device, 0) {
-            return; // this test's file system is nearly full: nothing to check here
-        }
+        let Some((file, fd, device, shard)) = scratch_with_room() else {
+            return;
+        };
         let mut end = MappedEnd::default();
         for _ in 0..SMALL_APPENDS_BEFORE_MAPPING {
-            assert!(!end.write(&shard, (fd, device, 0), 0, &[b"abc"]), "pwritev's");
+            assert_eq!(
+                end.write(&shard, (fd, device, 0), 0, &[b"abc"]),
+                None,
+                "pwritev's"
+            );
         }
         assert_eq!(file.metadata().unwrap().len(), 0, "nothing written for them");
-        let before = windows_mapped();
-        assert!(end.write(&shard, (fd, device, 0), 0, &[b"abc"]));
-        assert!(end.write(&shard, (fd, device, 3), 3, &[b"de", b"f"]));
-        assert_eq!(windows_mapped(), before + 1, "one window for both");
+        assert_eq!(end.write(&shard, (fd, device, 0), 0, &[b"abc"]), Some(3));
+        let window = window_range(&end);
+        assert_eq!(window, Some(0..WINDOW_BYTES));
+        assert_eq!(end.write(&shard, (fd, device, 3), 3, &[b"de", b"f"]), Some(3));
+        assert_eq!(window_range(&end), window, "one window for both");
         assert_eq!(
             file.metadata().unwrap().len(),
             WINDOW_BYTES,
@@ -288,40 +296,42 @@ mod tests {
         let mut read = [0u8; 6];
         file.read_exact_at(&mut read, 0).unwrap();
         assert_eq!(&read, b"abcdef");
-        assert!(
-            !end.write(&shard, (fd, device, 6), 6, &[&[7u8; 4096]]),
+        assert_eq!(
+            end.write(&shard, (fd, device, 6), 6, &[&[7u8; 4096]]),
+            None,
             "a page-sized append is pwritev's"
         );
         assert!(end.unmap(6), "the length is past the data");
-        assert_eq!(windows_mapped(), before);
+        assert_eq!(window_range(&end), None);
         assert!(!end.unmap(6), "and said once");
-        assert!(
-            !end.write(&shard, (fd, device, 6), 6, &[b"g"]),
+        assert_eq!(
+            end.write(&shard, (fd, device, 6), 6, &[b"g"]),
+            None,
             "after an unmap, the first small appends are pwritev's again"
         );
     }
 
     #[test]
     fn an_append_past_the_window_maps_the_next_one_without_shortening_the_file() {
-        let file = tempfile::tempfile().unwrap();
-        let (fd, device) = (file.as_raw_fd(), file.metadata().unwrap().dev());
-        let shard = shard_with_room();
-        if !shard.has_room(fd, device, 0) {
+        let Some((file, fd, device, shard)) = scratch_with_room() else {
             return;
-        }
+        };
         let mut end = MappedEnd {
             small_appends_unmapped: SMALL_APPENDS_BEFORE_MAPPING,
             ..MappedEnd::default()
         };
         let near_end = WINDOW_BYTES - 2;
         mapping::set_len(fd, near_end).unwrap();
-        assert!(end.write(&shard, (fd, device, near_end), near_end, &[b"wxyz"]));
+        assert_eq!(
+            end.write(&shard, (fd, device, near_end), near_end, &[b"wxyz"]),
+            Some(4)
+        );
         let mut read = [0u8; 4];
         file.read_exact_at(&mut read, near_end).unwrap();
         assert_eq!(&read, b"wxyz", "an append across the old window's end");
         assert!(file.metadata().unwrap().len() >= near_end + 4);
         let pos = near_end + 4;
-        assert!(end.write(&shard, (fd, device, pos), pos, &[b"!"]));
+        assert_eq!(end.write(&shard, (fd, device, pos), pos, &[b"!"]), Some(1));
         file.read_exact_at(&mut read[..1], pos).unwrap();
         assert_eq!(&read[..1], b"!");
     }
