@@ -43,6 +43,9 @@ pub struct BrokerOptions {
     /// RLIMIT_NOFILE (soft and hard) of the broker process, as `ulimit -n` sets it; `None`
     /// keeps the test's own.
     pub open_files_limit: Option<u64>,
+    /// The `log.dirs` directory, made by the test (a fault-injecting mount, say); `None`:
+    /// `data` in the broker's own temporary directory.
+    pub log_dir: Option<PathBuf>,
 }
 
 impl Default for BrokerOptions {
@@ -55,6 +58,7 @@ impl Default for BrokerOptions {
             startup_timeout: Duration::from_secs(20),
             shutdown_timeout: Duration::from_secs(20),
             open_files_limit: None,
+            log_dir: None,
         }
     }
 }
@@ -72,11 +76,16 @@ pub fn default_binary() -> PathBuf {
     if let Some(path) = std::env::var_os(BINARY_ENV) {
         return PathBuf::from(path);
     }
+    target_dir().join("debug").join("laminar")
+}
+
+/// The workspace's target directory (honouring `CARGO_TARGET_DIR`): on the checkout's disk.
+pub fn target_dir() -> PathBuf {
     let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the tests crate lives inside the workspace")
         .to_path_buf();
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .map(|dir| {
             if dir.is_absolute() {
@@ -85,8 +94,7 @@ pub fn default_binary() -> PathBuf {
                 workspace_root.join(dir)
             }
         })
-        .unwrap_or_else(|| workspace_root.join("target"));
-    target_dir.join("debug").join("laminar")
+        .unwrap_or_else(|| workspace_root.join("target"))
 }
 
 /// A running (or stopped, between `kill9()` and `restart()`) broker process.
@@ -162,7 +170,10 @@ impl Broker {
 
     /// The `log.dirs` directory, kept across restarts.
     pub fn data_dir(&self) -> PathBuf {
-        self.root.path().join("data")
+        match &self.options.log_dir {
+            Some(dir) => dir.clone(),
+            None => self.root.path().join("data"),
+        }
     }
 
     /// The options of the next `restart()` (changing them does not touch a running broker).

@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod cli;
 pub mod http;
+pub mod power_cut;
 pub mod process;
 pub mod rdkafka_client;
 pub mod sys;

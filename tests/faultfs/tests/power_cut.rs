@@ -1,0 +1,459 @@
+//! The fault model through a real mount: what survives a power cut and what does not. Each test
+//! mounts a fresh backing directory on the target's disk (not /tmp, which may be a tmpfs) and
+//! returns early, saying so, where this process cannot mount (not root, or no /dev/fuse).
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use laminar_faultfs::{available, Cut, CutReport, FaultFs};
+use tempfile::TempDir;
+
+const PAGE: usize = 4096;
+const SECTOR: usize = 512;
+
+/// A shared writable mapping, the test's one unsafe code.
+#[allow(unsafe_code)]
+mod sys {
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::ptr;
+
+    /// A `MAP_SHARED` read-write mapping of a file's first `len` bytes, unmapped on drop.
+    pub struct SharedMapping {
+        start: *mut u8,
+        len: usize,
+    }
+
+    impl SharedMapping {
+        pub fn new(file: &File, len: usize) -> io::Result<SharedMapping> {
+            let prot = libc::PROT_READ | libc::PROT_WRITE;
+            // SAFETY: a new mapping at an address the kernel picks aliases no Rust memory; the
+            // descriptor is open for the call (the mapping keeps its own reference).
+            let start =
+                unsafe { libc::mmap(ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+            if start == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(SharedMapping {
+                start: start.cast(),
+                len,
+            })
+        }
+
+        /// Copies `data` into the mapping at `offset`.
+        pub fn write(&mut self, offset: usize, data: &[u8]) {
+            assert!(offset + data.len() <= self.len, "write past the mapping");
+            // SAFETY: the destination lies within the mapping (checked above), which lives as
+            // long as `self`; the source is a slice, which cannot overlap a mapping we made.
+            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.start.add(offset), data.len()) }
+        }
+    }
+
+    impl Drop for SharedMapping {
+        fn drop(&mut self) {
+            // SAFETY: `start` and `len` are the mapping made in `new`, unmapped only here.
+            unsafe { libc::munmap(self.start.cast(), self.len) };
+        }
+    }
+}
+
+use sys::SharedMapping;
+
+/// A backing directory and a mount point, in a scratch directory on the target's disk.
+struct Scratch {
+    dir: TempDir,
+}
+
+impl Scratch {
+    /// `None` (saying why) where this process cannot mount.
+    fn new() -> Option<Scratch> {
+        if !available() {
+            eprintln!("skipped: a FUSE mount needs root and /dev/fuse");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("faultfs-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        fs::create_dir(dir.path().join("backing")).unwrap();
+        fs::create_dir(dir.path().join("mount")).unwrap();
+        Some(Scratch { dir })
+    }
+
+    fn mount(&self) -> FaultFs {
+        FaultFs::mount(&self.backing(""), &self.mounted("")).unwrap()
+    }
+
+    /// `path` in the backing directory (what the disk holds).
+    fn backing(&self, path: &str) -> PathBuf {
+        self.dir.path().join("backing").join(path)
+    }
+
+    /// `path` under the mount.
+    fn mounted(&self, path: &str) -> PathBuf {
+        self.dir.path().join("mount").join(path)
+    }
+}
+
+fn write_file(path: &Path, data: &[u8], sync: bool) -> File {
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    file.write_all(data).unwrap();
+    if sync {
+        file.sync_all().unwrap();
+    }
+    file
+}
+
+#[test]
+fn fsynced_data_survives_a_cut() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    let synced = vec![7u8; 3 * PAGE + 100];
+    write_file(&scratch.mounted("fsync"), &synced, false)
+        .sync_all()
+        .unwrap();
+    write_file(&scratch.mounted("fdatasync"), b"fdatasync", false)
+        .sync_data()
+        .unwrap();
+    assert_eq!(faultfs.unsynced_bytes(), 0);
+    assert_eq!(
+        fs::read(scratch.backing("fsync")).unwrap(),
+        synced,
+        "fsync writes through at once"
+    );
+
+    let report = faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+
+    assert_eq!(report, CutReport::default());
+    assert_eq!(fs::read(scratch.backing("fsync")).unwrap(), synced);
+    assert_eq!(fs::read(scratch.backing("fdatasync")).unwrap(), b"fdatasync");
+}
+
+#[test]
+fn unsynced_data_is_readable_before_a_cut_and_lost_by_it() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    let path = scratch.mounted("log");
+    let synced = vec![1u8; 5000];
+    let file = write_file(&path, &synced, true);
+    file.write_all_at(&[2; 10], 0).unwrap();
+    file.write_all_at(&[3; 3000], 5000).unwrap();
+    drop(file); // a close persists nothing
+
+    let mut expected = synced.clone();
+    expected[..10].fill(2);
+    expected.extend([3; 3000]);
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        expected,
+        "the mount shows the unsynced writes"
+    );
+    assert_eq!(fs::metadata(&path).unwrap().len(), 8000);
+    assert_eq!(faultfs.unsynced_bytes(), 3010);
+    assert_eq!(
+        fs::read(scratch.backing("log")).unwrap(),
+        synced,
+        "the disk does not"
+    );
+
+    let report = faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+
+    let lost_both_pages = CutReport {
+        pages_lost: 2,
+        ..CutReport::default()
+    };
+    assert_eq!(report, lost_both_pages);
+    assert_eq!(fs::read(scratch.backing("log")).unwrap(), synced);
+    let remounted = scratch.mount();
+    assert_eq!(fs::read(&path).unwrap(), synced);
+    drop(remounted);
+}
+
+#[test]
+fn dropping_the_mount_loses_unsynced_data() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    write_file(&scratch.mounted("a"), b"synced", true)
+        .write_all_at(b"UNSYNCED", 0)
+        .unwrap();
+    drop(faultfs);
+    assert_eq!(fs::read(scratch.backing("a")).unwrap(), b"synced");
+}
+
+/// The broker's appends: extend the file (ftruncate), copy into a shared mapping of its end,
+/// fdatasync.
+#[test]
+fn fdatasync_covers_a_shared_mapping_and_a_later_mapped_write_is_lost() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    let file = write_file(&scratch.mounted("segment"), &[1; 100], true);
+    file.set_len(2 * PAGE as u64).unwrap();
+    let mut mapping = SharedMapping::new(&file, 2 * PAGE).unwrap();
+    mapping.write(100, &[2; 100]);
+    mapping.write(5000, &[3; 100]);
+    file.sync_data().unwrap();
+    assert_eq!(faultfs.unsynced_bytes(), 0);
+
+    mapping.write(300, &[4; 100]);
+    drop(mapping); // munmap writes the dirty page back (to the daemon: unsynced)
+    assert!(
+        faultfs.unsynced_bytes() >= 100,
+        "{} bytes unsynced",
+        faultfs.unsynced_bytes()
+    );
+    drop(file);
+    faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+
+    let mut expected = vec![0; 2 * PAGE];
+    expected[..100].fill(1);
+    expected[100..200].fill(2);
+    expected[5000..5100].fill(3);
+    assert_eq!(fs::read(scratch.backing("segment")).unwrap(), expected);
+}
+
+/// Set in the child process of the next test: the file it maps and writes, then waits to be
+/// killed in.
+const CHILD_FILE: &str = "FAULTFS_TEST_MAPPED_FILE";
+const CHILD_READY: &str = "faultfs-child-ready";
+
+/// A broker killed by SIGKILL with pages dirty in a shared mapping: the kernel writes them back
+/// to the daemon as the process dies (unsynced: lost), the fdatasynced ones stay.
+#[test]
+fn a_killed_process_s_mapped_writes_reach_the_daemon_and_are_lost() {
+    if let Some(path) = std::env::var_os(CHILD_FILE) {
+        return map_write_and_wait_to_be_killed(Path::new(&path));
+    }
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_killed_process_s_mapped_writes_reach_the_daemon_and_are_lost",
+        ])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(CHILD_FILE, scratch.mounted("segment"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        // libtest has printed "test <name> ... " on the line before the child's own output.
+        .any(|line| line.ends_with(CHILD_READY));
+    assert!(ready, "the child died before it was ready");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let unsynced = faultfs.unsynced_bytes();
+
+    faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+
+    assert!(
+        unsynced >= 100,
+        "the dirty page reached the daemon: {unsynced} bytes unsynced"
+    );
+    let mut expected = vec![0; 2 * PAGE];
+    expected[..PAGE].fill(5);
+    assert_eq!(fs::read(scratch.backing("segment")).unwrap(), expected);
+}
+
+fn map_write_and_wait_to_be_killed(path: &Path) {
+    let file = write_file(path, &[], false);
+    file.set_len(2 * PAGE as u64).unwrap();
+    let mut mapping = SharedMapping::new(&file, 2 * PAGE).unwrap();
+    mapping.write(0, &[5; PAGE]);
+    file.sync_data().unwrap();
+    mapping.write(PAGE, &[6; 100]);
+    println!("{CHILD_READY}");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60)); // killed long before
+}
+
+#[test]
+fn namespace_operations_survive_without_fsync() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    fs::create_dir(scratch.mounted("dir")).unwrap();
+    write_file(&scratch.mounted("dir/a"), b"a", true);
+    write_file(&scratch.mounted("dir/b"), b"b", true);
+    write_file(&scratch.mounted("dir/gone"), b"gone", true);
+    fs::rename(scratch.mounted("dir/a"), scratch.mounted("dir/b")).unwrap();
+    fs::remove_file(scratch.mounted("dir/gone")).unwrap();
+    fs::create_dir(scratch.mounted("dir/sub")).unwrap();
+    File::create(scratch.mounted("dir/sub/empty")).unwrap();
+    fs::rename(scratch.mounted("dir"), scratch.mounted("renamed")).unwrap();
+    // Data ops on a file under a renamed directory reach it under its new name.
+    write_file(&scratch.mounted("renamed/sub/empty"), b"after the rename", true);
+
+    faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+
+    assert!(!scratch.backing("dir").exists());
+    let mut names: Vec<_> = fs::read_dir(scratch.backing("renamed"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["b", "sub"]);
+    assert_eq!(fs::read(scratch.backing("renamed/b")).unwrap(), b"a");
+    assert_eq!(
+        fs::read(scratch.backing("renamed/sub/empty")).unwrap(),
+        b"after the rename"
+    );
+}
+
+/// A file with unsynced data replaced by a rename: its data is no longer the disk's concern, and
+/// new files (which the backing file system may give its inode number) never see it.
+#[test]
+fn a_replaced_file_s_unsynced_data_leaks_into_no_later_file() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    write_file(&scratch.mounted("victim"), &[1; PAGE], true)
+        .write_all_at(&[0xEE; PAGE], 0)
+        .unwrap();
+    write_file(&scratch.mounted("replacement"), b"replacement", true);
+    assert_eq!(faultfs.unsynced_bytes(), PAGE as u64);
+    fs::rename(scratch.mounted("replacement"), scratch.mounted("victim")).unwrap();
+    assert_eq!(faultfs.unsynced_bytes(), 0, "the replaced file's data is gone");
+
+    for i in 0..20 {
+        let path = scratch.mounted(&format!("new-{i}"));
+        write_file(&path, &[], false).sync_all().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"", "new file {i} is empty");
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .write_all_at(b"x", 10)
+            .unwrap();
+    }
+    let report = faultfs.cut_power(Cut::KeepRandomPages { seed: 1 }).unwrap();
+
+    assert_eq!(report.pages_lost + report.pages_kept + report.pages_torn, 20);
+    assert_eq!(fs::read(scratch.backing("victim")).unwrap(), b"replacement");
+    for i in 0..20 {
+        let data = fs::read(scratch.backing(&format!("new-{i}"))).unwrap();
+        assert!(
+            data.iter().all(|&b| b == 0 || b == b'x'),
+            "new file {i} holds {data:?}"
+        );
+    }
+}
+
+#[test]
+fn truncation_is_durable_at_once() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    let shrunk = write_file(&scratch.mounted("shrunk"), &[1; 10_000], true);
+    shrunk.set_len(3000).unwrap();
+    let grown = write_file(&scratch.mounted("grown"), &[1; 3000], true);
+    grown.write_all_at(&[2; 100], 5000).unwrap();
+    grown.set_len(8000).unwrap();
+    write_file(&scratch.mounted("emptied"), &[1; 100], true);
+    write_file(&scratch.mounted("emptied"), b"unsynced", false); // O_TRUNC, then a write
+    assert_eq!(fs::read(scratch.mounted("grown")).unwrap()[5000..5100], [2; 100]);
+    drop((shrunk, grown));
+
+    faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+
+    assert_eq!(fs::read(scratch.backing("shrunk")).unwrap(), [1; 3000]);
+    let mut grown = vec![0; 8000];
+    grown[..3000].fill(1); // the unsynced write below the new length: zeros
+    assert_eq!(fs::read(scratch.backing("grown")).unwrap(), grown);
+    assert_eq!(fs::read(scratch.backing("emptied")).unwrap(), b"");
+}
+
+const SEEDED_FILES: usize = 3;
+const SEEDED_PAGES: usize = 40;
+
+/// Files of old pages (synced), every page then overwritten with new bytes (unsynced), cut with
+/// the seed: the backing files, and the report.
+fn seeded_cut(seed: u64) -> Option<(Vec<Vec<u8>>, CutReport)> {
+    let scratch = Scratch::new()?;
+    let faultfs = scratch.mount();
+    for f in 0..SEEDED_FILES {
+        let file = write_file(
+            &scratch.mounted(&format!("f{f}")),
+            &[0xAA; SEEDED_PAGES * PAGE],
+            true,
+        );
+        file.write_all_at(&[0xBB; SEEDED_PAGES * PAGE], 0).unwrap();
+    }
+    assert_eq!(
+        faultfs.unsynced_bytes(),
+        (SEEDED_FILES * SEEDED_PAGES * PAGE) as u64
+    );
+    let report = faultfs.cut_power(Cut::KeepRandomPages { seed }).unwrap();
+    let files = (0..SEEDED_FILES)
+        .map(|f| fs::read(scratch.backing(&format!("f{f}"))).unwrap())
+        .collect();
+    Some((files, report))
+}
+
+#[test]
+fn a_seeded_cut_is_deterministic_and_accounts_for_every_page() {
+    let Some((files, report)) = seeded_cut(42) else {
+        return;
+    };
+    let (again, report_again) = seeded_cut(42).unwrap();
+    assert_eq!(report, report_again);
+    assert!(files == again, "same seed, same writes: same disk");
+
+    let mut seen = CutReport::default();
+    for page in files.iter().flat_map(|file| file.chunks(PAGE)) {
+        let new_sectors = page.iter().take_while(|&&b| b == 0xBB).count();
+        assert!(
+            page[new_sectors..].iter().all(|&b| b == 0xAA),
+            "new bytes, then old ones"
+        );
+        match new_sectors {
+            0 => seen.pages_lost += 1,
+            PAGE => seen.pages_kept += 1,
+            torn => {
+                assert_eq!(torn % SECTOR, 0, "torn at a sector boundary");
+                seen.pages_torn += 1;
+            }
+        }
+    }
+    assert_eq!(report, seen);
+    assert_eq!(
+        report.pages_lost + report.pages_kept + report.pages_torn,
+        (SEEDED_FILES * SEEDED_PAGES) as u64
+    );
+    assert!(
+        report.pages_lost > 0 && report.pages_kept > 0 && report.pages_torn > 0,
+        "{report:?}"
+    );
+}
+
+/// A process still using the mount at the cut: the unmount retries, then detaches, and the
+/// process's later writes fail instead of reaching the disk.
+#[test]
+fn a_mount_still_in_use_is_detached_and_its_writes_then_fail() {
+    let Some(scratch) = Scratch::new() else { return };
+    let faultfs = scratch.mount();
+    let file = write_file(&scratch.mounted("open"), b"synced", true);
+    file.write_all_at(b"UNSYNCED", 0).unwrap();
+
+    let started = Instant::now();
+    let report = faultfs.cut_power(Cut::LoseUnsynced).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the cut took {:?}",
+        started.elapsed()
+    );
+
+    assert_eq!(report.pages_lost, 1);
+    assert!(file.write_all_at(b"after the cut", 0).is_err());
+    drop(file);
+    assert_eq!(fs::read(scratch.backing("open")).unwrap(), b"synced");
+}
