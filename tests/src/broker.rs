@@ -545,13 +545,35 @@ impl Cluster {
         base: BrokerOptions,
         node1_data: Option<&Path>,
     ) -> Result<Cluster> {
+        Self::start_retrying(count, session_timeout_ms, base, node1_data, &[])
+    }
+
+    /// As [`Cluster::start`], with node `i + 1`'s `log.dirs` at `log_dirs[i]` (made by the
+    /// test: a fault-injecting mount, say).
+    pub fn start_on_log_dirs(
+        count: usize,
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+        log_dirs: &[PathBuf],
+    ) -> Result<Cluster> {
+        assert_eq!(log_dirs.len(), count, "one log dir per node");
+        Self::start_retrying(count, session_timeout_ms, base, None, log_dirs)
+    }
+
+    fn start_retrying(
+        count: usize,
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+        node1_data: Option<&Path>,
+        log_dirs: &[PathBuf],
+    ) -> Result<Cluster> {
         for _ in 1..FIRST_START_TRIES {
-            match Self::start_once(count, session_timeout_ms, base.clone(), node1_data) {
+            match Self::start_once(count, session_timeout_ms, base.clone(), node1_data, log_dirs) {
                 Err(error) if format!("{error:#}").contains("Address already in use") => {}
                 started => return started,
             }
         }
-        Self::start_once(count, session_timeout_ms, base, node1_data)
+        Self::start_once(count, session_timeout_ms, base, node1_data, log_dirs)
     }
 
     fn start_once(
@@ -559,6 +581,7 @@ impl Cluster {
         session_timeout_ms: u64,
         base: BrokerOptions,
         node1_data: Option<&Path>,
+        log_dirs: &[PathBuf],
     ) -> Result<Cluster> {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         check_runnable(&binary)?;
@@ -594,6 +617,7 @@ impl Cluster {
             let mut node = Broker {
                 options: BrokerOptions {
                     startup_timeout: CLUSTER_STARTUP_TIMEOUT,
+                    log_dir: log_dirs.get(i).cloned(),
                     ..options
                 },
                 binary: binary.clone(),
@@ -646,6 +670,37 @@ impl Cluster {
     /// waits until it serves. A node still running (or paused) is first stopped with SIGTERM.
     pub fn restart(&mut self, node_id: i32) -> Result<()> {
         self.node(node_id).restart()
+    }
+
+    /// SIGKILL to every node, all signalled before any is reaped: every machine crashing at
+    /// once, as far as each node's peers can tell.
+    pub fn kill9_all(&mut self) -> Result<()> {
+        for node in &mut self.nodes {
+            if let Some(child) = node.child.as_mut() {
+                // An already-exited child fails with InvalidInput; kill9() below reaps it.
+                let _ = child.kill();
+            }
+        }
+        for node in &mut self.nodes {
+            node.kill9()?;
+        }
+        Ok(())
+    }
+
+    /// Starts every stopped node again, then waits until each serves: a node serves only once
+    /// a quorum exists, so none is waited for before all were started.
+    pub fn restart_stopped(&mut self) -> Result<()> {
+        let mut started = Vec::new();
+        for (index, node) in self.nodes.iter_mut().enumerate() {
+            if node.child.is_none() {
+                node.spawn()?;
+                started.push(index);
+            }
+        }
+        for index in started {
+            self.nodes[index].wait_until_serving()?;
+        }
+        Ok(())
     }
 }
 
