@@ -14,13 +14,14 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use laminar_faultfs::Cut;
 use laminar_tests::power_cut::{BrokerOnFaultFs, ClusterOnFaultFs};
 use laminar_tests::rdkafka_client::{
-    assert_records_match, assigned_consumer, consume, create_topic, produce_all, producer, sample_records,
-    unique_topic, watermarks, ConsumedRecord, TestRecord,
+    assert_records_match, assigned_consumer, commit, consume, create_topic, first_offset_seen, group_member,
+    produce_all, producer, sample_records, unique_topic, watermarks, ConsumedRecord, TestRecord, OP_TIMEOUT,
 };
 use laminar_tests::wire::create_topic_replicated;
 use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::Offset;
+use rdkafka::{Offset, TopicPartitionList};
 
 /// Consumer settings for reading back after a cut: librdkafka checks each batch's CRC, so a
 /// torn batch served as a whole one fails the test.
@@ -187,34 +188,50 @@ fn load_value(index: usize) -> Vec<u8> {
     format!("load-{index:08}-{}", "p".repeat(index * 37 % 980)).into_bytes()
 }
 
-/// Sends records round-robin to `partitions` partitions with up to 64 in flight until
-/// aborted, noting each acknowledgement as (partition, offset, index).
-async fn produce_until_aborted(
+/// Records noted as acknowledged: (partition, offset, index of the record sent).
+type Acked = Arc<Mutex<Vec<(i32, i64, usize)>>>;
+
+/// Sends `count` records (`usize::MAX`: until aborted) round-robin to `partitions` partitions,
+/// up to 64 in flight, noting each acknowledgement in `acked`; returns how many failed.
+async fn produce_load(
     producer: FutureProducer,
     topic: String,
     partitions: i32,
-    acked: Arc<Mutex<Vec<(i32, i64, usize)>>>,
-) {
+    count: usize,
+    acked: Acked,
+) -> usize {
     let mut in_flight = FuturesUnordered::new();
-    for index in 0.. {
-        let partition = index as i32 % partitions;
-        let (producer, topic) = (producer.clone(), topic.clone());
-        in_flight.push(async move {
-            let value = load_value(index);
-            let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic)
-                .partition(partition)
-                .payload(value.as_slice());
-            (index, producer.send(record, Duration::from_secs(5)).await)
-        });
-        if in_flight.len() < 64 {
-            continue;
+    let (mut next, mut failed) = (0, 0);
+    loop {
+        while next < count && in_flight.len() < 64 {
+            let (producer, topic, index) = (producer.clone(), topic.clone(), next);
+            in_flight.push(async move {
+                let value = load_value(index);
+                let partition = index as i32 % partitions;
+                let record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&topic)
+                    .partition(partition)
+                    .payload(value.as_slice());
+                (index, producer.send(record, Duration::from_secs(120)).await)
+            });
+            next += 1;
         }
-        if let Some((index, Ok(delivery))) = in_flight.next().await {
-            acked
-                .lock()
-                .expect("not poisoned")
-                .push((delivery.partition, delivery.offset, index));
+        match in_flight.next().await {
+            None => return failed,
+            Some((index, Ok(delivery))) => {
+                acked
+                    .lock()
+                    .expect("not poisoned")
+                    .push((delivery.partition, delivery.offset, index));
+            }
+            Some((_, Err(_))) => failed += 1,
         }
+    }
+}
+
+/// Waits until `acked` holds at least `count` records.
+async fn acknowledged(acked: &Acked, count: usize) {
+    while acked.lock().expect("not poisoned").len() < count {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -232,15 +249,16 @@ async fn acks_all_records_acknowledged_while_the_power_goes_survive() -> Result<
         .into_iter()
         .enumerate()
     {
-        let acked = Arc::new(Mutex::new(Vec::new()));
+        let acked = Acked::default();
         let producer = producer(
             &node.broker().bootstrap(),
             &[("linger.ms", "1"), ("message.timeout.ms", "5000")],
         )?;
-        let load = tokio::spawn(produce_until_aborted(
+        let load = tokio::spawn(produce_load(
             producer,
             topic.clone(),
             2,
+            usize::MAX,
             Arc::clone(&acked),
         ));
         tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -316,12 +334,13 @@ async fn replicated_acks_all_records_survive_a_power_cut_of_every_node() -> Resu
     ];
     for (round, cut) in cuts.into_iter().enumerate() {
         let bootstrap = nodes.cluster().bootstrap();
-        let acked = Arc::new(Mutex::new(Vec::new()));
+        let acked = Acked::default();
         let producer = producer(&bootstrap, &[("linger.ms", "1"), ("message.timeout.ms", "10000")])?;
-        let load = tokio::spawn(produce_until_aborted(
+        let load = tokio::spawn(produce_load(
             producer,
             topic.clone(),
             2,
+            usize::MAX,
             Arc::clone(&acked),
         ));
         tokio::time::sleep(Duration::from_millis(3000)).await;
@@ -357,6 +376,106 @@ async fn replicated_acks_all_records_survive_a_power_cut_of_every_node() -> Resu
             }
         }
         eprintln!("round {round}: {checked} acknowledged records checked; cuts {reports:?}");
+    }
+    Ok(())
+}
+
+/// The offset `consumer`'s group committed for `topic`/`partition`, as OffsetFetch tells.
+fn committed_offset(consumer: &BaseConsumer, topic: &str, partition: i32) -> Result<Option<Offset>> {
+    let mut asked = TopicPartitionList::new();
+    asked.add_partition(topic, partition);
+    let committed = consumer.committed_offsets(asked, OP_TIMEOUT)?;
+    Ok(committed.find_partition(topic, partition).map(|e| e.offset()))
+}
+
+/// A consumer group's committed offsets are acknowledged only once durable: after a power cut
+/// that loses every unsynced write, the group resumes at the last offset it committed.
+#[tokio::test]
+async fn committed_offsets_survive_a_power_cut() -> Result<()> {
+    let Some(mut node) = BrokerOnFaultFs::start(BrokerOptions::default())? else {
+        return Ok(());
+    };
+    let bootstrap = node.broker().bootstrap();
+    let (topic, group) = (unique_topic("cut-offsets"), unique_topic("cut-group"));
+    create_topic(&bootstrap, &topic, 1, &[]).await?;
+    produce_all(&producer(&bootstrap, &[])?, &topic, 0, &sample_records(100)).await?;
+    {
+        let member = group_member(&bootstrap, &group)?;
+        member.subscribe(&[&topic])?;
+        assert_eq!(first_offset_seen(&member)?, 0);
+        for next_offset in [20, 40, 61] {
+            commit(&member, &topic, 0, next_offset)?;
+        }
+    }
+    node.cut_power_and_restart(Cut::LoseUnsynced)?;
+    let member = group_member(&node.broker().bootstrap(), &group)?;
+    assert_eq!(
+        committed_offset(&member, &topic, 0)?,
+        Some(Offset::Offset(61)),
+        "the last commit after the cut"
+    );
+    member.subscribe(&[&topic])?;
+    assert_eq!(
+        first_offset_seen(&member)?,
+        61,
+        "the group resumes at its committed offset"
+    );
+    Ok(())
+}
+
+/// An idempotent producer sends through two power cuts (the broker back on the same port each
+/// time, its producer state rebuilt from what the disk kept): every record is delivered, and
+/// each partition holds every record sent to it exactly once, in send order — whatever a cut
+/// lost is sent again, whatever it kept is not written twice.
+#[tokio::test]
+async fn an_idempotent_producer_writes_each_record_once_across_power_cuts() -> Result<()> {
+    const RECORDS: usize = 30_000;
+    let Some(mut node) = BrokerOnFaultFs::start(BrokerOptions::default())? else {
+        return Ok(());
+    };
+    let topic = unique_topic("cut-idempotent");
+    create_topic(&node.broker().bootstrap(), &topic, 2, &[]).await?;
+    let idempotent = producer(
+        &node.broker().bootstrap(),
+        &[
+            ("enable.idempotence", "true"),
+            ("linger.ms", "1"),
+            ("message.timeout.ms", "120000"),
+        ],
+    )?;
+    let acked = Acked::default();
+    let load = tokio::spawn(produce_load(
+        idempotent,
+        topic.clone(),
+        2,
+        RECORDS,
+        Arc::clone(&acked),
+    ));
+    for (quarter, cut) in [(1, Cut::LoseUnsynced), (2, Cut::KeepRandomPages { seed: 11 })] {
+        acknowledged(&acked, RECORDS * quarter / 4).await;
+        let report = node.cut_power_and_restart(cut)?;
+        eprintln!(
+            "cut after {} of {RECORDS} acknowledged: {report:?}",
+            acked.lock().expect("not poisoned").len()
+        );
+    }
+    assert_eq!(load.await?, 0, "deliveries failed");
+    for partition in 0..2 {
+        let held = read_all(node.broker(), &topic, partition)?;
+        let expected: Vec<Vec<u8>> = (0..RECORDS)
+            .filter(|i| *i as i32 % 2 == partition)
+            .map(load_value)
+            .collect();
+        let values: Vec<Vec<u8>> = held
+            .iter()
+            .map(|r| r.record.value.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(values.len(), expected.len(), "{topic}/{partition}: records held");
+        let first_difference = values.iter().zip(&expected).position(|(got, want)| got != want);
+        assert_eq!(
+            first_difference, None,
+            "{topic}/{partition}: every record once, in send order"
+        );
     }
     Ok(())
 }
