@@ -255,6 +255,39 @@ pub fn assert_records_match(expected: &[TestRecord], consumed: &[ConsumedRecord]
     }
 }
 
+/// Keys and values by offset (a compacted log's records have gaps between offsets).
+pub type KeysValuesByOffset = std::collections::BTreeMap<i64, (Vec<u8>, Vec<u8>)>;
+
+/// Every record of `topic`/`partition` from its start to its high watermark, by offset (null
+/// keys and values read as empty). Fails on a consumer error or if the last offset below the
+/// high watermark does not arrive within `OP_TIMEOUT`.
+pub fn read_to_high_watermark(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+) -> Result<KeysValuesByOffset> {
+    let (_, high) = watermarks(consumer, topic, partition)?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
+    consumer.assign(&assignment)?;
+    let mut out = KeysValuesByOffset::new();
+    let deadline = Instant::now() + OP_TIMEOUT;
+    while out.keys().next_back().is_none_or(|&last| last < high - 1) {
+        if Instant::now() > deadline {
+            bail!("read {} records, never reached offset {}", out.len(), high - 1);
+        }
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                let key = m.key().unwrap_or_default().to_vec();
+                out.insert(m.offset(), (key, m.payload().unwrap_or_default().to_vec()));
+            }
+            Some(Err(e)) => bail!("consumer error: {e}"),
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
 /// Low and high watermark of one partition, as ListOffsets reports them.
 pub fn watermarks(consumer: &BaseConsumer, topic: &str, partition: i32) -> Result<(i64, i64)> {
     consumer

@@ -7,43 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use laminar_tests::rdkafka_client::{
-    assigned_consumer, create_topic, produce_all, producer, unique_topic, watermarks, TestRecord,
-    BASE_TIMESTAMP_MS,
+    assigned_consumer, create_topic, produce_all, producer, read_to_high_watermark, unique_topic, watermarks,
+    KeysValuesByOffset, TestRecord, BASE_TIMESTAMP_MS,
 };
 use laminar_tests::{Broker, BrokerOptions};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
 
 const KEYS: usize = 8;
 const RECORDS: usize = 240;
-
-/// Records by offset: offset → (key, value).
-type ByOffset = BTreeMap<i64, (Vec<u8>, Vec<u8>)>;
-
-/// Every record from the start to the high watermark.
-fn read_to_end(consumer: &BaseConsumer, topic: &str) -> Result<ByOffset> {
-    let (_, high) = watermarks(consumer, topic, 0)?;
-    let mut assignment = TopicPartitionList::new();
-    assignment.add_partition_offset(topic, 0, Offset::Beginning)?;
-    consumer.assign(&assignment)?;
-    let mut out = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while out.keys().next_back().is_none_or(|&last| last < high - 1) {
-        if Instant::now() > deadline {
-            bail!("read {} records, never reached offset {}", out.len(), high - 1);
-        }
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                let key = m.key().unwrap_or_default().to_vec();
-                out.insert(m.offset(), (key, m.payload().unwrap_or_default().to_vec()));
-            }
-            Some(Err(e)) => bail!("consumer error: {e}"),
-            None => {}
-        }
-    }
-    Ok(out)
-}
 
 #[tokio::test]
 async fn compaction_keeps_each_keys_latest_value_at_its_offset_across_a_restart() -> Result<()> {
@@ -79,7 +49,7 @@ async fn compaction_keeps_each_keys_latest_value_at_its_offset_across_a_restart(
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
     let deadline = Instant::now() + Duration::from_secs(20);
     let compacted = loop {
-        let read = read_to_end(&consumer, &topic)?;
+        let read = read_to_high_watermark(&consumer, &topic, 0)?;
         if read.len() < RECORDS / 4 {
             break read;
         }
@@ -88,7 +58,7 @@ async fn compaction_keeps_each_keys_latest_value_at_its_offset_across_a_restart(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    let check = |read: &ByOffset| {
+    let check = |read: &KeysValuesByOffset| {
         for (offset, kv) in read {
             assert_eq!(
                 produced.get(offset),
@@ -112,7 +82,7 @@ async fn compaction_keeps_each_keys_latest_value_at_its_offset_across_a_restart(
     drop(consumer);
     broker.restart()?;
     let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
-    let after_restart = read_to_end(&consumer, &topic)?;
+    let after_restart = read_to_high_watermark(&consumer, &topic, 0)?;
     check(&after_restart);
     assert!(after_restart.len() <= compacted.len());
     Ok(())

@@ -6,6 +6,7 @@
 //! acks=1 after them come back as a prefix, never as a torn or invented record; topics created
 //! survive; and the log continues from where recovery ends it.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,7 +16,8 @@ use laminar_faultfs::Cut;
 use laminar_tests::power_cut::{BrokerOnFaultFs, ClusterOnFaultFs};
 use laminar_tests::rdkafka_client::{
     assert_records_match, assigned_consumer, commit, consume, create_topic, first_offset_seen, group_member,
-    produce_all, producer, sample_records, unique_topic, watermarks, ConsumedRecord, TestRecord, OP_TIMEOUT,
+    produce_all, producer, read_to_high_watermark, sample_records, unique_topic, watermarks, ConsumedRecord,
+    KeysValuesByOffset, TestRecord, BASE_TIMESTAMP_MS, OP_TIMEOUT,
 };
 use laminar_tests::wire::create_topic_replicated;
 use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
@@ -475,6 +477,83 @@ async fn an_idempotent_producer_writes_each_record_once_across_power_cuts() -> R
         assert_eq!(
             first_difference, None,
             "{topic}/{partition}: every record once, in send order"
+        );
+    }
+    Ok(())
+}
+
+/// A compacted topic (1 KiB segments, the cleaner every 300 ms) takes keyed acks=all records in
+/// rounds, each ended by a power cut at another moment of the cleaner's work (two lose every
+/// unsynced write, two keep random pages): after each cut the log still ends after the last
+/// acknowledged record, every record held is the one produced at its offset, and each key's
+/// latest record is there.
+#[tokio::test]
+async fn compaction_cut_by_power_failures_keeps_each_keys_latest_record() -> Result<()> {
+    const KEYS: usize = 8;
+    const PER_ROUND: usize = 120;
+    let options = BrokerOptions::default().with_override("log.retention.check.interval.ms", "300");
+    let Some(mut node) = BrokerOnFaultFs::start(options)? else {
+        return Ok(());
+    };
+    let topic = unique_topic("cut-compacted");
+    let configs = [("cleanup.policy", "compact"), ("segment.bytes", "1024")];
+    create_topic(&node.broker().bootstrap(), &topic, 1, &configs).await?;
+    let (mut produced, mut latest) = (KeysValuesByOffset::new(), BTreeMap::new());
+    let cuts = [
+        (0, Cut::LoseUnsynced),
+        (150, Cut::KeepRandomPages { seed: 21 }),
+        (320, Cut::LoseUnsynced),
+        (470, Cut::KeepRandomPages { seed: 22 }),
+    ];
+    for (round, (delay_ms, cut)) in cuts.into_iter().enumerate() {
+        let producer = producer(&node.broker().bootstrap(), &[("linger.ms", "0")])?;
+        let records: Vec<TestRecord> = (round * PER_ROUND..(round + 1) * PER_ROUND)
+            .map(|n| TestRecord {
+                key: Some(format!("key-{}", n % KEYS).into_bytes()),
+                value: Some(format!("value-{n}").into_bytes()),
+                headers: Vec::new(),
+                timestamp_ms: BASE_TIMESTAMP_MS + n as i64,
+            })
+            .collect();
+        for chunk in records.chunks(8) {
+            let offsets = produce_all(&producer, &topic, 0, chunk).await?;
+            for (offset, record) in offsets.into_iter().zip(chunk) {
+                let (key, value) = (
+                    record.key.clone().unwrap_or_default(),
+                    record.value.clone().unwrap_or_default(),
+                );
+                latest.insert(key.clone(), offset);
+                produced.insert(offset, (key, value));
+            }
+        }
+        drop(producer);
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let report = node.cut_power_and_restart(cut)?;
+        let consumer = assigned_consumer(&node.broker().bootstrap(), CHECK_CRCS)?;
+        let end = produced.keys().next_back().map_or(0, |last| last + 1);
+        assert_eq!(
+            watermarks(&consumer, &topic, 0)?,
+            (0, end),
+            "round {round}: the log ends after every acknowledged record"
+        );
+        let held = read_to_high_watermark(&consumer, &topic, 0)?;
+        for (offset, key_value) in &held {
+            assert_eq!(
+                produced.get(offset),
+                Some(key_value),
+                "round {round}: offset {offset} holds what was produced there"
+            );
+        }
+        for (key, offset) in &latest {
+            assert!(
+                held.contains_key(offset),
+                "round {round}: the latest record of {key:?}, at {offset}, is held"
+            );
+        }
+        eprintln!(
+            "round {round}: {} of {} records held; {report:?}",
+            held.len(),
+            produced.len()
         );
     }
     Ok(())
