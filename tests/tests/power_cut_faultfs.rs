@@ -15,9 +15,9 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use laminar_faultfs::Cut;
 use laminar_tests::power_cut::{BrokerOnFaultFs, ClusterOnFaultFs};
 use laminar_tests::rdkafka_client::{
-    assert_records_match, assigned_consumer, commit, consume, create_topic, first_offset_seen, group_member,
-    produce_all, producer, read_to_high_watermark, sample_records, unique_topic, watermarks, ConsumedRecord,
-    KeysValuesByOffset, TestRecord, BASE_TIMESTAMP_MS, OP_TIMEOUT,
+    admin_client, admin_options, assert_records_match, assigned_consumer, commit, consume, create_topic,
+    first_offset_seen, group_member, produce_all, producer, read_to_high_watermark, sample_records,
+    unique_topic, watermarks, ConsumedRecord, KeysValuesByOffset, TestRecord, BASE_TIMESTAMP_MS, OP_TIMEOUT,
 };
 use laminar_tests::wire::create_topic_replicated;
 use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
@@ -555,6 +555,51 @@ async fn compaction_cut_by_power_failures_keeps_each_keys_latest_record() -> Res
             held.len(),
             produced.len()
         );
+    }
+    Ok(())
+}
+
+/// A topic deleted just before a power cut stays deleted, and a new topic of the same name
+/// starts empty: none of the old partitions' records come back in it.
+#[tokio::test]
+async fn a_topic_deleted_before_a_power_cut_stays_deleted_and_its_name_starts_empty() -> Result<()> {
+    let Some(mut node) = BrokerOnFaultFs::start(BrokerOptions::default())? else {
+        return Ok(());
+    };
+    let bootstrap = node.broker().bootstrap();
+    let topic = unique_topic("cut-deleted");
+    create_topic(&bootstrap, &topic, 2, &[]).await?;
+    for partition in 0..2 {
+        produce_all(
+            &producer(&bootstrap, &[])?,
+            &topic,
+            partition,
+            &sample_records(50),
+        )
+        .await?;
+    }
+    let deleted = admin_client(&bootstrap)?
+        .delete_topics(&[&topic], &admin_options())
+        .await?;
+    assert_eq!(deleted, vec![Ok(topic.clone())]);
+    node.cut_power_and_restart(Cut::LoseUnsynced)?;
+
+    let bootstrap = node.broker().bootstrap();
+    let metadata = admin_client(&bootstrap)?
+        .inner()
+        .fetch_metadata(None, OP_TIMEOUT)?;
+    let names: Vec<&str> = metadata.topics().iter().map(|t| t.name()).collect();
+    assert!(
+        !names.contains(&topic.as_str()),
+        "the deleted topic came back: {names:?}"
+    );
+    create_topic(&bootstrap, &topic, 2, &[]).await?;
+    let fresh = sample_records(1);
+    for partition in 0..2 {
+        let offsets = produce_all(&producer(&bootstrap, &[])?, &topic, partition, &fresh).await?;
+        assert_eq!(offsets, vec![0], "{topic}/{partition} starts empty");
+        let held = read_all(node.broker(), &topic, partition)?;
+        assert_records_match(&fresh, &held, 0);
     }
     Ok(())
 }
