@@ -237,6 +237,73 @@ async fn acknowledged(acked: &Acked, count: usize) {
     }
 }
 
+/// Runs an acks=all load over two partitions of `topic` (64 records in flight) for `load_for`,
+/// then `cut` (which kills the brokers), then stops the load. Returns the records acknowledged
+/// before the cut (more than 100) and what `cut` returned.
+async fn acknowledged_until_cut<R>(
+    bootstrap: &str,
+    topic: &str,
+    load_for: Duration,
+    cut: impl FnOnce() -> Result<R>,
+) -> Result<(Vec<(i32, i64, usize)>, R)> {
+    let acked = Acked::default();
+    let producer = producer(bootstrap, &[("linger.ms", "1"), ("message.timeout.ms", "10000")])?;
+    let load = tokio::spawn(produce_load(
+        producer,
+        topic.to_string(),
+        2,
+        usize::MAX,
+        Arc::clone(&acked),
+    ));
+    tokio::time::sleep(load_for).await;
+    let cut = cut()?;
+    load.abort();
+    let _ = load.await;
+    let acked = std::mem::take(&mut *acked.lock().expect("not poisoned"));
+    ensure!(
+        acked.len() > 100,
+        "only {} records acknowledged before the cut",
+        acked.len()
+    );
+    Ok((acked, cut))
+}
+
+/// Asserts that each of `acked`'s records of `partition` is in `held` at its offset; returns
+/// how many it checked.
+fn assert_acknowledged_held(acked: &[(i32, i64, usize)], partition: i32, held: &[ConsumedRecord]) -> usize {
+    let mine: Vec<_> = acked.iter().filter(|(p, _, _)| *p == partition).collect();
+    for &&(_, offset, index) in &mine {
+        let at = held.get(offset as usize).map(|r| r.record.value.as_deref());
+        let want = load_value(index);
+        assert_eq!(
+            at,
+            Some(Some(want.as_slice())),
+            "acknowledged record {index} at partition {partition}, offset {offset}"
+        );
+    }
+    mine.len()
+}
+
+/// Asserts that every record in `held` is one the load sent.
+fn assert_only_load_records(held: &[ConsumedRecord]) {
+    for record in held {
+        let value = record.record.value.as_deref().unwrap_or_default();
+        let index = std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.strip_prefix("load-"))
+            .and_then(|v| v.get(..8))
+            .and_then(|i| i.parse::<usize>().ok());
+        let sent = index.map(load_value);
+        assert_eq!(
+            sent.as_deref(),
+            Some(value),
+            "partition {} at {} holds a record the load never sent",
+            record.partition,
+            record.offset
+        );
+    }
+}
+
 /// Producers keep acks=all records in flight while the power goes (mid-append, mid-group
 /// commit), twice: every record acknowledged before the cut is at its offset afterwards, and
 /// every record the partitions hold is one the load sent.
@@ -251,57 +318,18 @@ async fn acks_all_records_acknowledged_while_the_power_goes_survive() -> Result<
         .into_iter()
         .enumerate()
     {
-        let acked = Acked::default();
-        let producer = producer(
-            &node.broker().bootstrap(),
-            &[("linger.ms", "1"), ("message.timeout.ms", "5000")],
-        )?;
-        let load = tokio::spawn(produce_load(
-            producer,
-            topic.clone(),
-            2,
-            usize::MAX,
-            Arc::clone(&acked),
-        ));
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let report = node.cut_power(cut)?;
-        load.abort();
-        let _ = load.await;
-        let acked = std::mem::take(&mut *acked.lock().expect("not poisoned"));
-        assert!(
-            acked.len() > 100,
-            "round {round}: only {} records acknowledged before the cut",
-            acked.len()
-        );
+        let bootstrap = node.broker().bootstrap();
+        let (acked, report) = acknowledged_until_cut(&bootstrap, &topic, Duration::from_millis(1500), || {
+            node.cut_power(cut)
+        })
+        .await?;
         node.restart()?;
         let mut checked = 0;
         for partition in 0..2 {
             let held = read_all(node.broker(), &topic, partition)?;
-            for record in &held {
-                let value = record.record.value.as_deref().unwrap_or_default();
-                let sent = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| v.strip_prefix("load-"))
-                    .and_then(|v| v.get(..8))
-                    .and_then(|i| i.parse::<usize>().ok());
-                let sent = sent.map(load_value);
-                assert_eq!(
-                    sent.as_deref(),
-                    Some(value),
-                    "round {round}: {topic}/{partition} at {} holds a record the load never sent",
-                    record.offset
-                );
-            }
-            // Offsets of records from earlier rounds are checked in their round.
-            for &(_, offset, index) in acked.iter().filter(|(p, _, _)| *p == partition) {
-                let at = held.get(offset as usize).map(|r| r.record.value.as_deref());
-                assert_eq!(
-                    at,
-                    Some(Some(load_value(index).as_slice())),
-                    "round {round}: acknowledged record {index} at {topic}/{partition} offset {offset}"
-                );
-                checked += 1;
-            }
+            assert_only_load_records(&held);
+            // Records of earlier rounds were checked in their round.
+            checked += assert_acknowledged_held(&acked, partition, &held);
         }
         eprintln!("round {round}: {checked} acknowledged records checked; cut {report:?}");
     }
@@ -336,30 +364,15 @@ async fn replicated_acks_all_records_survive_a_power_cut_of_every_node() -> Resu
     ];
     for (round, cut) in cuts.into_iter().enumerate() {
         let bootstrap = nodes.cluster().bootstrap();
-        let acked = Acked::default();
-        let producer = producer(&bootstrap, &[("linger.ms", "1"), ("message.timeout.ms", "10000")])?;
-        let load = tokio::spawn(produce_load(
-            producer,
-            topic.clone(),
-            2,
-            usize::MAX,
-            Arc::clone(&acked),
-        ));
-        tokio::time::sleep(Duration::from_millis(3000)).await;
-        let reports = nodes.cut_power_everywhere(cut)?;
-        load.abort();
-        let _ = load.await;
-        let acked = std::mem::take(&mut *acked.lock().expect("not poisoned"));
-        assert!(
-            acked.len() > 100,
-            "round {round}: only {} records acknowledged before the cut",
-            acked.len()
-        );
+        let (acked, reports) = acknowledged_until_cut(&bootstrap, &topic, Duration::from_secs(3), || {
+            nodes.cut_power_everywhere(cut)
+        })
+        .await?;
         nodes.restart()?;
         let mut checked = 0;
         for partition in 0..2 {
-            let mine: Vec<_> = acked.iter().filter(|(p, _, _)| *p == partition).collect();
-            let end = mine.iter().map(|(_, offset, _)| offset + 1).max().unwrap_or(0);
+            let mine = acked.iter().filter(|(p, _, _)| *p == partition);
+            let end = mine.map(|(_, offset, _)| offset + 1).max().unwrap_or(0);
             let consumer = assigned_consumer(&bootstrap, CHECK_CRCS)?;
             wait_for(
                 Duration::from_secs(60),
@@ -367,15 +380,7 @@ async fn replicated_acks_all_records_survive_a_power_cut_of_every_node() -> Resu
                 || Ok(watermarks(&consumer, &topic, partition).is_ok_and(|(_, high)| high >= end)),
             )?;
             let held = consume(&consumer, &topic, partition, Offset::Beginning, end as usize)?;
-            for &&(_, offset, index) in &mine {
-                let at = held.get(offset as usize).map(|r| r.record.value.as_deref());
-                assert_eq!(
-                    at,
-                    Some(Some(load_value(index).as_slice())),
-                    "round {round}: acknowledged record {index} at {topic}/{partition} offset {offset}"
-                );
-                checked += 1;
-            }
+            checked += assert_acknowledged_held(&acked, partition, &held);
         }
         eprintln!("round {round}: {checked} acknowledged records checked; cuts {reports:?}");
     }
