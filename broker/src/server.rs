@@ -219,6 +219,7 @@ fn wait_for_shards(ready: &std::sync::mpsc::Receiver<ShardReady>, shard_count: u
 }
 
 /// Creates (durably: a power cut keeps a log dir this start created) and locks every log dir,
+/// and removes what a crash left of deleted partitions,
 /// in `log.dirs` order (the first one holds all data). The
 /// paths are absolute from here on: glommio opens directories through io_uring, which resolves
 /// a relative path against no directory at all (EBADF), so `./data` would fail at close.
@@ -232,10 +233,26 @@ fn lock_log_dirs(dirs: &[PathBuf]) -> anyhow::Result<Vec<LogDirLock>> {
         // The same directory named twice is locked once (a second lock would be refused).
         if locks.iter().all(|lock| lock.dir() != dir) {
             locks.push(LogDirLock::acquire(&dir)?);
+            remove_retired_dirs(&dir)?;
         }
     }
     anyhow::ensure!(!locks.is_empty(), "log.dirs is empty");
     Ok(locks)
+}
+
+/// Finishes the removals a crash interrupted (`io::remove_dir_durably`): the partitions were
+/// already gone, their retired directories only took space.
+fn remove_retired_dirs(dir: &std::path::Path) -> anyhow::Result<()> {
+    let removed = laminar_engine::io::remove_retired_dirs(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "log.dirs: cannot remove deleted partitions in {}: {e}",
+            dir.display()
+        )
+    })?;
+    if removed > 0 {
+        tracing::info!(log_dir = %dir.display(), removed, "removed the directories of partitions deleted before a crash");
+    }
+    Ok(())
 }
 
 /// What the shards' storage shares: the descriptor budget and the log dir's budget of blocks

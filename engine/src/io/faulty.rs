@@ -162,7 +162,36 @@ fn not_found(path: &Path) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
 }
 
+/// `path` with its prefix `from` replaced by `to`; `None` when it is not below `from`.
+fn moved_below(path: &Path, from: &Path, to: &Path) -> Option<PathBuf> {
+    let below = path.strip_prefix(from).ok()?;
+    Some(if below.as_os_str().is_empty() {
+        to.to_path_buf()
+    } else {
+        to.join(below)
+    })
+}
+
 impl FaultyStorage {
+    /// Moves a directory and everything under it (durable at once, as file renames are).
+    fn rename_dir(&self, from: &Path, to: &Path) {
+        let mut files = self.files.borrow_mut();
+        let moved: Vec<_> = files.keys().filter(|p| p.starts_with(from)).cloned().collect();
+        for path in moved {
+            if let (Some(file), Some(new)) = (files.remove(&path), moved_below(&path, from, to)) {
+                files.insert(new, file);
+            }
+        }
+        for set in [&self.dirs, &self.created_unsynced] {
+            let mut set = set.borrow_mut();
+            let moved: Vec<_> = set.iter().filter(|p| p.starts_with(from)).cloned().collect();
+            for path in moved {
+                set.remove(&path);
+                set.extend(moved_below(&path, from, to));
+            }
+        }
+    }
+
     pub fn new(seed: u64) -> Self {
         let faults = Faults::default();
         faults.rng.set(seed ^ 0x9E37_79B9_7F4A_7C15);
@@ -438,6 +467,10 @@ impl Storage for FaultyStorage {
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.faults.dir_op()?;
+        if self.dirs.borrow().contains(from) {
+            self.rename_dir(from, to);
+            return Ok(());
+        }
         let mut files = self.files.borrow_mut();
         let file = files.remove(from).ok_or_else(|| not_found(from))?;
         if let Some(replaced) = files.insert(to.to_path_buf(), file) {

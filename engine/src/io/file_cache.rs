@@ -480,11 +480,17 @@ impl<S: Storage> Shared<S> {
         }
     }
 
+    /// A file renamed, or a directory: the files under it keep their names below `to`.
     fn renamed(&self, from: &Path, to: &Path) {
         self.unlink(to, false);
         for file in self.live_files() {
-            if *file.path.borrow() == from {
-                *file.path.borrow_mut() = to.to_path_buf();
+            let moved = match file.path.borrow().strip_prefix(from) {
+                Ok(below) if below.as_os_str().is_empty() => Some(to.to_path_buf()),
+                Ok(below) => Some(to.join(below)),
+                Err(_) => None,
+            };
+            if let Some(moved) = moved {
+                *file.path.borrow_mut() = moved;
             }
         }
     }

@@ -209,6 +209,22 @@ fn a_parked_file_reopens_only_as_the_same_file() {
 }
 
 #[test]
+fn a_parked_file_reopens_below_its_renamed_directory() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(8);
+        let cache = cache(&storage, &budget.shard());
+        let file = cache.open(&path(0), true).await.unwrap();
+        file.write_at(0, &[b"kept"]).await.unwrap();
+        file.fdatasync().await.unwrap();
+        cache.rename(Path::new(DIR), Path::new("/moved")).await.unwrap();
+        assert_eq!(cache.park_idle(8).await, 1);
+        assert_eq!(&file.read_at(0, 4).await.unwrap()[..], b"kept");
+        assert!(storage.exists(Path::new("/moved/0.log")).await.unwrap());
+    });
+}
+
+#[test]
 fn a_shard_above_its_fair_share_gives_back_when_another_is_short() {
     block_on(async {
         let storage = storage().await;

@@ -12,6 +12,7 @@ mod file_cache;
 mod glommio_storage;
 pub mod mapped_appends;
 mod reservations;
+mod retired_dirs;
 pub mod writeback;
 
 pub use descriptors::{
@@ -24,6 +25,7 @@ pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode, DIR_SYNCS_IN_FLIGHT_MAX};
 pub use reservations::ReserveBudget;
+pub use retired_dirs::{is_retired_name, remove_dir_durably, remove_retired_dirs};
 pub use writeback::{WriteBehind, WriteBehindStats};
 
 /// The total and usable bytes of the file system holding `path` (`statvfs`; usable is what an

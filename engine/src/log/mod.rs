@@ -775,7 +775,7 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// Removes the whole directory.
+    /// Removes the whole directory, durably (`io::remove_dir_durably`).
     pub async fn delete(&self) -> Result<(), LogError> {
         let _writer = self.writer.lock().await;
         // A background sync of the rolled segment in flight ends first, on open files, and
@@ -786,7 +786,7 @@ impl<S: Storage> Log<S> {
         for segment in self.segments() {
             segment.close().await.ok();
         }
-        self.storage.remove_dir_all(&self.dir).await?;
+        crate::io::remove_dir_durably(&*self.storage, &self.dir).await?;
         Ok(())
     }
 }

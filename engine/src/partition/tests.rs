@@ -187,6 +187,9 @@ fn retention_delete_records_truncate_and_clean_reopen() {
         assert_eq!(hs.last().unwrap().next_offset(), 50);
         p.delete().await.unwrap();
         assert!(!storage.exists(&dir()).await.unwrap());
+        let parent = dir().parent().unwrap().to_path_buf();
+        let left = storage.list_dir(&parent).await.unwrap();
+        assert!(left.is_empty(), "the retired directory is removed too: {left:?}");
     });
 }
 

@@ -383,7 +383,7 @@ impl ShardPartitions {
             None => {
                 let dir = partition_dir(&self.log_dir, topic, partition);
                 if self.storage.exists(&dir).await? {
-                    self.storage.remove_dir_all(&dir).await?;
+                    crate::io::remove_dir_durably(&*self.storage, &dir).await?;
                 }
                 Ok(())
             }

@@ -131,6 +131,19 @@ impl Filesystem for Daemon {
         self.reply_entry(reply, |state| state.mkdir(parent.0, name, mode, owner(req)));
     }
 
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.reply_entry(reply, |state| state.mknod(parent.0, name, mode, rdev, owner(req)));
+    }
+
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.reply_empty(reply, |state| state.unlink(parent.0, name));
     }
@@ -220,7 +233,8 @@ impl Filesystem for Daemon {
         reply.ok();
     }
 
-    /// `fsync` and `fdatasync` alike write the unsynced pages to the backing file.
+    /// `fsync` and `fdatasync` alike write the unsynced pages to the backing file (of a
+    /// directory: make its entries durable).
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         self.reply_empty(reply, |state| state.fsync(ino.0));
     }
@@ -257,9 +271,10 @@ impl Filesystem for Daemon {
         reply.ok();
     }
 
-    /// Directory operations are durable when they return: nothing to sync.
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        reply.ok();
+    /// What the kernel sends for an fsync (or fdatasync) of a directory: its entries become
+    /// durable.
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.reply_empty(reply, |state| state.fsyncdir(ino.0));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -22,6 +22,11 @@ pub struct BackingId {
 }
 
 impl BackingId {
+    #[cfg(test)]
+    pub fn new(dev: u64, ino: u64) -> BackingId {
+        BackingId { dev, ino }
+    }
+
     pub fn of(metadata: &Metadata) -> BackingId {
         BackingId {
             dev: metadata.dev(),

@@ -1,20 +1,26 @@
 //! The file system's state behind the daemon's one lock, and its file data operations: the
-//! namespace operations are in `namespace`. Every operation returns the errno to reply.
+//! namespace operations are in `namespace`, the trash of removed files in `trash`, their undoing
+//! at a power cut in `undo`. Every operation returns the errno to reply.
 
 mod namespace;
+mod trash;
+mod undo;
 
 use std::collections::HashMap;
 use std::fs::{self, File, FileTimes, Metadata, Permissions};
 use std::io;
-use std::os::unix::fs::{fchown, lchown, PermissionsExt};
+use std::os::unix::fs::{fchown, lchown, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr};
 
 pub use self::namespace::{DirEntry, Owner};
+use self::trash::Trash;
+pub use self::trash::TRASH_DIR_NAME;
 use crate::attr::file_attr;
-use crate::inodes::{BackingId, Inode, InodeTable};
+use crate::inodes::{BackingId, Inode, InodeTable, ROOT};
+use crate::journal::Journal;
 use crate::overlay::{read_at_most, Overlay};
 use crate::sys;
 
@@ -32,10 +38,13 @@ pub struct AttrChanges {
     pub modified: Option<SystemTime>,
 }
 
-/// The file system: the backing directory, the inodes, the open directories' listings.
+/// The file system: the backing directory, the inodes, the journal of namespace operations,
+/// the trash, the open directories' listings.
 pub struct State {
     backing: PathBuf,
     pub inodes: InodeTable,
+    pub journal: Journal,
+    trash: Trash,
     /// The listing each open directory reads from, by its file handle.
     listings: HashMap<u64, Vec<DirEntry>>,
     next_dir_handle: u64,
@@ -48,8 +57,10 @@ impl State {
     pub fn new(backing: PathBuf) -> io::Result<State> {
         let root = fs::metadata(&backing)?;
         Ok(State {
+            trash: Trash::new(&backing)?,
             backing,
             inodes: InodeTable::new(&root),
+            journal: Journal::default(),
             listings: HashMap::new(),
             next_dir_handle: 1,
             powered_off: false,
@@ -76,14 +87,23 @@ impl State {
     }
 
     /// The attributes the mount reports for the inode: the backing file's, with the length
-    /// its unsynced writes give it.
+    /// its unsynced writes give it, and the links the trash holds not counted.
     fn attr(&self, ino: u64, metadata: &Metadata) -> FileAttr {
         let unsynced = self
             .inodes
             .get(ino)
             .ok()
             .and_then(|inode| inode.unsynced.as_ref());
-        file_attr(ino, metadata, unsynced.map(Overlay::len))
+        let mut attr = file_attr(ino, metadata, unsynced.map(Overlay::len));
+        let links = if !metadata.is_dir() {
+            self.trash.visible_links(metadata)
+        } else if ino == ROOT && self.trash.exists() {
+            metadata.nlink().saturating_sub(1) // the trash's `..`
+        } else {
+            metadata.nlink()
+        };
+        attr.nlink = u32::try_from(links).unwrap_or(u32::MAX);
+        attr
     }
 
     pub fn getattr(&self, ino: u64) -> OpResult<FileAttr> {
@@ -179,8 +199,12 @@ impl State {
         Ok(u32::try_from(data.len()).expect("FUSE writes are at most 16 MiB"))
     }
 
-    /// The `fsync` and `fdatasync`: the unsynced pages go to the backing file.
+    /// The `fsync` and `fdatasync`: the unsynced pages go to the backing file. Of a directory
+    /// (the kernel sends `fsyncdir` for those, but any may come): its entries become durable.
     pub fn fsync(&mut self, ino: u64) -> OpResult<()> {
+        if self.metadata(ino)?.is_dir() {
+            return self.fsyncdir(ino);
+        }
         let (file, unsynced) = self.file_data(ino)?;
         if let Some(overlay) = unsynced {
             overlay.write_back(file)?;

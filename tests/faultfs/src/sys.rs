@@ -1,4 +1,5 @@
-//! The system calls std has no safe function for: unmount, statvfs and fallocate. Every
+//! The system calls std has no safe function for: unmount, statvfs, fallocate, mknod and a
+//! link to an open file. Every
 //! `unsafe` block of the crate lives here, each behind a safe function.
 #![allow(unsafe_code)]
 
@@ -75,6 +76,39 @@ pub fn fallocate(file: &File, mode: i32, offset: u64, len: u64) -> io::Result<()
     let len = libc::off_t::try_from(len).map_err(|_| too_large())?;
     // SAFETY: fallocate reads no user memory; it acts on `file`'s descriptor, open for the call.
     if unsafe { libc::fallocate(file.as_raw_fd(), mode, offset, len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `mknod(path, mode, rdev)`: a file of the type `mode`'s `S_IFMT` bits give (a device's
+/// number `rdev`), its permissions `mode`'s others less the process's umask.
+pub fn mknod(path: &Path, mode: u32, rdev: u32) -> io::Result<()> {
+    let path = c_path(path)?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; mknod only reads it.
+    if unsafe { libc::mknod(path.as_ptr(), mode as libc::mode_t, libc::dev_t::from(rdev)) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A new name `path` for the open `file` (`linkat` with `AT_EMPTY_PATH`, which needs
+/// `CAP_DAC_READ_SEARCH`: the daemon runs as root).
+pub fn link_open_file(file: &File, path: &Path) -> io::Result<()> {
+    let path = c_path(path)?;
+    let empty = c"";
+    // SAFETY: both strings are NUL-terminated and outlive the call, which only reads them; it
+    // acts on `file`'s descriptor, open for the call.
+    let linked = unsafe {
+        libc::linkat(
+            file.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if linked < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

@@ -1,0 +1,112 @@
+//! Removing a log's directory so that neither a crash nor a power cut brings it back.
+//!
+//! `remove_dir_all` unlinks one entry at a time, and none of it is durable until the parent
+//! directory is fsynced: a power cut can return the directory whole or in part, and a topic
+//! created again under the same name would open the old records. So a directory is first
+//! *retired*: renamed to `<name>.<id>-delete` (the form Kafka uses) and its parent fsynced.
+//! From then on the log is gone, since no partition name ends in `-delete`. Then the retired
+//! directory is removed; whatever a crash leaves of it, start-up removes
+//! ([`remove_retired_dirs`]).
+
+use super::Storage;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The suffix of a retired directory's name.
+const RETIRED_SUFFIX: &str = "-delete";
+
+/// Renames `dir` to its retired name, fsyncs its parent, then removes it. Once this returns
+/// `Ok` or fails in the removal step, a power cut no longer brings `dir` back.
+pub async fn remove_dir_durably<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
+    let retired = retired_name(dir)?;
+    storage.rename(dir, &retired).await?;
+    storage.sync_dir(parent_of(dir)).await?;
+    storage.remove_dir_all(&retired).await
+}
+
+/// Removes every retired directory in `log_dir` (what a crash left of a removal) and fsyncs
+/// `log_dir` when there were any; returns how many. Blocking `std::fs`, for start-up.
+pub fn remove_retired_dirs(log_dir: &Path) -> io::Result<usize> {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(log_dir)? {
+        let entry = entry?;
+        let retired = entry.file_name().to_str().is_some_and(is_retired_name);
+        if retired && entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        std::fs::File::open(log_dir)?.sync_all()?;
+    }
+    Ok(removed)
+}
+
+/// Whether `name` is a retired directory's (`<name>.<id>-delete`).
+pub fn is_retired_name(name: &str) -> bool {
+    name.strip_suffix(RETIRED_SUFFIX)
+        .and_then(|rest| rest.rsplit_once('.'))
+        .is_some_and(|(_, id)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `<dir>.<id>-delete`, the id the current time in nanoseconds (hex): a partition retired,
+/// created again and retired again gets a new name, as removals of one name are serialised.
+fn retired_name(dir: &Path) -> io::Result<PathBuf> {
+    let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} has no name", dir.display()),
+        )
+    })?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    Ok(dir.with_file_name(format!("{name}.{nanos:x}{RETIRED_SUFFIX}")))
+}
+
+fn parent_of(dir: &Path) -> &Path {
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retired_names_are_recognised_and_partition_names_are_not() {
+        let retired = retired_name(Path::new("/data/orders-3")).unwrap();
+        let name = retired.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("orders-3."), "{name}");
+        assert!(is_retired_name(name), "{name}");
+        for kept in [
+            "orders-3",
+            "orders-delete",
+            "a.xyz-delete",
+            "x.-delete",
+            "cleaner-offset-checkpoint",
+        ] {
+            assert!(!is_retired_name(kept), "{kept}");
+        }
+    }
+
+    #[test]
+    fn start_up_removes_retired_directories_only() {
+        let root = tempfile::tempdir().unwrap();
+        let log_dir = root.path();
+        std::fs::create_dir_all(log_dir.join("orders-0.17a2b-delete/inner")).unwrap();
+        std::fs::write(log_dir.join("orders-0.17a2b-delete/inner/f"), b"x").unwrap();
+        std::fs::create_dir(log_dir.join("orders-0")).unwrap();
+        std::fs::write(log_dir.join("notes.ab-delete"), b"a file, not a directory").unwrap();
+        assert_eq!(remove_retired_dirs(log_dir).unwrap(), 1);
+        let mut left: Vec<_> = std::fs::read_dir(log_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["notes.ab-delete", "orders-0"]);
+        assert_eq!(remove_retired_dirs(log_dir).unwrap(), 0);
+    }
+}
