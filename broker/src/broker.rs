@@ -14,7 +14,7 @@ use laminar_controller::PartitionState;
 use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::io::WriteBehind;
 use laminar_engine::partition::{LogConfig, Partition};
-use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_engine::shard::partitions::{PartitionSpec, ShardPartitions};
 use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
 use laminar_engine::task_wakers::SharedWaker;
 
@@ -78,13 +78,21 @@ impl BrokerShared {
         crate::config::engine::log_config(&topic.configs, &self.config)
     }
 
-    /// The log settings of the topic named `topic`; the broker's defaults if it is gone (an open
-    /// that races the topic's deletion).
-    fn log_config_named(&self, topic: &str) -> LogConfig {
-        let no_overrides = BTreeMap::new();
-        self.metadata.with_current(|table| {
-            let configs = table.get(topic).map_or(&no_overrides, |t| &t.configs);
-            crate::config::engine::log_config(configs, &self.config)
+    /// What a partition of `topic` opens with: its log settings and its id (a directory left by
+    /// a deleted topic of that name is not opened as this one's).
+    fn partition_spec(&self, topic: &TopicMetadata) -> PartitionSpec {
+        PartitionSpec {
+            config: self.log_config_for(topic),
+            topic_id: Some(topic.id),
+        }
+    }
+
+    /// [`partition_spec`](Self::partition_spec) of the topic named `topic`; the broker's
+    /// defaults and no id if it is gone (an open that races the topic's deletion).
+    fn partition_spec_named(&self, topic: &str) -> PartitionSpec {
+        self.metadata.with_current(|table| match table.get(topic) {
+            Some(topic) => self.partition_spec(topic),
+            None => crate::config::engine::log_config(&BTreeMap::new(), &self.config).into(),
         })
     }
 
@@ -134,7 +142,7 @@ impl BrokerShard {
     /// need be.
     pub async fn partition(&self, tp: &TopicPartition) -> Result<Rc<Partition>, PartitionAccessError> {
         let led = self.led_state_of(tp)?;
-        let config = || self.shared.log_config_named(&tp.topic);
+        let config = || self.shared.partition_spec_named(&tp.topic);
         let partition = self
             .partitions
             .get_or_open(&tp.topic, tp.partition, config)
@@ -156,7 +164,7 @@ impl BrokerShard {
         tp: &TopicPartition,
     ) -> Result<Option<Rc<Partition>>, PartitionAccessError> {
         let led = self.led_state_of(tp)?;
-        let config = || self.shared.log_config_named(&tp.topic);
+        let config = || self.shared.partition_spec_named(&tp.topic);
         let partition = self
             .partitions
             .get_or_open_written(&tp.topic, tp.partition, config)
@@ -205,7 +213,7 @@ impl BrokerShard {
         if !state.replicas.contains(&link.node_id) {
             return Err(PartitionAccessError::NotLeader);
         }
-        let config = || self.shared.log_config_for(&topic);
+        let config = || self.shared.partition_spec(&topic);
         let partition = match mode {
             OpenMode::Create => Some(
                 self.partitions

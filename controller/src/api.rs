@@ -47,6 +47,11 @@ pub struct CreatableTopic {
     /// Kafka's manual assignment: partition `i`'s replicas, the preferred leader first. Empty:
     /// the controller places the replicas (`placement.rs`).
     pub assignments: Vec<Vec<i32>>,
+    /// The id the topic keeps: a single-node topic migrating into the quorum keeps the id its
+    /// partitions' `partition.metadata` names. `None`: the controller picks one. Not from
+    /// clients (Kafka's CreateTopics has no id).
+    #[serde(default)]
+    pub topic_id: Option<crate::records::TopicId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -66,7 +66,11 @@ fn create_topic(
         Ok(assignment) => assignment,
         Err(result) => return result,
     };
-    let topic_id = new_topic_id(md, topic_seed);
+    let topic_id = match topic.topic_id {
+        None => new_topic_id(md, topic_seed),
+        Some(id) if id != [0; 16] && !md.topics.contains_key(&id) => id,
+        Some(_) => return topic_error(&topic.name, INVALID_REQUEST, "the topic id is zero or taken"),
+    };
     records.push(MetadataRecord::Topic(TopicRecord {
         name: topic.name.clone(),
         topic_id,

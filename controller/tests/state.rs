@@ -353,6 +353,7 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
             replication_factor: factor,
             configs: BTreeMap::new(),
             assignments,
+            topic_id: None,
         };
         decide_with(&md, ControllerRequest::CreateTopics { topics: vec![topic] })
     };
@@ -378,6 +379,32 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
         .partitions
         .values()
         .all(|p| p.replicas == vec![2] && p.leader == 2 && p.isr == vec![2]));
+}
+
+#[test]
+fn a_topic_created_with_an_id_keeps_it_unless_zero_or_taken() {
+    let md = two_broker_state();
+    let with_id = |name: &str, topic_id: [u8; 16]| {
+        let topic = api::CreatableTopic {
+            name: name.into(),
+            num_partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+            assignments: Vec::new(),
+            topic_id: Some(topic_id),
+        };
+        decide_with(&md, ControllerRequest::CreateTopics { topics: vec![topic] })
+    };
+    let kept = with_id("migrated", [7; 16]);
+    assert_eq!(topic_codes(&kept), vec![error_code::NONE]);
+    let mut after = md.clone();
+    apply_all(&mut after, &kept.records);
+    assert_eq!(after.topic_by_name("migrated").unwrap().topic_id, [7; 16]);
+
+    let taken = md.topic_by_name("t").unwrap().topic_id;
+    let refused = [with_id("zero", [0; 16]), with_id("taken", taken)];
+    let codes: Vec<i16> = refused.iter().flat_map(topic_codes).collect();
+    assert_eq!(codes, vec![error_code::INVALID_REQUEST; 2]);
 }
 
 #[test]

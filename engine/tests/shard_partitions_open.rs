@@ -1,13 +1,16 @@
 //! A shard opens the partitions a request names concurrently, yet never one partition twice:
 //! tasks asking for the same unopened partition at once all get the one `Partition`, removal
 //! waits for an open of the same partition, and the per-partition locks leave nothing behind.
+//! A partition opened for a topic id records it, and a directory recording another topic's id
+//! is set aside before the partition opens.
 
 use std::rc::Rc;
 
 use futures::future::join_all;
 use laminar_engine::io::{FileCache, GlommioStorage, ShardStorage, WriteMode};
+use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::partition::LogConfig;
-use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_engine::shard::partitions::{PartitionSpec, ShardPartitions};
 
 const PARTITIONS: i32 = 100;
 const ASKS_PER_PARTITION: usize = 3;
@@ -126,4 +129,64 @@ async fn read_before_and_after_the_first_write(dir: std::path::PathBuf) {
 #[test]
 fn a_partition_read_before_its_first_write_is_found_once_written() {
     on_a_shard_in_a_new_dir(read_before_and_after_the_first_write);
+}
+
+fn spec_of_topic(id: u8) -> PartitionSpec {
+    PartitionSpec {
+        config: LogConfig::default(),
+        topic_id: Some([id; 16]),
+    }
+}
+
+async fn open_as_one_topic_then_another(dir: std::path::PathBuf) {
+    let storage: Rc<ShardStorage> = Rc::new(FileCache::new(GlommioStorage::new(WriteMode::Buffered), None));
+    let shard = ShardPartitions::new(dir.clone(), storage);
+    let batch = bytes::Bytes::from(BatchBuilder::new(1_700_000_000_000).records_of(5, 10).build());
+    let first = shard
+        .get_or_open("t", 0, || spec_of_topic(1))
+        .await
+        .expect("opens");
+    first.append(batch, 0).await.expect("appends");
+    let metadata = dir.join("t-0/partition.metadata");
+    assert!(!metadata.exists(), "not written on the first write's path");
+    assert!(shard.close_all().await.is_empty());
+    let recorded = std::fs::read_to_string(&metadata).expect("written by the close's checkpoint");
+    assert_eq!(recorded, "version: 0\ntopic_id: AQEBAQEBAQEBAQEBAQEBAQ\n");
+
+    // The same topic, or no id given: the records are its own.
+    for spec in [spec_of_topic(1), PartitionSpec::from(LogConfig::default())] {
+        let same = shard.get_or_open("t", 0, || spec).await.expect("opens");
+        assert_eq!(same.log_end_offset(), 5);
+        assert!(shard.close_all().await.is_empty());
+    }
+
+    // Another topic of the name: the old directory is set aside, the partition starts empty.
+    let other = shard
+        .get_or_open("t", 0, || spec_of_topic(2))
+        .await
+        .expect("opens");
+    assert_eq!(other.log_end_offset(), 0);
+    assert!(shard.close_all().await.is_empty());
+    let recorded = std::fs::read_to_string(&metadata).expect("written by the close's checkpoint");
+    assert!(recorded.ends_with("AgICAgICAgICAgICAgICAg\n"), "{recorded}");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], "t-0");
+    assert!(
+        names[1].starts_with("t-0.") && names[1].ends_with("-stray"),
+        "the old directory is set aside, not removed: {names:?}"
+    );
+    let aside = dir.join(&names[1]).join("partition.metadata");
+    assert!(std::fs::read_to_string(aside)
+        .unwrap()
+        .ends_with("AQEBAQEBAQEBAQEBAQEBAQ\n"));
+}
+
+#[test]
+fn a_directory_recording_another_topic_is_set_aside_before_the_partition_opens() {
+    on_a_shard_in_a_new_dir(open_as_one_topic_then_another);
 }

@@ -164,3 +164,64 @@ async fn topic_metadata_survives_kill9() -> Result<()> {
     );
     Ok(())
 }
+
+/// A crash between writing the topic table and removing a deleted topic's directories leaves
+/// them on disk (as does a cluster node that was down when its topic was deleted). Put back
+/// after the deletion here, such a directory must not be opened by a new topic of the same
+/// name: its `partition.metadata` names the old topic's id, so it is set aside
+/// (`<name>.<id>-stray`, as Kafka does with stray logs) and the new topic starts empty.
+#[tokio::test]
+async fn a_deleted_topics_directory_left_on_disk_is_not_opened_by_a_new_topic_of_its_name() -> Result<()> {
+    let mut broker = Broker::start_default()?;
+    let topic = unique_topic("left-behind");
+    create_topic(&broker.bootstrap(), &topic, 1, &[]).await?;
+    produce_all(
+        &producer(&broker.bootstrap(), &[])?,
+        &topic,
+        0,
+        &sample_records(50),
+    )
+    .await?;
+    broker.terminate()?;
+    let dir = broker.data_dir().join(format!("{topic}-0"));
+    let kept = broker.data_dir().join("kept-by-the-test");
+    copy_dir(&dir, &kept)?;
+    broker.restart()?;
+    let admin = admin_client(&broker.bootstrap())?;
+    assert_eq!(
+        admin.delete_topics(&[&topic], &admin_options()).await?,
+        vec![Ok(topic.clone())]
+    );
+    drop(admin);
+    broker.terminate()?;
+    anyhow::ensure!(!dir.exists(), "the deletion removed {}", dir.display());
+    std::fs::rename(&kept, &dir)?;
+
+    broker.restart()?;
+    create_topic(&broker.bootstrap(), &topic, 1, &[]).await?;
+    let new_records = sample_records(3);
+    let offsets = produce_all(&producer(&broker.bootstrap(), &[])?, &topic, 0, &new_records).await?;
+    assert_eq!(offsets, vec![0, 1, 2], "the new topic starts at offset 0");
+    read_back(&broker, &topic, 0, &new_records)?;
+    let set_aside: Vec<String> = std::fs::read_dir(broker.data_dir())?
+        .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|name| name.starts_with(&format!("{topic}-0.")) && name.ends_with("-stray"))
+        .collect();
+    assert_eq!(
+        set_aside.len(),
+        1,
+        "the old directory is kept aside for the operator"
+    );
+    Ok(())
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+    }
+    Ok(())
+}

@@ -1,6 +1,6 @@
 //! The first start of a data dir in a quorum (`meta.properties` names no node yet) when it
 //! served in single-node mode: the topics of its `topics.json` enter the quorum with the same
-//! partition counts and config overrides, each partition's only replica on this broker
+//! partition counts, config overrides and ids, each partition's only replica on this broker
 //! (CreateTopics with a manual assignment, as Kafka's), so this broker leads — and serves —
 //! the data it holds, whichever brokers are up meanwhile.
 //!
@@ -34,6 +34,8 @@ pub fn single_node_topics(link: &ClusterLink, single_node: &TopicTable) {
             configs: t.configs.clone(),
             // topics.json's counts are bounded when it is loaded (max.broker.partitions).
             assignments: (0..t.partition_count).map(|_| vec![link.node_id]).collect(),
+            // The partitions' `partition.metadata` names this id (decision 0020).
+            topic_id: Some(t.id),
         })
         .collect();
     let names: Vec<&String> = single_node.topics.keys().collect();

@@ -129,6 +129,7 @@ async fn cluster_create(
         replication_factor: wanted.replication_factor,
         configs: wanted.configs.clone(),
         assignments: Vec::new(),
+        topic_id: None,
     };
     let results = with_retries(|| link.handle.create_topics(vec![request.clone()]))
         .await

@@ -165,6 +165,7 @@ async fn create_offsets_topic(ctx: &Rc<BrokerCtx>, link: &ClusterLink) {
         replication_factor: i16::try_from(alive.clamp(1, OFFSETS_REPLICATION_FACTOR)).unwrap_or(1),
         configs: offsets_topic_configs(),
         assignments: Vec::new(),
+        topic_id: None,
     };
     match with_retries(|| link.handle.create_topics(vec![topic.clone()])).await {
         Ok(_) => tracing::info!(replicas = topic.replication_factor, "created {OFFSETS_TOPIC}"),

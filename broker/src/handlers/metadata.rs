@@ -199,6 +199,7 @@ async fn cluster_lookup_or_create(
             replication_factor: shared.config.default_replication_factor,
             configs: Default::default(),
             assignments: Vec::new(),
+            topic_id: None,
         };
         let created = with_retries(|| link.handle.create_topics(vec![topic.clone()])).await;
         match created.map(|r| r.first().map_or(-1, |r| r.error_code)) {

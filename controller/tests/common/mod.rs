@@ -156,6 +156,7 @@ pub fn topic(name: &str, partitions: i32, factor: i16) -> CreatableTopic {
         replication_factor: factor,
         configs: BTreeMap::new(),
         assignments: Vec::new(),
+        topic_id: None,
     }
 }
 

@@ -6,7 +6,8 @@
 //! *retired*: renamed to `<name>.<id>-delete` (the form Kafka uses) and its parent fsynced.
 //! From then on the log is gone, since no partition name ends in `-delete`. Then the retired
 //! directory is removed; whatever a crash leaves of it, start-up removes
-//! ([`remove_retired_dirs`]).
+//! ([`remove_retired_dirs`]). A directory found to be another topic's is only set aside
+//! (`<name>.<id>-stray`, as Kafka does with stray logs), for an operator to remove.
 
 use super::Storage;
 use std::io;
@@ -15,13 +16,27 @@ use std::path::{Path, PathBuf};
 /// The suffix of a retired directory's name.
 const RETIRED_SUFFIX: &str = "-delete";
 
+/// The suffix of a directory set aside, not removed (Kafka's stray logs).
+const SET_ASIDE_SUFFIX: &str = "-stray";
+
 /// Renames `dir` to its retired name, fsyncs its parent, then removes it. Once this returns
 /// `Ok` or fails in the removal step, a power cut no longer brings `dir` back.
 pub async fn remove_dir_durably<S: Storage>(storage: &S, dir: &Path) -> io::Result<()> {
-    let retired = retired_name(dir)?;
-    storage.rename(dir, &retired).await?;
-    storage.sync_dir(parent_of(dir)).await?;
+    let retired = rename_durably(storage, dir, RETIRED_SUFFIX).await?;
     storage.remove_dir_all(&retired).await
+}
+
+/// Renames `dir` to `<name>.<id>-stray` and fsyncs its parent: out of the way for good, kept for
+/// an operator to look at (nothing removes it). Returns the new path.
+pub async fn set_aside_durably<S: Storage>(storage: &S, dir: &Path) -> io::Result<PathBuf> {
+    rename_durably(storage, dir, SET_ASIDE_SUFFIX).await
+}
+
+async fn rename_durably<S: Storage>(storage: &S, dir: &Path, suffix: &str) -> io::Result<PathBuf> {
+    let renamed = renamed_aside(dir, suffix)?;
+    storage.rename(dir, &renamed).await?;
+    storage.sync_dir(parent_of(dir)).await?;
+    Ok(renamed)
 }
 
 /// Removes every retired directory in `log_dir` (what a crash left of a removal) and fsyncs
@@ -49,9 +64,9 @@ pub fn is_retired_name(name: &str) -> bool {
         .is_some_and(|(_, id)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// `<dir>.<id>-delete`, the id the current time in nanoseconds (hex): a partition retired,
+/// `<dir>.<id><suffix>`, the id the current time in nanoseconds (hex): a partition retired,
 /// created again and retired again gets a new name, as removals of one name are serialised.
-fn retired_name(dir: &Path) -> io::Result<PathBuf> {
+fn renamed_aside(dir: &Path, suffix: &str) -> io::Result<PathBuf> {
     let name = dir.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -61,7 +76,7 @@ fn retired_name(dir: &Path) -> io::Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    Ok(dir.with_file_name(format!("{name}.{nanos:x}{RETIRED_SUFFIX}")))
+    Ok(dir.with_file_name(format!("{name}.{nanos:x}{suffix}")))
 }
 
 fn parent_of(dir: &Path) -> &Path {
@@ -77,7 +92,7 @@ mod tests {
 
     #[test]
     fn retired_names_are_recognised_and_partition_names_are_not() {
-        let retired = retired_name(Path::new("/data/orders-3")).unwrap();
+        let retired = renamed_aside(Path::new("/data/orders-3"), RETIRED_SUFFIX).unwrap();
         let name = retired.file_name().unwrap().to_str().unwrap();
         assert!(name.starts_with("orders-3."), "{name}");
         assert!(is_retired_name(name), "{name}");

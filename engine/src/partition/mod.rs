@@ -7,6 +7,7 @@ mod idle_work;
 pub mod leader_epochs;
 mod producer_snapshot;
 pub mod producer_state;
+pub mod topic_id_file;
 
 use crate::io::{DirSync, ShardStorage, Storage};
 use crate::local_sync::{LocalEvent, LocalListener, LocalLock};
@@ -117,6 +118,9 @@ pub struct Partition<S: Storage = ShardStorage> {
     replicated_hw: Cell<Option<i64>>,
     /// Its place in the shard's list of partitions the idle pass visits (`idle_work.rs`).
     idle: IdleWork<S>,
+    /// The topic id its `partition.metadata` should name but does not yet; written at the next
+    /// checkpoint, off the first write's path (`topic_id_file.rs`).
+    topic_id_unrecorded: Cell<Option<[u8; 16]>>,
 }
 
 /// A checkpoint or close writes no producer snapshot when there is no producer state and the
@@ -161,7 +165,13 @@ impl<S: Storage> Partition<S> {
             sync_observer: RefCell::new(None),
             last_append_ms: Cell::new(0),
             idle: IdleWork::default(),
+            topic_id_unrecorded: Cell::new(None),
         })
+    }
+
+    /// Has the next checkpoint (a close's included) write `topic_id` to `partition.metadata`.
+    pub fn record_topic_id(&self, topic_id: [u8; 16]) {
+        self.topic_id_unrecorded.set(Some(topic_id));
     }
 
     /// The partition's directory (for messages about it).
@@ -662,6 +672,12 @@ impl<S: Storage> Partition<S> {
     }
 
     async fn checkpoint_locked(&self) -> Result<bool, LogError> {
+        if let Some(topic_id) = self.topic_id_unrecorded.get() {
+            topic_id_file::write(&*self.storage, self.log.dir(), topic_id)
+                .await
+                .map_err(|e| self.log.fail(e))?;
+            self.topic_id_unrecorded.set(None);
+        }
         if self.log.is_clean() {
             return Ok(false);
         }

@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use crate::io::{FileCacheStats, ShardStorage, Storage, WriteBehindStats};
 use crate::log::segment::parse_log_name;
+use crate::partition::topic_id_file::{self, RecordedTopic};
 use crate::partition::{IdleList, LogConfig, LogError, Partition, SyncObserver};
 
 /// Partitions a shard closes at once on shutdown (each waits for its own fdatasyncs; the disk
@@ -163,6 +164,23 @@ impl Drop for PartitionLock<'_> {
     }
 }
 
+/// What a partition opens with: its log settings and, when the caller knows it, its topic's
+/// id, which the partition's `partition.metadata` must name (`partition::topic_id_file`).
+#[derive(Debug, Clone)]
+pub struct PartitionSpec {
+    pub config: LogConfig,
+    pub topic_id: Option<[u8; 16]>,
+}
+
+impl From<LogConfig> for PartitionSpec {
+    fn from(config: LogConfig) -> Self {
+        PartitionSpec {
+            config,
+            topic_id: None,
+        }
+    }
+}
+
 /// `<log.dirs>/<topic>-<partition>`, Kafka's directory name for a partition.
 pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
     log_dir.join(format!("{topic}-{partition}"))
@@ -219,12 +237,13 @@ impl ShardPartitions {
         self.open.borrow().get(topic, partition).cloned()
     }
 
-    /// Returns the open partition, opening (and recovering) it with `config` if needed.
-    pub async fn get_or_open(
+    /// Returns the open partition, opening (and recovering) it with `config` if needed (a
+    /// [`LogConfig`] alone, or with the topic's id: [`PartitionSpec`]).
+    pub async fn get_or_open<C: Into<PartitionSpec>>(
         &self,
         topic: &str,
         partition: i32,
-        config: impl FnOnce() -> LogConfig,
+        config: impl FnOnce() -> C,
     ) -> Result<Rc<Partition>, LogError> {
         if let Some(open) = self.get(topic, partition) {
             return Ok(open);
@@ -236,11 +255,11 @@ impl ShardPartitions {
     }
 
     /// Opens the partition unless another task did meanwhile (one open per partition at once).
-    async fn open_once(
+    async fn open_once<C: Into<PartitionSpec>>(
         &self,
         topic: &str,
         partition: i32,
-        config: impl FnOnce() -> LogConfig,
+        config: impl FnOnce() -> C,
     ) -> Result<Rc<Partition>, LogError> {
         let _lifecycle = self.lifecycle.read().await;
         let key = (topic.to_string(), partition);
@@ -250,17 +269,17 @@ impl ShardPartitions {
             return Ok(open);
         }
         let _slot = self.opens_in_flight.acquire().await;
-        self.open_now(key, config()).await
+        self.open_now(key, config().into()).await
     }
 
     /// The partition, opened if need be, unless it was never written: a partition with no
     /// directory is `None` and stays without files (reads answer it as empty; the first write
     /// creates them). Reads of the many partitions of a new topic then create nothing.
-    pub async fn get_or_open_written(
+    pub async fn get_or_open_written<C: Into<PartitionSpec>>(
         &self,
         topic: &str,
         partition: i32,
-        config: impl FnOnce() -> LogConfig,
+        config: impl FnOnce() -> C,
     ) -> Result<Option<Rc<Partition>>, LogError> {
         if let Some(open) = self.get(topic, partition) {
             return Ok(Some(open));
@@ -268,11 +287,11 @@ impl ShardPartitions {
         Box::pin(self.open_if_written(topic, partition, config)).await
     }
 
-    async fn open_if_written(
+    async fn open_if_written<C: Into<PartitionSpec>>(
         &self,
         topic: &str,
         partition: i32,
-        config: impl FnOnce() -> LogConfig,
+        config: impl FnOnce() -> C,
     ) -> Result<Option<Rc<Partition>>, LogError> {
         if self.never_written.borrow().get(topic, partition).is_some() {
             return Ok(None);
@@ -293,13 +312,22 @@ impl ShardPartitions {
         self.opened.listen()
     }
 
-    async fn open_now(&self, key: PartitionKey, config: LogConfig) -> Result<Rc<Partition>, LogError> {
+    async fn open_now(&self, key: PartitionKey, spec: PartitionSpec) -> Result<Rc<Partition>, LogError> {
         let dir = partition_dir(&self.log_dir, &key.0, key.1);
-        let opened = Partition::open(self.storage.clone(), dir, config).await;
+        let recorded = match spec.topic_id {
+            Some(topic_id) => Some((topic_id, self.set_aside_other_topics_dir(&dir, topic_id).await?)),
+            None => None,
+        };
+        let opened = Partition::open(self.storage.clone(), dir.clone(), spec.config).await;
         // Whatever came of it, the partition's directory may exist now.
         self.opens.set(self.opens.get() + 1);
         self.never_written.borrow_mut().clear();
         let opened = Rc::new(opened?);
+        if let Some((topic_id, recorded)) = recorded {
+            if recorded != RecordedTopic::Id(topic_id) {
+                opened.record_topic_id(topic_id);
+            }
+        }
         if let Some(observer) = self.sync_observer.borrow().clone() {
             opened.observe_syncs(observer);
         }
@@ -311,6 +339,27 @@ impl ShardPartitions {
         );
         self.opened.notify(usize::MAX);
         Ok(opened)
+    }
+
+    /// Sets `dir` aside (renamed durably to `<name>.<id>-stray`, not removed) when its
+    /// `partition.metadata` names a topic other than `topic_id`: a deleted topic's directory,
+    /// which a new topic of its name must not open. Returns what the directory recorded,
+    /// `Absent` once set aside.
+    async fn set_aside_other_topics_dir(
+        &self,
+        dir: &Path,
+        topic_id: [u8; 16],
+    ) -> Result<RecordedTopic, LogError> {
+        let recorded = topic_id_file::read(&*self.storage, dir).await?;
+        match recorded {
+            RecordedTopic::Id(other) if other != topic_id => {
+                let aside = crate::io::set_aside_durably(&*self.storage, dir).await?;
+                tracing::warn!(dir = %dir.display(), set_aside_as = %aside.display(),
+                    "a partition directory names another topic's id (a deleted topic's, left by a crash): set aside, not opened; remove it once not needed");
+                Ok(RecordedTopic::Absent)
+            }
+            _ => Ok(recorded),
+        }
     }
 
     /// How many segments the partition's directory holds, read from the directory without
