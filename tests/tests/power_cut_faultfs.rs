@@ -608,3 +608,49 @@ async fn a_topic_deleted_before_a_power_cut_stays_deleted_and_its_name_starts_em
     }
     Ok(())
 }
+
+/// Records deleted with DeleteRecords stay deleted through power cuts: once DeleteRecords has
+/// answered, the low watermark it set (a whole segment removed, then a point inside one) is
+/// where the log starts after a cut, and every record from there on is held.
+#[tokio::test]
+async fn records_deleted_before_a_power_cut_stay_deleted() -> Result<()> {
+    let Some(mut node) = BrokerOnFaultFs::start(BrokerOptions::default())? else {
+        return Ok(());
+    };
+    let topic = unique_topic("cut-delete-records");
+    // Small segments: the first DeleteRecords removes whole segment files.
+    create_topic(
+        &node.broker().bootstrap(),
+        &topic,
+        1,
+        &[("segment.bytes", "2048")],
+    )
+    .await?;
+    let records = sample_records(100);
+    produce_all(&producer(&node.broker().bootstrap(), &[])?, &topic, 0, &records).await?;
+    for (delete_before, cut) in [(30, Cut::LoseUnsynced), (61, Cut::KeepRandomPages { seed: 7 })] {
+        let admin = admin_client(&node.broker().bootstrap())?;
+        let mut before = TopicPartitionList::new();
+        before.add_partition_offset(&topic, 0, Offset::Offset(delete_before))?;
+        let answer = admin.delete_records(&before, &admin_options()).await?;
+        let element = answer.find_partition(&topic, 0).expect("answered");
+        ensure!(element.error().is_ok(), "DeleteRecords: {:?}", element.error());
+        drop(admin);
+        let report = node.cut_power_and_restart(cut)?;
+        let consumer = assigned_consumer(&node.broker().bootstrap(), CHECK_CRCS)?;
+        assert_eq!(
+            watermarks(&consumer, &topic, 0)?,
+            (delete_before, 100),
+            "after DeleteRecords to {delete_before} and a cut ({report:?})"
+        );
+        let held = consume(
+            &consumer,
+            &topic,
+            0,
+            Offset::Beginning,
+            100 - delete_before as usize,
+        )?;
+        assert_records_match(&records[delete_before as usize..], &held, delete_before);
+    }
+    Ok(())
+}
