@@ -318,7 +318,7 @@ impl ShardPartitions {
             Some(topic_id) => Some((topic_id, self.set_aside_other_topics_dir(&dir, topic_id).await?)),
             None => None,
         };
-        let opened = Partition::open(self.storage.clone(), dir.clone(), spec.config).await;
+        let opened = Partition::open(self.storage.clone(), dir, spec.config).await;
         // Whatever came of it, the partition's directory may exist now.
         self.opens.set(self.opens.get() + 1);
         self.never_written.borrow_mut().clear();
