@@ -483,7 +483,19 @@ impl<S: Storage> Shared<S> {
     /// A file renamed, or a directory: the files under it keep their names below `to`.
     fn renamed(&self, from: &Path, to: &Path) {
         self.unlink(to, false);
+        let from_bytes = from.as_os_str().as_encoded_bytes();
         for file in self.live_files() {
+            // A byte comparison first: most files are not below `from`, and `strip_prefix`
+            // parses components (a walk of every open file per rename).
+            if !file
+                .path
+                .borrow()
+                .as_os_str()
+                .as_encoded_bytes()
+                .starts_with(from_bytes)
+            {
+                continue;
+            }
             let moved = match file.path.borrow().strip_prefix(from) {
                 Ok(below) if below.as_os_str().is_empty() => Some(to.to_path_buf()),
                 Ok(below) => Some(to.join(below)),

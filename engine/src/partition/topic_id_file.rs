@@ -13,12 +13,17 @@
 //! the partition opens (`ShardPartitions::open_now`).
 //!
 //! Written when missing at the partition's next checkpoint (a close's included), not on its
-//! first write's path (decision 0011, section 5), whole and durably: a temporary file,
-//! fdatasync, rename, directory fsync. A partition deleted before its first checkpoint and
-//! left behind by a crash has no file, and is taken as the new topic's (as are directories
-//! written before the file existed): a narrow gap, since the checkpoint follows the first
-//! write's pause by `CHECKPOINT_IDLE_MS`. A file that does not parse is unknown, and written
-//! again.
+//! first write's path (decision 0011 section 5): created in place and written, with no
+//! fdatasync of its own. Its entry and bytes reach the disk with the directory fsync that the
+//! checkpoint's creation of the state file makes (or the log's next durable point) and the
+//! kernel's writeback; a power cut before then leaves it missing, empty or torn. A file that
+//! does not parse is unknown, as a missing one is, and written again. No temporary file and
+//! rename either: the shard's file cache pays for each rename with a walk of its open files,
+//! which at 100 000 partitions checkpointing at once cost minutes of CPU (decision 0020).
+//!
+//! A partition deleted before its first checkpoint and left behind by a crash has no file, and
+//! is taken as the new topic's (as are directories written before the file existed): a narrow
+//! gap, since the checkpoint follows the first write's pause by `CHECKPOINT_IDLE_MS`.
 
 use std::io;
 use std::path::Path;
@@ -27,7 +32,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 
 use super::checkpoint_file;
-use crate::io::Storage;
+use crate::io::{Storage, StorageFile};
 
 pub const TOPIC_ID_FILE: &str = "partition.metadata";
 
@@ -77,10 +82,18 @@ pub async fn read<S: Storage>(storage: &S, dir: &Path) -> io::Result<RecordedTop
     }
 }
 
-/// Writes the file for `topic_id` in `dir`, durably.
+/// Writes the file for `topic_id` in `dir`, in place and unsynced (see the module's comment).
+/// Only a missing or unreadable file is written, so a write cut short loses nothing known.
 pub async fn write<S: Storage>(storage: &S, dir: &Path, topic_id: [u8; 16]) -> io::Result<()> {
     let text = Bytes::from(encode(topic_id));
-    crate::io::write_file_atomically(storage, &dir.join(TOPIC_ID_FILE), text).await
+    let file = storage.open(&dir.join(TOPIC_ID_FILE), true).await?;
+    let written = async {
+        file.truncate(0).await?;
+        file.write_at(0, &[&text]).await
+    }
+    .await;
+    let closed = file.close().await;
+    written.and(closed)
 }
 
 #[cfg(test)]
