@@ -50,6 +50,7 @@
 //! tries at most [`OPEN_ROUNDS_MAX`] rounds, each ended by a file closed or a use ended.
 
 use super::descriptors::ShardDescriptors;
+use super::path_index::PathIndex;
 use super::{is_out_of_descriptors, FileId, LentFile, SharedDirSyncs, Storage, StorageFile};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
@@ -99,6 +100,9 @@ struct Shared<S: Storage> {
     descriptors: Option<Rc<ShardDescriptors>>,
     /// Every file opened through the cache that may still be alive.
     files: RefCell<Vec<Weak<CachedFile<S>>>>,
+    /// The same files by path, for renames and removals; an unlinked file leaves it. Pruned of
+    /// dropped files as `files` is.
+    by_path: RefCell<PathIndex<Weak<CachedFile<S>>>>,
     /// Files alive (not dropped).
     live: Cell<usize>,
     /// Ticks at every use: a file's last use is the tick it was last used at.
@@ -235,6 +239,7 @@ impl<S: Storage> FileCache<S> {
                 dir_syncs: SharedDirSyncs::default(),
                 descriptors,
                 files: RefCell::default(),
+                by_path: RefCell::default(),
                 live: Cell::new(0),
                 clock: Cell::new(0),
                 stats: Cell::new(FileCacheStats::default()),
@@ -321,6 +326,11 @@ impl<S: Storage> Shared<S> {
             files.retain(|f| f.strong_count() > 0);
         }
         files.push(Rc::downgrade(file));
+        let mut by_path = self.by_path.borrow_mut();
+        if by_path.len() >= 2 * self.live.get() + REGISTRY_SLACK {
+            by_path.retain(|f| f.strong_count() > 0);
+        }
+        by_path.insert(file.path.borrow().clone(), Rc::downgrade(file));
     }
 
     /// Opens `path` underneath; without a descriptor left, parks idle files and tries again.
@@ -472,37 +482,30 @@ impl<S: Storage> Shared<S> {
 
     /// Files whose path is `path` (or, with `below`, lies under it) can no longer open by it.
     fn unlink(&self, path: &Path, below: bool) {
-        for file in self.live_files() {
-            let named = file.path.borrow();
-            if *named == path || (below && named.starts_with(path)) {
-                file.unlinked.set(true);
-            }
+        let taken = self.by_path.borrow_mut().take(path, below);
+        for file in taken
+            .iter()
+            .flat_map(|(_, files)| files)
+            .filter_map(Weak::upgrade)
+        {
+            file.unlinked.set(true);
         }
     }
 
     /// A file renamed, or a directory: the files under it keep their names below `to`.
     fn renamed(&self, from: &Path, to: &Path) {
         self.unlink(to, false);
-        let from_bytes = from.as_os_str().as_encoded_bytes();
-        for file in self.live_files() {
-            // A byte comparison first: most files are not below `from`, and `strip_prefix`
-            // parses components (a walk of every open file per rename).
-            if !file
-                .path
-                .borrow()
-                .as_os_str()
-                .as_encoded_bytes()
-                .starts_with(from_bytes)
-            {
-                continue;
-            }
-            let moved = match file.path.borrow().strip_prefix(from) {
-                Ok(below) if below.as_os_str().is_empty() => Some(to.to_path_buf()),
-                Ok(below) => Some(to.join(below)),
-                Err(_) => None,
+        let moved = self.by_path.borrow_mut().take(from, true);
+        for (old, files) in moved {
+            let new = match old.strip_prefix(from) {
+                Ok(below) if !below.as_os_str().is_empty() => to.join(below),
+                _ => to.to_path_buf(),
             };
-            if let Some(moved) = moved {
-                *file.path.borrow_mut() = moved;
+            for file in files.iter().filter_map(Weak::upgrade) {
+                *file.path.borrow_mut() = new.clone();
+                self.by_path
+                    .borrow_mut()
+                    .insert(new.clone(), Rc::downgrade(&file));
             }
         }
     }

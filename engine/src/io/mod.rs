@@ -11,6 +11,7 @@ mod faulty;
 mod file_cache;
 mod glommio_storage;
 pub mod mapped_appends;
+mod path_index;
 mod reservations;
 mod retired_dirs;
 pub mod writeback;
