@@ -224,6 +224,42 @@ fn a_parked_file_reopens_below_its_renamed_directory() {
     });
 }
 
+/// Renames and removals reach the files at that path or below that directory, and no other:
+/// not a sibling whose name only starts the same (`t-1` and `t-10`).
+#[test]
+fn a_directory_removed_or_renamed_touches_only_the_files_below_it() {
+    block_on(async {
+        let storage = storage().await;
+        let budget = DescriptorBudget::new(8);
+        let cache = cache(&storage, &budget.shard());
+        let mut files = Vec::new();
+        for dir in ["/d/t-1", "/d/t-10", "/d/t-2"] {
+            storage.create_dir_all(Path::new(dir)).await.unwrap();
+            let file = cache.open(&Path::new(dir).join("0.log"), true).await.unwrap();
+            file.write_at(0, &[dir.as_bytes()]).await.unwrap();
+            file.fdatasync().await.unwrap();
+            files.push(file);
+        }
+        cache
+            .rename(Path::new("/d/t-2"), Path::new("/d/t-2.gone"))
+            .await
+            .unwrap();
+        cache.remove_dir_all(Path::new("/d/t-1")).await.unwrap();
+        assert_eq!(cache.park_idle(8).await, 3);
+        let error = files[0].read_at(0, 6).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound, "{error}");
+        assert_eq!(&files[1].read_at(0, 7).await.unwrap()[..], b"/d/t-10");
+        assert_eq!(&files[2].read_at(0, 6).await.unwrap()[..], b"/d/t-2");
+        // The renamed file renamed again, by its new path.
+        cache
+            .rename(Path::new("/d/t-2.gone/0.log"), Path::new("/d/t-2.gone/1.log"))
+            .await
+            .unwrap();
+        cache.park_idle(8).await;
+        assert_eq!(&files[2].read_at(0, 6).await.unwrap()[..], b"/d/t-2");
+    });
+}
+
 #[test]
 fn a_shard_above_its_fair_share_gives_back_when_another_is_short() {
     block_on(async {
