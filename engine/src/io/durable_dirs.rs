@@ -25,13 +25,10 @@ pub fn replace_file_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     out.write_all(bytes)?;
     out.sync_data()?;
     std::fs::rename(&tmp, path)?;
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => sync_dir_blocking(dir),
-        _ => sync_dir_blocking(Path::new(".")),
-    }
+    sync_dir_blocking(super::parent_dir(path))
 }
 
-fn sync_dir_blocking(dir: &Path) -> io::Result<()> {
+pub(super) fn sync_dir_blocking(dir: &Path) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -58,10 +55,7 @@ fn create_dir_all_syncing(dir: &Path, mut sync_dir: impl FnMut(&Path) -> io::Res
     }
     std::fs::create_dir_all(dir)?;
     for created in missing {
-        match created.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent)?,
-            _ => sync_dir(Path::new("."))?,
-        }
+        sync_dir(super::parent_dir(created))?;
     }
     Ok(())
 }

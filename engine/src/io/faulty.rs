@@ -16,7 +16,7 @@
 //! [`crash`]: FaultyStorage::crash
 
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
-use super::{FileId, Storage, StorageFile};
+use super::{moved_below, FileId, Storage, StorageFile};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -160,16 +160,6 @@ async fn give_way_once() {
 
 fn not_found(path: &Path) -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
-}
-
-/// `path` with its prefix `from` replaced by `to`; `None` when it is not below `from`.
-fn moved_below(path: &Path, from: &Path, to: &Path) -> Option<PathBuf> {
-    let below = path.strip_prefix(from).ok()?;
-    Some(if below.as_os_str().is_empty() {
-        to.to_path_buf()
-    } else {
-        to.join(below)
-    })
 }
 
 impl FaultyStorage {

@@ -497,10 +497,7 @@ impl<S: Storage> Shared<S> {
         self.unlink(to, false);
         let moved = self.by_path.borrow_mut().take(from, true);
         for (old, files) in moved {
-            let new = match old.strip_prefix(from) {
-                Ok(below) if !below.as_os_str().is_empty() => to.join(below),
-                _ => to.to_path_buf(),
-            };
+            let new = super::moved_below(&old, from, to).expect("the index took paths below `from`");
             for file in files.iter().filter_map(Weak::upgrade) {
                 *file.path.borrow_mut() = new.clone();
                 self.by_path

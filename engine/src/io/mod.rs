@@ -172,6 +172,25 @@ pub trait Storage: 'static {
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 }
 
+/// The directory holding `path`, whose fsync makes `path`'s entry durable: `.` for a bare name.
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// `path` once a rename moved `from` (itself, or a directory holding it) to `to`; `None` when
+/// `path` is not `from` nor below it.
+pub(crate) fn moved_below(path: &Path, from: &Path, to: &Path) -> Option<PathBuf> {
+    let below = path.strip_prefix(from).ok()?;
+    Some(if below.as_os_str().is_empty() {
+        to.to_path_buf()
+    } else {
+        to.join(below)
+    })
+}
+
 /// Who makes a replaced file's new name durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DirSync {
@@ -205,6 +224,5 @@ pub async fn replace_file<S: Storage>(
     if dir_sync == DirSync::ByCaller {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    storage.sync_dir(dir).await
+    storage.sync_dir(parent_dir(path)).await
 }

@@ -35,7 +35,7 @@ pub async fn set_aside_durably<S: Storage>(storage: &S, dir: &Path) -> io::Resul
 async fn rename_durably<S: Storage>(storage: &S, dir: &Path, suffix: &str) -> io::Result<PathBuf> {
     let renamed = renamed_aside(dir, suffix)?;
     storage.rename(dir, &renamed).await?;
-    storage.sync_dir(parent_of(dir)).await?;
+    storage.sync_dir(super::parent_dir(dir)).await?;
     Ok(renamed)
 }
 
@@ -52,7 +52,7 @@ pub fn remove_retired_dirs(log_dir: &Path) -> io::Result<usize> {
         }
     }
     if removed > 0 {
-        std::fs::File::open(log_dir)?.sync_all()?;
+        super::durable_dirs::sync_dir_blocking(log_dir)?;
     }
     Ok(removed)
 }
@@ -77,13 +77,6 @@ fn renamed_aside(dir: &Path, suffix: &str) -> io::Result<PathBuf> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     Ok(dir.with_file_name(format!("{name}.{nanos:x}{suffix}")))
-}
-
-fn parent_of(dir: &Path) -> &Path {
-    match dir.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    }
 }
 
 #[cfg(test)]
