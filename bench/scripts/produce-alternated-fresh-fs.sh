@@ -10,7 +10,8 @@
 # A and B are broker commands without `broker`: a binary and its overrides, as in
 #   "target/release/laminar --override laminar.storage.mapped_appends=false" "target/release/laminar"
 # The first binary of A drives the topic creation and the produce. Prints MB/s and broker CPU
-# seconds per run.
+# seconds per run. With WARM=1, every partition first takes three keyed records (so each is
+# opened, as `laminar bench scale` warms its topics) and the CPU is read after that.
 set -eu
 rounds=$1
 partitions=$2
@@ -35,6 +36,10 @@ for round in $(seq 1 "$rounds"); do
     pid=$!
     for _ in $(seq 1 50); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
     "$client" topic create t --partitions "$partitions" --brokers 127.0.0.1:$port >/dev/null
+    if [ "${WARM:-0}" = 1 ]; then
+      "$client" bench produce --brokers 127.0.0.1:$port --topic t --record-size 1024 \
+        --num-records $((partitions * 3)) --producers 4 --batch-bytes 16384 --keyed --no-limits >/dev/null 2>&1
+    fi
     sleep 1
     cpu_before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     "$client" bench produce --brokers 127.0.0.1:$port --topic t --record-size 1024 \
