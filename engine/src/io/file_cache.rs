@@ -52,6 +52,7 @@
 use super::descriptors::ShardDescriptors;
 use super::path_index::PathIndex;
 use super::{is_out_of_descriptors, FileId, LentFile, SharedDirSyncs, Storage, StorageFile};
+use crate::local_sync::LocalEvent;
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -112,8 +113,11 @@ struct Shared<S: Storage> {
     /// descriptors it will give back or use).
     opening: Cell<usize>,
     /// Notified when a file may have become idle or given its descriptors back: an open that
-    /// found nothing idle waits here while some file holding descriptors is in use.
-    freed: event_listener::Event,
+    /// found nothing idle waits here while some file holding descriptors is in use. Every
+    /// waiter is woken and looks again (they are this shard's opens, which the callers bound),
+    /// and a notification without waiters is a counter increment: it comes at the end of every
+    /// file use, where `event_listener`'s fence was 5 % of a keyed produce's CPU.
+    freed: LocalEvent,
     /// Files in use that hold descriptors (open, not parked): each gives them up for parking
     /// when its use ends.
     in_use_open: Cell<usize>,
@@ -220,7 +224,7 @@ impl<S: Storage> Drop for InUse<'_, S> {
         if busy == 1 && self.file.open_handle().is_some() {
             let shared = &self.file.shared;
             shared.in_use_open.set(shared.in_use_open.get() - 1);
-            shared.freed.notify(1);
+            shared.freed.notify_all();
         }
     }
 }
@@ -244,7 +248,7 @@ impl<S: Storage> FileCache<S> {
                 clock: Cell::new(0),
                 stats: Cell::new(FileCacheStats::default()),
                 opening: Cell::new(0),
-                freed: event_listener::Event::new(),
+                freed: LocalEvent::new(),
                 in_use_open: Cell::new(0),
                 parking: Cell::new(0),
                 parked_room: Cell::new(0),
@@ -397,7 +401,7 @@ impl<S: Storage> Shared<S> {
         let done = op.await;
         self.opening.set(self.opening.get() - 1);
         if !matches!(&done, Err(error) if is_out_of_descriptors(error)) {
-            self.freed.notify(1);
+            self.freed.notify_all();
         }
         done
     }
@@ -619,7 +623,7 @@ impl<S: Storage> CachedFile<S> {
 impl<S: Storage> Drop for CachedFile<S> {
     fn drop(&mut self) {
         self.shared.live.set(self.shared.live.get() - 1);
-        self.shared.freed.notify(1);
+        self.shared.freed.notify_all();
     }
 }
 
@@ -726,7 +730,7 @@ impl<S: Storage> StorageFile for CachedFile<S> {
             Handle::Open(file) => file.close().await,
             Handle::Parked { .. } | Handle::Closed { .. } => Ok(()),
         };
-        self.shared.freed.notify(1);
+        self.shared.freed.notify_all();
         closed
     }
 }
