@@ -327,6 +327,10 @@ where
             async move {
                 let done = ctx
                     .submit_to(shard, move |there| async move {
+                        if batch.len() > 1 {
+                            let names = batch.iter().map(|(tp, _)| (&*tp.topic, tp.partition));
+                            there.state.partitions.prefetch(names);
+                        }
                         let runs = batch
                             .into_iter()
                             .map(|(tp, (_, item))| work(there.clone(), tp, item));

@@ -628,6 +628,16 @@ impl<S: Storage> Drop for CachedFile<S> {
 }
 
 impl<S: Storage> StorageFile for CachedFile<S> {
+    /// Level 0 is the open file's object; the next ones are the file's own.
+    fn prefetch_append(&self, level: u8, pos: u64) {
+        if let Ok(Handle::Open(file)) = self.handle.try_borrow().as_deref() {
+            match level {
+                0 => crate::sys::prefetch_rc(file),
+                _ => file.prefetch_append(level - 1, pos),
+            }
+        }
+    }
+
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         let (file, _in_use) = self.acquire().await?;
         file.read_at(pos, len).await

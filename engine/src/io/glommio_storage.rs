@@ -348,6 +348,15 @@ impl Drop for GlommioFile {
 }
 
 impl StorageFile for GlommioFile {
+    /// Level 0 is where a mapped append at `pos` would copy to.
+    fn prefetch_append(&self, level: u8, pos: u64) {
+        if let (0, Some((_, end))) = (level, &self.mapped) {
+            if let Ok(end) = end.try_borrow() {
+                end.prefetch_write(pos);
+            }
+        }
+    }
+
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         let len = len.min(self.len.get().saturating_sub(pos) as usize);
         if len == 0 {

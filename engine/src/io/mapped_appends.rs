@@ -294,6 +294,16 @@ impl MappedEnd {
         }
     }
 
+    /// Prefetches the cache line (and the page-table walk) of a write at `pos`, if the window
+    /// covers it and its page is populated.
+    pub fn prefetch_write(&self, pos: u64) {
+        if let Some(window) = &self.window {
+            if pos < self.populated_end {
+                window.0.prefetch(pos);
+            }
+        }
+    }
+
     /// Drops the window, before the file's length changes or the file closes; returns whether
     /// the file's length was set past `data_len` (its owner must then cut it back).
     pub fn unmap(&mut self, data_len: u64) -> bool {

@@ -332,6 +332,27 @@ impl<S: Storage> Log<S> {
         self.state.borrow().segments.clone()
     }
 
+    /// One pass of a prefetch over many partitions' logs (`ShardPartitions::prefetch`): what an
+    /// append or a read touches first, a level per pass, each level reached through the one
+    /// before, which the previous pass brought into the cache. Level 0 is the active segment's
+    /// place in the segment list, 1 the segment, 2 the object of its `.log` file, and the next
+    /// ones that file's own (`StorageFile::prefetch_append` at the log end).
+    pub fn prefetch(&self, level: u8) {
+        // A hint: a log borrowed for a change right now is skipped, never waited for.
+        let Ok(state) = self.state.try_borrow() else {
+            return;
+        };
+        let Some(active) = state.segments.last() else {
+            unreachable!("a log has an active segment")
+        };
+        match level {
+            0 => crate::sys::prefetch_value(active),
+            1 => crate::sys::prefetch_rc(active),
+            2 => crate::sys::prefetch_rc(&active.log),
+            _ => active.log.prefetch_append(level - 3, active.meta().size),
+        }
+    }
+
     fn active(&self) -> Rc<Segment<S::File>> {
         self.state.borrow().segments.last().expect("never empty").clone()
     }

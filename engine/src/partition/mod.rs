@@ -194,6 +194,18 @@ impl<S: Storage> Partition<S> {
     /// Appends a produce request's batches for this partition, all or none. A retried batch of
     /// an idempotent producer is not written again: the answer carries its original offsets,
     /// with `record_count` and `bytes` 0 (nothing was appended).
+    /// Levels of [`prefetch`](Self::prefetch), each reached through the one before.
+    pub const PREFETCH_LEVELS: u8 = 6;
+
+    /// One pass of a prefetch over many partitions (`ShardPartitions::prefetch`): level 0 is
+    /// the partition itself, the next ones its log's (`Log::prefetch`).
+    pub fn prefetch(self: &Rc<Self>, level: u8) {
+        match level {
+            0 => crate::sys::prefetch_rc(self),
+            _ => self.log.prefetch(level - 1),
+        }
+    }
+
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;

@@ -116,6 +116,17 @@ impl MappedWindow {
     }
 }
 
+impl MappedWindow {
+    /// Asks the CPU to load the cache line at `pos` (inside the window), walking the page
+    /// tables for it, ahead of a copy there.
+    pub fn prefetch(&self, pos: u64) {
+        let range = self.range();
+        if range.contains(&pos) {
+            super::prefetch(self.base.as_ptr().wrapping_add((pos - range.start) as usize), 1);
+        }
+    }
+}
+
 impl Drop for MappedWindow {
     fn drop(&mut self) {
         // SAFETY: `base` and `len` are exactly what mmap returned and mapped; the window is
