@@ -327,13 +327,16 @@ where
             async move {
                 let done = ctx
                     .submit_to(shard, move |there| async move {
-                        if batch.len() > 1 {
-                            let names = batch.iter().map(|(tp, _)| (&*tp.topic, tp.partition));
-                            there.state.partitions.prefetch(names);
-                        }
-                        let runs = batch
-                            .into_iter()
-                            .map(|(tp, (_, item))| work(there.clone(), tp, item));
+                        let mut left = batch.into_iter();
+                        let mut started = 0usize;
+                        let runs = std::iter::from_fn(|| {
+                            if started.is_multiple_of(PREFETCH_PARTITIONS) {
+                                prefetch_the_next_ones(&there, left.as_slice());
+                            }
+                            started += 1;
+                            let (tp, (_, item)) = left.next()?;
+                            Some(work(there.clone(), tp, item))
+                        });
                         run_all_in_order(runs).await
                     })
                     .await;
@@ -385,6 +388,24 @@ pub fn by_owning_shard<T>(
 /// use a shared waker: a run that waits keeps a clone of the waker it was polled with until the
 /// set polls it again, and glommio's own count of a task's wakers overflows at 32 768 runs
 /// (`laminar_engine::task_wakers`).
+/// Partitions prefetched at once, ahead of their work: enough that their cache misses overlap,
+/// few enough that what is prefetched (a few lines of each partition's objects) is still in
+/// the cache when its work runs, however many partitions the request names.
+const PREFETCH_PARTITIONS: usize = 128;
+
+/// Asks the CPU to load what the work on the next [`PREFETCH_PARTITIONS`] partitions of a
+/// shard's list touches first (`ShardPartitions::prefetch`, docs/decisions/0011 section 27).
+/// `left`: the partitions whose work has not started. One alone has no misses to overlap.
+fn prefetch_the_next_ones<T>(there: &BrokerCtx, left: &[(TopicPartition, T)]) {
+    if left.len() > 1 {
+        let next = &left[..left.len().min(PREFETCH_PARTITIONS)];
+        there
+            .state
+            .partitions
+            .prefetch(next.iter().map(|(tp, _)| (&*tp.topic, tp.partition)));
+    }
+}
+
 async fn run_all_in_order<F: Future>(runs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     use futures::StreamExt;
     let mut outputs = Vec::new();
