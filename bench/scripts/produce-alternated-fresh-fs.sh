@@ -11,8 +11,12 @@
 #   "target/release/laminar --override laminar.storage.mapped_appends=false" "target/release/laminar"
 # The first binary of A drives the topic creation and the produce. Prints MB/s and broker CPU
 # seconds per run. With WARM=1, every partition first takes three keyed records (so each is
-# opened, as `laminar bench scale` warms its topics) and the CPU is read after that.
+# opened, as `laminar bench scale` warms its topics) and the CPU is read after that. ACKS (default
+# 1) and RECORDS (default 1000000) change the measured produce; each line also says how many
+# bytes the file system's device was written during it.
 set -eu
+acks=${ACKS:-1}
+records=${RECORDS:-1000000}
 rounds=$1
 partitions=$2
 mode=$3
@@ -41,15 +45,19 @@ for round in $(seq 1 "$rounds"); do
         --num-records $((partitions * 3)) --producers 4 --batch-bytes 16384 --keyed --no-limits >/dev/null 2>&1
     fi
     sleep 1
+    sync
+    device=$(basename "$(findmnt -n -o SOURCE "$work/mnt")")
+    sectors_before=$(awk '{print $7}' "/sys/block/$device/stat")
     cpu_before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     "$client" bench produce --brokers 127.0.0.1:$port --topic t --record-size 1024 \
-      --num-records 1000000 --producers 4 --batch-bytes 16384 $keyed --no-limits \
+      --num-records "$records" --producers 4 --batch-bytes 16384 $keyed --acks "$acks" --no-limits \
       --json "$work/produce.json" >/dev/null 2>&1
     cpu=$(awk -v before="$cpu_before" '{printf "%.2f", ($14 + $15 - before) / 100}' "/proc/$pid/stat")
+    written=$(awk -v before="$sectors_before" '{printf "%.0f", ($7 - before) * 512 / 1048576}' "/sys/block/$device/stat")
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     mb=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['mb_per_sec'], 1))" "$work/produce.json")
-    echo "round $round $( [ $which = 0 ] && echo A || echo B ): $mode $partitions partitions: $mb MB/s, broker CPU ${cpu} s"
+    echo "round $round $( [ $which = 0 ] && echo A || echo B ): $mode $partitions partitions: $mb MB/s, broker CPU ${cpu} s, device written ${written} MiB"
     umount "$work/mnt"
     rm -f "$work/image" "$work/produce.json"
   done
