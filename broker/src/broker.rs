@@ -380,14 +380,6 @@ pub fn by_owning_shard<T>(
     (by_shard, unowned)
 }
 
-/// Runs `runs` concurrently on this task and returns their outputs in order. Each is polled
-/// once as it starts, and only those that wait then (a partition opening, a lock held) join a
-/// `FuturesUnordered`: an append into the page cache finishes at its first poll, and the set's
-/// task per future, with its linking and atomics, cost more than the append's own bookkeeping
-/// in requests naming thousands of partitions (docs/decisions/0011 section 9). The first polls
-/// use a shared waker: a run that waits keeps a clone of the waker it was polled with until the
-/// set polls it again, and glommio's own count of a task's wakers overflows at 32 768 runs
-/// (`laminar_engine::task_wakers`).
 /// Partitions prefetched at once, ahead of their work: enough that their cache misses overlap,
 /// few enough that what is prefetched (a few lines of each partition's objects) is still in
 /// the cache when its work runs, however many partitions the request names.
@@ -406,6 +398,14 @@ fn prefetch_the_next_ones<T>(there: &BrokerCtx, left: &[(TopicPartition, T)]) {
     }
 }
 
+/// Runs `runs` concurrently on this task and returns their outputs in order. Each is polled
+/// once as it starts, and only those that wait then (a partition opening, a lock held) join a
+/// `FuturesUnordered`: an append into the page cache finishes at its first poll, and the set's
+/// task per future, with its linking and atomics, cost more than the append's own bookkeeping
+/// in requests naming thousands of partitions (docs/decisions/0011 section 9). The first polls
+/// use a shared waker: a run that waits keeps a clone of the waker it was polled with until the
+/// set polls it again, and glommio's own count of a task's wakers overflows at 32 768 runs
+/// (`laminar_engine::task_wakers`).
 async fn run_all_in_order<F: Future>(runs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     use futures::StreamExt;
     let mut outputs = Vec::new();

@@ -219,7 +219,7 @@ impl MappedEnd {
     /// Why: a page's first write fault costs a trap, a zeroed page-cache page, its blocks'
     /// reservation and, since the coarse clock has ticked since this file's last fault, the
     /// inode's time update. Populating a few pages at once pays the trap and the time update
-    /// once for all of them (broker CPU 0.83x keyed into 10 000 partitions, decision 0018).
+    /// once for all of them (broker CPU 0.82x keyed into 10 000 partitions, decision 0018).
     /// It also gives the pages their blocks before any copy: on a full disk the call fails
     /// (and the append goes through `pwritev`, which says ENOSPC) where a copy would raise
     /// SIGBUS. The pages ahead hold zeros past the data until appends fill them; they are
@@ -337,6 +337,14 @@ mod tests {
         end.window.as_ref().map(|window| window.0.range())
     }
 
+    /// A file's mapped end past its first small appends: the next one maps.
+    fn mapping_its_next_append() -> MappedEnd {
+        MappedEnd {
+            small_appends_unmapped: SMALL_APPENDS_BEFORE_MAPPING,
+            ..MappedEnd::default()
+        }
+    }
+
     #[test]
     fn small_appends_go_through_one_window_and_unmap_says_the_length_was_set() {
         let Some((file, fd, device, shard)) = scratch_with_room() else {
@@ -384,10 +392,7 @@ mod tests {
         let Some((file, fd, device, shard)) = scratch_with_room() else {
             return;
         };
-        let mut end = MappedEnd {
-            small_appends_unmapped: SMALL_APPENDS_BEFORE_MAPPING,
-            ..MappedEnd::default()
-        };
+        let mut end = mapping_its_next_append();
         assert_eq!(end.write(&shard, (fd, device, 0), 0, &[b"abc"]), Some(3));
         let populated = end.populated_end;
         assert_eq!(populated, (3 + POPULATE_AHEAD_BYTES).next_multiple_of(4096));
@@ -413,10 +418,7 @@ mod tests {
         let Some((file, fd, device, shard)) = scratch_with_room() else {
             return;
         };
-        let mut end = MappedEnd {
-            small_appends_unmapped: SMALL_APPENDS_BEFORE_MAPPING,
-            ..MappedEnd::default()
-        };
+        let mut end = mapping_its_next_append();
         let near_end = WINDOW_BYTES - 2;
         mapping::set_len(fd, near_end).unwrap();
         assert_eq!(

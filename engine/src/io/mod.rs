@@ -136,11 +136,11 @@ pub trait StorageFile {
         let _ = (pos, len, runs_max);
         Ok(Some(Vec::new()))
     }
-    /// Current length as seen by this process (written bytes, synced or not).
     /// One pass of a prefetch over many files about to take an append at `pos` (see
     /// `ShardPartitions::prefetch`): each level is reached through the one before. Nothing by
     /// default.
     fn prefetch_append(&self, _level: u8, _pos: u64) {}
+    /// Current length as seen by this process (written bytes, synced or not).
     fn len(&self) -> u64;
     /// Which file this is (read when it was opened).
     fn id(&self) -> FileId;

@@ -191,9 +191,6 @@ impl<S: Storage> Partition<S> {
         self.log.check_ok()
     }
 
-    /// Appends a produce request's batches for this partition, all or none. A retried batch of
-    /// an idempotent producer is not written again: the answer carries its original offsets,
-    /// with `record_count` and `bytes` 0 (nothing was appended).
     /// Levels of [`prefetch`](Self::prefetch), each reached through the one before.
     pub const PREFETCH_LEVELS: u8 = 6;
 
@@ -206,6 +203,9 @@ impl<S: Storage> Partition<S> {
         }
     }
 
+    /// Appends a produce request's batches for this partition, all or none. A retried batch of
+    /// an idempotent producer is not written again: the answer carries its original offsets,
+    /// with `record_count` and `bytes` 0 (nothing was appended).
     pub async fn append(&self, records: Bytes, now_ms: i64) -> Result<AppendInfo, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;

@@ -80,9 +80,7 @@ impl MappedWindow {
             at += part.len();
         }
     }
-}
 
-impl MappedWindow {
     /// Faults in `range` (file offsets inside the window, page aligned) for writing, in one
     /// system call (`MADV_POPULATE_WRITE`): each page is given its blocks and marked dirty as
     /// a first write would, but without a fault per page. An error (no blocks left on the
@@ -114,9 +112,7 @@ impl MappedWindow {
         }
         Ok(())
     }
-}
 
-impl MappedWindow {
     /// Asks the CPU to load the cache line at `pos` (inside the window), walking the page
     /// tables for it, ahead of a copy there.
     pub fn prefetch(&self, pos: u64) {
