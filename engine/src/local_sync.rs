@@ -139,9 +139,12 @@ impl Drop for LocalLockGuard<'_> {
 
 /// Wakes every task waiting at the time of a notification. Not Send: it belongs to the shard
 /// whose state changes it announces.
+///
+/// Its state is made by the first [`listen`](Self::listen): an event nobody listened to
+/// (a partition only produced to) costs no allocation, and its notification no visit to one.
 #[derive(Default)]
 pub struct LocalEvent {
-    state: Rc<EventState>,
+    state: std::cell::OnceCell<Rc<EventState>>,
 }
 
 #[derive(Default)]
@@ -161,22 +164,28 @@ impl LocalEvent {
     /// A future that resolves at the first notification after this call (even one that comes
     /// before it is first polled: listen, then check the state, and no change is missed).
     pub fn listen(&self) -> LocalListener {
-        let id = self.state.last_listener.get() + 1;
-        self.state.last_listener.set(id);
+        let state = self.state.get_or_init(Rc::default);
+        let id = state.last_listener.get() + 1;
+        state.last_listener.set(id);
         LocalListener {
-            state: self.state.clone(),
-            seen: self.state.notified.get(),
+            state: state.clone(),
+            seen: state.notified.get(),
             id,
         }
     }
 
-    /// Wakes every listener. Without listeners it costs a counter increment.
+    /// Wakes every listener. Without listeners it costs a counter increment; before the first
+    /// listener, a check.
     pub fn notify_all(&self) {
-        self.state.notified.set(self.state.notified.get() + 1);
-        if self.state.waiting.borrow().is_empty() {
+        // No listener yet: none to wake, and the first one counts from what it finds.
+        let Some(state) = self.state.get() else {
+            return;
+        };
+        state.notified.set(state.notified.get() + 1);
+        if state.waiting.borrow().is_empty() {
             return;
         }
-        let waiting = std::mem::take(&mut *self.state.waiting.borrow_mut());
+        let waiting = std::mem::take(&mut *state.waiting.borrow_mut());
         for (_, waker) in waiting {
             waker.wake();
         }
@@ -299,6 +308,23 @@ mod tests {
     }
 
     #[test]
+    fn notifications_before_the_first_listener_are_not_seen_by_it_nor_allocate() {
+        let event = LocalEvent::new();
+        event.notify_all();
+        event.notify_all();
+        assert!(event.state.get().is_none(), "no listener yet: no state");
+        let mut first = Box::pin(event.listen());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(
+            first.as_mut().poll(&mut cx).is_pending(),
+            "the notifications before it were not for it"
+        );
+        event.notify_all();
+        assert!(first.as_mut().poll(&mut cx).is_ready());
+    }
+
+    #[test]
     fn a_listener_resolves_at_the_first_notification_after_it_was_made() {
         let event = LocalEvent::new();
         let early = event.listen();
@@ -316,14 +342,15 @@ mod tests {
             "made after the notification"
         );
         assert!(late.as_mut().poll(&mut cx).is_pending());
+        let state = event.state.get().expect("made by the first listen");
         assert_eq!(
-            event.state.waiting.borrow().len(),
+            state.waiting.borrow().len(),
             1,
             "one entry per listener, however polled"
         );
         event.notify_all();
         assert!(
-            event.state.waiting.borrow().is_empty(),
+            state.waiting.borrow().is_empty(),
             "a notification takes every waker"
         );
         assert!(late.as_mut().poll(&mut cx).is_ready());
@@ -352,9 +379,9 @@ mod tests {
             .as_mut()
             .poll(&mut Context::from_waker(&waker))
             .is_pending());
-        assert_eq!(event.state.waiting.borrow().len(), 11);
+        assert_eq!(event.state.get().expect("listened to").waiting.borrow().len(), 11);
         drop(dropped);
-        assert_eq!(event.state.waiting.borrow().len(), 10);
+        assert_eq!(event.state.get().expect("listened to").waiting.borrow().len(), 10);
         event.notify_all();
         pool.run_until_stalled();
         assert_eq!(woken.get(), 10);

@@ -403,7 +403,7 @@ impl<S: Storage> Log<S> {
         self.check_ok()?;
         let config = self.config();
         let max = config.max_message_bytes as usize;
-        let mut headers = Vec::new();
+        let mut headers = batch::BatchHeaders::new();
         for item in BatchIter::new(&records, usize::MAX) {
             let (range, header) = item?;
             if config.cleanup_policy_compact {

@@ -8,17 +8,24 @@
 //! CRC'd fields.
 
 use super::batch::{self, BatchHeader};
+use smallvec::SmallVec;
 use std::ops::Range;
 
 /// baseOffset (8) + batchLength (4) + partitionLeaderEpoch (4).
 const PREFIX_LEN: usize = 16;
 
+/// Batches an append stages without allocating (see [`batch::BatchHeaders`]).
+const INLINE_BATCHES: usize = 2;
+
+/// The parts of an append's write: a prefix and a rest per batch.
+pub(super) type Parts<'a> = SmallVec<[&'a [u8]; 2 * INLINE_BATCHES]>;
+
 /// What [`Log::append`](super::Log::append) hands the segment. Lives for one append.
 pub(super) enum StagedAppend {
     /// Patched prefixes, and where each batch sits in the produced bytes.
     Prefixed {
-        prefixes: Vec<[u8; PREFIX_LEN]>,
-        batches: Vec<Range<usize>>,
+        prefixes: SmallVec<[[u8; PREFIX_LEN]; INLINE_BATCHES]>,
+        batches: SmallVec<[Range<usize>; INLINE_BATCHES]>,
     },
     /// Whole batches copied and rewritten.
     Rewritten(Vec<u8>),
@@ -32,8 +39,8 @@ impl StagedAppend {
         base_offset: i64,
         epoch: i32,
     ) -> Self {
-        let mut prefixes = Vec::with_capacity(headers.len());
-        let mut batches = Vec::with_capacity(headers.len());
+        let mut prefixes = SmallVec::with_capacity(headers.len());
+        let mut batches = SmallVec::with_capacity(headers.len());
         let (mut next, mut position) = (base_offset, 0);
         for h in headers.iter_mut() {
             let range = position..position + h.total_len();
@@ -76,14 +83,14 @@ impl StagedAppend {
     }
 
     /// The bytes to write, in order.
-    pub(super) fn parts<'a>(&'a self, records: &'a [u8]) -> Vec<&'a [u8]> {
+    pub(super) fn parts<'a>(&'a self, records: &'a [u8]) -> Parts<'a> {
         match self {
             StagedAppend::Prefixed { prefixes, batches } => prefixes
                 .iter()
                 .zip(batches)
                 .flat_map(|(prefix, range)| [&prefix[..], &records[range.start + PREFIX_LEN..range.end]])
                 .collect(),
-            StagedAppend::Rewritten(data) => vec![data],
+            StagedAppend::Rewritten(data) => smallvec::smallvec![&data[..]],
         }
     }
 }

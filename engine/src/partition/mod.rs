@@ -19,7 +19,7 @@ use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use crate::log::batch;
+use crate::log::batch::{self, BatchHeaders};
 pub use crate::log::{AppendInfo, CompactionOutcome, LogConfig, LogError, RetentionOutcome, TimestampType};
 pub use idle_work::IdleList;
 use idle_work::IdleWork;
@@ -728,8 +728,8 @@ impl<S: Storage> Partition<S> {
 
 /// The headers of a produce payload's batches, read without validation; empty when the bytes
 /// do not parse (the log's validation then reports why).
-fn producer_headers(records: &[u8]) -> Vec<BatchHeader> {
-    let mut headers = Vec::new();
+fn producer_headers(records: &[u8]) -> BatchHeaders {
+    let mut headers = BatchHeaders::new();
     let mut rest = records;
     while !rest.is_empty() {
         match BatchHeader::parse(rest) {
@@ -737,7 +737,7 @@ fn producer_headers(records: &[u8]) -> Vec<BatchHeader> {
                 rest = &rest[h.total_len()..];
                 headers.push(h);
             }
-            _ => return Vec::new(),
+            _ => return BatchHeaders::new(),
         }
     }
     headers
