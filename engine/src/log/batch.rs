@@ -136,7 +136,10 @@ impl BatchError {
 /// The headers of one append's batches. A producer sends one batch per partition per request,
 /// so two fit inline and an append allocates no list for them (many partitions' small batches
 /// made those allocations a visible share of the append: decision 0011, section 28).
-pub type BatchHeaders = smallvec::SmallVec<[BatchHeader; 2]>;
+pub type BatchHeaders = smallvec::SmallVec<[BatchHeader; INLINE_BATCHES]>;
+
+/// Batches an append lists without allocating.
+pub const INLINE_BATCHES: usize = 2;
 
 /// The decoded fixed header of one batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

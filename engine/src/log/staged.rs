@@ -7,15 +7,12 @@
 //! `message.timestamp.type=LogAppendTime` copy their batches, because stamping the time changes
 //! CRC'd fields.
 
-use super::batch::{self, BatchHeader};
+use super::batch::{self, BatchHeader, INLINE_BATCHES};
 use smallvec::SmallVec;
 use std::ops::Range;
 
 /// baseOffset (8) + batchLength (4) + partitionLeaderEpoch (4).
 const PREFIX_LEN: usize = 16;
-
-/// Batches an append stages without allocating (see [`batch::BatchHeaders`]).
-const INLINE_BATCHES: usize = 2;
 
 /// The parts of an append's write: a prefix and a rest per batch.
 pub(super) type Parts<'a> = SmallVec<[&'a [u8]; 2 * INLINE_BATCHES]>;
