@@ -73,15 +73,43 @@ pub fn count_from(records: &[u8], position: i64) -> anyhow::Result<(u64, u64, i6
 
 /// Runs one consumer until the target is met, the run stops, or nothing arrives for the idle
 /// timeout.
+/// Connects a consumer to its leader and warms its receive memory for the largest answer it
+/// asks for: the run measures consumers in their steady state, not the kernel's zero-filling of
+/// each one's first buffer, which at 16 consumers of 1 GiB was every byte received (decision
+/// 0011, section 29).
+pub fn connect_consumer(job: &ConsumerJob) -> anyhow::Result<Connection> {
+    let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
+        .with_context(|| format!("consumer connecting to {}", job.leader))?;
+    connection.warm_receive_buffer(answer_bytes_max(job));
+    Ok(connection)
+}
+
+/// Room for headers around an answer's record batches: a few dozen bytes per partition.
+const ANSWER_HEADER_BYTES_PER_PARTITION: usize = 64;
+
+/// The largest answer a fetch of `job`'s asks for, headers included.
+fn answer_bytes_max(job: &ConsumerJob) -> usize {
+    let partitions = job.partitions.len();
+    let records = (job.fetch_max_bytes.max(0) as usize).min(partitions * partition_max_bytes(job) as usize);
+    records + partitions * ANSWER_HEADER_BYTES_PER_PARTITION
+}
+
+/// Bytes asked of each partition per fetch: an even share of the fetch's, at least 1 MiB.
+fn partition_max_bytes(job: &ConsumerJob) -> i32 {
+    let partitions = i32::try_from(job.partitions.len()).unwrap_or(i32::MAX).max(1);
+    (job.fetch_max_bytes / partitions).max(1 << 20)
+}
+
+/// Fetches `job`'s partitions over `connection` (from [`connect_consumer`]) until `target` is
+/// reached or stopped.
 pub fn run_consumer(
     job: &ConsumerJob,
+    mut connection: Connection,
     target: &Arc<ConsumeTarget>,
     clock: Clock,
     recorder: &mut Recorder,
 ) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
-        .with_context(|| format!("consumer connecting to {}", job.leader))?;
-    let partition_max_bytes = (job.fetch_max_bytes / job.partitions.len() as i32).max(1 << 20);
+    let partition_max_bytes = partition_max_bytes(job);
     let mut positions: Vec<FetchPosition> = job
         .partitions
         .iter()

@@ -1,7 +1,7 @@
 //! Running `produce`, `consume` and `e2e`: set-up, worker threads, merging, output.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -9,7 +9,7 @@ use laminar_client::{ClientConfig, Connection, OffsetSpec};
 use serde_json::json;
 
 use crate::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, ProducerArgs};
-use crate::consume::{run_consumer, ConsumeTarget, ConsumerJob};
+use crate::consume::{connect_consumer, run_consumer, ConsumeTarget, ConsumerJob};
 use crate::limits::{measure, Budget, Limits};
 use crate::pacing::Clock;
 use crate::produce::{run_producer, ProducerJob};
@@ -121,26 +121,43 @@ fn spawn_producers(
         .collect()
 }
 
+/// Starts the consumers and waits until each has connected and warmed its receive memory
+/// ([`connect_consumer`]); returns them with the run's start, `start_delay_us` from then. The
+/// time to connect and warm is not the run's.
 fn spawn_consumers(
     jobs: Vec<ConsumerJob>,
     target: &Arc<ConsumeTarget>,
     clock: Clock,
-    start_us: u64,
+    start_delay_us: u64,
     progress: &Arc<Progress>,
-) -> Vec<std::thread::JoinHandle<anyhow::Result<Finished>>> {
-    jobs.into_iter()
+) -> (Vec<std::thread::JoinHandle<anyhow::Result<Finished>>>, u64) {
+    // Two waits: every consumer ready, then the start set for all.
+    let gate = Arc::new(Barrier::new(jobs.len() + 1));
+    let start = Arc::new(AtomicU64::new(0));
+    let threads = jobs
+        .into_iter()
         .map(|job| {
             let (target, progress) = (target.clone(), progress.clone());
+            let (gate, start) = (gate.clone(), start.clone());
             std::thread::spawn(move || {
-                let mut recorder = Recorder::new(start_us, progress);
-                let outcome = run_consumer(&job, &target, clock, &mut recorder);
+                let connected = connect_consumer(&job);
+                gate.wait();
+                gate.wait();
+                let mut recorder = Recorder::new(start.load(Ordering::Acquire), progress);
+                let outcome = connected
+                    .and_then(|connection| run_consumer(&job, connection, &target, clock, &mut recorder));
                 if outcome.is_err() {
                     target.stop.store(true, Ordering::Relaxed);
                 }
                 outcome.map(|()| recorder.finish())
             })
         })
-        .collect()
+        .collect();
+    gate.wait();
+    let start_us = clock.now_us() + start_delay_us;
+    start.store(start_us, Ordering::Release);
+    gate.wait();
+    (threads, start_us)
 }
 
 fn join(
@@ -227,7 +244,6 @@ pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
         job.fetch_session = args.fetch_session;
     }
     let clock = Clock::new();
-    let start_us = clock.now_us();
     let target = Arc::new(ConsumeTarget {
         consumed: AtomicU64::new(0),
         wanted: args.num_records,
@@ -235,10 +251,8 @@ pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
     });
     let progress = Progress::new();
     let line = ProgressLine::start("consume", vec![("consume", progress.clone())]);
-    let parts = join(
-        spawn_consumers(jobs, &target, clock, start_us, &progress),
-        "consumer",
-    )?;
+    let (consumers, start_us) = spawn_consumers(jobs, &target, clock, 0, &progress);
+    let parts = join(consumers, "consumer")?;
     let seconds = seconds_since(clock, start_us);
     drop(line);
     Ok(RunResult {
@@ -269,13 +283,6 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
         Duration::from_secs(10),
     )?;
     let clock = Clock::new();
-    let start_us = clock.now_us() + 50_000;
-    let producer_jobs = producer_jobs(
-        &layout,
-        &args.common.topic,
-        (&args.producer, args.num_records),
-        start_us,
-    )?;
     let target = Arc::new(ConsumeTarget {
         consumed: AtomicU64::new(0),
         wanted: args.num_records,
@@ -286,7 +293,15 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
         "e2e",
         vec![("produce", produced.clone()), ("e2e", consumed.clone())],
     );
-    let consumers = spawn_consumers(consumer_jobs, &target, clock, start_us, &consumed);
+    // The producers start 50 ms after the consumers are ready.
+    let (consumers, start_us) = spawn_consumers(consumer_jobs, &target, clock, 50_000, &consumed);
+    let producer_jobs = producer_jobs(
+        &layout,
+        &args.common.topic,
+        (&args.producer, args.num_records),
+        start_us,
+    )
+    .inspect_err(|_| target.stop.store(true, Ordering::Relaxed))?;
     let producers = spawn_producers(
         producer_jobs,
         &args.producer,

@@ -6,7 +6,7 @@ use laminar_client::{Acks, ClientConfig, Connection, OffsetSpec};
 
 use super::*;
 use crate::cli::{BenchCommand, ProduceArgs};
-use crate::consume::{run_consumer, ConsumeTarget, ConsumerJob};
+use crate::consume::{connect_consumer, run_consumer, ConsumeTarget, ConsumerJob};
 use crate::pacing::Clock;
 use crate::produce::{run_producer, ProducerJob};
 use crate::stats::{Measurement, Progress, Recorder};
@@ -194,7 +194,8 @@ fn consumer_counts_canned_batches_from_the_sink() {
     };
     let start_us = clock.now_us();
     let mut recorder = Recorder::new(start_us, Progress::new());
-    run_consumer(&job, &target, clock, &mut recorder).expect("consume");
+    let connection = connect_consumer(&job).expect("connect");
+    run_consumer(&job, connection, &target, clock, &mut recorder).expect("consume");
     let consumed = Measurement::merge(vec![recorder.finish()], (clock.now_us() - start_us) as f64 / 1e6);
     assert!(consumed.records >= 100_000);
     assert_eq!(

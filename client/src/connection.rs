@@ -99,6 +99,13 @@ impl Connection {
         })))
     }
 
+    /// Reserves and touches receive memory for a response of `bytes`: a benchmark's consumer
+    /// calls it before its clock starts, so that it measures a consumer in its steady state
+    /// (decision 0011, section 29).
+    pub fn warm_receive_buffer(&mut self, bytes: usize) {
+        self.frames.warm(bytes);
+    }
+
     /// Whether the oldest response has started to arrive (buffered bytes, or bytes waiting on
     /// the socket), checked without blocking. A paced load generator uses it to take
     /// acknowledgements when they come instead of waiting on one and falling behind its schedule.
