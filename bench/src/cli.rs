@@ -175,11 +175,13 @@ pub struct ConsumeArgs {
     /// Records to consume in total (across consumers).
     #[arg(long)]
     pub num_records: u64,
-    /// Consumer threads, one connection each; partitions are dealt round-robin.
+    /// Consumer threads, one connection each; partitions are dealt round-robin. Each connects
+    /// and warms a receive buffer the size of its largest answer before the clock starts.
     #[arg(long, default_value_t = 1)]
     pub consumers: usize,
     /// Bytes asked per fetch (split evenly over a consumer's partitions, at least 1 MiB each).
-    /// The default is Kafka consumers' `fetch.max.bytes` (50 MiB).
+    /// The default is Kafka consumers' `fetch.max.bytes` (50 MiB). Each consumer holds about
+    /// this much receive memory.
     #[arg(long, default_value_t = crate::consume::FETCH_MAX_BYTES_DEFAULT)]
     pub fetch_max_bytes: i32,
     /// Give up after this long without a record.
