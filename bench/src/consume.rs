@@ -71,8 +71,6 @@ pub fn count_from(records: &[u8], position: i64) -> anyhow::Result<(u64, u64, i6
     Ok((count, bytes, next))
 }
 
-/// Runs one consumer until the target is met, the run stops, or nothing arrives for the idle
-/// timeout.
 /// Connects a consumer to its leader and warms its receive memory for the largest answer it
 /// asks for: the run measures consumers in their steady state, not the kernel's zero-filling of
 /// each one's first buffer, which at 16 consumers of 1 GiB was every byte received (decision
@@ -100,8 +98,8 @@ fn partition_max_bytes(job: &ConsumerJob) -> i32 {
     (job.fetch_max_bytes / partitions).max(1 << 20)
 }
 
-/// Fetches `job`'s partitions over `connection` (from [`connect_consumer`]) until `target` is
-/// reached or stopped.
+/// Runs one consumer over `connection` (from [`connect_consumer`]) until the target is met, the
+/// run stops, or nothing arrives for the idle timeout.
 pub fn run_consumer(
     job: &ConsumerJob,
     mut connection: Connection,
