@@ -186,8 +186,9 @@ fn offsets_partitions(
 
 /// Makes the topic table a view of the quorum's metadata, after migrating the single-node
 /// topics of `topics.json` into the quorum at the data dir's first start in it
-/// (`cluster::migrate`); then `meta.properties` names the cluster and this node, so the
-/// migration runs once.
+/// (`cluster::migrate`; then `meta.properties` names the cluster and this node, so the
+/// migration runs once), or at later starts after setting aside the replicas the metadata no
+/// longer places here (`cluster::stray`).
 fn follow_the_quorum(
     shared: &Arc<BrokerShared>,
     link: Arc<crate::cluster::ClusterLink>,
@@ -201,6 +202,10 @@ fn follow_the_quorum(
             node_id: Some(shared.config.node_id),
         };
         crate::meta_properties::write(&shared.log_dir, &properties)?;
+    } else {
+        // Not at the first start: the single-node topics it migrates are not in the metadata
+        // yet, and would all look stray.
+        crate::cluster::stray::set_aside_stray_replicas(&link, &shared.log_dir)?;
     }
     crate::cluster::view::start_sync(shared.clone(), link)
 }

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod membership;
 pub mod migrate;
+pub mod stray;
 pub mod view;
 
 use std::net::ToSocketAddrs;

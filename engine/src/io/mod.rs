@@ -26,7 +26,9 @@ pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode, DIR_SYNCS_IN_FLIGHT_MAX};
 pub use reservations::ReserveBudget;
-pub use retired_dirs::{is_retired_name, remove_dir_durably, remove_retired_dirs, set_aside_durably};
+pub use retired_dirs::{
+    is_retired_name, remove_dir_durably, remove_retired_dirs, set_aside_blocking, set_aside_durably,
+};
 pub use writeback::{WriteBehind, WriteBehindStats};
 
 /// The total and usable bytes of the file system holding `path` (`statvfs`; usable is what an

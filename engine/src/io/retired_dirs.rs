@@ -32,6 +32,29 @@ pub async fn set_aside_durably<S: Storage>(storage: &S, dir: &Path) -> io::Resul
     rename_durably(storage, dir, SET_ASIDE_SUFFIX).await
 }
 
+/// Sets aside each of `dirs` (renamed to `<name>.<id>-stray`, nothing removed) and fsyncs
+/// `log_dir`, their parent, once; returns the new paths, in order. Blocking `std::fs`, for
+/// start-up. A power cut before the fsync may bring a directory back under its old name: the
+/// next start finds it, and sets it aside, again.
+pub fn set_aside_blocking(log_dir: &Path, dirs: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    let mut set_aside = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        assert_eq!(
+            super::parent_dir(dir),
+            log_dir,
+            "{} is in the log dir",
+            dir.display()
+        );
+        let renamed = renamed_aside(dir, SET_ASIDE_SUFFIX)?;
+        std::fs::rename(dir, &renamed)?;
+        set_aside.push(renamed);
+    }
+    if !set_aside.is_empty() {
+        super::durable_dirs::sync_dir_blocking(log_dir)?;
+    }
+    Ok(set_aside)
+}
+
 async fn rename_durably<S: Storage>(storage: &S, dir: &Path, suffix: &str) -> io::Result<PathBuf> {
     let renamed = renamed_aside(dir, suffix)?;
     storage.rename(dir, &renamed).await?;
@@ -98,6 +121,30 @@ mod tests {
         ] {
             assert!(!is_retired_name(kept), "{kept}");
         }
+    }
+
+    #[test]
+    fn directories_set_aside_at_start_up_keep_their_files_under_a_name_no_partition_has() {
+        let root = tempfile::tempdir().unwrap();
+        let log_dir = root.path();
+        for dir in ["gone-0", "gone-1", "kept-0"] {
+            std::fs::create_dir(log_dir.join(dir)).unwrap();
+            std::fs::write(log_dir.join(dir).join("00000000000000000000.log"), dir).unwrap();
+        }
+        let strays = [log_dir.join("gone-0"), log_dir.join("gone-1")];
+        let aside = set_aside_blocking(log_dir, &strays).unwrap();
+        assert_eq!(aside.len(), 2);
+        for (stray, aside) in strays.iter().zip(&aside) {
+            assert!(!stray.exists(), "{} renamed", stray.display());
+            let name = aside.file_name().unwrap().to_str().unwrap();
+            let old_name = stray.file_name().unwrap().to_str().unwrap();
+            assert!(name.starts_with(&format!("{old_name}.")) && name.ends_with(SET_ASIDE_SUFFIX));
+            let kept = std::fs::read(aside.join("00000000000000000000.log")).unwrap();
+            assert_eq!(kept, old_name.as_bytes());
+            assert_eq!(crate::shard::partitions::parse_partition_dir_name(name), None);
+        }
+        assert!(log_dir.join("kept-0").is_dir());
+        assert!(set_aside_blocking(log_dir, &[]).unwrap().is_empty());
     }
 
     #[test]

@@ -186,6 +186,16 @@ pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
     log_dir.join(format!("{topic}-{partition}"))
 }
 
+/// The topic and index a directory name of [`partition_dir`]'s form names; `None` for any other
+/// name (retired or set-aside directories, files such as checkpoints, an index written with a
+/// sign or leading zeros, which [`partition_dir`] never writes).
+pub fn parse_partition_dir_name(name: &str) -> Option<(&str, i32)> {
+    let (topic, digits) = name.rsplit_once('-')?;
+    let canonical = digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
+    let index: i32 = digits.parse().ok().filter(|_| canonical)?;
+    (!topic.is_empty()).then_some((topic, index))
+}
+
 impl ShardPartitions {
     pub fn new(log_dir: PathBuf, storage: Rc<ShardStorage>) -> Self {
         Self {
@@ -397,10 +407,9 @@ impl ShardPartitions {
     /// against its topic table.
     pub async fn replica_dirs(&self) -> Result<Vec<PartitionKey>, LogError> {
         let names = self.storage.list_dir(&self.log_dir).await?;
-        let each = names.into_iter().filter_map(|name| {
-            let (topic, index) = name.rsplit_once('-')?;
-            let index: i32 = index.parse().ok().filter(|i| *i >= 0)?;
-            (!topic.is_empty()).then(|| (topic.to_string(), index))
+        let each = names.iter().filter_map(|name| {
+            let (topic, index) = parse_partition_dir_name(name)?;
+            Some((topic.to_string(), index))
         });
         Ok(each.collect())
     }
@@ -512,6 +521,30 @@ mod tests {
     use super::*;
     use crate::io::{FileCache, GlommioStorage, WriteMode};
     use crate::test_tasks::on_executor;
+
+    #[test]
+    fn partition_directory_names_parse_back_and_other_names_do_not() {
+        let dir = partition_dir(Path::new("/data"), "orders-eu", 12);
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse_partition_dir_name(name), Some(("orders-eu", 12)));
+        assert_eq!(parse_partition_dir_name("t-0"), Some(("t", 0)));
+        assert_eq!(
+            parse_partition_dir_name("ends-with-dash--1"),
+            Some(("ends-with-dash-", 1))
+        );
+        for other in [
+            "orders-0.17a2b-delete",
+            "orders-0.17a2b-stray",
+            "orders-+1",
+            "orders-01",
+            "orders-",
+            "-3",
+            "replication-offset-checkpoint",
+            "meta.properties",
+        ] {
+            assert_eq!(parse_partition_dir_name(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn a_prefetch_over_open_and_unknown_partitions_opens_nothing_and_appends_go_on() {
