@@ -348,3 +348,56 @@ fn a_move_under_acks_all_load_completes_and_loses_nothing() -> Result<()> {
     assert!(lost.is_empty(), "{} acknowledged records lost", lost.len());
     Ok(())
 }
+
+/// A replica moved off a broker while that broker was down is a stray replica at its next
+/// start: the metadata it catches up to no longer places the partition on it, so the deletion
+/// that follows a move it sees never runs; start-up sets the directory aside
+/// (docs/decisions/0020, "Stray replicas"). The move itself completes with the broker down
+/// once the lag time has passed since its last fetch: its leader no longer proposes it back
+/// into the ISR (the controller refused such proposals with INELIGIBLE_REPLICA, and the move
+/// never completed).
+#[test]
+fn a_replica_moved_off_a_broker_while_it_was_down_is_set_aside_at_its_next_start() -> Result<()> {
+    let base = Cluster::node_options().with_override("replica.lag.time.max.ms", "2000");
+    let mut cluster = Cluster::start(4, 3000, base)?;
+    let mut conn = cluster.connect(1)?;
+    let original = create_three(&mut conn, "moved")?;
+    let (target, _, removed) = moved_off_last(&original);
+    let written = produce(
+        &mut cluster.connect(original[0])?,
+        "moved",
+        0,
+        record_batch(&[b"r"], 1)?,
+        -1,
+    )?;
+    ensure!(written.error_code == NONE, "produce: {}", written.error_code);
+    let removed_dir = cluster.node(removed).data_dir();
+    wait_for(
+        Duration::from_secs(20),
+        "the replica to move holding its directory",
+        || Ok(removed_dir.join("moved-0").is_dir()),
+    )?;
+
+    cluster.node(removed).terminate()?;
+    let mut conn = cluster.connect(target[0])?;
+    assert_eq!(reassign(&mut conn, "moved", 0, Some(&target))?, NONE);
+    wait_for(Duration::from_secs(30), "the move to complete", || {
+        Ok(replicas(&mut conn, "moved")? == target)
+    })?;
+    ensure!(
+        removed_dir.join("moved-0").is_dir(),
+        "the broker was down: its replica is still there"
+    );
+
+    cluster.restart(removed)?;
+    ensure!(
+        !removed_dir.join("moved-0").exists(),
+        "the stray replica is no longer under its name"
+    );
+    let set_aside = std::fs::read_dir(&removed_dir)?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("moved-0.") && name.ends_with("-stray"))
+        .count();
+    ensure!(set_aside == 1, "one directory set aside, found {set_aside}");
+    Ok(())
+}

@@ -156,7 +156,10 @@ impl LeaderState {
 
     /// The ISR to ask the controller for, if it should change: without the followers that did
     /// not catch up for `lag_time_max_ms`, with those that now have the high watermark and this
-    /// epoch's first offset. `None` while a change is pending or nothing changes.
+    /// epoch's first offset and fetched within `lag_time_max_ms` (a follower that stopped
+    /// fetching keeps the log end of its last fetch: a stopped broker, which the controller
+    /// took out of the ISR when it fenced it, must not be proposed back, or every proposal is
+    /// refused with INELIGIBLE_REPLICA). `None` while a change is pending or nothing changes.
     pub fn isr_change(&self, high_watermark: i64, now_ms: i64, lag_time_max_ms: u64) -> Option<Vec<i32>> {
         if self.pending_isr.is_some() {
             return None;
@@ -172,9 +175,11 @@ impl LeaderState {
             })
             .collect();
         for (id, progress) in &self.followers {
-            let caught_up = progress
-                .log_end_offset
-                .is_some_and(|end| end >= high_watermark && end >= self.epoch_start_offset);
+            let fetching = now_ms.saturating_sub(progress.previous_fetch_ms) <= lag_max;
+            let caught_up = fetching
+                && progress
+                    .log_end_offset
+                    .is_some_and(|end| end >= high_watermark && end >= self.epoch_start_offset);
             // Only followers out of the committed ISR rejoin: one being dropped for lagging
             // has the high watermark it holds back, and must not come straight back.
             if caught_up && !self.isr.contains(id) && !isr.contains(id) {
@@ -301,6 +306,33 @@ mod tests {
         assert_eq!(leader.isr_change(1000, 1300, 1000), None);
         leader.record_fetch(3, 1000, 1000, 1400);
         assert_eq!(leader.isr_change(1000, 1400, 1000), Some(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn a_follower_that_stopped_fetching_is_not_proposed_back_once_the_lag_time_passed() {
+        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), 10, 0);
+        leader.record_fetch(2, 10, 10, 100);
+        leader.record_fetch(3, 10, 10, 100);
+        // 3 stops (and is fenced: the controller takes it out of the ISR); nothing is written
+        // since, so the log end of its last fetch still has the high watermark.
+        leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 200);
+        leader.record_fetch(2, 10, 10, 1000);
+        assert_eq!(
+            leader.isr_change(10, 1000, 1000),
+            Some(vec![1, 2, 3]),
+            "fetched 900 ms ago"
+        );
+        assert_eq!(
+            leader.isr_change(10, 1101, 1000),
+            None,
+            "no fetch for the lag time"
+        );
+        leader.record_fetch(3, 10, 10, 1200);
+        assert_eq!(
+            leader.isr_change(10, 1200, 1000),
+            Some(vec![1, 2, 3]),
+            "fetching again"
+        );
     }
 
     #[test]
