@@ -16,7 +16,7 @@
 use std::io;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -108,11 +108,17 @@ where
 pub struct PeerClient {
     addr: String,
     stream: Option<TcpStream>,
+    /// Whether the last call failed because no connection could be made.
+    connect_failed: bool,
 }
 
 impl PeerClient {
     pub fn new(addr: String) -> Self {
-        PeerClient { addr, stream: None }
+        PeerClient {
+            addr,
+            stream: None,
+            connect_failed: false,
+        }
     }
 
     /// Sends `request` and waits for its answer, all within `timeout`.
@@ -126,12 +132,25 @@ impl PeerClient {
         result
     }
 
+    /// Whether a connection is open (a call then uses it rather than connecting).
+    pub fn is_connected(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// Whether the last call failed because no connection could be made to the peer.
+    pub fn connect_failed(&self) -> bool {
+        self.connect_failed
+    }
+
     async fn exchange(&mut self, request: &RpcRequest) -> io::Result<RpcResponse> {
+        self.connect_failed = false;
         if self.stream.is_none() {
+            self.connect_failed = true;
             let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
             stream.set_nodelay(true)?;
+            self.connect_failed = false;
             self.stream = Some(stream);
         }
         let stream = self
@@ -170,12 +189,42 @@ fn unexpected(e: impl std::error::Error + 'static) -> NetworkError {
     NetworkError::new(&e)
 }
 
+/// Why an RPC got no answer, as openraft acts on it.
+enum SendError {
+    /// No connection could be made: openraft's replication backs off (its default, 500 ms a
+    /// try) instead of retrying at once, which against a stopped voter was thousands of
+    /// refused connects, and of error lines, a second.
+    Unreachable(io::Error),
+    /// The connection failed during the exchange: retried at once, on a new connection.
+    Network(io::Error),
+}
+
+impl<E: std::error::Error> From<SendError> for RPCError<u64, BasicNode, RaftError<u64, E>> {
+    fn from(error: SendError) -> Self {
+        match error {
+            SendError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            SendError::Network(e) => RPCError::Network(unexpected(e)),
+        }
+    }
+}
+
 impl RaftPeer {
-    async fn send(&mut self, request: RpcRequest, option: &RPCOption) -> Result<RpcResponse, NetworkError> {
-        self.client
-            .call(&request, option.hard_ttl())
-            .await
-            .map_err(unexpected)
+    /// Sends `request` on the open connection, or on a new one. A failure on an open
+    /// connection (the peer restarted since, say) is tried once more on a new one first, so
+    /// that only a peer that cannot be connected to is taken for unreachable.
+    async fn send(&mut self, request: RpcRequest, option: &RPCOption) -> Result<RpcResponse, SendError> {
+        if self.client.is_connected() {
+            match self.client.call(&request, option.hard_ttl()).await {
+                Ok(answer) => return Ok(answer),
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(SendError::Network(e)),
+                Err(_) => {} // the connection is dropped: connect again below
+            }
+        }
+        match self.client.call(&request, option.hard_ttl()).await {
+            Ok(answer) => Ok(answer),
+            Err(e) if self.client.connect_failed() => Err(SendError::Unreachable(e)),
+            Err(e) => Err(SendError::Network(e)),
+        }
     }
 
     // openraft's own error type, as its trait requires.

@@ -281,6 +281,11 @@ impl Broker {
         read_tail(&self.log_path(self.starts)).unwrap_or_else(|e| format!("<no stderr: {e}>"))
     }
 
+    /// How many bytes the current (or last) broker process wrote to stderr so far.
+    pub fn stderr_bytes(&self) -> Result<u64> {
+        Ok(std::fs::metadata(self.log_path(self.starts))?.len())
+    }
+
     /// The stderr tail once it contains `needle`, waiting up to `timeout`. The broker answers on
     /// its port before it logs "laminar broker started", so a start-up line needs the wait.
     pub fn stderr_tail_with(&self, needle: &str, timeout: Duration) -> Result<String> {
