@@ -91,6 +91,14 @@ fn elect(
     conn.request(&request, 2)
 }
 
+/// The active controller's node id, as node 1's DescribeCluster tells.
+fn active_controller(cluster: &mut Cluster) -> Result<i32> {
+    let answer = cluster
+        .connect(1)?
+        .request(&DescribeClusterRequest::default(), 0)?;
+    Ok(answer.controller_id.0)
+}
+
 /// `(topic, partition) → error code` of an ElectLeaders answer.
 fn election_codes(response: &ElectLeadersResponse) -> BTreeMap<(String, i32), i16> {
     let each = response.replica_election_results.iter().flat_map(|t| {
@@ -275,11 +283,7 @@ fn leaderships_return_to_the_preferred_replicas_after_a_restart() -> Result<()> 
         .map(|(p, (_, replicas))| (p, replicas[0]))
         .collect();
     assert_eq!(leaders(&mut cluster, 1, &topic)?, preferred);
-    let controller = cluster
-        .connect(1)?
-        .request(&DescribeClusterRequest::default(), 0)?
-        .controller_id
-        .0;
+    let controller = active_controller(&mut cluster)?;
     let victim = (1..=3).find(|id| *id != controller).context("a non-controller")?;
     let witness = (1..=3).find(|id| *id != victim).context("a witness")?;
     cluster.node(victim).kill9()?;
@@ -363,11 +367,7 @@ fn a_single_node_data_dir_joins_a_fresh_quorum_as_node_1_with_its_topics_and_rec
 #[test]
 fn a_stopped_voter_costs_the_active_controller_a_few_log_lines_not_megabytes() -> Result<()> {
     let mut cluster = Cluster::start(3, SESSION_TIMEOUT_MS, Cluster::node_options())?;
-    let controller = cluster
-        .connect(1)?
-        .request(&DescribeClusterRequest::default(), 0)?
-        .controller_id
-        .0;
+    let controller = active_controller(&mut cluster)?;
     // Topics are created through node 1, so it stays up.
     let stopped = (2..=3).find(|id| *id != controller).context("a voter to stop")?;
     cluster.node(stopped).terminate()?;
