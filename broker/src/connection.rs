@@ -7,6 +7,7 @@
 //! always leave in request order (clients rely on it). A malformed frame or request closes this
 //! connection only, logged once.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
@@ -101,12 +102,12 @@ async fn serve_here(
 }
 
 /// What a connection moving to another shard takes there besides its socket and slot: the
-/// bytes received and not yet handled, the request memory that covers them, and when the frame
-/// in progress began.
+/// bytes received and not yet handled, the request memory that covers them, and how long the
+/// frame in progress has waited for its bytes.
 struct Carried {
     received: Bytes,
     lease: Lease,
-    frame_started: Option<Instant>,
+    frame_waited: Duration,
 }
 
 /// How serving a connection on this shard ended.
@@ -149,8 +150,10 @@ struct Inbound {
     reader: FrameReader,
     /// Covers the reader's buffer beyond the connection's allowance (`request_memory`).
     lease: Lease,
-    /// When the first byte of the frame in progress arrived.
-    frame_started: Option<Instant>,
+    /// How long the frame in progress has waited for the client's bytes: only time spent in
+    /// [`read_more`] counts, so a connection that stops reading while it owes answers (or while
+    /// a handler runs) never charges that time to the client's frame.
+    frame_waited: Cell<Duration>,
     idle_timeout: Duration,
     receive_timeout: Duration,
 }
@@ -159,17 +162,20 @@ impl Inbound {
     fn new(ctx: &Rc<BrokerCtx>, carried: Option<Carried>) -> Inbound {
         let config = &ctx.state.shared.config;
         let mut reader = FrameReader::new(config.socket_request_max_bytes as usize);
-        let (lease, frame_started) = match carried {
+        let (lease, frame_waited) = match carried {
             Some(carried) => {
                 reader.extend(&carried.received);
-                (carried.lease, carried.frame_started)
+                (carried.lease, carried.frame_waited)
             }
-            None => (Lease::new(ctx.state.shared.request_memory.clone()), None),
+            None => (
+                Lease::new(ctx.state.shared.request_memory.clone()),
+                Duration::ZERO,
+            ),
         };
         Inbound {
             reader,
             lease,
-            frame_started,
+            frame_waited: Cell::new(frame_waited),
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
             receive_timeout: Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64),
         }
@@ -180,7 +186,7 @@ impl Inbound {
         Carried {
             received: self.reader.take_buffered(),
             lease: self.lease,
-            frame_started: self.frame_started,
+            frame_waited: self.frame_waited.get(),
         }
     }
 
@@ -191,7 +197,8 @@ impl Inbound {
             return Ok(None);
         };
         let frame_lease = self.lease.split_off(frame.len());
-        self.frame_started = (self.reader.buffered_len() > 0).then(Instant::now);
+        // Whatever of the next frame is buffered arrived in the reads that completed this one.
+        self.frame_waited.set(Duration::ZERO);
         Ok(Some((frame, frame_lease)))
     }
 }
@@ -222,6 +229,10 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Op
         }
         let waited = match moving {
             Some(shard) if answers.is_empty() => return Ended::Moving(shard, inbound.carry()),
+            // The loop above stopped at the bound on answers owed, and they are written: the
+            // requests already received come next. Waiting for the client here would wait for
+            // a request it may never send, since it waits for these answers.
+            _ if answers.is_empty() && inbound.reader.frame_ready() => Ok(()),
             _ if answers.is_empty() => {
                 if ctx.state.shared.shutdown.is_triggered() {
                     return closed(CloseReason::Shutdown);
@@ -325,17 +336,20 @@ async fn write_answers(
 
 /// Reads at least one byte more, or tells why the connection ends. The buffer grows only as
 /// far as the request memory budget allows; inside a frame, the wait for the rest (and for
-/// budget) ends at the frame's receive deadline.
+/// budget) ends once the frame has waited its receive timeout in all (`Inbound::frame_waited`).
 async fn read_more(
     ctx: &Rc<BrokerCtx>,
     stream: &mut TcpStream,
     inbound: &mut Inbound,
 ) -> Result<(), CloseReason> {
     let between_requests = inbound.reader.buffered_len() == 0;
-    let deadline = match inbound.frame_started {
-        Some(started) if !between_requests => started + inbound.receive_timeout,
-        _ => Instant::now() + inbound.idle_timeout,
+    let deadline = if between_requests {
+        Instant::now() + inbound.idle_timeout
+    } else {
+        Instant::now() + inbound.receive_timeout.saturating_sub(inbound.frame_waited.get())
     };
+    // Counts this wait against the frame in progress however it ends, abandoned included.
+    let _waiting = (!between_requests).then(|| FrameWait::start(&inbound.frame_waited));
     let needed = inbound.reader.buffered_len() + inbound.reader.receive_bytes_next();
     inbound.lease.shrink_to(needed);
     inbound.lease.cover(needed, deadline).await?;
@@ -369,9 +383,30 @@ async fn read_more(
         });
     }
     if between_requests {
-        inbound.frame_started = Some(Instant::now());
+        inbound.frame_waited.set(Duration::ZERO);
     }
     Ok(())
+}
+
+/// Adds the time from its start to its drop to a frame's wait for its bytes.
+struct FrameWait<'a> {
+    waited: &'a Cell<Duration>,
+    since: Instant,
+}
+
+impl<'a> FrameWait<'a> {
+    fn start(waited: &'a Cell<Duration>) -> FrameWait<'a> {
+        FrameWait {
+            waited,
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Drop for FrameWait<'_> {
+    fn drop(&mut self) {
+        self.waited.set(self.waited.get() + self.since.elapsed());
+    }
 }
 
 /// glommio's socket, received from without waiting; [`read_more`] awaits readiness itself.

@@ -152,6 +152,12 @@ impl FrameReader {
         (FRAME_HEADER_BYTES + size).checked_sub(held).filter(|m| *m > 0)
     }
 
+    /// Whether [`Self::next_frame`] has something to return without receiving more: a whole
+    /// frame, or a bad prefix to report.
+    pub fn frame_ready(&self) -> bool {
+        self.buffer.len() >= FRAME_HEADER_BYTES && self.next_frame_missing().is_none()
+    }
+
     /// Takes the next whole frame, if the buffer holds one.
     pub fn next_frame(&mut self) -> Result<FrameStatus, FrameError> {
         let held = self.buffer.len();
@@ -248,6 +254,22 @@ mod tests {
         };
         assert_eq!(frame.len(), 1000);
         assert_eq!(frame.as_ptr(), warmed.wrapping_add(FRAME_HEADER_BYTES));
+    }
+
+    #[test]
+    fn frame_ready_says_whether_a_frame_or_a_bad_prefix_waits_in_the_buffer() {
+        let mut reader = FrameReader::new(1024);
+        assert!(!reader.frame_ready());
+        reader.extend(&[0, 0, 0]);
+        assert!(!reader.frame_ready());
+        reader.extend(&[2, b'a']);
+        assert!(!reader.frame_ready());
+        reader.extend(&[b'b', 0, 0]);
+        assert!(reader.frame_ready(), "one whole frame and part of a prefix");
+        assert!(matches!(reader.next_frame(), Ok(FrameStatus::Ready(_))));
+        assert!(!reader.frame_ready());
+        reader.extend(&[0xff, 0xff]);
+        assert!(reader.frame_ready(), "a negative size is reported by next_frame");
     }
 
     #[test]

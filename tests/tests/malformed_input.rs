@@ -183,6 +183,26 @@ fn unknown_api_key_gets_closed_or_an_error_answer() -> Result<()> {
 }
 
 #[test]
+fn a_legacy_produce_whose_body_does_not_decode_closes_its_connection() -> Result<()> {
+    let mut seeded = seeded_broker(BrokerOptions::default())?;
+    for version in 0i16..=2 {
+        let mut conn = seeded.connect()?;
+        let mut body = Vec::new();
+        body.extend(0i16.to_be_bytes()); // Produce
+        body.extend(version.to_be_bytes());
+        body.extend(78i32.to_be_bytes()); // correlation id
+        body.extend((-1i16).to_be_bytes()); // null client id
+        body.extend(1i16.to_be_bytes()); // acks=1
+        body.extend([0, 0]); // a timeout cut short: the body ends here
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend(body);
+        conn.write_raw(&frame)?;
+        expect_closed(&mut conn, &format!("an undecodable Produce v{version}"))?;
+    }
+    seeded.assert_healthy("undecodable legacy produce requests")
+}
+
+#[test]
 fn unknown_api_versions_version_gets_unsupported_version_with_v0_header() -> Result<()> {
     let mut seeded = seeded_broker(BrokerOptions::default())?;
     let mut conn = seeded.connect()?;

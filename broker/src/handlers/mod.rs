@@ -133,7 +133,7 @@ pub async fn handle(
     }
     check_served(served_apis(ctx), api_key, version)?;
     if api_key == ApiKey::Produce && version < codec::PRODUCE_VERSION_MIN_SERVED {
-        return Ok(produce::refuse_legacy_version(version, correlation_id, body));
+        return produce::refuse_legacy_version(version, correlation_id, body);
     }
     let malformed = |e: anyhow::Error| RequestError::Malformed {
         api: api_key,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::Decodable;
 use laminar_engine::log::batch::{BatchError, HEADER_LEN};
 use laminar_engine::partition::{AppendInfo, LogError};
@@ -19,7 +19,7 @@ use crate::clock::now_ms;
 use crate::config::FsyncSetting;
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
-use crate::handlers::{ConnectionState, Outcome};
+use crate::handlers::{ConnectionState, Outcome, RequestError};
 
 const ACKS_NONE: i16 = 0;
 const ACKS_LEADER: i16 = 1;
@@ -199,15 +199,25 @@ fn answer_all(request: &ProduceRequest, error_code: i16) -> ProduceResponse {
 /// Produce v0-2 (message formats 0 and 1) is advertised but refused with UNSUPPORTED_VERSION for
 /// every partition. The codec cannot encode those versions, so the answer is written here:
 /// v0 `[topic: string, [partition: i32, error_code: i16, base_offset: i64]]`, v1 appends
-/// `throttle_time_ms: i32`, v2 adds `log_append_time: i64` after each base offset.
-pub fn refuse_legacy_version(version: i16, correlation_id: i32, body: Bytes) -> Outcome {
+/// `throttle_time_ms: i32`, v2 adds `log_append_time: i64` after each base offset. A body that
+/// does not decode is an error (the connection closes), as for every other request: it has no
+/// `acks` to go by, so it is never taken for acks=0.
+pub fn refuse_legacy_version(
+    version: i16,
+    correlation_id: i32,
+    body: Bytes,
+) -> Result<Outcome, RequestError> {
     // A v0-2 request body is a v3 body without the leading transactional id (null = -1 length).
     let mut as_v3 = BytesMut::with_capacity(body.len() + 2);
     as_v3.put_i16(-1);
     as_v3.extend_from_slice(&body);
-    let request = ProduceRequest::decode(&mut as_v3.freeze(), 3).unwrap_or_default();
+    let request = ProduceRequest::decode(&mut as_v3.freeze(), 3).map_err(|e| RequestError::Malformed {
+        api: ApiKey::Produce,
+        version,
+        reason: e.to_string(),
+    })?;
     if request.acks == ACKS_NONE {
-        return Outcome::NoResponse;
+        return Ok(Outcome::NoResponse);
     }
     let mut frame = BytesMut::new();
     frame.put_i32(0);
@@ -232,7 +242,7 @@ pub fn refuse_legacy_version(version: i16, correlation_id: i32, body: Bytes) -> 
     }
     let size = (frame.len() - 4) as i32;
     frame[..4].copy_from_slice(&size.to_be_bytes());
-    Outcome::Respond(frame.freeze())
+    Ok(Outcome::Respond(frame.freeze()))
 }
 
 #[cfg(test)]
@@ -251,7 +261,7 @@ mod tests {
         body.put_i32(1); // partitions
         body.put_i32(4); // index
         body.put_i32(0); // records length
-        let Outcome::Respond(frame) = refuse_legacy_version(2, 9, body.freeze()) else {
+        let Ok(Outcome::Respond(frame)) = refuse_legacy_version(2, 9, body.freeze()) else {
             panic!("acks=1 gets an answer");
         };
         let expected: &[u8] = &[
@@ -267,5 +277,24 @@ mod tests {
             0, 0, 0, 0, // throttle_time_ms (v1+)
         ];
         assert_eq!(&frame[..], expected);
+    }
+
+    #[test]
+    fn a_legacy_produce_body_that_does_not_decode_is_an_error_not_an_acks_0_request() {
+        for version in 0..=2 {
+            // acks=1, then a timeout cut short.
+            let body = Bytes::from_static(&[0, 1, 0, 0]);
+            let refused = refuse_legacy_version(version, 7, body);
+            assert!(
+                matches!(
+                    refused,
+                    Err(RequestError::Malformed {
+                        api: ApiKey::Produce,
+                        ..
+                    })
+                ),
+                "v{version}"
+            );
+        }
     }
 }
