@@ -72,6 +72,44 @@ pub enum BenchCommand {
     /// Example: laminar bench replication --rounds 4 --seconds 10 --json replication.json
     #[command(verbatim_doc_comment)]
     Replication(ReplicationArgs),
+    /// Commit offsets as a consumer that commits after every message does (asynchronous
+    /// commits): OffsetCommit requests pipelined on one connection to the group's coordinator,
+    /// each timed from send to answer, in rounds alternated with rounds of this disk's own
+    /// fdatasync latency (run it on the broker's data disk: --sync-dir). Reports commits/s and
+    /// the commit latency p50/p99 beside the fdatasync's, and their p99 ratio.
+    ///
+    /// Example: laminar bench commits --commits 10000 --sync-dir /var/lib/laminar
+    #[command(verbatim_doc_comment)]
+    Commits(CommitsArgs),
+}
+
+/// `laminar bench commits`.
+#[derive(Debug, Clone, Args)]
+pub struct CommitsArgs {
+    /// Bootstrap broker, host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Topic whose partition 0 the commits name (created with one partition if missing).
+    #[arg(long, default_value = "laminar-bench-commits")]
+    pub topic: String,
+    /// Group that commits (it must have no members: the commits are outside a generation).
+    #[arg(long, default_value = "laminar-bench-commits")]
+    pub group: String,
+    /// Commits per round.
+    #[arg(long, default_value_t = 10_000)]
+    pub commits: usize,
+    /// Commits sent and not yet answered, at most (librdkafka allows 1 000 000 in flight).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub in_flight: u64,
+    /// Rounds of commits, each followed by a round of fdatasync probes.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Directory on the broker's data disk for the fdatasync probe's scratch file.
+    #[arg(long, default_value = ".")]
+    pub sync_dir: PathBuf,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Where to connect, and what to write out.

@@ -11,10 +11,12 @@
 //! - `scale`: starts a broker, gives it N partitions and measures what they cost (issue 14).
 //! - `replication`: starts a cluster and compares acks=all produce at replication factor 3
 //!   with replication factor 1 in alternated rounds (issue 16).
+//! - `commits`: pipelined offset commits against the disk's fdatasync latency.
 
 mod accumulator;
 mod batch_builder;
 mod cli;
+mod commits;
 mod consume;
 mod layout;
 pub mod limits;
@@ -33,8 +35,8 @@ pub mod sink;
 mod stats;
 
 pub use cli::{
-    BenchCommand, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs, ReplicationArgs, ScaleArgs,
-    SinkArgs,
+    BenchCommand, CommitsArgs, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs,
+    ReplicationArgs, ScaleArgs, SinkArgs,
 };
 pub use produce::{payload, BatchBuilder};
 
@@ -55,5 +57,6 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Sink(args) => sink::serve_forever(&args.listen, args.record_size),
         BenchCommand::Scale(args) => scale::run(args),
         BenchCommand::Replication(args) => replication::run(args),
+        BenchCommand::Commits(args) => commits::run(args),
     }
 }

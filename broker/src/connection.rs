@@ -1,11 +1,13 @@
 //! One client connection: read a frame, handle it, write the answer, in order.
 //!
 //! Requests on one connection are handled one after another, as Kafka does, so appends land in
-//! request order (the idempotent producer relies on it). One exception keeps fsync cheap: an
-//! acks=all produce whose appends are done waits for its fdatasync as a deferred answer while the
-//! next requests are handled, so pipelined produce requests share one group commit. Answers
-//! always leave in request order (clients rely on it). A malformed frame or request closes this
-//! connection only, logged once.
+//! request order (the idempotent producer relies on it). A request whose answer waits (an
+//! acks=all produce or an OffsetCommit for its fdatasync, a long-poll fetch for data, a
+//! JoinGroup or SyncGroup for its rebalance) does its ordered part in turn and is answered later
+//! (`crate::reply`) while the next requests are handled, so pipelined requests share one group
+//! commit and no answer waits for a later request. Answers always leave in request order
+//! (clients rely on it); at most [`ANSWERS_IN_FLIGHT_MAX`] are owed at once. A malformed frame
+//! or request closes this connection only, logged once.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -295,6 +297,7 @@ async fn handle(
         Ok(Outcome::Deferred(pending)) => {
             Box::pin(async move { timed(pending.await.map(|f| f.map(|f| vec![Chunk::Memory(f)]))) })
         }
+        Ok(Outcome::DeferredChunks(pending)) => Box::pin(async move { timed(Ok(Some(pending.await))) }),
         Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
     }
 }

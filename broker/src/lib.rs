@@ -20,6 +20,7 @@ pub mod meta_properties;
 pub mod metrics;
 pub mod open_files;
 pub mod replication;
+pub mod reply;
 pub mod request_memory;
 pub mod send;
 pub mod server;

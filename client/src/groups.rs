@@ -13,7 +13,7 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
-    OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -244,35 +244,49 @@ impl Connection {
         member_id: &str,
         offsets: &[CommittedOffset],
     ) -> Result<(), ClientError> {
-        let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
-        for offset in offsets {
-            let partition = OffsetCommitRequestPartition::default()
-                .with_partition_index(offset.partition)
-                .with_committed_offset(offset.offset)
-                .with_committed_leader_epoch(-1);
-            match topics.iter_mut().find(|t| t.name.0.as_str() == offset.topic) {
-                Some(topic) => topic.partitions.push(partition),
-                None => topics.push(
-                    OffsetCommitRequestTopic::default()
-                        .with_name(topic_name(&offset.topic))
-                        .with_partitions(vec![partition]),
-                ),
-            }
-        }
-        let request = OffsetCommitRequest::default()
-            .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(generation)
-            .with_member_id(StrBytes::from_string(member_id.to_owned()))
-            .with_retention_time_ms(-1)
-            .with_topics(topics);
-        let response = self.request(&request)?;
-        for topic in &response.topics {
-            for partition in &topic.partitions {
-                check_code(ApiKey::OffsetCommit, partition.error_code, None, || {
-                    format!(" {}-{}", topic.name.0, partition.partition_index)
-                })?;
-            }
-        }
-        Ok(())
+        let response = self.request(&offset_commit_request(group, (generation, member_id), offsets))?;
+        check_offset_commit(&response)
     }
+}
+
+/// The OffsetCommit of `offsets` for `group` by the member (`generation`, `member_id`); see
+/// [`Connection::offset_commit`]. For callers that pipeline commits.
+pub fn offset_commit_request(
+    group: &str,
+    (generation, member_id): (i32, &str),
+    offsets: &[CommittedOffset],
+) -> OffsetCommitRequest {
+    let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
+    for offset in offsets {
+        let partition = OffsetCommitRequestPartition::default()
+            .with_partition_index(offset.partition)
+            .with_committed_offset(offset.offset)
+            .with_committed_leader_epoch(-1);
+        match topics.iter_mut().find(|t| t.name.0.as_str() == offset.topic) {
+            Some(topic) => topic.partitions.push(partition),
+            None => topics.push(
+                OffsetCommitRequestTopic::default()
+                    .with_name(topic_name(&offset.topic))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    OffsetCommitRequest::default()
+        .with_group_id(group_id(group))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(StrBytes::from_string(member_id.to_owned()))
+        .with_retention_time_ms(-1)
+        .with_topics(topics)
+}
+
+/// The first partition error of an OffsetCommit answer, if any.
+pub fn check_offset_commit(response: &OffsetCommitResponse) -> Result<(), ClientError> {
+    for topic in &response.topics {
+        for partition in &topic.partitions {
+            check_code(ApiKey::OffsetCommit, partition.error_code, None, || {
+                format!(" {}-{}", topic.name.0, partition.partition_index)
+            })?;
+        }
+    }
+    Ok(())
 }

@@ -35,7 +35,10 @@ pub use data::{Acks, FetchPosition, FetchSpec, FetchedPartition, OffsetSpec, Pro
 pub use error::{ClientError, KafkaError};
 pub use fetch_session::FetchSession;
 pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
-pub use groups::{decode_assignment, CommittedOffset, GroupDescription, GroupMember, ListedGroup};
+pub use groups::{
+    check_offset_commit, decode_assignment, offset_commit_request, CommittedOffset, GroupDescription,
+    GroupMember, ListedGroup,
+};
 pub use kafka_protocol::records::Compression;
 pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
 pub use topic_changes::ConfigChange;

@@ -200,15 +200,7 @@ pub fn produce(
     batch: Bytes,
     acks: i16,
 ) -> Result<PartitionProduceResponse> {
-    let request = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch))])]);
-    let response = conn.request(&request, 8)?;
+    let response = conn.request(&produce_request((topic, partition), batch, acks), 8)?;
     let [topic_response] = &response.responses[..] else {
         bail!("produce response has {} topics", response.responses.len());
     };
@@ -219,6 +211,18 @@ pub fn produce(
         );
     };
     Ok(partition_response.clone())
+}
+
+/// A Produce of `batch` to one partition with `acks`.
+pub fn produce_request((topic, partition): (&str, i32), batch: Bytes, acks: i16) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])])
 }
 
 /// [`produce`], sent again while the broker answers UNKNOWN_TOPIC_OR_PARTITION, for up to
@@ -249,19 +253,7 @@ pub fn fetch(
     partition: i32,
     offset: i64,
 ) -> Result<FetchPartitionData> {
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_max_bytes(8 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(8 << 20)])]);
-    let response = conn.request(&request, 11)?;
+    let response = conn.request(&fetch_request((topic, partition), offset, 0), 11)?;
     if response.error_code != 0 {
         bail!("fetch answered top-level error {}", response.error_code);
     }
@@ -275,6 +267,23 @@ pub fn fetch(
         );
     };
     Ok(partition_response.clone())
+}
+
+/// A consumer's sessionless fetch of one partition from `offset`, for at least one byte,
+/// waiting up to `max_wait_ms` for it.
+pub fn fetch_request((topic, partition): (&str, i32), offset: i64, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(8 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(8 << 20)])])
 }
 
 /// The error code of a consumer's Fetch v11 of `topic`-`partition` from offset 0 naming

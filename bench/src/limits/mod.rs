@@ -256,6 +256,12 @@ fn timed(probe: impl FnOnce() -> std::io::Result<u64>) -> anyhow::Result<(u64, f
     Ok((bytes, bytes as f64 / 1e6 / seconds.max(1e-9)))
 }
 
+/// [`fdatasync_latency`] for `duration` on a scratch file in `dir` (removed afterwards).
+pub fn fdatasync_probe(dir: &Path, duration: Duration) -> anyhow::Result<(f64, u64, u64, u64)> {
+    let scratch = ScratchFile(dir.join(format!(".laminar-fdatasync-{}.tmp", std::process::id())));
+    fdatasync_latency(&scratch.0, duration)
+}
+
 /// 4 KiB appends each followed by fdatasync: `(per second, p50 µs, p99 µs, max µs)`.
 fn fdatasync_latency(path: &Path, duration: Duration) -> anyhow::Result<(f64, u64, u64, u64)> {
     let file = File::create(path)?;

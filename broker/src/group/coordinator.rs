@@ -14,6 +14,10 @@ use super::state::{Group, GroupSettings, GroupState};
 /// Committed offsets of one group, by (topic, partition).
 pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
 
+/// Batches appended to `__consumer_offsets` and not yet applied, by (partition, base offset):
+/// their records once committed, `None` while they wait.
+type Committing = BTreeMap<(i32, i64), Option<Vec<GroupRecord>>>;
+
 /// Owned by one shard; not Send.
 pub struct GroupCoordinator {
     pub settings: GroupSettings,
@@ -28,6 +32,12 @@ pub struct GroupCoordinator {
     /// broker leads them, with the leader epoch their groups were loaded at. Bounded by the
     /// partition count.
     coordinated: RefCell<HashMap<i32, Coordinated>>,
+    /// Records appended to `__consumer_offsets` that apply once committed (durable, and
+    /// replicated in a cluster), by (partition, base offset of their batch): `None` while
+    /// waiting. Commits become durable together (group commit) and their waiters wake in any
+    /// order, so they apply from here in log order, as a replay would. One entry per commit in
+    /// flight: bounded by the connections times the answers each may owe.
+    committing: RefCell<Committing>,
     /// Wakes the timer task when a deadline may have moved.
     pub(super) changed: event_listener::Event,
     clock_origin: Instant,
@@ -68,6 +78,7 @@ impl GroupCoordinator {
             offsets: RefCell::default(),
             loaded: Cell::new(false),
             coordinated: RefCell::default(),
+            committing: RefCell::default(),
             changed: event_listener::Event::new(),
             clock_origin: Instant::now(),
         }
@@ -137,7 +148,43 @@ impl GroupCoordinator {
         let elsewhere = |group_id: &str| super::partition_for(group_id, count) != partition;
         self.groups.borrow_mut().retain(|id, _| elsewhere(id));
         self.offsets.borrow_mut().retain(|id, _| elsewhere(id));
+        self.committing.borrow_mut().retain(|(p, _), _| *p != partition);
         self.changed.notify(usize::MAX);
+    }
+
+    /// Records were appended to `partition` in a batch at `base_offset`: they apply, in log
+    /// order, once [`Self::settle`] says they are committed.
+    pub fn await_commit(&self, partition: i32, base_offset: i64) {
+        let mut committing = self.committing.borrow_mut();
+        let earlier = committing.insert((partition, base_offset), None);
+        assert!(
+            earlier.is_none(),
+            "two batches at offset {base_offset} of partition {partition}"
+        );
+    }
+
+    /// The batch at `base_offset` of `partition` is committed (`Some`: its records) or will
+    /// never be (`None`). Applies every settled batch that no earlier one still waits for. A
+    /// batch the partition's unload forgot is not applied: its groups went with the leadership.
+    pub fn settle(&self, partition: i32, base_offset: i64, records: Option<Vec<GroupRecord>>) {
+        let ready = {
+            let mut committing = self.committing.borrow_mut();
+            let Some(entry) = committing.get_mut(&(partition, base_offset)) else {
+                return;
+            };
+            assert!(
+                entry.is_none(),
+                "batch {base_offset} of partition {partition} settled twice"
+            );
+            match records {
+                Some(records) => *entry = Some(records),
+                None => {
+                    committing.remove(&(partition, base_offset));
+                }
+            }
+            take_settled_prefix(&mut committing, partition)
+        };
+        ready.into_iter().flatten().for_each(|r| self.apply(r));
     }
 
     /// Runs `work` on the group, creating it (Empty) when `create` and it does not exist.
@@ -321,4 +368,88 @@ pub fn group_record(group: &Group, now_ms: i64) -> GroupRecord {
             members,
         }),
     )
+}
+
+/// Takes the settled batches of `partition` from the front of `committing`, up to the first
+/// that still waits.
+fn take_settled_prefix(committing: &mut Committing, partition: i32) -> Vec<Vec<GroupRecord>> {
+    let mut ready = Vec::new();
+    loop {
+        let first = committing
+            .range((partition, i64::MIN)..=(partition, i64::MAX))
+            .next()
+            .map(|(key, records)| (*key, records.is_some()));
+        match first {
+            Some((key, true)) => ready.extend(committing.remove(&key).flatten()),
+            _ => return ready,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::records::OffsetKey;
+
+    fn coordinator() -> GroupCoordinator {
+        let settings = GroupSettings {
+            initial_rebalance_delay_ms: 0,
+        };
+        GroupCoordinator::new(settings, 1)
+    }
+
+    fn commit(offset: i64) -> Vec<GroupRecord> {
+        let key = OffsetKey {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        };
+        let value = OffsetValue {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 0,
+        };
+        vec![GroupRecord::Offset(key, Some(value))]
+    }
+
+    fn committed_offset(coordinator: &GroupCoordinator) -> Option<i64> {
+        let committed = coordinator.committed("g");
+        committed.get(&("t".to_string(), 0)).map(|v| v.offset)
+    }
+
+    #[test]
+    fn commits_settled_out_of_log_order_apply_in_log_order() {
+        let coordinator = coordinator();
+        for base_offset in [10, 11, 12] {
+            coordinator.await_commit(0, base_offset);
+        }
+        coordinator.settle(0, 12, Some(commit(3)));
+        coordinator.settle(0, 11, Some(commit(2)));
+        assert_eq!(committed_offset(&coordinator), None, "batch 10 still waits");
+        coordinator.settle(0, 10, Some(commit(1)));
+        assert_eq!(
+            committed_offset(&coordinator),
+            Some(3),
+            "the last in the log wins"
+        );
+    }
+
+    #[test]
+    fn a_batch_that_never_commits_is_skipped_and_an_unloaded_one_never_applies() {
+        let coordinator = coordinator();
+        coordinator.await_commit(0, 10);
+        coordinator.await_commit(0, 11);
+        coordinator.settle(0, 11, Some(commit(2)));
+        coordinator.settle(0, 10, None);
+        assert_eq!(committed_offset(&coordinator), Some(2));
+        coordinator.await_commit(0, 12);
+        coordinator.begin_load(0, 1);
+        coordinator.settle(0, 12, Some(commit(3)));
+        assert_eq!(
+            committed_offset(&coordinator),
+            None,
+            "the load forgot the group and its batch"
+        );
+    }
 }

@@ -27,10 +27,14 @@ mod encode_tests;
 use std::future::Future;
 use std::rc::Rc;
 
+use futures::channel::oneshot;
+use futures::future::{select, Either};
+use futures::FutureExt;
 use kafka_protocol::error::ResponseError;
 use laminar_engine::shard::{shard_of_partition, ShardId};
 
 use crate::broker::BrokerCtx;
+use crate::reply::Reply;
 
 pub use coordinator::GroupCoordinator;
 pub use store::{ensure_offsets_topic, load, run_timers};
@@ -86,6 +90,48 @@ where
         })
         .await;
     done.unwrap_or(Err(ResponseError::CoordinatorNotAvailable))
+}
+
+/// Said by a request running on its group's coordinator shard once it has done what must
+/// happen in its connection's request order (checked the member, appended its records): the
+/// connection goes on to its next request while this one waits (for durability, for a
+/// rebalance). Dropping it says the same. Sent from the coordinator shard to the connection's.
+pub struct Turn(Option<oneshot::Sender<()>>);
+
+impl Turn {
+    pub fn pass(&mut self) {
+        if let Some(passed) = self.0.take() {
+            let _ = passed.send(());
+        }
+    }
+}
+
+/// As [`on_coordinator`], for a request that may be answered late: returns once `work` has
+/// passed its [`Turn`] (or ended), with the answer if it is ready, or the rest of the work to
+/// await otherwise.
+pub async fn on_coordinator_in_turn<R, F, Fut>(
+    ctx: &Rc<BrokerCtx>,
+    group_id: &str,
+    work: F,
+) -> Reply<Result<R, ResponseError>>
+where
+    F: FnOnce(Rc<BrokerCtx>, i32, Turn) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + 'static,
+    R: Send + 'static,
+{
+    let (turn, passed) = oneshot::channel();
+    let (ctx, group_id) = (ctx.clone(), group_id.to_string());
+    let mut answer = Box::pin(async move {
+        let work = move |there, partition| work(there, partition, Turn(Some(turn)));
+        on_coordinator(&ctx, &group_id, work).await
+    });
+    if let Either::Right((answer, _)) = select(passed, answer.as_mut()).await {
+        return Reply::Now(answer);
+    }
+    match answer.as_mut().now_or_never() {
+        Some(answer) => Reply::Now(answer),
+        None => Reply::Later(answer),
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use futures::future::{select, Either};
 use kafka_protocol::error::ResponseError;
 use laminar_engine::cluster::{MetadataError, MetadataStore};
 use laminar_engine::log::batch::BatchHeader;
-use laminar_engine::partition::LogError;
+use laminar_engine::partition::{AppendInfo, LogError, Partition};
 use laminar_engine::shard::shard_of_partition;
 
 use super::coordinator::Coordination;
@@ -70,50 +70,96 @@ pub async fn append(
     partition: i32,
     records: &[GroupRecord],
 ) -> Result<(), ResponseError> {
+    let (log, info) = append_batch(ctx, partition, records).await?;
+    wait_committed(ctx, partition, &log, info.last_offset).await
+}
+
+/// Appends `records` as [`append`] does, calls `appended` once they are in the log, and
+/// applies them to the coordinator in log order once committed (`GroupCoordinator::settle`).
+/// Between `appended` and the answer, the request's connection handles its next requests,
+/// and commits that arrive meanwhile share the fdatasync.
+pub async fn append_and_apply(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    records: Vec<GroupRecord>,
+    appended: impl FnOnce(),
+) -> Result<(), ResponseError> {
+    let batch = append_batch(ctx, partition, &records).await;
+    appended();
+    let (log, info) = batch?;
+    let coordinator = &ctx.state.groups;
+    coordinator.await_commit(partition, info.base_offset);
+    let committed = wait_committed(ctx, partition, &log, info.last_offset).await;
+    coordinator.settle(partition, info.base_offset, committed.is_ok().then_some(records));
+    committed
+}
+
+/// Appends `records` as one batch, without waiting for it to be durable.
+async fn append_batch(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    records: &[GroupRecord],
+) -> Result<(Rc<Partition>, AppendInfo), ResponseError> {
     let now = now_ms();
     let batch = encode_batch(records, now).map_err(|e| {
         tracing::error!(error = %e, "cannot encode group records");
         ResponseError::UnknownServerError
     })?;
-    let written = async {
-        let tp = offsets_partition(partition);
+    let tp = offsets_partition(partition);
+    let appended = async {
         let log = ctx.state.partition(&tp).await?;
         let info = log.append(batch, now).await?;
-        crate::maintenance::sync_rolled_segment(&tp, &log);
-        if let Some(replication) = &ctx.state.replication {
-            replication.leader_appended(&tp, &log);
-        }
+        Ok::<_, PartitionAccessError>((log, info))
+    };
+    let (log, info) = appended.await.map_err(|e| refused(partition, e))?;
+    crate::maintenance::sync_rolled_segment(&tp, &log);
+    if let Some(replication) = &ctx.state.replication {
+        replication.leader_appended(&tp, &log);
+    }
+    Ok((log, info))
+}
+
+/// Waits until the batch ending at `last_offset` is durable (`laminar.fsync=always`) and, in a
+/// cluster, on every in-sync replica (Kafka's offsets.commit.required.acks=-1).
+async fn wait_committed(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    log: &Rc<Partition>,
+    last_offset: i64,
+) -> Result<(), ResponseError> {
+    let committed = async {
         if ctx.state.shared.config.laminar_fsync == FsyncSetting::Always {
-            log.wait_durable(info.last_offset).await?;
+            log.wait_durable(last_offset).await?;
         }
-        // Kafka's offsets.commit.required.acks=-1: committed once every in-sync replica has it.
         if let Some(replication) = &ctx.state.replication {
+            let tp = offsets_partition(partition);
             let min_isr = ctx.state.shared.min_insync_replicas(OFFSETS_TOPIC);
             replication
-                .wait_replicated(&tp, &log, (info.last_offset, min_isr), OFFSETS_COMMIT_TIMEOUT)
+                .wait_replicated(&tp, log, (last_offset, min_isr), OFFSETS_COMMIT_TIMEOUT)
                 .await?;
         }
         Ok::<_, PartitionAccessError>(())
     };
-    written.await.map_err(|e| {
-        tracing::error!(partition, error = %e, "cannot write to {OFFSETS_TOPIC}");
-        match e {
-            PartitionAccessError::Log(LogError::MessageTooLarge { .. }) => {
-                ResponseError::InvalidCommitOffsetSize
-            }
-            // A full log dir: retriable, Kafka's answer when the offsets topic's append meets a
-            // storage error.
-            PartitionAccessError::Log(LogError::Exhausted(_)) => ResponseError::NotCoordinator,
-            PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
-            // Leadership of the group's partition moved: the client finds the new coordinator.
-            PartitionAccessError::NotLeader => ResponseError::NotCoordinator,
-            PartitionAccessError::Refused(ResponseError::RequestTimedOut) => ResponseError::RequestTimedOut,
-            PartitionAccessError::UnknownTopicOrPartition
-            | PartitionAccessError::NamedTwice
-            | PartitionAccessError::Refused(_)
-            | PartitionAccessError::ShardGone(_) => ResponseError::CoordinatorNotAvailable,
-        }
-    })
+    committed.await.map_err(|e| refused(partition, e))
+}
+
+/// What a group request that cannot write its records answers, logged.
+fn refused(partition: i32, error: PartitionAccessError) -> ResponseError {
+    tracing::error!(partition, %error, "cannot write to {OFFSETS_TOPIC}");
+    match error {
+        PartitionAccessError::Log(LogError::MessageTooLarge { .. }) => ResponseError::InvalidCommitOffsetSize,
+        // A full log dir: retriable, Kafka's answer when the offsets topic's append meets a
+        // storage error.
+        PartitionAccessError::Log(LogError::Exhausted(_)) => ResponseError::NotCoordinator,
+        PartitionAccessError::Log(_) => ResponseError::UnknownServerError,
+        // Leadership of the group's partition moved: the client finds the new coordinator.
+        PartitionAccessError::NotLeader => ResponseError::NotCoordinator,
+        PartitionAccessError::Refused(ResponseError::RequestTimedOut) => ResponseError::RequestTimedOut,
+        PartitionAccessError::UnknownTopicOrPartition
+        | PartitionAccessError::NamedTwice
+        | PartitionAccessError::Refused(_)
+        | PartitionAccessError::ShardGone(_) => ResponseError::CoordinatorNotAvailable,
+    }
 }
 
 /// Kafka's `offsets.commit.timeout.ms`: how long a commit waits for the in-sync replicas.

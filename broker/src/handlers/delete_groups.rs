@@ -57,10 +57,9 @@ async fn delete(ctx: &Rc<BrokerCtx>, partition: i32, group_id: &str) -> Result<(
         })
         .collect();
     tombstones.push(GroupRecord::Group(group_id.to_string(), None));
-    if let Err(error) = store::append(ctx, partition, &tombstones).await {
+    if let Err(error) = store::append_and_apply(ctx, partition, tombstones, || {}).await {
         coordinator.with_group(group_id, false, |group| group.state = GroupState::Empty);
         return Err(error);
     }
-    tombstones.into_iter().for_each(|r| coordinator.apply(r));
     Ok(())
 }

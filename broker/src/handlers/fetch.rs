@@ -21,6 +21,7 @@ use crate::handlers::partition_answers::{items_by_partition, push_partition};
 use crate::handlers::placement::Placement;
 use crate::replication::throttle::ThrottleSide;
 use crate::replication::FollowerFetch;
+use crate::reply::Reply;
 use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer};
 
 /// Kafka's READ_COMMITTED isolation level.
@@ -59,15 +60,16 @@ type Reads = Vec<(
     Result<ReadResult<RecordBytes>, PartitionAccessError>,
 )>;
 
-/// Answers a fetch; `placement` is the asking connection's.
+/// Answers a fetch; `placement` is the asking connection's. A fetch short of `min_bytes`
+/// is answered later (`crate::reply`), once data arrives or its wait ends, while the
+/// connection handles its next requests.
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     request: FetchRequest,
     version: i16,
     placement: &Placement,
-) -> FetchAnswer {
+) -> Reply<FetchAnswer> {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
-    let min_bytes = request.min_bytes.max(0) as usize;
     // The broker's fetch.max.bytes bounds every answer (as Kafka's does), so none nears the
     // 2 GiB a frame size can express, whatever the client asked.
     let broker_max_bytes = ctx.state.shared.config.fetch_max_bytes as usize;
@@ -82,7 +84,7 @@ pub async fn handle(
     };
     let opened = match open_session(ctx, &request, version, reader) {
         Ok(opened) => opened,
-        Err(error) => return FetchAnswer::failed(error.code()),
+        Err(error) => return Reply::Now(FetchAnswer::failed(error.code())),
     };
     let wanted: Vec<(TopicPartition, Wanted)> = opened
         .partitions
@@ -99,45 +101,89 @@ pub async fn handle(
         })
         .collect();
     placement.note(wanted.iter().map(|(tp, _)| tp));
-    let mut results = read_all(ctx, &wanted, max_bytes).await;
-    loop {
+    let results = read_all(ctx, &wanted, max_bytes).await;
+    let fetch = Fetching {
+        ctx: ctx.clone(),
+        opened,
+        wanted,
+        max_bytes,
+        min_bytes: request.min_bytes.max(0) as usize,
+        deadline,
+        reader,
+        isolation_level: request.isolation_level,
+    };
+    if fetch.answers_now(&results) {
+        return Reply::Now(fetch.answer(results).await);
+    }
+    Reply::Later(Box::pin(fetch.long_poll(results)))
+}
+
+/// A fetch whose first reads are done. Owned by the asking connection's shard.
+struct Fetching {
+    ctx: Rc<BrokerCtx>,
+    opened: Opened,
+    wanted: Vec<(TopicPartition, Wanted)>,
+    max_bytes: usize,
+    min_bytes: usize,
+    deadline: Instant,
+    reader: Reader,
+    isolation_level: i8,
+}
+
+impl Fetching {
+    /// Whether `results` answer the fetch: `min_bytes` (at least one byte) read, an error, the
+    /// wait over, or the broker stopping.
+    fn answers_now(&self, results: &Reads) -> bool {
         let any_error = results.iter().any(|(_, r)| r.is_err());
         let bytes: usize = results
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok())
             .map(|read| read.data.len())
             .sum();
-        let shutting_down = || ctx.state.shared.shutdown.is_triggered();
-        if bytes >= min_bytes.max(1) || any_error || Instant::now() >= deadline || shutting_down() {
-            break;
-        }
-        wait_for_appends(ctx, read_up_to(&wanted, &results), reader.read_end(), deadline).await;
-        if Instant::now() >= deadline && !shutting_down() {
-            // The wait saw nothing grow before the deadline, so the reads before it still
-            // answer: a caught-up consumer's long poll reads each partition once, not twice.
-            break;
-        }
-        results = read_all(ctx, &wanted, max_bytes).await;
+        let shutting_down = self.ctx.state.shared.shutdown.is_triggered();
+        bytes >= self.min_bytes.max(1) || any_error || Instant::now() >= self.deadline || shutting_down
     }
-    let results = fit_to_budget(ctx, &wanted, results, max_bytes).await;
-    let answers = partition_answers(results, request.isolation_level);
-    // Sessionless fetches (librdkafka's, kafkajs's, followers') keep nothing per partition.
-    let told: Vec<Answered> = match opened.context {
-        FetchContext::Sessionless => Vec::new(),
-        _ => answers.iter().map(|(_, answer)| told_of(answer)).collect(),
-    };
-    let sessions = &ctx.state.shared.fetch_sessions;
-    let (session_id, sent) = sessions.answered(&opened, &told, Instant::now());
-    let mut answer = FetchAnswer {
-        session_id,
-        ..FetchAnswer::default()
-    };
-    for (at, (tp, partition)) in answers.into_iter().enumerate() {
-        if sent.as_ref().is_none_or(|sent| sent[at]) {
-            push_partition(&mut answer.topics, &tp.topic, partition);
+
+    /// Waits for appends and reads again until the results answer the fetch.
+    async fn long_poll(self, mut results: Reads) -> FetchAnswer {
+        let (ctx, wanted) = (&self.ctx, &self.wanted);
+        while !self.answers_now(&results) {
+            let read_end = self.reader.read_end();
+            wait_for_appends(ctx, read_up_to(wanted, &results), read_end, self.deadline).await;
+            if Instant::now() >= self.deadline && !ctx.state.shared.shutdown.is_triggered() {
+                // The wait saw nothing grow before the deadline, so the reads before it still
+                // answer: a caught-up consumer's long poll reads each partition once, not twice.
+                break;
+            }
+            results = read_all(ctx, wanted, self.max_bytes).await;
         }
+        self.answer(results).await
     }
-    answer
+
+    /// The answer from `results`, trimmed to the fetch's byte budget, as the fetch session
+    /// sends it.
+    async fn answer(self, results: Reads) -> FetchAnswer {
+        let ctx = &self.ctx;
+        let results = fit_to_budget(ctx, &self.wanted, results, self.max_bytes).await;
+        let answers = partition_answers(results, self.isolation_level);
+        // Sessionless fetches (librdkafka's, kafkajs's, followers') keep nothing per partition.
+        let told: Vec<Answered> = match self.opened.context {
+            FetchContext::Sessionless => Vec::new(),
+            _ => answers.iter().map(|(_, answer)| told_of(answer)).collect(),
+        };
+        let sessions = &ctx.state.shared.fetch_sessions;
+        let (session_id, sent) = sessions.answered(&self.opened, &told, Instant::now());
+        let mut answer = FetchAnswer {
+            session_id,
+            ..FetchAnswer::default()
+        };
+        for (at, (tp, partition)) in answers.into_iter().enumerate() {
+            if sent.as_ref().is_none_or(|sent| sent[at]) {
+                push_partition(&mut answer.topics, &tp.topic, partition);
+            }
+        }
+        answer
+    }
 }
 
 /// The partitions to read for `request`, once its fetch session fields (v7+) are applied: those

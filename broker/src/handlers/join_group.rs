@@ -10,21 +10,22 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
 use crate::group::member::{JoinArgs, JoinOutcome};
-use crate::group::{on_coordinator, store};
+use crate::group::{on_coordinator_in_turn, store};
+use crate::reply::Reply;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     request: JoinGroupRequest,
     version: i16,
     client_id: String,
-) -> JoinGroupResponse {
+) -> Reply<JoinGroupResponse> {
     let group_id = request.group_id.to_string();
     let member_id = request.member_id.to_string();
     if group_id.is_empty() {
-        return response(
+        return Reply::Now(response(
             JoinOutcome::failed(ResponseError::InvalidGroupId, &member_id),
             version,
-        );
+        ));
     }
     let args = JoinArgs {
         member_id: member_id.clone(),
@@ -48,12 +49,13 @@ pub async fn handle(
         require_known_member_id: version >= 4,
     };
     let id = group_id.clone();
-    let joined = on_coordinator(ctx, &group_id, move |there, partition| async move {
+    let joined = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut turn| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
         let create = args.member_id.is_empty();
         let member_id = args.member_id.clone();
         let waiting = coordinator.with_group(&id, create, |group| group.join(args, now));
+        turn.pass();
         store::persist_group(&there, partition, &id).await;
         match waiting {
             None => JoinOutcome::failed(ResponseError::UnknownMemberId, &member_id),
@@ -64,8 +66,10 @@ pub async fn handle(
         }
     })
     .await;
-    let outcome = joined.unwrap_or_else(|error| JoinOutcome::failed(error, &member_id));
-    response(outcome, version)
+    joined.map(move |joined| {
+        let outcome = joined.unwrap_or_else(|error| JoinOutcome::failed(error, &member_id));
+        response(outcome, version)
+    })
 }
 
 /// The wire answer for `outcome` at `version`: fields a version lacks stay at their defaults.

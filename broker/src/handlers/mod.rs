@@ -12,6 +12,7 @@ use crate::broker::BrokerCtx;
 use crate::handlers::append_order::AppendOrder;
 use crate::handlers::placement::Placement;
 use crate::metrics::ProducedTraffic;
+use crate::reply::Reply;
 use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
 
 pub mod alter_configs;
@@ -59,9 +60,12 @@ pub enum Outcome {
     /// Nothing to write (Produce with acks=0).
     NoResponse,
     /// Write this frame when it is ready (a produce whose appends and, for acks=all, fdatasync
-    /// are under way), or nothing (acks=0); the connection handles later requests meanwhile
-    /// and keeps answers in request order.
+    /// are under way; an OffsetCommit being made durable; a JoinGroup or SyncGroup waiting for
+    /// its rebalance), or nothing (acks=0); the connection handles later requests meanwhile
+    /// and keeps answers in request order (`crate::reply`).
     Deferred(Pin<Box<dyn Future<Output = Result<Option<Bytes>, RequestError>>>>),
+    /// As `RespondChunks`, once ready (a fetch waiting for data).
+    DeferredChunks(Pin<Box<dyn Future<Output = Vec<laminar_protocol::chunk::Chunk>>>>),
 }
 
 /// A request that cannot be answered: the connection is closed, as Kafka does.
@@ -145,10 +149,15 @@ pub async fn handle(
         RequestKind::Produce(r) => handle_produce(ctx, connection, r, version, correlation_id),
         RequestKind::Fetch(r) => {
             let answer = fetch::handle(ctx, r, version, &connection.placement).await;
-            ctx.state.metrics.count_fetched(&answer);
-            Ok(Outcome::RespondChunks(
-                laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id),
-            ))
+            let ctx = ctx.clone();
+            let encoded = answer.map(move |answer| {
+                ctx.state.metrics.count_fetched(&answer);
+                laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id)
+            });
+            Ok(match encoded {
+                Reply::Now(chunks) => Outcome::RespondChunks(chunks),
+                Reply::Later(chunks) => Outcome::DeferredChunks(chunks),
+            })
         }
         request if is_group_api(api_key) => {
             handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
@@ -298,12 +307,28 @@ async fn handle_group_api(
         }
         RequestKind::JoinGroup(r) => {
             let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();
-            ResponseKind::JoinGroup(join_group::handle(ctx, r, version, client_id).await)
+            let answer = join_group::handle(ctx, r, version, client_id).await;
+            return respond_in_turn(
+                api_key,
+                version,
+                correlation_id,
+                answer.map(ResponseKind::JoinGroup),
+            );
         }
-        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(sync_group::handle(ctx, r, version).await),
+        RequestKind::SyncGroup(r) => {
+            let answer = sync_group::handle(ctx, r, version)
+                .await
+                .map(ResponseKind::SyncGroup);
+            return respond_in_turn(api_key, version, correlation_id, answer);
+        }
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(ctx, r).await),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(ctx, r, version).await),
-        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(offset_commit::handle(ctx, r).await),
+        RequestKind::OffsetCommit(r) => {
+            let answer = offset_commit::handle(ctx, r)
+                .await
+                .map(ResponseKind::OffsetCommit);
+            return respond_in_turn(api_key, version, correlation_id, answer);
+        }
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(ctx, r, version).await),
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(ctx, r, version).await),
         RequestKind::DescribeGroups(r) => {
@@ -314,6 +339,22 @@ async fn handle_group_api(
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
+}
+
+/// The answer of a request that may be answered late (`crate::reply`): written when ready,
+/// in request order.
+fn respond_in_turn(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    answer: Reply<ResponseKind>,
+) -> Result<Outcome, RequestError> {
+    match answer {
+        Reply::Now(response) => respond(api_key, version, correlation_id, &response),
+        Reply::Later(response) => Ok(Outcome::Deferred(Box::pin(async move {
+            encode(api_key, version, correlation_id, &response.await).map(Some)
+        }))),
+    }
 }
 
 fn respond(

@@ -1,5 +1,7 @@
-//! OffsetCommit: checks the member and generation on the group's coordinator shard, appends the
-//! offsets to `__consumer_offsets`, and answers once they are written.
+//! OffsetCommit: checks the member and generation on the group's coordinator shard and appends
+//! the offsets to `__consumer_offsets` in the connection's turn, then answers once they are
+//! committed (durable, replicated in a cluster) while the connection handles its next
+//! requests: a consumer that commits after each message has its commits share fdatasyncs.
 
 use std::rc::Rc;
 
@@ -10,8 +12,9 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use crate::broker::BrokerCtx;
 use crate::clock::now_ms;
 use crate::group::records::{GroupRecord, OffsetKey, OffsetValue};
-use crate::group::{on_coordinator, store};
+use crate::group::{on_coordinator_in_turn, store};
 use crate::handlers::partition_answers::push_partition;
+use crate::reply::Reply;
 
 /// Kafka's `offset.metadata.max.bytes` default.
 const METADATA_BYTES_MAX: usize = 4096;
@@ -19,7 +22,7 @@ const METADATA_BYTES_MAX: usize = 4096;
 /// One partition of the request: (topic, partition, offset, leader epoch, metadata).
 type Commit = (String, i32, i64, i32, String);
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
     let commits: Vec<Commit> = request
         .topics
         .iter()
@@ -43,7 +46,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Offset
     let generation_id = request.generation_id_or_member_epoch;
     let id = group_id.clone();
     let keys: Vec<(String, i32)> = commits.iter().map(|c| (c.0.clone(), c.1)).collect();
-    let done = on_coordinator(ctx, &group_id, move |there, partition| async move {
+    let done = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut turn| async move {
         let coordinator = &there.state.groups;
         coordinator.check_commit(&id, &member_id, instance_id.as_deref(), generation_id)?;
         let topics = there.state.shared.metadata.current();
@@ -76,16 +79,15 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Offset
             results.push(error);
         }
         if !records.is_empty() {
-            if let Err(error) = store::append(&there, partition, &records).await {
+            let appended = || turn.pass();
+            if let Err(error) = store::append_and_apply(&there, partition, records, appended).await {
                 return Ok(results.into_iter().map(|e| Some(e.unwrap_or(error))).collect());
             }
-            records.into_iter().for_each(|r| coordinator.apply(r));
         }
         Ok(results)
     })
-    .await
-    .and_then(|r| r);
-    response(keys, done)
+    .await;
+    done.map(move |done| response(keys, done.and_then(|r| r)))
 }
 
 pub fn response(

@@ -46,8 +46,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> Offset
             errors.push(None);
         }
         if !tombstones.is_empty() {
-            store::append(&there, partition, &tombstones).await?;
-            tombstones.into_iter().for_each(|r| coordinator.apply(r));
+            store::append_and_apply(&there, partition, tombstones, || {}).await?;
         }
         Ok(errors)
     })

@@ -8,15 +8,23 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
 use crate::group::member::SyncOutcome;
-use crate::group::{on_coordinator, store};
+use crate::group::{on_coordinator_in_turn, store};
+use crate::reply::Reply;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    request: SyncGroupRequest,
+    version: i16,
+) -> Reply<SyncGroupResponse> {
     let group_id = request.group_id.to_string();
     if group_id.is_empty() {
-        return response(SyncOutcome::failed(ResponseError::InvalidGroupId), version);
+        return Reply::Now(response(
+            SyncOutcome::failed(ResponseError::InvalidGroupId),
+            version,
+        ));
     }
     let id = group_id.clone();
-    let synced = on_coordinator(ctx, &group_id, move |there, partition| async move {
+    let synced = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut turn| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
         let assignments = request
@@ -38,6 +46,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: SyncGroupRequest, version: i16
                 now,
             )
         });
+        turn.pass();
         store::persist_group(&there, partition, &id).await;
         match waiting {
             None => SyncOutcome::failed(ResponseError::UnknownMemberId),
@@ -47,7 +56,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: SyncGroupRequest, version: i16
         }
     })
     .await;
-    response(synced.unwrap_or_else(SyncOutcome::failed), version)
+    synced.map(move |synced| response(synced.unwrap_or_else(SyncOutcome::failed), version))
 }
 
 pub fn response(outcome: SyncOutcome, version: i16) -> SyncGroupResponse {

@@ -328,7 +328,7 @@ async fn commit(ctx: &Rc<BrokerCtx>, id: &str, topic: &str, offsets: &[(i32, i64
         .with_topics(vec![OffsetCommitRequestTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(partitions)]);
-    let answer = offset_commit::handle(ctx, request).await;
+    let answer = offset_commit::handle(ctx, request).await.ready().await;
     let failed = answer
         .topics
         .iter()
