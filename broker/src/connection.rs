@@ -156,6 +156,9 @@ struct Inbound {
     /// [`read_more`] counts, so a connection that stops reading while it owes answers (or while
     /// a handler runs) never charges that time to the client's frame.
     frame_waited: Cell<Duration>,
+    /// Whether the connection owes answers while it reads: then it is not idle, however long
+    /// the client stays quiet (it waits for a rebalance, say).
+    owes_answers: bool,
     idle_timeout: Duration,
     receive_timeout: Duration,
 }
@@ -178,6 +181,7 @@ impl Inbound {
             reader,
             lease,
             frame_waited: Cell::new(frame_waited),
+            owes_answers: false,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
             receive_timeout: Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64),
         }
@@ -239,6 +243,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Op
                 if ctx.state.shared.shutdown.is_triggered() {
                     return closed(CloseReason::Shutdown);
                 }
+                inbound.owes_answers = false;
                 read_more(ctx, stream, &mut inbound).await
             }
             _ if moving.is_some() || answers.len() >= ANSWERS_IN_FLIGHT_MAX => {
@@ -247,6 +252,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Op
             }
             _ => {
                 // A deferred answer is pending: read the next request meanwhile.
+                inbound.owes_answers = true;
                 let raced = {
                     let next_answer = answers.next();
                     let read = std::pin::pin!(read_more(ctx, stream, &mut inbound));
@@ -421,8 +427,9 @@ impl laminar_protocol::frame::Receive for SocketNow {
     }
 }
 
-/// Between requests a connection waits for the client, the idle timeout or shutdown; inside a
-/// partially received frame it waits for the rest until the frame's receive deadline.
+/// Between requests a connection waits for the client, the idle timeout (unless it owes
+/// answers) or shutdown; inside a partially received frame it waits for the rest until the
+/// frame's receive deadline.
 async fn deadline_or_shutdown(
     ctx: &Rc<BrokerCtx>,
     inbound: &Inbound,
@@ -437,6 +444,10 @@ async fn deadline_or_shutdown(
         return CloseReason::FrameTimedOut(inbound.receive_timeout);
     }
     let stop = std::pin::pin!(ctx.state.shared.shutdown.wait());
+    if inbound.owes_answers {
+        stop.await;
+        return CloseReason::Shutdown;
+    }
     match select(timeout, stop).await {
         Either::Left(_) => CloseReason::Idle(inbound.idle_timeout),
         Either::Right(_) => CloseReason::Shutdown,

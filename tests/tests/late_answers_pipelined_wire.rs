@@ -237,3 +237,17 @@ fn a_long_poll_fetch_does_not_hold_back_the_answer_to_the_request_before_it() ->
     ensure!(fetched.responses[0].partitions[0].error_code == 0, "{fetched:?}");
     Ok(())
 }
+
+/// A JoinGroup that waits longer than `connections.max.idle.ms` for its rebalance: the client
+/// is quiet meanwhile, but the connection owes it an answer, so it is not idle.
+#[test]
+fn a_connection_that_owes_an_answer_is_not_closed_as_idle() -> Result<()> {
+    let options = BrokerOptions::default()
+        .with_override("connections.max.idle.ms", "1000")
+        .with_override("group.initial.rebalance.delay.ms", "3000");
+    let broker = Broker::start(options)?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    let joined = conn.request(&join_request(&unique_topic("late-idle-group")), 3)?;
+    ensure!(joined.error_code == 0, "{joined:?}");
+    Ok(())
+}
