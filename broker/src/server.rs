@@ -205,7 +205,12 @@ fn follow_the_quorum(
     } else {
         // Not at the first start: the single-node topics it migrates are not in the metadata
         // yet, and would all look stray.
-        crate::cluster::stray::set_aside_stray_replicas(&link, &shared.log_dir)?;
+        let max_percent = shared
+            .config
+            .cluster
+            .as_ref()
+            .map_or(100, |settings| settings.stray_replicas_max_percent);
+        crate::cluster::stray::set_aside_stray_replicas(&link, &shared.log_dir, max_percent)?;
     }
     crate::cluster::view::start_sync(shared.clone(), link)
 }

@@ -35,7 +35,16 @@ pub struct ActiveController {
     leading: bool,
     /// Idle forwarding connections per other voter (at most `FORWARD_IDLE_MAX` each).
     peers: ForwardPool,
+    /// A write that outlived its request's timeout: openraft may still commit it. Nothing is
+    /// decided until it is applied or known lost, so that every decision is made on a state
+    /// holding every earlier one, and every record written applies (`state_machine.rs`).
+    unresolved: Option<tokio::task::JoinHandle<WriteResult>>,
 }
+
+type WriteResult = Result<
+    openraft::raft::ClientWriteResponse<TypeConfig>,
+    openraft::error::RaftError<u64, openraft::error::ClientWriteError<u64, BasicNode>>,
+>;
 
 /// Idle connections kept per voter for forwarding: forwards run beside the loop, each on a
 /// connection of its own, so one stuck on a frozen leader holds up neither the loop nor the
@@ -67,6 +76,7 @@ impl ActiveController {
             sessions: HashMap::new(),
             leading: false,
             peers: ForwardPool::default(),
+            unresolved: None,
         }
     }
 
@@ -95,6 +105,14 @@ impl ActiveController {
         self.raft.metrics().borrow().current_leader
     }
 
+    /// Whether this node leads, once any earlier write is resolved (see `unresolved`).
+    async fn lead(&mut self) -> bool {
+        if let Some(writing) = self.unresolved.take() {
+            let _ = writing.await;
+        }
+        self.refresh_leadership()
+    }
+
     /// Tracks leadership changes: a new leader gives every broker a fresh session, as
     /// Kafka's new active controller does, so none is fenced for the election's gap.
     fn refresh_leadership(&mut self) -> bool {
@@ -120,7 +138,7 @@ impl ActiveController {
     /// Serves a command here when this node leads; else forwards it to the leader from a task
     /// of its own (the loop goes on), or answers NOT_CONTROLLER.
     async fn serve(&mut self, command: Command) {
-        if self.refresh_leadership() {
+        if self.lead().await {
             let response = self.serve_as_leader(command.request).await;
             let _ = command.reply.send(response);
             return;
@@ -154,7 +172,7 @@ impl ActiveController {
     /// The auto leader rebalance, on the active controller only (as in Kafka): a preferred
     /// election of the partitions `leaders_to_rebalance` picks, served like a request.
     async fn rebalance_leaders(&mut self) {
-        if !self.refresh_leadership() {
+        if !self.lead().await {
             return;
         }
         let image = self.images.borrow().clone();
@@ -238,19 +256,19 @@ impl ActiveController {
             return Written::Applied(self.images.borrow().version);
         }
         let timeout = duration_ms(self.config.request_timeout_ms);
-        let written = tokio::time::timeout(timeout, self.raft.client_write(RecordBatch { records })).await;
-        match written {
-            Err(_) => Written::Failed(REQUEST_TIMED_OUT, "the records did not commit in time".into()),
-            Ok(Ok(answer)) => {
-                if answer.data.records_skipped > 0 {
-                    tracing::warn!(
-                        skipped = answer.data.records_skipped,
-                        "controller: records did not fit the state"
-                    );
-                }
-                Written::Applied(answer.data.log_index)
+        let raft = self.raft.clone();
+        let mut writing = tokio::spawn(async move { raft.client_write(RecordBatch { records }).await });
+        let written = match tokio::time::timeout(timeout, &mut writing).await {
+            Err(_) => {
+                self.unresolved = Some(writing);
+                return Written::Failed(REQUEST_TIMED_OUT, "the records did not commit in time".into());
             }
-            Ok(Err(e)) => match e.forward_to_leader() {
+            Ok(Err(gone)) => return Written::Failed(UNKNOWN_SERVER_ERROR, gone.to_string()),
+            Ok(Ok(written)) => written,
+        };
+        match written {
+            Ok(answer) => Written::Applied(answer.data.log_index),
+            Err(e) => match e.forward_to_leader() {
                 Some(forward) => Written::NotLeader(forward.leader_id),
                 None => Written::Failed(UNKNOWN_SERVER_ERROR, e.to_string()),
             },
@@ -259,7 +277,8 @@ impl ActiveController {
 
     /// Fences (and moves the leaderships of) every unfenced broker whose session expired.
     async fn fence_expired_sessions(&mut self) {
-        if !self.refresh_leadership() {
+        // Decide on everything committed so far, as `serve_as_leader` does.
+        if !self.lead().await || self.raft.ensure_linearizable().await.is_err() {
             return;
         }
         let image = self.images.borrow().clone();

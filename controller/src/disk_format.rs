@@ -135,11 +135,30 @@ pub fn decode_envelope(bytes: &[u8], magic: [u8; 8], body_len_max: u64) -> Resul
 /// Writes `bytes` as `dir/name` so that a crash leaves the old or the new file: a temporary
 /// file, fsync, rename, fsync of the directory.
 pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), DiskError> {
+    replace_file_verified(dir, name, bytes, |_| Ok(()))
+}
+
+/// As [`replace_file`], with `verify` run on the temporary file once it is durable: the old
+/// file stays unless the new one reads back as it should.
+pub fn replace_file_verified(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    verify: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<(), DiskError> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
     let mut file = std::fs::File::create(&tmp).map_err(|e| DiskError::io(&tmp, e))?;
     file.write_all(bytes).map_err(|e| DiskError::io(&tmp, e))?;
     file.sync_all().map_err(|e| DiskError::io(&tmp, e))?;
+    drop(file);
+    if let Err(reason) = verify(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(DiskError::corrupt(
+            &tmp,
+            format!("written but does not read back: {reason}"),
+        ));
+    }
     std::fs::rename(&tmp, &path).map_err(|e| DiskError::io(&path, e))?;
     sync_dir(dir)
 }

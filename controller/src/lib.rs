@@ -13,6 +13,7 @@ mod config;
 mod decision;
 pub mod decisions;
 pub mod disk_format;
+pub mod fault;
 mod handle;
 pub mod log_store;
 pub mod metadata;

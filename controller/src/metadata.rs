@@ -6,10 +6,13 @@
 //! pointers, not partitions.
 //!
 //! Applying a record that does not fit the state (an unknown topic, a leader outside the ISR,
-//! a fenced leader, ...) returns [`ApplyError`] and changes nothing: the log is replicated data
-//! and a bad record must not stop (or panic) every node. The invariants kept, for every
-//! partition: `leader ∈ isr ⊆ replicas` (or no leader), replicas distinct and registered,
-//! epochs only grow, and a fenced broker leads nothing.
+//! a fenced leader, ...) returns [`ApplyError`] and changes nothing. The active controller
+//! checks every record it decides against the state it will apply to, so on a committed
+//! record an error is a bug, and the state machine treats it as one (`state_machine.rs`: the
+//! node stops, saying which record). The invariants kept, for every partition:
+//! `leader ∈ isr ⊆ replicas` (or no leader), replicas distinct and registered, epochs only
+//! grow, and a fenced broker leads nothing; [`ClusterMetadata::check_invariants`] checks them
+//! all at once (the model test runs it after every step).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -313,8 +316,40 @@ impl ClusterMetadata {
             new.leader_epoch = old.leader_epoch.saturating_add(1);
         }
         new.partition_epoch = old.partition_epoch.saturating_add(1);
+        assert!(
+            new.leader_epoch >= old.leader_epoch && new.partition_epoch > old.partition_epoch,
+            "a partition change moves its epochs forward"
+        );
         if let Some(topic) = self.topics.get_mut(&r.topic_id) {
             Arc::make_mut(topic).partitions.insert(r.partition_id, new);
+        }
+        Ok(())
+    }
+
+    /// Every invariant of the whole state at once (see the module comment): each partition's
+    /// state, dense partition indexes, topic names and ids mapping one to one. For tests and
+    /// checks after the fact: applying a record checks the part it changes.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.topic_ids_by_name.len() != self.topics.len() {
+            return Err("topic names and ids differ in number".into());
+        }
+        for (name, id) in &self.topic_ids_by_name {
+            let topic = self
+                .topics
+                .get(id)
+                .ok_or(format!("topic {name}: no state for its id"))?;
+            if &topic.name != name || topic.topic_id != *id {
+                return Err(format!("topic {name}: its state names another"));
+            }
+            for (at, (index, partition)) in topic.partitions.iter().enumerate() {
+                if usize::try_from(*index).ok() != Some(at) {
+                    return Err(format!(
+                        "topic {name}: partition indexes are not dense at {index}"
+                    ));
+                }
+                self.check_partition_state(partition)
+                    .map_err(|e| format!("{name}-{index}: {e} ({partition:?})"))?;
+            }
         }
         Ok(())
     }

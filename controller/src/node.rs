@@ -115,7 +115,8 @@ async fn start_parts(
     let node_id = raft_id(config.node_id)?;
     let (images_tx, images_rx) = watch::channel(Arc::new(MetadataImage::default()));
     let log_store = LogStore::open(&config.metadata_dir)?;
-    let state_machine = MetadataStateMachine::open(&config.metadata_dir, images_tx)?;
+    let fault = crate::fault::stop_the_process();
+    let state_machine = MetadataStateMachine::open(&config.metadata_dir, images_tx, fault)?;
     let listener = tokio::net::TcpListener::bind(config.listen_addr).await?;
     let listen_addr = listener.local_addr()?;
     let raft = Raft::new(

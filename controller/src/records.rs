@@ -177,10 +177,8 @@ impl std::fmt::Display for RecordBatch {
     }
 }
 
-/// What applying one entry did: its log index (a broker epoch when it registered a broker)
-/// and how many of its records did not fit the state and were skipped.
+/// What applying one entry did: its log index (a broker epoch when it registered a broker).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyOutcome {
     pub log_index: u64,
-    pub records_skipped: u32,
 }

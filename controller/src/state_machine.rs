@@ -5,6 +5,15 @@
 //! [`MetadataStateMachine`] is owned by openraft's state-machine task on the controller
 //! runtime (tokio thread). The latest snapshot is shared with the snapshot builder (which
 //! openraft runs on the same runtime) behind a mutex.
+//!
+//! The state machine trusts nothing it did not check, including itself: every record the
+//! active controller decided was checked against the state it applies to (`active.rs` decides
+//! only on a state that holds every earlier decision), so a committed record that does not
+//! apply, or a state that does not encode, is a bug. Either goes to the node's
+//! [`FaultHandler`], which stops the process with a clear message: skipping the record would
+//! leave this node's metadata quietly different from what was decided, and an empty snapshot
+//! would be an empty cluster at the next start. A snapshot file is written to a temporary
+//! file, read back and decoded before it replaces the last good one.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -18,6 +27,7 @@ use openraft::{
 use tokio::sync::watch;
 
 use crate::disk_format::*;
+use crate::fault::FaultHandler;
 use crate::metadata::{ClusterMetadata, MetadataImage};
 use crate::records::ApplyOutcome;
 use crate::snapshot_format::{decode_metadata, encode_metadata};
@@ -40,6 +50,7 @@ pub struct MetadataStateMachine {
     snapshot: Arc<Mutex<Option<StoredSnapshot>>>,
     /// Bounded by construction: a watch holds only the latest image.
     images: watch::Sender<Arc<MetadataImage>>,
+    fault: FaultHandler,
 }
 
 fn lock(snapshot: &Mutex<Option<StoredSnapshot>>) -> MutexGuard<'_, Option<StoredSnapshot>> {
@@ -57,7 +68,11 @@ fn write_error(e: impl ToString) -> StorageError<u64> {
 impl MetadataStateMachine {
     /// Opens the state machine under `dir`: the state of the last snapshot, if any. Entries
     /// after it are applied again by openraft from the log.
-    pub fn open(dir: &Path, images: watch::Sender<Arc<MetadataImage>>) -> Result<Self, DiskError> {
+    pub fn open(
+        dir: &Path,
+        images: watch::Sender<Arc<MetadataImage>>,
+        fault: FaultHandler,
+    ) -> Result<Self, DiskError> {
         let path = dir.join(SNAPSHOT_FILE);
         let mut machine = MetadataStateMachine {
             dir: dir.to_path_buf(),
@@ -66,6 +81,7 @@ impl MetadataStateMachine {
             membership: StoredMembership::default(),
             snapshot: Arc::new(Mutex::new(None)),
             images,
+            fault,
         };
         if let Some(body) = read_envelope_file(&path, SNAPSHOT_MAGIC, SNAPSHOT_LEN_MAX)? {
             let (meta, state): (Meta, Vec<u8>) =
@@ -95,20 +111,21 @@ impl MetadataStateMachine {
         self.images.send_replace(Arc::new(image));
     }
 
-    fn apply_entry(&mut self, entry: Entry) -> ApplyOutcome {
+    /// Applies one committed entry. A record that does not apply is a fault (see the module
+    /// comment); a fault handler that returns (a test's) leaves the state as the records
+    /// before it left it.
+    pub fn apply_entry(&mut self, entry: Entry) -> ApplyOutcome {
         let log_index = entry.log_id.index;
         self.last_applied = Some(entry.log_id);
-        let mut outcome = ApplyOutcome {
-            log_index,
-            records_skipped: 0,
-        };
         match entry.payload {
             EntryPayload::Blank => {}
             EntryPayload::Normal(batch) => {
-                for record in &batch.records {
-                    if let Err(e) = self.metadata.apply(record, log_index) {
-                        tracing::debug!(log_index, error = %e, "controller: record skipped");
-                        outcome.records_skipped += 1;
+                for (at, record) in batch.records.iter().enumerate() {
+                    if let Err(error) = self.metadata.apply(record, log_index) {
+                        (self.fault)(&format!(
+                            "committed metadata record {at} of log entry {log_index} does not apply: {error} ({record:?})"
+                        ));
+                        break;
                     }
                 }
             }
@@ -116,7 +133,12 @@ impl MetadataStateMachine {
                 self.membership = StoredMembership::new(Some(entry.log_id), membership);
             }
         }
-        outcome
+        ApplyOutcome { log_index }
+    }
+
+    /// The applied metadata.
+    pub fn metadata(&self) -> &ClusterMetadata {
+        &self.metadata
     }
 }
 
@@ -138,9 +160,40 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     }
 }
 
+/// Writes `snapshot` as the `snapshot` file, replacing the last good one only once the new
+/// file has been read back whole and its state decodes.
 fn write_snapshot_file(dir: &Path, snapshot: &StoredSnapshot) -> Result<(), String> {
     let body = bincode::serialize(&(&snapshot.meta, &snapshot.state)).map_err(|e| e.to_string())?;
-    replace_file(dir, SNAPSHOT_FILE, &encode_envelope(SNAPSHOT_MAGIC, &body)).map_err(|e| e.to_string())
+    let verify = |path: &Path| -> Result<(), String> {
+        let read = read_envelope_file(path, SNAPSHOT_MAGIC, SNAPSHOT_LEN_MAX).map_err(|e| e.to_string())?;
+        let body = read.ok_or("the new snapshot file vanished")?;
+        let (_, state): (Meta, Vec<u8>) = decode_body(&body)?;
+        decode_metadata(&state).map(|_| ())
+    };
+    replace_file_verified(
+        dir,
+        SNAPSHOT_FILE,
+        &encode_envelope(SNAPSHOT_MAGIC, &body),
+        verify,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The state's snapshot bytes. Our own state always encodes unless there is a bug: a failure
+/// is a fault, never an empty snapshot written over a good one.
+fn encode_state(metadata: &ClusterMetadata, fault: &FaultHandler) -> Vec<u8> {
+    encoded_or_fault(encode_metadata(metadata), fault)
+}
+
+/// The bytes of an encoding; a failure goes to `fault` and leaves no bytes, which no snapshot
+/// file accepts (`write_snapshot_file` decodes what it wrote before it keeps it).
+fn encoded_or_fault(encoded: Result<Vec<u8>, String>, fault: &FaultHandler) -> Vec<u8> {
+    encoded.unwrap_or_else(|error| {
+        fault(&format!(
+            "the metadata state does not encode for a snapshot: {error}"
+        ));
+        Vec::new()
+    })
 }
 
 impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
@@ -168,9 +221,7 @@ impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
             || "empty".to_string(),
             |id| format!("{}-{}", id.leader_id, id.index),
         );
-        // An encoding failure of our own in-memory state would be a bug; an empty state makes
-        // the snapshot fail to decode at install instead of panicking here.
-        let state = encode_metadata(&self.metadata).unwrap_or_default();
+        let state = encode_state(&self.metadata, &self.fault);
         SnapshotBuilder {
             dir: self.dir.clone(),
             snapshot: StoredSnapshot {
@@ -212,5 +263,97 @@ impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
             meta: s.meta,
             snapshot: Box::new(Cursor::new(s.state)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::{MetadataRecord, PartitionChangeRecord, RecordBatch, RegisterBrokerRecord};
+
+    /// A fault handler that records what it was told, and returns.
+    fn recording() -> (FaultHandler, Arc<Mutex<Vec<String>>>) {
+        let faults = Arc::new(Mutex::new(Vec::new()));
+        let kept = faults.clone();
+        let handler: FaultHandler = Arc::new(move |fault: &str| kept.lock().unwrap().push(fault.to_string()));
+        (handler, faults)
+    }
+
+    fn machine(dir: &Path, fault: FaultHandler) -> MetadataStateMachine {
+        let (images, _) = watch::channel(Arc::new(MetadataImage::default()));
+        MetadataStateMachine::open(dir, images, fault).expect("open")
+    }
+
+    fn entry(index: u64, records: Vec<MetadataRecord>) -> Entry {
+        Entry {
+            log_id: openraft::LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(RecordBatch { records }),
+        }
+    }
+
+    fn register(broker_id: i32) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id,
+            incarnation_id: [0; 16],
+            endpoints: vec![],
+            rack: None,
+        })
+    }
+
+    #[test]
+    fn a_committed_record_that_does_not_apply_is_a_fault_not_a_skip() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fault, faults) = recording();
+        let mut machine = machine(dir.path(), fault);
+        machine.apply_entry(entry(1, vec![register(1)]));
+        assert!(faults.lock().unwrap().is_empty());
+        let unknown_topic = MetadataRecord::PartitionChange(PartitionChangeRecord {
+            topic_id: [9; 16],
+            partition_id: 0,
+            replicas: None,
+            isr: Some(vec![1]),
+            leader: None,
+        });
+        machine.apply_entry(entry(2, vec![register(2), unknown_topic]));
+        let faults = faults.lock().unwrap();
+        assert_eq!(faults.len(), 1, "{faults:?}");
+        assert!(
+            faults[0].contains("record 1 of log entry 2 does not apply"),
+            "{}",
+            faults[0]
+        );
+        assert!(
+            machine.metadata().brokers.contains_key(&2),
+            "the records before it applied"
+        );
+    }
+
+    #[test]
+    fn a_state_that_does_not_encode_is_a_fault_and_the_last_good_snapshot_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fault, faults) = recording();
+        let mut machine = machine(dir.path(), fault.clone());
+        machine.apply_entry(entry(1, vec![register(1)]));
+        let good = StoredSnapshot {
+            meta: Meta::default(),
+            state: encode_state(machine.metadata(), &fault),
+        };
+        write_snapshot_file(dir.path(), &good).expect("a good snapshot is written");
+        let failed = encoded_or_fault(Err("a bug".into()), &fault);
+        assert_eq!(faults.lock().unwrap().len(), 1, "the failed encode is a fault");
+        let bad = StoredSnapshot {
+            meta: Meta::default(),
+            state: failed,
+        };
+        assert!(
+            write_snapshot_file(dir.path(), &bad).is_err(),
+            "an empty state is never kept"
+        );
+        let reopened = self::machine(dir.path(), recording().0);
+        assert!(
+            reopened.metadata().brokers.contains_key(&1),
+            "the good snapshot is still there"
+        );
+        assert!(!dir.path().join(format!("{SNAPSHOT_FILE}.tmp")).exists());
     }
 }

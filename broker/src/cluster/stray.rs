@@ -3,7 +3,10 @@
 //! (while it runs, `view::delete_removed_topics` and the replication manager delete them as the
 //! metadata changes). At start-up, before any shard runs, once the metadata holds this start's
 //! registration (so every change before it), each one is set aside (`<name>.<id>-stray`), named
-//! in a warning, for an operator to remove (docs/decisions/0020, "Stray replicas").
+//! in a warning, for an operator to remove (docs/decisions/0020, "Stray replicas"). A sweep that
+//! would set aside more than `laminar.stray.replicas.max.percent` of the broker's partition
+//! directories stops the start instead: so many at once more likely means a wrong metadata
+//! image than deletions, and setting data aside is the one step here an image can get wrong.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,8 +21,13 @@ use super::{ClusterLink, METADATA_LOG_DIR};
 /// the sweep up (it already waited to be unfenced, which comes later in the same log).
 const CAUGHT_UP_WAIT: Duration = Duration::from_secs(30);
 
-/// Sets aside every stray replica in `log_dir` (see the module doc); returns how many.
-pub fn set_aside_stray_replicas(link: &ClusterLink, log_dir: &Path) -> anyhow::Result<usize> {
+/// Sets aside every stray replica in `log_dir` (see the module doc), if they are at most
+/// `max_percent` of its partition directories; returns how many.
+pub fn set_aside_stray_replicas(
+    link: &ClusterLink,
+    log_dir: &Path,
+    max_percent: u32,
+) -> anyhow::Result<usize> {
     let Some(image) = caught_up_image(link) else {
         tracing::warn!(
             "the metadata did not reach this broker's registration within {CAUGHT_UP_WAIT:?}: \
@@ -30,8 +38,29 @@ pub fn set_aside_stray_replicas(link: &ClusterLink, log_dir: &Path) -> anyhow::R
     // Listed after the metadata was read: a directory made after the listing is not looked at,
     // and the shards, which make them for partitions the metadata gives this broker, are not
     // running yet.
-    let strays = stray_dirs(log_dir, &image.metadata, link.node_id)
+    set_aside_strays_in(log_dir, &image.metadata, (link.node_id, max_percent))
+}
+
+/// Sets aside the partition directories in `log_dir` that `metadata` does not place on
+/// `node_id`, unless they are more than `max_percent` of them.
+fn set_aside_strays_in(
+    log_dir: &Path,
+    metadata: &ClusterMetadata,
+    (node_id, max_percent): (i32, u32),
+) -> anyhow::Result<usize> {
+    let (strays, partition_dirs) = stray_dirs(log_dir, metadata, node_id)
         .map_err(|e| anyhow::anyhow!("log.dirs: cannot list {}: {e}", log_dir.display()))?;
+    if strays.len() * 100 > partition_dirs * max_percent as usize {
+        anyhow::bail!(
+            "log.dirs: the cluster's metadata places {} of the {partition_dirs} partition \
+             directories in {} elsewhere, more than laminar.stray.replicas.max.percent \
+             ({max_percent} %) allows to set aside at once; nothing was set aside. If the topics \
+             were deleted or moved while this broker was down, start it once with \
+             --override laminar.stray.replicas.max.percent=100",
+            strays.len(),
+            log_dir.display()
+        );
+    }
     let set_aside = laminar_engine::io::set_aside_blocking(log_dir, &strays).map_err(|e| {
         anyhow::anyhow!(
             "log.dirs: cannot set stray replicas aside in {}: {e}",
@@ -68,9 +97,15 @@ fn caught_up_image(link: &ClusterLink) -> Option<Arc<MetadataImage>> {
 }
 
 /// The partition directories in `log_dir` whose partition `metadata` does not place on
-/// `node_id` (its topic gone, or this broker not among its replicas).
-fn stray_dirs(log_dir: &Path, metadata: &ClusterMetadata, node_id: i32) -> std::io::Result<Vec<PathBuf>> {
+/// `node_id` (its topic gone, or this broker not among its replicas), and how many partition
+/// directories it holds in all.
+fn stray_dirs(
+    log_dir: &Path,
+    metadata: &ClusterMetadata,
+    node_id: i32,
+) -> std::io::Result<(Vec<PathBuf>, usize)> {
     let mut strays = Vec::new();
+    let mut partition_dirs = 0;
     for entry in std::fs::read_dir(log_dir)? {
         let entry = entry?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -82,6 +117,7 @@ fn stray_dirs(log_dir: &Path, metadata: &ClusterMetadata, node_id: i32) -> std::
         if name == METADATA_LOG_DIR || !entry.file_type()?.is_dir() {
             continue;
         }
+        partition_dirs += 1;
         let placed_here = metadata
             .partition_by_name(topic, index)
             .is_some_and(|p| p.replicas.contains(&node_id));
@@ -90,5 +126,92 @@ fn stray_dirs(log_dir: &Path, metadata: &ClusterMetadata, node_id: i32) -> std::
         }
     }
     strays.sort();
-    Ok(strays)
+    Ok((strays, partition_dirs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use laminar_controller::{MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord};
+
+    /// Broker 1 registered; topic `kept` with `partitions` partitions, each on broker 1.
+    fn metadata_placing_kept(partitions: i32) -> ClusterMetadata {
+        let mut metadata = ClusterMetadata::default();
+        let broker = RegisterBrokerRecord {
+            broker_id: 1,
+            incarnation_id: [0; 16],
+            endpoints: vec![],
+            rack: None,
+        };
+        let topic = TopicRecord {
+            name: "kept".into(),
+            topic_id: [7; 16],
+        };
+        let mut records = vec![
+            MetadataRecord::RegisterBroker(broker),
+            MetadataRecord::Topic(topic),
+        ];
+        records.extend((0..partitions).map(|partition_id| {
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id: [7; 16],
+                partition_id,
+                replicas: vec![1],
+                isr: vec![1],
+                // A broker starts fenced, and a fenced broker leads nothing.
+                leader: laminar_controller::NO_LEADER,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            })
+        }));
+        for record in &records {
+            metadata.apply(record, 1).expect("a valid record");
+        }
+        metadata
+    }
+
+    fn log_dir_with(names: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for name in names {
+            std::fs::create_dir(dir.path().join(name)).expect("partition dir");
+        }
+        dir
+    }
+
+    fn dirs_named(dir: &Path, prefix: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("listing")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn strays_within_the_share_are_set_aside_and_placed_replicas_stay() {
+        let dir = log_dir_with(&["kept-0", "kept-1", "kept-2", "gone-0"]);
+        let set_aside = set_aside_strays_in(dir.path(), &metadata_placing_kept(3), (1, 50)).expect("a sweep");
+        assert_eq!(set_aside, 1);
+        assert_eq!(dirs_named(dir.path(), "kept-"), ["kept-0", "kept-1", "kept-2"]);
+        let gone = dirs_named(dir.path(), "gone-");
+        assert!(gone.len() == 1 && gone[0].ends_with("-stray"), "{gone:?}");
+    }
+
+    #[test]
+    fn a_sweep_of_most_partitions_is_refused_and_sets_nothing_aside() {
+        let dir = log_dir_with(&["kept-0", "gone-0", "gone-1", "gone-2"]);
+        let refused = set_aside_strays_in(dir.path(), &metadata_placing_kept(1), (1, 50))
+            .expect_err("3 of 4 directories is past 50 %");
+        let message = refused.to_string();
+        assert!(
+            message.contains("3 of the 4") && message.contains("laminar.stray.replicas.max.percent"),
+            "{message}"
+        );
+        assert_eq!(dirs_named(dir.path(), "gone-"), ["gone-0", "gone-1", "gone-2"]);
+        // An empty image (one that lost every topic) would place nothing here: refused too.
+        let refused = set_aside_strays_in(dir.path(), &ClusterMetadata::default(), (1, 50));
+        assert!(refused.is_err());
+        let allowed = set_aside_strays_in(dir.path(), &metadata_placing_kept(1), (1, 100)).expect("allowed");
+        assert_eq!(allowed, 3);
+    }
 }

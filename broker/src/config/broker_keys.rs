@@ -123,6 +123,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     key("leader.imbalance.per.broker.percentage", Fixed("10"), Kind::Int { min: 0, max: 100 }, &[],
         "The share (in %) of a broker's preferred partitions led elsewhere above which their \
          leaderships are moved back to it."),
+    key("laminar.stray.replicas.max.percent", Fixed("50"), Kind::Int { min: 0, max: 100 }, &[],
+        "Cluster mode, at start-up: the most partition directories (in % of this broker's) that \
+         may be set aside as stray replicas at once. Past it the broker stops, naming the count \
+         and this key: so many at once is more likely a wrong metadata image than deletions \
+         made while it was down. 100 allows any number."),
     key("broker.rack", Unset, Kind::Text, &[],
         "This broker's rack; replica placement spreads a partition's replicas over racks."),
     key("num.partitions", Fixed("1"), POSITIVE_I32, &[],
@@ -159,7 +164,8 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     key("connections.max.idle.ms", Fixed("600000"), POSITIVE, &[],
         "A connection with no request for this long is closed."),
     key("laminar.request.receive.timeout.ms", Fixed("30000"), POSITIVE, &[],
-        "A request frame must arrive whole within this time of its first byte, or the \
+        "A request frame must arrive whole within this much time spent waiting for its bytes \
+         (time the broker spends on earlier requests of the connection does not count), or the \
          connection is closed and the frame's memory freed (a stalled sender holds nothing \
          for long). Kafka clients give up on a request after request.timeout.ms (30 s) anyway."),
     key("compression.type", Fixed("producer"), Kind::Choice(CompressionType::NAMES), &[],

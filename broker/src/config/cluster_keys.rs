@@ -34,6 +34,8 @@ pub struct ClusterSettings {
     pub leader_imbalance_check_interval_ms: u64,
     /// `leader.imbalance.per.broker.percentage` (0–100).
     pub leader_imbalance_per_broker_percentage: u32,
+    /// `laminar.stray.replicas.max.percent` (0–100).
+    pub stray_replicas_max_percent: u32,
     pub replication: ReplicationSettings,
 }
 
@@ -136,15 +138,7 @@ pub(super) fn cluster_settings(
             ),
         ));
     };
-    let session_timeout_ms = positive_ms(v, "broker.session.timeout.ms")?;
-    let heartbeat_interval_ms = positive_ms(v, "broker.heartbeat.interval.ms")?;
-    if heartbeat_interval_ms >= session_timeout_ms {
-        return Err(rejected(
-            "broker.heartbeat.interval.ms",
-            &heartbeat_interval_ms.to_string(),
-            format!("must be below broker.session.timeout.ms ({session_timeout_ms})"),
-        ));
-    }
+    let (session_timeout_ms, heartbeat_interval_ms) = session_settings(v)?;
     let (enable, check_ms, percentage) = rebalance_settings(v)?;
     Ok(Some(ClusterSettings {
         replication: replication_settings(v)?,
@@ -156,7 +150,23 @@ pub(super) fn cluster_settings(
         auto_leader_rebalance_enable: enable,
         leader_imbalance_check_interval_ms: check_ms,
         leader_imbalance_per_broker_percentage: percentage,
+        stray_replicas_max_percent: percent(v, "laminar.stray.replicas.max.percent")?,
     }))
+}
+
+/// `broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the interval below the
+/// timeout.
+fn session_settings(v: &Values<'_>) -> Result<(u64, u64), ConfigError> {
+    let session_timeout_ms = positive_ms(v, "broker.session.timeout.ms")?;
+    let heartbeat_interval_ms = positive_ms(v, "broker.heartbeat.interval.ms")?;
+    if heartbeat_interval_ms >= session_timeout_ms {
+        return Err(rejected(
+            "broker.heartbeat.interval.ms",
+            &heartbeat_interval_ms.to_string(),
+            format!("must be below broker.session.timeout.ms ({session_timeout_ms})"),
+        ));
+    }
+    Ok((session_timeout_ms, heartbeat_interval_ms))
 }
 
 /// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds` (in ms) and
@@ -164,10 +174,13 @@ pub(super) fn cluster_settings(
 fn rebalance_settings(v: &Values<'_>) -> Result<(bool, u64, u32), ConfigError> {
     let enable = v.parsed("auto.leader.rebalance.enable", super::super::value::parse_bool)?;
     let check_seconds = positive_ms(v, "leader.imbalance.check.interval.seconds")?;
-    let percentage = v.int("leader.imbalance.per.broker.percentage")?;
-    // The registry bounds the percentage to 0..=100.
-    let percentage = u32::try_from(percentage).unwrap_or(100);
+    let percentage = percent(v, "leader.imbalance.per.broker.percentage")?;
     Ok((enable, check_seconds.saturating_mul(1000), percentage))
+}
+
+/// A percentage key (the registry bounds it to 0..=100).
+fn percent(v: &Values<'_>, name: &str) -> Result<u32, ConfigError> {
+    Ok(u32::try_from(v.int(name)?).unwrap_or(100))
 }
 
 fn replication_settings(v: &Values<'_>) -> Result<ReplicationSettings, ConfigError> {
