@@ -90,10 +90,8 @@ async fn serve_here(
             Ok(()) => return,
             Err(reason) => reason,
         },
-        Ended::Closed(reason, stream_left) => {
-            if stream_left {
-                let _ = stream.close().await;
-            }
+        Ended::Closed(reason) => {
+            let _ = stream.close().await;
             reason
         }
     };
@@ -114,8 +112,8 @@ struct Carried {
 
 /// How serving a connection on this shard ended.
 enum Ended {
-    /// The connection closes (the stream is still open if `true`).
-    Closed(CloseReason, bool),
+    /// The connection closes, for this reason.
+    Closed(CloseReason),
     /// Every answer owed is written, and the connection's requests go to `shard`'s partitions:
     /// it moves there.
     Moving(ShardId, Carried),
@@ -210,7 +208,7 @@ impl Inbound {
 }
 
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Option<Carried>) -> Ended {
-    let closed = |reason: CloseReason| Ended::Closed(reason, true);
+    let closed = Ended::Closed;
     let mut inbound = Inbound::new(ctx, carried);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
     let connection = ConnectionState::new(ctx.id(), ctx.shard_count());

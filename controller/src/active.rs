@@ -1,6 +1,6 @@
 //! The active-controller loop: one task per node on the controller runtime (tokio thread)
 //! that serves controller requests one at a time. On the Raft leader it decides
-//! (`decisions.rs`) from the applied metadata and writes the records; elsewhere it forwards the
+//! (`decide`) from the applied metadata and writes the records; elsewhere it forwards the
 //! request once to the leader's controller listener (a forwarded request that lands on a
 //! non-leader is answered NOT_CONTROLLER with the leader it knows). The leader also keeps the
 //! brokers' sessions (in memory, as Kafka's active controller does) and fences brokers whose
@@ -17,7 +17,7 @@ use crate::api::error_code::{REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR};
 use crate::api::{ControllerRequest, ControllerResponse, ElectionType};
 use crate::command::Command;
 use crate::config::{duration_ms, ControllerConfig};
-use crate::decisions::{decide, fence_broker, leaders_to_rebalance, DecisionContext};
+use crate::decide::{decide, fence_broker, leaders_to_rebalance, DecisionContext};
 use crate::metadata::MetadataImage;
 use crate::network::{PeerClient, RpcRequest, RpcResponse};
 use crate::records::{cluster_id_text, ClusterIdRecord, MetadataRecord, RecordBatch};

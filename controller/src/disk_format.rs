@@ -43,7 +43,7 @@ pub const FORMAT_VERSION: u32 = 1;
 const ENVELOPE_HEADER_LEN: usize = 8 + 4 + 8 + 4;
 const ENTRY_HEADER_LEN: usize = 8;
 /// One entry's bincode: the largest controller decision (a CreateTopics of
-/// `decisions::PARTITIONS_PER_REQUEST_MAX` partitions, about 1 MiB) with room to spare.
+/// `decide::PARTITIONS_PER_REQUEST_MAX` partitions, about 1 MiB) with room to spare.
 pub const ENTRY_PAYLOAD_LEN_MAX: usize = 2 << 20;
 /// A snapshot body: the whole ClusterMetadata. 256 MiB is millions of partitions.
 pub const SNAPSHOT_LEN_MAX: u64 = 256 << 20;

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use laminar_controller::api::error_code::NONE;
 use laminar_controller::api::*;
-use laminar_controller::decisions::{decide, fence_broker, DecisionContext};
+use laminar_controller::decide::{decide, fence_broker, DecisionContext};
 use laminar_controller::snapshot_format::{decode_metadata, encode_metadata};
 use laminar_controller::*;
 use rand::rngs::StdRng;

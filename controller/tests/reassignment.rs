@@ -1,10 +1,10 @@
-//! Partition reassignment in the controller (`reassignment.rs`): requests become records, the
+//! Partition reassignment in the controller (`decide/reassignment.rs`): requests become records, the
 //! leader's AlterPartition completes them, cancels revert them, with Kafka's epochs and codes.
 
 use laminar_controller::api::error_code::*;
 use laminar_controller::api::*;
-use laminar_controller::decisions::{decide, fence_broker, Decision, DecisionContext};
-use laminar_controller::reassignment::list_reassignments;
+use laminar_controller::decide::reassignment::list_reassignments;
+use laminar_controller::decide::{decide, fence_broker, Decision, DecisionContext};
 use laminar_controller::*;
 
 /// Brokers 1–4 registered (epoch 10 + id) and unfenced; topic "t" with partition 0 on

@@ -3,9 +3,7 @@
 use std::collections::BTreeMap;
 
 use laminar_controller::api::{error_code, ControllerRequest, ElectionType};
-use laminar_controller::decisions::{
-    alter_partition, elect_leaders, fence_broker, UNCLEAN_LEADER_ELECTION_KEY,
-};
+use laminar_controller::decide::{alter_partition, elect_leaders, fence_broker, UNCLEAN_LEADER_ELECTION_KEY};
 use laminar_controller::disk_format::{decode_entry, encode_entry, Entry};
 use laminar_controller::placement::{assign_replicas, PlacementBroker};
 use laminar_controller::*;
@@ -155,7 +153,7 @@ fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
         partition_epoch,
         new_isr: vec![1],
     };
-    let code = |d: laminar_controller::decisions::Decision| match d.response {
+    let code = |d: laminar_controller::decide::Decision| match d.response {
         api::ControllerResponse::AlterPartition(r) => r.error_code,
         other => panic!("{other:?}"),
     };
@@ -327,16 +325,16 @@ fn random_record_sequences_keep_the_invariants() {
     assert!(applied > 5_000, "too few records fit: {applied}");
 }
 
-fn decide_with(md: &ClusterMetadata, request: ControllerRequest) -> laminar_controller::decisions::Decision {
-    let ctx = laminar_controller::decisions::DecisionContext {
+fn decide_with(md: &ClusterMetadata, request: ControllerRequest) -> laminar_controller::decide::Decision {
+    let ctx = laminar_controller::decide::DecisionContext {
         session_alive: Box::new(|_| false),
         unclean_leader_election_default: false,
         seed: 7,
     };
-    laminar_controller::decisions::decide(md, request, &ctx)
+    laminar_controller::decide::decide(md, request, &ctx)
 }
 
-fn topic_codes(decision: &laminar_controller::decisions::Decision) -> Vec<i16> {
+fn topic_codes(decision: &laminar_controller::decide::Decision) -> Vec<i16> {
     match &decision.response {
         api::ControllerResponse::Topics(results) => results.iter().map(|r| r.error_code).collect(),
         other => panic!("{other:?}"),

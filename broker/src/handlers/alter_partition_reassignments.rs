@@ -1,5 +1,5 @@
 //! AlterPartitionReassignments (API 45, v0–1): moves partitions to new replicas, or cancels a
-//! move (null replicas), decided by the controller quorum (`laminar_controller::reassignment`,
+//! move (null replicas), decided by the controller quorum (`laminar_controller::decide::reassignment`,
 //! KRaft's rules). Cluster mode only, like ElectLeaders: a single node has nowhere to move a
 //! partition, so it does not advertise the API.
 //!

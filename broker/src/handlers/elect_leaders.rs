@@ -1,6 +1,6 @@
 //! ElectLeaders (API 43, v0–2): a preferred (0) or unclean (1) leader election of the named
 //! partitions, or of every partition when the list is null, decided by the controller quorum
-//! (`decisions::elect_leaders`). Cluster mode only: a single node has no other replica to
+//! (`decide::elect_leaders`). Cluster mode only: a single node has no other replica to
 //! elect, so it does not advertise the API (a request is refused like any unknown API).
 //!
 //! Per-partition error codes are Kafka's: ELECTION_NOT_NEEDED (84) when the wanted leader

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_controller::api::TopicPartition;
-use laminar_controller::reassignment::{list_reassignments, OngoingReassignment};
+use laminar_controller::decide::reassignment::{list_reassignments, OngoingReassignment};
 
 use crate::broker::BrokerCtx;
 

@@ -13,7 +13,6 @@
 //! Everything here is owned by one shard: a shard replicates exactly the partitions it owns.
 
 pub mod fetcher;
-pub mod follow_state;
 pub mod follower;
 pub mod leader;
 pub mod manager;
@@ -31,7 +30,7 @@ use laminar_engine::partition::Partition;
 
 use crate::config::ReplicationSettings;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
-use follow_state::{FollowState, Phase};
+use follower::{FollowState, Phase};
 use leader::{FetchRefusal, LeaderState};
 
 /// How often an acks=all waiter looks whether this broker still leads its partition.

@@ -1,78 +1,12 @@
-//! What the active controller decides for each request: the records to replicate and the
-//! answer, from the current metadata. Pure functions (no I/O), run by the active controller's
-//! task on its runtime, one request at a time, so each sees the effect of the previous one.
-//! The state machine validates every record again when it applies it.
-
-use std::collections::BTreeSet;
+//! Decisions on brokers: registration, heartbeats (which unfence), fencing when a session
+//! expires, controlled shutdown, and producer-id blocks. Pure functions; see the parent module.
 
 use crate::api::error_code::*;
 use crate::api::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState, PRODUCER_ID_BLOCK_SIZE};
-use crate::placement::PlacementBroker;
 use crate::records::*;
 
-/// Kafka's per-topic (and cluster default) switch for electing an out-of-sync replica.
-pub const UNCLEAN_LEADER_ELECTION_KEY: &str = "unclean.leader.election.enable";
-/// Kafka's limit on topic names (they name partition directories).
-const TOPIC_NAME_LEN_MAX: usize = 249;
-/// Partitions one CreateTopics or CreatePartitions may add, all topics together: bounds one
-/// log entry (about 100 bytes a partition, under `disk_format::ENTRY_PAYLOAD_LEN_MAX`).
-pub const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
-
-pub use crate::decision::Decision;
-
-/// What the controller knows besides the metadata.
-pub struct DecisionContext {
-    /// Whether the broker's session is still alive (heartbeats within the session timeout).
-    pub session_alive: Box<dyn Fn(i32) -> bool + Send>,
-    /// The cluster default for `unclean.leader.election.enable`.
-    pub unclean_leader_election_default: bool,
-    /// Seeds placement and topic ids.
-    pub seed: u64,
-}
-
-pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionContext) -> Decision {
-    match request {
-        ControllerRequest::RegisterBroker {
-            broker_id,
-            incarnation_id,
-            endpoints,
-            rack,
-        } => {
-            let record = RegisterBrokerRecord {
-                broker_id,
-                incarnation_id,
-                endpoints,
-                rack,
-            };
-            register_broker(md, record, ctx)
-        }
-        ControllerRequest::BrokerHeartbeat {
-            broker_id,
-            broker_epoch,
-        } => heartbeat(md, broker_id, broker_epoch),
-        ControllerRequest::CreateTopics { topics } => create_topics(md, &topics, ctx.seed),
-        ControllerRequest::CreatePartitions { topics } => create_partitions(md, &topics, ctx.seed),
-        ControllerRequest::DeleteTopics { names } => delete_topics(md, &names),
-        ControllerRequest::AlterPartition { .. } => alter_partition(md, &request),
-        ControllerRequest::ElectLeaders {
-            election_type,
-            partitions,
-        } => elect_leaders(md, election_type, partitions.as_deref()),
-        ControllerRequest::ControlledShutdown {
-            broker_id,
-            broker_epoch,
-        } => controlled_shutdown(md, broker_id, broker_epoch, ctx.unclean_leader_election_default),
-        ControllerRequest::AllocateProducerIds {
-            broker_id,
-            broker_epoch,
-        } => allocate_producer_ids(md, broker_id, broker_epoch),
-        ControllerRequest::AlterPartitionReassignments {
-            partitions,
-            replication_factor_change,
-        } => crate::reassignment::alter_partition_reassignments(md, &partitions, replication_factor_change),
-    }
-}
+use super::{Decision, DecisionContext, UNCLEAN_LEADER_ELECTION_KEY};
 
 /// `NONE` when `broker_epoch` is the registered broker's, else the error to answer.
 fn check_broker_epoch(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> i16 {
@@ -83,7 +17,11 @@ fn check_broker_epoch(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -
     }
 }
 
-fn register_broker(md: &ClusterMetadata, record: RegisterBrokerRecord, ctx: &DecisionContext) -> Decision {
+pub(super) fn register_broker(
+    md: &ClusterMetadata,
+    record: RegisterBrokerRecord,
+    ctx: &DecisionContext,
+) -> Decision {
     let broker_id = record.broker_id;
     if broker_id < 0 {
         return Decision::answer(ControllerResponse::Error {
@@ -117,7 +55,7 @@ fn register_broker(md: &ClusterMetadata, record: RegisterBrokerRecord, ctx: &Dec
     }
 }
 
-fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
+pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
     let error_code = check_broker_epoch(md, broker_id, broker_epoch);
     if error_code != NONE {
         return Decision::answer(ControllerResponse::BrokerHeartbeat {
@@ -256,7 +194,7 @@ pub fn fence_broker(md: &ClusterMetadata, broker_id: i32, unclean_default: bool)
     records
 }
 
-fn controlled_shutdown(
+pub(super) fn controlled_shutdown(
     md: &ClusterMetadata,
     broker_id: i32,
     broker_epoch: i64,
@@ -283,7 +221,7 @@ fn controlled_shutdown(
     }
 }
 
-fn allocate_producer_ids(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
+pub(super) fn allocate_producer_ids(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
     let error_code = check_broker_epoch(md, broker_id, broker_epoch);
     let start = md.next_producer_id;
     let next = start.checked_add(PRODUCER_ID_BLOCK_SIZE);
@@ -314,81 +252,3 @@ fn allocate_producer_ids(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64
         response,
     }
 }
-
-/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn topic_name_error(name: &str) -> Option<&'static str> {
-    if name.is_empty() || name.len() > TOPIC_NAME_LEN_MAX {
-        return Some("length must be 1 to 249");
-    }
-    if name == "." || name == ".." {
-        return Some("'.' and '..' are not allowed");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
-        return Some("only ASCII letters, digits, '.', '_' and '-'");
-    }
-    None
-}
-
-pub(crate) fn unfenced_brokers(md: &ClusterMetadata) -> Vec<PlacementBroker> {
-    let unfenced = md.brokers.values().filter(|b| !b.fenced);
-    unfenced
-        .map(|b| PlacementBroker {
-            broker_id: b.broker_id,
-            rack: b.rack.clone(),
-        })
-        .collect()
-}
-
-pub(crate) fn seed_for(name: &str, seed: u64) -> u64 {
-    name.bytes()
-        .fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
-}
-
-pub(crate) fn topic_error(name: &str, error_code: i16, message: impl Into<String>) -> TopicResult {
-    TopicResult {
-        name: name.to_string(),
-        error_code,
-        error_message: Some(message.into()),
-        topic_id: [0; 16],
-    }
-}
-
-/// A new partition: its unfenced replicas are the ISR (placement uses unfenced brokers only;
-/// a manual assignment may name fenced ones), the first of them leads.
-pub(crate) fn new_partition(
-    md: &ClusterMetadata,
-    topic_id: TopicId,
-    partition_id: i32,
-    replicas: Vec<i32>,
-) -> MetadataRecord {
-    let isr: Vec<i32> = replicas.iter().copied().filter(|b| md.is_unfenced(*b)).collect();
-    let leader = isr.first().copied().unwrap_or(NO_LEADER);
-    MetadataRecord::Partition(PartitionRecord {
-        topic_id,
-        partition_id,
-        isr,
-        replicas,
-        leader,
-        leader_epoch: 0,
-        partition_epoch: 0,
-    })
-}
-
-pub(crate) fn distinct_names<'a>(names: impl Iterator<Item = &'a String>) -> BTreeSet<&'a String> {
-    let mut seen = BTreeSet::new();
-    let mut duplicates = BTreeSet::new();
-    for name in names {
-        if !seen.insert(name) {
-            duplicates.insert(name);
-        }
-    }
-    duplicates
-}
-
-pub use crate::topic_decisions::{
-    alter_partition, create_partitions, create_topics, delete_topics, elect_leaders, leaders_to_rebalance,
-    preferred_leader_imbalance,
-};

@@ -1,16 +1,14 @@
 //! Decisions on topics and partitions (CreateTopics, CreatePartitions, DeleteTopics,
 //! AlterPartition, ElectLeaders) and the auto leader rebalance helper. Pure functions run by
-//! the active controller's task on its runtime; see `decisions.rs`.
+//! the active controller's task on its runtime; see `decide`.
 
 use std::collections::BTreeMap;
 
+use super::reassignment::NextState;
+use super::*;
 use crate::api::error_code::*;
-use crate::api::*;
-use crate::decisions::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::placement::assign_replicas;
-use crate::reassignment::NextState;
-use crate::records::*;
 
 pub fn create_topics(md: &ClusterMetadata, topics: &[CreatableTopic], seed: u64) -> Decision {
     let duplicates = distinct_names(topics.iter().map(|t| &t.name));

@@ -9,11 +9,11 @@
 //! the ISR, unfenced) if the leader is being removed. Completion is checked where the ISR may
 //! have grown (an AlterPartition) and when the reassignment is requested. A cancel reverts to
 //! the original replicas (the union without the adding ones). Pure functions run by the active
-//! controller's task, like `decisions.rs`.
+//! controller's task, like the rest of `decide`.
 
+use super::Decision;
 use crate::api::error_code::*;
 use crate::api::*;
-use crate::decision::Decision;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::records::*;
 

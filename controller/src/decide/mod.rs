@@ -1,0 +1,180 @@
+//! What the active controller decides for each request: the records to replicate and the
+//! answer, from the current metadata. Pure functions (no I/O), run by the active controller's
+//! task on its runtime, one request at a time, on a state that holds every earlier decision
+//! (`active.rs`), so every record decided applies; the state machine checks each again and
+//! stops the node on one that does not (a bug).
+//!
+//! - this module: the dispatch, what a decision is, and what the decisions share;
+//! - [`brokers`]: registration, heartbeats, fencing, controlled shutdown, producer ids;
+//! - [`topics`]: CreateTopics, CreatePartitions, DeleteTopics, AlterPartition, ElectLeaders and
+//!   the auto leader rebalance;
+//! - [`reassignment`]: AlterPartitionReassignments and its completion.
+
+use std::collections::BTreeSet;
+
+use crate::api::*;
+use crate::metadata::ClusterMetadata;
+use crate::placement::PlacementBroker;
+use crate::records::*;
+
+pub mod brokers;
+pub mod reassignment;
+pub mod topics;
+
+use brokers::{allocate_producer_ids, controlled_shutdown, heartbeat, register_broker};
+pub use brokers::{fence_broker, leave_partitions};
+pub use topics::{
+    alter_partition, create_partitions, create_topics, delete_topics, elect_leaders, leaders_to_rebalance,
+    preferred_leader_imbalance,
+};
+
+/// Kafka's per-topic (and cluster default) switch for electing an out-of-sync replica.
+pub const UNCLEAN_LEADER_ELECTION_KEY: &str = "unclean.leader.election.enable";
+/// Kafka's limit on topic names (they name partition directories).
+const TOPIC_NAME_LEN_MAX: usize = 249;
+/// Partitions one CreateTopics or CreatePartitions may add, all topics together: bounds one
+/// log entry (about 100 bytes a partition, under `disk_format::ENTRY_PAYLOAD_LEN_MAX`).
+pub const PARTITIONS_PER_REQUEST_MAX: i64 = 10_000;
+
+/// The records to write and the answer to give once they are committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub records: Vec<MetadataRecord>,
+    pub response: ControllerResponse,
+}
+
+impl Decision {
+    /// An answer that writes nothing.
+    pub(crate) fn answer(response: ControllerResponse) -> Self {
+        Decision {
+            records: Vec::new(),
+            response,
+        }
+    }
+}
+
+/// What the controller knows besides the metadata.
+pub struct DecisionContext {
+    /// Whether the broker's session is still alive (heartbeats within the session timeout).
+    pub session_alive: Box<dyn Fn(i32) -> bool + Send>,
+    /// The cluster default for `unclean.leader.election.enable`.
+    pub unclean_leader_election_default: bool,
+    /// Seeds placement and topic ids.
+    pub seed: u64,
+}
+
+pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionContext) -> Decision {
+    match request {
+        ControllerRequest::RegisterBroker {
+            broker_id,
+            incarnation_id,
+            endpoints,
+            rack,
+        } => {
+            let record = RegisterBrokerRecord {
+                broker_id,
+                incarnation_id,
+                endpoints,
+                rack,
+            };
+            register_broker(md, record, ctx)
+        }
+        ControllerRequest::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+        } => heartbeat(md, broker_id, broker_epoch),
+        ControllerRequest::CreateTopics { topics } => create_topics(md, &topics, ctx.seed),
+        ControllerRequest::CreatePartitions { topics } => create_partitions(md, &topics, ctx.seed),
+        ControllerRequest::DeleteTopics { names } => delete_topics(md, &names),
+        ControllerRequest::AlterPartition { .. } => alter_partition(md, &request),
+        ControllerRequest::ElectLeaders {
+            election_type,
+            partitions,
+        } => elect_leaders(md, election_type, partitions.as_deref()),
+        ControllerRequest::ControlledShutdown {
+            broker_id,
+            broker_epoch,
+        } => controlled_shutdown(md, broker_id, broker_epoch, ctx.unclean_leader_election_default),
+        ControllerRequest::AllocateProducerIds {
+            broker_id,
+            broker_epoch,
+        } => allocate_producer_ids(md, broker_id, broker_epoch),
+        ControllerRequest::AlterPartitionReassignments {
+            partitions,
+            replication_factor_change,
+        } => reassignment::alter_partition_reassignments(md, &partitions, replication_factor_change),
+    }
+}
+
+/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn topic_name_error(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > TOPIC_NAME_LEN_MAX {
+        return Some("length must be 1 to 249");
+    }
+    if name == "." || name == ".." {
+        return Some("'.' and '..' are not allowed");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Some("only ASCII letters, digits, '.', '_' and '-'");
+    }
+    None
+}
+
+pub(crate) fn unfenced_brokers(md: &ClusterMetadata) -> Vec<PlacementBroker> {
+    let unfenced = md.brokers.values().filter(|b| !b.fenced);
+    unfenced
+        .map(|b| PlacementBroker {
+            broker_id: b.broker_id,
+            rack: b.rack.clone(),
+        })
+        .collect()
+}
+
+pub(crate) fn seed_for(name: &str, seed: u64) -> u64 {
+    name.bytes()
+        .fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
+}
+
+pub(crate) fn topic_error(name: &str, error_code: i16, message: impl Into<String>) -> TopicResult {
+    TopicResult {
+        name: name.to_string(),
+        error_code,
+        error_message: Some(message.into()),
+        topic_id: [0; 16],
+    }
+}
+
+/// A new partition: its unfenced replicas are the ISR (placement uses unfenced brokers only;
+/// a manual assignment may name fenced ones), the first of them leads.
+pub(crate) fn new_partition(
+    md: &ClusterMetadata,
+    topic_id: TopicId,
+    partition_id: i32,
+    replicas: Vec<i32>,
+) -> MetadataRecord {
+    let isr: Vec<i32> = replicas.iter().copied().filter(|b| md.is_unfenced(*b)).collect();
+    let leader = isr.first().copied().unwrap_or(NO_LEADER);
+    MetadataRecord::Partition(PartitionRecord {
+        topic_id,
+        partition_id,
+        isr,
+        replicas,
+        leader,
+        leader_epoch: 0,
+        partition_epoch: 0,
+    })
+}
+
+pub(crate) fn distinct_names<'a>(names: impl Iterator<Item = &'a String>) -> BTreeSet<&'a String> {
+    let mut seen = BTreeSet::new();
+    let mut duplicates = BTreeSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            duplicates.insert(name);
+        }
+    }
+    duplicates
+}
