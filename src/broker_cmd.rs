@@ -174,7 +174,7 @@ fn stop_on_signals(shared: &std::sync::Arc<laminar_broker::broker::BrokerShared>
                 tracing::info!(signal, "shutting down: finishing requests, flushing partitions");
                 notify(&[NotifyState::Stopping]);
                 if let Some(link) = &cluster {
-                    laminar_broker::cluster::membership::controlled_shutdown(link);
+                    laminar_broker::quorum::membership::controlled_shutdown(link);
                 }
                 shutdown.trigger();
             }

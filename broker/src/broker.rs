@@ -42,7 +42,7 @@ pub struct BrokerShared {
     /// Opened once every shard has bound its listeners; shards accept only after it.
     pub start_gate: ShutdownSignal,
     /// Cluster mode's link to the controller quorum; `None` in the single-node mode.
-    pub cluster: Option<Arc<crate::cluster::ClusterLink>>,
+    pub cluster: Option<Arc<crate::quorum::ClusterLink>>,
     /// Incremental fetch sessions (KIP-227), whichever shard a fetch arrives on.
     pub fetch_sessions: crate::fetch_sessions::FetchSessions,
 }

@@ -5,7 +5,6 @@
 pub mod admin_http;
 pub mod broker;
 pub mod clock;
-pub mod cluster;
 pub mod config;
 mod connection;
 pub mod connection_slots;
@@ -19,6 +18,7 @@ mod maintenance;
 pub mod meta_properties;
 pub mod metrics;
 pub mod open_files;
+pub mod quorum;
 pub mod replication;
 pub mod reply;
 pub mod request_memory;

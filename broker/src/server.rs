@@ -139,9 +139,9 @@ fn join_cluster(
     config: &BrokerConfig,
     settings: &crate::config::ClusterSettings,
     log_dir: &std::path::Path,
-) -> anyhow::Result<Arc<crate::cluster::ClusterLink>> {
-    use crate::cluster::membership;
-    let link = crate::cluster::ClusterLink::start(config, settings, log_dir)?;
+) -> anyhow::Result<Arc<crate::quorum::ClusterLink>> {
+    use crate::quorum::membership;
+    let link = crate::quorum::ClusterLink::start(config, settings, log_dir)?;
     membership::register(&link, config)?;
     let interval = Duration::from_millis(settings.heartbeat_interval_ms);
     membership::start_heartbeats(link.clone(), config.clone(), interval)?;
@@ -155,7 +155,7 @@ fn cluster_and_offsets(
     metadata: &MetadataStore,
     config: &BrokerConfig,
     log_dir: &std::path::Path,
-) -> anyhow::Result<(Option<Arc<crate::cluster::ClusterLink>>, i32)> {
+) -> anyhow::Result<(Option<Arc<crate::quorum::ClusterLink>>, i32)> {
     let cluster = config
         .cluster
         .as_ref()
@@ -171,7 +171,7 @@ fn cluster_and_offsets(
 fn offsets_partitions(
     metadata: &MetadataStore,
     config: &BrokerConfig,
-    cluster: Option<&crate::cluster::ClusterLink>,
+    cluster: Option<&crate::quorum::ClusterLink>,
 ) -> anyhow::Result<i32> {
     let Some(link) = cluster else {
         return crate::group::ensure_offsets_topic(metadata, config);
@@ -186,17 +186,17 @@ fn offsets_partitions(
 
 /// Makes the topic table a view of the quorum's metadata, after migrating the single-node
 /// topics of `topics.json` into the quorum at the data dir's first start in it
-/// (`cluster::migrate`; then `meta.properties` names the cluster and this node, so the
+/// (`quorum::migrate`; then `meta.properties` names the cluster and this node, so the
 /// migration runs once), or at later starts after setting aside the replicas the metadata no
-/// longer places here (`cluster::stray`).
+/// longer places here (`quorum::stray`).
 fn follow_the_quorum(
     shared: &Arc<BrokerShared>,
-    link: Arc<crate::cluster::ClusterLink>,
+    link: Arc<crate::quorum::ClusterLink>,
     start: crate::meta_properties::ClusterStart,
 ) -> anyhow::Result<()> {
     if start == crate::meta_properties::ClusterStart::First {
         let single_node = shared.metadata.current();
-        crate::cluster::migrate::single_node_topics(&link, &single_node);
+        crate::quorum::migrate::single_node_topics(&link, &single_node);
         let properties = crate::meta_properties::MetaProperties {
             cluster_id: Some(shared.cluster_id.clone()),
             node_id: Some(shared.config.node_id),
@@ -210,9 +210,9 @@ fn follow_the_quorum(
             .cluster
             .as_ref()
             .map_or(100, |settings| settings.stray_replicas_max_percent);
-        crate::cluster::stray::set_aside_stray_replicas(&link, &shared.log_dir, max_percent)?;
+        crate::quorum::stray::set_aside_stray_replicas(&link, &shared.log_dir, max_percent)?;
     }
-    crate::cluster::view::start_sync(shared.clone(), link)
+    crate::quorum::view::start_sync(shared.clone(), link)
 }
 
 /// What a shard reports once it listens: nothing, or why it cannot serve.
@@ -404,7 +404,7 @@ impl ShardTasks {
         }
         let link = ctx.state.shared.cluster.clone();
         if let (Some(link), 0) = (&link, ctx.id()) {
-            let removed = crate::cluster::view::delete_removed_topics(ctx.clone(), link.clone());
+            let removed = crate::quorum::view::delete_removed_topics(ctx.clone(), link.clone());
             stopped_on_drop.push(glommio::spawn_local(removed));
         }
         let replication =
@@ -535,7 +535,7 @@ async fn drain_connections(ctx: &Rc<BrokerCtx>) {
 fn cluster_identity(
     log_dir: &std::path::Path,
     config: &BrokerConfig,
-    cluster: Option<&crate::cluster::ClusterLink>,
+    cluster: Option<&crate::quorum::ClusterLink>,
 ) -> anyhow::Result<(String, crate::meta_properties::ClusterStart)> {
     use crate::meta_properties::{check_cluster, single_node_cluster_id, ClusterStart};
     let Some(link) = cluster else {

@@ -239,7 +239,7 @@ fn status_json(snapshot: &BrokerSnapshot, facts: &BrokerFacts) -> serde_json::Va
 
 /// Cluster mode's section: this broker's membership and the quorum as its voter sees it
 /// (voters' lags only on the active controller's node). Absent (null) in single-node mode.
-fn cluster_json(cluster: &crate::cluster::ClusterStatus) -> serde_json::Value {
+fn cluster_json(cluster: &crate::quorum::ClusterStatus) -> serde_json::Value {
     let quorum = &cluster.quorum;
     let voters: Vec<serde_json::Value> = quorum
         .voters

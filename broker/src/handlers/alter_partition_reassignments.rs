@@ -25,7 +25,7 @@ use laminar_controller::api::{PartitionReassignment, ReassignmentResult, Replica
 use laminar_controller::MetadataImage;
 
 use crate::broker::BrokerCtx;
-use crate::cluster::admin::{wait_for_view, with_retries};
+use crate::quorum::admin::{wait_for_view, with_retries};
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,

@@ -10,9 +10,9 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::cluster::admin::{wait_for_view, with_retries};
-use crate::cluster::ClusterLink;
 use crate::handlers::topic_admin::{controller_error, AdminError, PartitionBudget};
+use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::ClusterLink;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let shared = &ctx.state.shared;

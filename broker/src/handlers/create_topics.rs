@@ -14,11 +14,11 @@ use kafka_protocol::protocol::StrBytes;
 use laminar_engine::cluster::metadata::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::cluster::admin::{wait_for_view, with_retries};
-use crate::cluster::view::alive_brokers;
-use crate::cluster::ClusterLink;
 use crate::config::TopicConfig;
 use crate::handlers::topic_admin::{controller_error, validate_overrides, AdminError, PartitionBudget};
+use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::view::alive_brokers;
+use crate::quorum::ClusterLink;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let shared = &ctx.state.shared;

@@ -1,6 +1,6 @@
 //! DeleteTopics: removes topics from the table, then their partitions' files on every shard. In
 //! cluster mode the quorum removes them; every broker deletes its partitions' files when its
-//! view loses the topic (`cluster::view`).
+//! view loses the topic (`quorum::view`).
 
 use std::rc::Rc;
 
@@ -14,9 +14,9 @@ use std::sync::Arc;
 use laminar_engine::cluster::TopicMetadata;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::cluster::admin::{wait_for_view, with_retries};
-use crate::cluster::ClusterLink;
 use crate::handlers::topic_admin::{controller_error, delete_partitions, AdminError};
+use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::ClusterLink;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
     let shared = &ctx.state.shared;

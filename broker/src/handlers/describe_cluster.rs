@@ -9,8 +9,8 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
-use crate::cluster::view::{alive_brokers, registered_brokers};
 use crate::handlers::metadata::advertised;
+use crate::quorum::view::{alive_brokers, registered_brokers};
 
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 

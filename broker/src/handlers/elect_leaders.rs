@@ -21,7 +21,7 @@ use laminar_controller::api::{ElectionType, TopicPartition};
 use laminar_controller::NO_LEADER;
 
 use crate::broker::BrokerCtx;
-use crate::cluster::admin::{wait_for_view, with_retries};
+use crate::quorum::admin::{wait_for_view, with_retries};
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {
     let shared = &ctx.state.shared;

@@ -12,12 +12,12 @@ use kafka_protocol::protocol::StrBytes;
 use laminar_controller::api::CreatableTopic;
 
 use crate::broker::BrokerCtx;
-use crate::cluster::admin::with_retries;
-use crate::cluster::view::{alive_broker, alive_brokers, AliveBroker};
-use crate::cluster::ClusterLink;
 use crate::group::store::offsets_topic_configs;
 use crate::group::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::metadata::advertised;
+use crate::quorum::admin::with_retries;
+use crate::quorum::view::{alive_broker, alive_brokers, AliveBroker};
+use crate::quorum::ClusterLink;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;

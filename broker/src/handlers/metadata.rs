@@ -18,9 +18,9 @@ use laminar_controller::{TopicState, NO_LEADER};
 use laminar_engine::cluster::metadata::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::cluster::admin::{wait_for_view, with_retries};
-use crate::cluster::view::alive_brokers;
-use crate::cluster::ClusterLink;
+use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::view::alive_brokers;
+use crate::quorum::ClusterLink;
 
 /// Kafka's "authorized operations not requested" marker.
 const OPERATIONS_OMITTED: i32 = i32::MIN;

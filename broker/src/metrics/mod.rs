@@ -212,7 +212,7 @@ pub struct BrokerSnapshot {
     /// Incremental fetch sessions open (KIP-227).
     pub fetch_sessions: usize,
     /// This broker and the quorum, in cluster mode only.
-    pub cluster: Option<crate::cluster::ClusterStatus>,
+    pub cluster: Option<crate::quorum::ClusterStatus>,
 }
 
 /// The descriptor shares (`crate::open_files`): their sizes and what is taken of them.

@@ -17,7 +17,7 @@ use laminar_engine::shard::shard_of_partition;
 
 use super::IsrChange;
 use crate::broker::{BrokerCtx, TopicPartition};
-use crate::cluster::ClusterLink;
+use crate::quorum::ClusterLink;
 
 /// How long a leader waits for the controller's answer to an ISR change before it may ask again.
 const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -127,7 +127,7 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
 /// Deletes this broker's replica of a partition a reassignment moved off it (its topic still
 /// exists without this broker among its replicas). Only a partition this process had a role
 /// for gets here, so an image not yet caught up at start deletes nothing; deleted topics are
-/// shard 0's (`cluster::view::delete_removed_topics`).
+/// shard 0's (`quorum::view::delete_removed_topics`).
 async fn delete_moved_replica(ctx: &Rc<BrokerCtx>, image: &MetadataImage, topic: &str, partition: i32) {
     let Some(state) = image.metadata.partition_by_name(topic, partition) else {
         return;

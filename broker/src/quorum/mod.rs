@@ -1,6 +1,6 @@
-//! Cluster mode (`process.roles=broker,controller`): this process runs a voter of the controller
-//! quorum (`laminar-controller`, on its own thread with its own tokio runtime) and is a broker
-//! registered with it. The topic table the shards route by becomes a view of the quorum's
+//! The broker in a controller quorum (cluster mode, `process.roles=broker,controller`): this
+//! process runs a voter of the quorum (`laminar-controller`, on its own thread with its own
+//! tokio runtime) and is a broker registered with it. The topic table the shards route by becomes a view of the quorum's
 //! `ClusterMetadata` (`view.rs`); admin requests and producer-id blocks go to the quorum
 //! (`admin.rs`); registration, heartbeats and controlled shutdown are in `membership.rs`.
 //!
