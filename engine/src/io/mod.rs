@@ -7,6 +7,8 @@
 mod descriptors;
 mod dir_syncs;
 mod durable_dirs;
+// Fault injection for tests: never in a production build.
+#[cfg(any(test, feature = "testing"))]
 mod faulty;
 mod file_cache;
 mod glommio_storage;
@@ -22,6 +24,7 @@ pub use descriptors::{
 };
 pub use dir_syncs::SharedDirSyncs;
 pub use durable_dirs::{create_dir_all_durably, replace_file_durably};
+#[cfg(any(test, feature = "testing"))]
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode, DIR_SYNCS_IN_FLIGHT_MAX};

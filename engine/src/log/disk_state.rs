@@ -40,7 +40,7 @@
 //! writes nothing here (decision 0011 section 22). Every other writer (a removal of segments,
 //! a compaction, a truncation, a new start) may leave the files as long as the prefix says,
 //! so it writes dirty, durably, before its first write; so does an append when the clean
-//! record has no prefix (format 1, the legacy marker).
+//! record has no prefix (format 1).
 //!
 //! The synced prefix is the active segment as the last clean state left it: that many bytes of
 //! its `.log` and entries of its indexes were fdatasync'd then, and appends only write past
@@ -57,17 +57,13 @@
 //!
 //! Anything else read from the file (a wrong length, magic, version, state byte, non-zero
 //! padding or CRC: a torn write) counts as dirty without a prefix, which is always safe: the
-//! whole active segment is verified. A log without the file is dirty too, unless it holds the
-//! marker file earlier versions left at a clean close (`.laminar-clean-shutdown`, empty), which
-//! counts as clean until the first write removes it.
+//! whole active segment is verified. A log without the file is dirty too.
 
 use crate::io::{Storage, StorageFile};
 use std::io;
 use std::path::Path;
 
 pub const STATE_FILE: &str = ".laminar-log-state";
-/// The empty marker of a clean close that earlier versions left instead of the state file.
-pub const LEGACY_CLEAN_MARKER: &str = ".laminar-clean-shutdown";
 
 const MAGIC: &[u8; 4] = b"LLST";
 const FORMAT_VERSION: u8 = 4;
@@ -222,17 +218,11 @@ pub fn decode(bytes: &[u8]) -> Option<StateRecord> {
 }
 
 /// The record of the log in `dir`, whose entries are `names`: clean only when the state file
-/// says so, or (without one) when the legacy marker is there.
+/// says so.
 pub async fn read<S: Storage>(storage: &S, dir: &Path, names: &[String]) -> io::Result<StateRecord> {
     if !names.iter().any(|n| n == STATE_FILE) {
-        let legacy = names.iter().any(|n| n == LEGACY_CLEAN_MARKER);
-        let state = if legacy {
-            DiskState::Clean
-        } else {
-            DiskState::Dirty
-        };
         // Without the file (a new log before its first checkpoint) nothing is promised.
-        return Ok(StateRecord::new(state, None));
+        return Ok(StateRecord::DIRTY);
     }
     let path = dir.join(STATE_FILE);
     let file = storage.open(&path, false).await?;

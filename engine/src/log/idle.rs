@@ -9,7 +9,7 @@ impl<S: Storage> Log<S> {
     /// blocks reserved ahead of appends to give back, or index entries in memory to drop once
     /// unused. Reads only what the log keeps in memory.
     pub fn holds_idle_work(&self) -> bool {
-        if !self.clean.get() {
+        if !self.is_clean() {
             return true;
         }
         let state = self.state.borrow();

@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod checksum;
+mod clean_state;
 mod compaction;
 mod config;
 pub mod disk_state;
@@ -35,6 +36,7 @@ pub mod timeindex;
 
 use crate::local_sync::LocalLock;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
+use clean_state::CleanState;
 pub use compaction::CompactionOutcome;
 pub use config::LogConfig;
 use disk_state::{DiskState, StateRecord, SyncedPrefix};
@@ -86,32 +88,28 @@ pub struct Log<S: Storage> {
     writer: LocalLock,
     failure: RefCell<Option<String>>,
     /// The last write was refused for lack of space or descriptors (so that the change is
-    /// logged once each way).
+    /// logged once each way). Independent of the disk state: cleared by the next write that
+    /// succeeds.
     exhausted: Cell<bool>,
-    /// The disk state is clean: nothing was written since everything was last synced.
-    clean: Cell<bool>,
-    /// The state file says clean with a synced prefix, so the next open counts the log dirty
-    /// if it finds it grown past the prefix: appends need not write the state first
-    /// ([`mark_dirty_for_append`](Self::mark_dirty_for_append)). Other writers still write it.
-    growth_shows: Cell<bool>,
+    /// What the state file says and whether the log was written since; changed only through
+    /// [`transition`](Self::transition), which checks the change.
+    clean_state: Cell<CleanState>,
     /// The state file said at the open: clean, and no producer state then (`disk_state.rs`).
     opened_without_producer_state: bool,
-    /// The state file exists (else the log is dirty, or clean by the legacy marker).
-    state_file: Cell<bool>,
-    /// The legacy clean-shutdown marker is there (removed at the first write).
-    legacy_marker: Cell<bool>,
     /// What of the active segment the last clean state had synced, recorded with the dirty
     /// state so that recovery starts after it (`disk_state.rs`); `None` when unknown.
     synced_prefix: Cell<Option<SyncedPrefix>>,
     /// The segment that rolled, until it is synced (`rolled.rs`); at most one.
     rolled: RefCell<Option<Rc<Segment<S::File>>>>,
-    /// Whether a caller was told to sync `rolled` in the background.
+    /// Whether a caller was told to sync `rolled` in the background (so that one caller is,
+    /// once per roll).
     rolled_sync_claimed: Cell<bool>,
     /// Callers syncing `rolled` take turns, so that the second finds it done.
     rolled_sync: LocalLock,
     /// Counts truncations, which rewrite what a synced prefix taken before them described.
     truncations: Cell<u64>,
-    /// The directory was removed ([`Log::delete`]).
+    /// The directory was removed ([`Log::delete`]): a background sync of the segment that
+    /// rolled, ending after it, records nothing.
     deleted: Cell<bool>,
     /// A new log whose directory (its files' entries) and whose entry in the log directory are
     /// not yet covered by fsyncs: its first durable point ([`Log::sync`], or the first state
@@ -124,7 +122,7 @@ pub struct Log<S: Storage> {
 impl<S: Storage> Log<S> {
     /// Whether nothing was written since everything was last synced (the disk state is clean).
     pub fn is_clean(&self) -> bool {
-        self.clean.get()
+        self.clean_state.get().is_clean()
     }
 
     /// Whether the open found the log clean at a point where its owner had no producer state
@@ -139,11 +137,14 @@ impl<S: Storage> Log<S> {
     /// no fdatasync of the state file on the first append after each checkpoint (decision
     /// 0011 section 22). Otherwise as [`mark_dirty`](Self::mark_dirty).
     async fn mark_dirty_for_append(&self) -> Result<(), LogError> {
-        if self.growth_shows.get() {
-            self.clean.set(false);
-            return Ok(());
+        match self.clean_state.get() {
+            CleanState::Clean => self.transition(CleanState::AppendedSinceClean),
+            CleanState::AppendedSinceClean => {}
+            CleanState::NoFile | CleanState::Dirty | CleanState::CleanWithoutPrefix => {
+                return self.mark_dirty().await
+            }
         }
-        self.mark_dirty().await
+        Ok(())
     }
 
     /// Makes the disk state dirty, durably, unless it says so already: from now on a crash
@@ -151,30 +152,12 @@ impl<S: Storage> Log<S> {
     /// its first write: a removal, a compaction or a new start may leave the active segment
     /// as long as the clean state's prefix says.
     async fn mark_dirty(&self) -> Result<(), LogError> {
-        if !self.clean.get() && !self.growth_shows.get() {
+        if matches!(self.clean_state.get(), CleanState::NoFile | CleanState::Dirty) {
             return Ok(());
         }
-        let marked = async {
-            if self.state_file.get() {
-                let record = StateRecord::new(DiskState::Dirty, self.synced_prefix.get());
-                disk_state::write(&*self.storage, &self.dir, record, true).await?;
-            }
-            if self.legacy_marker.get() {
-                let marker = self.dir.join(disk_state::LEGACY_CLEAN_MARKER);
-                match self.storage.remove_file(&marker).await {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
-                self.storage.sync_dir(&self.dir).await?;
-            }
-            Ok(())
-        }
-        .await;
-        marked.map_err(|e| self.fail(e))?;
-        self.legacy_marker.set(false);
-        self.growth_shows.set(false);
-        self.clean.set(false);
-        Ok(())
+        let record = StateRecord::new(DiskState::Dirty, self.synced_prefix.get());
+        let marked = self.write_state(record).await;
+        marked.map_err(|e| self.fail(e))
     }
 
     /// Writes the clean state (creating the state file the first time), saying whether the
@@ -199,13 +182,16 @@ impl<S: Storage> Log<S> {
         // the old one on disk, which must not outlive the bytes it describes (it also says
         // that every segment before it is synced, `rolled.rs`).
         self.synced_prefix.set(None);
-        if self.clean.get() || !self.state_file.get() {
-            return Ok(()); // a clean log records none when it turns dirty (`mark_dirty`)
+        if !matches!(
+            self.clean_state.get(),
+            CleanState::Dirty | CleanState::AppendedSinceClean
+        ) {
+            // A clean log records none when it turns dirty (`mark_dirty`); without a state
+            // file there is none on disk.
+            return Ok(());
         }
-        let written = disk_state::write(&*self.storage, &self.dir, StateRecord::DIRTY, true).await;
-        written.map_err(|e| self.fail(e))?;
-        self.growth_shows.set(false);
-        Ok(())
+        let written = self.write_state(StateRecord::DIRTY).await;
+        written.map_err(|e| self.fail(e))
     }
 
     /// For a log written without pause (never idle long enough for a checkpoint): once the
@@ -225,7 +211,7 @@ impl<S: Storage> Log<S> {
                 Some(prefix) if prefix.base_offset == active.base_offset => prefix.log_len,
                 _ => 0,
             };
-            if self.clean.get() || active.meta().size < from + step {
+            if self.is_clean() || active.meta().size < from + step {
                 return Ok(false);
             }
             active.write_indexes().await.map_err(|e| self.fail(e))?;
@@ -236,7 +222,7 @@ impl<S: Storage> Log<S> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
         let unchanged = truncations == self.truncations.get() && Rc::ptr_eq(&active, &self.active());
-        if self.clean.get() || !unchanged {
+        if self.is_clean() || !unchanged {
             return Ok(false);
         }
         let recorded = async {
@@ -258,7 +244,7 @@ impl<S: Storage> Log<S> {
     pub async fn checkpoint(&self, no_producer_state: bool) -> Result<bool, LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
-        if self.clean.get() {
+        if self.is_clean() {
             return Ok(false);
         }
         self.sync_rolled().await?;
@@ -268,7 +254,6 @@ impl<S: Storage> Log<S> {
         }
         .await;
         synced.map_err(|e| self.fail(e))?;
-        self.clean.set(true);
         // A checkpoint comes after a while without appends: the next use of this log is most
         // likely a read of its `.log`, which its index files' descriptors would have pushed out
         // of the budget (decision 0011, section 24).
@@ -775,7 +760,7 @@ impl<S: Storage> Log<S> {
     pub async fn close(&self) -> Result<(), LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
-        let dirty = !self.clean.get();
+        let dirty = !self.is_clean();
         self.sync_rolled().await?;
         let result = async {
             if dirty {
@@ -791,9 +776,7 @@ impl<S: Storage> Log<S> {
             Ok(())
         }
         .await;
-        result.map_err(|e| self.fail(e))?;
-        self.clean.set(true);
-        Ok(())
+        result.map_err(|e| self.fail(e))
     }
 
     /// Removes the whole directory, durably (`io::remove_dir_durably`).

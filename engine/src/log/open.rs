@@ -2,6 +2,7 @@
 //! recovery must verify (`disk_state.rs`: a clean state whose prefix no longer describes the
 //! files counts as dirty from it), and opening its segments.
 
+use super::clean_state::CleanState;
 use super::disk_state::{self, DiskState, StateRecord};
 use super::index::{Entry, IndexEntry};
 use super::recovery::{self, OffsetGaps};
@@ -61,7 +62,7 @@ impl<S: Storage> Log<S> {
             .min(log_end_offset);
         // The state stays clean until the first write (`mark_dirty`). A clean record's prefix
         // holds after a crash too: recovery only verified and cut past it.
-        let growth_shows = on_disk.state == DiskState::Clean && on_disk.synced.is_some();
+        let clean_state = CleanState::at_open(state_file.then_some(on_disk), record.state, created);
         let synced_prefix = match (on_disk.state, on_disk.synced) {
             (DiskState::Clean, Some(prefix)) => Some(prefix),
             _ => clean.then(|| segments.last().expect("non-empty").synced_prefix()),
@@ -73,7 +74,6 @@ impl<S: Storage> Log<S> {
             log_end_offset,
             leader_epoch: 0,
         };
-        let legacy_marker = names.iter().any(|n| n == disk_state::LEGACY_CLEAN_MARKER);
         let log = Log {
             storage,
             files,
@@ -82,11 +82,8 @@ impl<S: Storage> Log<S> {
             writer: LocalLock::new(),
             failure: RefCell::new(None),
             exhausted: Cell::new(false),
-            clean: Cell::new(clean),
-            growth_shows: Cell::new(growth_shows && !created),
+            clean_state: Cell::new(clean_state),
             opened_without_producer_state: clean && record.no_producer_state,
-            state_file: Cell::new(state_file),
-            legacy_marker: Cell::new(legacy_marker),
             synced_prefix: Cell::new(synced_prefix),
             rolled: RefCell::new(None),
             rolled_sync_claimed: Cell::new(false),

@@ -1,7 +1,7 @@
 //! Opening segments: trusting what a clean shutdown left, repairing what a crash left.
 //!
-//! After a clean shutdown (marker present) a segment's indexes are trusted when sane, and only
-//! the batch headers after the last index entry are read to find the segment's end.
+//! After a clean shutdown (the state file says clean) a segment's indexes are trusted when sane,
+//! and only the batch headers after the last index entry are read to find the segment's end.
 //!
 //! After a crash the active segment is verified batch by batch (CRC-32C included) and cut at
 //! the first invalid or torn batch; its indexes are rebuilt from the scan. The scan starts at

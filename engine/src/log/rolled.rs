@@ -20,6 +20,7 @@
 //! - Compaction records that prefix before it rewrites anything, so a segment recovery may
 //!   verify was never compacted: its end is the next segment's base, or something was lost.
 
+use super::clean_state::CleanState;
 use super::disk_state::{self, DiskState, StateRecord, SyncedPrefix};
 use super::segment::Segment;
 use super::{Log, LogError};
@@ -93,7 +94,7 @@ impl<S: Storage> Log<S> {
         );
         let active = self.active();
         let recorded = self.synced_prefix.get().map(|p| p.base_offset);
-        if self.clean.get() || recorded == Some(active.base_offset) {
+        if self.is_clean() || recorded == Some(active.base_offset) {
             return Ok(());
         }
         let prefix = SyncedPrefix::start_of(active.base_offset);
@@ -105,16 +106,15 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// Writes the state file (creating it, durably, the first time).
+    /// Writes the state file (creating it, durably, the first time) and moves the log to the
+    /// state it now says.
     pub(super) async fn write_state(&self, record: StateRecord) -> io::Result<()> {
-        let exists = self.state_file.get();
+        let exists = self.clean_state.get() != CleanState::NoFile;
         disk_state::write(&*self.storage, &self.dir, record, exists).await?;
-        let clean_with_prefix = record.state == DiskState::Clean && record.synced.is_some();
-        self.growth_shows.set(clean_with_prefix);
         if !exists {
             self.sync_dirs().await?;
-            self.state_file.set(true);
         }
+        self.transition(CleanState::written(record));
         Ok(())
     }
 

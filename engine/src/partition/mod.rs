@@ -25,33 +25,6 @@ pub use idle_work::IdleList;
 use idle_work::IdleWork;
 use leader_epochs::{EpochEntry, LeaderEpochs};
 
-/// `laminar.fsync`: when acknowledged data must be on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FsyncPolicy {
-    /// Never wait for fdatasync (the page cache and replication carry durability).
-    Never,
-    /// acks=all waits for fdatasync (group commit).
-    #[default]
-    OnAcksAll,
-    /// A ticker calls [`Partition::flush`] every so many milliseconds; acks do not wait.
-    IntervalMs(u64),
-}
-
-impl FsyncPolicy {
-    /// Parses `never`, `acks_all` or `interval:<ms>`.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value.trim() {
-            "never" => Some(FsyncPolicy::Never),
-            "acks_all" | "on_acks_all" => Some(FsyncPolicy::OnAcksAll),
-            other => other
-                .strip_prefix("interval:")?
-                .parse()
-                .ok()
-                .map(FsyncPolicy::IntervalMs),
-        }
-    }
-}
-
 /// What a read returns: `data` is whole batches in offset order, in memory (`Vec<Bytes>`) or,
 /// for [`Partition::read_for_send`], possibly left in the segment file ([`RecordBytes`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -673,36 +673,6 @@ fn a_checkpoint_of_an_idle_partition_spares_it_recovery() {
 }
 
 #[test]
-fn the_marker_of_earlier_versions_counts_as_clean_until_the_first_write() {
-    use crate::log::disk_state::LEGACY_CLEAN_MARKER;
-    block_on(async {
-        let storage = FaultyStorage::new(9);
-        let config = LogConfig::default();
-        let p = open(&storage, config.clone()).await;
-        p.append(batch(2, 0), 0).await.unwrap();
-        p.append(batch(2, 1), 0).await.unwrap();
-        p.close().await.unwrap();
-        // What an earlier version left: the empty marker, no state file.
-        let state_file = dir().join(crate::log::disk_state::STATE_FILE);
-        storage.remove_file(&state_file).await.unwrap();
-        let marker = dir().join(LEGACY_CLEAN_MARKER);
-        storage.set_file_bytes(&marker, Vec::new());
-        damage_last_batch(&storage);
-        let p = open(&storage, config.clone()).await;
-        assert_eq!(p.log_end_offset(), 4, "trusted: clean");
-        p.append(batch(1, 2), 0).await.unwrap();
-        assert!(
-            storage.file_bytes(&marker).is_none(),
-            "removed at the first write"
-        );
-        drop(p);
-        storage.crash(CrashMode::LoseUnsynced);
-        let p = open(&storage, config).await;
-        assert_eq!(p.log_end_offset(), 2, "recovered: cut at the damaged batch");
-    });
-}
-
-#[test]
 fn a_clean_open_trusts_the_active_segments_index_instead_of_verifying_it() {
     block_on(async {
         let storage = FaultyStorage::new(10);

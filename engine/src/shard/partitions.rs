@@ -501,7 +501,8 @@ impl ShardPartitions {
         }
     }
 
-    /// Flushes and closes every partition (clean-shutdown marker); returns the failures.
+    /// Flushes and closes every partition (their logs' state files then say clean); returns
+    /// the failures.
     /// [`CLOSE_CONCURRENCY`] at a time, so that their fdatasyncs overlap.
     pub async fn close_all(&self) -> Vec<(PartitionKey, LogError)> {
         use futures::StreamExt;
