@@ -74,7 +74,7 @@ pub fn count_from(records: &[u8], position: i64) -> anyhow::Result<(u64, u64, i6
 /// Connects a consumer to its leader and warms its receive memory for the largest answer it
 /// asks for: the run measures consumers in their steady state, not the kernel's zero-filling of
 /// each one's first buffer, which at 16 consumers of 1 GiB was every byte received (decision
-/// 0011, section 29).
+/// 0029, bench scale and its goals).
 pub fn connect_consumer(job: &ConsumerJob) -> anyhow::Result<Connection> {
     let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
         .with_context(|| format!("consumer connecting to {}", job.leader))?;

@@ -11,8 +11,8 @@ use std::task::{Context, Poll};
 
 use crate::replication::throttle::ThrottleSide;
 use laminar_controller::PartitionState;
-use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::io::WriteBehind;
+use laminar_engine::metadata::{MetadataStore, ProducerIdAllocator, TopicMetadata};
 use laminar_engine::partition::{LogConfig, Partition};
 use laminar_engine::shard::partitions::{PartitionSpec, ShardPartitions};
 use laminar_engine::shard::{shard_of_partition, ShardContext, ShardGone, ShardId};
@@ -386,7 +386,8 @@ pub fn by_owning_shard<T>(
 const PREFETCH_PARTITIONS: usize = 128;
 
 /// Asks the CPU to load what the work on the next [`PREFETCH_PARTITIONS`] partitions of a
-/// shard's list touches first (`ShardPartitions::prefetch`, docs/decisions/0011 section 27).
+/// shard's list touches first (`ShardPartitions::prefetch`, docs/decisions/0026, per-batch cost across many
+/// partitions).
 /// `left`: the partitions whose work has not started. One alone has no misses to overlap.
 fn prefetch_the_next_ones<T>(there: &BrokerCtx, left: &[(TopicPartition, T)]) {
     if left.len() > 1 {
@@ -402,7 +403,8 @@ fn prefetch_the_next_ones<T>(there: &BrokerCtx, left: &[(TopicPartition, T)]) {
 /// once as it starts, and only those that wait then (a partition opening, a lock held) join a
 /// `FuturesUnordered`: an append into the page cache finishes at its first poll, and the set's
 /// task per future, with its linking and atomics, cost more than the append's own bookkeeping
-/// in requests naming thousands of partitions (docs/decisions/0011 section 9). The first polls
+/// in requests naming thousands of partitions (docs/decisions/0026, per-batch cost across many partitions).
+/// The first polls
 /// use a shared waker: a run that waits keeps a clone of the waker it was polled with until the
 /// set polls it again, and glommio's own count of a task's wakers overflows at 32 768 runs
 /// (`laminar_engine::task_wakers`).

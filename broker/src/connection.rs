@@ -314,7 +314,8 @@ type AnswerOutput = Result<Option<Vec<Chunk>>, handlers::RequestError>;
 /// it, oldest first, in one send as far as the socket takes them, stopping at the first that is
 /// not ready. A client that pipelines requests is woken once for the answers that are ready
 /// together: on loopback the sender pays for the receiver's TCP processing and wake-up inside its
-/// own send, which was the largest cost of a stream of small produce requests (docs/decisions/0011).
+/// own send, which was the largest cost of a stream of small produce requests (docs/decisions/0025, small
+/// requests and connections that move).
 async fn write_answers(
     first: Option<AnswerOutput>,
     answers: &mut FuturesOrdered<Answer>,

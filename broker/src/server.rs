@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use glommio::net::TcpListener;
-use laminar_engine::cluster::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::io::writeback::WriteBehindRing;
 use laminar_engine::io::{
     DescriptorBudget, FileCache, GlommioStorage, ReserveBudget, WriteBehind, WriteMode,
 };
+use laminar_engine::metadata::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
 use laminar_engine::shard::{ShardGone, ShardRuntime};

@@ -30,7 +30,7 @@ pub enum PartitionAccessError {
 
 /// A topic partition named by a request. The name is shared: a request naming thousands of
 /// partitions of one topic holds one copy of it, and the copies a partition's work takes to its
-/// shard and back are counts, not allocations (docs/decisions/0011 section 20).
+/// shard and back are counts, not allocations (docs/decisions/0027, fetches over thousands of partitions).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
     pub topic: Arc<str>,

@@ -101,7 +101,7 @@ impl Connection {
 
     /// Reserves and touches receive memory for a response of `bytes`: a benchmark's consumer
     /// calls it before its clock starts, so that it measures a consumer in its steady state
-    /// (decision 0011, section 29).
+    /// (decision 0029, bench scale and its goals).
     pub fn warm_receive_buffer(&mut self, bytes: usize) {
         self.frames.warm(bytes);
     }

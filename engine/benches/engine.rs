@@ -118,7 +118,8 @@ const SPREAD_DESCRIPTORS: u64 = 15_000;
 /// A shard thread holding `partitions` partitions, each written once (so that creating their
 /// files is not counted); each request appends that many one-record batches round robin over
 /// them, each partition looked up by name first as a produce of keyed records spread over many
-/// partitions does (docs/decisions/0011 section 9), and answers how long that took. The
+/// partitions does (docs/decisions/0026, per-batch cost across many partitions), and answers how long that
+/// took. The
 /// partitions stay open across requests: criterion asks many times, and opening 10 000 each
 /// time would swamp its estimates.
 struct SpreadShard {

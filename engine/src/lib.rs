@@ -8,16 +8,17 @@
 //! - [`partition`]: one partition replica: its log, group commit, offsets, append notification.
 //! - [`shard`]: one pinned executor per core, the partition→shard table, cross-shard messages.
 //! - [`io`]: the storage I/O seam (glommio-backed; a fault-injecting variant for tests).
-//! - [`cluster`]: topic metadata (single writer, published read-only to every shard).
+//! - [`metadata`]: the node's topic table and producer ids (single writer, published read-only
+//!   to every shard).
 //! - [`local_sync`]: the async lock and event of state one shard owns (no atomics: one thread
 //!   uses them).
 //! - [`task_wakers`]: keeping glommio's count of a task's wakers bounded (one operation
 //!   polled again and again, or tens of thousands waited on at once).
 
-pub mod cluster;
 pub mod io;
 pub mod local_sync;
 pub mod log;
+pub mod metadata;
 pub mod partition;
 pub mod shard;
 mod sys;

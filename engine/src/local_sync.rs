@@ -7,7 +7,7 @@
 //! `event_listener::Event` pay on every release and notification, to wake waiters on any
 //! thread) buy nothing: an append into a partition of many took and released three locks and
 //! notified one event, and at 10 000 partitions that showed as 6 % of the broker's CPU
-//! (docs/decisions/0011 section 9).
+//! (docs/decisions/0026, per-batch cost across many partitions).
 //!
 //! Fairness: a release hands the lock to the longest waiter, which then holds it before anyone
 //! else can take it; a task that keeps taking the lock cannot starve the others.

@@ -340,7 +340,7 @@ impl Run {
         if end < model.log_start {
             // Nothing of the log was durable, not even its directory's entry (retention can
             // move the start of a log never synced): the crash took the log whole, and it
-            // starts again empty (decision 0011 section 14).
+            // starts again empty (decision 0023, partition files made at first write).
             assert_eq!((start, end), (0, 0), "a log lost whole starts afresh");
             model.batches.clear();
             model.log_start = 0;

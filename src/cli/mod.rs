@@ -100,7 +100,7 @@ impl Leaders {
 
 /// Kafka's topic name rules, checked before asking the broker for a clearer message.
 pub fn check_topic_name(name: &str) -> anyhow::Result<()> {
-    laminar_engine::cluster::metadata::validate_topic_name(name).map_err(|e| anyhow!("{e}"))
+    laminar_engine::metadata::topic_table::validate_topic_name(name).map_err(|e| anyhow!("{e}"))
 }
 
 /// Metadata of one existing topic, or "unknown topic".

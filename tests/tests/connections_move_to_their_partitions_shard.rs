@@ -1,5 +1,6 @@
 //! A connection whose requests all name partitions of one other shard moves to that shard
-//! (docs/decisions/0011, `broker/src/handlers/placement.rs`), against the real binary with two
+//! (docs/decisions/0025, small requests and connections that move, `broker/src/handlers/placement.rs`),
+//! against the real binary with two
 //! shards.
 //!
 //! Proves: one connection that produces pipelined batches to partition 0, then to partition 1

@@ -2,7 +2,8 @@
 //!
 //! A DAMON scheme with the `pageout` action on physical memory reclaims whatever it finds
 //! unused for a while, page cache included. A broker serves recent data from the page cache:
-//! on the development VM (docs/decisions/0011, section 11) a tenth of 10 000 segments lost their
+//! on the development VM (docs/decisions/0028, ranges the host's reclaim thinned) a tenth of 10 000 segments
+//! lost their
 //! last pages within 20 s of being written, and consumers of that data read it from the disk.
 //! Either a kdamond started through sysfs (`/sys/kernel/mm/damon/admin`) or the `damon_reclaim`
 //! module does this. The host's memory policy decides it, often an agent of the hypervisor, so

@@ -204,8 +204,9 @@ fn watch_floor(
 
 /// Before a measured produce run: its topic created and one small record written to each of
 /// its partitions, so that the run measures appends rather than the creation of each
-/// partition's files (which the step "one record to every partition" measures; decision 0011,
-/// section 5), as benchmark harnesses warm up before they measure. Its time is reported apart.
+/// partition's files (which the step "one record to every partition" measures; decision 0023,
+/// partition files made at first write), as benchmark harnesses warm up before they measure. Its time is
+/// reported apart.
 fn warm_up(plan: &Plan, args: &ProduceArgs, log: &StepLog) -> anyhow::Result<()> {
     let topic = [TopicSpec {
         name: args.common.topic.clone(),
@@ -258,7 +259,7 @@ fn measure_consume(plan: &Plan, args: &ConsumeArgs, log: &StepLog) -> anyhow::Re
 
 /// A run's figures; with the broker's CPU time since `cpu_before` (user and system, all its
 /// threads), per GiB of the run's bytes: what the broker pays for them, apart from the share
-/// of the machine's cores the client takes (decision 0011, section 18).
+/// of the machine's cores the client takes (decision 0029, bench scale and its goals).
 fn put_figures(plan: &Plan, log: &StepLog, measurement: &Measurement, cpu_before: Option<f64>) {
     log.put("seconds", measurement.seconds);
     log.put("records", measurement.records as f64);
@@ -289,7 +290,7 @@ fn settle(plan: &Plan, log: &StepLog) {
 
 /// Before the consume runs of a topic just written: its partitions are checkpointed 10–15 s
 /// after their last append (4–5 s of broker CPU at 10 000 partitions), which must not fall
-/// into a consume try of one second (decision 0011 section 9).
+/// into a consume try of one second (decision 0022, open on first use and the log state file).
 fn quiet(plan: &Plan, log: &StepLog) {
     if let Err(error) = super::connections::wait_until_quiet(plan.broker_pid, log) {
         log.note(format!("waiting for the broker to go quiet: {error}"));

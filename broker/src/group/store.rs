@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use kafka_protocol::error::ResponseError;
-use laminar_engine::cluster::{MetadataError, MetadataStore};
 use laminar_engine::log::batch::BatchHeader;
+use laminar_engine::metadata::{MetadataError, MetadataStore};
 use laminar_engine::partition::{AppendInfo, LogError, Partition};
 use laminar_engine::shard::shard_of_partition;
 

@@ -11,7 +11,7 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
-use laminar_engine::cluster::metadata::validate_topic_name;
+use laminar_engine::metadata::topic_table::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::config::TopicConfig;

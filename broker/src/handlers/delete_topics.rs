@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use std::sync::Arc;
 
-use laminar_engine::cluster::TopicMetadata;
+use laminar_engine::metadata::TopicMetadata;
 
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::handlers::topic_admin::{controller_error, delete_partitions, AdminError};

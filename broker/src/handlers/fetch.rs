@@ -262,7 +262,7 @@ fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(Topi
 /// The bytes one fetch may still read, shared by the shards reading its partitions. Without it
 /// each partition read up to its own limit and the answer was cut to the request's afterwards:
 /// 4 consumers of 2 500 partitions each read 250 MB per fetch to answer 50 MiB, all of it into
-/// memory once descriptors ran short for sendfile (decision 0011, section 6).
+/// memory once descriptors ran short for sendfile (decision 0027, fetches over thousands of partitions).
 struct ReadBudget {
     remaining: AtomicUsize,
     /// Whether some partition found data: only the first may return a batch past its limit.
@@ -550,7 +550,8 @@ async fn wait_for_appends(
 /// watermark, or log end for a follower) passes its offset, or one cannot be read. Each
 /// partition adds this one task's waker to its append event, without a future or an
 /// allocation of its own (a task per partition was a tenth of a caught-up consumer's long
-/// poll over 10 000 partitions, decision 0011 section 11), as a shared waker: glommio's count
+/// poll over 10 000 partitions, decision 0027, fetches over thousands of partitions), as a shared waker:
+/// glommio's count
 /// of one task's wakers overflows at 32 768 (`laminar_engine::task_wakers`); any wake ends the
 /// wait or checks them all again. A partition never written has no files to watch: for those
 /// the wait is also for this shard to open one.

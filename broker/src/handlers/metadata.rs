@@ -10,12 +10,12 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use laminar_engine::cluster::{MetadataError, TopicMetadata};
+use laminar_engine::metadata::{MetadataError, TopicMetadata};
 
 use laminar_controller::api::error_code::TOPIC_ALREADY_EXISTS;
 use laminar_controller::api::CreatableTopic;
 use laminar_controller::{TopicState, NO_LEADER};
-use laminar_engine::cluster::metadata::validate_topic_name;
+use laminar_engine::metadata::topic_table::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::quorum::admin::{wait_for_view, with_retries};

@@ -6,7 +6,8 @@
 //! round trip between shards per request: on this 2-vCPU VM that tripled the broker's CPU per
 //! GB for a producer of 16 KiB batches to one partition (3.6 s against 1.3 s), in wake-ups,
 //! context switches and the memory barrier glommio issues before each executor sleeps. Once
-//! moved, its requests run where their partitions live (docs/decisions/0011, "one partition").
+//! moved, its requests run where their partitions live (docs/decisions/0025, small requests and connections
+//! that move).
 
 use std::cell::Cell;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
-use laminar_engine::cluster::{MetadataError, TopicMetadata};
+use laminar_engine::metadata::{MetadataError, TopicMetadata};
 
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::config::topic::validate_topic_override;

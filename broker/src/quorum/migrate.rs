@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use futures::executor::block_on;
 use laminar_controller::api::error_code::{NONE, NOT_CONTROLLER};
 use laminar_controller::api::CreatableTopic;
-use laminar_engine::cluster::TopicTable;
+use laminar_engine::metadata::TopicTable;
 
 use super::ClusterLink;
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use laminar_controller::{ControllerConfig, ControllerHandle, ControllerNode, MetadataImage};
-use laminar_engine::cluster::TopicMetadata;
+use laminar_engine::metadata::TopicMetadata;
 
 use crate::config::{BrokerConfig, ClusterSettings};
 

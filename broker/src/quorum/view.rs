@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use laminar_controller::{ClusterMetadata, MetadataImage};
-use laminar_engine::cluster::{MetadataStore, TopicMetadata};
+use laminar_engine::metadata::{MetadataStore, TopicMetadata};
 
 use super::ClusterLink;
 use crate::broker::BrokerShared;

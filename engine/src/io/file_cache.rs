@@ -123,7 +123,8 @@ struct Shared<S: Storage> {
     in_use_open: Cell<usize>,
     /// Files chosen for parking whose park has not ended: their descriptors are as good as
     /// given back. Concurrent opens that each saw the files past their share parked a batch
-    /// each before any park ended, and closed most of the cache (decision 0011 section 1).
+    /// each before any park ended, and closed most of the cache (decision 0021, file cache and descriptor
+    /// budget).
     parking: Cell<usize>,
     /// Of the files being parked for opens past the soft limit, how many no open has counted
     /// on yet: such an open takes one instead of parking a batch of its own.
@@ -369,7 +370,8 @@ impl<S: Storage> Shared<S> {
                 Err(error) if is_out_of_descriptors(&error) => {}
                 Err(error) => {
                     // It holds no descriptor: the next open may have its place (recovery looks
-                    // for index files that are often missing, decision 0011 section 19).
+                    // for index files that are often missing, decision 0023, partition files made at first
+                    // write).
                     if took_room {
                         self.give_back_parked_room();
                     }

@@ -52,7 +52,8 @@ impl WriteMode {
 /// giving back descriptors (parking hundreds of dirty files, each fdatasynced before its close)
 /// queued thousands: each cancel then cost ~100 µs and, in a produce into 10 000 partitions,
 /// 17 % of the broker's CPU went into those walks, halving the run's throughput
-/// (docs/decisions/0011 section 10). Past [`SYNCS_IN_FLIGHT_MAX`] they wait here instead.
+/// (docs/decisions/0021, file cache and descriptor budget). Past [`SYNCS_IN_FLIGHT_MAX`] they wait here
+/// instead.
 #[derive(Clone)]
 struct SyncSlots(Rc<glommio::sync::Semaphore>);
 
@@ -88,7 +89,7 @@ impl Default for SyncSlots {
 /// Directory fsyncs a shard runs at once, each holding the directory's descriptor outside the
 /// descriptor budget: the broker keeps this many per shard out of the budget's pool. Outside
 /// it, a burst of new partitions' first syncs (two directory fsyncs each) waits here instead of
-/// parking the partitions' files to make room (docs/decisions/0011 section 14).
+/// parking the partitions' files to make room (docs/decisions/0023, partition files made at first write).
 pub const DIR_SYNCS_IN_FLIGHT_MAX: usize = 4;
 
 impl std::fmt::Debug for SyncSlots {
@@ -194,7 +195,7 @@ pub struct GlommioFile {
     /// The descriptor of a `Handle::Buffered`, read at open (-1 in Direct mode). Valid while
     /// `handle` is `Some`: `close` takes the handle before the descriptor closes. Writes read
     /// it here rather than through the handle's `Rc`, a cache miss per write when many files
-    /// take small appends (decision 0011, section 28).
+    /// take small appends (decision 0026, per-batch cost across many partitions).
     buffered_fd: std::os::fd::RawFd,
     id: FileId,
     len: Cell<u64>,
@@ -505,7 +506,8 @@ impl StorageFile for GlommioFile {
         let fd = self.read_fd()?;
         // Every page counts: reclaim takes pages here and there (DAMON's proactive reclaim took
         // the last few pages of one segment in ten, 5–20 s after they were written), and a
-        // sendfile that meets one blocks the shard on the disk (decision 0011, section 11).
+        // sendfile that meets one blocks the shard on the disk (decision 0028, ranges the host's reclaim
+        // thinned).
         if let Some(cached) = crate::sys::range_cached(fd, pos, len)? {
             return Ok(cached);
         }
@@ -577,7 +579,8 @@ impl StorageFile for GlommioFile {
 ///
 /// Reads leave the access time alone (`O_NOATIME`, what Kafka's operators get from mounting
 /// with `noatime`): a file's first read after a write otherwise dirties its inode, 5 % of the
-/// broker's CPU in a consume of 10 000 partitions just written (decision 0011, section 23).
+/// broker's CPU in a consume of 10 000 partitions just written (decision 0027, fetches over thousands of
+/// partitions).
 /// The kernel refuses the flag (EPERM) on a file this process neither owns nor has
 /// CAP_FOWNER over; such a file opens without it.
 fn open_plain(path: &Path, create: bool) -> io::Result<(BufferedFile, FileStat)> {

@@ -5,7 +5,8 @@
 //! to a file not written for tens of milliseconds. A `pwritev` then pays the kernel's cold
 //! path every time: the inode's time update (the coarse clock has ticked since the file's
 //! last write) and the lookup of the file's last page and its buffers, 58 % of the broker's
-//! CPU at that point (decision 0011, section 25). A copy into a mapped page pays none of it:
+//! CPU at that point (decision 0026, per-batch cost across many partitions). A copy into a mapped page pays
+//! none of it:
 //! the kernel is entered once per new page (its first write fault, which updates the time
 //! once), not once per batch. Bytes copied are in the page cache at once, as with `pwritev`,
 //! so what an acknowledgement means does not change: a process kill loses nothing, and

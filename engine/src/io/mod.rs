@@ -156,7 +156,7 @@ pub trait StorageFile {
     /// Gives the file's descriptor back until its next use, where the storage opens files
     /// again by itself (the shard's file cache parks it, if idle); a hint other storage
     /// ignores. For files a shard will not need soon, so that the descriptors go to those it
-    /// reads (decision 0011, section 24).
+    /// reads (decision 0021, file cache and descriptor budget).
     async fn close_until_used(&self) {}
 }
 

@@ -135,7 +135,8 @@ impl BatchError {
 
 /// The headers of one append's batches. A producer sends one batch per partition per request,
 /// so two fit inline and an append allocates no list for them (many partitions' small batches
-/// made those allocations a visible share of the append: decision 0011, section 28).
+/// made those allocations a visible share of the append: decision 0026, per-batch cost across many
+/// partitions).
 pub type BatchHeaders = smallvec::SmallVec<[BatchHeader; INLINE_BATCHES]>;
 
 /// Batches an append lists without allocating.

@@ -12,13 +12,13 @@ use crate::io::Storage;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum CleanState {
     /// No state file: dirty. A new log until its first durable point creates the file (decision
-    /// 0011 section 5), or a log a crash found before any.
+    /// 0022, open on first use and the log state file), or a log a crash found before any.
     NoFile,
     /// The state file says dirty: a crash from now on is recovered.
     Dirty,
     /// The state file says clean with the active segment's synced prefix, and nothing was written
     /// since. An append only grows the log past that prefix, which the next open notices, so it
-    /// writes nothing here first (decision 0011 section 22).
+    /// writes nothing here first (decision 0022, open on first use and the log state file).
     Clean,
     /// The state file says clean with no prefix an append could be noticed against (format 1,
     /// or a log whose segments were all gone at the open), and nothing was written since: every

@@ -37,7 +37,8 @@
 //! (below), so a clean record whose prefix no longer describes the files (its segment longer,
 //! more index entries, or a later segment) was written since, and the open counts it dirty
 //! from that prefix, as if the file said so (`Log::written_since_clean`). An append therefore
-//! writes nothing here (decision 0011 section 22). Every other writer (a removal of segments,
+//! writes nothing here (decision 0022, open on first use and the log state file). Every other writer (a
+//! removal of segments,
 //! a compaction, a truncation, a new start) may leave the files as long as the prefix says,
 //! so it writes dirty, durably, before its first write; so does an append when the clean
 //! record has no prefix (format 1).
@@ -53,7 +54,7 @@
 //! state at this clean point (`partition/producer_snapshot.rs`): an open that finds the log
 //! still clean starts from an empty table at the log end, where otherwise it lists the
 //! producer snapshots and replays the log after the newest (the whole log when there is none,
-//! as for a short log, which gets none: decision 0011 section 21).
+//! as for a short log, which gets none: decision 0022, open on first use and the log state file).
 //!
 //! Anything else read from the file (a wrong length, magic, version, state byte, non-zero
 //! padding or CRC: a torn write) counts as dirty without a prefix, which is always safe: the

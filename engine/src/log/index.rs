@@ -21,8 +21,8 @@
 //!
 //! A file is made when its first entry is written ([`IndexFile`]): a segment under one index
 //! interval (4 KiB by default) never has one, and a file that is not there reads as one with no
-//! entries, which recovery treats as it treats a lost index: it scans the log (decision 0011
-//! section 19).
+//! entries, which recovery treats as it treats a lost index: it scans the log (decision 0023,
+//! partition files made at first write).
 
 use crate::io::StorageFile;
 use futures::future::LocalBoxFuture;

@@ -115,7 +115,7 @@ pub struct Log<S: Storage> {
     /// not yet covered by fsyncs: its first durable point ([`Log::sync`], or the first state
     /// file of a checkpoint or close) does both, the log directory's shared with the shard's
     /// other new logs. Until then a power cut may take the new log whole, which breaks no
-    /// promise: nothing in it was durable (decision 0011 section 14).
+    /// promise: nothing in it was durable (decision 0023, partition files made at first write).
     dirs_unsynced: Cell<bool>,
 }
 
@@ -135,7 +135,7 @@ impl<S: Storage> Log<S> {
     /// state file says clean with a synced prefix, the append itself says so, as it grows the
     /// log past that prefix, which the next open checks (`written_since_clean`): no write and
     /// no fdatasync of the state file on the first append after each checkpoint (decision
-    /// 0011 section 22). Otherwise as [`mark_dirty`](Self::mark_dirty).
+    /// 0022, open on first use and the log state file). Otherwise as [`mark_dirty`](Self::mark_dirty).
     async fn mark_dirty_for_append(&self) -> Result<(), LogError> {
         match self.clean_state.get() {
             CleanState::Clean => self.transition(CleanState::AppendedSinceClean),
@@ -256,7 +256,7 @@ impl<S: Storage> Log<S> {
         synced.map_err(|e| self.fail(e))?;
         // A checkpoint comes after a while without appends: the next use of this log is most
         // likely a read of its `.log`, which its index files' descriptors would have pushed out
-        // of the budget (decision 0011, section 24).
+        // of the budget (decision 0021, file cache and descriptor budget).
         self.active().close_indexes_until_used().await;
         Ok(true)
     }

@@ -51,8 +51,9 @@ impl<S: Storage> Log<S> {
             segments.push(Rc::new(Self::new_segment(&files, base).await?));
             // No state file yet: a log without one is dirty, which a new log is. The first
             // checkpoint (or synced-prefix step) creates it, off the first write's path: one
-            // file fewer to create per new partition (decision 0011, section 5). Its directory
-            // is fsynced at its first durable point too (`dirs_unsynced`, section 14).
+            // file fewer to create per new partition (decision 0023, partition files made at first write).
+            // Its directory
+            // is fsynced at its first durable point too (`dirs_unsynced`, the same decision).
         }
         let first_base = segments[0].base_offset;
         let log_end_offset = segments.last().expect("non-empty").meta().next_offset;

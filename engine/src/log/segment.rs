@@ -1,5 +1,5 @@
 //! One segment: `<dir>/<20-digit base offset>.log` plus its `.index` and `.timeindex`, each
-//! made when its first entry is written (decision 0011 section 19).
+//! made when its first entry is written (decision 0023, partition files made at first write).
 //!
 //! The `.log` file is a plain concatenation of RecordBatch v2 batches exactly as stored (see
 //! `batch.rs`), offsets increasing and contiguous from the base offset. Index formats are
@@ -73,7 +73,8 @@ pub struct Segment<F> {
 /// ended, so a lookup that finds its offset here needs no index entry and no scan of the
 /// segment: at 10 000 partitions
 /// a fetch that granted a partition less than its first batch looked the batch up again in
-/// every fetch (decision 0011, section 23). The bytes before `position` never change while the
+/// every fetch (decision 0027, fetches over thousands of partitions). The bytes before `position` never
+/// change while the
 /// segment lives, except by a cut (`truncate_at`) or recovery, which both drop the hint.
 #[derive(Debug, Clone, Copy)]
 struct ReadHint {
@@ -248,7 +249,7 @@ impl<S: Storage> SegmentFileMaker<S> {
     /// A new segment's files: its `.log`, made, and its index files still to be made. Nothing
     /// looks for index files first: a new segment has none, and two opens that fail with
     /// NotFound per new partition would each count against the descriptor budget's soft limit
-    /// and park other files for nothing (docs/decisions/0011 section 19).
+    /// and park other files for nothing (docs/decisions/0023, partition files made at first write).
     pub async fn create(self: &Rc<Self>, base_offset: i64) -> io::Result<SegmentFiles<S::File>> {
         let log = self.open_log(base_offset).await?;
         Ok(SegmentFiles {

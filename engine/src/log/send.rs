@@ -84,7 +84,8 @@ impl<F: StorageFile> Segment<F> {
     }
 
     /// Whether `[position, position + len)` is all in the page cache, once the few pages of it
-    /// that reclaim took here and there are read back in (decision 0011, section 17): up to
+    /// that reclaim took here and there are read back in (decision 0028, ranges the host's reclaim thinned):
+    /// up to
     /// [`WARM_RUNS_MAX`] runs of at most a quarter of the range, read through io_uring, so a
     /// page or two gone no longer sends the whole range through memory.
     async fn cached_for_send(&self, position: u64, len: u64) -> io::Result<bool> {

@@ -4,7 +4,7 @@
 //! The pass (broker `maintenance.rs`) gives back blocks reserved ahead of appends that stopped,
 //! drops index entries nothing used, and checkpoints partitions written but idle. Visiting
 //! every open partition every 5 s to find the few with such work took 6.7 % of a core at
-//! 100 000 written, idle partitions (docs/decisions/0011, section 12).
+//! 100 000 written, idle partitions (docs/decisions/0024, what an idle partition costs).
 //!
 //! Work only appears through the partition's own operations (an append dirties the log and
 //! may reserve blocks; a read may bring index entries back into memory; retention,

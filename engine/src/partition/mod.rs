@@ -678,7 +678,8 @@ impl<S: Storage> Partition<S> {
                 .map_err(|e| self.log.fail(e))?;
         }
         // An empty table is also said in the clean state: an open that finds the log still
-        // clean replays nothing (decision 0011 section 21). The snapshot above bounds the
+        // clean replays nothing (decision 0022, open on first use and the log state file). The snapshot above
+        // bounds the
         // replay after a crash.
         self.log.checkpoint(table.is_empty()).await
     }

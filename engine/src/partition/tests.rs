@@ -555,7 +555,7 @@ fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
         // The first write makes it dirty: a crash after it is recovered from what the clean
         // state had synced on (the damaged batch below is trusted); the append, never synced,
         // is lost. The state file is not written: the append's growth past the clean state's
-        // prefix is what the next open sees (decision 0011 section 22).
+        // prefix is what the next open sees (decision 0022, open on first use and the log state file).
         let p = open(&storage, config.clone()).await;
         p.append(batch(1, 9), 0).await.unwrap();
         assert!(!p.log.is_clean());

@@ -13,7 +13,8 @@
 //! the partition opens (`ShardPartitions::open_now`).
 //!
 //! Written when missing at the partition's next checkpoint (a close's included), not on its
-//! first write's path (decision 0011 section 5): created in place and written, with no
+//! first write's path (decision 0023, partition files made at first write): created in place and written,
+//! with no
 //! fdatasync of its own. Its entry and bytes reach the disk with the directory fsync that the
 //! checkpoint's creation of the state file makes (or the log's next durable point) and the
 //! kernel's writeback; a power cut before then leaves it missing, empty or torn. A file that

@@ -27,7 +27,7 @@ pub type PartitionKey = (String, i32);
 /// topic shares (so it stays in cache), and then hashes an integer: keyed by `(String, i32)`,
 /// each partition had a name of its own on the heap, and comparing it (a cache miss per
 /// partition) was 16 % of the broker's CPU in a caught-up consumer's long poll over 10 000
-/// partitions (decision 0011, section 11).
+/// partitions (decision 0027, fetches over thousands of partitions).
 struct ByTopic<V> {
     by_topic: hashbrown::HashMap<String, hashbrown::HashMap<i32, V>>,
     count: usize,
@@ -246,8 +246,8 @@ impl ShardPartitions {
     /// Asks the CPU to load what work on these open partitions touches first, one level at a
     /// time over all of them (`Partition::prefetch`), so that the cache misses of many cold
     /// partitions overlap instead of each append waiting for its own: a keyed produce into
-    /// 10 000 partitions pays them at every batch of a record or two (decision 0011 section
-    /// 27). Names not open are skipped; nothing changes.
+    /// 10 000 partitions pays them at every batch of a record or two (decision 0026,
+    /// per-batch cost across many partitions). Names not open are skipped; nothing changes.
     pub fn prefetch<'a>(&self, names: impl Iterator<Item = (&'a str, i32)>) {
         let open = self.open.borrow();
         let found: Vec<&Rc<Partition>> = names

@@ -13,7 +13,7 @@ use io_uring::{opcode, types, IoUring};
 
 /// Asks the CPU to start loading the object an `Rc` points to, its counts included (at most
 /// [`PREFETCH_BYTES_MAX`]), so that a pass over many cold objects overlaps their cache misses
-/// instead of waiting for each in turn (docs/decisions/0011 section 27).
+/// instead of waiting for each in turn (docs/decisions/0026, per-batch cost across many partitions).
 pub fn prefetch_rc<T>(value: &std::rc::Rc<T>) {
     // An `Rc`'s allocation holds its strong and weak counts, then the value.
     let counts_bytes = 2 * std::mem::size_of::<usize>();

@@ -169,7 +169,7 @@ pub async fn describe(ctx: &Rc<BrokerCtx>, name: &str, query: &Query) -> ApiResu
 }
 
 async fn topic_metadata(ctx: &Rc<BrokerCtx>, name: &str) -> Result<MetadataResponse, ApiError> {
-    laminar_engine::cluster::metadata::validate_topic_name(name)
+    laminar_engine::metadata::topic_table::validate_topic_name(name)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let request = MetadataRequest::default()
         .with_topics(Some(vec![

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::metadata::METADATA_DIR;
+use super::topic_table::METADATA_DIR;
 
 const FILE_NAME: &str = "producer-ids.json";
 const FORMAT_VERSION: u32 = 1;
