@@ -4,7 +4,7 @@
 # range missing some shows here. One data directory for all runs: 512 MiB written once into a
 # topic of 1 partition and one of 100; then each round starts each build's broker on it, leaves
 # it idle IDLE_S seconds, consumes each topic from the start with one consumer, and prints MB/s
-# and the bytes fetched by path (sendfile, copied, memory). Decision 0011, section 17.
+# and the bytes fetched by path (sendfile, copied, memory). Decision 0028 (sendfile of ranges the host reclaim thinned).
 #
 #   bench/scripts/consume-after-idle.sh "BINARY..." [ROUNDS] [IDLE_S]
 set -u

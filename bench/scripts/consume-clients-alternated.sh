@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two or more builds' consumers alternated against one broker: what the harness's client adds to
-# the consume points (decision 0011, section 29). One broker (BROKER, default the first client
+# the consume points (decision 0029, bench scale and its goals). One broker (BROKER, default the first client
 # binary) on a data directory of its own; a topic of PARTITIONS partitions takes MIB MiB of 1 KiB
 # records in 16 KiB batches from four producers; after 20 s, each round consumes the whole topic
 # once per consumer count and client binary, in turn. Each line: MB/s, the broker's CPU seconds,

@@ -4,7 +4,7 @@
 # its own, produces MIB MiB of 1 KiB records in Kafka's 16 KiB batches from four producers into
 # PARTITIONS partitions, waits 25 s (the partitions' first checkpoint), then consumes it all
 # twice with four consumers, and prints the broker's CPU and the MB/s of each consume. Decision
-# 0011, section 23.
+# 0027 (fetches over thousands of partitions).
 #
 #   bench/scripts/consume-just-written.sh "BINARY..." [ROUNDS] [PARTITIONS] [MIB]
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Where one throughput point's CPU goes: each shard's, and the client's (decision 0011, section
-# 30). A fresh broker on a fresh ext4 image (needs root for the mount); for `produce`, a topic of
+# Where one throughput point's CPU goes: each shard's, and the client's (decision 0025, small
+# requests and connections that move). A fresh broker on a fresh ext4 image (needs root for the mount); for `produce`, a topic of
 # PARTITIONS partitions takes 1 GiB of 1 KiB records from CLIENTS producers in 16 KiB batches
 # (keyed with KEYED=1); for `consume`, four producers fill it first and CLIENTS consumers read it
 # back, twice. Each measured run prints MB/s, the client's CPU (`/usr/bin/time`) and the CPU

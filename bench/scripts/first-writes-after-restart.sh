@@ -5,7 +5,7 @@
 # a few KiB each, written once and closed clean; then each round starts each build's broker on
 # it and produces 2 x PARTITIONS keyed 100-byte records (most partitions take one or more), and
 # prints the broker's CPU for them, the time they took and the mean record latency. Decision
-# 0011, sections 21 and 22.
+# 0022 (open on first use and the log state file).
 #
 #   bench/scripts/first-writes-after-restart.sh "BINARY..." [ROUNDS] [PARTITIONS]
 set -u

@@ -3,7 +3,7 @@
 # Each run starts a fresh broker, writes 100 000 records over 10 000 partitions, leaves it idle
 # 12 s (its first checkpoint pass), then assigns one librdkafka consumer to the first N
 # partitions at their ends (fetch.wait.max.ms 100) and prints the broker's CPU per second over
-# 5 s of its polls. Decision 0011, section 8.
+# 5 s of its polls. Decision 0027 (fetches over thousands of partitions).
 #
 #   bench/scripts/idle-long-polls.sh "BINARY..." [ROUNDS] [PARTITION_COUNTS]
 #

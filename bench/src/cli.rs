@@ -21,7 +21,7 @@ pub enum BenchCommand {
     /// Measurement tool for the harness's own ceiling: a server that accepts produce requests
     /// and discards them, and serves canned batches to fetches. Never a broker result.
     Sink(SinkArgs),
-    /// Start a broker, give it N partitions, and measure what they cost (issue 14's figures).
+    /// Start a broker, give it N partitions, and measure what they cost (decision 0029's figures).
     ///
     /// Memory, descriptors, disk, creation, start and shutdown times, requests over
     /// everything, throughput as the work spreads, idle connections. The harness starts the
@@ -43,14 +43,14 @@ pub enum BenchCommand {
     ///
     /// Every step is timed and bounded: one that fails or overruns --step-timeout-s is
     /// reported with its error and what it measured, and the run goes on. The issue's goals
-    /// (issue 14) are printed beside the figures as met or not met; nothing is asserted.
+    /// (decision 0029) are printed beside the figures as met or not met; nothing is asserted.
     /// Writing steps stop when the disk has less than --min-free-mib free.
     ///
     /// Example: laminar bench scale --partitions 100000 --json scale.json
     #[command(verbatim_doc_comment)]
     Scale(ScaleArgs),
     /// Start a cluster, and produce with acks=all to a topic of replication factor 1 and to one
-    /// of replication factor 3 in alternated rounds of equal length (issue 16).
+    /// of replication factor 3 in alternated rounds of equal length (decision 0014).
     ///
     /// The harness starts --brokers brokers itself (this `laminar` executable in combined mode,
     /// broker and controller voter in one process, on free loopback ports, data dirs under

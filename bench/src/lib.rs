@@ -8,9 +8,9 @@
 //! - `e2e`: both at once; latency from the timestamp each record carries in its key.
 //! - `limits`: the disk and loopback limits every result is read against.
 //! - `sink`: a measurement tool for the harness's own ceiling (never a broker result).
-//! - `scale`: starts a broker, gives it N partitions and measures what they cost (issue 14).
+//! - `scale`: starts a broker, gives it N partitions and measures what they cost against the goals of decision 0029.
 //! - `replication`: starts a cluster and compares acks=all produce at replication factor 3
-//!   with replication factor 1 in alternated rounds (issue 16).
+//!   with replication factor 1 in alternated rounds (decision 0014).
 //! - `commits`: pipelined offset commits against the disk's fdatasync latency.
 
 mod accumulator;

@@ -1,6 +1,6 @@
 //! The JSON admin API under `/v1/` and the console's files on a real broker: topics created,
 //! grown, browsed and deleted over HTTP, and every kind of bad request answered with a 4xx while
-//! the broker keeps serving (issue 17).
+//! the broker keeps serving.
 
 use anyhow::Result;
 use laminar_tests::http::{get_ok, request, request_with_body, HttpAnswer};

@@ -67,7 +67,7 @@ fn bench_scale_reports_every_step_with_its_figures() -> Result<()> {
     for goal in goals {
         assert!(goal["value"].is_number() && goal["met"].is_boolean(), "{goal:#}");
     }
-    assert!(table.contains("goal (issue 14)"), "{table}");
+    assert!(table.contains("goal (decision 0029)"), "{table}");
     assert_eq!(report["settings"]["partitions"], 200);
     let left = entries_starting_with(dir.path(), "laminar-scale-")?;
     assert!(

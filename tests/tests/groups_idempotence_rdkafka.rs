@@ -1,5 +1,5 @@
-//! Consumer groups and the idempotent producer (issue 4, later). Skipped, with a message, unless
-//! LAMINAR_TEST_GROUPS=1: the broker does not serve those APIs yet.
+//! Consumer groups and the idempotent producer. Skipped, with a message, unless
+//! LAMINAR_TEST_GROUPS=1 (`tests/run.sh` sets it).
 //!
 //! Proves: two members of a group split the partitions; a member leaving hands its partitions
 //! over; a new member resumes from committed offsets; committed offsets survive kill -9; an

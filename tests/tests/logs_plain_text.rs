@@ -1,4 +1,4 @@
-//! Logs and messages fit their readers (issue 17): a broker whose stderr is a file writes no
+//! Logs and messages fit their readers: a broker whose stderr is a file writes no
 //! ANSI escape codes into it, `laminar.log.format=json` writes one JSON object per line, and a
 //! bad config value is reported with "config error:" once.
 

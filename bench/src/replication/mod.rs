@@ -1,6 +1,6 @@
 //! `laminar bench replication`: acks=all produce to a topic of replication factor 1 and to one
 //! of replication factor 3, in alternated rounds of equal length on one cluster, reported as
-//! ratios (issue 16). On a noisy VM only figures measured side by side in one run compare
+//! ratios (decision 0014). On a noisy VM only figures measured side by side in one run compare
 //! (docs/decisions/0008, 0011). A consume round then reads the RF1 topic, so that the leaders'
 //! cost of a fetched MB can be compared between followers and a consumer.
 

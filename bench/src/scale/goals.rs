@@ -1,4 +1,4 @@
-//! The goals of issue 14 ("Scale: 100 000 partitions on one node"), each read off one figure
+//! The goals of one broker serving 100 000 partitions (docs/decisions/0029), each read off one figure
 //! of one step. Nothing here is asserted: the table says met or not met, the JSON says the
 //! same, and a goal whose step did not finish is not met.
 

@@ -1,5 +1,5 @@
 //! `laminar bench scale`: starts a broker, gives it N partitions, and measures what they cost
-//! and how the broker behaves with them (issue 14, "Scale: 100 000 partitions on one node").
+//! and how the broker behaves with them (the goals of docs/decisions/0029, "bench scale and its goals").
 //! It measures whatever the broker does, failures included: every step is bounded, and a step
 //! that fails is reported with its error while the run goes on.
 

@@ -165,7 +165,7 @@ pub const FAMILIES: &[Family] = &[
         Kind::Counter,
         &["shard"],
         "Connections that left this shard for the one owning every partition their produce and \
-         fetch requests named (docs/decisions/0011).",
+         fetch requests named (docs/decisions/0025).",
     ),
     family(
         CONNECTIONS_REFUSED,

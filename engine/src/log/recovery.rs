@@ -4,11 +4,14 @@
 //! and only the batch headers after the last index entry are read to find the segment's end.
 //!
 //! After a crash the active segment is verified batch by batch (CRC-32C included) and cut at
-//! the first invalid or torn batch; its indexes are rebuilt from the scan. The scan starts at
-//! the segment's first byte rather than at the last index entry: the offset and time indexes
-//! are written without fsync and lose unsynced entries independently of each other and of the
-//! log, so neither can vouch for where the valid data ends, nor for the running max timestamp
-//! retention relies on. The cost is bounded by `segment.bytes`. A segment that rolled is
+//! the first invalid or torn batch; its indexes are rebuilt from the scan. Where the state file
+//! records a synced prefix of the segment (its length and index entry counts, all fsynced), that
+//! prefix is trusted once the files still match it, and the verifying scan starts at its end
+//! (`open_active_after`); without one, or when the files do not match it, the scan starts at the
+//! segment's first byte: the offset and time indexes are written without fsync and lose unsynced
+//! entries independently of each other and of the log, so past a synced point neither can vouch
+//! for where the valid data ends, nor for the running max timestamp retention relies on. The cost
+//! is bounded by what was written since the last synced point, at most `segment.bytes`. A segment that rolled is
 //! fsynced in the background (`rolled.rs`), so the one before the active segment may need the
 //! same verification: `Log::open_segments` picks the segments from the state file's promise.
 //! The others are opened as after a clean shutdown; an index found damaged is rebuilt by a

@@ -1,11 +1,10 @@
 //! The segment that rolled: fsynced in the background while appends go on into the next one.
 //!
-//! A roll used to fsync the old segment holding the writer lock, so that only the active
-//! segment ever needed recovery; with the page cache holding a whole segment of unwritten
-//! appends (1 GiB by default) that fsync took 0.6 s on this machine, and every producer of the
-//! partition waited that long (docs/decisions/0022, open on first use and the log state file). Kafka
-//! schedules that flush
-//! instead; so does this log:
+//! A roll does not fsync the old segment while it holds the writer lock: with the page cache
+//! holding a whole segment of unwritten appends (1 GiB by default) that fsync took 0.6 s on
+//! this machine, and every producer of the partition would wait that long (docs/decisions/0022,
+//! open on first use and the log state file). Kafka schedules that flush instead; so does this
+//! log:
 //!
 //! - A roll writes the old segment's pending index entries, creates the new segment and leaves
 //!   the old one in `Log::rolled` (at most one: a roll that finds the previous one still there

@@ -1,5 +1,5 @@
 //! The high watermark checkpoint of a log dir: Kafka's `replication-offset-checkpoint` format,
-//! so that a follower restarts from the high watermark it had (issue 16).
+//! so that a follower restarts from the high watermark it had.
 //!
 //! Format (text, ASCII, each line ended by `\n`):
 //!

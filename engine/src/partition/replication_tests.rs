@@ -1,4 +1,4 @@
-//! Leader epochs, follower appends and truncation (issue 16's storage groundwork), including a
+//! Leader epochs, follower appends and truncation (the storage side of replication), including a
 //! seeded randomized test of two replicas against a model.
 
 use super::leader_epochs::{EpochEntry, LEADER_EPOCH_FILE};
