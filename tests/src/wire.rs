@@ -474,3 +474,22 @@ pub fn create_topic_replicated(
         .context("an empty CreateTopics answer")?
         .error_code)
 }
+
+/// The offset `group` has committed for one partition (OffsetFetch v5; -1: none).
+pub fn committed_offset(conn: &mut WireConnection, group: &str, (topic, partition): (&str, i32)) -> Result<i64> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest};
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_indexes(vec![partition])]));
+    let response = conn.request(&request, 5)?;
+    if response.error_code != 0 {
+        bail!("OffsetFetch answered error {}", response.error_code);
+    }
+    let found = response.topics.first().and_then(|t| t.partitions.first());
+    found
+        .map(|p| p.committed_offset)
+        .context("OffsetFetch named no partition")
+}

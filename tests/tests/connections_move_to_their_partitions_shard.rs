@@ -116,3 +116,51 @@ fn a_connection_moves_to_the_shard_of_its_partitions_and_loses_no_request() -> R
     );
     Ok(())
 }
+
+/// Groups whose coordinators (their `__consumer_offsets` partitions) are spread over both
+/// shards of a two-shard broker: whichever shard the kernel gives the connection, one of them
+/// lives on the other.
+const GROUPS_ON_BOTH_SHARDS: [&str; 4] = ["commits-a", "commits-b", "commits-c", "commits-d"];
+/// Commits per group, past the 32 requests in a row after which a connection moves.
+const COMMITS_PER_GROUP: i64 = 40;
+
+/// A connection that only commits offsets (a consumer's coordinator connection) moves to its
+/// group's coordinator shard, and every commit, pipelined across the move, is answered and kept.
+#[test]
+fn a_connection_that_commits_moves_to_its_groups_coordinator_and_loses_no_commit() -> Result<()> {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
+    let broker = Broker::start_default()?;
+    let topic = unique_topic("committed");
+    let mut conn = WireConnection::connect(broker.addr())?;
+    wire::create_topic(&mut conn, &topic, 1)?;
+    for group in GROUPS_ON_BOTH_SHARDS {
+        let commit = |offset: i64| {
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_static_str(group)))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)])])
+        };
+        for first in (1..=COMMITS_PER_GROUP).step_by(PIPELINED) {
+            let last = (first + PIPELINED as i64).min(COMMITS_PER_GROUP + 1);
+            let sent: Vec<i32> = (first..last).map(|o| conn.send(&commit(o), 2)).collect::<Result<_>>()?;
+            for correlation_id in sent {
+                let answer = conn.receive::<OffsetCommitRequest>(correlation_id, 2)?;
+                let code = answer.topics[0].partitions[0].error_code;
+                ensure!(code == 0, "{group}: commit answered error {code}");
+            }
+        }
+    }
+    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    let moved = page.sum("laminar_kafka_connections_moved_total");
+    assert!(moved >= 1.0, "the groups' coordinators live on both shards, so the connection moved: {moved}");
+    for group in GROUPS_ON_BOTH_SHARDS {
+        let committed = wire::committed_offset(&mut conn, group, (&topic, 0))?;
+        assert_eq!(committed, COMMITS_PER_GROUP, "{group}: the last commit is the committed offset");
+    }
+    Ok(())
+}

@@ -11,10 +11,9 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    FetchRequest, GroupId, JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+    FetchRequest, GroupId, JoinGroupRequest, OffsetCommitRequest, ProduceRequest,
     SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
@@ -70,20 +69,6 @@ fn commit_request(group: &str, topic: &str, offset: i64) -> OffsetCommitRequest 
                 .with_committed_offset(offset)])])
 }
 
-fn committed_offset(conn: &mut WireConnection, group: &str, topic: &str) -> Result<i64> {
-    let request = OffsetFetchRequest::default()
-        .with_group_id(GroupId(str_bytes(group)))
-        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-            .with_name(TopicName(str_bytes(topic)))
-            .with_partition_indexes(vec![0])]));
-    let response = conn.request(&request, 5)?;
-    ensure!(response.error_code == 0, "OffsetFetch: {response:?}");
-    let partition = response.topics.first().and_then(|t| t.partitions.first());
-    partition
-        .map(|p| p.committed_offset)
-        .context("OffsetFetch named no partition")
-}
-
 #[test]
 fn two_hundred_pipelined_offset_commits_are_all_answered_and_the_last_is_committed() -> Result<()> {
     let broker = broker()?;
@@ -97,7 +82,7 @@ fn two_hundred_pipelined_offset_commits_are_all_answered_and_the_last_is_committ
         let code = answer.topics[0].partitions[0].error_code;
         ensure!(code == 0, "commit {at} answered error {code}");
     }
-    let committed = committed_offset(&mut conn, &group, &topic)?;
+    let committed = wire::committed_offset(&mut conn, &group, (&topic, 0))?;
     ensure!(committed == PIPELINED as i64, "committed {committed}");
     Ok(())
 }

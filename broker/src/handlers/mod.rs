@@ -160,6 +160,7 @@ pub async fn handle(
             })
         }
         request if is_group_api(api_key) => {
+            note_coordinator(ctx, &connection.placement, &request);
             handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
         }
         request => handle_partition_or_admin_api(ctx, api_key, request, version, correlation_id).await,
@@ -273,6 +274,31 @@ async fn handle_partition_or_admin_api(
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
+}
+
+/// Counts a request bound for one group's coordinator toward the connection's placement, as a
+/// request naming that group's `__consumer_offsets` partition: a client's coordinator
+/// connection (librdkafka keeps one apart) then moves to the coordinator's shard, and its
+/// commits, pipelined or not, no longer wait for a round trip between shards each.
+fn note_coordinator(ctx: &Rc<BrokerCtx>, placement: &Placement, request: &RequestKind) {
+    let group_id = match request {
+        RequestKind::OffsetCommit(r) => &r.group_id,
+        RequestKind::OffsetFetch(r) => &r.group_id,
+        RequestKind::Heartbeat(r) => &r.group_id,
+        RequestKind::JoinGroup(r) => &r.group_id,
+        RequestKind::SyncGroup(r) => &r.group_id,
+        RequestKind::LeaveGroup(r) => &r.group_id,
+        _ => return,
+    };
+    if group_id.is_empty() {
+        return; // OffsetFetch v8+ names its groups in a list; one may name several
+    }
+    let (_, partition) = crate::group::coordinator_of(ctx, group_id);
+    let offsets_partition = crate::broker::TopicPartition {
+        topic: crate::group::OFFSETS_TOPIC.into(),
+        partition,
+    };
+    placement.note([&offsets_partition]);
 }
 
 fn is_group_api(api_key: ApiKey) -> bool {

@@ -1,5 +1,7 @@
 //! Where a connection's data requests go, so that a connection whose produce and fetch
-//! requests all name partitions of one other shard moves to that shard (`connection.rs`).
+//! requests all name partitions of one other shard moves to that shard (`connection.rs`). A
+//! request to a group's coordinator counts as naming the group's `__consumer_offsets`
+//! partition.
 //!
 //! The kernel spreads connections over the shards' listeners by a hash of their addresses, not
 //! by the partitions they will use. A connection on another shard than its partitions pays a
