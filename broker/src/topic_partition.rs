@@ -1,6 +1,6 @@
 //! A partition as requests name it, and why one could not be reached: plain types every layer
 //! of the broker uses (handlers, replication, groups), in a module of their own so that none
-//! of those depends on `broker.rs` for them.
+//! of those depends on `crate::broker` for them.
 
 use std::sync::Arc;
 

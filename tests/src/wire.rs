@@ -476,7 +476,11 @@ pub fn create_topic_replicated(
 }
 
 /// The offset `group` has committed for one partition (OffsetFetch v5; -1: none).
-pub fn committed_offset(conn: &mut WireConnection, group: &str, (topic, partition): (&str, i32)) -> Result<i64> {
+pub fn committed_offset(
+    conn: &mut WireConnection,
+    group: &str,
+    (topic, partition): (&str, i32),
+) -> Result<i64> {
     use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     use kafka_protocol::messages::{GroupId, OffsetFetchRequest};
     let request = OffsetFetchRequest::default()

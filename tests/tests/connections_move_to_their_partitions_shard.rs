@@ -128,7 +128,9 @@ const COMMITS_PER_GROUP: i64 = 40;
 /// group's coordinator shard, and every commit, pipelined across the move, is answered and kept.
 #[test]
 fn a_connection_that_commits_moves_to_its_groups_coordinator_and_loses_no_commit() -> Result<()> {
-    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
     use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
     let broker = Broker::start_default()?;
     let topic = unique_topic("committed");
@@ -147,7 +149,9 @@ fn a_connection_that_commits_moves_to_its_groups_coordinator_and_loses_no_commit
         };
         for first in (1..=COMMITS_PER_GROUP).step_by(PIPELINED) {
             let last = (first + PIPELINED as i64).min(COMMITS_PER_GROUP + 1);
-            let sent: Vec<i32> = (first..last).map(|o| conn.send(&commit(o), 2)).collect::<Result<_>>()?;
+            let sent: Vec<i32> = (first..last)
+                .map(|o| conn.send(&commit(o), 2))
+                .collect::<Result<_>>()?;
             for correlation_id in sent {
                 let answer = conn.receive::<OffsetCommitRequest>(correlation_id, 2)?;
                 let code = answer.topics[0].partitions[0].error_code;
@@ -157,10 +161,16 @@ fn a_connection_that_commits_moves_to_its_groups_coordinator_and_loses_no_commit
     }
     let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
     let moved = page.sum("laminar_kafka_connections_moved_total");
-    assert!(moved >= 1.0, "the groups' coordinators live on both shards, so the connection moved: {moved}");
+    assert!(
+        moved >= 1.0,
+        "the groups' coordinators live on both shards, so the connection moved: {moved}"
+    );
     for group in GROUPS_ON_BOTH_SHARDS {
         let committed = wire::committed_offset(&mut conn, group, (&topic, 0))?;
-        assert_eq!(committed, COMMITS_PER_GROUP, "{group}: the last commit is the committed offset");
+        assert_eq!(
+            committed, COMMITS_PER_GROUP,
+            "{group}: the last commit is the committed offset"
+        );
     }
     Ok(())
 }

@@ -13,8 +13,7 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    FetchRequest, GroupId, JoinGroupRequest, OffsetCommitRequest, ProduceRequest,
-    SyncGroupRequest, TopicName,
+    FetchRequest, GroupId, JoinGroupRequest, OffsetCommitRequest, ProduceRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use laminar_tests::rdkafka_client::unique_topic;

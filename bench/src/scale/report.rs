@@ -79,7 +79,10 @@ pub fn step_lines(step: &Step) -> Vec<String> {
 }
 
 fn goal_lines(goals: &[Goal]) -> Vec<String> {
-    let mut lines = vec![format!("{:<90} {:>12}  verdict", "goal (decision 0029)", "figure")];
+    let mut lines = vec![format!(
+        "{:<90} {:>12}  verdict",
+        "goal (decision 0029)", "figure"
+    )];
     for goal in goals {
         let figure = goal
             .value

@@ -1,0 +1,47 @@
+//! Each partition's read, or why it failed, as that partition's answer in a Fetch response:
+//! the handler assembles the answer, and only this file fills a partition's fields.
+
+use laminar_engine::partition::RecordBytes;
+use laminar_protocol::fetch_response::PartitionAnswer;
+
+use crate::broker::TopicPartition;
+use crate::errors::partition_error_code;
+
+use super::wanted::Reads;
+
+/// Kafka's READ_COMMITTED isolation level.
+const READ_COMMITTED: i8 = 1;
+
+/// Builds the answer from reads already within the byte limits.
+/// Each partition's answer, in read order.
+pub(super) fn partition_answers(
+    results: Reads,
+    isolation_level: i8,
+) -> Vec<(TopicPartition, PartitionAnswer)> {
+    let read_committed = isolation_level == READ_COMMITTED;
+    let mut answers = Vec::with_capacity(results.len());
+    for (tp, result) in results {
+        let partition = match result {
+            Ok(read) => PartitionAnswer {
+                partition: tp.partition,
+                error_code: 0,
+                high_watermark: read.high_watermark,
+                last_stable_offset: read.high_watermark,
+                log_start_offset: read.log_start_offset,
+                read_committed,
+                records: read.data,
+            },
+            Err(e) => PartitionAnswer {
+                partition: tp.partition,
+                error_code: partition_error_code(&e),
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                read_committed,
+                records: RecordBytes::default(),
+            },
+        };
+        answers.push((tp, partition));
+    }
+    answers
+}

@@ -1,0 +1,105 @@
+//! One partition's read on its owning shard, with what is checked first: a follower's fetch
+//! reported to replication and held to the leader's throttle, a consumer's leader epoch
+//! (KIP-320). Apart from the budget: a read here takes the grant it is given.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use kafka_protocol::error::ResponseError;
+use laminar_engine::partition::{Partition, ReadResult, RecordBytes};
+
+use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::replication::throttle::ThrottleSide;
+use crate::replication::FollowerFetch;
+
+use super::wanted::{Reader, Wanted};
+
+/// Reads one partition on its owning shard.
+pub(super) async fn read_one(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    want: Wanted,
+) -> Result<ReadResult<RecordBytes>, PartitionAccessError> {
+    let partition = there.state.partition_to_read(tp).await?;
+    let mut throttled = false;
+    match want.reader {
+        Reader::Follower(replica_id) => {
+            follower_fetched(there, tp, &want, replica_id, partition.as_ref())?;
+            throttled = there.state.replication_throttled(ThrottleSide::Leader, tp);
+        }
+        Reader::Consumer => check_consumer_epoch(there, tp, want.current_leader_epoch)?,
+    }
+    let read = match partition {
+        Some(partition) if throttled && !leader_throttle_allows(there) => {
+            // Throttled and over budget: the partition answers without records this time.
+            ReadResult {
+                data: RecordBytes::default(),
+                high_watermark: partition.high_watermark(),
+                log_start_offset: partition.log_start_offset(),
+                log_end_offset: partition.log_end_offset(),
+            }
+        }
+        Some(partition) => {
+            let end = want.reader.read_end();
+            partition
+                .read_for_send(want.offset, want.max_bytes, want.min_one_batch, end)
+                .await?
+        }
+        None => ReadResult::of_unwritten(want.offset)?,
+    };
+    if throttled {
+        if let Some(replication) = &there.state.replication {
+            replication.leader_throttle.spend(read.data.len(), Instant::now());
+        }
+    }
+    Ok(read)
+}
+
+fn leader_throttle_allows(there: &Rc<BrokerCtx>) -> bool {
+    let replication = there.state.replication.as_ref();
+    replication.is_none_or(|r| r.leader_throttle.allows(Instant::now()))
+}
+
+/// KIP-320: a consumer that names the leader epoch it knows (not -1) is refused when that is
+/// not this leader's: FENCED_LEADER_EPOCH for an older one (its metadata is stale),
+/// UNKNOWN_LEADER_EPOCH for a newer one (this broker's is).
+fn check_consumer_epoch(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    known: i32,
+) -> Result<(), PartitionAccessError> {
+    if known < 0 || there.state.shared.cluster.is_none() {
+        return Ok(());
+    }
+    let epoch = there.state.leader_epoch_of(tp);
+    match known.cmp(&epoch) {
+        std::cmp::Ordering::Less => Err(PartitionAccessError::Refused(ResponseError::FencedLeaderEpoch)),
+        std::cmp::Ordering::Greater => Err(PartitionAccessError::Refused(ResponseError::UnknownLeaderEpoch)),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// A follower's fetch tells the leader how far it got: checked against the leadership, then
+/// it moves the high watermark (and may change the ISR). Refused outside cluster mode.
+fn follower_fetched(
+    there: &Rc<BrokerCtx>,
+    tp: &TopicPartition,
+    want: &Wanted,
+    replica_id: i32,
+    partition: Option<&Rc<Partition>>,
+) -> Result<(), PartitionAccessError> {
+    let replication = there
+        .state
+        .replication
+        .as_ref()
+        .ok_or(PartitionAccessError::NotLeader)?;
+    let fetch = FollowerFetch {
+        replica_id,
+        current_leader_epoch: want.current_leader_epoch,
+        fetch_offset: want.offset,
+    };
+    if let Some(change) = replication.follower_fetched(tp, fetch, partition, crate::clock::now_ms())? {
+        crate::replication::manager::send_isr_change(there, change);
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! What a fetch asks of each partition (`Wanted`), who asks (`Reader`), and what its reads give
+//! back (`Reads`): the words every step of a fetch shares, in a file of their own so that the
+//! steps depend on them and not on the handler.
+
+use laminar_engine::partition::{ReadEnd, ReadResult, RecordBytes};
+
+use crate::broker::{PartitionAccessError, TopicPartition};
+
+#[derive(Clone, Copy)]
+pub(super) struct Wanted {
+    pub(super) offset: i64,
+    pub(super) max_bytes: usize,
+    /// Whether a first batch larger than `max_bytes` still comes back (so the client progresses).
+    pub(super) min_one_batch: bool,
+    /// Who reads: a consumer (to the high watermark) or a follower (to the log end).
+    pub(super) reader: Reader,
+    /// The leader epoch the fetcher knows (-1: none given).
+    pub(super) current_leader_epoch: i32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reader {
+    Consumer,
+    /// A follower broker with this id (Kafka's `replica_id` ≥ 0).
+    Follower(i32),
+}
+
+impl Reader {
+    pub(super) fn read_end(self) -> ReadEnd {
+        match self {
+            Reader::Consumer => ReadEnd::HighWatermark,
+            Reader::Follower(_) => ReadEnd::LogEnd,
+        }
+    }
+}
+
+pub(super) type Reads = Vec<(
+    TopicPartition,
+    Result<ReadResult<RecordBytes>, PartitionAccessError>,
+)>;
