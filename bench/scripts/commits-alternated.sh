@@ -26,7 +26,7 @@ for pair in $(seq 1 "$pairs"); do
     pid=$!
     for _ in $(seq 1 50); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
     summary=$(timeout 120 "$after" bench commits --brokers 127.0.0.1:$port --commits "$commits" \
-      --in-flight "$in_flight" --rounds 1 --sync-dir "$data" 2>&1 | grep -E '^(all rounds|Error)' | head -1)
+      --in-flight "$in_flight" --rounds 1 --sync-dir "$data" 2>&1 | grep -E '^(round 0|Error)' | head -1)
     [ -z "$summary" ] && summary="no answer within 120 s"
     kill "$pid"
     wait "$pid" 2>/dev/null
