@@ -9,6 +9,7 @@
 #
 # A build that stalls on pipelined commits is stopped after 120 s and reported as such.
 set -u
+source "$(dirname "$0")/broker.sh"
 before=$1
 after=$2
 pairs=${3:-3}
@@ -16,21 +17,18 @@ commits=${4:-10000}
 in_flight=${5:-100}
 parent=${6:-$(mktemp -d)}
 port=19300
+http=127.0.0.1:19301
 for pair in $(seq 1 "$pairs"); do
   for which in before after; do
     binary=$before
     [ "$which" = after ] && binary=$after
     data=$(mktemp -d "$parent/data.XXXX")
-    "$binary" broker --override log.dirs="$data" --override listeners=PLAINTEXT://127.0.0.1:$port \
-      --override laminar.http.listen=127.0.0.1:$((port + 1)) >"$data.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 50); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
+    start_broker "$binary"
     summary=$(timeout 120 "$after" bench commits --brokers 127.0.0.1:$port --commits "$commits" \
       --in-flight "$in_flight" --rounds 1 --sync-dir "$data" 2>&1 | grep -E '^(round 0|Error)' | head -1)
     [ -z "$summary" ] && summary="no answer within 120 s"
-    kill "$pid"
-    wait "$pid" 2>/dev/null
+    stop_broker
     echo "$which pair $pair: $summary"
-    rm -rf "$data" "$data.log"
+    rm -rf "$data"
   done
 done

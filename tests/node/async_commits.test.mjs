@@ -9,35 +9,14 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { BrokerProcess } from './lib/broker.mjs'
-import { kafka, uniqueTopic } from './lib/kafka.mjs'
+import { withBroker } from './lib/broker.mjs'
+import { createTopic, kafka, uniqueTopic, waitFor } from './lib/kafka.mjs'
 
 const skip = process.env.LAMINAR_TEST_GROUPS === '1' ? false : 'needs groups/idempotence: set LAMINAR_TEST_GROUPS=1'
 const RECORDS = 10_000
 // From the first record to the last commit answered. The fixed broker needed 8 s on 2 cores (12 s
 // with a cargo build beside it); the old one never finishes (its commits stall, then time out).
 const COMMITS_BOUND_MS = 60_000
-
-async function withBroker(body) {
-  const broker = await BrokerProcess.start()
-  try { return await body(broker) } finally { await broker.stop() }
-}
-
-async function createTopic(client, topic, numPartitions) {
-  const admin = client.admin()
-  await admin.connect()
-  await admin.createTopics({ topics: [{ topic, numPartitions, replicationFactor: 1 }] })
-  await admin.disconnect()
-}
-
-/** Waits until `predicate()` holds; `what()` says what was awaited when it never does. */
-async function waitFor(predicate, what, timeoutMs) {
-  const deadline = Date.now() + timeoutMs
-  while (!predicate()) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what()}`)
-    await new Promise(resolve => setTimeout(resolve, 20))
-  }
-}
 
 describe('kafkajs asynchronous commits', { skip }, () => {
   it('answers 10 000 commits fired without awaiting after each message and commits the last', () => withBroker(async broker => {
@@ -77,7 +56,7 @@ describe('kafkajs asynchronous commits', { skip }, () => {
             .finally(() => { answered += 1 }))
         },
       })
-      await waitFor(() => started !== null, () => 'a first record', 30_000)
+      await waitFor(() => started !== null, 'a first record')
       await waitFor(() => answered === RECORDS || errors.length > 0 || outOfOrder !== null,
         () => `${RECORDS} commits answered: ${outcomes.length} records consumed, ${answered} commits answered`,
         started + COMMITS_BOUND_MS - Date.now())

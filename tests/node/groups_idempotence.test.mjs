@@ -6,30 +6,10 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { BrokerProcess } from './lib/broker.mjs'
-import { kafka, readPartition, uniqueTopic } from './lib/kafka.mjs'
+import { withBroker } from './lib/broker.mjs'
+import { createTopic, kafka, readPartition, uniqueTopic, waitFor } from './lib/kafka.mjs'
 
 const skip = process.env.LAMINAR_TEST_GROUPS === '1' ? false : 'needs groups/idempotence: set LAMINAR_TEST_GROUPS=1'
-
-async function withBroker(body) {
-  const broker = await BrokerProcess.start()
-  try { return await body(broker) } finally { await broker.stop() }
-}
-
-async function createTopic(client, topic, numPartitions) {
-  const admin = client.admin()
-  await admin.connect()
-  await admin.createTopics({ topics: [{ topic, numPartitions, replicationFactor: 1 }] })
-  await admin.disconnect()
-}
-
-async function waitFor(predicate, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs
-  while (!predicate()) {
-    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
-}
 
 describe('kafkajs groups and idempotence', { skip }, () => {
   it('splits partitions between two members and hands them over when one leaves', () => withBroker(async broker => {

@@ -18,6 +18,12 @@ export function controllerBinary() {
   return path.join(target, 'debug', 'laminar-test-broker')
 }
 
+/** Runs `body` with a broker of its own, stopped however `body` ends. */
+export async function withBroker(body) {
+  const broker = await BrokerProcess.start()
+  try { return await body(broker) } finally { await broker.stop() }
+}
+
 export class BrokerProcess {
   /**
    * Starts a broker and resolves once it answers ApiVersions. `cluster: N` starts N brokers in

@@ -40,6 +40,24 @@ export function kafka(bootstrap) {
   })
 }
 
+/** Creates `topic` with `numPartitions` partitions (replication factor 1) through the admin API. */
+export async function createTopic(client, topic, numPartitions) {
+  const admin = client.admin()
+  await admin.connect()
+  await admin.createTopics({ topics: [{ topic, numPartitions, replicationFactor: 1 }] })
+  await admin.disconnect()
+}
+
+/** Waits until `predicate()` holds; `what` (a string, or a function giving one) says what was
+ * awaited when it never does. */
+export async function waitFor(predicate, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs
+  while (!predicate()) {
+    assert.ok(Date.now() < deadline, `timed out waiting for ${typeof what === 'function' ? what() : what}`)
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+}
+
 export function uniqueTopic(prefix) {
   return `${prefix}-${randomUUID().slice(0, 8)}`
 }
