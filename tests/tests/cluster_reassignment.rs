@@ -352,7 +352,8 @@ fn a_move_under_acks_all_load_completes_and_loses_nothing() -> Result<()> {
 /// A replica moved off a broker while that broker was down is a stray replica at its next
 /// start: the metadata it catches up to no longer places the partition on it, so the deletion
 /// that follows a move it sees never runs; start-up sets the directory aside
-/// (docs/decisions/0020, "Stray replicas"). The move itself completes with the broker down
+/// (docs/decisions/0020, "Stray replicas") once allowed to: it is every partition directory of
+/// the broker, past the share a start sets aside unasked. The move itself completes with the broker down
 /// once the lag time has passed since its last fetch: its leader no longer proposes it back
 /// into the ISR (the controller refused such proposals with INELIGIBLE_REPLICA, and the move
 /// never completed).
@@ -389,6 +390,20 @@ fn a_replica_moved_off_a_broker_while_it_was_down_is_set_aside_at_its_next_start
         "the broker was down: its replica is still there"
     );
 
+    // Its only partition directory is stray: more than laminar.stray.replicas.max.percent (50)
+    // of them, so the start stops, naming the key, and sets nothing aside.
+    let refused = cluster
+        .restart(removed)
+        .expect_err("a sweep of every directory is refused");
+    ensure!(
+        format!("{refused:#}").contains("laminar.stray.replicas.max.percent"),
+        "the refusal names the key: {refused:#}"
+    );
+    ensure!(removed_dir.join("moved-0").is_dir(), "nothing set aside");
+    let options = cluster.node(removed).options_mut();
+    options
+        .overrides
+        .push(("laminar.stray.replicas.max.percent".into(), "100".into()));
     cluster.restart(removed)?;
     ensure!(
         !removed_dir.join("moved-0").exists(),
