@@ -15,8 +15,18 @@ use super::state::{Group, GroupSettings, GroupState};
 pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
 
 /// Batches appended to `__consumer_offsets` and not yet applied, by (partition, base offset):
-/// their records once committed, `None` while they wait.
-type Committing = BTreeMap<(i32, i64), Option<Vec<GroupRecord>>>;
+/// the load of the partition they were appended in, and their records once committed (`None`
+/// while they wait).
+type Committing = BTreeMap<(i32, i64), (u64, Option<Vec<GroupRecord>>)>;
+
+/// A batch waiting in [`GroupCoordinator`]'s commit order: where it is, and in which load of its
+/// partition it was appended (a settle from an earlier load is stale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitTicket {
+    partition: i32,
+    base_offset: i64,
+    load: u64,
+}
 
 /// Owned by one shard; not Send.
 pub struct GroupCoordinator {
@@ -38,6 +48,10 @@ pub struct GroupCoordinator {
     /// order, so they apply from here in log order, as a replay would. One entry per commit in
     /// flight: bounded by the connections times the answers each may owe.
     committing: RefCell<Committing>,
+    /// Counts the unloads of partitions: a batch appended before one never settles a batch
+    /// appended after it at the same offset (a leader that lost the partition, truncated and
+    /// led it again).
+    loads: Cell<u64>,
     /// Wakes the timer task when a deadline may have moved.
     pub(super) changed: event_listener::Event,
     clock_origin: Instant,
@@ -79,6 +93,7 @@ impl GroupCoordinator {
             loaded: Cell::new(false),
             coordinated: RefCell::default(),
             committing: RefCell::default(),
+            loads: Cell::new(0),
             changed: event_listener::Event::new(),
             clock_origin: Instant::now(),
         }
@@ -149,35 +164,52 @@ impl GroupCoordinator {
         self.groups.borrow_mut().retain(|id, _| elsewhere(id));
         self.offsets.borrow_mut().retain(|id, _| elsewhere(id));
         self.committing.borrow_mut().retain(|(p, _), _| *p != partition);
+        self.loads.set(self.loads.get() + 1);
         self.changed.notify(usize::MAX);
     }
 
     /// Records were appended to `partition` in a batch at `base_offset`: they apply, in log
     /// order, once [`Self::settle`] says they are committed.
-    pub fn await_commit(&self, partition: i32, base_offset: i64) {
-        let mut committing = self.committing.borrow_mut();
-        let earlier = committing.insert((partition, base_offset), None);
+    pub fn await_commit(&self, partition: i32, base_offset: i64) -> CommitTicket {
+        let load = self.loads.get();
+        let earlier = self
+            .committing
+            .borrow_mut()
+            .insert((partition, base_offset), (load, None));
         assert!(
             earlier.is_none(),
             "two batches at offset {base_offset} of partition {partition}"
         );
+        CommitTicket {
+            partition,
+            base_offset,
+            load,
+        }
     }
 
-    /// The batch at `base_offset` of `partition` is committed (`Some`: its records) or will
-    /// never be (`None`). Applies every settled batch that no earlier one still waits for. A
-    /// batch the partition's unload forgot is not applied: its groups went with the leadership.
-    pub fn settle(&self, partition: i32, base_offset: i64, records: Option<Vec<GroupRecord>>) {
+    /// The batch of `ticket` is committed (`Some`: its records) or will never be (`None`).
+    /// Applies every settled batch that no earlier one still waits for. A batch the partition's
+    /// unload forgot is not applied: its groups went with the leadership.
+    pub fn settle(&self, ticket: CommitTicket, records: Option<Vec<GroupRecord>>) {
+        let CommitTicket {
+            partition,
+            base_offset,
+            load,
+        } = ticket;
         let ready = {
             let mut committing = self.committing.borrow_mut();
             let Some(entry) = committing.get_mut(&(partition, base_offset)) else {
                 return;
             };
+            if entry.0 != load {
+                return; // appended in an earlier load of the partition: stale
+            }
             assert!(
-                entry.is_none(),
+                entry.1.is_none(),
                 "batch {base_offset} of partition {partition} settled twice"
             );
             match records {
-                Some(records) => *entry = Some(records),
+                Some(records) => entry.1 = Some(records),
                 None => {
                     committing.remove(&(partition, base_offset));
                 }
@@ -378,9 +410,9 @@ fn take_settled_prefix(committing: &mut Committing, partition: i32) -> Vec<Vec<G
         let first = committing
             .range((partition, i64::MIN)..=(partition, i64::MAX))
             .next()
-            .map(|(key, records)| (*key, records.is_some()));
+            .map(|(key, (_, records))| (*key, records.is_some()));
         match first {
-            Some((key, true)) => ready.extend(committing.remove(&key).flatten()),
+            Some((key, true)) => ready.extend(committing.remove(&key).and_then(|(_, records)| records)),
             _ => return ready,
         }
     }
@@ -421,13 +453,11 @@ mod tests {
     #[test]
     fn commits_settled_out_of_log_order_apply_in_log_order() {
         let coordinator = coordinator();
-        for base_offset in [10, 11, 12] {
-            coordinator.await_commit(0, base_offset);
-        }
-        coordinator.settle(0, 12, Some(commit(3)));
-        coordinator.settle(0, 11, Some(commit(2)));
+        let [first, second, third] = [10, 11, 12].map(|base_offset| coordinator.await_commit(0, base_offset));
+        coordinator.settle(third, Some(commit(3)));
+        coordinator.settle(second, Some(commit(2)));
         assert_eq!(committed_offset(&coordinator), None, "batch 10 still waits");
-        coordinator.settle(0, 10, Some(commit(1)));
+        coordinator.settle(first, Some(commit(1)));
         assert_eq!(
             committed_offset(&coordinator),
             Some(3),
@@ -438,18 +468,23 @@ mod tests {
     #[test]
     fn a_batch_that_never_commits_is_skipped_and_an_unloaded_one_never_applies() {
         let coordinator = coordinator();
-        coordinator.await_commit(0, 10);
-        coordinator.await_commit(0, 11);
-        coordinator.settle(0, 11, Some(commit(2)));
-        coordinator.settle(0, 10, None);
+        let (failed, kept) = (coordinator.await_commit(0, 10), coordinator.await_commit(0, 11));
+        coordinator.settle(kept, Some(commit(2)));
+        coordinator.settle(failed, None);
         assert_eq!(committed_offset(&coordinator), Some(2));
-        coordinator.await_commit(0, 12);
+        let forgotten = coordinator.await_commit(0, 12);
         coordinator.begin_load(0, 1);
-        coordinator.settle(0, 12, Some(commit(3)));
+        coordinator.settle(forgotten, Some(commit(3)));
         assert_eq!(
             committed_offset(&coordinator),
             None,
             "the load forgot the group and its batch"
         );
+        // Led again from a truncated log: a new batch at the same offset is not the forgotten
+        // one, whose late settle changes nothing.
+        let appended_again = coordinator.await_commit(0, 12);
+        coordinator.settle(forgotten, None);
+        coordinator.settle(appended_again, Some(commit(4)));
+        assert_eq!(committed_offset(&coordinator), Some(4));
     }
 }

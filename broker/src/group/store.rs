@@ -88,9 +88,9 @@ pub async fn append_and_apply(
     appended();
     let (log, info) = batch?;
     let coordinator = &ctx.state.groups;
-    coordinator.await_commit(partition, info.base_offset);
+    let ticket = coordinator.await_commit(partition, info.base_offset);
     let committed = wait_committed(ctx, partition, &log, info.last_offset).await;
-    coordinator.settle(partition, info.base_offset, committed.is_ok().then_some(records));
+    coordinator.settle(ticket, committed.is_ok().then_some(records));
     committed
 }
 
