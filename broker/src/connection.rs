@@ -10,9 +10,7 @@
 //! or request closes this connection only, logged once.
 
 use std::cell::Cell;
-use std::future::Future;
 use std::os::fd::AsRawFd;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -26,7 +24,7 @@ use laminar_engine::task_wakers::once_per_wake;
 
 use crate::broker::BrokerCtx;
 use crate::connection_slots::ConnectionSlot;
-use crate::handlers::{self, ConnectionState, Outcome};
+use crate::handlers::{self, Answer, AnswerOutput, ConnectionState, Outcome};
 use crate::request_memory::{BudgetTimedOut, Lease};
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::frame::{FrameError, FrameReader, FrameStatus};
@@ -140,9 +138,6 @@ async fn move_to(
     // A shard that is gone drops the socket and slot with the work: the connection closes.
     moved.map_err(|_| CloseReason::Shutdown)
 }
-
-/// An answer on its way: `None` for a request that gets none (acks=0).
-type Answer = Pin<Box<dyn Future<Output = Result<Option<Vec<Chunk>>, handlers::RequestError>>>>;
 
 /// What a connection has received and not yet handed to a handler, with the memory it holds.
 /// Owned by the connection's task.
@@ -283,7 +278,7 @@ async fn handle(
     let (api_key, started) = (crate::metrics::api_key_of(&frame), std::time::Instant::now());
     let outcome = handlers::handle(ctx, connection, frame).await;
     let ctx = ctx.clone();
-    let timed = move |answer: Result<Option<Vec<Chunk>>, handlers::RequestError>| {
+    let timed = move |answer: AnswerOutput| {
         drop(frame_lease);
         ctx.state
             .metrics
@@ -298,17 +293,10 @@ async fn handle(
         }
         Ok(Outcome::RespondChunks(chunks)) => Box::pin(futures::future::ready(timed(Ok(Some(chunks))))),
         Ok(Outcome::NoResponse) => Box::pin(futures::future::ready(timed(Ok(None)))),
-        Ok(Outcome::Deferred(pending)) => {
-            Box::pin(async move { timed(pending.await.map(|f| f.map(|f| vec![Chunk::Memory(f)]))) })
-        }
-        Ok(Outcome::DeferredChunks(pending)) => Box::pin(async move { timed(Ok(Some(pending.await))) }),
+        Ok(Outcome::Deferred(pending)) => Box::pin(async move { timed(pending.await) }),
         Err(e) => Box::pin(futures::future::ready(timed(Err(e)))),
     }
 }
-
-/// What a handled request comes to: the answer's chunks, none (acks=0), or why the
-/// connection closes.
-type AnswerOutput = Result<Option<Vec<Chunk>>, handlers::RequestError>;
 
 /// Writes `first` (an answer already taken from `answers`, if any) and every answer ready behind
 /// it, oldest first, in one send as far as the socket takes them, stopping at the first that is

@@ -424,10 +424,6 @@ async fn handle_frame(ctx: Rc<BrokerCtx>, order: Rc<ConnectionState>, frame: Vec
             Ok(None) => Outcome::Silent,
             Err(_) => Outcome::Closed,
         },
-        Ok(Handled::DeferredChunks(answer)) => {
-            answer.await;
-            Outcome::Answered
-        }
         Err(_) => Outcome::Closed,
     }
 }

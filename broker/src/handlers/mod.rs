@@ -13,6 +13,7 @@ use crate::handlers::append_order::AppendOrder;
 use crate::handlers::placement::Placement;
 use crate::metrics::ProducedTraffic;
 use crate::reply::Reply;
+use laminar_protocol::chunk::Chunk;
 use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
 
 pub mod alter_configs;
@@ -62,11 +63,17 @@ pub enum Outcome {
     /// Write this frame when it is ready (a produce whose appends and, for acks=all, fdatasync
     /// are under way; an OffsetCommit being made durable; a JoinGroup or SyncGroup waiting for
     /// its rebalance), or nothing (acks=0); the connection handles later requests meanwhile
-    /// and keeps answers in request order (`crate::reply`).
-    Deferred(Pin<Box<dyn Future<Output = Result<Option<Bytes>, RequestError>>>>),
-    /// As `RespondChunks`, once ready (a fetch waiting for data).
-    DeferredChunks(Pin<Box<dyn Future<Output = Vec<laminar_protocol::chunk::Chunk>>>>),
+    /// and keeps answers in request order (`crate::reply`). A long-poll fetch's answer comes
+    /// as chunks, the others as one frame.
+    Deferred(Answer),
 }
+
+/// What a handled request comes to: the answer's chunks, none (acks=0), or why the connection
+/// closes.
+pub type AnswerOutput = Result<Option<Vec<Chunk>>, RequestError>;
+
+/// An answer on its way.
+pub type Answer = Pin<Box<dyn Future<Output = AnswerOutput>>>;
 
 /// A request that cannot be answered: the connection is closed, as Kafka does.
 #[derive(Debug, thiserror::Error)]
@@ -156,7 +163,7 @@ pub async fn handle(
             });
             Ok(match encoded {
                 Reply::Now(chunks) => Outcome::RespondChunks(chunks),
-                Reply::Later(chunks) => Outcome::DeferredChunks(chunks),
+                Reply::Later(chunks) => Outcome::Deferred(Box::pin(async move { Ok(Some(chunks.await)) })),
             })
         }
         request if is_group_api(api_key) => {
@@ -217,7 +224,7 @@ fn handle_produce(
                 ctx.state.metrics.count_produced(produced, response.as_ref());
                 let Some(response) = response else { return Ok(None) };
                 let kind = ResponseKind::Produce(response);
-                encode(ApiKey::Produce, version, correlation_id, &kind).map(Some)
+                encode(ApiKey::Produce, version, correlation_id, &kind).map(|f| Some(vec![Chunk::Memory(f)]))
             })))
         }
     }
@@ -378,7 +385,7 @@ fn respond_in_turn(
     match answer {
         Reply::Now(response) => respond(api_key, version, correlation_id, &response),
         Reply::Later(response) => Ok(Outcome::Deferred(Box::pin(async move {
-            encode(api_key, version, correlation_id, &response.await).map(Some)
+            encode(api_key, version, correlation_id, &response.await).map(|f| Some(vec![Chunk::Memory(f)]))
         }))),
     }
 }
