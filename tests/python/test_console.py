@@ -115,6 +115,20 @@ def cells(row):
     return [c.text for c in row.find_elements(By.TAG_NAME, "td")]
 
 
+def table_rows(driver, css):
+    """The cells' text of every row `css` matches, read in one script: the overview and group pages
+    re-render their tables every few seconds, so rows found one call and read the next may be gone."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]),"
+        " r => Array.from(r.querySelectorAll('td'), c => c.innerText.trim()));", css)
+
+
+def text_of(driver, css):
+    """One element's text, read in one script (see `table_rows`)."""
+    return driver.execute_script("const e = document.querySelector(arguments[0]);"
+                                 " return e === null ? null : e.innerText.trim();", css)
+
+
 def test_console_pages_actions_and_screenshots(console_broker, browser, shots):
     broker, driver = console_broker, browser
     fill_with_data(broker)
@@ -128,15 +142,16 @@ def test_console_pages_actions_and_screenshots(console_broker, browser, shots):
 
 def check_overview(driver, broker, shots):
     open_page(driver, broker, "#/overview")
-    assert wait_for(driver, "#card-topics").text == "2"  # orders and __consumer_offsets
-    assert wait_for(driver, "#card-brokers").text == "1"
-    partitions = int(driver.find_element(By.ID, "card-partitions").text.replace(",", ""))
+    wait_for(driver, "#card-topics")
+    assert text_of(driver, "#card-topics") == "2"  # orders and __consumer_offsets
+    assert text_of(driver, "#card-brokers") == "1"
+    partitions = int(text_of(driver, "#card-partitions").replace(",", ""))
     assert partitions == api(broker, "/v1/overview")["partitions"]
-    open_fds, limit = driver.find_element(By.ID, "card-descriptors").text.split(" / ")
+    open_fds, limit = text_of(driver, "#card-descriptors").split(" / ")
     assert int(open_fds.replace(",", "")) > 0 and int(limit.replace(",", "")) > 0
-    disk = driver.find_element(By.CSS_SELECTOR, "#log-dirs tbody tr")
-    assert cells(disk)[0] == broker.data_dir or broker.data_dir in cells(disk)[0]
-    latency = [cells(r)[0] for r in driver.find_elements(By.CSS_SELECTOR, "#latency tbody tr")]
+    disk = table_rows(driver, "#log-dirs tbody tr")[0]
+    assert disk[0] == broker.data_dir or broker.data_dir in disk[0]
+    latency = [row[0] for row in table_rows(driver, "#latency tbody tr")]
     assert "Produce" in latency and "Fetch" in latency
     # The page refreshes every 2 s and the sampler keeps one sample every 2 s while it is open;
     # some traffic meanwhile, for the charts to show.
@@ -219,7 +234,7 @@ def check_groups_and_reset(driver, broker, shots):
     assert sum(o["committed_offset"] for o in described) == 12
     open_page(driver, broker, "#/group/billing")
     wait_for(driver, "#offsets tbody tr")
-    offsets = {int(cells(r)[1]): cells(r) for r in driver.find_elements(By.CSS_SELECTOR, "#offsets tbody tr")}
+    offsets = {int(row[1]): row for row in table_rows(driver, "#offsets tbody tr")}
     described = {o["partition"]: o for o in api(broker, "/v1/groups/billing")["offsets"]}
     for partition, row in offsets.items():
         assert row[2] == str(described[partition]["committed_offset"])
@@ -227,8 +242,8 @@ def check_groups_and_reset(driver, broker, shots):
     form = driver.find_element(By.ID, "reset-offsets")
     Select(form.find_element(By.NAME, "to")).select_by_value("earliest")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    preview = wait_for(driver, "#reset-table")
-    assert {cells(r)[2] for r in preview.find_elements(By.CSS_SELECTOR, "tbody tr")} == {"0"}
+    wait_for(driver, "#reset-table")
+    assert {row[2] for row in table_rows(driver, "#reset-table tbody tr")} == {"0"}
     driver.save_screenshot(str(shots / "group.png"))
     driver.find_element(By.ID, "reset-execute").click()
     wait_for(driver, "#reset-done")
