@@ -96,10 +96,11 @@ where
 /// happen in its connection's request order (checked the member, appended its records): the
 /// connection goes on to its next request while this one waits (for durability, for a
 /// rebalance). Dropping it says the same. Sent from the coordinator shard to the connection's.
-pub struct Turn(Option<oneshot::Sender<()>>);
+pub struct OrderedPart(Option<oneshot::Sender<()>>);
 
-impl Turn {
-    pub fn pass(&mut self) {
+impl OrderedPart {
+    /// Lets the connection go on to its next request.
+    pub fn finish(&mut self) {
         if let Some(passed) = self.0.take() {
             let _ = passed.send(());
         }
@@ -107,7 +108,7 @@ impl Turn {
 }
 
 /// As [`on_coordinator`], for a request that may be answered late: returns once `work` has
-/// passed its [`Turn`] (or ended), with the answer if it is ready, or the rest of the work to
+/// finished its [`OrderedPart`] (or ended), with the answer if it is ready, or the rest of the work to
 /// await otherwise.
 pub async fn on_coordinator_in_turn<R, F, Fut>(
     ctx: &Rc<BrokerCtx>,
@@ -115,14 +116,14 @@ pub async fn on_coordinator_in_turn<R, F, Fut>(
     work: F,
 ) -> Reply<Result<R, ResponseError>>
 where
-    F: FnOnce(Rc<BrokerCtx>, i32, Turn) -> Fut + Send + 'static,
+    F: FnOnce(Rc<BrokerCtx>, i32, OrderedPart) -> Fut + Send + 'static,
     Fut: Future<Output = R> + 'static,
     R: Send + 'static,
 {
-    let (turn, passed) = oneshot::channel();
+    let (ordered, passed) = oneshot::channel();
     let (ctx, group_id) = (ctx.clone(), group_id.to_string());
     let mut answer = Box::pin(async move {
-        let work = move |there, partition| work(there, partition, Turn(Some(turn)));
+        let work = move |there, partition| work(there, partition, OrderedPart(Some(ordered)));
         on_coordinator(&ctx, &group_id, work).await
     });
     if let Either::Right((answer, _)) = select(passed, answer.as_mut()).await {

@@ -6,7 +6,7 @@
 //! ones did not already), so two shards can append for one client at once. Kafka promises order
 //! per partition within a connection, and idempotent producers with several requests in flight
 //! rely on it; a shard's lock alone does not give it (a later task can take a free lock before
-//! an earlier, woken one runs). So each request takes a turn here, in request order, before it
+//! an earlier, woken one runs). So each request takes a place in line here, in request order, before it
 //! goes anywhere: it waits until the earlier requests of this connection that wrote the same
 //! partitions are done.
 
@@ -49,7 +49,7 @@ impl Done {
 
 /// One request's place in line. Dropping it (appends finished, failed, or the connection
 /// closed) lets the next request of those partitions go.
-pub struct Turn {
+pub struct PlaceInLine {
     before: Vec<Rc<Done>>,
     mine: Rc<Done>,
 }
@@ -58,8 +58,8 @@ pub struct Turn {
 const REMEMBERED_MAX: usize = 1024;
 
 impl AppendOrder {
-    /// Takes the next turn for a request writing `partitions`. Call in request order.
-    pub fn take_turn<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) -> Turn {
+    /// Takes the next place in line for a request writing `partitions`. Call in request order.
+    pub fn take_place<'a>(&self, partitions: impl IntoIterator<Item = &'a TopicPartition>) -> PlaceInLine {
         let mine = Rc::new(Done::default());
         let mut last = self.last.borrow_mut();
         if last.len() > REMEMBERED_MAX {
@@ -71,11 +71,11 @@ impl AppendOrder {
             .filter_map(|tp| last.insert(tp.clone(), mine.clone()))
             .filter(|earlier| !earlier.done.get() && !Rc::ptr_eq(earlier, &mine))
             .collect();
-        Turn { before, mine }
+        PlaceInLine { before, mine }
     }
 }
 
-impl Turn {
+impl PlaceInLine {
     /// Returns once every earlier request of this connection to the same partitions is done.
     pub async fn wait(&self) {
         for earlier in &self.before {
@@ -84,7 +84,7 @@ impl Turn {
     }
 }
 
-impl Drop for Turn {
+impl Drop for PlaceInLine {
     fn drop(&mut self) {
         self.mine.done.set(true);
         self.mine.event.notify(usize::MAX);
@@ -105,12 +105,12 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_waits_only_for_earlier_writers_of_its_partitions() {
+    fn a_place_waits_only_for_earlier_writers_of_its_partitions() {
         let order = AppendOrder::default();
-        let first = order.take_turn(&[tp("a", 0), tp("a", 1)]);
-        let other_partition = order.take_turn(&[tp("a", 2)]);
-        let same_partition = order.take_turn(&[tp("a", 1)]);
-        let then_again = order.take_turn(&[tp("a", 1)]);
+        let first = order.take_place(&[tp("a", 0), tp("a", 1)]);
+        let other_partition = order.take_place(&[tp("a", 2)]);
+        let same_partition = order.take_place(&[tp("a", 1)]);
+        let then_again = order.take_place(&[tp("a", 1)]);
         assert!(first.wait().now_or_never().is_some());
         assert!(other_partition.wait().now_or_never().is_some());
         assert!(same_partition.wait().now_or_never().is_none(), "behind `first`");
@@ -125,10 +125,10 @@ mod tests {
     }
 
     #[test]
-    fn a_waiting_turn_is_woken_when_the_earlier_one_is_dropped() {
+    fn a_waiting_place_is_woken_when_the_earlier_one_is_dropped() {
         let order = AppendOrder::default();
-        let first = order.take_turn(&[tp("t", 0)]);
-        let second = order.take_turn(&[tp("t", 0)]);
+        let first = order.take_place(&[tp("t", 0)]);
+        let second = order.take_place(&[tp("t", 0)]);
         let mut waiting = Box::pin(second.wait());
         let waker = futures::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
@@ -140,9 +140,9 @@ mod tests {
     #[test]
     fn a_request_naming_a_partition_twice_does_not_wait_for_itself() {
         let order = AppendOrder::default();
-        let twice = order.take_turn(&[tp("t", 0), tp("t", 0)]);
+        let twice = order.take_place(&[tp("t", 0), tp("t", 0)]);
         assert!(twice.wait().now_or_never().is_some());
-        let next = order.take_turn(&[tp("t", 0)]);
+        let next = order.take_place(&[tp("t", 0)]);
         assert!(next.wait().now_or_never().is_none(), "behind `twice`");
         drop(twice);
         assert!(next.wait().now_or_never().is_some());
@@ -152,7 +152,7 @@ mod tests {
     fn finished_partitions_are_forgotten_past_the_limit() {
         let order = AppendOrder::default();
         for partition in 0..=REMEMBERED_MAX as i32 + 1 {
-            drop(order.take_turn(&[tp("t", partition)]));
+            drop(order.take_place(&[tp("t", partition)]));
         }
         assert!(order.last.borrow().len() <= 2, "{}", order.last.borrow().len());
     }

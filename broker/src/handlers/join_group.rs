@@ -49,13 +49,13 @@ pub async fn handle(
         require_known_member_id: version >= 4,
     };
     let id = group_id.clone();
-    let joined = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut turn| async move {
+    let joined = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
         let create = args.member_id.is_empty();
         let member_id = args.member_id.clone();
         let waiting = coordinator.with_group(&id, create, |group| group.join(args, now));
-        turn.pass();
+        ordered.finish();
         store::persist_group(&there, partition, &id).await;
         match waiting {
             None => JoinOutcome::failed(ResponseError::UnknownMemberId, &member_id),

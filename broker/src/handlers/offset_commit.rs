@@ -46,7 +46,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<
     let generation_id = request.generation_id_or_member_epoch;
     let id = group_id.clone();
     let keys: Vec<(String, i32)> = commits.iter().map(|c| (c.0.clone(), c.1)).collect();
-    let done = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut turn| async move {
+    let done = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
         coordinator.check_commit(&id, &member_id, instance_id.as_deref(), generation_id)?;
         let topics = there.state.shared.metadata.current();
@@ -79,7 +79,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<
             results.push(error);
         }
         if !records.is_empty() {
-            let appended = || turn.pass();
+            let appended = || ordered.finish();
             if let Err(error) = store::append_and_apply(&there, partition, records, appended).await {
                 return Ok(results.into_iter().map(|e| Some(e.unwrap_or(error))).collect());
             }

@@ -35,8 +35,8 @@ pub enum Produced {
     Pending(Pin<Box<dyn Future<Output = Option<ProduceResponse>>>>),
 }
 
-/// Takes the request's turn in the connection's order now (so call it in request order), and returns its
-/// appends as a future that waits for that turn, then appends on the owning shards.
+/// Takes the request's place in the connection's order now (so call it in request order), and returns its
+/// appends as a future that waits for that place, then appends on the owning shards.
 pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: ProduceRequest) -> Produced {
     let acks = request.acks;
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
@@ -48,13 +48,13 @@ pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: Produc
         |p| (p.index, Ok(p.records.clone())),
     ));
     connection.placement.note(items.iter().map(|(tp, _)| tp));
-    let turn = connection
+    let place = connection
         .order
-        .take_turn(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
+        .take_place(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let ctx = ctx.clone();
     Produced::Pending(Box::pin(async move {
-        turn.wait().await;
+        place.wait().await;
         let now_ms = now_ms();
         let results = on_owning_shards(&ctx, items, move |there, tp, records| async move {
             let records =
@@ -75,7 +75,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: Produc
             Ok(info)
         })
         .await;
-        drop(turn);
+        drop(place);
         match acks {
             ACKS_NONE => None,
             ACKS_ALL => Some(answer(wait_acks_all(&ctx, results, timeout).await)),

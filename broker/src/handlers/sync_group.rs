@@ -24,7 +24,7 @@ pub async fn handle(
         ));
     }
     let id = group_id.clone();
-    let synced = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut turn| async move {
+    let synced = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
         let assignments = request
@@ -46,7 +46,7 @@ pub async fn handle(
                 now,
             )
         });
-        turn.pass();
+        ordered.finish();
         store::persist_group(&there, partition, &id).await;
         match waiting {
             None => SyncOutcome::failed(ResponseError::UnknownMemberId),
