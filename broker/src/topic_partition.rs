@@ -1,11 +1,10 @@
-//! A partition as requests name it, and why one could not be reached: plain types every layer
-//! of the broker uses (handlers, replication, groups), in a module of their own so that none
-//! of those depends on `crate::broker` for them.
-
-use std::sync::Arc;
+//! A partition as requests name it (the domain's [`TopicPartition`]), and why one could not be
+//! reached: plain types every layer of the broker uses (handlers, replication, groups), in a
+//! module of their own so that none of those depends on `crate::broker` for them.
 
 use laminar_engine::partition::LogError;
 use laminar_engine::shard::ShardGone;
+pub use laminar_model::TopicPartition;
 
 /// Why a partition could not be reached.
 #[derive(Debug, thiserror::Error)]
@@ -26,22 +25,4 @@ pub enum PartitionAccessError {
     /// FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, ...).
     #[error("refused: {0:?}")]
     Refused(kafka_protocol::error::ResponseError),
-}
-
-/// A topic partition named by a request. The name is shared: a request naming thousands of
-/// partitions of one topic holds one copy of it, and the copies a partition's work takes to its
-/// shard and back are counts, not allocations (docs/decisions/0027, fetches over thousands of partitions).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: Arc<str>,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> TopicPartition {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
 }
