@@ -223,6 +223,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Op
                 Err(e) => return closed(e.into()),
             }
         }
+        assert!(answers.len() <= ANSWERS_IN_FLIGHT_MAX, "answers owed are bounded");
         if let Err(reason) = write_answers(None, &mut answers, stream, ctx).await {
             return closed(reason);
         }

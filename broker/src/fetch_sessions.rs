@@ -281,6 +281,7 @@ impl FetchSessions {
             cache.remove(id);
             return Err(ResponseError::FetchSessionIdNotFound);
         }
+        cache.debug_check_count();
         Ok(Opened {
             context: FetchContext::Incremental {
                 id,
@@ -322,6 +323,11 @@ impl FetchSessions {
         let id = cache.new_id();
         cache.partitions += size;
         cache.sessions.insert(id, session);
+        assert!(
+            cache.sessions.len() <= self.slots_max && cache.partitions <= self.partitions_max,
+            "make_room keeps the cache within its bounds"
+        );
+        cache.debug_check_count();
         id
     }
 }
@@ -331,6 +337,17 @@ impl Cache {
         if let Some(session) = self.sessions.remove(&id) {
             self.partitions -= session.partitions.len();
         }
+        self.debug_check_count();
+    }
+
+    /// The running count of cached partitions is the sum over the sessions (it bounds the
+    /// cache, so a drift would let it grow unbounded or refuse sessions for nothing).
+    fn debug_check_count(&self) {
+        debug_assert_eq!(
+            self.partitions,
+            self.sessions.values().map(|s| s.partitions.len()).sum::<usize>(),
+            "cached partitions counted"
+        );
     }
 
     /// Drops sessions idle past [`SESSION_IDLE_EVICTION`], at most once a [`SWEEP_INTERVAL`].

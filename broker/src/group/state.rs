@@ -38,6 +38,19 @@ impl GroupState {
             GroupState::Dead => "Dead",
         }
     }
+
+    /// Whether a group may go from `self` to `next` (Kafka's `validPreviousStates`): a
+    /// rebalance starts from a settled group, ends in a new generation's sync or with no one
+    /// left, and only a completed sync makes the group Stable.
+    pub fn may_become(self, next: GroupState) -> bool {
+        use GroupState::*;
+        match next {
+            PreparingRebalance => matches!(self, Empty | CompletingRebalance | Stable),
+            CompletingRebalance | Empty => self == PreparingRebalance,
+            Stable => self == CompletingRebalance,
+            Dead => true,
+        }
+    }
 }
 
 /// Broker settings the state machine needs.
@@ -366,6 +379,17 @@ impl Group {
             .unwrap_or(0)
     }
 
+    /// Moves the group to `next`; a move Kafka's state machine does not allow is a bug.
+    fn become_state(&mut self, next: GroupState) {
+        assert!(
+            self.state.may_become(next),
+            "group {}: {:?} cannot become {next:?}",
+            self.id,
+            self.state
+        );
+        self.state = next;
+    }
+
     fn prepare_rebalance(&mut self, now_ms: i64) {
         match self.state {
             GroupState::PreparingRebalance => {}
@@ -374,7 +398,7 @@ impl Group {
                 let delay = self.settings.initial_rebalance_delay_ms.min(timeout);
                 self.join_deadline_ms = Some(now_ms + timeout);
                 self.initial_delay_until_ms = (delay > 0).then_some(now_ms + delay);
-                self.state = GroupState::PreparingRebalance;
+                self.become_state(GroupState::PreparingRebalance);
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
                 for member in &mut self.members {
@@ -382,7 +406,7 @@ impl Group {
                 }
                 self.sync_deadline_ms = None;
                 self.join_deadline_ms = Some(now_ms + self.rebalance_timeout_ms());
-                self.state = GroupState::PreparingRebalance;
+                self.become_state(GroupState::PreparingRebalance);
             }
             GroupState::Dead => return,
         }
@@ -405,10 +429,15 @@ impl Group {
             .retain(|m| m.join_waiter.is_some() || m.group_instance_id.is_some());
         self.join_deadline_ms = None;
         self.initial_delay_until_ms = None;
+        assert_eq!(
+            self.state,
+            GroupState::PreparingRebalance,
+            "a generation ends a rebalance"
+        );
         self.generation_id += 1;
         self.persist_wanted = true;
         if self.members.is_empty() {
-            self.state = GroupState::Empty;
+            self.become_state(GroupState::Empty);
             self.protocol_name = None;
             self.leader_id = None;
             return;
@@ -423,7 +452,7 @@ impl Group {
             let first_joined = self.members.iter().find(|m| m.join_waiter.is_some());
             self.leader_id = first_joined.map(|m| m.member_id.clone());
         }
-        self.state = GroupState::CompletingRebalance;
+        self.become_state(GroupState::CompletingRebalance);
         self.sync_deadline_ms = Some(now_ms + self.rebalance_timeout_ms());
         let leader = self.leader_id.clone().unwrap_or_default();
         let outcomes: Vec<JoinOutcome> = self
@@ -466,6 +495,6 @@ impl Group {
 
     /// Marks the group deleted; callers drop it afterwards.
     pub fn mark_dead(&mut self) {
-        self.state = GroupState::Dead;
+        self.become_state(GroupState::Dead);
     }
 }

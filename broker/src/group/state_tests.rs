@@ -301,3 +301,28 @@ fn the_leader_that_leaves_mid_sync_sends_followers_back_to_join() {
     let rejoined: JoinOutcome = ready(g.join(args("b", "", &["range"]), 5));
     assert_eq!((rejoined.generation_id, rejoined.leader_id.as_str()), (3, "b"));
 }
+
+#[test]
+fn group_states_move_only_as_kafka_allows() {
+    use GroupState::*;
+    let all = [Empty, PreparingRebalance, CompletingRebalance, Stable, Dead];
+    let allowed: Vec<(GroupState, GroupState)> = all
+        .iter()
+        .flat_map(|from| all.iter().map(move |to| (*from, *to)))
+        .filter(|(from, to)| from.may_become(*to))
+        .collect();
+    let mut expected = vec![
+        (Empty, PreparingRebalance),
+        (PreparingRebalance, CompletingRebalance),
+        (PreparingRebalance, Empty),
+        (CompletingRebalance, PreparingRebalance),
+        (CompletingRebalance, Stable),
+        (Stable, PreparingRebalance),
+    ];
+    expected.extend(all.iter().map(|from| (*from, Dead)));
+    let sorted = |mut v: Vec<(GroupState, GroupState)>| {
+        v.sort_by_key(|(a, b)| (*a as u8, *b as u8));
+        v
+    };
+    assert_eq!(sorted(allowed), sorted(expected));
+}

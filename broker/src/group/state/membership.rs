@@ -54,7 +54,7 @@ impl Group {
                             .map(|(_, a)| a.clone())
                             .unwrap_or_default();
                     }
-                    self.state = GroupState::Stable;
+                    self.become_state(GroupState::Stable);
                     self.sync_deadline_ms = None;
                     self.persist_wanted = true;
                     let outcomes: Vec<SyncOutcome> = self
