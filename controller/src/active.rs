@@ -13,7 +13,6 @@ use std::time::Instant;
 use openraft::{BasicNode, Raft};
 use tokio::sync::{mpsc, watch};
 
-use crate::api::error_code::{REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR};
 use crate::api::{ControllerRequest, ControllerResponse, ElectionType};
 use crate::command::Command;
 use crate::config::{duration_ms, ControllerConfig};
@@ -21,6 +20,7 @@ use crate::decide::{decide, fence_broker, leaders_to_rebalance, DecisionContext}
 use crate::metadata::MetadataImage;
 use crate::network::{PeerClient, RpcRequest, RpcResponse};
 use crate::records::{cluster_id_text, ClusterIdRecord, MetadataRecord, RecordBatch};
+use crate::refusal::Refusal;
 use crate::TypeConfig;
 
 pub struct ActiveController {
@@ -56,7 +56,7 @@ type ForwardPool = Arc<std::sync::Mutex<HashMap<u64, Vec<PeerClient>>>>;
 enum Written {
     Applied(u64),
     NotLeader(Option<u64>),
-    Failed(i16, String),
+    Failed(Refusal),
 }
 
 impl ActiveController {
@@ -162,9 +162,7 @@ impl ActiveController {
                 });
             }
             _ => {
-                let _ = command
-                    .reply
-                    .send(ControllerResponse::NotController { leader_id });
+                let _ = command.reply.send(ControllerResponse::not_controller(leader_id));
             }
         }
     }
@@ -190,7 +188,7 @@ impl ActiveController {
         };
         match self.serve_as_leader(request).await {
             ControllerResponse::Partitions(results) => {
-                let moved = results.iter().filter(|r| r.error_code == 0).count();
+                let moved = results.iter().filter(|r| r.result.is_ok()).count();
                 tracing::info!(
                     candidates = count,
                     moved,
@@ -204,9 +202,7 @@ impl ActiveController {
     async fn serve_as_leader(&mut self, request: ControllerRequest) -> ControllerResponse {
         // Decide on everything committed so far (a new leader may not have applied it yet).
         if self.raft.ensure_linearizable().await.is_err() {
-            return ControllerResponse::NotController {
-                leader_id: self.current_leader(),
-            };
+            return ControllerResponse::not_controller(self.current_leader());
         }
         let session_broker = match &request {
             ControllerRequest::RegisterBroker { broker_id, .. }
@@ -234,15 +230,14 @@ impl ActiveController {
         match self.write(records).await {
             Written::Applied(log_index) => {
                 if let ControllerResponse::RegisterBroker {
-                    broker_epoch,
-                    error_code: 0,
+                    broker_epoch: Ok(broker_epoch),
                 } = &mut response
                 {
                     *broker_epoch = i64::try_from(log_index).unwrap_or(i64::MAX);
                 }
             }
-            Written::NotLeader(leader_id) => return ControllerResponse::NotController { leader_id },
-            Written::Failed(error_code, message) => return ControllerResponse::Error { error_code, message },
+            Written::NotLeader(leader_id) => return ControllerResponse::not_controller(leader_id),
+            Written::Failed(refusal) => return ControllerResponse::Refused(refusal),
         }
         if let Some(broker_id) = session_broker.filter(|_| response_ok(&response)) {
             self.sessions.insert(broker_id, Instant::now());
@@ -261,16 +256,16 @@ impl ActiveController {
         let written = match tokio::time::timeout(timeout, &mut writing).await {
             Err(_) => {
                 self.unresolved = Some(writing);
-                return Written::Failed(REQUEST_TIMED_OUT, "the records did not commit in time".into());
+                return Written::Failed(Refusal::RequestTimedOut);
             }
-            Ok(Err(gone)) => return Written::Failed(UNKNOWN_SERVER_ERROR, gone.to_string()),
+            Ok(Err(gone)) => return Written::Failed(Refusal::WriteFailed(gone.to_string())),
             Ok(Ok(written)) => written,
         };
         match written {
             Ok(answer) => Written::Applied(answer.data.log_index),
             Err(e) => match e.forward_to_leader() {
                 Some(forward) => Written::NotLeader(forward.leader_id),
-                None => Written::Failed(UNKNOWN_SERVER_ERROR, e.to_string()),
+                None => Written::Failed(Refusal::WriteFailed(e.to_string())),
             },
         }
     }
@@ -299,10 +294,10 @@ impl ActiveController {
                 broker.broker_id,
                 self.config.unclean_leader_election_enable,
             );
-            if let Written::Failed(_, message) = self.write(records).await {
+            if let Written::Failed(refusal) = self.write(records).await {
                 tracing::warn!(
                     broker_id = broker.broker_id,
-                    message,
+                    %refusal,
                     "controller: fencing failed"
                 );
             }
@@ -312,8 +307,8 @@ impl ActiveController {
 
 fn response_ok(response: &ControllerResponse) -> bool {
     match response {
-        ControllerResponse::RegisterBroker { error_code, .. }
-        | ControllerResponse::BrokerHeartbeat { error_code, .. } => *error_code == 0,
+        ControllerResponse::RegisterBroker { broker_epoch } => broker_epoch.is_ok(),
+        ControllerResponse::BrokerHeartbeat { is_fenced } => is_fenced.is_ok(),
         _ => false,
     }
 }
@@ -347,7 +342,7 @@ impl Forward {
         let request = RpcRequest::Controller(request);
         let answered = tokio::select! {
             answered = client.call(&request, self.timeout) => answered,
-            leader_id = replaced => return ControllerResponse::NotController { leader_id },
+            leader_id = replaced => return ControllerResponse::not_controller(leader_id),
         };
         match answered {
             Ok(RpcResponse::Controller(response)) => {
@@ -358,9 +353,7 @@ impl Forward {
                 }
                 response
             }
-            Ok(_) | Err(_) => ControllerResponse::NotController {
-                leader_id: Some(self.leader),
-            },
+            Ok(_) | Err(_) => ControllerResponse::not_controller(Some(self.leader)),
         }
     }
 

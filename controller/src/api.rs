@@ -1,4 +1,5 @@
-//! The controller's own requests and answers (besides Raft's), with Kafka's error codes.
+//! The controller's own requests and answers (besides Raft's). A refused request, or part of
+//! one, answers a [`Refusal`] in place of its result.
 //!
 //! Plain data, `Send`: built on any thread, carried to the controller runtime by a
 //! [`crate::ControllerHandle`], and over the network (bincode) when forwarded to the active
@@ -9,32 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::records::{BrokerEndpoint, TopicId};
-
-/// Kafka's error codes the controller answers with.
-pub mod error_code {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const REQUEST_TIMED_OUT: i16 = 7;
-    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-    pub const INVALID_PARTITIONS: i16 = 37;
-    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-    pub const NOT_CONTROLLER: i16 = 41;
-    pub const INVALID_REQUEST: i16 = 42;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const STALE_BROKER_EPOCH: i16 = 77;
-    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
-    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
-    pub const ELECTION_NOT_NEEDED: i16 = 84;
-    pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
-    pub const INVALID_UPDATE_VERSION: i16 = 95;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-    pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
-    pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
-    pub const INELIGIBLE_REPLICA: i16 = 107;
-}
+use crate::refusal::Refusal;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreatableTopic {
@@ -88,8 +64,19 @@ pub enum ReplicationFactorChange {
 pub struct ReassignmentResult {
     pub topic: String,
     pub partition: i32,
-    pub error_code: i16,
-    pub error_message: Option<String>,
+    pub result: Result<(), Refusal>,
+}
+
+/// An ISR change from a partition's leader (Kafka's AlterPartition, one partition).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionRequest {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub topic_id: TopicId,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,15 +101,7 @@ pub enum ControllerRequest {
     DeleteTopics {
         names: Vec<String>,
     },
-    AlterPartition {
-        broker_id: i32,
-        broker_epoch: i64,
-        topic_id: TopicId,
-        partition: i32,
-        leader_epoch: i32,
-        partition_epoch: i32,
-        new_isr: Vec<i32>,
-    },
+    AlterPartition(AlterPartitionRequest),
     /// `None`: every partition.
     ElectLeaders {
         election_type: ElectionType,
@@ -146,22 +125,20 @@ pub enum ControllerRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicResult {
     pub name: String,
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    /// The new topic's id (CreateTopics), else zeros.
-    pub topic_id: TopicId,
+    /// The topic's id (CreateTopics: the new topic's).
+    pub result: Result<TopicId, Refusal>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionResult {
     pub topic: String,
     pub partition: i32,
-    pub error_code: i16,
+    pub result: Result<(), Refusal>,
 }
 
+/// The partition's state once the ISR change applies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlterPartitionResult {
-    pub error_code: i16,
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
@@ -171,34 +148,30 @@ pub struct AlterPartitionResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerResponse {
     RegisterBroker {
-        error_code: i16,
-        broker_epoch: i64,
+        broker_epoch: Result<i64, Refusal>,
     },
     BrokerHeartbeat {
-        error_code: i16,
-        is_fenced: bool,
+        is_fenced: Result<bool, Refusal>,
     },
     Topics(Vec<TopicResult>),
     Partitions(Vec<PartitionResult>),
-    AlterPartition(AlterPartitionResult),
+    AlterPartition(Result<AlterPartitionResult, Refusal>),
     ControlledShutdown {
-        error_code: i16,
-        partitions_remaining: Vec<TopicPartition>,
+        partitions_remaining: Result<Vec<TopicPartition>, Refusal>,
     },
     AllocateProducerIds {
-        error_code: i16,
-        producer_id_start: i64,
-        producer_id_len: i32,
+        /// The first id and the count.
+        producer_ids: Result<(i64, i32), Refusal>,
     },
-    /// The request could not be served here; `leader_id` is the active controller if known.
-    NotController {
-        leader_id: Option<u64>,
-    },
-    /// Anything else the whole request failed with (a Kafka error code).
-    Error {
-        error_code: i16,
-        message: String,
-    },
+    /// The whole request: not served here (`Refusal::NotController`), not committed, ...
+    Refused(Refusal),
     /// Appended last, as requests are.
     Reassignments(Vec<ReassignmentResult>),
+}
+
+impl ControllerResponse {
+    /// This node cannot serve the request; `leader_id` is the active controller if known.
+    pub fn not_controller(leader_id: Option<u64>) -> Self {
+        ControllerResponse::Refused(Refusal::NotController { leader_id })
+    }
 }

@@ -60,12 +60,40 @@ pub struct RaftStateFile {
     pub committed: Option<LogId>,
 }
 
+/// Why bytes are not a valid envelope, entry frame or body; the file's reader decides what
+/// that means (an error, or the torn tail of the log).
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("{part} cut short")]
+    Truncated { part: &'static str },
+    #[error("wrong magic {}, expected {}", found.escape_ascii(), expected.escape_ascii())]
+    BadMagic { expected: [u8; 8], found: [u8; 8] },
+    #[error("unknown format {0}")]
+    UnknownFormat(u32),
+    #[error("{part} of {len} bytes is over the bound {max}")]
+    TooLong { part: &'static str, len: u64, max: u64 },
+    #[error("{part} CRC mismatch: {found:#010x} stored, {expected:#010x} computed")]
+    ChecksumMismatch {
+        part: &'static str,
+        expected: u32,
+        found: u32,
+    },
+    #[error("does not decode: {0}")]
+    Decode(bincode::Error),
+    #[error("does not encode: {0}")]
+    Encode(bincode::Error),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
-    #[error("{path}: {reason}")]
-    Corrupt { path: String, reason: String },
+    #[error("{path}: {source}")]
+    Corrupt { path: String, source: FormatError },
+    /// A file written in place of another that did not read back as it should; the old one
+    /// stays.
+    #[error("{path}: written but does not read back: {source}")]
+    NotReadBack { path: String, source: Box<DiskError> },
 }
 
 impl DiskError {
@@ -75,10 +103,10 @@ impl DiskError {
             source,
         }
     }
-    pub fn corrupt(path: &Path, reason: impl Into<String>) -> Self {
+    pub fn corrupt(path: &Path, source: FormatError) -> Self {
         DiskError::Corrupt {
             path: path.display().to_string(),
-            reason: reason.into(),
+            source,
         }
     }
 }
@@ -102,34 +130,62 @@ pub fn encode_envelope(magic: [u8; 8], body: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// The first `N` bytes of `bytes` as an array, and the rest.
+fn split_field<'a, const N: usize>(
+    bytes: &'a [u8],
+    part: &'static str,
+) -> Result<([u8; N], &'a [u8]), FormatError> {
+    let (field, rest) = bytes
+        .split_first_chunk::<N>()
+        .ok_or(FormatError::Truncated { part })?;
+    Ok((*field, rest))
+}
+
+fn check_crc(part: &'static str, bytes: &[u8], found: [u8; 4]) -> Result<(), FormatError> {
+    let expected = crc32c::crc32c(bytes);
+    let found = u32::from_le_bytes(found);
+    if expected != found {
+        return Err(FormatError::ChecksumMismatch {
+            part,
+            expected,
+            found,
+        });
+    }
+    Ok(())
+}
+
 /// Decodes an envelope at the start of `bytes`: its body and the envelope's total length.
-pub fn decode_envelope(bytes: &[u8], magic: [u8; 8], body_len_max: u64) -> Result<(&[u8], usize), String> {
-    let header = bytes
-        .get(..ENVELOPE_HEADER_LEN)
-        .ok_or("shorter than its header")?;
-    let (found_magic, rest) = header.split_at(8);
+pub fn decode_envelope(
+    bytes: &[u8],
+    magic: [u8; 8],
+    body_len_max: u64,
+) -> Result<(&[u8], usize), FormatError> {
+    let (found_magic, rest) = split_field::<8>(bytes, "header")?;
+    let (format, rest) = split_field::<4>(rest, "header")?;
+    let (body_len, rest) = split_field::<8>(rest, "header")?;
+    let (crc, rest) = split_field::<4>(rest, "header")?;
     if found_magic != magic {
-        return Err("wrong magic".into());
+        return Err(FormatError::BadMagic {
+            expected: magic,
+            found: found_magic,
+        });
     }
-    let (format, rest) = rest.split_at(4);
-    let (body_len, crc) = rest.split_at(8);
-    let format = u32::from_le_bytes(format.try_into().map_err(|_| "format")?);
+    let format = u32::from_le_bytes(format);
     if format != FORMAT_VERSION {
-        return Err(format!("unknown format {format}"));
+        return Err(FormatError::UnknownFormat(format));
     }
-    let body_len = u64::from_le_bytes(body_len.try_into().map_err(|_| "length")?);
-    if body_len > body_len_max {
-        return Err(format!(
-            "body of {body_len} bytes is over the bound {body_len_max}"
-        ));
-    }
-    let end = ENVELOPE_HEADER_LEN + usize::try_from(body_len).map_err(|_| "length")?;
-    let body = bytes.get(ENVELOPE_HEADER_LEN..end).ok_or("body cut short")?;
-    let crc = u32::from_le_bytes(crc.try_into().map_err(|_| "crc")?);
-    if crc32c::crc32c(body) != crc {
-        return Err("body CRC mismatch".into());
-    }
-    Ok((body, end))
+    let body_len = u64::from_le_bytes(body_len);
+    let len = usize::try_from(body_len)
+        .ok()
+        .filter(|_| body_len <= body_len_max)
+        .ok_or(FormatError::TooLong {
+            part: "body",
+            len: body_len,
+            max: body_len_max,
+        })?;
+    let body = rest.get(..len).ok_or(FormatError::Truncated { part: "body" })?;
+    check_crc("body", body, crc)?;
+    Ok((body, ENVELOPE_HEADER_LEN + len))
 }
 
 /// Writes `bytes` as `dir/name` so that a crash leaves the old or the new file: a temporary
@@ -144,7 +200,7 @@ pub fn replace_file_verified(
     dir: &Path,
     name: &str,
     bytes: &[u8],
-    verify: impl FnOnce(&Path) -> Result<(), String>,
+    verify: impl FnOnce(&Path) -> Result<(), DiskError>,
 ) -> Result<(), DiskError> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
@@ -152,12 +208,12 @@ pub fn replace_file_verified(
     file.write_all(bytes).map_err(|e| DiskError::io(&tmp, e))?;
     file.sync_all().map_err(|e| DiskError::io(&tmp, e))?;
     drop(file);
-    if let Err(reason) = verify(&tmp) {
+    if let Err(error) = verify(&tmp) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(DiskError::corrupt(
-            &tmp,
-            format!("written but does not read back: {reason}"),
-        ));
+        return Err(DiskError::NotReadBack {
+            path: tmp.display().to_string(),
+            source: Box::new(error),
+        });
     }
     std::fs::rename(&tmp, &path).map_err(|e| DiskError::io(&path, e))?;
     sync_dir(dir)
@@ -179,14 +235,14 @@ pub fn read_envelope_file(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(DiskError::io(path, e)),
     };
-    let (body, _) = decode_envelope(&bytes, magic, body_len_max).map_err(|r| DiskError::corrupt(path, r))?;
+    let (body, _) = decode_envelope(&bytes, magic, body_len_max).map_err(|e| DiskError::corrupt(path, e))?;
     Ok(Some(body.to_vec()))
 }
 
-pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, String> {
-    let payload = bincode::serialize(entry).map_err(|e| e.to_string())?;
+pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, FormatError> {
+    let payload = bincode::serialize(entry).map_err(FormatError::Encode)?;
     if payload.len() > ENTRY_PAYLOAD_LEN_MAX {
-        return Err(format!("entry of {} bytes is over the bound", payload.len()));
+        return Err(entry_too_long(payload.len()));
     }
     let mut frame = Vec::with_capacity(ENTRY_HEADER_LEN + payload.len());
     frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -195,22 +251,27 @@ pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, String> {
     Ok(frame)
 }
 
+fn entry_too_long(len: usize) -> FormatError {
+    FormatError::TooLong {
+        part: "entry",
+        len: len as u64,
+        max: ENTRY_PAYLOAD_LEN_MAX as u64,
+    }
+}
+
 /// Decodes the entry frame at the start of `bytes`: the entry and the frame's length, or why
 /// the bytes are not a whole valid frame (the caller truncates there).
-pub fn decode_entry(bytes: &[u8]) -> Result<(Entry, usize), String> {
-    let header = bytes.get(..ENTRY_HEADER_LEN).ok_or("short frame header")?;
-    let (len, crc) = header.split_at(4);
-    let len = u32::from_le_bytes(len.try_into().map_err(|_| "len")?) as usize;
+pub fn decode_entry(bytes: &[u8]) -> Result<(Entry, usize), FormatError> {
+    let (len, rest) = split_field::<4>(bytes, "frame header")?;
+    let (crc, rest) = split_field::<4>(rest, "frame header")?;
+    let len = u32::from_le_bytes(len) as usize;
     if len > ENTRY_PAYLOAD_LEN_MAX {
-        return Err(format!("entry length {len} over the bound"));
+        return Err(entry_too_long(len));
     }
-    let payload = bytes
-        .get(ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + len)
-        .ok_or("short payload")?;
-    let crc = u32::from_le_bytes(crc.try_into().map_err(|_| "crc")?);
-    if crc32c::crc32c(payload) != crc {
-        return Err("entry CRC mismatch".into());
-    }
+    let payload = rest
+        .get(..len)
+        .ok_or(FormatError::Truncated { part: "payload" })?;
+    check_crc("entry", payload, crc)?;
     let entry = decode_body(payload)?;
     Ok((entry, ENTRY_HEADER_LEN + len))
 }
@@ -226,7 +287,48 @@ pub fn bounded_bincode() -> impl bincode::Options {
 }
 
 /// Decodes a bincode body read from disk or the network, with the allocation bound.
-pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, FormatError> {
     use bincode::Options;
-    bounded_bincode().deserialize(body).map_err(|e| e.to_string())
+    bounded_bincode().deserialize(body).map_err(FormatError::Decode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_envelope_that_does_not_decode_says_why() {
+        let bytes = encode_envelope(STATE_MAGIC, b"body");
+        let (body, len) = decode_envelope(&bytes, STATE_MAGIC, 16).unwrap();
+        assert_eq!((body, len), (&b"body"[..], bytes.len()));
+        let refused = |bytes: &[u8], max| decode_envelope(bytes, STATE_MAGIC, max).unwrap_err();
+        assert!(matches!(
+            refused(&bytes[..10], 16),
+            FormatError::Truncated { part: "header" }
+        ));
+        assert!(matches!(
+            refused(&bytes[..bytes.len() - 1], 16),
+            FormatError::Truncated { part: "body" }
+        ));
+        assert!(matches!(
+            refused(&bytes, 3),
+            FormatError::TooLong {
+                part: "body",
+                len: 4,
+                max: 3
+            }
+        ));
+        let mut newer = bytes.clone();
+        newer[8] = 2;
+        assert!(matches!(refused(&newer, 16), FormatError::UnknownFormat(2)));
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mismatch = refused(&flipped, 16);
+        assert!(
+            matches!(mismatch, FormatError::ChecksumMismatch { part: "body", expected, found } if expected != found),
+            "{mismatch}"
+        );
+        let other = decode_envelope(&bytes, LOG_MAGIC, 16).unwrap_err();
+        assert_eq!(other.to_string(), "wrong magic LMNVOTE1, expected LMNRLOG1");
+    }
 }

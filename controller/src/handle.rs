@@ -8,11 +8,11 @@ use std::sync::Arc;
 use openraft::{BasicNode, RaftMetrics, ServerState};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::api::error_code::{NONE, NOT_CONTROLLER, UNKNOWN_SERVER_ERROR};
 use crate::api::*;
 use crate::command::Command;
 use crate::metadata::MetadataImage;
 use crate::records::BrokerEndpoint;
+use crate::refusal::Refusal;
 
 #[derive(Clone)]
 pub struct ControllerHandle {
@@ -21,26 +21,6 @@ pub struct ControllerHandle {
     commands: mpsc::Sender<Command>,
     images: watch::Receiver<Arc<MetadataImage>>,
     metrics: watch::Receiver<RaftMetrics<u64, BasicNode>>,
-}
-
-/// A failed controller request: Kafka's error code, and the active controller when the code
-/// is NOT_CONTROLLER and it is known (the caller may retry there).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("controller error {error_code}: {message}")]
-pub struct RequestError {
-    pub error_code: i16,
-    pub message: String,
-    pub leader_id: Option<u64>,
-}
-
-impl RequestError {
-    pub fn new(error_code: i16, message: impl Into<String>) -> Self {
-        RequestError {
-            error_code,
-            message: message.into(),
-            leader_id: None,
-        }
-    }
 }
 
 /// One voter's replication progress, as the leader sees it.
@@ -147,32 +127,18 @@ impl ControllerHandle {
             reply,
         };
         if self.commands.send(command).await.is_err() {
-            return ControllerResponse::NotController { leader_id: None };
+            return ControllerResponse::not_controller(None);
         }
-        answer
-            .await
-            .unwrap_or(ControllerResponse::NotController { leader_id: None })
+        answer.await.unwrap_or(ControllerResponse::not_controller(None))
     }
 }
 
-/// Turns the answers every request may get (NOT_CONTROLLER, a whole-request error) into errors.
-fn common_error(response: ControllerResponse) -> RequestError {
+/// The refusal of a request answered as a whole (not the controller, not committed, ...), or
+/// with an answer of another kind than it asks for.
+fn whole_refusal(response: ControllerResponse) -> Refusal {
     match response {
-        ControllerResponse::NotController { leader_id } => RequestError {
-            error_code: NOT_CONTROLLER,
-            message: "no active controller reachable".into(),
-            leader_id,
-        },
-        ControllerResponse::Error { error_code, message } => RequestError::new(error_code, message),
-        other => RequestError::new(UNKNOWN_SERVER_ERROR, format!("unexpected answer {other:?}")),
-    }
-}
-
-fn check(error_code: i16) -> Result<(), RequestError> {
-    if error_code == NONE {
-        Ok(())
-    } else {
-        Err(RequestError::new(error_code, "refused"))
+        ControllerResponse::Refused(refusal) => refusal,
+        other => Refusal::UnexpectedAnswer(format!("{other:?}")),
     }
 }
 
@@ -185,7 +151,7 @@ impl ControllerHandle {
         incarnation_id: [u8; 16],
         endpoints: Vec<BrokerEndpoint>,
         rack: Option<String>,
-    ) -> Result<i64, RequestError> {
+    ) -> Result<i64, Refusal> {
         let request = ControllerRequest::RegisterBroker {
             broker_id,
             incarnation_id,
@@ -193,16 +159,13 @@ impl ControllerHandle {
             rack,
         };
         match self.request(request).await {
-            ControllerResponse::RegisterBroker {
-                error_code,
-                broker_epoch,
-            } => check(error_code).map(|()| broker_epoch),
-            other => Err(common_error(other)),
+            ControllerResponse::RegisterBroker { broker_epoch } => broker_epoch,
+            other => Err(whole_refusal(other)),
         }
     }
 
     /// Keeps the broker's session; returns whether it is fenced afterwards.
-    pub async fn broker_heartbeat(&self, broker_id: i32, broker_epoch: i64) -> Result<bool, RequestError> {
+    pub async fn broker_heartbeat(&self, broker_id: i32, broker_epoch: i64) -> Result<bool, Refusal> {
         match self
             .request(ControllerRequest::BrokerHeartbeat {
                 broker_id,
@@ -210,48 +173,42 @@ impl ControllerHandle {
             })
             .await
         {
-            ControllerResponse::BrokerHeartbeat {
-                error_code,
-                is_fenced,
-            } => check(error_code).map(|()| is_fenced),
-            other => Err(common_error(other)),
+            ControllerResponse::BrokerHeartbeat { is_fenced } => is_fenced,
+            other => Err(whole_refusal(other)),
         }
     }
 
-    pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, RequestError> {
+    pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreateTopics { topics })
             .await
     }
 
     /// Grows each `(topic, count)` to `count` partitions.
-    pub async fn create_partitions(
-        &self,
-        topics: Vec<(String, i32)>,
-    ) -> Result<Vec<TopicResult>, RequestError> {
+    pub async fn create_partitions(&self, topics: Vec<(String, i32)>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreatePartitions { topics })
             .await
     }
 
-    pub async fn delete_topics(&self, names: Vec<String>) -> Result<Vec<TopicResult>, RequestError> {
+    pub async fn delete_topics(&self, names: Vec<String>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::DeleteTopics { names })
             .await
     }
 
-    async fn topic_results(&self, request: ControllerRequest) -> Result<Vec<TopicResult>, RequestError> {
+    async fn topic_results(&self, request: ControllerRequest) -> Result<Vec<TopicResult>, Refusal> {
         match self.request(request).await {
             ControllerResponse::Topics(results) => Ok(results),
-            other => Err(common_error(other)),
+            other => Err(whole_refusal(other)),
         }
     }
 
-    /// An ISR change from a partition's leader (`ControllerRequest::AlterPartition`).
+    /// An ISR change from a partition's leader.
     pub async fn alter_partition(
         &self,
-        request: ControllerRequest,
-    ) -> Result<AlterPartitionResult, RequestError> {
-        match self.request(request).await {
-            ControllerResponse::AlterPartition(result) => check(result.error_code).map(|()| result),
-            other => Err(common_error(other)),
+        change: AlterPartitionRequest,
+    ) -> Result<AlterPartitionResult, Refusal> {
+        match self.request(ControllerRequest::AlterPartition(change)).await {
+            ControllerResponse::AlterPartition(result) => result,
+            other => Err(whole_refusal(other)),
         }
     }
 
@@ -260,7 +217,7 @@ impl ControllerHandle {
         &self,
         election_type: ElectionType,
         partitions: Option<Vec<TopicPartition>>,
-    ) -> Result<Vec<PartitionResult>, RequestError> {
+    ) -> Result<Vec<PartitionResult>, Refusal> {
         match self
             .request(ControllerRequest::ElectLeaders {
                 election_type,
@@ -269,7 +226,7 @@ impl ControllerHandle {
             .await
         {
             ControllerResponse::Partitions(results) => Ok(results),
-            other => Err(common_error(other)),
+            other => Err(whole_refusal(other)),
         }
     }
 
@@ -279,7 +236,7 @@ impl ControllerHandle {
         &self,
         partitions: Vec<PartitionReassignment>,
         replication_factor_change: ReplicationFactorChange,
-    ) -> Result<Vec<ReassignmentResult>, RequestError> {
+    ) -> Result<Vec<ReassignmentResult>, Refusal> {
         match self
             .request(ControllerRequest::AlterPartitionReassignments {
                 partitions,
@@ -288,7 +245,7 @@ impl ControllerHandle {
             .await
         {
             ControllerResponse::Reassignments(results) => Ok(results),
-            other => Err(common_error(other)),
+            other => Err(whole_refusal(other)),
         }
     }
 
@@ -298,7 +255,7 @@ impl ControllerHandle {
         &self,
         broker_id: i32,
         broker_epoch: i64,
-    ) -> Result<Vec<TopicPartition>, RequestError> {
+    ) -> Result<Vec<TopicPartition>, Refusal> {
         match self
             .request(ControllerRequest::ControlledShutdown {
                 broker_id,
@@ -306,11 +263,8 @@ impl ControllerHandle {
             })
             .await
         {
-            ControllerResponse::ControlledShutdown {
-                error_code,
-                partitions_remaining,
-            } => check(error_code).map(|()| partitions_remaining),
-            other => Err(common_error(other)),
+            ControllerResponse::ControlledShutdown { partitions_remaining } => partitions_remaining,
+            other => Err(whole_refusal(other)),
         }
     }
 
@@ -319,7 +273,7 @@ impl ControllerHandle {
         &self,
         broker_id: i32,
         broker_epoch: i64,
-    ) -> Result<(i64, i32), RequestError> {
+    ) -> Result<(i64, i32), Refusal> {
         match self
             .request(ControllerRequest::AllocateProducerIds {
                 broker_id,
@@ -327,12 +281,8 @@ impl ControllerHandle {
             })
             .await
         {
-            ControllerResponse::AllocateProducerIds {
-                error_code,
-                producer_id_start,
-                producer_id_len,
-            } => check(error_code).map(|()| (producer_id_start, producer_id_len)),
-            other => Err(common_error(other)),
+            ControllerResponse::AllocateProducerIds { producer_ids } => producer_ids,
+            other => Err(whole_refusal(other)),
         }
     }
 }

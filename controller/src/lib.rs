@@ -20,16 +20,18 @@ pub mod network;
 mod node;
 pub mod placement;
 pub mod records;
+mod refusal;
 mod server;
 pub mod snapshot_format;
 pub mod state_machine;
 
 pub use config::{ControllerConfig, ControllerError};
 pub use decide::{leaders_to_rebalance, preferred_leader_imbalance};
-pub use handle::{ControllerHandle, QuorumStatus, RequestError, VoterStatus};
+pub use handle::{ControllerHandle, QuorumStatus, VoterStatus};
 pub use metadata::{BrokerRegistration, ClusterMetadata, MetadataImage, PartitionState, TopicState};
 pub use node::ControllerNode;
 pub use records::*;
+pub use refusal::Refusal;
 pub use server::serve_connection;
 
 openraft::declare_raft_types!(

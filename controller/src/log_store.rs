@@ -47,7 +47,7 @@ impl LogStore {
     pub fn open(dir: &Path) -> Result<Self, DiskError> {
         std::fs::create_dir_all(dir).map_err(|e| DiskError::io(dir, e))?;
         let state = match read_envelope_file(&dir.join(STATE_FILE), STATE_MAGIC, SMALL_BODY_LEN_MAX)? {
-            Some(body) => decode_body(&body).map_err(|r| DiskError::corrupt(&dir.join(STATE_FILE), r))?,
+            Some(body) => decode_body(&body).map_err(|e| DiskError::corrupt(&dir.join(STATE_FILE), e))?,
             None => RaftStateFile::default(),
         };
         let path = dir.join(LOG_FILE);
@@ -56,8 +56,8 @@ impl LogStore {
         }
         let bytes = std::fs::read(&path).map_err(|e| DiskError::io(&path, e))?;
         let (header_body, header_len) = decode_envelope(&bytes, LOG_MAGIC, SMALL_BODY_LEN_MAX)
-            .map_err(|r| DiskError::corrupt(&path, r))?;
-        let purged: Option<LogId> = decode_body(header_body).map_err(|r| DiskError::corrupt(&path, r))?;
+            .map_err(|e| DiskError::corrupt(&path, e))?;
+        let purged: Option<LogId> = decode_body(header_body).map_err(|e| DiskError::corrupt(&path, e))?;
         let mut log = LogFile {
             dir: dir.to_path_buf(),
             file: OpenOptions::new()
@@ -94,7 +94,7 @@ impl LogFile {
             let (entry, frame_len) = match decode_entry(rest) {
                 Ok(decoded) => decoded,
                 Err(reason) => {
-                    tracing::warn!(position, reason, "controller log: truncating an invalid tail");
+                    tracing::warn!(position, %reason, "controller log: truncating an invalid tail");
                     break;
                 }
             };
@@ -133,7 +133,7 @@ impl LogFile {
         let mut positions = Vec::with_capacity(entries.len());
         for entry in &entries {
             positions.push((entry.log_id.index, self.end_position + bytes.len() as u64));
-            bytes.extend(encode_entry(entry).map_err(|r| DiskError::corrupt(&path, r))?);
+            bytes.extend(encode_entry(entry).map_err(|e| DiskError::corrupt(&path, e))?);
         }
         self.file
             .seek(SeekFrom::Start(self.end_position))
@@ -174,7 +174,8 @@ impl LogFile {
     }
 
     fn save_state(&mut self, state: RaftStateFile) -> Result<(), DiskError> {
-        let body = bincode::serialize(&state).map_err(|e| DiskError::corrupt(&self.dir, e.to_string()))?;
+        let body =
+            bincode::serialize(&state).map_err(|e| DiskError::corrupt(&self.dir, FormatError::Encode(e)))?;
         replace_file(&self.dir, STATE_FILE, &encode_envelope(STATE_MAGIC, &body))?;
         self.state = state;
         Ok(())
@@ -189,12 +190,13 @@ fn write_log_file<'a>(
     entries: impl Iterator<Item = &'a Entry>,
 ) -> Result<BTreeMap<u64, u64>, DiskError> {
     let path = dir.join(LOG_FILE);
-    let header = bincode::serialize(&purged).map_err(|e| DiskError::corrupt(&path, e.to_string()))?;
+    let header =
+        bincode::serialize(&purged).map_err(|e| DiskError::corrupt(&path, FormatError::Encode(e)))?;
     let mut bytes = encode_envelope(LOG_MAGIC, &header);
     let mut positions = BTreeMap::new();
     for entry in entries {
         positions.insert(entry.log_id.index, bytes.len() as u64);
-        bytes.extend(encode_entry(entry).map_err(|r| DiskError::corrupt(&path, r))?);
+        bytes.extend(encode_entry(entry).map_err(|e| DiskError::corrupt(&path, e))?);
     }
     replace_file(dir, LOG_FILE, &bytes)?;
     Ok(positions)

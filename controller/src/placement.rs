@@ -18,7 +18,8 @@ pub struct PlacementBroker {
     pub rack: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Serde: it crosses the network inside a [`crate::Refusal`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
 pub enum PlacementError {
     #[error("replication factor {replication_factor} is larger than the {brokers} available brokers")]
     NotEnoughBrokers {

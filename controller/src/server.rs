@@ -83,9 +83,7 @@ impl RpcHandler {
                     Ok(()) => answer.await.ok(),
                     Err(_) => None,
                 };
-                RpcResponse::Controller(
-                    response.unwrap_or(ControllerResponse::NotController { leader_id: None }),
-                )
+                RpcResponse::Controller(response.unwrap_or(ControllerResponse::not_controller(None)))
             }
         }
     }

@@ -13,20 +13,20 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::disk_format::decode_body;
+use crate::disk_format::{decode_body, FormatError};
 use crate::metadata::{BrokerRegistration, ClusterMetadata, PartitionState, TopicState};
 use crate::records::TopicId;
 
 pub const STATE_TAG: [u8; 8] = *b"LMNMETA2";
 
-pub fn encode_metadata(metadata: &ClusterMetadata) -> Result<Vec<u8>, String> {
+pub fn encode_metadata(metadata: &ClusterMetadata) -> Result<Vec<u8>, FormatError> {
     let mut bytes = STATE_TAG.to_vec();
-    bincode::serialize_into(&mut bytes, metadata).map_err(|e| e.to_string())?;
+    bincode::serialize_into(&mut bytes, metadata).map_err(FormatError::Encode)?;
     Ok(bytes)
 }
 
 /// Decodes either format (bounded as every body read from disk or the network).
-pub fn decode_metadata(bytes: &[u8]) -> Result<ClusterMetadata, String> {
+pub fn decode_metadata(bytes: &[u8]) -> Result<ClusterMetadata, FormatError> {
     match bytes.strip_prefix(&STATE_TAG) {
         Some(body) => decode_body(body),
         None => decode_body::<MetadataV1>(bytes).map(MetadataV1::upgrade),

@@ -85,16 +85,16 @@ impl MetadataStateMachine {
         };
         if let Some(body) = read_envelope_file(&path, SNAPSHOT_MAGIC, SNAPSHOT_LEN_MAX)? {
             let (meta, state): (Meta, Vec<u8>) =
-                decode_body(&body).map_err(|r| DiskError::corrupt(&path, r))?;
+                decode_body(&body).map_err(|e| DiskError::corrupt(&path, e))?;
             machine
                 .load(StoredSnapshot { meta, state })
-                .map_err(|r| DiskError::corrupt(&path, r))?;
+                .map_err(|e| DiskError::corrupt(&path, e))?;
         }
         Ok(machine)
     }
 
     /// Replaces the state by a snapshot's and publishes it.
-    fn load(&mut self, snapshot: StoredSnapshot) -> Result<(), String> {
+    fn load(&mut self, snapshot: StoredSnapshot) -> Result<(), FormatError> {
         self.metadata = decode_metadata(&snapshot.state)?;
         self.last_applied = snapshot.meta.last_log_id;
         self.membership = snapshot.meta.last_membership.clone();
@@ -162,13 +162,17 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 
 /// Writes `snapshot` as the `snapshot` file, replacing the last good one only once the new
 /// file has been read back whole and its state decodes.
-fn write_snapshot_file(dir: &Path, snapshot: &StoredSnapshot) -> Result<(), String> {
-    let body = bincode::serialize(&(&snapshot.meta, &snapshot.state)).map_err(|e| e.to_string())?;
-    let verify = |path: &Path| -> Result<(), String> {
-        let read = read_envelope_file(path, SNAPSHOT_MAGIC, SNAPSHOT_LEN_MAX).map_err(|e| e.to_string())?;
-        let body = read.ok_or("the new snapshot file vanished")?;
-        let (_, state): (Meta, Vec<u8>) = decode_body(&body)?;
-        decode_metadata(&state).map(|_| ())
+fn write_snapshot_file(dir: &Path, snapshot: &StoredSnapshot) -> Result<(), DiskError> {
+    let body = bincode::serialize(&(&snapshot.meta, &snapshot.state))
+        .map_err(|e| DiskError::corrupt(&dir.join(SNAPSHOT_FILE), FormatError::Encode(e)))?;
+    let verify = |path: &Path| -> Result<(), DiskError> {
+        let vanished = || std::io::Error::new(std::io::ErrorKind::NotFound, "the new snapshot file vanished");
+        let read = read_envelope_file(path, SNAPSHOT_MAGIC, SNAPSHOT_LEN_MAX)?;
+        let body = read.ok_or_else(|| DiskError::io(path, vanished()))?;
+        let (_, state): (Meta, Vec<u8>) = decode_body(&body).map_err(|e| DiskError::corrupt(path, e))?;
+        decode_metadata(&state)
+            .map(|_| ())
+            .map_err(|e| DiskError::corrupt(path, e))
     };
     replace_file_verified(
         dir,
@@ -176,7 +180,6 @@ fn write_snapshot_file(dir: &Path, snapshot: &StoredSnapshot) -> Result<(), Stri
         &encode_envelope(SNAPSHOT_MAGIC, &body),
         verify,
     )
-    .map_err(|e| e.to_string())
 }
 
 /// The state's snapshot bytes. Our own state always encodes unless there is a bug: a failure
@@ -187,7 +190,7 @@ fn encode_state(metadata: &ClusterMetadata, fault: &FaultHandler) -> Vec<u8> {
 
 /// The bytes of an encoding; a failure goes to `fault` and leaves no bytes, which no snapshot
 /// file accepts (`write_snapshot_file` decodes what it wrote before it keeps it).
-fn encoded_or_fault(encoded: Result<Vec<u8>, String>, fault: &FaultHandler) -> Vec<u8> {
+fn encoded_or_fault(encoded: Result<Vec<u8>, FormatError>, fault: &FaultHandler) -> Vec<u8> {
     encoded.unwrap_or_else(|error| {
         fault(&format!(
             "the metadata state does not encode for a snapshot: {error}"
@@ -339,7 +342,8 @@ mod tests {
             state: encode_state(machine.metadata(), &fault),
         };
         write_snapshot_file(dir.path(), &good).expect("a good snapshot is written");
-        let failed = encoded_or_fault(Err("a bug".into()), &fault);
+        let bug = bincode::ErrorKind::Custom("a bug".into());
+        let failed = encoded_or_fault(Err(FormatError::Encode(Box::new(bug))), &fault);
         assert_eq!(faults.lock().unwrap().len(), 1, "the failed encode is a fault");
         let bad = StoredSnapshot {
             meta: Meta::default(),

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeSet;
 
-use laminar_controller::api::error_code::NONE;
 use laminar_controller::api::*;
 use laminar_controller::decide::{decide, fence_broker, DecisionContext};
 use laminar_controller::snapshot_format::{decode_metadata, encode_metadata};
@@ -178,7 +177,7 @@ impl Run {
         };
         let response = self.decide(ControllerRequest::CreateTopics { topics: vec![topic] });
         if let ControllerResponse::Topics(results) = response {
-            if results.iter().any(|r| r.name == name && r.error_code == NONE) {
+            if results.iter().any(|r| r.name == name && r.result.is_ok()) {
                 assert!(self.model_topics.insert(name), "created a topic that existed");
             }
         }
@@ -198,7 +197,7 @@ impl Run {
             names: vec![name.clone()],
         });
         if let ControllerResponse::Topics(results) = response {
-            if results.iter().any(|r| r.name == name && r.error_code == NONE) {
+            if results.iter().any(|r| r.name == name && r.result.is_ok()) {
                 assert!(
                     self.model_topics.remove(&name),
                     "deleted a topic that did not exist"
@@ -222,7 +221,7 @@ impl Run {
             .filter(|b| *b == state.leader || self.rng.gen_bool(0.6))
             .collect();
         new_isr.sort_unstable();
-        self.decide(ControllerRequest::AlterPartition {
+        self.decide(ControllerRequest::AlterPartition(AlterPartitionRequest {
             broker_id: state.leader,
             broker_epoch,
             topic_id,
@@ -230,7 +229,7 @@ impl Run {
             leader_epoch: state.leader_epoch,
             partition_epoch: state.partition_epoch,
             new_isr,
-        });
+        }));
     }
 
     fn elect(&mut self) {

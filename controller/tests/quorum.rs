@@ -6,8 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use laminar_controller::api::error_code;
-use laminar_controller::NO_LEADER;
+use laminar_controller::{Refusal, NO_LEADER};
 
 const SECONDS_5: Duration = Duration::from_secs(5);
 
@@ -23,14 +22,14 @@ async fn quorum_forms_replicates_and_every_node_agrees() {
         .create_topics(vec![topic("orders", 30, 3)])
         .await
         .unwrap();
-    assert_eq!(results[0].error_code, error_code::NONE);
+    assert!(results[0].result.is_ok(), "{results:?}");
     let again = cluster
         .handle(leader)
         .create_topics(vec![topic("orders", 1, 1), topic("wide", 1, 4)])
         .await
         .unwrap();
-    assert_eq!(again[0].error_code, error_code::TOPIC_ALREADY_EXISTS);
-    assert_eq!(again[1].error_code, error_code::INVALID_REPLICATION_FACTOR);
+    assert_eq!(again[0].result, Err(Refusal::TopicAlreadyExists));
+    assert!(matches!(again[1].result, Err(Refusal::Placement(_))), "{again:?}");
     cluster.wait_agreement(SECONDS_5).await;
     let image = cluster.handle(follower).metadata();
     let orders = image.metadata.topic_by_name("orders").unwrap();
@@ -80,7 +79,7 @@ async fn stopping_the_leader_elects_another_and_writes_continue() {
         .create_topics(vec![topic("after-failover", 3, 3)])
         .await
         .unwrap();
-    assert_eq!(results[0].error_code, error_code::NONE);
+    assert!(results[0].result.is_ok(), "{results:?}");
     cluster.wait_agreement(SECONDS_5).await;
     // The old leader comes back from its directory and catches up.
     cluster.restart(leader);
@@ -111,7 +110,7 @@ async fn a_restarted_node_catches_up_through_a_snapshot_after_the_purge() {
             .create_topics(vec![topic(&format!("t{i}"), 2, 2)])
             .await
             .unwrap();
-        assert_eq!(results[0].error_code, error_code::NONE);
+        assert!(results[0].result.is_ok(), "{results:?}");
     }
     let status = handle.quorum_status();
     assert!(

@@ -1,7 +1,7 @@
 //! Partition reassignment in the controller (`decide/reassignment.rs`): requests become records, the
 //! leader's AlterPartition completes them, cancels revert them, with Kafka's epochs and codes.
 
-use laminar_controller::api::error_code::*;
+use kafka_protocol::error::ResponseError;
 use laminar_controller::api::*;
 use laminar_controller::decide::reassignment::list_reassignments;
 use laminar_controller::decide::{decide, fence_broker, Decision, DecisionContext};
@@ -58,7 +58,7 @@ fn reassign_with(
     md: &mut ClusterMetadata,
     wanted: Vec<(&str, i32, Option<Vec<i32>>)>,
     rf_change: ReplicationFactorChange,
-) -> Vec<i16> {
+) -> Vec<Option<ResponseError>> {
     let partitions = wanted
         .into_iter()
         .map(|(topic, partition, replicas)| PartitionReassignment {
@@ -74,12 +74,16 @@ fn reassign_with(
     let decision = decide_now(md, request);
     apply(md, &decision);
     match decision.response {
-        ControllerResponse::Reassignments(results) => results.iter().map(|r| r.error_code).collect(),
+        ControllerResponse::Reassignments(results) => {
+            let each = results.iter().map(|r| r.result.as_ref().err());
+            each.map(|refusal| refusal.map(Refusal::response_error)).collect()
+        }
         other => panic!("{other:?}"),
     }
 }
 
-fn reassign(md: &mut ClusterMetadata, replicas: Option<Vec<i32>>) -> i16 {
+/// The Kafka error of the reassignment, `None` when it is accepted.
+fn reassign(md: &mut ClusterMetadata, replicas: Option<Vec<i32>>) -> Option<ResponseError> {
     reassign_with(md, vec![("t", 0, replicas)], ReplicationFactorChange::Allowed)[0]
 }
 
@@ -96,7 +100,7 @@ fn partition(md: &ClusterMetadata) -> PartitionState {
 /// The AlterPartition the current leader sends when `isr` is in sync; applied, and its result.
 fn isr_change(md: &mut ClusterMetadata, isr: Vec<i32>) -> AlterPartitionResult {
     let p = partition(md);
-    let request = ControllerRequest::AlterPartition {
+    let request = ControllerRequest::AlterPartition(AlterPartitionRequest {
         broker_id: p.leader,
         broker_epoch: 10 + i64::from(p.leader),
         topic_id: [1; 16],
@@ -104,11 +108,11 @@ fn isr_change(md: &mut ClusterMetadata, isr: Vec<i32>) -> AlterPartitionResult {
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
         new_isr: isr,
-    };
+    });
     let decision = decide_now(md, request);
     apply(md, &decision);
     match decision.response {
-        ControllerResponse::AlterPartition(result) => result,
+        ControllerResponse::AlterPartition(Ok(result)) => result,
         other => panic!("{other:?}"),
     }
 }
@@ -132,7 +136,7 @@ fn shape(md: &ClusterMetadata) -> Shape {
 #[test]
 fn a_reassignment_completes_once_the_new_replica_is_in_the_isr() {
     let mut md = four_broker_state();
-    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), None);
     // The union, target first; no replica left yet, so the leader epoch stays.
     assert_eq!(
         shape(&md),
@@ -170,7 +174,7 @@ fn a_reassignment_completes_once_the_new_replica_is_in_the_isr() {
 #[test]
 fn the_leader_moves_when_the_reassignment_removes_it() {
     let mut md = four_broker_state();
-    assert_eq!(reassign(&mut md, Some(vec![4, 2, 3])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![4, 2, 3])), None);
     assert_eq!(partition(&md).replicas, vec![4, 2, 3, 1]);
     let result = isr_change(&mut md, vec![1, 2, 3, 4]);
     // The first target replica in the ISR leads; broker 1 left, so both epochs move.
@@ -184,36 +188,39 @@ fn the_leader_moves_when_the_reassignment_removes_it() {
 #[test]
 fn a_reassignment_with_nothing_to_catch_up_completes_when_requested() {
     let mut md = four_broker_state();
-    assert_eq!(reassign(&mut md, Some(vec![2, 1])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![2, 1])), None);
     assert_eq!(shape(&md), (vec![2, 1], vec![], vec![], vec![1, 2], 1, 1, 1));
     // The same target again changes nothing.
     let version = md.clone();
-    assert_eq!(reassign(&mut md, Some(vec![2, 1])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![2, 1])), None);
     assert_eq!(md, version);
 }
 
 #[test]
 fn a_cancel_reverts_to_the_original_replicas() {
     let mut md = four_broker_state();
-    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), NONE);
-    assert_eq!(reassign(&mut md, None), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), None);
+    assert_eq!(reassign(&mut md, None), None);
     // Replica 4 left the list: a new leader epoch, as in KRaft.
     assert_eq!(
         shape(&md),
         (vec![1, 2, 3], vec![], vec![], vec![1, 2, 3], 1, 1, 2)
     );
-    assert_eq!(reassign(&mut md, None), NO_REASSIGNMENT_IN_PROGRESS);
+    assert_eq!(
+        reassign(&mut md, None),
+        Some(ResponseError::NoReassignmentInProgress)
+    );
     assert!(list_reassignments(&md, None).is_empty());
 }
 
 #[test]
 fn a_new_target_replaces_the_one_in_progress() {
     let mut md = four_broker_state();
-    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), None);
     // As KRaft: the current replicas (the union) are the starting point, so broker 4 is no
     // longer being added but a replica; nothing is added, and the new target applies at once
     // (broker 4 stays out of the ISR until the leader takes it in).
-    assert_eq!(reassign(&mut md, Some(vec![1, 4, 3])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![1, 4, 3])), None);
     assert_eq!(shape(&md), (vec![1, 4, 3], vec![], vec![], vec![1, 3], 1, 1, 2));
 }
 
@@ -232,36 +239,42 @@ fn reassignment_requests_get_kafkas_error_codes() {
     let each = requests
         .into_iter()
         .map(|wanted| reassign_with(&mut md, vec![wanted], ReplicationFactorChange::Allowed)[0]);
-    let codes: Vec<i16> = each.collect();
+    let errors: Vec<Option<ResponseError>> = each.collect();
     let expected = vec![
-        UNKNOWN_TOPIC_OR_PARTITION,
-        UNKNOWN_TOPIC_OR_PARTITION,
-        INVALID_REPLICA_ASSIGNMENT,
-        INVALID_REPLICA_ASSIGNMENT,
-        INVALID_REPLICA_ASSIGNMENT,
-        NO_REASSIGNMENT_IN_PROGRESS,
+        Some(ResponseError::UnknownTopicOrPartition),
+        Some(ResponseError::UnknownTopicOrPartition),
+        Some(ResponseError::InvalidReplicaAssignment),
+        Some(ResponseError::InvalidReplicaAssignment),
+        Some(ResponseError::InvalidReplicaAssignment),
+        Some(ResponseError::NoReassignmentInProgress),
     ];
-    assert_eq!(codes, expected);
+    assert_eq!(errors, expected);
     assert_eq!(md, before, "refusals write nothing");
     // KIP-860's allowReplicationFactorChange=false; a partition named twice is refused.
-    let codes = reassign_with(
+    let errors = reassign_with(
         &mut md,
         vec![("t", 0, Some(vec![1, 2])), ("t", 0, Some(vec![1, 2, 4]))],
         ReplicationFactorChange::Refused,
     );
-    assert_eq!(codes, vec![INVALID_REPLICATION_FACTOR, INVALID_REQUEST]);
-    let codes = reassign_with(
+    assert_eq!(
+        errors,
+        vec![
+            Some(ResponseError::InvalidReplicationFactor),
+            Some(ResponseError::InvalidRequest)
+        ]
+    );
+    let errors = reassign_with(
         &mut md,
         vec![("t", 0, Some(vec![1, 2, 4]))],
         ReplicationFactorChange::Refused,
     );
-    assert_eq!(codes, vec![NONE]);
+    assert_eq!(errors, vec![None]);
 }
 
 #[test]
 fn a_replica_being_added_rejoins_no_isr_when_unfenced() {
     let mut md = four_broker_state();
-    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), NONE);
+    assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), None);
     for record in fence_broker(&md, 4, false) {
         md.apply(&record, 40).unwrap();
     }

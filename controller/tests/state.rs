@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use laminar_controller::api::{error_code, ControllerRequest, ElectionType};
+use kafka_protocol::error::ResponseError;
+use laminar_controller::api::{AlterPartitionRequest, ControllerRequest, ElectionType};
 use laminar_controller::decide::{alter_partition, elect_leaders, fence_broker, UNCLEAN_LEADER_ELECTION_KEY};
 use laminar_controller::disk_format::{decode_entry, encode_entry, Entry};
 use laminar_controller::placement::{assign_replicas, PlacementBroker};
@@ -144,7 +145,7 @@ fn apply_all(md: &mut ClusterMetadata, records: &[MetadataRecord]) {
 #[test]
 fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
     let mut md = two_broker_state();
-    let shrink = |leader_epoch, partition_epoch| ControllerRequest::AlterPartition {
+    let shrink = |leader_epoch, partition_epoch| AlterPartitionRequest {
         broker_id: 1,
         broker_epoch: 10,
         topic_id: [1; 16],
@@ -153,17 +154,17 @@ fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
         partition_epoch,
         new_isr: vec![1],
     };
-    let code = |d: laminar_controller::decide::Decision| match d.response {
-        api::ControllerResponse::AlterPartition(r) => r.error_code,
+    let refusal = |d: laminar_controller::decide::Decision| match d.response {
+        api::ControllerResponse::AlterPartition(r) => r.err(),
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        code(alter_partition(&md, &shrink(1, 0))),
-        error_code::FENCED_LEADER_EPOCH
+        refusal(alter_partition(&md, &shrink(1, 0))),
+        Some(Refusal::FencedLeaderEpoch)
     );
     assert_eq!(
-        code(alter_partition(&md, &shrink(0, 5))),
-        error_code::INVALID_UPDATE_VERSION
+        refusal(alter_partition(&md, &shrink(0, 5))),
+        Some(Refusal::InvalidUpdateVersion)
     );
     let accepted = alter_partition(&md, &shrink(0, 0));
     apply_all(&mut md, &accepted.records);
@@ -334,9 +335,13 @@ fn decide_with(md: &ClusterMetadata, request: ControllerRequest) -> laminar_cont
     laminar_controller::decide::decide(md, request, &ctx)
 }
 
-fn topic_codes(decision: &laminar_controller::decide::Decision) -> Vec<i16> {
+/// Each topic's Kafka error, `None` for a topic done.
+fn topic_errors(decision: &laminar_controller::decide::Decision) -> Vec<Option<ResponseError>> {
     match &decision.response {
-        api::ControllerResponse::Topics(results) => results.iter().map(|r| r.error_code).collect(),
+        api::ControllerResponse::Topics(results) => {
+            let each = results.iter().map(|r| r.result.as_ref().err());
+            each.map(|refusal| refusal.map(Refusal::response_error)).collect()
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -361,14 +366,14 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
         manual("c", -1, -1, vec![vec![2], vec![1, 2]]),
         manual("d", -1, -1, vec![vec![9]]),
     ];
-    let codes: Vec<i16> = refused.iter().flat_map(topic_codes).collect();
-    let invalid = error_code::INVALID_REPLICA_ASSIGNMENT;
+    let errors: Vec<_> = refused.iter().flat_map(topic_errors).collect();
+    let invalid = Some(ResponseError::InvalidReplicaAssignment);
     assert_eq!(
-        codes,
-        vec![error_code::INVALID_REQUEST, invalid, invalid, invalid]
+        errors,
+        vec![Some(ResponseError::InvalidRequest), invalid, invalid, invalid]
     );
     let accepted = manual("e", -1, -1, vec![vec![2], vec![2], vec![2]]);
-    assert_eq!(topic_codes(&accepted), vec![error_code::NONE]);
+    assert_eq!(topic_errors(&accepted), vec![None]);
     let mut after = md.clone();
     apply_all(&mut after, &accepted.records);
     let topic = after.topic_by_name("e").unwrap();
@@ -394,15 +399,15 @@ fn a_topic_created_with_an_id_keeps_it_unless_zero_or_taken() {
         decide_with(&md, ControllerRequest::CreateTopics { topics: vec![topic] })
     };
     let kept = with_id("migrated", [7; 16]);
-    assert_eq!(topic_codes(&kept), vec![error_code::NONE]);
+    assert_eq!(topic_errors(&kept), vec![None]);
     let mut after = md.clone();
     apply_all(&mut after, &kept.records);
     assert_eq!(after.topic_by_name("migrated").unwrap().topic_id, [7; 16]);
 
     let taken = md.topic_by_name("t").unwrap().topic_id;
     let refused = [with_id("zero", [0; 16]), with_id("taken", taken)];
-    let codes: Vec<i16> = refused.iter().flat_map(topic_codes).collect();
-    assert_eq!(codes, vec![error_code::INVALID_REQUEST; 2]);
+    let errors: Vec<_> = refused.iter().flat_map(topic_errors).collect();
+    assert_eq!(errors, vec![Some(ResponseError::InvalidRequest); 2]);
 }
 
 #[test]
@@ -443,7 +448,7 @@ fn a_broker_back_rejoins_the_isr_through_its_leader_and_the_rebalance_hands_its_
     );
     let caught_up = decide_with(
         &fenced,
-        ControllerRequest::AlterPartition {
+        ControllerRequest::AlterPartition(AlterPartitionRequest {
             broker_id: 2,
             broker_epoch: 11,
             topic_id: [1; 16],
@@ -451,7 +456,7 @@ fn a_broker_back_rejoins_the_isr_through_its_leader_and_the_rebalance_hands_its_
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
             new_isr: vec![2, 1],
-        },
+        }),
     );
     apply_all(&mut fenced, &caught_up.records);
     let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();

@@ -20,12 +20,11 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use laminar_controller::api::error_code::NONE;
 use laminar_controller::api::{PartitionReassignment, ReassignmentResult, ReplicationFactorChange};
-use laminar_controller::MetadataImage;
+use laminar_controller::{MetadataImage, Refusal};
 
 use crate::broker::BrokerCtx;
-use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::admin::{error_fields, wait_for_view, with_retries};
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
@@ -35,11 +34,11 @@ pub async fn handle(
     // v0 has no flag and Kafka's default is true: a v0 request may change the count.
     let allow_rf_change = request.allow_replication_factor_change;
     let Some(link) = &shared.cluster else {
-        return whole_request_error(ResponseError::InvalidRequest.code(), allow_rf_change);
+        return whole_request_error(ResponseError::InvalidRequest, None, allow_rf_change);
     };
     let wanted = match wanted_partitions(&request, shared.config.laminar_request_partitions_max) {
         Ok(wanted) => wanted,
-        Err(code) => return whole_request_error(code, allow_rf_change),
+        Err(error) => return whole_request_error(error, None, allow_rf_change),
     };
     let rf_change = if allow_rf_change {
         ReplicationFactorChange::Allowed
@@ -52,12 +51,14 @@ pub async fn handle(
     };
     let results = match with_retries(call).await {
         Ok(results) => results,
-        Err(e) => return whole_request_error(e.error_code, allow_rf_change),
+        Err(refusal) => {
+            return whole_request_error(refusal.response_error(), Some(&refusal), allow_rf_change)
+        }
     };
     let done: Vec<(&ReassignmentResult, &PartitionReassignment)> = results
         .iter()
         .zip(&wanted)
-        .filter(|(r, _)| r.error_code == NONE)
+        .filter(|(r, _)| r.result.is_ok())
         .collect();
     wait_for_view(link, |image| done.iter().all(|(_, w)| shows(image, w))).await;
     answer(results, allow_rf_change)
@@ -79,10 +80,10 @@ fn shows(image: &MetadataImage, w: &PartitionReassignment) -> bool {
 fn wanted_partitions(
     request: &AlterPartitionReassignmentsRequest,
     max: i32,
-) -> Result<Vec<PartitionReassignment>, i16> {
+) -> Result<Vec<PartitionReassignment>, ResponseError> {
     let count: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
     if count > usize::try_from(max).unwrap_or(0) {
-        return Err(ResponseError::InvalidRequest.code());
+        return Err(ResponseError::InvalidRequest);
     }
     let mut wanted = Vec::with_capacity(count);
     for topic in &request.topics {
@@ -105,10 +106,11 @@ fn wanted_partitions(
 fn answer(results: Vec<ReassignmentResult>, allow_rf_change: bool) -> AlterPartitionReassignmentsResponse {
     let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
     for r in results {
+        let (error_code, error_message) = error_fields(&r.result);
         let partition = ReassignablePartitionResponse::default()
             .with_partition_index(r.partition)
-            .with_error_code(r.error_code)
-            .with_error_message(r.error_message.map(StrBytes::from_string));
+            .with_error_code(error_code)
+            .with_error_message(error_message);
         match topics.last_mut() {
             Some(last) if last.name.as_str() == r.topic => last.partitions.push(partition),
             _ => topics.push(
@@ -123,11 +125,16 @@ fn answer(results: Vec<ReassignmentResult>, allow_rf_change: bool) -> AlterParti
         .with_responses(topics)
 }
 
-fn whole_request_error(error_code: i16, allow_rf_change: bool) -> AlterPartitionReassignmentsResponse {
-    let message = ResponseError::try_from_code(error_code)
-        .map_or_else(|| format!("error {error_code}"), |e| e.to_string());
+/// A refusal of the whole request; the message is the quorum's reason when it refused, else
+/// the error's name.
+fn whole_request_error(
+    error: ResponseError,
+    refusal: Option<&Refusal>,
+    allow_rf_change: bool,
+) -> AlterPartitionReassignmentsResponse {
+    let message = refusal.map_or_else(|| error.to_string(), Refusal::to_string);
     AlterPartitionReassignmentsResponse::default()
         .with_allow_replication_factor_change(allow_rf_change)
-        .with_error_code(error_code)
+        .with_error_code(error.code())
         .with_error_message(Some(StrBytes::from_string(message)))
 }

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::handlers::topic_admin::{controller_error, AdminError, PartitionBudget};
+use crate::handlers::topic_admin::{AdminError, PartitionBudget};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::ClusterLink;
 
@@ -85,13 +85,9 @@ async fn cluster_grow(
         link.handle
             .create_partitions(vec![(name.to_string(), topic.count)])
     })
-    .await
-    .map_err(controller_error)?;
-    let error_code = grown.first().map_or(0, |r| r.error_code);
-    if error_code != 0 {
-        let code = ResponseError::try_from_code(error_code).unwrap_or(ResponseError::UnknownServerError);
-        let message = grown.into_iter().next().and_then(|r| r.error_message);
-        return Err(AdminError::new(code, message.unwrap_or_default()));
+    .await?;
+    if let Some(Err(refusal)) = grown.into_iter().next().map(|r| r.result) {
+        return Err(refusal.into());
     }
     let count = usize::try_from(topic.count).unwrap_or(usize::MAX);
     wait_for_view(link, |image| {

@@ -15,7 +15,7 @@ use laminar_engine::metadata::topic_table::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::config::TopicConfig;
-use crate::handlers::topic_admin::{controller_error, validate_overrides, AdminError, PartitionBudget};
+use crate::handlers::topic_admin::{validate_overrides, AdminError, PartitionBudget};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::view::alive_brokers;
 use crate::quorum::ClusterLink;
@@ -131,22 +131,16 @@ async fn cluster_create(
         assignments: Vec::new(),
         topic_id: None,
     };
-    let results = with_retries(|| link.handle.create_topics(vec![request.clone()]))
-        .await
-        .map_err(controller_error)?;
+    let results = with_retries(|| link.handle.create_topics(vec![request.clone()])).await?;
     let result = results
         .into_iter()
         .next()
         .ok_or_else(|| AdminError::new(ResponseError::UnknownServerError, "no answer for the topic"))?;
-    if result.error_code != 0 {
-        let code =
-            ResponseError::try_from_code(result.error_code).unwrap_or(ResponseError::UnknownServerError);
-        return Err(AdminError::new(code, result.error_message.unwrap_or_default()));
-    }
+    let topic_id = result.result?;
     wait_for_view(link, |image| image.metadata.topic_by_name(name).is_some()).await;
     tracing::info!(topic = name, partitions = wanted.partition_count, "created topic");
     budget.spend(i64::from(wanted.partition_count));
-    Ok(created(shared, topic, &wanted, result.topic_id, version))
+    Ok(created(shared, topic, &wanted, topic_id, version))
 }
 
 fn create(

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use laminar_engine::metadata::TopicMetadata;
 
 use crate::broker::{BrokerCtx, BrokerShared};
-use crate::handlers::topic_admin::{controller_error, delete_partitions, AdminError};
+use crate::handlers::topic_admin::{delete_partitions, AdminError};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::ClusterLink;
 
@@ -85,13 +85,10 @@ async fn cluster_delete(
     name: &str,
 ) -> Result<Arc<TopicMetadata>, AdminError> {
     let topic = shared.metadata.current().get(name).cloned();
-    let deleted = with_retries(|| link.handle.delete_topics(vec![name.to_string()]))
-        .await
-        .map_err(controller_error)?;
-    let error_code = deleted.first().map_or(0, |r| r.error_code);
-    if error_code != 0 {
-        let code = ResponseError::try_from_code(error_code).unwrap_or(ResponseError::UnknownServerError);
-        return Err(AdminError::new(code, format!("topic '{name}' not deleted")));
+    let deleted = with_retries(|| link.handle.delete_topics(vec![name.to_string()])).await?;
+    if let Some(Err(refusal)) = deleted.into_iter().next().map(|r| r.result) {
+        let message = format!("topic '{name}' not deleted: {refusal}");
+        return Err(AdminError::new(refusal.response_error(), message));
     }
     wait_for_view(link, |image| image.metadata.topic_by_name(name).is_none()).await;
     topic.ok_or_else(|| {

@@ -16,35 +16,34 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use laminar_controller::api::error_code::{ELECTION_NOT_NEEDED, NONE};
 use laminar_controller::api::{ElectionType, TopicPartition};
-use laminar_controller::NO_LEADER;
+use laminar_controller::{Refusal, NO_LEADER};
 
 use crate::broker::BrokerCtx;
-use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::admin::{error_fields, wait_for_view, with_retries};
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {
     let shared = &ctx.state.shared;
     let Some(link) = &shared.cluster else {
-        return whole_request_error(ResponseError::InvalidRequest.code());
+        return whole_request_error(ResponseError::InvalidRequest);
     };
     // v0 has no election type: it is always a preferred election.
     let election_type = match (version, request.election_type) {
         (0, _) | (_, 0) => ElectionType::Preferred,
         (_, 1) => ElectionType::Unclean,
-        _ => return whole_request_error(ResponseError::InvalidRequest.code()),
+        _ => return whole_request_error(ResponseError::InvalidRequest),
     };
     let wanted = match wanted_partitions(&request, shared.config.laminar_request_partitions_max) {
         Ok(wanted) => wanted,
-        Err(code) => return whole_request_error(code),
+        Err(error) => return whole_request_error(error),
     };
     let every_partition = wanted.is_none();
     let results = match with_retries(|| link.handle.elect_leaders(election_type, wanted.clone())).await {
         Ok(results) => results,
-        Err(e) => return whole_request_error(e.error_code),
+        Err(refusal) => return whole_request_error(refusal.response_error()),
     };
     let elected: Vec<&laminar_controller::api::PartitionResult> =
-        results.iter().filter(|r| r.error_code == NONE).collect();
+        results.iter().filter(|r| r.result.is_ok()).collect();
     wait_for_view(link, |image| {
         elected.iter().all(|r| {
             image
@@ -62,13 +61,16 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ElectLeadersRequest, version: 
 
 /// The partitions named (each once), or `None` for every partition. More than
 /// `laminar.request.partitions.max` is refused: one election is one quorum entry.
-fn wanted_partitions(request: &ElectLeadersRequest, max: i32) -> Result<Option<Vec<TopicPartition>>, i16> {
+fn wanted_partitions(
+    request: &ElectLeadersRequest,
+    max: i32,
+) -> Result<Option<Vec<TopicPartition>>, ResponseError> {
     let Some(topics) = &request.topic_partitions else {
         return Ok(None);
     };
     let count: usize = topics.iter().map(|t| t.partitions.len()).sum();
     if count > usize::try_from(max).unwrap_or(0) {
-        return Err(ResponseError::InvalidRequest.code());
+        return Err(ResponseError::InvalidRequest);
     }
     let mut seen = BTreeSet::new();
     let mut wanted = Vec::with_capacity(count);
@@ -93,12 +95,13 @@ fn answer(
     let mut topics: Vec<ReplicaElectionResult> = Vec::new();
     let shown = results
         .into_iter()
-        .filter(|r| !(every_partition && r.error_code == ELECTION_NOT_NEEDED));
+        .filter(|r| !(every_partition && r.result == Err(Refusal::ElectionNotNeeded)));
     for r in shown {
+        let (error_code, error_message) = error_fields(&r.result);
         let partition = PartitionResult::default()
             .with_partition_id(r.partition)
-            .with_error_code(r.error_code)
-            .with_error_message(message(r.error_code));
+            .with_error_code(error_code)
+            .with_error_message(error_message);
         match topics.last_mut() {
             Some(last) if last.topic.as_str() == r.topic => last.partition_result.push(partition),
             _ => topics.push(
@@ -111,16 +114,8 @@ fn answer(
     ElectLeadersResponse::default().with_replica_election_results(topics)
 }
 
-fn message(error_code: i16) -> Option<StrBytes> {
-    (error_code != NONE).then(|| {
-        let text = ResponseError::try_from_code(error_code)
-            .map_or_else(|| format!("error {error_code}"), |e| e.to_string());
-        StrBytes::from_string(text)
-    })
-}
-
 /// A refusal of the whole request: the top-level error code (v1+; v0 clients see an empty
 /// result list).
-fn whole_request_error(error_code: i16) -> ElectLeadersResponse {
-    ElectLeadersResponse::default().with_error_code(error_code)
+fn whole_request_error(error: ResponseError) -> ElectLeadersResponse {
+    ElectLeadersResponse::default().with_error_code(error.code())
 }

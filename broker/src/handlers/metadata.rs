@@ -12,9 +12,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use laminar_engine::metadata::{MetadataError, TopicMetadata};
 
-use laminar_controller::api::error_code::TOPIC_ALREADY_EXISTS;
 use laminar_controller::api::CreatableTopic;
-use laminar_controller::{TopicState, NO_LEADER};
+use laminar_controller::{Refusal, TopicState, NO_LEADER};
 use laminar_engine::metadata::topic_table::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
@@ -202,8 +201,8 @@ async fn cluster_lookup_or_create(
             topic_id: None,
         };
         let created = with_retries(|| link.handle.create_topics(vec![topic.clone()])).await;
-        match created.map(|r| r.first().map_or(-1, |r| r.error_code)) {
-            Ok(0) | Ok(TOPIC_ALREADY_EXISTS) => {
+        match created.map(|r| r.into_iter().next().map(|r| r.result)) {
+            Ok(Some(Ok(_) | Err(Refusal::TopicAlreadyExists))) => {
                 wait_for_view(link, |image| image.metadata.topic_by_name(name).is_some()).await;
                 if let Some(topic) = link.image().metadata.topic_by_name(name) {
                     tracing::info!(topic = name, "auto-created topic");
@@ -211,8 +210,8 @@ async fn cluster_lookup_or_create(
                 }
                 ResponseError::LeaderNotAvailable
             }
-            Ok(code) => ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
-            Err(e) => ResponseError::try_from_code(e.error_code).unwrap_or(ResponseError::UnknownServerError),
+            Ok(None) => ResponseError::UnknownServerError,
+            Ok(Some(Err(refusal))) | Err(refusal) => refusal.response_error(),
         }
     };
     MetadataResponseTopic::default()

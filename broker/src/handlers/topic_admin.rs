@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
+use laminar_controller::Refusal;
 use laminar_engine::metadata::{MetadataError, TopicMetadata};
 
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
@@ -48,10 +49,12 @@ impl From<MetadataError> for AdminError {
     }
 }
 
-/// A request the controller quorum refused as a whole (no leader within the wait, ...).
-pub fn controller_error(e: laminar_controller::RequestError) -> AdminError {
-    let code = ResponseError::try_from_code(e.error_code).unwrap_or(ResponseError::UnknownServerError);
-    AdminError::new(code, e.message)
+/// What the controller quorum refused: the request as a whole (no leader within the wait,
+/// ...) or one topic of it.
+impl From<Refusal> for AdminError {
+    fn from(refusal: Refusal) -> Self {
+        AdminError::new(refusal.response_error(), refusal.to_string())
+    }
 }
 
 /// What one CreateTopics or CreatePartitions request may still add, all its topics together

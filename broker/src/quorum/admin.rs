@@ -4,8 +4,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use laminar_controller::api::error_code::{NOT_CONTROLLER, REQUEST_TIMED_OUT};
-use laminar_controller::RequestError;
+use kafka_protocol::protocol::StrBytes;
+use laminar_controller::Refusal;
 
 use super::ClusterLink;
 
@@ -17,10 +17,10 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 pub const VIEW_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs `call` until it is not refused for want of a controller, or [`NO_CONTROLLER_WAIT`].
-pub async fn with_retries<T, F, Fut>(call: F) -> Result<T, RequestError>
+pub async fn with_retries<T, F, Fut>(call: F) -> Result<T, Refusal>
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = Result<T, RequestError>>,
+    Fut: Future<Output = Result<T, Refusal>>,
 {
     let deadline = Instant::now() + NO_CONTROLLER_WAIT;
     loop {
@@ -33,8 +33,20 @@ where
     }
 }
 
-fn retriable(e: &RequestError) -> bool {
-    e.error_code == NOT_CONTROLLER || e.error_code == REQUEST_TIMED_OUT
+fn retriable(refusal: &Refusal) -> bool {
+    matches!(refusal, Refusal::NotController { .. } | Refusal::RequestTimedOut)
+}
+
+/// Kafka's error code and message for a part of a request the quorum answered (a partition,
+/// a topic): no error and no message when it was done.
+pub fn error_fields<T>(result: &Result<T, Refusal>) -> (i16, Option<StrBytes>) {
+    match result {
+        Ok(_) => (0, None),
+        Err(refusal) => {
+            let message = StrBytes::from_string(refusal.to_string());
+            (refusal.response_error().code(), Some(message))
+        }
+    }
 }
 
 /// Waits until `ready` holds for the published metadata, at most [`VIEW_WAIT`]; whether it does.
@@ -57,7 +69,7 @@ pub async fn wait_for_view(
 impl ClusterLink {
     /// A producer id unique across the cluster: from this broker's current block, or a new
     /// block from the quorum (`AllocateProducerIds`) when it is used up.
-    pub async fn next_producer_id(&self) -> Result<i64, RequestError> {
+    pub async fn next_producer_id(&self) -> Result<i64, Refusal> {
         if let Some(id) = self.take_producer_id() {
             return Ok(id);
         }

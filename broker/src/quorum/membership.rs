@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
-use laminar_controller::BrokerEndpoint;
+use laminar_controller::{BrokerEndpoint, Refusal};
 
 use super::ClusterLink;
 use crate::config::BrokerConfig;
@@ -77,9 +77,7 @@ pub fn start_heartbeats(
                 let epoch = link.broker_epoch();
                 match block_on(link.handle.broker_heartbeat(link.node_id, epoch)) {
                     Ok(_) => {}
-                    Err(e)
-                        if e.error_code == STALE_BROKER_EPOCH || e.error_code == BROKER_ID_NOT_REGISTERED =>
-                    {
+                    Err(e @ (Refusal::StaleBrokerEpoch | Refusal::BrokerIdNotRegistered)) => {
                         tracing::warn!(error = %e, "heartbeat refused; registering again");
                         let _ = register(&link, &config);
                         continue;
@@ -91,8 +89,6 @@ pub fn start_heartbeats(
         })?;
     Ok(())
 }
-
-use laminar_controller::api::error_code::{BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH};
 
 /// Blocks until the published metadata shows this broker unfenced (its first heartbeat did it).
 pub fn wait_until_unfenced(link: &ClusterLink) {

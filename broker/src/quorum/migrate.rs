@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
-use laminar_controller::api::error_code::{NONE, NOT_CONTROLLER};
 use laminar_controller::api::CreatableTopic;
+use laminar_controller::Refusal;
 use laminar_engine::metadata::TopicTable;
 
 use super::ClusterLink;
@@ -43,18 +43,20 @@ pub fn single_node_topics(link: &ClusterLink, single_node: &TopicTable) {
     loop {
         match block_on(link.handle.create_topics(topics.clone())) {
             Ok(results) => {
-                for r in results.iter().filter(|r| r.error_code != NONE) {
-                    tracing::error!(
-                        topic = r.name,
-                        error_code = r.error_code,
-                        message = r.error_message.as_deref().unwrap_or(""),
-                        "single-node topic not migrated: its local data is not served in cluster mode"
-                    );
+                for r in &results {
+                    if let Err(refusal) = &r.result {
+                        tracing::error!(
+                            topic = r.name,
+                            error_code = refusal.response_error().code(),
+                            %refusal,
+                            "single-node topic not migrated: its local data is not served in cluster mode"
+                        );
+                    }
                 }
                 tracing::info!(topics = ?names, node_id = link.node_id, "migrated single-node topics into the quorum, replicas on this broker");
                 return;
             }
-            Err(e) if e.error_code == NOT_CONTROLLER && Instant::now() < deadline => {
+            Err(Refusal::NotController { .. }) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(error) => {

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either};
-use laminar_controller::api::ControllerRequest;
-use laminar_controller::{MetadataImage, PartitionState};
+use laminar_controller::api::AlterPartitionRequest;
+use laminar_controller::{MetadataImage, PartitionState, Refusal};
 use laminar_engine::partition::high_watermarks;
 use laminar_engine::shard::shard_of_partition;
 
@@ -191,7 +191,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
             replication.isr_change_failed(&change.tp, change.leader_epoch);
             return;
         };
-        let request = ControllerRequest::AlterPartition {
+        let request = AlterPartitionRequest {
             broker_id: replication.node_id,
             broker_epoch: link.broker_epoch(),
             topic_id: topic.topic_id,
@@ -206,10 +206,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
         let timeout = std::pin::pin!(glommio::timer::sleep(ISR_CHANGE_TIMEOUT));
         let answered = match select(answer, timeout).await {
             Either::Left((answered, _)) => answered,
-            Either::Right(_) => Err(laminar_controller::RequestError::new(
-                laminar_controller::api::error_code::REQUEST_TIMED_OUT,
-                "no answer from the controller",
-            )),
+            Either::Right(_) => Err(Refusal::RequestTimedOut),
         };
         match answered {
             Ok(result) => {

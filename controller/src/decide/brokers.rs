@@ -1,19 +1,23 @@
 //! Decisions on brokers: registration, heartbeats (which unfence), fencing when a session
 //! expires, controlled shutdown, and producer-id blocks. Pure functions; see the parent module.
 
-use crate::api::error_code::*;
 use crate::api::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState, PRODUCER_ID_BLOCK_SIZE};
 use crate::records::*;
+use crate::refusal::Refusal;
 
 use super::{Decision, DecisionContext, UNCLEAN_LEADER_ELECTION_KEY};
 
-/// `NONE` when `broker_epoch` is the registered broker's, else the error to answer.
-fn check_broker_epoch(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> i16 {
+/// Whether `broker_epoch` is the registered broker's.
+pub(super) fn check_broker_epoch(
+    md: &ClusterMetadata,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<(), Refusal> {
     match md.brokers.get(&broker_id) {
-        None => BROKER_ID_NOT_REGISTERED,
-        Some(b) if b.broker_epoch != broker_epoch => STALE_BROKER_EPOCH,
-        Some(_) => NONE,
+        None => Err(Refusal::BrokerIdNotRegistered),
+        Some(b) if b.broker_epoch != broker_epoch => Err(Refusal::StaleBrokerEpoch),
+        Some(_) => Ok(()),
     }
 }
 
@@ -24,9 +28,8 @@ pub(super) fn register_broker(
 ) -> Decision {
     let broker_id = record.broker_id;
     if broker_id < 0 {
-        return Decision::answer(ControllerResponse::Error {
-            error_code: INVALID_REQUEST,
-            message: "negative id".into(),
+        return Decision::answer(ControllerResponse::RegisterBroker {
+            broker_epoch: Err(Refusal::NegativeBrokerId),
         });
     }
     let mut records = Vec::new();
@@ -37,8 +40,7 @@ pub(super) fn register_broker(
             && !existing.fenced
         {
             let response = ControllerResponse::RegisterBroker {
-                error_code: DUPLICATE_BROKER_REGISTRATION,
-                broker_epoch: -1,
+                broker_epoch: Err(Refusal::DuplicateBrokerRegistration),
             };
             return Decision::answer(response);
         }
@@ -48,19 +50,14 @@ pub(super) fn register_broker(
     // The epoch is the entry's log index, filled in once it is committed.
     Decision {
         records,
-        response: ControllerResponse::RegisterBroker {
-            error_code: NONE,
-            broker_epoch: -1,
-        },
+        response: ControllerResponse::RegisterBroker { broker_epoch: Ok(-1) },
     }
 }
 
 pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
-    let error_code = check_broker_epoch(md, broker_id, broker_epoch);
-    if error_code != NONE {
+    if let Err(refusal) = check_broker_epoch(md, broker_id, broker_epoch) {
         return Decision::answer(ControllerResponse::BrokerHeartbeat {
-            error_code,
-            is_fenced: true,
+            is_fenced: Err(refusal),
         });
     }
     let mut records = Vec::new();
@@ -73,10 +70,7 @@ pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64)
     }
     Decision {
         records,
-        response: ControllerResponse::BrokerHeartbeat {
-            error_code: NONE,
-            is_fenced: false,
-        },
+        response: ControllerResponse::BrokerHeartbeat { is_fenced: Ok(false) },
     }
 }
 
@@ -200,11 +194,9 @@ pub(super) fn controlled_shutdown(
     broker_epoch: i64,
     unclean_default: bool,
 ) -> Decision {
-    let error_code = check_broker_epoch(md, broker_id, broker_epoch);
-    if error_code != NONE {
+    if let Err(refusal) = check_broker_epoch(md, broker_id, broker_epoch) {
         return Decision::answer(ControllerResponse::ControlledShutdown {
-            error_code,
-            partitions_remaining: Vec::new(),
+            partitions_remaining: Err(refusal),
         });
     }
     let (mut records, partitions_remaining) = leave_partitions(md, broker_id, unclean_default);
@@ -215,37 +207,32 @@ pub(super) fn controlled_shutdown(
     Decision {
         records,
         response: ControllerResponse::ControlledShutdown {
-            error_code: NONE,
-            partitions_remaining,
+            partitions_remaining: Ok(partitions_remaining),
         },
     }
 }
 
 pub(super) fn allocate_producer_ids(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
-    let error_code = check_broker_epoch(md, broker_id, broker_epoch);
     let start = md.next_producer_id;
-    let next = start.checked_add(PRODUCER_ID_BLOCK_SIZE);
-    let (error_code, next) = match next {
-        Some(next) if error_code == NONE => (NONE, next),
-        Some(_) => (error_code, start),
-        None => (UNKNOWN_SERVER_ERROR, start),
+    let next = start
+        .checked_add(PRODUCER_ID_BLOCK_SIZE)
+        .ok_or(Refusal::ProducerIdsExhausted)
+        .and_then(|next| check_broker_epoch(md, broker_id, broker_epoch).map(|()| next));
+    let next = match next {
+        Ok(next) => next,
+        Err(refusal) => {
+            return Decision::answer(ControllerResponse::AllocateProducerIds {
+                producer_ids: Err(refusal),
+            })
+        }
     };
-    if error_code != NONE {
-        return Decision::answer(ControllerResponse::AllocateProducerIds {
-            error_code,
-            producer_id_start: -1,
-            producer_id_len: 0,
-        });
-    }
     let record = ProducerIdsRecord {
         broker_id,
         broker_epoch,
         next_producer_id: next,
     };
     let response = ControllerResponse::AllocateProducerIds {
-        error_code: NONE,
-        producer_id_start: start,
-        producer_id_len: PRODUCER_ID_BLOCK_SIZE as i32,
+        producer_ids: Ok((start, PRODUCER_ID_BLOCK_SIZE as i32)),
     };
     Decision {
         records: vec![MetadataRecord::ProducerIds(record)],

@@ -16,6 +16,7 @@ use crate::api::*;
 use crate::metadata::ClusterMetadata;
 use crate::placement::PlacementBroker;
 use crate::records::*;
+use crate::refusal::Refusal;
 
 pub mod brokers;
 pub mod reassignment;
@@ -86,7 +87,7 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
         ControllerRequest::CreateTopics { topics } => create_topics(md, &topics, ctx.seed),
         ControllerRequest::CreatePartitions { topics } => create_partitions(md, &topics, ctx.seed),
         ControllerRequest::DeleteTopics { names } => delete_topics(md, &names),
-        ControllerRequest::AlterPartition { .. } => alter_partition(md, &request),
+        ControllerRequest::AlterPartition(change) => alter_partition(md, &change),
         ControllerRequest::ElectLeaders {
             election_type,
             partitions,
@@ -138,12 +139,10 @@ pub(crate) fn seed_for(name: &str, seed: u64) -> u64 {
         .fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
 }
 
-pub(crate) fn topic_error(name: &str, error_code: i16, message: impl Into<String>) -> TopicResult {
+pub(crate) fn topic_refused(name: &str, refusal: Refusal) -> TopicResult {
     TopicResult {
         name: name.to_string(),
-        error_code,
-        error_message: Some(message.into()),
-        topic_id: [0; 16],
+        result: Err(refusal),
     }
 }
 

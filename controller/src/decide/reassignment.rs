@@ -12,10 +12,10 @@
 //! controller's task, like the rest of `decide`.
 
 use super::Decision;
-use crate::api::error_code::*;
 use crate::api::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::records::*;
+use crate::refusal::Refusal;
 
 /// A partition's next state as a record, from its current one (`p`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,21 +123,13 @@ pub fn alter_partition_reassignments(
         let outcome = if seen.insert((wanted.topic.as_str(), wanted.partition)) {
             reassign(md, wanted, rf_change)
         } else {
-            Err((INVALID_REQUEST, "partition named twice in the request".into()))
+            Err(Refusal::PartitionNamedTwice)
         };
-        let (error_code, error_message) = match outcome {
-            Ok(Some(record)) => {
-                records.push(record);
-                (NONE, None)
-            }
-            Ok(None) => (NONE, None),
-            Err((code, message)) => (code, Some(message)),
-        };
+        let result = outcome.map(|record| records.extend(record));
         results.push(ReassignmentResult {
             topic: wanted.topic.clone(),
             partition: wanted.partition,
-            error_code,
-            error_message,
+            result,
         });
     }
     Decision {
@@ -146,33 +138,29 @@ pub fn alter_partition_reassignments(
     }
 }
 
-type Refusal = (i16, String);
-
 /// The record one partition's reassignment (or cancel) writes, `None` when nothing changes.
 fn reassign(
     md: &ClusterMetadata,
     wanted: &PartitionReassignment,
     rf_change: ReplicationFactorChange,
 ) -> Result<Option<MetadataRecord>, Refusal> {
-    let unknown = || {
-        (
-            UNKNOWN_TOPIC_OR_PARTITION,
-            "unknown topic or partition".to_string(),
-        )
-    };
-    let topic: &TopicState = md.topic_by_name(&wanted.topic).ok_or_else(unknown)?;
-    let p = topic.partitions.get(&wanted.partition).ok_or_else(unknown)?;
+    let topic: &TopicState = md
+        .topic_by_name(&wanted.topic)
+        .ok_or(Refusal::UnknownTopicOrPartition)?;
+    let p = topic
+        .partitions
+        .get(&wanted.partition)
+        .ok_or(Refusal::UnknownTopicOrPartition)?;
     let next = match &wanted.replicas {
         None => cancelled(md, p)?,
         Some(target) => {
             check_target(md, target)?;
-            if rf_change == ReplicationFactorChange::Refused && target.len() != p.original_replicas().len() {
-                let message = format!(
-                    "the replication factor would change from {} to {}",
-                    p.original_replicas().len(),
-                    target.len()
-                );
-                return Err((INVALID_REPLICATION_FACTOR, message));
+            let from = p.original_replicas().len();
+            if rf_change == ReplicationFactorChange::Refused && target.len() != from {
+                return Err(Refusal::ReplicationFactorWouldChange {
+                    from,
+                    to: target.len(),
+                });
             }
             reassigned(md, p, target)
         }
@@ -185,7 +173,7 @@ fn reassign(
 
 /// KRaft's `validateManualPartitionAssignment`: not empty, no broker twice, all registered.
 fn check_target(md: &ClusterMetadata, target: &[i32]) -> Result<(), Refusal> {
-    let refuse = |message: String| Err((INVALID_REPLICA_ASSIGNMENT, message));
+    let refuse = |reason: String| Err(Refusal::InvalidReplicaAssignment { reason });
     if target.is_empty() {
         return refuse("the replica list is empty".into());
     }
@@ -233,8 +221,7 @@ fn reassigned(md: &ClusterMetadata, p: &PartitionState, target: &[i32]) -> NextS
 /// leads (Kafka's unclean revert), else the partition waits leaderless on the first one.
 fn cancelled(md: &ClusterMetadata, p: &PartitionState) -> Result<NextState, Refusal> {
     if !p.is_reassigning() {
-        let message = "no reassignment in progress".to_string();
-        return Err((NO_REASSIGNMENT_IN_PROGRESS, message));
+        return Err(Refusal::NoReassignmentInProgress);
     }
     let replicas = p.original_replicas();
     let mut isr: Vec<i32> = p.isr.iter().copied().filter(|b| replicas.contains(b)).collect();

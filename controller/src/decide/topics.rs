@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use super::brokers::check_broker_epoch;
 use super::reassignment::NextState;
 use super::*;
-use crate::api::error_code::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::placement::assign_replicas;
 
@@ -23,13 +23,9 @@ pub fn create_topics(md: &ClusterMetadata, topics: &[CreatableTopic], seed: u64)
             i64::try_from(topic.assignments.len()).unwrap_or(i64::MAX)
         };
         let result = if duplicates.contains(&topic.name) {
-            topic_error(&topic.name, INVALID_REQUEST, "named twice in the request")
+            topic_refused(&topic.name, Refusal::TopicNamedTwice)
         } else if partitions_total > PARTITIONS_PER_REQUEST_MAX {
-            topic_error(
-                &topic.name,
-                INVALID_PARTITIONS,
-                "too many partitions in one request",
-            )
+            topic_refused(&topic.name, Refusal::TooManyPartitions)
         } else {
             create_topic(md, topic, &unfenced, seed, &mut records)
         };
@@ -49,10 +45,11 @@ fn create_topic(
     records: &mut Vec<MetadataRecord>,
 ) -> TopicResult {
     if let Some(reason) = topic_name_error(&topic.name) {
-        return topic_error(&topic.name, INVALID_TOPIC_EXCEPTION, reason);
+        let reason = reason.to_string();
+        return topic_refused(&topic.name, Refusal::InvalidTopicName { reason });
     }
     if md.topic_ids_by_name.contains_key(&topic.name) {
-        return topic_error(&topic.name, TOPIC_ALREADY_EXISTS, "topic already exists");
+        return topic_refused(&topic.name, Refusal::TopicAlreadyExists);
     }
     let topic_seed = seed_for(&topic.name, seed);
     let assignment = if topic.assignments.is_empty() {
@@ -62,12 +59,12 @@ fn create_topic(
     };
     let assignment = match assignment {
         Ok(assignment) => assignment,
-        Err(result) => return result,
+        Err(refusal) => return topic_refused(&topic.name, refusal),
     };
     let topic_id = match topic.topic_id {
         None => new_topic_id(md, topic_seed),
         Some(id) if id != [0; 16] && !md.topics.contains_key(&id) => id,
-        Some(_) => return topic_error(&topic.name, INVALID_REQUEST, "the topic id is zero or taken"),
+        Some(_) => return topic_refused(&topic.name, Refusal::TopicIdUnusable),
     };
     records.push(MetadataRecord::Topic(TopicRecord {
         name: topic.name.clone(),
@@ -86,9 +83,7 @@ fn create_topic(
     }
     TopicResult {
         name: topic.name.clone(),
-        error_code: NONE,
-        error_message: None,
-        topic_id,
+        result: Ok(topic_id),
     }
 }
 
@@ -97,45 +92,29 @@ fn placed(
     topic: &CreatableTopic,
     unfenced: &[crate::placement::PlacementBroker],
     topic_seed: u64,
-) -> Result<Vec<Vec<i32>>, TopicResult> {
+) -> Result<Vec<Vec<i32>>, Refusal> {
     if topic.num_partitions <= 0 {
-        return Err(topic_error(
-            &topic.name,
-            INVALID_PARTITIONS,
-            "partition count must be positive",
-        ));
+        return Err(Refusal::PartitionCountNotPositive);
     }
+    // A negative factor is no factor: placement refuses zero.
     let factor = usize::try_from(topic.replication_factor).unwrap_or(0);
-    if factor == 0 || factor > unfenced.len() {
-        let message = format!(
-            "replication factor {} with {} unfenced brokers",
-            topic.replication_factor,
-            unfenced.len()
-        );
-        return Err(topic_error(&topic.name, INVALID_REPLICATION_FACTOR, message));
-    }
     let count = usize::try_from(topic.num_partitions).unwrap_or(0);
-    assign_replicas(unfenced, 0, count, factor, topic_seed)
-        .map_err(|e| topic_error(&topic.name, INVALID_REPLICATION_FACTOR, e.to_string()))
+    Ok(assign_replicas(unfenced, 0, count, factor, topic_seed)?)
 }
 
 /// Kafka's checks of a manual assignment (KRaft's `validateManualPartitionAssignment`):
 /// counts left at -1, every partition with the same number of distinct registered brokers,
 /// and at least one of them unfenced (it leads).
-fn manual(md: &ClusterMetadata, topic: &CreatableTopic) -> Result<Vec<Vec<i32>>, TopicResult> {
-    let refuse = |code, message: String| Err(topic_error(&topic.name, code, message));
+fn manual(md: &ClusterMetadata, topic: &CreatableTopic) -> Result<Vec<Vec<i32>>, Refusal> {
     if topic.num_partitions != -1 || topic.replication_factor != -1 {
-        return refuse(
-            INVALID_REQUEST,
-            "with a manual assignment, numPartitions and replicationFactor must be -1".into(),
-        );
+        return Err(Refusal::CountsWithManualAssignment);
     }
     let factor = topic.assignments.first().map_or(0, Vec::len);
     for (partition, replicas) in topic.assignments.iter().enumerate() {
         let mut distinct = replicas.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        let message = if replicas.is_empty() || distinct.len() != replicas.len() {
+        let reason = if replicas.is_empty() || distinct.len() != replicas.len() {
             format!("partition {partition}: an empty replica list or a broker named twice")
         } else if replicas.len() != factor {
             format!(
@@ -149,7 +128,7 @@ fn manual(md: &ClusterMetadata, topic: &CreatableTopic) -> Result<Vec<Vec<i32>>,
         } else {
             continue;
         };
-        return refuse(INVALID_REPLICA_ASSIGNMENT, message);
+        return Err(Refusal::InvalidReplicaAssignment { reason });
     }
     Ok(topic.assignments.clone())
 }
@@ -174,10 +153,15 @@ pub fn create_partitions(md: &ClusterMetadata, topics: &[(String, i32)], seed: u
     let mut results = Vec::with_capacity(topics.len());
     for (name, count) in topics {
         let result = match md.topic_by_name(name) {
-            None => topic_error(name, UNKNOWN_TOPIC_OR_PARTITION, "unknown topic"),
-            Some(topic) => add_partitions(md, topic, *count, &unfenced, seed, &mut records),
+            None => Err(Refusal::UnknownTopic),
+            Some(topic) => {
+                add_partitions(md, topic, *count, &unfenced, seed, &mut records).map(|()| topic.topic_id)
+            }
         };
-        results.push(result);
+        results.push(TopicResult {
+            name: name.clone(),
+            result,
+        });
     }
     Decision {
         records,
@@ -192,15 +176,14 @@ fn add_partitions(
     unfenced: &[crate::placement::PlacementBroker],
     seed: u64,
     records: &mut Vec<MetadataRecord>,
-) -> TopicResult {
+) -> Result<(), Refusal> {
     let current = topic.partitions.len();
     let wanted = usize::try_from(count).unwrap_or(0);
-    if wanted <= current || (wanted - current) as i64 > PARTITIONS_PER_REQUEST_MAX {
-        return topic_error(
-            &topic.name,
-            INVALID_PARTITIONS,
-            format!("topic has {current} partitions"),
-        );
+    if wanted <= current {
+        return Err(Refusal::PartitionCountNotIncreased { current });
+    }
+    if (wanted - current) as i64 > PARTITIONS_PER_REQUEST_MAX {
+        return Err(Refusal::TooManyPartitions);
     }
     // The target's size: a reassignment in progress lists the replicas it removes too.
     let factor = topic
@@ -208,25 +191,17 @@ fn add_partitions(
         .values()
         .next()
         .map_or(1, |p| p.target_replicas().len());
-    let assignment = match assign_replicas(
+    let assignment = assign_replicas(
         unfenced,
         current,
         wanted - current,
         factor,
         seed_for(&topic.name, seed),
-    ) {
-        Ok(assignment) => assignment,
-        Err(e) => return topic_error(&topic.name, INVALID_REPLICATION_FACTOR, e.to_string()),
-    };
+    )?;
     for (partition_id, replicas) in (i32::try_from(current).unwrap_or(i32::MAX)..).zip(assignment) {
         records.push(new_partition(md, topic.topic_id, partition_id, replicas));
     }
-    TopicResult {
-        name: topic.name.clone(),
-        error_code: NONE,
-        error_message: None,
-        topic_id: topic.topic_id,
-    }
+    Ok(())
 }
 
 pub fn delete_topics(md: &ClusterMetadata, names: &[String]) -> Decision {
@@ -235,23 +210,19 @@ pub fn delete_topics(md: &ClusterMetadata, names: &[String]) -> Decision {
     let mut results = Vec::with_capacity(names.len());
     for name in names {
         let result = match md.topic_by_name(name) {
-            _ if duplicates.contains(name) => {
-                topic_error(name, INVALID_REQUEST, "named twice in the request")
-            }
-            None => topic_error(name, UNKNOWN_TOPIC_OR_PARTITION, "unknown topic"),
+            _ if duplicates.contains(name) => Err(Refusal::TopicNamedTwice),
+            None => Err(Refusal::UnknownTopic),
             Some(topic) => {
                 records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
                     topic_id: topic.topic_id,
                 }));
-                TopicResult {
-                    name: name.clone(),
-                    error_code: NONE,
-                    error_message: None,
-                    topic_id: topic.topic_id,
-                }
+                Ok(topic.topic_id)
             }
         };
-        results.push(result);
+        results.push(TopicResult {
+            name: name.clone(),
+            result,
+        });
     }
     Decision {
         records,
@@ -259,63 +230,42 @@ pub fn delete_topics(md: &ClusterMetadata, names: &[String]) -> Decision {
     }
 }
 
-fn alter_error(error_code: i16) -> Decision {
-    let result = AlterPartitionResult {
-        error_code,
-        leader: NO_LEADER,
-        leader_epoch: -1,
-        partition_epoch: -1,
-        isr: Vec::new(),
-    };
-    Decision {
-        records: Vec::new(),
-        response: ControllerResponse::AlterPartition(result),
-    }
-}
-
 /// Kafka's AlterPartition rules: the sender must be the registered leader at the current
 /// leader epoch (else FENCED_LEADER_EPOCH) and know the current partition epoch (else
 /// INVALID_UPDATE_VERSION); the new ISR holds the leader, only replicas, only unfenced brokers.
-pub fn alter_partition(md: &ClusterMetadata, request: &ControllerRequest) -> Decision {
-    let ControllerRequest::AlterPartition {
-        broker_id,
-        broker_epoch,
-        topic_id,
-        partition,
-        leader_epoch,
-        partition_epoch,
-        new_isr,
-    } = request
-    else {
-        return alter_error(INVALID_REQUEST);
-    };
-    let error_code = match md.brokers.get(broker_id) {
-        None => BROKER_ID_NOT_REGISTERED,
-        Some(b) if b.broker_epoch != *broker_epoch => STALE_BROKER_EPOCH,
-        Some(_) => NONE,
-    };
-    if error_code != NONE {
-        return alter_error(error_code);
+pub fn alter_partition(md: &ClusterMetadata, change: &AlterPartitionRequest) -> Decision {
+    match changed_isr(md, change) {
+        Ok((records, result)) => Decision {
+            records,
+            response: ControllerResponse::AlterPartition(Ok(result)),
+        },
+        Err(refusal) => Decision::answer(ControllerResponse::AlterPartition(Err(refusal))),
     }
-    let Some(topic) = md.topics.get(topic_id) else {
-        return alter_error(UNKNOWN_TOPIC_ID);
-    };
-    let Some(p) = topic.partitions.get(partition) else {
-        return alter_error(UNKNOWN_TOPIC_OR_PARTITION);
-    };
-    let error_code = if p.leader != *broker_id || *leader_epoch != p.leader_epoch {
-        FENCED_LEADER_EPOCH
-    } else if *partition_epoch != p.partition_epoch {
-        INVALID_UPDATE_VERSION
-    } else if !new_isr.contains(broker_id) || new_isr.iter().any(|b| !p.replicas.contains(b)) {
-        INVALID_REQUEST
-    } else if new_isr.iter().any(|b| !md.is_unfenced(*b)) {
-        INELIGIBLE_REPLICA
-    } else {
-        NONE
-    };
-    if error_code != NONE {
-        return alter_error(error_code);
+}
+
+/// The record (none when nothing changes) and the answer of an ISR change Kafka's rules allow.
+fn changed_isr(
+    md: &ClusterMetadata,
+    change: &AlterPartitionRequest,
+) -> Result<(Vec<MetadataRecord>, AlterPartitionResult), Refusal> {
+    check_broker_epoch(md, change.broker_id, change.broker_epoch)?;
+    let topic = md.topics.get(&change.topic_id).ok_or(Refusal::UnknownTopicId)?;
+    let p = topic
+        .partitions
+        .get(&change.partition)
+        .ok_or(Refusal::UnknownTopicOrPartition)?;
+    let new_isr = &change.new_isr;
+    if p.leader != change.broker_id || change.leader_epoch != p.leader_epoch {
+        return Err(Refusal::FencedLeaderEpoch);
+    }
+    if change.partition_epoch != p.partition_epoch {
+        return Err(Refusal::InvalidUpdateVersion);
+    }
+    if !new_isr.contains(&change.broker_id) || new_isr.iter().any(|b| !p.replicas.contains(b)) {
+        return Err(Refusal::IsrNotOfReplicas);
+    }
+    if new_isr.iter().any(|b| !md.is_unfenced(*b)) {
+        return Err(Refusal::IneligibleReplica);
     }
     // Each member once, in the sender's order (a duplicate later in the list would otherwise
     // reach the state machine, which refuses the record after this answered success).
@@ -329,7 +279,6 @@ pub fn alter_partition(md: &ClusterMetadata, request: &ControllerRequest) -> Dec
     next.complete_if_caught_up(md);
     let (leader_epoch, partition_epoch) = next.epochs_after(p);
     let result = AlterPartitionResult {
-        error_code: NONE,
         leader: next.leader,
         leader_epoch,
         partition_epoch,
@@ -338,34 +287,31 @@ pub fn alter_partition(md: &ClusterMetadata, request: &ControllerRequest) -> Dec
     let records = if next == NextState::of(p) {
         Vec::new()
     } else {
-        vec![next.record(*topic_id, *partition, p)]
+        vec![next.record(change.topic_id, change.partition, p)]
     };
-    Decision {
-        records,
-        response: ControllerResponse::AlterPartition(result),
-    }
+    Ok((records, result))
 }
 
-/// The leader (and ISR) an election would give `p`, or the error code why none.
+/// The leader (and ISR) an election would give `p`, or why none.
 fn elect(
     md: &ClusterMetadata,
     p: &PartitionState,
     election_type: ElectionType,
-) -> Result<(i32, Vec<i32>), i16> {
+) -> Result<(i32, Vec<i32>), Refusal> {
     match election_type {
         ElectionType::Preferred => {
             let preferred = p.replicas.first().copied().unwrap_or(NO_LEADER);
             if p.leader == preferred {
-                Err(ELECTION_NOT_NEEDED)
+                Err(Refusal::ElectionNotNeeded)
             } else if p.isr.contains(&preferred) && md.is_unfenced(preferred) {
                 Ok((preferred, p.isr.clone()))
             } else {
-                Err(PREFERRED_LEADER_NOT_AVAILABLE)
+                Err(Refusal::PreferredLeaderNotAvailable)
             }
         }
         ElectionType::Unclean => {
             if p.leader != NO_LEADER {
-                return Err(ELECTION_NOT_NEEDED);
+                return Err(Refusal::ElectionNotNeeded);
             }
             if let Some(b) = p.isr.iter().copied().find(|b| md.is_unfenced(*b)) {
                 return Ok((b, p.isr.clone()));
@@ -375,7 +321,7 @@ fn elect(
                 .iter()
                 .copied()
                 .find(|b| md.is_unfenced(*b))
-                .ok_or(ELIGIBLE_LEADERS_NOT_AVAILABLE)?;
+                .ok_or(Refusal::EligibleLeadersNotAvailable)?;
             Ok((b, vec![b]))
         }
     }
@@ -396,27 +342,23 @@ pub fn elect_leaders(
         let found = md
             .topic_by_name(&tp.topic)
             .and_then(|t| t.partitions.get(&tp.partition).map(|p| (t, p)));
-        let error_code = match found {
-            None => UNKNOWN_TOPIC_OR_PARTITION,
-            Some((topic, p)) => match elect(md, p, election_type) {
-                Ok((leader, isr)) => {
-                    let isr = (isr != p.isr).then_some(isr);
-                    records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
-                        topic_id: topic.topic_id,
-                        partition_id: tp.partition,
-                        replicas: None,
-                        isr,
-                        leader: Some(leader),
-                    }));
-                    NONE
-                }
-                Err(code) => code,
-            },
+        let result = match found {
+            None => Err(Refusal::UnknownTopicOrPartition),
+            Some((topic, p)) => elect(md, p, election_type).map(|(leader, isr)| {
+                let isr = (isr != p.isr).then_some(isr);
+                records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    topic_id: topic.topic_id,
+                    partition_id: tp.partition,
+                    replicas: None,
+                    isr,
+                    leader: Some(leader),
+                }));
+            }),
         };
         results.push(PartitionResult {
             topic: tp.topic,
             partition: tp.partition,
-            error_code,
+            result,
         });
     }
     Decision {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use laminar_controller::api::CreatableTopic;
-use laminar_controller::{BrokerEndpoint, ControllerConfig, ControllerHandle, ControllerNode};
+use laminar_controller::{BrokerEndpoint, ControllerConfig, ControllerHandle, ControllerNode, Refusal};
 
 pub struct Cluster {
     pub dirs: Vec<tempfile::TempDir>,
@@ -172,37 +172,30 @@ pub fn dir_size(path: &std::path::Path) -> u64 {
 /// meets a leadership change (NOT_CONTROLLER) is retried, as a broker would; a retry may find
 /// its first attempt applied.
 pub async fn churn_topics(handle: &ControllerHandle, operations: usize) {
-    use laminar_controller::api::error_code::*;
     for i in 0..operations / 2 {
         let name = format!("churn-{i}");
         let created = retry(|| handle.create_topics(vec![topic(&name, 1, 1)])).await;
         assert!(
-            [NONE, TOPIC_ALREADY_EXISTS].contains(&created),
-            "create: {created}"
+            matches!(created, Ok(_) | Err(Refusal::TopicAlreadyExists)),
+            "create: {created:?}"
         );
         let deleted = retry(|| handle.delete_topics(vec![name.clone()])).await;
         assert!(
-            [NONE, UNKNOWN_TOPIC_OR_PARTITION].contains(&deleted),
-            "delete: {deleted}"
+            matches!(deleted, Ok(_) | Err(Refusal::UnknownTopic)),
+            "delete: {deleted:?}"
         );
     }
 }
 
-async fn retry<F, Fut>(request: F) -> i16
+async fn retry<F, Fut>(request: F) -> Result<laminar_controller::records::TopicId, Refusal>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<
-        Output = Result<Vec<laminar_controller::api::TopicResult>, laminar_controller::RequestError>,
-    >,
+    Fut: std::future::Future<Output = Result<Vec<laminar_controller::api::TopicResult>, Refusal>>,
 {
     for _ in 0..50 {
         match request().await {
-            Ok(results) => return results[0].error_code,
-            Err(e) => assert_eq!(
-                e.error_code,
-                laminar_controller::api::error_code::NOT_CONTROLLER,
-                "{e}"
-            ),
+            Ok(results) => return results[0].result.clone(),
+            Err(e) => assert!(matches!(e, Refusal::NotController { .. }), "{e}"),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
