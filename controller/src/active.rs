@@ -6,6 +6,7 @@
 //! brokers' sessions (in memory, as Kafka's active controller does) and fences brokers whose
 //! heartbeats stopped for `broker.session.timeout.ms`.
 
+use laminar_model::NodeId;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +20,7 @@ use crate::config::{duration_ms, ControllerConfig};
 use crate::decide::{decide, fence_broker, leaders_to_rebalance, DecisionContext};
 use crate::metadata::MetadataImage;
 use crate::network::{PeerClient, RpcRequest, RpcResponse};
-use crate::records::{cluster_id_text, ClusterIdRecord, MetadataRecord, RecordBatch};
+use crate::records::{broker_epoch_at, cluster_id_text, ClusterIdRecord, MetadataRecord, RecordBatch};
 use crate::refusal::Refusal;
 use crate::TypeConfig;
 
@@ -31,7 +32,7 @@ pub struct ActiveController {
     members: BTreeMap<u64, BasicNode>,
     /// Last heartbeat per broker; only meaningful while this node leads. At most one entry
     /// per registered broker.
-    sessions: HashMap<i32, Instant>,
+    sessions: HashMap<NodeId, Instant>,
     leading: bool,
     /// Idle forwarding connections per other voter (at most `FORWARD_IDLE_MAX` each).
     peers: ForwardPool,
@@ -233,7 +234,7 @@ impl ActiveController {
                     broker_epoch: Ok(broker_epoch),
                 } = &mut response
                 {
-                    *broker_epoch = i64::try_from(log_index).unwrap_or(i64::MAX);
+                    *broker_epoch = broker_epoch_at(log_index);
                 }
             }
             Written::NotLeader(leader_id) => return ControllerResponse::not_controller(leader_id),
@@ -285,7 +286,7 @@ impl ActiveController {
                 continue;
             }
             tracing::info!(
-                broker_id = broker.broker_id,
+                broker_id = broker.broker_id.get(),
                 "controller: session expired, fencing the broker"
             );
             let image = self.images.borrow().clone();
@@ -296,7 +297,7 @@ impl ActiveController {
             );
             if let Written::Failed(refusal) = self.write(records).await {
                 tracing::warn!(
-                    broker_id = broker.broker_id,
+                    broker_id = broker.broker_id.get(),
                     %refusal,
                     "controller: fencing failed"
                 );

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+pub use laminar_model::TopicPartition;
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 
 use crate::records::{BrokerEndpoint, TopicId};
@@ -22,7 +24,7 @@ pub struct CreatableTopic {
     pub configs: BTreeMap<String, String>,
     /// Kafka's manual assignment: partition `i`'s replicas, the preferred leader first. Empty:
     /// the controller places the replicas (`placement.rs`).
-    pub assignments: Vec<Vec<i32>>,
+    pub assignments: Vec<Vec<NodeId>>,
     /// The id the topic keeps: a single-node topic migrating into the quorum keeps the id its
     /// partitions' `partition.metadata` names. `None`: the controller picks one. Not from
     /// clients (Kafka's CreateTopics has no id).
@@ -38,19 +40,13 @@ pub enum ElectionType {
     Unclean,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
 /// One partition of an AlterPartitionReassignments request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionReassignment {
     pub topic: String,
     pub partition: i32,
     /// The target replicas, preferred leader first; `None` cancels the reassignment.
-    pub replicas: Option<Vec<i32>>,
+    pub replicas: Option<Vec<NodeId>>,
 }
 
 /// Whether a reassignment may change the number of replicas (KIP-860; Kafka's default: yes).
@@ -70,26 +66,26 @@ pub struct ReassignmentResult {
 /// An ISR change from a partition's leader (Kafka's AlterPartition, one partition).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlterPartitionRequest {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
     pub topic_id: TopicId,
     pub partition: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub new_isr: Vec<i32>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: Vec<NodeId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerRequest {
     RegisterBroker {
-        broker_id: i32,
+        broker_id: NodeId,
         incarnation_id: [u8; 16],
         endpoints: Vec<BrokerEndpoint>,
         rack: Option<String>,
     },
     BrokerHeartbeat {
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
     },
     CreateTopics {
         topics: Vec<CreatableTopic>,
@@ -108,12 +104,12 @@ pub enum ControllerRequest {
         partitions: Option<Vec<TopicPartition>>,
     },
     ControlledShutdown {
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
     },
     AllocateProducerIds {
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
     },
     /// Appended last: forwarded requests are bincode, which numbers variants.
     AlterPartitionReassignments {
@@ -139,16 +135,16 @@ pub struct PartitionResult {
 /// The partition's state once the ISR change applies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlterPartitionResult {
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub isr: Vec<i32>,
+    pub leader: NodeId,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub isr: Vec<NodeId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerResponse {
     RegisterBroker {
-        broker_epoch: Result<i64, Refusal>,
+        broker_epoch: Result<BrokerEpoch, Refusal>,
     },
     BrokerHeartbeat {
         is_fenced: Result<bool, Refusal>,
@@ -161,7 +157,7 @@ pub enum ControllerResponse {
     },
     AllocateProducerIds {
         /// The first id and the count.
-        producer_ids: Result<(i64, i32), Refusal>,
+        producer_ids: Result<(ProducerId, i32), Refusal>,
     },
     /// The whole request: not served here (`Refusal::NotController`), not committed, ...
     Refused(Refusal),

@@ -2,6 +2,7 @@
 //! controller node. `Clone + Send + Sync`; its async functions await tokio channels, which work
 //! from any executor (glommio included), so callers need no tokio runtime.
 
+use laminar_model::{BrokerEpoch, NodeId, ProducerId};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -147,11 +148,11 @@ impl ControllerHandle {
     /// fenced; its first heartbeat unfences it.
     pub async fn register_broker(
         &self,
-        broker_id: i32,
+        broker_id: NodeId,
         incarnation_id: [u8; 16],
         endpoints: Vec<BrokerEndpoint>,
         rack: Option<String>,
-    ) -> Result<i64, Refusal> {
+    ) -> Result<BrokerEpoch, Refusal> {
         let request = ControllerRequest::RegisterBroker {
             broker_id,
             incarnation_id,
@@ -165,7 +166,11 @@ impl ControllerHandle {
     }
 
     /// Keeps the broker's session; returns whether it is fenced afterwards.
-    pub async fn broker_heartbeat(&self, broker_id: i32, broker_epoch: i64) -> Result<bool, Refusal> {
+    pub async fn broker_heartbeat(
+        &self,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+    ) -> Result<bool, Refusal> {
         match self
             .request(ControllerRequest::BrokerHeartbeat {
                 broker_id,
@@ -253,8 +258,8 @@ impl ControllerHandle {
     /// fences it; returns the partitions left with no leader.
     pub async fn controlled_shutdown(
         &self,
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
     ) -> Result<Vec<TopicPartition>, Refusal> {
         match self
             .request(ControllerRequest::ControlledShutdown {
@@ -271,9 +276,9 @@ impl ControllerHandle {
     /// A block of producer ids: `(first id, count)`.
     pub async fn allocate_producer_ids(
         &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<(i64, i32), Refusal> {
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+    ) -> Result<(ProducerId, i32), Refusal> {
         match self
             .request(ControllerRequest::AllocateProducerIds {
                 broker_id,

@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 
 use crate::records::*;
@@ -27,8 +28,8 @@ pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
     pub incarnation_id: [u8; 16],
     pub endpoints: Vec<BrokerEndpoint>,
     pub rack: Option<String>,
@@ -41,17 +42,17 @@ pub struct BrokerRegistration {
 /// no reassignment is in progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionState {
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    pub leader: NodeId,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
     // The defaults serve self-describing encodings; bincode snapshots written before these
     // fields are read through `snapshot_format::decode_metadata` instead.
     #[serde(default)]
-    pub adding_replicas: Vec<i32>,
+    pub adding_replicas: Vec<NodeId>,
     #[serde(default)]
-    pub removing_replicas: Vec<i32>,
+    pub removing_replicas: Vec<NodeId>,
 }
 
 impl PartitionState {
@@ -60,13 +61,13 @@ impl PartitionState {
     }
 
     /// The replicas the partition will have: all of them unless a reassignment removes some.
-    pub fn target_replicas(&self) -> Vec<i32> {
+    pub fn target_replicas(&self) -> Vec<NodeId> {
         let each = self.replicas.iter().copied();
         each.filter(|b| !self.removing_replicas.contains(b)).collect()
     }
 
     /// The replicas it had before the reassignment: all of them unless one adds some.
-    pub fn original_replicas(&self) -> Vec<i32> {
+    pub fn original_replicas(&self) -> Vec<NodeId> {
         let each = self.replicas.iter().copied();
         each.filter(|b| !self.adding_replicas.contains(b)).collect()
     }
@@ -85,13 +86,13 @@ pub struct TopicState {
 /// The cluster's metadata as the applied records left it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterMetadata {
-    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    pub brokers: BTreeMap<NodeId, BrokerRegistration>,
     pub topics: BTreeMap<TopicId, Arc<TopicState>>,
     pub topic_ids_by_name: BTreeMap<String, TopicId>,
     /// Broker config overrides; key `""` holds the cluster-wide defaults.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// No producer id at or above this has been handed out.
-    pub next_producer_id: i64,
+    pub next_producer_id: ProducerId,
     /// Set once, by the first entry the first active controller wrote (`ClusterIdRecord`).
     pub cluster_id: Option<String>,
 }
@@ -100,14 +101,14 @@ pub struct ClusterMetadata {
 /// replicas not being removed) is not empty.
 fn check_reassignment_fields(p: &PartitionState) -> Result<(), ApplyError> {
     use ApplyError::InvalidPartitionState as Invalid;
-    let listed = |list: &[i32]| list.iter().all(|b| p.replicas.contains(b));
+    let listed = |list: &[NodeId]| list.iter().all(|b| p.replicas.contains(b));
     if !listed(&p.adding_replicas) || !listed(&p.removing_replicas) {
         return Err(Invalid("adding or removing replicas outside the replicas"));
     }
     if p.adding_replicas.iter().any(|b| p.removing_replicas.contains(b)) {
         return Err(Invalid("a replica both added and removed"));
     }
-    let distinct = |list: &[i32]| {
+    let distinct = |list: &[NodeId]| {
         let mut sorted = list.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
@@ -133,15 +134,15 @@ pub struct MetadataImage {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
     #[error("broker {0} is not registered")]
-    UnknownBroker(i32),
+    UnknownBroker(NodeId),
     #[error("broker {broker_id}: epoch {record_epoch} is not the registered {registered_epoch}")]
     StaleBrokerEpoch {
-        broker_id: i32,
-        record_epoch: i64,
-        registered_epoch: i64,
+        broker_id: NodeId,
+        record_epoch: BrokerEpoch,
+        registered_epoch: BrokerEpoch,
     },
     #[error("broker {0} still leads partitions")]
-    FencedBrokerLeads(i32),
+    FencedBrokerLeads(NodeId),
     #[error("unknown topic id")]
     UnknownTopic,
     #[error("topic '{0}' (or its id) already exists")]
@@ -169,7 +170,7 @@ impl ClusterMetadata {
             .and_then(|t| t.partitions.get(&partition))
     }
 
-    pub fn is_unfenced(&self, broker_id: i32) -> bool {
+    pub fn is_unfenced(&self, broker_id: NodeId) -> bool {
         self.brokers.get(&broker_id).is_some_and(|b| !b.fenced)
     }
 
@@ -202,7 +203,7 @@ impl ClusterMetadata {
         if self.leads_any(r.broker_id) {
             return Err(ApplyError::FencedBrokerLeads(r.broker_id));
         }
-        let broker_epoch = i64::try_from(log_index).unwrap_or(i64::MAX);
+        let broker_epoch = broker_epoch_at(log_index);
         let registration = BrokerRegistration {
             broker_id: r.broker_id,
             broker_epoch,
@@ -216,7 +217,12 @@ impl ClusterMetadata {
         Ok(())
     }
 
-    fn apply_fence(&mut self, broker_id: i32, broker_epoch: i64, fenced: bool) -> Result<(), ApplyError> {
+    fn apply_fence(
+        &mut self,
+        broker_id: NodeId,
+        broker_epoch: BrokerEpoch,
+        fenced: bool,
+    ) -> Result<(), ApplyError> {
         if fenced && self.leads_any(broker_id) {
             return Err(ApplyError::FencedBrokerLeads(broker_id));
         }
@@ -236,7 +242,7 @@ impl ClusterMetadata {
     }
 
     /// Whether `broker_id` leads any partition.
-    pub fn leads_any(&self, broker_id: i32) -> bool {
+    pub fn leads_any(&self, broker_id: NodeId) -> bool {
         self.topics
             .values()
             .any(|t| t.partitions.values().any(|p| p.leader == broker_id))
@@ -313,9 +319,9 @@ impl ClusterMetadata {
         // leaves the replica list must see a new leader epoch, or it could keep fetching.
         let replica_left = old.replicas.iter().any(|b| !new.replicas.contains(b));
         if new.leader != old.leader || replica_left {
-            new.leader_epoch = old.leader_epoch.saturating_add(1);
+            new.leader_epoch = old.leader_epoch.next();
         }
-        new.partition_epoch = old.partition_epoch.saturating_add(1);
+        new.partition_epoch = old.partition_epoch.next();
         assert!(
             new.leader_epoch >= old.leader_epoch && new.partition_epoch > old.partition_epoch,
             "a partition change moves its epochs forward"
@@ -381,7 +387,7 @@ impl ClusterMetadata {
         if p.leader != NO_LEADER && (!p.isr.contains(&p.leader) || !self.is_unfenced(p.leader)) {
             return Err(Invalid("leader outside the isr or fenced"));
         }
-        if p.leader_epoch < 0 || p.partition_epoch < 0 {
+        if p.leader_epoch.get() < 0 || p.partition_epoch.get() < 0 {
             return Err(Invalid("negative epoch"));
         }
         check_reassignment_fields(p)

@@ -9,12 +9,13 @@
 //! rack has no replica yet, brokers of racks already used. Pure functions: the active
 //! controller calls them on its runtime with a seed, and the same seed gives the same answer.
 
+use laminar_model::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A broker that can take replicas.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacementBroker {
-    pub broker_id: i32,
+    pub broker_id: NodeId,
     pub rack: Option<String>,
 }
 
@@ -66,7 +67,7 @@ pub fn assign_replicas(
     partition_count: usize,
     replication_factor: usize,
     seed: u64,
-) -> Result<Vec<Vec<i32>>, PlacementError> {
+) -> Result<Vec<Vec<NodeId>>, PlacementError> {
     if replication_factor == 0 {
         return Err(PlacementError::ZeroReplicationFactor);
     }
@@ -102,7 +103,7 @@ fn pick_replicas(
     first: usize,
     distance: usize,
     replication_factor: usize,
-) -> Vec<i32> {
+) -> Vec<NodeId> {
     let n = order.len();
     let mut chosen: Vec<usize> = vec![first];
     let mut racks_used: BTreeSet<Option<&str>> = BTreeSet::new();

@@ -7,13 +7,20 @@
 //! Plain data, `Send`; built by the active controller's task and applied by every node's state
 //! machine (`state_machine.rs`) on that node's controller runtime.
 
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 
 /// Kafka's 16-byte topic id (a UUID's bytes).
 pub type TopicId = [u8; 16];
 
+/// A broker's epoch is the log index of the entry that registered it, as in Kafka (the
+/// record's offset); an index past `i64` (never reached) saturates.
+pub fn broker_epoch_at(log_index: u64) -> BrokerEpoch {
+    BrokerEpoch::new(i64::try_from(log_index).unwrap_or(i64::MAX))
+}
+
 /// `-1`: the partition has no leader (every in-sync replica is fenced).
-pub const NO_LEADER: i32 = -1;
+pub const NO_LEADER: NodeId = NodeId::NONE;
 
 /// One listener a broker exposes (`listeners`), e.g. `PLAINTEXT://10.0.0.1:9092`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,7 +34,7 @@ pub struct BrokerEndpoint {
 /// that carries this record, as in Kafka (the record's offset), so it is not a field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterBrokerRecord {
-    pub broker_id: i32,
+    pub broker_id: NodeId,
     /// New on every broker process start: tells a restart from a duplicate registration.
     pub incarnation_id: [u8; 16],
     pub endpoints: Vec<BrokerEndpoint>,
@@ -36,14 +43,14 @@ pub struct RegisterBrokerRecord {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FenceBrokerRecord {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnfenceBrokerRecord {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,11 +64,11 @@ pub struct TopicRecord {
 pub struct PartitionRecord {
     pub topic_id: TopicId,
     pub partition_id: i32,
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    pub leader: NodeId,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
 }
 
 /// A change to an existing partition; `None` keeps the field. The epochs are not fields: the
@@ -71,9 +78,9 @@ pub struct PartitionRecord {
 pub struct PartitionChangeRecord {
     pub topic_id: TopicId,
     pub partition_id: i32,
-    pub replicas: Option<Vec<i32>>,
-    pub isr: Option<Vec<i32>>,
-    pub leader: Option<i32>,
+    pub replicas: Option<Vec<NodeId>>,
+    pub isr: Option<Vec<NodeId>>,
+    pub leader: Option<NodeId>,
 }
 
 /// A change that also sets a partition's reassignment: Kafka's PartitionChangeRecord with its
@@ -85,8 +92,8 @@ pub struct PartitionChangeRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionReassignmentChangeRecord {
     pub change: PartitionChangeRecord,
-    pub adding_replicas: Option<Vec<i32>>,
-    pub removing_replicas: Option<Vec<i32>>,
+    pub adding_replicas: Option<Vec<NodeId>>,
+    pub removing_replicas: Option<Vec<NodeId>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,9 +120,9 @@ pub struct RemoveTopicRecord {
 /// A block of producer ids handed to a broker: ids below `next_producer_id` are taken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerIdsRecord {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
-    pub next_producer_id: i64,
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
+    pub next_producer_id: ProducerId,
 }
 
 /// The cluster's id, written once by the first active controller with the first entry it

@@ -8,6 +8,7 @@
 //!   tell the formats apart. bincode has no optional fields: a struct that grows needs a new
 //!   format here (and a new variant for a log record, see `records.rs`).
 
+use laminar_model::{LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -35,11 +36,11 @@ pub fn decode_metadata(bytes: &[u8]) -> Result<ClusterMetadata, FormatError> {
 
 #[derive(Deserialize)]
 struct PartitionV1 {
-    replicas: Vec<i32>,
-    isr: Vec<i32>,
-    leader: i32,
-    leader_epoch: i32,
-    partition_epoch: i32,
+    replicas: Vec<NodeId>,
+    isr: Vec<NodeId>,
+    leader: NodeId,
+    leader_epoch: LeaderEpoch,
+    partition_epoch: PartitionEpoch,
 }
 
 #[derive(Deserialize)]
@@ -52,11 +53,11 @@ struct TopicV1 {
 
 #[derive(Deserialize)]
 struct MetadataV1 {
-    brokers: BTreeMap<i32, BrokerRegistration>,
+    brokers: BTreeMap<NodeId, BrokerRegistration>,
     topics: BTreeMap<TopicId, TopicV1>,
     topic_ids_by_name: BTreeMap<String, TopicId>,
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
-    next_producer_id: i64,
+    next_producer_id: ProducerId,
     cluster_id: Option<String>,
 }
 
@@ -97,6 +98,7 @@ impl MetadataV1 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use laminar_model::BrokerEpoch;
     use serde::Serialize;
 
     /// Format 1 as it was written: the structs before the reassignment fields.
@@ -111,7 +113,7 @@ mod tests {
     );
     #[derive(Serialize)]
     struct OldMetadata(
-        BTreeMap<i32, BrokerRegistration>,
+        BTreeMap<NodeId, BrokerRegistration>,
         BTreeMap<TopicId, OldTopic>,
         BTreeMap<String, TopicId>,
         BTreeMap<String, BTreeMap<String, String>>,
@@ -122,8 +124,8 @@ mod tests {
     #[test]
     fn a_snapshot_written_before_reassignments_still_decodes() {
         let broker = BrokerRegistration {
-            broker_id: 1,
-            broker_epoch: 7,
+            broker_id: NodeId::new(1),
+            broker_epoch: BrokerEpoch::new(7),
             incarnation_id: [3; 16],
             endpoints: Vec::new(),
             rack: None,
@@ -137,7 +139,7 @@ mod tests {
             BTreeMap::from([(0, partition)]),
         );
         let old = OldMetadata(
-            BTreeMap::from([(1, broker)]),
+            BTreeMap::from([(NodeId::new(1), broker)]),
             BTreeMap::from([([5; 16], topic)]),
             BTreeMap::from([("t".to_string(), [5; 16])]),
             BTreeMap::new(),
@@ -147,15 +149,18 @@ mod tests {
         let bytes = bincode::serialize(&old).unwrap();
         let md = decode_metadata(&bytes).unwrap();
         let p = md.partition_by_name("t", 0).unwrap();
-        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 4, 9));
+        assert_eq!(
+            (p.leader.get(), p.leader_epoch.get(), p.partition_epoch.get()),
+            (1, 4, 9)
+        );
         assert!(!p.is_reassigning());
-        assert_eq!(md.next_producer_id, 2000);
+        assert_eq!(md.next_producer_id, ProducerId::new(2000));
         assert_eq!(md.cluster_id.as_deref(), Some("cluster"));
         // And the current format round-trips, reassignment fields included.
         let mut md = md;
         let topic = md.topics.get_mut(&[5; 16]).unwrap();
         let p = Arc::make_mut(topic).partitions.get_mut(&0).unwrap();
-        p.adding_replicas = vec![1];
+        p.adding_replicas = vec![NodeId::new(1)];
         assert_eq!(decode_metadata(&encode_metadata(&md).unwrap()).unwrap(), md);
     }
 }

@@ -273,6 +273,7 @@ impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
 mod tests {
     use super::*;
     use crate::records::{MetadataRecord, PartitionChangeRecord, RecordBatch, RegisterBrokerRecord};
+    use laminar_model::NodeId;
 
     /// A fault handler that records what it was told, and returns.
     fn recording() -> (FaultHandler, Arc<Mutex<Vec<String>>>) {
@@ -294,7 +295,7 @@ mod tests {
         }
     }
 
-    fn register(broker_id: i32) -> MetadataRecord {
+    fn register(broker_id: NodeId) -> MetadataRecord {
         MetadataRecord::RegisterBroker(RegisterBrokerRecord {
             broker_id,
             incarnation_id: [0; 16],
@@ -308,16 +309,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (fault, faults) = recording();
         let mut machine = machine(dir.path(), fault);
-        machine.apply_entry(entry(1, vec![register(1)]));
+        machine.apply_entry(entry(1, vec![register(NodeId::new(1))]));
         assert!(faults.lock().unwrap().is_empty());
         let unknown_topic = MetadataRecord::PartitionChange(PartitionChangeRecord {
             topic_id: [9; 16],
             partition_id: 0,
             replicas: None,
-            isr: Some(vec![1]),
+            isr: Some(vec![NodeId::new(1)]),
             leader: None,
         });
-        machine.apply_entry(entry(2, vec![register(2), unknown_topic]));
+        machine.apply_entry(entry(2, vec![register(NodeId::new(2)), unknown_topic]));
         let faults = faults.lock().unwrap();
         assert_eq!(faults.len(), 1, "{faults:?}");
         assert!(
@@ -326,7 +327,7 @@ mod tests {
             faults[0]
         );
         assert!(
-            machine.metadata().brokers.contains_key(&2),
+            machine.metadata().brokers.contains_key(&NodeId::new(2)),
             "the records before it applied"
         );
     }
@@ -336,7 +337,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (fault, faults) = recording();
         let mut machine = machine(dir.path(), fault.clone());
-        machine.apply_entry(entry(1, vec![register(1)]));
+        machine.apply_entry(entry(1, vec![register(NodeId::new(1))]));
         let good = StoredSnapshot {
             meta: Meta::default(),
             state: encode_state(machine.metadata(), &fault),
@@ -355,7 +356,7 @@ mod tests {
         );
         let reopened = self::machine(dir.path(), recording().0);
         assert!(
-            reopened.metadata().brokers.contains_key(&1),
+            reopened.metadata().brokers.contains_key(&NodeId::new(1)),
             "the good snapshot is still there"
         );
         assert!(!dir.path().join(format!("{SNAPSHOT_FILE}.tmp")).exists());

@@ -10,6 +10,7 @@
 //! - the topics are the model's: those whose creation succeeded and deletion has not;
 //! - replaying the log from nothing, or decoding the last snapshot, gives the same state.
 
+use laminar_model::{BrokerEpoch, NodeId};
 use std::collections::BTreeSet;
 
 use laminar_controller::api::*;
@@ -72,7 +73,7 @@ impl Run {
         }
     }
 
-    fn broker_epoch(&self, broker_id: i32) -> Option<i64> {
+    fn broker_epoch(&self, broker_id: NodeId) -> Option<BrokerEpoch> {
         self.metadata.brokers.get(&broker_id).map(|b| b.broker_epoch)
     }
 
@@ -90,13 +91,13 @@ impl Run {
         (!partitions.is_empty()).then(|| partitions[self.rng.gen_range(0..partitions.len())].clone())
     }
 
-    fn some_broker(&mut self) -> i32 {
-        self.rng.gen_range(1..=BROKERS)
+    fn some_broker(&mut self) -> NodeId {
+        NodeId::new(self.rng.gen_range(1..=BROKERS))
     }
 
-    fn some_replicas(&mut self) -> Vec<i32> {
+    fn some_replicas(&mut self) -> Vec<NodeId> {
         let count = self.rng.gen_range(1..=3);
-        let mut replicas: Vec<i32> = Vec::new();
+        let mut replicas: Vec<NodeId> = Vec::new();
         while replicas.len() < count {
             let broker = self.some_broker();
             if !replicas.contains(&broker) {
@@ -139,7 +140,11 @@ impl Run {
         let Some(epoch) = self.broker_epoch(broker_id) else {
             return;
         };
-        let broker_epoch = if stale { epoch - 1 } else { epoch };
+        let broker_epoch = if stale {
+            BrokerEpoch::new(epoch.get() - 1)
+        } else {
+            epoch
+        };
         self.decide(ControllerRequest::BrokerHeartbeat {
             broker_id,
             broker_epoch,
@@ -214,7 +219,7 @@ impl Run {
         let Some(broker_epoch) = self.broker_epoch(state.leader) else {
             return;
         };
-        let mut new_isr: Vec<i32> = state
+        let mut new_isr: Vec<NodeId> = state
             .replicas
             .iter()
             .copied()
@@ -243,7 +248,7 @@ impl Run {
         };
         self.decide(ControllerRequest::ElectLeaders {
             election_type,
-            partitions: Some(vec![TopicPartition { topic, partition }]),
+            partitions: Some(vec![TopicPartition::new(topic, partition)]),
         });
     }
 
@@ -371,7 +376,7 @@ fn the_randomized_runs_reach_topics_leaders_reassignments_and_fenced_brokers() {
     let mut run = Run::new(SEEDS[0]);
     let (mut led, mut reassigning, mut fenced_after_unfenced) = (0, 0, 0);
     for _ in 0..STEPS_PER_SEED {
-        let unfenced_before: BTreeSet<i32> = run
+        let unfenced_before: BTreeSet<NodeId> = run
             .metadata
             .brokers
             .values()

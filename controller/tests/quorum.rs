@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use laminar_controller::{Refusal, NO_LEADER};
+use laminar_model::NodeId;
 
 const SECONDS_5: Duration = Duration::from_secs(5);
 
@@ -35,20 +36,24 @@ async fn quorum_forms_replicates_and_every_node_agrees() {
     let orders = image.metadata.topic_by_name("orders").unwrap();
     assert_eq!(orders.partitions.len(), 30);
     for broker in 1..=3 {
-        let led = orders.partitions.values().filter(|p| p.leader == broker).count();
+        let led = orders
+            .partitions
+            .values()
+            .filter(|p| p.leader == NodeId::new(broker))
+            .count();
         assert_eq!(led, 10, "broker {broker} leads {led}");
     }
     let (first, len) = cluster
         .handle(follower)
-        .allocate_producer_ids(1, epochs[&1])
+        .allocate_producer_ids(NodeId::new(1), epochs[&NodeId::new(1)])
         .await
         .unwrap();
     let (second, _) = cluster
         .handle(leader)
-        .allocate_producer_ids(2, epochs[&2])
+        .allocate_producer_ids(NodeId::new(2), epochs[&NodeId::new(2)])
         .await
         .unwrap();
-    assert_eq!((first, len, second), (0, 1000, 1000));
+    assert_eq!((first.get(), len, second.get()), (0, 1000, 1000));
     let status = cluster.handle(leader).quorum_status();
     assert_eq!(status.role, "Leader");
     assert_eq!(status.voters.len(), 3);
@@ -142,14 +147,14 @@ async fn a_broker_whose_heartbeats_stop_is_fenced_and_its_leaderships_move_to_th
     let beating = handle.clone();
     let heartbeats = tokio::spawn(async move {
         loop {
-            for id in [1, 2] {
+            for id in [NodeId::new(1), NodeId::new(2)] {
                 let _ = beating.broker_heartbeat(id, epochs[&id]).await;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
     let deadline = Instant::now() + SECONDS_5;
-    while handle.metadata().metadata.is_unfenced(3) {
+    while handle.metadata().metadata.is_unfenced(NodeId::new(3)) {
         assert!(Instant::now() < deadline, "broker 3 not fenced");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -162,10 +167,10 @@ async fn a_broker_whose_heartbeats_stop_is_fenced_and_its_leaderships_move_to_th
         .clone();
     for (index, p) in &after.partitions {
         let old = &before.partitions[index];
-        assert_ne!(p.leader, 3);
-        assert!(!p.isr.contains(&3));
+        assert_ne!(p.leader, NodeId::new(3));
+        assert!(!p.isr.contains(&NodeId::new(3)));
         assert!(p.isr.contains(&p.leader), "leader from the ISR");
-        if old.leader == 3 {
+        if old.leader == NodeId::new(3) {
             assert!(p.leader_epoch > old.leader_epoch);
         }
         assert!(p.partition_epoch > old.partition_epoch);

@@ -6,13 +6,15 @@ use laminar_controller::api::*;
 use laminar_controller::decide::reassignment::list_reassignments;
 use laminar_controller::decide::{decide, fence_broker, Decision, DecisionContext};
 use laminar_controller::*;
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch};
 
 /// Brokers 1–4 registered (epoch 10 + id) and unfenced; topic "t" with partition 0 on
 /// [1, 2, 3], all in sync, led by 1.
 fn four_broker_state() -> ClusterMetadata {
     let mut md = ClusterMetadata::default();
-    for id in 1..=4 {
-        let index = 10 + id as u64;
+    for number in 1..=4 {
+        let id = NodeId::new(number);
+        let index = 10 + number as u64;
         let record = RegisterBrokerRecord {
             broker_id: id,
             incarnation_id: [0; 16],
@@ -22,7 +24,7 @@ fn four_broker_state() -> ClusterMetadata {
         md.apply(&MetadataRecord::RegisterBroker(record), index).unwrap();
         let unfence = UnfenceBrokerRecord {
             broker_id: id,
-            broker_epoch: index as i64,
+            broker_epoch: BrokerEpoch::new(index as i64),
         };
         md.apply(&MetadataRecord::UnfenceBroker(unfence), 20).unwrap();
     }
@@ -34,14 +36,22 @@ fn four_broker_state() -> ClusterMetadata {
     let partition = PartitionRecord {
         topic_id: [1; 16],
         partition_id: 0,
-        replicas: vec![1, 2, 3],
-        isr: vec![1, 2, 3],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
+        replicas: ids(&[1, 2, 3]),
+        isr: ids(&[1, 2, 3]),
+        leader: NodeId::new(1),
+        leader_epoch: LeaderEpoch::new(0),
+        partition_epoch: PartitionEpoch::new(0),
     };
     md.apply(&MetadataRecord::Partition(partition), 22).unwrap();
     md
+}
+
+fn ids(list: &[i32]) -> Vec<NodeId> {
+    list.iter().copied().map(NodeId::new).collect()
+}
+
+fn plain(list: &[NodeId]) -> Vec<i32> {
+    list.iter().map(|id| id.get()).collect()
 }
 
 fn decide_now(md: &ClusterMetadata, request: ControllerRequest) -> Decision {
@@ -64,7 +74,7 @@ fn reassign_with(
         .map(|(topic, partition, replicas)| PartitionReassignment {
             topic: topic.into(),
             partition,
-            replicas,
+            replicas: replicas.map(|list| ids(&list)),
         })
         .collect();
     let request = ControllerRequest::AlterPartitionReassignments {
@@ -102,12 +112,12 @@ fn isr_change(md: &mut ClusterMetadata, isr: Vec<i32>) -> AlterPartitionResult {
     let p = partition(md);
     let request = ControllerRequest::AlterPartition(AlterPartitionRequest {
         broker_id: p.leader,
-        broker_epoch: 10 + i64::from(p.leader),
+        broker_epoch: BrokerEpoch::new(10 + i64::from(p.leader.get())),
         topic_id: [1; 16],
         partition: 0,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
-        new_isr: isr,
+        new_isr: ids(&isr),
     });
     let decision = decide_now(md, request);
     apply(md, &decision);
@@ -123,13 +133,13 @@ type Shape = (Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>, i32, i32, i32);
 fn shape(md: &ClusterMetadata) -> Shape {
     let p = partition(md);
     (
-        p.replicas,
-        p.adding_replicas,
-        p.removing_replicas,
-        p.isr,
-        p.leader,
-        p.leader_epoch,
-        p.partition_epoch,
+        plain(&p.replicas),
+        plain(&p.adding_replicas),
+        plain(&p.removing_replicas),
+        plain(&p.isr),
+        p.leader.get(),
+        p.leader_epoch.get(),
+        p.partition_epoch.get(),
     )
 }
 
@@ -145,7 +155,7 @@ fn a_reassignment_completes_once_the_new_replica_is_in_the_isr() {
     let listed = list_reassignments(&md, None);
     assert_eq!(listed.len(), 1);
     assert_eq!(
-        (listed[0].replicas.clone(), listed[0].adding_replicas.clone()),
+        (plain(&listed[0].replicas), plain(&listed[0].adding_replicas)),
         (vec![1, 2, 4, 3], vec![4])
     );
     // An ISR change that does not take broker 4 in completes nothing.
@@ -158,10 +168,10 @@ fn a_reassignment_completes_once_the_new_replica_is_in_the_isr() {
         (vec![1, 2, 4], vec![], vec![], vec![1, 2, 4], 1, 1, 3)
     );
     let answered = (
-        result.leader,
-        result.leader_epoch,
-        result.partition_epoch,
-        result.isr,
+        result.leader.get(),
+        result.leader_epoch.get(),
+        result.partition_epoch.get(),
+        plain(&result.isr),
     );
     assert_eq!(
         answered,
@@ -175,14 +185,14 @@ fn a_reassignment_completes_once_the_new_replica_is_in_the_isr() {
 fn the_leader_moves_when_the_reassignment_removes_it() {
     let mut md = four_broker_state();
     assert_eq!(reassign(&mut md, Some(vec![4, 2, 3])), None);
-    assert_eq!(partition(&md).replicas, vec![4, 2, 3, 1]);
+    assert_eq!(plain(&partition(&md).replicas), vec![4, 2, 3, 1]);
     let result = isr_change(&mut md, vec![1, 2, 3, 4]);
     // The first target replica in the ISR leads; broker 1 left, so both epochs move.
     assert_eq!(
         shape(&md),
         (vec![4, 2, 3], vec![], vec![], vec![2, 3, 4], 4, 1, 2)
     );
-    assert_eq!((result.leader, result.leader_epoch), (4, 1));
+    assert_eq!((result.leader.get(), result.leader_epoch.get()), (4, 1));
 }
 
 #[test]
@@ -275,19 +285,19 @@ fn reassignment_requests_get_kafkas_error_codes() {
 fn a_replica_being_added_rejoins_no_isr_when_unfenced() {
     let mut md = four_broker_state();
     assert_eq!(reassign(&mut md, Some(vec![1, 2, 4])), None);
-    for record in fence_broker(&md, 4, false) {
+    for record in fence_broker(&md, NodeId::new(4), false) {
         md.apply(&record, 40).unwrap();
     }
     let heartbeat = ControllerRequest::BrokerHeartbeat {
-        broker_id: 4,
-        broker_epoch: 14,
+        broker_id: NodeId::new(4),
+        broker_epoch: BrokerEpoch::new(14),
     };
     let decision = decide_now(&md, heartbeat);
     apply(&mut md, &decision);
     // Unfenced, but out of the ISR: it has to catch up before the reassignment completes.
-    assert!(md.is_unfenced(4));
-    assert_eq!(partition(&md).adding_replicas, vec![4]);
-    assert_eq!(partition(&md).isr, vec![1, 2, 3]);
+    assert!(md.is_unfenced(NodeId::new(4)));
+    assert_eq!(plain(&partition(&md).adding_replicas), vec![4]);
+    assert_eq!(plain(&partition(&md).isr), vec![1, 2, 3]);
 }
 
 #[test]
@@ -297,7 +307,7 @@ fn old_and_new_partition_change_records_keep_their_encoding() {
         partition_id: 0,
         replicas: None,
         isr: None,
-        leader: Some(2),
+        leader: Some(NodeId::new(2)),
     });
     let bytes = bincode::serialize(&old).unwrap();
     assert_eq!(
@@ -313,7 +323,7 @@ fn old_and_new_partition_change_records_keep_their_encoding() {
             isr: None,
             leader: None,
         },
-        adding_replicas: Some(vec![4]),
+        adding_replicas: Some(ids(&[4])),
         removing_replicas: None,
     });
     assert_eq!(bincode::serialize(&new).unwrap()[..4], 10u32.to_le_bytes());

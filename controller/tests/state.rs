@@ -1,5 +1,6 @@
 //! The state machine, placement, decisions and the entry encoding, without a quorum.
 
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch};
 use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
@@ -8,6 +9,14 @@ use laminar_controller::decide::{alter_partition, elect_leaders, fence_broker, U
 use laminar_controller::disk_format::{decode_entry, encode_entry, Entry};
 use laminar_controller::placement::{assign_replicas, PlacementBroker};
 use laminar_controller::*;
+
+fn id(n: i32) -> NodeId {
+    NodeId::new(n)
+}
+
+fn ids(list: &[i32]) -> Vec<NodeId> {
+    list.iter().copied().map(NodeId::new).collect()
+}
 
 #[test]
 fn entry_encoding_matches_the_documented_bytes() {
@@ -52,7 +61,7 @@ fn entry_encoding_matches_the_documented_bytes() {
 fn brokers(racks: &[&str]) -> Vec<PlacementBroker> {
     let each = racks.iter().enumerate();
     each.map(|(i, r)| PlacementBroker {
-        broker_id: i as i32 + 1,
+        broker_id: NodeId::new(i as i32 + 1),
         rack: (!r.is_empty()).then(|| r.to_string()),
     })
     .collect()
@@ -84,7 +93,7 @@ fn placement_spreads_leaders_and_replicas_evenly() {
 #[test]
 fn placement_puts_replicas_on_distinct_racks() {
     let six = brokers(&["a", "a", "b", "b", "c", "c"]);
-    let rack_of = |id: i32| six[(id - 1) as usize].rack.clone();
+    let rack_of = |id: NodeId| six[(id.get() - 1) as usize].rack.clone();
     let assignment = assign_replicas(&six, 0, 60, 3, 7).unwrap();
     let mut leaders = BTreeMap::new();
     for partition in &assignment {
@@ -101,7 +110,7 @@ fn placement_puts_replicas_on_distinct_racks() {
 /// Two unfenced brokers and a topic "t" of one partition on both, led by broker 1.
 fn two_broker_state() -> ClusterMetadata {
     let mut md = ClusterMetadata::default();
-    for (index, id) in [(10, 1), (11, 2)] {
+    for (index, id) in [(10, id(1)), (11, id(2))] {
         let record = RegisterBrokerRecord {
             broker_id: id,
             incarnation_id: [0; 16],
@@ -111,7 +120,7 @@ fn two_broker_state() -> ClusterMetadata {
         md.apply(&MetadataRecord::RegisterBroker(record), index).unwrap();
         let unfence = UnfenceBrokerRecord {
             broker_id: id,
-            broker_epoch: index as i64,
+            broker_epoch: BrokerEpoch::new(index as i64),
         };
         md.apply(&MetadataRecord::UnfenceBroker(unfence), 12).unwrap();
     }
@@ -126,11 +135,11 @@ fn two_broker_state() -> ClusterMetadata {
     let partition = PartitionRecord {
         topic_id: [1; 16],
         partition_id: 0,
-        replicas: vec![1, 2],
-        isr: vec![1, 2],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
+        replicas: ids(&[1, 2]),
+        isr: ids(&[1, 2]),
+        leader: id(1),
+        leader_epoch: LeaderEpoch::new(0),
+        partition_epoch: PartitionEpoch::new(0),
     };
     md.apply(&MetadataRecord::Partition(partition), 14).unwrap();
     md
@@ -146,13 +155,13 @@ fn apply_all(md: &mut ClusterMetadata, records: &[MetadataRecord]) {
 fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
     let mut md = two_broker_state();
     let shrink = |leader_epoch, partition_epoch| AlterPartitionRequest {
-        broker_id: 1,
-        broker_epoch: 10,
+        broker_id: id(1),
+        broker_epoch: BrokerEpoch::new(10),
         topic_id: [1; 16],
         partition: 0,
-        leader_epoch,
-        partition_epoch,
-        new_isr: vec![1],
+        leader_epoch: LeaderEpoch::new(leader_epoch),
+        partition_epoch: PartitionEpoch::new(partition_epoch),
+        new_isr: ids(&[1]),
     };
     let refusal = |d: laminar_controller::decide::Decision| match d.response {
         api::ControllerResponse::AlterPartition(r) => r.err(),
@@ -170,14 +179,17 @@ fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
     apply_all(&mut md, &accepted.records);
     let p = md.topic_by_name("t").unwrap().partitions[&0].clone();
     assert_eq!(
-        (p.isr.clone(), p.leader_epoch, p.partition_epoch),
-        (vec![1], 0, 1)
+        (p.isr.clone(), p.leader_epoch.get(), p.partition_epoch.get()),
+        (ids(&[1]), 0, 1)
     );
     // Broker 1, the only in-sync replica, is fenced: broker 2 is out of sync, so no leader.
     let mut clean = md.clone();
-    apply_all(&mut clean, &fence_broker(&md, 1, false));
+    apply_all(&mut clean, &fence_broker(&md, id(1), false));
     let p = clean.topic_by_name("t").unwrap().partitions[&0].clone();
-    assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (NO_LEADER, vec![1], 1));
+    assert_eq!(
+        (p.leader, p.isr.clone(), p.leader_epoch.get()),
+        (NO_LEADER, ids(&[1]), 1)
+    );
     // With the topic's unclean.leader.election.enable, broker 2 leads alone.
     let config = ConfigRecord {
         resource_type: ConfigResourceType::Topic,
@@ -187,9 +199,9 @@ fn alter_partition_follows_kafkas_epoch_rules_and_unclean_election_stays_off() {
     };
     md.apply(&MetadataRecord::Config(config), 21).unwrap();
     let mut unclean = md.clone();
-    apply_all(&mut unclean, &fence_broker(&md, 1, false));
+    apply_all(&mut unclean, &fence_broker(&md, id(1), false));
     let p = unclean.topic_by_name("t").unwrap().partitions[&0].clone();
-    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert_eq!((p.leader, p.isr.clone()), (id(2), ids(&[2])));
     let preferred = elect_leaders(&clean, ElectionType::Preferred, None);
     assert!(preferred.records.is_empty());
 }
@@ -204,10 +216,10 @@ impl Random {
         self.0 ^= self.0 << 17;
         self.0 % bound
     }
-    fn broker(&mut self) -> i32 {
-        self.next(5) as i32
+    fn broker(&mut self) -> NodeId {
+        NodeId::new(self.next(5) as i32)
     }
-    fn brokers(&mut self) -> Vec<i32> {
+    fn brokers(&mut self) -> Vec<NodeId> {
         (0..self.next(4)).map(|_| self.broker()).collect()
     }
 }
@@ -224,11 +236,11 @@ fn random_record(r: &mut Random) -> MetadataRecord {
         }),
         1 => MetadataRecord::FenceBroker(FenceBrokerRecord {
             broker_id: r.broker(),
-            broker_epoch: r.next(40) as i64,
+            broker_epoch: BrokerEpoch::new(r.next(40) as i64),
         }),
         2 => MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
             broker_id: r.broker(),
-            broker_epoch: r.next(40) as i64,
+            broker_epoch: BrokerEpoch::new(r.next(40) as i64),
         }),
         3 => MetadataRecord::Topic(TopicRecord {
             name: format!("t{}", r.next(3)),
@@ -238,15 +250,15 @@ fn random_record(r: &mut Random) -> MetadataRecord {
         5 => {
             let replicas = r.brokers();
             let isr = r.brokers();
-            let leader = r.broker() - 1;
+            let leader = NodeId::new(r.broker().get() - 1);
             MetadataRecord::Partition(PartitionRecord {
                 topic_id,
                 partition_id,
                 replicas,
                 isr,
                 leader,
-                leader_epoch: 0,
-                partition_epoch: 0,
+                leader_epoch: LeaderEpoch::new(0),
+                partition_epoch: PartitionEpoch::new(0),
             })
         }
         6 => MetadataRecord::PartitionChange(PartitionChangeRecord {
@@ -254,7 +266,7 @@ fn random_record(r: &mut Random) -> MetadataRecord {
             partition_id,
             replicas: (r.next(3) == 0).then(|| r.brokers()),
             isr: (r.next(2) == 0).then(|| r.brokers()),
-            leader: (r.next(2) == 0).then(|| r.broker() - 1),
+            leader: (r.next(2) == 0).then(|| NodeId::new(r.broker().get() - 1)),
         }),
         _ => MetadataRecord::PartitionReassignmentChange(PartitionReassignmentChangeRecord {
             change: PartitionChangeRecord {
@@ -262,7 +274,7 @@ fn random_record(r: &mut Random) -> MetadataRecord {
                 partition_id,
                 replicas: (r.next(2) == 0).then(|| r.brokers()),
                 isr: (r.next(3) == 0).then(|| r.brokers()),
-                leader: (r.next(3) == 0).then(|| r.broker() - 1),
+                leader: (r.next(3) == 0).then(|| NodeId::new(r.broker().get() - 1)),
             },
             adding_replicas: (r.next(2) == 0).then(|| r.brokers()),
             removing_replicas: (r.next(2) == 0).then(|| r.brokers()),
@@ -277,7 +289,7 @@ fn check_invariants(md: &ClusterMetadata, epochs: &mut BTreeMap<([u8; 16], i32),
                 p.isr.iter().all(|b| p.replicas.contains(b)),
                 "isr ⊆ replicas: {p:?}"
             );
-            let listed = |list: &[i32]| list.iter().all(|b| p.replicas.contains(b));
+            let listed = |list: &[NodeId]| list.iter().all(|b| p.replicas.contains(b));
             assert!(
                 listed(&p.adding_replicas) && listed(&p.removing_replicas),
                 "adding and removing ⊆ replicas: {p:?}"
@@ -293,10 +305,10 @@ fn check_invariants(md: &ClusterMetadata, epochs: &mut BTreeMap<([u8; 16], i32),
             let key = (topic.topic_id, *index);
             let (leader_epoch, partition_epoch) = epochs.get(&key).copied().unwrap_or((0, 0));
             assert!(
-                p.leader_epoch >= leader_epoch && p.partition_epoch >= partition_epoch,
+                p.leader_epoch.get() >= leader_epoch && p.partition_epoch.get() >= partition_epoch,
                 "epochs went back"
             );
-            epochs.insert(key, (p.leader_epoch, p.partition_epoch));
+            epochs.insert(key, (p.leader_epoch.get(), p.partition_epoch.get()));
         }
     }
     for broker in md.brokers.values().filter(|b| b.fenced) {
@@ -349,7 +361,7 @@ fn topic_errors(decision: &laminar_controller::decide::Decision) -> Vec<Option<R
 #[test]
 fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
     let md = two_broker_state();
-    let manual = |name: &str, partitions: i32, factor: i16, assignments: Vec<Vec<i32>>| {
+    let manual = |name: &str, partitions: i32, factor: i16, assignments: Vec<Vec<NodeId>>| {
         let topic = api::CreatableTopic {
             name: name.into(),
             num_partitions: partitions,
@@ -361,10 +373,10 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
         decide_with(&md, ControllerRequest::CreateTopics { topics: vec![topic] })
     };
     let refused = [
-        manual("a", 2, -1, vec![vec![2]]),
-        manual("b", -1, -1, vec![vec![2, 2]]),
-        manual("c", -1, -1, vec![vec![2], vec![1, 2]]),
-        manual("d", -1, -1, vec![vec![9]]),
+        manual("a", 2, -1, vec![ids(&[2])]),
+        manual("b", -1, -1, vec![ids(&[2, 2])]),
+        manual("c", -1, -1, vec![ids(&[2]), ids(&[1, 2])]),
+        manual("d", -1, -1, vec![ids(&[9])]),
     ];
     let errors: Vec<_> = refused.iter().flat_map(topic_errors).collect();
     let invalid = Some(ResponseError::InvalidReplicaAssignment);
@@ -372,7 +384,7 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
         errors,
         vec![Some(ResponseError::InvalidRequest), invalid, invalid, invalid]
     );
-    let accepted = manual("e", -1, -1, vec![vec![2], vec![2], vec![2]]);
+    let accepted = manual("e", -1, -1, vec![ids(&[2]), ids(&[2]), ids(&[2])]);
     assert_eq!(topic_errors(&accepted), vec![None]);
     let mut after = md.clone();
     apply_all(&mut after, &accepted.records);
@@ -381,7 +393,7 @@ fn manual_assignments_follow_kafkas_rules_and_place_the_leader_first() {
     assert!(topic
         .partitions
         .values()
-        .all(|p| p.replicas == vec![2] && p.leader == 2 && p.isr == vec![2]));
+        .all(|p| p.replicas == ids(&[2]) && p.leader == id(2) && p.isr == ids(&[2])));
 }
 
 #[test]
@@ -415,16 +427,16 @@ fn a_broker_back_rejoins_the_isr_through_its_leader_and_the_rebalance_hands_its_
     let md = two_broker_state();
     // Broker 1 (preferred for t-0) is fenced: broker 2 leads, 1 leaves the ISR.
     let mut fenced = md.clone();
-    apply_all(&mut fenced, &fence_broker(&md, 1, false));
+    apply_all(&mut fenced, &fence_broker(&md, id(1), false));
     let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
-    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert_eq!((p.leader, p.isr.clone()), (id(2), ids(&[2])));
     assert!(
         leaders_to_rebalance(&fenced, 10).is_empty(),
         "broker 1 cannot lead yet"
     );
     // It re-registers and heartbeats: unfenced, but out of the ISR until its leader adds it.
     let register = RegisterBrokerRecord {
-        broker_id: 1,
+        broker_id: id(1),
         incarnation_id: [9; 16],
         endpoints: vec![],
         rack: None,
@@ -435,13 +447,17 @@ fn a_broker_back_rejoins_the_isr_through_its_leader_and_the_rebalance_hands_its_
     let heartbeat = decide_with(
         &fenced,
         ControllerRequest::BrokerHeartbeat {
-            broker_id: 1,
-            broker_epoch: 30,
+            broker_id: id(1),
+            broker_epoch: BrokerEpoch::new(30),
         },
     );
     apply_all(&mut fenced, &heartbeat.records);
     let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
-    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]), "behind until it fetched");
+    assert_eq!(
+        (p.leader, p.isr.clone()),
+        (id(2), ids(&[2])),
+        "behind until it fetched"
+    );
     assert!(
         leaders_to_rebalance(&fenced, 10).is_empty(),
         "an out-of-sync replica cannot lead"
@@ -449,25 +465,25 @@ fn a_broker_back_rejoins_the_isr_through_its_leader_and_the_rebalance_hands_its_
     let caught_up = decide_with(
         &fenced,
         ControllerRequest::AlterPartition(AlterPartitionRequest {
-            broker_id: 2,
-            broker_epoch: 11,
+            broker_id: id(2),
+            broker_epoch: BrokerEpoch::new(11),
             topic_id: [1; 16],
             partition: 0,
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
-            new_isr: vec![2, 1],
+            new_isr: ids(&[2, 1]),
         }),
     );
     apply_all(&mut fenced, &caught_up.records);
     let p = fenced.topic_by_name("t").unwrap().partitions[&0].clone();
-    assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 1]));
+    assert_eq!((p.leader, p.isr.clone()), (id(2), ids(&[2, 1])));
     // 1 of 1 partitions preferring broker 1 is led elsewhere: 100% > 10%, so it moves back.
     let wanted = leaders_to_rebalance(&fenced, 10);
     assert_eq!(wanted.len(), 1);
     assert!(leaders_to_rebalance(&fenced, 100).is_empty(), "not past 100%");
     let elected = elect_leaders(&fenced, ElectionType::Preferred, Some(&wanted));
     apply_all(&mut fenced, &elected.records);
-    assert_eq!(fenced.topic_by_name("t").unwrap().partitions[&0].leader, 1);
+    assert_eq!(fenced.topic_by_name("t").unwrap().partitions[&0].leader, id(1));
     assert!(leaders_to_rebalance(&fenced, 0).is_empty());
 }
 

@@ -73,7 +73,7 @@ integer_newtype!(
 impl Offset {
     /// The offset after this one.
     pub const fn next(self) -> Offset {
-        Offset(self.0 + 1)
+        Offset(self.0.saturating_add(1))
     }
 }
 
@@ -87,16 +87,17 @@ impl LeaderEpoch {
     /// producer before any leader stamped it).
     pub const UNKNOWN: LeaderEpoch = LeaderEpoch(-1);
 
-    /// The epoch the controller gives the partition's next leader.
+    /// The epoch the controller gives the partition's next leader (saturating: an epoch at
+    /// the end of its range stays there rather than wrap to an older one).
     pub const fn next(self) -> LeaderEpoch {
-        LeaderEpoch(self.0 + 1)
+        LeaderEpoch(self.0.saturating_add(1))
     }
 }
 
 impl PartitionEpoch {
-    /// The state's next version.
+    /// The state's next version (saturating, as [`LeaderEpoch::next`]).
     pub const fn next(self) -> PartitionEpoch {
-        PartitionEpoch(self.0 + 1)
+        PartitionEpoch(self.0.saturating_add(1))
     }
 }
 

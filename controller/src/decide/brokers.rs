@@ -5,14 +5,15 @@ use crate::api::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState, PRODUCER_ID_BLOCK_SIZE};
 use crate::records::*;
 use crate::refusal::Refusal;
+use laminar_model::{BrokerEpoch, NodeId};
 
 use super::{Decision, DecisionContext, UNCLEAN_LEADER_ELECTION_KEY};
 
 /// Whether `broker_epoch` is the registered broker's.
 pub(super) fn check_broker_epoch(
     md: &ClusterMetadata,
-    broker_id: i32,
-    broker_epoch: i64,
+    broker_id: NodeId,
+    broker_epoch: BrokerEpoch,
 ) -> Result<(), Refusal> {
     match md.brokers.get(&broker_id) {
         None => Err(Refusal::BrokerIdNotRegistered),
@@ -27,7 +28,7 @@ pub(super) fn register_broker(
     ctx: &DecisionContext,
 ) -> Decision {
     let broker_id = record.broker_id;
-    if broker_id < 0 {
+    if broker_id.get() < 0 {
         return Decision::answer(ControllerResponse::RegisterBroker {
             broker_epoch: Err(Refusal::NegativeBrokerId),
         });
@@ -50,11 +51,13 @@ pub(super) fn register_broker(
     // The epoch is the entry's log index, filled in once it is committed.
     Decision {
         records,
-        response: ControllerResponse::RegisterBroker { broker_epoch: Ok(-1) },
+        response: ControllerResponse::RegisterBroker {
+            broker_epoch: Ok(BrokerEpoch::new(-1)),
+        },
     }
 }
 
-pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
+pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: NodeId, broker_epoch: BrokerEpoch) -> Decision {
     if let Err(refusal) = check_broker_epoch(md, broker_id, broker_epoch) {
         return Decision::answer(ControllerResponse::BrokerHeartbeat {
             is_fenced: Err(refusal),
@@ -77,7 +80,7 @@ pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64)
 /// What an unfenced broker gets back: the leadership of partitions left leaderless with it as
 /// their last ISR member. Its place in other ISRs is its leaders' to give back (AlterPartition),
 /// once it has caught up with them: a replica back from the dead is behind until it fetched.
-fn rejoin_partitions(md: &ClusterMetadata, broker_id: i32) -> Vec<MetadataRecord> {
+fn rejoin_partitions(md: &ClusterMetadata, broker_id: NodeId) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
     for topic in md.topics.values() {
         for (partition_id, p) in &topic.partitions {
@@ -92,8 +95,8 @@ fn rejoin_partitions(md: &ClusterMetadata, broker_id: i32) -> Vec<MetadataRecord
 fn change(
     topic: &TopicState,
     partition_id: i32,
-    isr: Option<Vec<i32>>,
-    leader: Option<i32>,
+    isr: Option<Vec<NodeId>>,
+    leader: Option<NodeId>,
 ) -> MetadataRecord {
     MetadataRecord::PartitionChange(PartitionChangeRecord {
         topic_id: topic.topic_id,
@@ -113,7 +116,7 @@ fn unclean_allowed(md: &ClusterMetadata, topic: &TopicState, default: bool) -> b
 /// remain) ISR, and the partitions left without a leader.
 pub fn leave_partitions(
     md: &ClusterMetadata,
-    broker_id: i32,
+    broker_id: NodeId,
     unclean_default: bool,
 ) -> (Vec<MetadataRecord>, Vec<TopicPartition>) {
     let mut records = Vec::new();
@@ -126,7 +129,7 @@ pub fn leave_partitions(
             let (isr, leader) = partition_without(md, topic, p, broker_id, unclean_default);
             if leader == NO_LEADER {
                 leaderless.push(TopicPartition {
-                    topic: topic.name.clone(),
+                    topic: topic.name.as_str().into(),
                     partition: *partition_id,
                 });
             }
@@ -148,10 +151,10 @@ fn partition_without(
     md: &ClusterMetadata,
     topic: &TopicState,
     p: &PartitionState,
-    broker_id: i32,
+    broker_id: NodeId,
     unclean_default: bool,
-) -> (Vec<i32>, i32) {
-    let others: Vec<i32> = p.isr.iter().copied().filter(|b| *b != broker_id).collect();
+) -> (Vec<NodeId>, NodeId) {
+    let others: Vec<NodeId> = p.isr.iter().copied().filter(|b| *b != broker_id).collect();
     let mut isr = if others.is_empty() { p.isr.clone() } else { others };
     let mut leader = p.leader;
     if leader == broker_id || leader == NO_LEADER {
@@ -176,7 +179,7 @@ fn partition_without(
 }
 
 /// The records the active controller writes when a broker's session expires.
-pub fn fence_broker(md: &ClusterMetadata, broker_id: i32, unclean_default: bool) -> Vec<MetadataRecord> {
+pub fn fence_broker(md: &ClusterMetadata, broker_id: NodeId, unclean_default: bool) -> Vec<MetadataRecord> {
     let Some(broker) = md.brokers.get(&broker_id) else {
         return Vec::new();
     };
@@ -190,8 +193,8 @@ pub fn fence_broker(md: &ClusterMetadata, broker_id: i32, unclean_default: bool)
 
 pub(super) fn controlled_shutdown(
     md: &ClusterMetadata,
-    broker_id: i32,
-    broker_epoch: i64,
+    broker_id: NodeId,
+    broker_epoch: BrokerEpoch,
     unclean_default: bool,
 ) -> Decision {
     if let Err(refusal) = check_broker_epoch(md, broker_id, broker_epoch) {
@@ -212,10 +215,15 @@ pub(super) fn controlled_shutdown(
     }
 }
 
-pub(super) fn allocate_producer_ids(md: &ClusterMetadata, broker_id: i32, broker_epoch: i64) -> Decision {
+pub(super) fn allocate_producer_ids(
+    md: &ClusterMetadata,
+    broker_id: NodeId,
+    broker_epoch: BrokerEpoch,
+) -> Decision {
     let start = md.next_producer_id;
-    let next = start
+    let next = (start.get())
         .checked_add(PRODUCER_ID_BLOCK_SIZE)
+        .map(laminar_model::ProducerId::new)
         .ok_or(Refusal::ProducerIdsExhausted)
         .and_then(|next| check_broker_epoch(md, broker_id, broker_epoch).map(|()| next));
     let next = match next {

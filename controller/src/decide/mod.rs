@@ -10,7 +10,10 @@
 //!   the auto leader rebalance;
 //! - [`reassignment`]: AlterPartitionReassignments and its completion.
 
+use laminar_model::NodeId;
 use std::collections::BTreeSet;
+
+use laminar_model::{LeaderEpoch, PartitionEpoch};
 
 use crate::api::*;
 use crate::metadata::ClusterMetadata;
@@ -57,7 +60,7 @@ impl Decision {
 /// What the controller knows besides the metadata.
 pub struct DecisionContext {
     /// Whether the broker's session is still alive (heartbeats within the session timeout).
-    pub session_alive: Box<dyn Fn(i32) -> bool + Send>,
+    pub session_alive: Box<dyn Fn(NodeId) -> bool + Send>,
     /// The cluster default for `unclean.leader.election.enable`.
     pub unclean_leader_election_default: bool,
     /// Seeds placement and topic ids.
@@ -152,9 +155,9 @@ pub(crate) fn new_partition(
     md: &ClusterMetadata,
     topic_id: TopicId,
     partition_id: i32,
-    replicas: Vec<i32>,
+    replicas: Vec<NodeId>,
 ) -> MetadataRecord {
-    let isr: Vec<i32> = replicas.iter().copied().filter(|b| md.is_unfenced(*b)).collect();
+    let isr: Vec<NodeId> = replicas.iter().copied().filter(|b| md.is_unfenced(*b)).collect();
     let leader = isr.first().copied().unwrap_or(NO_LEADER);
     MetadataRecord::Partition(PartitionRecord {
         topic_id,
@@ -162,8 +165,8 @@ pub(crate) fn new_partition(
         isr,
         replicas,
         leader,
-        leader_epoch: 0,
-        partition_epoch: 0,
+        leader_epoch: LeaderEpoch::new(0),
+        partition_epoch: PartitionEpoch::new(0),
     })
 }
 

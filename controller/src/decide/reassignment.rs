@@ -16,15 +16,16 @@ use crate::api::*;
 use crate::metadata::{ClusterMetadata, PartitionState, TopicState};
 use crate::records::*;
 use crate::refusal::Refusal;
+use laminar_model::{LeaderEpoch, NodeId, PartitionEpoch};
 
 /// A partition's next state as a record, from its current one (`p`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NextState {
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub leader: i32,
-    pub adding: Vec<i32>,
-    pub removing: Vec<i32>,
+    pub replicas: Vec<NodeId>,
+    pub isr: Vec<NodeId>,
+    pub leader: NodeId,
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
 }
 
 impl NextState {
@@ -58,17 +59,17 @@ impl NextState {
     }
 
     /// The epochs the state machine gives the partition when it applies [`Self::record`].
-    pub fn epochs_after(&self, p: &PartitionState) -> (i32, i32) {
+    pub fn epochs_after(&self, p: &PartitionState) -> (LeaderEpoch, PartitionEpoch) {
         if *self == NextState::of(p) {
             return (p.leader_epoch, p.partition_epoch);
         }
         let replica_left = p.replicas.iter().any(|b| !self.replicas.contains(b));
         let leader_epoch = if self.leader != p.leader || replica_left {
-            p.leader_epoch.saturating_add(1)
+            p.leader_epoch.next()
         } else {
             p.leader_epoch
         };
-        (leader_epoch, p.partition_epoch.saturating_add(1))
+        (leader_epoch, p.partition_epoch.next())
     }
 
     /// Completes the reassignment in progress if every adding replica is in the ISR
@@ -82,13 +83,13 @@ impl NextState {
         if !self.adding.iter().all(|b| self.isr.contains(b)) {
             return;
         }
-        let target: Vec<i32> = self
+        let target: Vec<NodeId> = self
             .replicas
             .iter()
             .copied()
             .filter(|b| !self.removing.contains(b))
             .collect();
-        let isr: Vec<i32> = self.isr.iter().copied().filter(|b| target.contains(b)).collect();
+        let isr: Vec<NodeId> = self.isr.iter().copied().filter(|b| target.contains(b)).collect();
         let leader = if isr.contains(&self.leader) {
             self.leader
         } else {
@@ -172,7 +173,7 @@ fn reassign(
 }
 
 /// KRaft's `validateManualPartitionAssignment`: not empty, no broker twice, all registered.
-fn check_target(md: &ClusterMetadata, target: &[i32]) -> Result<(), Refusal> {
+fn check_target(md: &ClusterMetadata, target: &[NodeId]) -> Result<(), Refusal> {
     let refuse = |reason: String| Err(Refusal::InvalidReplicaAssignment { reason });
     if target.is_empty() {
         return refuse("the replica list is empty".into());
@@ -191,14 +192,14 @@ fn check_target(md: &ClusterMetadata, target: &[i32]) -> Result<(), Refusal> {
 
 /// The union state of a reassignment from the current replicas (the union, if one is in
 /// progress, as in KRaft) to `target`, completed at once when nothing needs to catch up.
-fn reassigned(md: &ClusterMetadata, p: &PartitionState, target: &[i32]) -> NextState {
-    let removing: Vec<i32> = p
+fn reassigned(md: &ClusterMetadata, p: &PartitionState, target: &[NodeId]) -> NextState {
+    let removing: Vec<NodeId> = p
         .replicas
         .iter()
         .copied()
         .filter(|b| !target.contains(b))
         .collect();
-    let adding: Vec<i32> = target
+    let adding: Vec<NodeId> = target
         .iter()
         .copied()
         .filter(|b| !p.replicas.contains(b))
@@ -224,7 +225,7 @@ fn cancelled(md: &ClusterMetadata, p: &PartitionState) -> Result<NextState, Refu
         return Err(Refusal::NoReassignmentInProgress);
     }
     let replicas = p.original_replicas();
-    let mut isr: Vec<i32> = p.isr.iter().copied().filter(|b| replicas.contains(b)).collect();
+    let mut isr: Vec<NodeId> = p.isr.iter().copied().filter(|b| replicas.contains(b)).collect();
     if isr.is_empty() {
         let first = replicas.iter().copied().find(|b| md.is_unfenced(*b));
         isr = vec![first.unwrap_or(replicas.first().copied().unwrap_or(NO_LEADER))];
@@ -252,9 +253,9 @@ fn cancelled(md: &ClusterMetadata, p: &PartitionState) -> Result<NextState, Refu
 pub struct OngoingReassignment {
     pub topic: String,
     pub partition: i32,
-    pub replicas: Vec<i32>,
-    pub adding_replicas: Vec<i32>,
-    pub removing_replicas: Vec<i32>,
+    pub replicas: Vec<NodeId>,
+    pub adding_replicas: Vec<NodeId>,
+    pub removing_replicas: Vec<NodeId>,
 }
 
 /// The ongoing reassignments: all of them (`None`), or those of the named partitions (a
@@ -264,7 +265,7 @@ pub fn list_reassignments(
     wanted: Option<&[TopicPartition]>,
 ) -> Vec<OngoingReassignment> {
     let wanted: Option<std::collections::BTreeSet<(&str, i32)>> =
-        wanted.map(|list| list.iter().map(|w| (w.topic.as_str(), w.partition)).collect());
+        wanted.map(|list| list.iter().map(|w| (&*w.topic, w.partition)).collect());
     let each = md.reassignments().into_iter().filter(|(topic, partition, _)| {
         wanted
             .as_ref()

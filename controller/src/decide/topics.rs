@@ -2,6 +2,7 @@
 //! AlterPartition, ElectLeaders) and the auto leader rebalance helper. Pure functions run by
 //! the active controller's task on its runtime; see `decide`.
 
+use laminar_model::NodeId;
 use std::collections::BTreeMap;
 
 use super::brokers::check_broker_epoch;
@@ -92,7 +93,7 @@ fn placed(
     topic: &CreatableTopic,
     unfenced: &[crate::placement::PlacementBroker],
     topic_seed: u64,
-) -> Result<Vec<Vec<i32>>, Refusal> {
+) -> Result<Vec<Vec<NodeId>>, Refusal> {
     if topic.num_partitions <= 0 {
         return Err(Refusal::PartitionCountNotPositive);
     }
@@ -105,7 +106,7 @@ fn placed(
 /// Kafka's checks of a manual assignment (KRaft's `validateManualPartitionAssignment`):
 /// counts left at -1, every partition with the same number of distinct registered brokers,
 /// and at least one of them unfenced (it leads).
-fn manual(md: &ClusterMetadata, topic: &CreatableTopic) -> Result<Vec<Vec<i32>>, Refusal> {
+fn manual(md: &ClusterMetadata, topic: &CreatableTopic) -> Result<Vec<Vec<NodeId>>, Refusal> {
     if topic.num_partitions != -1 || topic.replication_factor != -1 {
         return Err(Refusal::CountsWithManualAssignment);
     }
@@ -297,7 +298,7 @@ fn elect(
     md: &ClusterMetadata,
     p: &PartitionState,
     election_type: ElectionType,
-) -> Result<(i32, Vec<i32>), Refusal> {
+) -> Result<(NodeId, Vec<NodeId>), Refusal> {
     match election_type {
         ElectionType::Preferred => {
             let preferred = p.replicas.first().copied().unwrap_or(NO_LEADER);
@@ -356,7 +357,7 @@ pub fn elect_leaders(
             }),
         };
         results.push(PartitionResult {
-            topic: tp.topic,
+            topic: tp.topic.to_string(),
             partition: tp.partition,
             result,
         });
@@ -370,7 +371,7 @@ pub fn elect_leaders(
 fn all_partitions(md: &ClusterMetadata) -> Vec<TopicPartition> {
     let each = md.topics.values().flat_map(|t| {
         t.partitions.keys().map(|p| TopicPartition {
-            topic: t.name.clone(),
+            topic: t.name.as_str().into(),
             partition: *p,
         })
     });
@@ -387,7 +388,7 @@ pub fn preferred_leader_imbalance(md: &ClusterMetadata) -> Vec<TopicPartition> {
         for (partition, p) in &topic.partitions {
             if elect(md, p, ElectionType::Preferred).is_ok() {
                 out.push(TopicPartition {
-                    topic: name.clone(),
+                    topic: name.as_str().into(),
                     partition: *partition,
                 });
             }
@@ -402,7 +403,7 @@ pub fn preferred_leader_imbalance(md: &ClusterMetadata) -> Vec<TopicPartition> {
 /// partitions whose preferred replica can lead now (in the ISR, unfenced), in name order.
 pub fn leaders_to_rebalance(md: &ClusterMetadata, percentage: u32) -> Vec<TopicPartition> {
     // Preferred broker → (partitions it is preferred for, those another leads, electable ones).
-    let mut brokers: BTreeMap<i32, (u64, u64, Vec<TopicPartition>)> = BTreeMap::new();
+    let mut brokers: BTreeMap<NodeId, (u64, u64, Vec<TopicPartition>)> = BTreeMap::new();
     let topics: BTreeMap<&String, &TopicState> = md.topics.values().map(|t| (&t.name, t.as_ref())).collect();
     for (name, topic) in topics {
         for (partition, p) in &topic.partitions {
@@ -417,7 +418,7 @@ pub fn leaders_to_rebalance(md: &ClusterMetadata, percentage: u32) -> Vec<TopicP
             entry.1 += 1;
             if elect(md, p, ElectionType::Preferred).is_ok() {
                 entry.2.push(TopicPartition {
-                    topic: name.clone(),
+                    topic: name.as_str().into(),
                     partition: *partition,
                 });
             }

@@ -2,6 +2,7 @@
 //! tokio runtime. Owned by the test's thread.
 #![allow(dead_code)]
 
+use laminar_model::{BrokerEpoch, NodeId};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -133,13 +134,18 @@ pub fn endpoint(port: u16) -> Vec<BrokerEndpoint> {
 }
 
 /// Registers brokers 1..=count (with `racks[i]` if given) and unfences them; returns epochs.
-pub async fn register_brokers(handle: &ControllerHandle, count: i32, racks: &[&str]) -> BTreeMap<i32, i64> {
+pub async fn register_brokers(
+    handle: &ControllerHandle,
+    count: i32,
+    racks: &[&str],
+) -> BTreeMap<NodeId, BrokerEpoch> {
     let mut epochs = BTreeMap::new();
-    for id in 1..=count {
-        let rack = racks.get((id - 1) as usize).map(|r| r.to_string());
-        let incarnation = [id as u8; 16];
+    for number in 1..=count {
+        let id = NodeId::new(number);
+        let rack = racks.get((number - 1) as usize).map(|r| r.to_string());
+        let incarnation = [number as u8; 16];
         let epoch = handle
-            .register_broker(id, incarnation, endpoint(9000 + id as u16), rack)
+            .register_broker(id, incarnation, endpoint(9000 + number as u16), rack)
             .await
             .unwrap();
         let fenced = handle.broker_heartbeat(id, epoch).await.unwrap();
