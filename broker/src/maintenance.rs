@@ -7,7 +7,6 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use laminar_engine::partition::{LogError, Partition, CHECKPOINT_IDLE_MS};
-use laminar_engine::shard::partitions::PartitionKey;
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
@@ -178,9 +177,9 @@ impl QuietAfterWork {
     }
 }
 
-async fn flush_all(ctx: &Rc<BrokerCtx>, partitions: &[(PartitionKey, Rc<Partition>)]) {
-    for ((topic, partition), open) in partitions {
-        let (topic, partition) = (topic.as_str(), *partition);
+async fn flush_all(ctx: &Rc<BrokerCtx>, partitions: &[(TopicPartition, Rc<Partition>)]) {
+    for (tp, open) in partitions {
+        let (topic, partition) = (&*tp.topic, tp.partition);
         if open.durable_offset() >= open.log_end_offset() {
             continue;
         }
@@ -194,12 +193,12 @@ async fn flush_all(ctx: &Rc<BrokerCtx>, partitions: &[(PartitionKey, Rc<Partitio
 
 async fn apply_retention(
     ctx: &Rc<BrokerCtx>,
-    partitions: &[(PartitionKey, Rc<Partition>)],
+    partitions: &[(TopicPartition, Rc<Partition>)],
     listed_single: &mut ListedSingleSegment,
 ) {
     let now = now_ms();
-    for ((topic, partition), open) in partitions {
-        retain(ctx, topic, *partition, open, now).await;
+    for (tp, open) in partitions {
+        retain(ctx, &tp.topic, tp.partition, open, now).await;
     }
     open_for_retention(ctx, now, listed_single).await;
 }

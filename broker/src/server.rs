@@ -375,8 +375,8 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     drop(listener);
     drain_connections(&ctx).await;
     tasks.stop().await;
-    for ((topic, partition), error) in ctx.state.partitions.close_all().await {
-        tracing::error!(topic, partition, %error, "partition did not close cleanly");
+    for (tp, error) in ctx.state.partitions.close_all().await {
+        tracing::error!(topic = &*tp.topic, partition = tp.partition, %error, "partition did not close cleanly");
     }
 }
 

@@ -10,6 +10,7 @@ use laminar_engine::io::{CrashMode, DescriptorBudget, FaultyStorage, FileCache};
 use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::log::batch::{self, BatchHeader};
 use laminar_engine::partition::{LogConfig, Partition, ReadEnd, RecordBytes};
+use laminar_model::Offset;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
@@ -75,7 +76,10 @@ type Cached = FileCache<FaultyStorage>;
 
 async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
     let (start, end) = (model.log_start, model.end());
-    assert_eq!((p.log_start_offset(), p.log_end_offset()), (start, end));
+    assert_eq!(
+        (p.log_start_offset().get(), p.log_end_offset().get()),
+        (start, end)
+    );
     let mut offset = rng.gen_range(start..=end);
     // Half the reads are a consumer's fetches, and some go on from where the last ended: the
     // segment's read hint (`log/segment.rs`) serves those, after cuts and crashes too.
@@ -94,7 +98,7 @@ async fn check_read(p: &Partition<Cached>, model: &Model, rng: &mut StdRng) {
             _ => break,
         }
     }
-    assert!(p.read(end + 1, 10, true).await.is_err());
+    assert!(p.read(Offset::new(end + 1), 10, true).await.is_err());
 }
 
 #[derive(Clone, Copy)]
@@ -112,10 +116,14 @@ async fn read_some(
     how: ReadAs,
 ) -> Vec<Bytes> {
     if let ReadAs::Plain = how {
-        return p.read(offset, max_bytes, min_one).await.unwrap().data;
+        return p
+            .read(Offset::new(offset), max_bytes, min_one)
+            .await
+            .unwrap()
+            .data;
     }
     match p
-        .read_for_send(offset, max_bytes, min_one, ReadEnd::LogEnd)
+        .read_for_send(Offset::new(offset), max_bytes, min_one, ReadEnd::LogEnd)
         .await
         .unwrap()
         .data
@@ -243,15 +251,15 @@ impl Run {
             .map(|_| random_batch(&mut self.rng, now))
             .collect();
         let info = self.p().append(Bytes::from(batches.concat()), now).await.unwrap();
-        assert_eq!(info.base_offset, self.model.end());
-        let mut next = info.base_offset;
+        assert_eq!(info.base_offset.get(), self.model.end());
+        let mut next = info.base_offset.get();
         for mut b in batches {
             batch::set_base_offset(&mut b, next);
             batch::set_partition_leader_epoch(&mut b, 0);
             next = header(&b).next_offset();
             self.model.batches.push(b);
         }
-        assert_eq!(info.last_offset + 1, next);
+        assert_eq!(info.last_offset.next().get(), next);
     }
 
     /// A flush; then the shard's maintenance finds the indexes unused twice, so those whose
@@ -270,7 +278,7 @@ impl Run {
     async fn apply_retention(&mut self, now: i64) {
         let outcome = self.p().apply_retention(now).await.unwrap();
         let model = &mut self.model;
-        let start = outcome.log_start_offset;
+        let start = outcome.log_start_offset.get();
         assert!(start >= model.log_start && start <= model.end());
         let gone = model.index_of(start);
         let at_boundary = gone == model.batches.len() || header(&model.batches[gone]).base_offset == start;
@@ -282,7 +290,12 @@ impl Run {
     async fn delete_records(&mut self) {
         let offset = self.rng.gen_range(self.model.log_start..=self.model.end());
         let moved = offset > self.model.log_start;
-        let start = self.p().delete_records_before(offset).await.unwrap();
+        let start = self
+            .p()
+            .delete_records_before(Offset::new(offset))
+            .await
+            .unwrap()
+            .get();
         let model = &mut self.model;
         assert_eq!(start, offset.max(model.log_start));
         model.batches.drain(..model.index_of(start));
@@ -304,7 +317,7 @@ impl Run {
             .chain([model.end()])
             .collect();
         let to = candidates[self.rng.gen_range(0..candidates.len())];
-        self.p().truncate_to(to).await.unwrap();
+        self.p().truncate_to(Offset::new(to)).await.unwrap();
         self.model.truncate_at_offset(to);
         self.model.synced = self.model.synced.min(to);
     }
@@ -329,7 +342,7 @@ impl Run {
         ];
         self.storage.crash(modes[self.rng.gen_range(0..3)]);
         self.partition = Some(open(&self.cache, self.cfg.clone()).await);
-        let (start, end) = (self.p().log_start_offset(), self.p().log_end_offset());
+        let (start, end) = (self.p().log_start_offset().get(), self.p().log_end_offset().get());
         let model = &mut self.model;
         assert!(
             end >= model.synced,
@@ -374,7 +387,12 @@ impl Run {
         let mut offset = model.log_start;
         let mut seen = Vec::new();
         while offset < model.end() {
-            let got = self.p().read(offset, 1 << 20, true).await.unwrap().data;
+            let got = self
+                .p()
+                .read(Offset::new(offset), 1 << 20, true)
+                .await
+                .unwrap()
+                .data;
             offset = header(got.last().unwrap()).next_offset();
             seen.extend(got);
         }

@@ -12,6 +12,7 @@ use laminar_engine::io::{FileCache, GlommioStorage, ShardStorage, WriteMode};
 use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::partition::{LogConfig, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
+use laminar_model::Offset;
 
 /// The counting allocator: the test's one unsafe code (a `GlobalAlloc` is an unsafe trait).
 #[allow(unsafe_code)]
@@ -132,7 +133,7 @@ async fn index_bytes_given_back(dir: &Path, mib: u64) -> isize {
         let batch = Bytes::from(BatchBuilder::new(now).records_of(4, 1000).build());
         partition.append(batch, now).await.unwrap();
     }
-    let end = partition.log_end_offset();
+    let end = partition.log_end_offset().get();
     partition.flush().await.unwrap();
     // Entries still waiting for their file are never dropped: a roll (or close) writes them.
     partition
@@ -153,7 +154,7 @@ async fn index_bytes_given_back(dir: &Path, mib: u64) -> isize {
     );
     let given_back = before - live();
     // A read brings them back, and finds its batch through them.
-    let read = partition.read(end / 2, 1, true).await.unwrap();
+    let read = partition.read(Offset::new(end / 2), 1, true).await.unwrap();
     assert_eq!(read.data.len(), 1);
     given_back
 }

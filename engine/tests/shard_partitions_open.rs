@@ -156,7 +156,7 @@ async fn open_as_one_topic_then_another(dir: std::path::PathBuf) {
     // The same topic, or no id given: the records are its own.
     for spec in [spec_of_topic(1), PartitionSpec::from(LogConfig::default())] {
         let same = shard.get_or_open("t", 0, || spec).await.expect("opens");
-        assert_eq!(same.log_end_offset(), 5);
+        assert_eq!(same.log_end_offset().get(), 5);
         assert!(shard.close_all().await.is_empty());
     }
 
@@ -165,7 +165,7 @@ async fn open_as_one_topic_then_another(dir: std::path::PathBuf) {
         .get_or_open("t", 0, || spec_of_topic(2))
         .await
         .expect("opens");
-    assert_eq!(other.log_end_offset(), 0);
+    assert_eq!(other.log_end_offset().get(), 0);
     assert!(shard.close_all().await.is_empty());
     let recorded = std::fs::read_to_string(&metadata).expect("written by the close's checkpoint");
     assert!(recorded.ends_with("AgICAgICAgICAgICAgICAg\n"), "{recorded}");

@@ -8,6 +8,7 @@ use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::log::batch::{self, BatchHeader};
 use laminar_engine::log::segment::{segment_path, LOG_SUFFIX};
 use laminar_engine::partition::{LogConfig, Partition};
+use laminar_model::Offset;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -64,14 +65,14 @@ fn reopen_with(storage: &FaultyStorage, log: Vec<u8>) -> (i64, Vec<BatchHeader>)
         let p = Partition::open(Rc::new(storage), dir(), config()).await.unwrap();
         let mut headers = Vec::new();
         let mut offset = 0;
-        while offset < p.log_end_offset() {
-            let data = p.read(offset, 1 << 20, true).await.unwrap().data;
+        while offset < p.log_end_offset().get() {
+            let data = p.read(Offset::new(offset), 1 << 20, true).await.unwrap().data;
             for b in &data {
                 headers.push(batch::validate(b, usize::MAX).unwrap());
             }
             offset = headers.last().unwrap().next_offset();
         }
-        (p.log_end_offset(), headers)
+        (p.log_end_offset().get(), headers)
     })
 }
 

@@ -71,9 +71,22 @@ integer_newtype!(
 );
 
 impl Offset {
+    /// The first offset of a partition's log, where a log never written starts and ends.
+    pub const ZERO: Offset = Offset(0);
+
     /// The offset after this one.
     pub const fn next(self) -> Offset {
         Offset(self.0.saturating_add(1))
+    }
+
+    /// The offset before this one; `None` at zero and below, which nothing precedes (the last
+    /// offset of a log that ends at zero).
+    pub const fn previous(self) -> Option<Offset> {
+        if self.0 > 0 {
+            Some(Offset(self.0 - 1))
+        } else {
+            None
+        }
     }
 }
 
@@ -86,6 +99,10 @@ impl LeaderEpoch {
     /// Kafka's "not given" (a request without a current leader epoch, a batch written by a
     /// producer before any leader stamped it).
     pub const UNKNOWN: LeaderEpoch = LeaderEpoch(-1);
+
+    /// The epoch of a partition's first leader (Kafka's initial leader epoch): also that of
+    /// every batch a log holds before any later election reached it.
+    pub const FIRST: LeaderEpoch = LeaderEpoch(0);
 
     /// The epoch the controller gives the partition's next leader (saturating: an epoch at
     /// the end of its range stays there rather than wrap to an older one).
@@ -117,7 +134,10 @@ mod tests {
     fn orders_and_advances_as_its_integer() {
         assert!(Offset::new(3) < Offset::new(4));
         assert_eq!(Offset::new(3).next(), Offset::new(4));
-        assert_eq!(LeaderEpoch::UNKNOWN.next(), LeaderEpoch::new(0));
+        assert_eq!(Offset::new(4).previous(), Some(Offset::new(3)));
+        assert_eq!(Offset::ZERO.previous(), None);
+        assert_eq!(LeaderEpoch::UNKNOWN.next(), LeaderEpoch::FIRST);
+        assert_eq!(LeaderEpoch::FIRST.get(), 0);
         assert_eq!(PartitionEpoch::new(5).next().get(), 6);
         assert_eq!(BrokerEpoch::new(9).to_string(), "9");
     }

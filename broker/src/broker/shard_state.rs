@@ -10,6 +10,7 @@ use laminar_controller::PartitionState;
 use laminar_engine::partition::Partition;
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::ShardContext;
+use laminar_model::LeaderEpoch;
 
 use crate::replication::throttle::ThrottleSide;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
@@ -50,7 +51,7 @@ impl BrokerShard {
             .get_or_open(&tp.topic, tp.partition, config)
             .await?;
         self.under_replication(tp, &partition, led.as_ref());
-        let epoch = led.map_or(0, |state| state.leader_epoch);
+        let epoch = led.map_or(LeaderEpoch::FIRST, |state| LeaderEpoch::new(state.leader_epoch));
         // Batches carry the epoch Metadata advertises for this leader (KIP-101): the quorum's
         // in a cluster, 0 on a single node (which never changes it).
         if partition.leader_epoch() != epoch {

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use kafka_protocol::error::ResponseError;
+use laminar_model::Offset;
 
 use super::records::{GroupRecord, GroupValue, MemberRecord, OffsetKey, OffsetValue};
 use super::state::{Group, GroupSettings, GroupState};
@@ -17,14 +18,14 @@ pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
 /// Batches appended to `__consumer_offsets` and not yet applied, by (partition, base offset):
 /// the load of the partition they were appended in, and their records once committed (`None`
 /// while they wait).
-type Committing = BTreeMap<(i32, i64), (u64, Option<Vec<GroupRecord>>)>;
+type Committing = BTreeMap<(i32, Offset), (u64, Option<Vec<GroupRecord>>)>;
 
 /// A batch waiting in [`GroupCoordinator`]'s commit order: where it is, and in which load of its
 /// partition it was appended (a settle from an earlier load is stale).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitTicket {
     partition: i32,
-    base_offset: i64,
+    base_offset: Offset,
     load: u64,
 }
 
@@ -170,7 +171,7 @@ impl GroupCoordinator {
 
     /// Records were appended to `partition` in a batch at `base_offset`: they apply, in log
     /// order, once [`Self::settle`] says they are committed.
-    pub fn await_commit(&self, partition: i32, base_offset: i64) -> CommitTicket {
+    pub fn await_commit(&self, partition: i32, base_offset: Offset) -> CommitTicket {
         let load = self.loads.get();
         let earlier = self
             .committing
@@ -408,7 +409,7 @@ fn take_settled_prefix(committing: &mut Committing, partition: i32) -> Vec<Vec<G
     let mut ready = Vec::new();
     loop {
         let first = committing
-            .range((partition, i64::MIN)..=(partition, i64::MAX))
+            .range((partition, Offset::new(i64::MIN))..=(partition, Offset::new(i64::MAX)))
             .next()
             .map(|(key, (_, records))| (*key, records.is_some()));
         match first {
@@ -453,7 +454,8 @@ mod tests {
     #[test]
     fn commits_settled_out_of_log_order_apply_in_log_order() {
         let coordinator = coordinator();
-        let [first, second, third] = [10, 11, 12].map(|base_offset| coordinator.await_commit(0, base_offset));
+        let [first, second, third] =
+            [10, 11, 12].map(|base_offset| coordinator.await_commit(0, Offset::new(base_offset)));
         coordinator.settle(third, Some(commit(3)));
         coordinator.settle(second, Some(commit(2)));
         assert_eq!(committed_offset(&coordinator), None, "batch 10 still waits");
@@ -468,11 +470,14 @@ mod tests {
     #[test]
     fn a_batch_that_never_commits_is_skipped_and_an_unloaded_one_never_applies() {
         let coordinator = coordinator();
-        let (failed, kept) = (coordinator.await_commit(0, 10), coordinator.await_commit(0, 11));
+        let (failed, kept) = (
+            coordinator.await_commit(0, Offset::new(10)),
+            coordinator.await_commit(0, Offset::new(11)),
+        );
         coordinator.settle(kept, Some(commit(2)));
         coordinator.settle(failed, None);
         assert_eq!(committed_offset(&coordinator), Some(2));
-        let forgotten = coordinator.await_commit(0, 12);
+        let forgotten = coordinator.await_commit(0, Offset::new(12));
         coordinator.begin_load(0, 1);
         coordinator.settle(forgotten, Some(commit(3)));
         assert_eq!(
@@ -482,7 +487,7 @@ mod tests {
         );
         // Led again from a truncated log: a new batch at the same offset is not the forgotten
         // one, whose late settle changes nothing.
-        let appended_again = coordinator.await_commit(0, 12);
+        let appended_again = coordinator.await_commit(0, Offset::new(12));
         coordinator.settle(forgotten, None);
         coordinator.settle(appended_again, Some(commit(4)));
         assert_eq!(committed_offset(&coordinator), Some(4));

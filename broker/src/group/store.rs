@@ -12,6 +12,7 @@ use laminar_engine::log::batch::BatchHeader;
 use laminar_engine::metadata::{MetadataError, MetadataStore};
 use laminar_engine::partition::{AppendInfo, LogError, Partition};
 use laminar_engine::shard::shard_of_partition;
+use laminar_model::Offset;
 
 use super::coordinator::Coordination;
 use super::records::{decode_batch, encode_batch, GroupRecord};
@@ -125,7 +126,7 @@ async fn wait_committed(
     ctx: &Rc<BrokerCtx>,
     partition: i32,
     log: &Rc<Partition>,
-    last_offset: i64,
+    last_offset: Offset,
 ) -> Result<(), ResponseError> {
     let committed = async {
         if ctx.state.shared.config.laminar_fsync == FsyncSetting::Always {
@@ -291,9 +292,9 @@ async fn replay_partition(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<usize, 
                     applied += records.len();
                     records.into_iter().for_each(|r| ctx.state.groups.apply(r));
                 }
-                Err(error) => tracing::warn!(partition, offset, %error, "skipping unreadable group batch"),
+                Err(error) => tracing::warn!(partition, %offset, %error, "skipping unreadable group batch"),
             }
-            offset = offset.max(next);
+            offset = offset.max(Offset::new(next));
         }
     }
     Ok(applied)

@@ -4,6 +4,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionResult;
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use laminar_model::Offset;
 
 use crate::broker::{on_owning_shards, BrokerCtx};
 use crate::errors::partition_error_code;
@@ -23,7 +24,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> Delet
         let offset = if offset == HIGH_WATERMARK {
             partition.high_watermark()
         } else {
-            offset
+            Offset::new(offset)
         };
         Ok(partition.delete_records_before(offset).await?)
     })
@@ -33,7 +34,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> Delet
         let partition = match result {
             Ok(low_watermark) => DeleteRecordsPartitionResult::default()
                 .with_partition_index(tp.partition)
-                .with_low_watermark(low_watermark),
+                .with_low_watermark(low_watermark.get()),
             Err(e) => DeleteRecordsPartitionResult::default()
                 .with_partition_index(tp.partition)
                 .with_low_watermark(-1)

@@ -81,14 +81,16 @@ async fn local_replicas(
     let table = ctx.state.shared.metadata.current();
     let mut items: Vec<(TopicPartition, ())> = dirs
         .into_iter()
-        .filter(|(topic, partition)| {
-            let known = table.get(topic).is_some_and(|t| *partition < t.partition_count);
+        .filter(|tp| {
+            let known = table
+                .get(&tp.topic)
+                .is_some_and(|t| tp.partition < t.partition_count);
             let asked = wanted
                 .as_ref()
-                .is_none_or(|w| w.get(topic.as_str()).is_some_and(|p| p.contains(partition)));
+                .is_none_or(|w| w.get(&*tp.topic).is_some_and(|p| p.contains(&tp.partition)));
             known && asked
         })
-        .map(|(topic, partition)| (TopicPartition::new(topic, partition), ()))
+        .map(|tp| (tp, ()))
         .collect();
     items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let sizes = on_owning_shards(ctx, items, |there, tp, ()| async move {

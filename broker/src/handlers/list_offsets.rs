@@ -7,6 +7,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use kafka_protocol::records::RecordBatchDecoder;
 use laminar_engine::partition::Partition;
+use laminar_model::Offset;
 
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError};
 use crate::errors::partition_error_code;
@@ -28,8 +29,8 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
             return Ok(empty.unwrap_or((-1, -1)));
         };
         let found = match timestamp {
-            LATEST => Some((partition.high_watermark(), -1)),
-            EARLIEST => Some((partition.log_start_offset(), -1)),
+            LATEST => Some((partition.high_watermark().get(), -1)),
+            EARLIEST => Some((partition.log_start_offset().get(), -1)),
             timestamp => match partition.offset_for_timestamp(timestamp).await? {
                 Some(batch) => Some(record_at_or_after(&partition, batch, timestamp).await?),
                 None => None,
@@ -64,20 +65,20 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i
 /// Falls back to the batch's own (offset, max timestamp) when its records do not say more.
 async fn record_at_or_after(
     partition: &Partition,
-    (batch_offset, batch_max_timestamp): (i64, i64),
+    (batch_offset, batch_max_timestamp): (Offset, i64),
     timestamp: i64,
 ) -> Result<(i64, i64), PartitionAccessError> {
-    let by_batch = (batch_offset, batch_max_timestamp);
+    let by_batch = (batch_offset.get(), batch_max_timestamp);
     let read = partition.read(batch_offset, 0, true).await?;
     let Some(mut batch) = read.data.into_iter().next() else {
         return Ok(by_batch);
     };
-    let log_start = read.log_start_offset;
+    let log_start = read.log_start_offset.get();
     let records = match RecordBatchDecoder::decode(&mut batch) {
         Ok(set) => set.records,
         Err(error) => {
             // The batch passed validation when it was appended: name it, then answer by batch.
-            tracing::warn!(batch_offset, %error, "cannot decode a stored batch for ListOffsets");
+            tracing::warn!(%batch_offset, %error, "cannot decode a stored batch for ListOffsets");
             return Ok(by_batch);
         }
     };

@@ -8,7 +8,8 @@ use std::rc::Rc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
-use laminar_engine::partition::leader_epochs::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+use laminar_engine::partition::leader_epochs::UNDEFINED_EPOCH_OFFSET;
+use laminar_model::{LeaderEpoch, Offset};
 
 use crate::broker::on_owning_shards;
 use crate::broker::BrokerCtx;
@@ -33,11 +34,12 @@ pub async fn handle(
         if let Some(error) = fencing_error(current, leader_epoch) {
             return Ok(Err(error));
         }
+        let (asked, leader_epoch) = (LeaderEpoch::new(asked), LeaderEpoch::new(leader_epoch));
         Ok(Ok(match partition {
             Some(p) => p.end_offset_for_leader(asked, leader_epoch),
             // Never written: an empty log whose only epoch is the current one.
-            None if asked == leader_epoch => (leader_epoch, 0),
-            None => (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET),
+            None if asked == leader_epoch => (leader_epoch, Offset::ZERO),
+            None => (LeaderEpoch::UNKNOWN, UNDEFINED_EPOCH_OFFSET),
         }))
     })
     .await;
@@ -45,7 +47,9 @@ pub async fn handle(
     for (tp, result) in results {
         let answer = EpochEndOffset::default().with_partition(tp.partition);
         let answer = match result {
-            Ok(Ok((epoch, end_offset))) => answer.with_leader_epoch(epoch).with_end_offset(end_offset),
+            Ok(Ok((epoch, end_offset))) => answer
+                .with_leader_epoch(epoch.get())
+                .with_end_offset(end_offset.get()),
             Ok(Err(error)) => undefined(answer).with_error_code(error.code()),
             Err(e) => undefined(answer).with_error_code(partition_error_code(&e)),
         };
@@ -56,8 +60,8 @@ pub async fn handle(
 
 fn undefined(answer: EpochEndOffset) -> EpochEndOffset {
     answer
-        .with_leader_epoch(UNDEFINED_EPOCH)
-        .with_end_offset(UNDEFINED_EPOCH_OFFSET)
+        .with_leader_epoch(LeaderEpoch::UNKNOWN.get())
+        .with_end_offset(UNDEFINED_EPOCH_OFFSET.get())
 }
 
 /// KIP-320: a requester that names the leader epoch it knows is refused when that is not this

@@ -168,9 +168,9 @@ fn answer(results: AppendResults) -> ProduceResponse {
 fn appended(index: i32, info: &AppendInfo) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
-        .with_base_offset(info.base_offset)
+        .with_base_offset(info.base_offset.get())
         .with_log_append_time_ms(info.log_append_time_ms)
-        .with_log_start_offset(info.log_start_offset)
+        .with_log_start_offset(info.log_start_offset.get())
 }
 
 fn failed(index: i32, error_code: i16) -> PartitionProduceResponse {

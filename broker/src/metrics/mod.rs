@@ -164,8 +164,8 @@ fn owned_partitions(
                 topic: topic.name.clone(),
                 partition,
                 open: open.is_some(),
-                log_start_offset: open.as_ref().map_or(0, |p| p.log_start_offset()),
-                log_end_offset: open.as_ref().map_or(0, |p| p.log_end_offset()),
+                log_start_offset: open.as_ref().map_or(0, |p| p.log_start_offset().get()),
+                log_end_offset: open.as_ref().map_or(0, |p| p.log_end_offset().get()),
                 size_bytes: open.as_ref().map_or(0, |p| p.size_bytes()),
             });
         }
@@ -346,7 +346,7 @@ async fn committed_log_ends(ctx: &Rc<BrokerCtx>, shards: &[ShardSnapshot]) -> BT
     let items = committed.into_iter().map(|tp| (tp, ())).collect();
     let ends = on_owning_shards(ctx, items, |there, tp, ()| async move {
         let open = there.state.partitions.get(&tp.topic, tp.partition);
-        open.map(|p| p.log_end_offset())
+        open.map(|p| p.log_end_offset().get())
             .ok_or(PartitionAccessError::UnknownTopicOrPartition)
     })
     .await;

@@ -12,6 +12,7 @@ use futures::channel::oneshot;
 use laminar_client::{
     ClientConfig, ClientError, Connection, EpochEndQuery, FetchSpec, OffsetSpec, ReplicaFetchPosition,
 };
+use laminar_model::{LeaderEpoch, Offset};
 
 use super::follower::{self, EpochAnswer, FetchedPart, LeaderStart, Plan};
 use crate::broker::{BrokerCtx, TopicPartition};
@@ -163,8 +164,8 @@ fn exchange(
             .map(|q| EpochEndQuery {
                 topic: q.tp.topic.to_string(),
                 partition: q.tp.partition,
-                current_leader_epoch: q.current_leader_epoch,
-                leader_epoch: q.leader_epoch,
+                current_leader_epoch: q.current_leader_epoch.get(),
+                leader_epoch: q.leader_epoch.get(),
             })
             .collect();
         answers.epochs = conn
@@ -176,8 +177,8 @@ fn exchange(
                     partition: end.partition,
                 },
                 error_code: end.error.map_or(0, |e| e.code),
-                leader_epoch: end.leader_epoch,
-                end_offset: end.end_offset,
+                leader_epoch: LeaderEpoch::new(end.leader_epoch),
+                end_offset: Offset::new(end.end_offset),
             })
             .collect();
     }
@@ -197,7 +198,7 @@ fn leader_starts(
     for tp in partitions {
         let answer = conn.list_offsets(&tp.topic, &[(tp.partition, OffsetSpec::Earliest)]);
         let log_start_offset = match answer {
-            Ok(found) => found.first().map(|(_, offset)| *offset).ok_or(-1),
+            Ok(found) => found.first().map(|(_, offset)| Offset::new(*offset)).ok_or(-1),
             Err(ClientError::Kafka { error, .. }) => Err(error.code),
             Err(other) => return Err(other),
         };
@@ -221,9 +222,9 @@ fn fetch(
         .map(|f| ReplicaFetchPosition {
             topic: f.tp.topic.to_string(),
             partition: f.tp.partition,
-            offset: f.offset,
-            current_leader_epoch: f.current_leader_epoch,
-            log_start_offset: f.log_start_offset,
+            offset: f.offset.get(),
+            current_leader_epoch: f.current_leader_epoch.get(),
+            log_start_offset: f.log_start_offset.get(),
             partition_max_bytes: settings.fetch_max_bytes,
         })
         .collect();
@@ -241,8 +242,8 @@ fn fetch(
                 partition: p.partition,
             },
             error_code: p.error.map_or(0, |e| e.code),
-            high_watermark: p.high_watermark,
-            log_start_offset: p.log_start_offset,
+            high_watermark: Offset::new(p.high_watermark),
+            log_start_offset: Offset::new(p.log_start_offset),
             records: p.records,
         })
         .collect())

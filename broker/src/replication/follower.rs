@@ -15,6 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use laminar_engine::partition::Partition;
+use laminar_model::{LeaderEpoch, Offset};
 
 use crate::broker::{BrokerCtx, OpenMode, TopicPartition};
 use crate::config::FsyncSetting;
@@ -36,7 +37,7 @@ pub enum Phase {
 pub struct FollowState {
     /// The leader's broker id; -1 while the partition has none.
     pub leader: i32,
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     pub phase: Phase,
     /// After an error, no request for this partition before this time.
     pub retry_at_ms: i64,
@@ -46,18 +47,18 @@ pub struct FollowState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EpochQuery {
     pub tp: TopicPartition,
-    pub current_leader_epoch: i32,
+    pub current_leader_epoch: LeaderEpoch,
     /// The follower's latest epoch: where does it end at the leader?
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
 }
 
 /// Where to fetch one partition from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPoint {
     pub tp: TopicPartition,
-    pub offset: i64,
-    pub current_leader_epoch: i32,
-    pub log_start_offset: i64,
+    pub offset: Offset,
+    pub current_leader_epoch: LeaderEpoch,
+    pub log_start_offset: Offset,
 }
 
 /// The leader's answer to an [`EpochQuery`].
@@ -65,8 +66,8 @@ pub struct FetchPoint {
 pub struct EpochAnswer {
     pub tp: TopicPartition,
     pub error_code: i16,
-    pub leader_epoch: i32,
-    pub end_offset: i64,
+    pub leader_epoch: LeaderEpoch,
+    pub end_offset: Offset,
 }
 
 /// The leader's answer for one fetched partition.
@@ -74,8 +75,8 @@ pub struct EpochAnswer {
 pub struct FetchedPart {
     pub tp: TopicPartition,
     pub error_code: i16,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
     pub records: Bytes,
 }
 
@@ -98,7 +99,7 @@ impl Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderStart {
     pub tp: TopicPartition,
-    pub log_start_offset: Result<i64, i16>,
+    pub log_start_offset: Result<Offset, i16>,
 }
 
 /// The requests due now for the partitions this shard follows from `source`. `None` when it
@@ -119,7 +120,10 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<Plan> {
         }
         match (state.phase, partition) {
             (Phase::Truncating, Some(partition)) if !partition.leader_epochs().is_empty() => {
-                let latest = partition.leader_epochs().last().map_or(0, |e| e.epoch);
+                let latest = partition
+                    .leader_epochs()
+                    .last()
+                    .map_or(LeaderEpoch::FIRST, |e| e.epoch);
                 plan.queries.push(EpochQuery {
                     tp,
                     current_leader_epoch: state.leader_epoch,
@@ -135,8 +139,8 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<Plan> {
                     continue; // over budget: not asked for this time
                 }
                 plan.fetches.push(FetchPoint {
-                    offset: partition.as_ref().map_or(0, |p| p.log_end_offset()),
-                    log_start_offset: partition.as_ref().map_or(0, |p| p.log_start_offset()),
+                    offset: partition.as_ref().map_or(Offset::ZERO, |p| p.log_end_offset()),
+                    log_start_offset: partition.as_ref().map_or(Offset::ZERO, |p| p.log_start_offset()),
                     current_leader_epoch: state.leader_epoch,
                     tp,
                 });
@@ -184,26 +188,32 @@ async fn truncate_for(
     partition: &Rc<Partition>,
     answer: &EpochAnswer,
 ) -> Result<Phase, laminar_engine::partition::LogError> {
-    let ours = partition.leader_epochs().last().map_or(-1, |e| e.epoch);
+    let ours = partition
+        .leader_epochs()
+        .last()
+        .map_or(LeaderEpoch::UNKNOWN, |e| e.epoch);
     let end = partition.log_end_offset();
-    let (cut, next) = if answer.end_offset < 0 {
+    let (cut, next) = if answer.end_offset < Offset::ZERO {
         // The leader has no epoch up to ours: only what was committed is common.
         (partition.high_watermark(), Phase::Fetching)
     } else if answer.leader_epoch == ours {
         (answer.end_offset, Phase::Fetching)
     } else if answer.leader_epoch < ours {
         let (_, our_end) = partition.end_offset_for(answer.leader_epoch);
-        (answer.end_offset.min(our_end.max(0)), Phase::Truncating)
+        (
+            answer.end_offset.min(our_end.max(Offset::ZERO)),
+            Phase::Truncating,
+        )
     } else {
         // A leader answers the largest epoch up to the asked one: this is not an answer.
         return Ok(Phase::Truncating);
     };
     if cut < end {
-        let kept = partition.truncate_to(cut.max(0)).await?;
+        let kept = partition.truncate_to(cut.max(Offset::ZERO)).await?;
         tracing::info!(
-            dir_end = end,
-            kept,
-            leader_epoch = answer.leader_epoch,
+            dir_end = %end,
+            %kept,
+            leader_epoch = answer.leader_epoch.get(),
             "follower truncated"
         );
     }
@@ -279,9 +289,7 @@ async fn append_fetched(ctx: &Rc<BrokerCtx>, part: &FetchedPart) -> anyhow::Resu
     if high_watermark > partition.high_watermark() {
         partition.set_high_watermark(high_watermark);
         if let Some(replication) = &ctx.state.replication {
-            replication
-                .high_watermarks
-                .report(&part.tp.topic, part.tp.partition, high_watermark);
+            replication.high_watermarks.report(&part.tp, high_watermark);
         }
     }
     let leader_start = part.log_start_offset.min(partition.high_watermark());
@@ -320,7 +328,7 @@ pub async fn apply_starts(ctx: &Rc<BrokerCtx>, source: i32, starts: Vec<LeaderSt
 async fn start_at_or_truncate(
     ctx: &Rc<BrokerCtx>,
     tp: &TopicPartition,
-    leader_start: i64,
+    leader_start: Offset,
 ) -> anyhow::Result<Phase> {
     let partition = ctx.state.replica_partition(tp, OpenMode::Create).await?;
     let partition = partition.ok_or_else(|| anyhow::anyhow!("replica partition not opened"))?;

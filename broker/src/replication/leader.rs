@@ -8,17 +8,18 @@
 use std::collections::BTreeMap;
 
 use laminar_controller::PartitionState;
+use laminar_model::Offset;
 
 /// One follower as its leader sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FollowerProgress {
     /// Its log end offset, from its latest fetch; `None` until it fetched from this leader in
     /// this epoch (the high watermark waits for it).
-    log_end_offset: Option<i64>,
+    log_end_offset: Option<Offset>,
     /// When it last had everything the leader had (Kafka's `lastCaughtUpTimeMs`).
     caught_up_ms: i64,
     /// The leader's log end at the follower's previous fetch, and when that was.
-    previous_fetch_leader_end: i64,
+    previous_fetch_leader_end: Offset,
     previous_fetch_ms: i64,
 }
 
@@ -45,14 +46,14 @@ pub struct LeaderState {
     /// The ISR asked of the controller and not yet answered: one change at a time.
     pub pending_isr: Option<Vec<i32>>,
     /// The log end when this epoch began: a follower rejoins the ISR only once it has it.
-    epoch_start_offset: i64,
+    epoch_start_offset: Offset,
     node_id: i32,
 }
 
 impl LeaderState {
     /// Leadership of `state` (which names this node as leader) begins with the log at
     /// `log_end_offset`. Every ISR member gets a full `replica.lag.time.max.ms` to fetch.
-    pub fn new(node_id: i32, state: &PartitionState, log_end_offset: i64, now_ms: i64) -> Self {
+    pub fn new(node_id: i32, state: &PartitionState, log_end_offset: Offset, now_ms: i64) -> Self {
         assert_eq!(state.leader, node_id, "a leader state is for the leader");
         let followers = state
             .replicas
@@ -111,7 +112,7 @@ impl LeaderState {
     /// there) while the leader's log ends at `leader_end` (Kafka's caught-up rule: it caught up
     /// now if it has everything, or at its previous fetch if it had all the leader had then).
     /// Call after [`check_fetch`](Self::check_fetch) accepted it.
-    pub fn record_fetch(&mut self, replica_id: i32, fetch_offset: i64, leader_end: i64, now_ms: i64) {
+    pub fn record_fetch(&mut self, replica_id: i32, fetch_offset: Offset, leader_end: Offset, now_ms: i64) {
         let Some(progress) = self.followers.get_mut(&replica_id) else {
             return;
         };
@@ -144,7 +145,7 @@ impl LeaderState {
 
     /// The smallest log end offset over the maximal ISR, the leader's being `leader_end`;
     /// `None` while a member has not fetched in this epoch.
-    pub fn high_watermark(&self, leader_end: i64) -> Option<i64> {
+    pub fn high_watermark(&self, leader_end: Offset) -> Option<Offset> {
         self.maximal_isr()
             .iter()
             .map(|id| match *id == self.node_id {
@@ -160,7 +161,7 @@ impl LeaderState {
     /// fetching keeps the log end of its last fetch: a stopped broker, which the controller
     /// took out of the ISR when it fenced it, must not be proposed back, or every proposal is
     /// refused with INELIGIBLE_REPLICA). `None` while a change is pending or nothing changes.
-    pub fn isr_change(&self, high_watermark: i64, now_ms: i64, lag_time_max_ms: u64) -> Option<Vec<i32>> {
+    pub fn isr_change(&self, high_watermark: Offset, now_ms: i64, lag_time_max_ms: u64) -> Option<Vec<i32>> {
         if self.pending_isr.is_some() {
             return None;
         }
@@ -202,7 +203,7 @@ impl LeaderState {
     }
 
     /// Each follower's log end offset as last fetched (`None`: not yet in this epoch).
-    pub fn follower_ends(&self) -> impl Iterator<Item = (i32, Option<i64>)> + '_ {
+    pub fn follower_ends(&self) -> impl Iterator<Item = (i32, Option<Offset>)> + '_ {
         self.followers.iter().map(|(id, f)| (*id, f.log_end_offset))
     }
 }
@@ -212,7 +213,8 @@ impl FollowerProgress {
         FollowerProgress {
             log_end_offset: None,
             caught_up_ms: now_ms,
-            previous_fetch_leader_end: i64::MAX,
+            // Above any offset: no fetch before the first counts as caught up.
+            previous_fetch_leader_end: Offset::new(i64::MAX),
             previous_fetch_ms: now_ms,
         }
     }
@@ -221,6 +223,10 @@ impl FollowerProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn offset(value: i64) -> Offset {
+        Offset::new(value)
+    }
 
     fn state(replicas: &[i32], isr: &[i32], epoch: i32, partition_epoch: i32) -> PartitionState {
         PartitionState {
@@ -236,34 +242,38 @@ mod tests {
 
     #[test]
     fn the_high_watermark_waits_for_every_isr_member_and_is_their_smallest_end() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), 10, 0);
-        assert_eq!(leader.high_watermark(10), None, "followers have not fetched");
-        leader.record_fetch(2, 10, 10, 5);
-        assert_eq!(leader.high_watermark(10), None);
-        leader.record_fetch(3, 8, 12, 6);
-        assert_eq!(leader.high_watermark(12), Some(8));
-        leader.record_fetch(3, 12, 12, 7);
-        assert_eq!(leader.high_watermark(12), Some(10));
-        leader.record_fetch(2, 12, 12, 8);
-        assert_eq!(leader.high_watermark(15), Some(12));
+        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(10), 0);
+        assert_eq!(
+            leader.high_watermark(offset(10)),
+            None,
+            "followers have not fetched"
+        );
+        leader.record_fetch(2, offset(10), offset(10), 5);
+        assert_eq!(leader.high_watermark(offset(10)), None);
+        leader.record_fetch(3, offset(8), offset(12), 6);
+        assert_eq!(leader.high_watermark(offset(12)), Some(offset(8)));
+        leader.record_fetch(3, offset(12), offset(12), 7);
+        assert_eq!(leader.high_watermark(offset(12)), Some(offset(10)));
+        leader.record_fetch(2, offset(12), offset(12), 8);
+        assert_eq!(leader.high_watermark(offset(15)), Some(offset(12)));
     }
 
     #[test]
     fn a_fetch_past_the_leaders_log_end_counts_for_nothing() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1, 2], 4, 7), 10, 0);
-        leader.record_fetch(2, 15, 10, 5);
+        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1, 2], 4, 7), offset(10), 0);
+        leader.record_fetch(2, offset(15), offset(10), 5);
         assert_eq!(
-            leader.high_watermark(10),
+            leader.high_watermark(offset(10)),
             None,
             "follower 2 has not shown a prefix of the log"
         );
-        leader.record_fetch(2, 10, 10, 6);
-        assert_eq!(leader.high_watermark(10), Some(10));
+        leader.record_fetch(2, offset(10), offset(10), 6);
+        assert_eq!(leader.high_watermark(offset(10)), Some(offset(10)));
     }
 
     #[test]
     fn fetches_are_checked_against_the_replicas_and_the_epoch() {
-        let leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), 0, 0);
+        let leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(0), 0);
         assert_eq!(leader.check_fetch(2, 4), Ok(()));
         assert_eq!(leader.check_fetch(2, -1), Ok(()));
         assert_eq!(leader.check_fetch(2, 3), Err(FetchRefusal::FencedLeaderEpoch));
@@ -278,58 +288,62 @@ mod tests {
 
     #[test]
     fn a_follower_behind_for_the_lag_time_leaves_and_rejoins_once_caught_up() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), 0, 0);
-        leader.record_fetch(2, 0, 0, 100);
-        leader.record_fetch(3, 0, 0, 100);
+        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(0), 0);
+        leader.record_fetch(2, offset(0), offset(0), 100);
+        leader.record_fetch(3, offset(0), offset(0), 100);
         // 2 keeps up; 3 stops fetching at offset 0 while the leader grows.
         for t in [200, 400, 600, 800, 1000] {
-            leader.record_fetch(2, t, t, t);
+            leader.record_fetch(2, offset(t), offset(t), t);
         }
         assert_eq!(
-            leader.isr_change(0, 1000, 1000),
+            leader.isr_change(offset(0), 1000, 1000),
             None,
             "3 caught up at 100: not yet"
         );
-        let shrunk = leader.isr_change(0, 1101, 1000).expect("3 is out");
+        let shrunk = leader.isr_change(offset(0), 1101, 1000).expect("3 is out");
         assert_eq!(shrunk, vec![1, 2]);
         leader.pending_isr = Some(shrunk.clone());
-        assert_eq!(leader.isr_change(0, 2000, 1000), None, "one change at a time");
+        assert_eq!(
+            leader.isr_change(offset(0), 2000, 1000),
+            None,
+            "one change at a time"
+        );
         leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 1200);
         assert_eq!(leader.pending_isr, None);
         assert_eq!(
-            leader.high_watermark(1000),
-            Some(1000),
+            leader.high_watermark(offset(1000)),
+            Some(offset(1000)),
             "3 no longer holds it back"
         );
         // 3 fetches again, behind the high watermark: not yet; at it: back in.
-        leader.record_fetch(3, 500, 1000, 1300);
-        assert_eq!(leader.isr_change(1000, 1300, 1000), None);
-        leader.record_fetch(3, 1000, 1000, 1400);
-        assert_eq!(leader.isr_change(1000, 1400, 1000), Some(vec![1, 2, 3]));
+        leader.record_fetch(3, offset(500), offset(1000), 1300);
+        assert_eq!(leader.isr_change(offset(1000), 1300, 1000), None);
+        leader.record_fetch(3, offset(1000), offset(1000), 1400);
+        assert_eq!(leader.isr_change(offset(1000), 1400, 1000), Some(vec![1, 2, 3]));
     }
 
     #[test]
     fn a_follower_that_stopped_fetching_is_not_proposed_back_once_the_lag_time_passed() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), 10, 0);
-        leader.record_fetch(2, 10, 10, 100);
-        leader.record_fetch(3, 10, 10, 100);
+        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(10), 0);
+        leader.record_fetch(2, offset(10), offset(10), 100);
+        leader.record_fetch(3, offset(10), offset(10), 100);
         // 3 stops (and is fenced: the controller takes it out of the ISR); nothing is written
         // since, so the log end of its last fetch still has the high watermark.
         leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 200);
-        leader.record_fetch(2, 10, 10, 1000);
+        leader.record_fetch(2, offset(10), offset(10), 1000);
         assert_eq!(
-            leader.isr_change(10, 1000, 1000),
+            leader.isr_change(offset(10), 1000, 1000),
             Some(vec![1, 2, 3]),
             "fetched 900 ms ago"
         );
         assert_eq!(
-            leader.isr_change(10, 1101, 1000),
+            leader.isr_change(offset(10), 1101, 1000),
             None,
             "no fetch for the lag time"
         );
-        leader.record_fetch(3, 10, 10, 1200);
+        leader.record_fetch(3, offset(10), offset(10), 1200);
         assert_eq!(
-            leader.isr_change(10, 1200, 1000),
+            leader.isr_change(offset(10), 1200, 1000),
             Some(vec![1, 2, 3]),
             "fetching again"
         );
@@ -337,21 +351,29 @@ mod tests {
 
     #[test]
     fn a_follower_rejoins_only_past_the_start_of_the_leaders_epoch() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), 50, 0);
-        leader.record_fetch(2, 40, 50, 10);
-        assert_eq!(leader.high_watermark(50), Some(50), "the ISR is the leader alone");
-        assert_eq!(leader.isr_change(40, 10, 1000), None, "below the epoch start");
-        leader.record_fetch(2, 50, 50, 20);
-        assert_eq!(leader.isr_change(50, 20, 1000), Some(vec![1, 2]));
+        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), offset(50), 0);
+        leader.record_fetch(2, offset(40), offset(50), 10);
+        assert_eq!(
+            leader.high_watermark(offset(50)),
+            Some(offset(50)),
+            "the ISR is the leader alone"
+        );
+        assert_eq!(
+            leader.isr_change(offset(40), 10, 1000),
+            None,
+            "below the epoch start"
+        );
+        leader.record_fetch(2, offset(50), offset(50), 20);
+        assert_eq!(leader.isr_change(offset(50), 20, 1000), Some(vec![1, 2]));
     }
 
     #[test]
     fn an_addition_counts_for_the_high_watermark_before_it_is_committed() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), 0, 0);
-        leader.record_fetch(2, 10, 10, 1);
-        leader.pending_isr = leader.isr_change(10, 1, 1000);
+        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), offset(0), 0);
+        leader.record_fetch(2, offset(10), offset(10), 1);
+        leader.pending_isr = leader.isr_change(offset(10), 1, 1000);
         assert_eq!(leader.pending_isr, Some(vec![1, 2]));
-        assert_eq!(leader.high_watermark(20), Some(10));
+        assert_eq!(leader.high_watermark(offset(20)), Some(offset(10)));
         // A stale answer (older partition epoch) changes nothing.
         leader.update(&state(&[1, 2], &[1], 3, 4), 2);
         assert_eq!(leader.isr, vec![1]);

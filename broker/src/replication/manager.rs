@@ -14,6 +14,7 @@ use laminar_controller::api::AlterPartitionRequest;
 use laminar_controller::{MetadataImage, PartitionState, Refusal};
 use laminar_engine::partition::high_watermarks;
 use laminar_engine::shard::shard_of_partition;
+use laminar_model::Offset;
 
 use super::IsrChange;
 use crate::broker::{BrokerCtx, TopicPartition};
@@ -67,9 +68,9 @@ async fn load_checkpoint(ctx: &Rc<BrokerCtx>) {
     let partitions = &ctx.state.partitions;
     match high_watermarks::read_log_dir(&**partitions.storage(), partitions.log_dir()).await {
         Ok(entries) => {
-            for ((topic, partition), hw) in entries {
-                if shard_of_partition(&topic, partition, ctx.shard_count()) == ctx.id() {
-                    replication.high_watermarks.report(&topic, partition, hw);
+            for (tp, hw) in entries {
+                if shard_of_partition(&tp.topic, tp.partition, ctx.shard_count()) == ctx.id() {
+                    replication.high_watermarks.report(&tp, hw);
                 }
             }
         }
@@ -155,7 +156,7 @@ async fn lead(ctx: &Rc<BrokerCtx>, tp: &TopicPartition, state: &PartitionState, 
         // cannot be opened (its error is reported where it is used).
         Err(_) => return,
     };
-    let log_end = partition.as_ref().map_or(0, |p| p.log_end_offset());
+    let log_end = partition.as_ref().map_or(Offset::ZERO, |p| p.log_end_offset());
     replication.become_leader(tp, state, log_end, now_ms);
     if let Some(partition) = partition {
         replication.leader_appended(tp, &partition);

@@ -27,6 +27,7 @@ use laminar_controller::api::AlterPartitionResult;
 use laminar_controller::PartitionState;
 use laminar_engine::partition::high_watermarks::ShardHighWatermarks;
 use laminar_engine::partition::Partition;
+use laminar_model::{LeaderEpoch, Offset};
 
 use crate::config::ReplicationSettings;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
@@ -88,8 +89,8 @@ impl ShardReplication {
     /// checkpointed one (0 without), never at the log end, so that nothing uncommitted shows.
     pub fn on_open(&self, tp: &TopicPartition, partition: &Partition) {
         if !partition.is_replicated() {
-            let checkpointed = self.high_watermarks.get(&tp.topic, tp.partition);
-            partition.set_high_watermark(checkpointed.unwrap_or(0));
+            let checkpointed = self.high_watermarks.get(tp);
+            partition.set_high_watermark(checkpointed.unwrap_or(Offset::ZERO));
         }
     }
 
@@ -120,7 +121,7 @@ impl ShardReplication {
         &self,
         tp: &TopicPartition,
         partition: &Rc<Partition>,
-        (last_offset, min_insync_replicas): (i64, i32),
+        (last_offset, min_insync_replicas): (Offset, i32),
         timeout: std::time::Duration,
     ) -> Result<(), PartitionAccessError> {
         let deadline = std::time::Instant::now() + timeout;
@@ -161,7 +162,7 @@ impl ShardReplication {
         leader
             .check_fetch(fetch.replica_id, fetch.current_leader_epoch)
             .map_err(|refusal| PartitionAccessError::Refused(refusal_code(refusal)))?;
-        let leader_end = partition.map_or(0, |p| p.log_end_offset());
+        let leader_end = partition.map_or(Offset::ZERO, |p| p.log_end_offset());
         leader.record_fetch(fetch.replica_id, fetch.fetch_offset, leader_end, now_ms);
         drop(led);
         Ok(self.advance_led(tp, partition, now_ms))
@@ -182,7 +183,7 @@ impl ShardReplication {
         if let Some(hw) = leader.high_watermark(partition.log_end_offset()) {
             if hw > partition.high_watermark() {
                 partition.set_high_watermark(hw);
-                self.high_watermarks.report(&tp.topic, tp.partition, hw);
+                self.high_watermarks.report(tp, hw);
             }
         }
     }
@@ -198,7 +199,7 @@ impl ShardReplication {
         if let Some(partition) = partition {
             self.raise_high_watermark(tp, partition);
         }
-        let high_watermark = partition.map_or(0, |p| p.high_watermark());
+        let high_watermark = partition.map_or(Offset::ZERO, |p| p.high_watermark());
         let mut led = self.led.borrow_mut();
         let leader = led.get_mut(tp)?;
         let new_isr = leader.isr_change(high_watermark, now_ms, self.settings.lag_time_max_ms)?;
@@ -216,15 +217,16 @@ impl ShardReplication {
     pub fn follow(&self, tp: &TopicPartition, state: &PartitionState) {
         self.led.borrow_mut().remove(tp);
         let mut followed = self.followed.borrow_mut();
+        let leader_epoch = LeaderEpoch::new(state.leader_epoch);
         let same = followed
             .get(tp)
-            .is_some_and(|f| f.leader == state.leader && f.leader_epoch == state.leader_epoch);
+            .is_some_and(|f| f.leader == state.leader && f.leader_epoch == leader_epoch);
         if !same {
             followed.insert(
                 tp.clone(),
                 FollowState {
                     leader: state.leader,
-                    leader_epoch: state.leader_epoch,
+                    leader_epoch,
                     phase: Phase::Truncating,
                     retry_at_ms: 0,
                 },
@@ -257,7 +259,7 @@ impl ShardReplication {
     }
 
     /// Starts leading `tp` in the epoch of `state`, with the log ending at `log_end`.
-    pub fn become_leader(&self, tp: &TopicPartition, state: &PartitionState, log_end: i64, now_ms: i64) {
+    pub fn become_leader(&self, tp: &TopicPartition, state: &PartitionState, log_end: Offset, now_ms: i64) {
         if self.followed.borrow_mut().remove(tp).is_some() {
             self.followed_changed.notify(usize::MAX);
         }
@@ -266,7 +268,7 @@ impl ShardReplication {
             topic = &*tp.topic,
             partition = tp.partition,
             leader_epoch = state.leader_epoch,
-            log_end,
+            %log_end,
             "leading"
         );
         self.led.borrow_mut().insert(tp.clone(), leader);
@@ -295,7 +297,7 @@ impl ShardReplication {
             self.followed_changed.notify(usize::MAX);
         }
         for tp in &dropped {
-            self.high_watermarks.remove(&tp.topic, tp.partition);
+            self.high_watermarks.remove(tp);
         }
         dropped
     }
@@ -350,7 +352,7 @@ impl ShardReplication {
 
     /// Each follower's log end offset on a partition this shard leads (for DescribeLogDirs and
     /// the status page).
-    pub fn follower_ends(&self, tp: &TopicPartition) -> Vec<(i32, Option<i64>)> {
+    pub fn follower_ends(&self, tp: &TopicPartition) -> Vec<(i32, Option<Offset>)> {
         let led = self.led.borrow();
         led.get(tp).map_or_else(Vec::new, |l| l.follower_ends().collect())
     }
@@ -383,7 +385,12 @@ impl ShardReplication {
             .cloned()
     }
 
-    fn with_followed(&self, tp: &TopicPartition, leader_epoch: i32, change: impl FnOnce(&mut FollowState)) {
+    fn with_followed(
+        &self,
+        tp: &TopicPartition,
+        leader_epoch: LeaderEpoch,
+        change: impl FnOnce(&mut FollowState),
+    ) {
         if let Some(state) = self.followed.borrow_mut().get_mut(tp) {
             if state.leader_epoch == leader_epoch {
                 change(state);
@@ -391,12 +398,12 @@ impl ShardReplication {
         }
     }
 
-    pub fn set_phase(&self, tp: &TopicPartition, leader_epoch: i32, phase: Phase) {
+    pub fn set_phase(&self, tp: &TopicPartition, leader_epoch: LeaderEpoch, phase: Phase) {
         self.with_followed(tp, leader_epoch, |s| s.phase = phase);
     }
 
     /// No request for `tp` for `replica.fetch.backoff.ms`.
-    pub fn retry_later(&self, tp: &TopicPartition, leader_epoch: i32, now_ms: i64) {
+    pub fn retry_later(&self, tp: &TopicPartition, leader_epoch: LeaderEpoch, now_ms: i64) {
         let backoff = i64::try_from(self.settings.fetch_backoff_ms).unwrap_or(i64::MAX);
         self.with_followed(tp, leader_epoch, |s| {
             s.retry_at_ms = now_ms.saturating_add(backoff)
@@ -428,7 +435,7 @@ impl ShardReplication {
 pub struct FollowerFetch {
     pub replica_id: i32,
     pub current_leader_epoch: i32,
-    pub fetch_offset: i64,
+    pub fetch_offset: Offset,
 }
 
 /// An ISR change a leader asks the controller for.

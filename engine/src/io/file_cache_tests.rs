@@ -368,6 +368,7 @@ fn an_open_that_fails_gives_back_its_place_among_the_files_being_parked() {
 fn a_checkpoint_gives_back_the_index_files_descriptors_and_keeps_the_log_open() {
     use crate::log::batch::testing::BatchBuilder;
     use crate::partition::{LogConfig, Partition};
+    use laminar_model::Offset;
     block_on(async {
         let storage = storage().await;
         let budget = DescriptorBudget::new(64);
@@ -396,14 +397,14 @@ fn a_checkpoint_gives_back_the_index_files_descriptors_and_keeps_the_log_open() 
         // Entries dropped from memory come back from the file, which opens again; appends
         // and the next checkpoint write to it as before.
         while p.release_unused_indexes() > 0 {}
-        let read = p.read(33, 1 << 20, false).await.unwrap().data;
+        let read = p.read(Offset::new(33), 1 << 20, false).await.unwrap().data;
         assert_eq!(read.len(), 20 - 11, "from the batch holding 33 on");
         for ts in 20..30 {
             p.append(batch(ts), 0).await.unwrap();
         }
         assert!(p.checkpoint().await.unwrap());
         assert!(cache.stats().reopens > after.reopens);
-        let read = p.read(75, 1 << 20, false).await.unwrap().data;
+        let read = p.read(Offset::new(75), 1 << 20, false).await.unwrap().data;
         assert_eq!(read.len(), 30 - 25);
     });
 }

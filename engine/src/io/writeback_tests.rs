@@ -298,13 +298,14 @@ fn off_submits_nothing_and_opens_no_descriptor() {
 fn a_partition_log_is_written_behind() {
     use crate::log::batch::testing::BatchBuilder;
     use crate::partition::{LogConfig, Partition};
+    use laminar_model::Offset;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t-0");
     run(move || async move {
         let storage = Rc::new(storage(64 * 1024, 4));
         let config = LogConfig::default();
         let partition = Partition::open(storage.clone(), path, config).await.unwrap();
-        let mut last = 0;
+        let mut last = Offset::ZERO;
         for i in 0..64 {
             let records = BatchBuilder::new(i).records_of(8, 1024).build();
             let info = partition.append(Bytes::from(records), 0).await.unwrap();

@@ -289,7 +289,7 @@ fn randomized_against_a_model() {
                                 Some(v) => model.insert(k.clone(), v.clone()),
                                 None => model.remove(&k),
                             };
-                            written.insert(info.base_offset + i as i64, (k, v));
+                            written.insert(info.base_offset.get() + i as i64, (k, v));
                         }
                     }
                 }

@@ -47,6 +47,7 @@ pub use send::RecordBytes;
 use crate::io::{Storage, StorageFile};
 use batch::BatchIter;
 use bytes::Bytes;
+use laminar_model::{LeaderEpoch, Offset};
 use records::check_keyed;
 use segment::{Segment, SegmentFileMaker};
 use staged::StagedAppend;
@@ -58,11 +59,11 @@ use std::rc::Rc;
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendInfo {
-    pub base_offset: i64,
-    pub last_offset: i64,
+    pub base_offset: Offset,
+    pub last_offset: Offset,
     /// The broker's timestamp for LogAppendTime topics, -1 for CreateTime.
     pub log_append_time_ms: i64,
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
     pub record_count: u32,
     pub bytes: u32,
 }
@@ -73,7 +74,7 @@ struct LogState<F> {
     segments: Vec<Rc<Segment<F>>>,
     log_start_offset: i64,
     log_end_offset: i64,
-    leader_epoch: i32,
+    leader_epoch: LeaderEpoch,
 }
 
 /// One partition's segmented log. Owned by one shard; not Send. Writers (append, roll,
@@ -288,12 +289,12 @@ impl<S: Storage> Log<S> {
     }
 
     /// The leader epoch stamped into every appended batch (KIP-101).
-    pub fn set_leader_epoch(&self, epoch: i32) {
+    pub fn set_leader_epoch(&self, epoch: LeaderEpoch) {
         self.state.borrow_mut().leader_epoch = epoch;
     }
 
     /// The leader epoch the next append stamps.
-    pub fn leader_epoch(&self) -> i32 {
+    pub fn leader_epoch(&self) -> LeaderEpoch {
         self.state.borrow().leader_epoch
     }
 
@@ -415,7 +416,7 @@ impl<S: Storage> Log<S> {
             .await?;
         let (base_offset, epoch) = {
             let state = self.state.borrow();
-            (state.log_end_offset, state.leader_epoch)
+            (state.log_end_offset, state.leader_epoch.get())
         };
         let append_time = config.timestamp_type == TimestampType::LogAppendTime;
         let staged = if append_time {
@@ -460,10 +461,10 @@ impl<S: Storage> Log<S> {
         let mut state = self.state.borrow_mut();
         state.log_end_offset = last.next_offset();
         Ok(AppendInfo {
-            base_offset: first.base_offset,
-            last_offset: last.last_offset(),
+            base_offset: Offset::new(first.base_offset),
+            last_offset: Offset::new(last.last_offset()),
             log_append_time_ms: -1,
-            log_start_offset: state.log_start_offset,
+            log_start_offset: Offset::new(state.log_start_offset),
             record_count: headers.iter().map(|h| h.record_count as u32).sum(),
             bytes,
         })

@@ -11,6 +11,7 @@ use super::segment::{self, parse_log_name, Segment, SegmentFileMaker, SegmentFil
 use super::{compaction, retention, timeindex, Log, LogConfig, LogError, LogState};
 use crate::io::{Storage, StorageFile};
 use crate::local_sync::LocalLock;
+use laminar_model::LeaderEpoch;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -73,7 +74,7 @@ impl<S: Storage> Log<S> {
             segments,
             log_start_offset,
             log_end_offset,
-            leader_epoch: 0,
+            leader_epoch: LeaderEpoch::FIRST,
         };
         let log = Log {
             storage,

@@ -16,6 +16,7 @@ use super::segment::Segment;
 use super::{Log, LogError};
 use crate::io::{write_file_atomically, Storage, StorageFile};
 use bytes::Bytes;
+use laminar_model::Offset;
 use std::io;
 use std::path::Path;
 use std::rc::Rc;
@@ -27,7 +28,7 @@ pub const START_OFFSET_FILE: &str = "log-start-offset";
 pub struct RetentionOutcome {
     pub segments_deleted: usize,
     pub bytes_deleted: u64,
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
 }
 
 pub fn encode_start_offset(offset: i64) -> [u8; 12] {
@@ -109,7 +110,7 @@ impl<S: Storage> Log<S> {
         };
         let mut outcome = RetentionOutcome {
             segments_deleted: removed.len(),
-            log_start_offset: self.log_start_offset(),
+            log_start_offset: Offset::new(self.log_start_offset()),
             ..Default::default()
         };
         for segment in &removed {

@@ -51,7 +51,7 @@ async fn assert_batches(p: &Partition<FaultyStorage>, expected: &[(i64, i64)]) {
     for &(base, ts) in expected {
         let mut offset = base;
         loop {
-            let read = p.read(offset, 1, true).await.unwrap();
+            let read = p.read(Offset::new(offset), 1, true).await.unwrap();
             let header: BatchHeader = batch::validate(&read.data[0], usize::MAX).unwrap();
             assert_eq!(
                 (header.base_offset, header.base_timestamp),
@@ -65,14 +65,14 @@ async fn assert_batches(p: &Partition<FaultyStorage>, expected: &[(i64, i64)]) {
             }
         }
     }
-    assert_eq!(p.log_end_offset(), end);
+    assert_eq!(p.log_end_offset().get(), end);
 }
 
 /// Appends until the partition refuses one, noting the accepted ones in `acked`; returns why.
 async fn append_until_refused(p: &Partition<FaultyStorage>, acked: &mut Vec<(i64, i64)>) -> LogError {
     for ts in 1000 * acked.len() as i64.. {
         match p.append(batch(ts), 0).await {
-            Ok(info) => acked.push((info.base_offset, ts)),
+            Ok(info) => acked.push((info.base_offset.get(), ts)),
             Err(error) => return error,
         }
     }
@@ -86,7 +86,7 @@ fn appends_refused_while_the_disk_is_full_resume_once_space_returns() {
         let p = open(&storage).await;
         let mut acked = Vec::new();
         for ts in 0..4 {
-            acked.push((p.append(batch(ts), 0).await.unwrap().base_offset, ts));
+            acked.push((p.append(batch(ts), 0).await.unwrap().base_offset.get(), ts));
         }
         p.flush().await.unwrap();
         // Space for less than two batches: each append writes part of its bytes (and makes
@@ -94,11 +94,11 @@ fn appends_refused_while_the_disk_is_full_resume_once_space_returns() {
         let two_batches = Bytes::from([batch(98), batch(99)].concat());
         for left in [0, 40, 100, 200] {
             storage.set_space_left(Some(left));
-            let (end, stored) = (p.log_end_offset(), active_log_len(&storage, &p));
+            let (end, stored) = (p.log_end_offset().get(), active_log_len(&storage, &p));
             let refused = p.append(two_batches.clone(), 0).await.unwrap_err();
             assert!(matches!(refused, LogError::Exhausted(_)), "{refused}");
             assert!(!refused.is_storage_failure(), "the log dir has not failed");
-            assert_eq!(p.log_end_offset(), end, "no offsets taken");
+            assert_eq!(p.log_end_offset().get(), end, "no offsets taken");
             assert_eq!(
                 active_log_len(&storage, &p),
                 stored,
@@ -111,9 +111,9 @@ fn appends_refused_while_the_disk_is_full_resume_once_space_returns() {
         for ts in 5..9 {
             let info = p.append(batch_of(1, ts), 0).await.unwrap();
             if ts == 5 {
-                assert_eq!(info.base_offset, 12, "right after the acknowledged batches");
+                assert_eq!(info.base_offset.get(), 12, "right after the acknowledged batches");
             }
-            acked.push((info.base_offset, ts));
+            acked.push((info.base_offset.get(), ts));
             p.wait_durable(info.last_offset).await.unwrap();
         }
         assert_batches(&p, &acked).await;
@@ -135,7 +135,7 @@ fn a_roll_refused_for_lack_of_space_is_retried_and_nothing_acknowledged_is_lost(
             assert_batches(&p, &acked).await;
             storage.set_space_left(None);
             let info = p.append(batch(left), 0).await.unwrap();
-            acked.push((info.base_offset, left));
+            acked.push((info.base_offset.get(), left));
             p.flush().await.unwrap();
         }
         assert!(p.segment_count() > 2, "the runs went through rolls");
@@ -146,7 +146,7 @@ fn a_roll_refused_for_lack_of_space_is_retried_and_nothing_acknowledged_is_lost(
         let p = open(&storage).await;
         assert_batches(&p, &acked).await;
         let info = p.append(batch(7), 0).await.unwrap();
-        assert_eq!(info.base_offset, acked.last().unwrap().0 + 3);
+        assert_eq!(info.base_offset.get(), acked.last().unwrap().0 + 3);
     });
 }
 
@@ -169,7 +169,9 @@ fn an_append_whose_index_write_finds_no_space_leaves_no_index_entry_behind() {
             let two_batches = Bytes::from([batch(ts), batch(ts + 1)].concat());
             storage.set_space_left(Some(two_batches.len() as u64 + 8));
             match p.append(two_batches, 0).await {
-                Ok(info) => acked.extend([(info.base_offset, ts), (info.base_offset + 3, ts + 1)]),
+                Ok(info) => {
+                    acked.extend([(info.base_offset.get(), ts), (info.base_offset.get() + 3, ts + 1)])
+                }
                 Err(error) => break error,
             }
         };
@@ -184,7 +186,7 @@ fn an_append_whose_index_write_finds_no_space_leaves_no_index_entry_behind() {
         // batches.
         for ts in 100_000..100_008 {
             let info = p.append(batch_of(1, ts), 0).await.unwrap();
-            acked.push((info.base_offset, ts));
+            acked.push((info.base_offset.get(), ts));
         }
         assert_batches(&p, &acked).await;
     });
@@ -203,14 +205,14 @@ fn a_roll_without_space_for_its_producer_snapshot_still_appends() {
             // Up to the batch that no longer fits in the segment.
             while p.size_bytes() + batch(0).len() as u64 <= small_config().segment_bytes {
                 let ts = acked.len() as i64;
-                acked.push((p.append(batch(ts), 0).await.unwrap().base_offset, ts));
+                acked.push((p.append(batch(ts), 0).await.unwrap().base_offset.get(), ts));
             }
             storage.set_space_left(Some(left));
             let outcome = match p.append(batch(99), 0).await {
                 Ok(info) => {
                     assert_eq!(p.segment_count(), 2, "the append rolled");
-                    acked.push((info.base_offset, 99));
-                    let snapshot = producer_snapshot::snapshot_path(&dir(), info.base_offset);
+                    acked.push((info.base_offset.get(), 99));
+                    let snapshot = producer_snapshot::snapshot_path(&dir(), info.base_offset.get());
                     if storage.file_bytes(&snapshot).is_some() {
                         "appended with a snapshot"
                     } else {

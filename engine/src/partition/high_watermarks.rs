@@ -22,6 +22,7 @@
 use super::checkpoint_file;
 use crate::io::{write_file_atomically, Storage};
 use bytes::Bytes;
+use laminar_model::{Offset, TopicPartition};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io;
@@ -36,8 +37,8 @@ const MAX_FILE_BYTES: usize = 64 << 20;
 /// Kafka's longest topic name.
 const MAX_TOPIC_LEN: usize = 249;
 
-/// High watermarks by (topic, partition). Plain data.
-pub type HighWatermarkMap = BTreeMap<(String, i32), i64>;
+/// High watermarks by partition, in the file's order (topic, then index). Plain data.
+pub type HighWatermarkMap = BTreeMap<TopicPartition, Offset>;
 
 /// The file of shard `shard` in `log_dir`.
 pub fn shard_file(log_dir: &Path, shard: usize) -> PathBuf {
@@ -53,7 +54,7 @@ fn legal_topic(name: &str) -> bool {
 pub fn encode(entries: &HighWatermarkMap) -> String {
     let lines: Vec<String> = entries
         .iter()
-        .map(|((topic, partition), offset)| format!("{topic} {partition} {offset}"))
+        .map(|(tp, offset)| format!("{} {} {offset}", tp.topic, tp.partition))
         .collect();
     checkpoint_file::encode(&lines)
 }
@@ -64,18 +65,19 @@ pub fn decode(bytes: &[u8]) -> Result<HighWatermarkMap, String> {
     for (i, line) in checkpoint_file::entry_lines(bytes)?.into_iter().enumerate() {
         let (topic, partition, offset) =
             parse_line(line).ok_or_else(|| format!("bad entry line {}: {line:?}", i + 3))?;
-        if entries.insert((topic.to_string(), partition), offset).is_some() {
+        let tp = TopicPartition::new(topic, partition);
+        if entries.insert(tp, offset).is_some() {
             return Err(format!("{topic}-{partition} appears twice"));
         }
     }
     Ok(entries)
 }
 
-fn parse_line(line: &str) -> Option<(&str, i32, i64)> {
+fn parse_line(line: &str) -> Option<(&str, i32, Offset)> {
     let mut fields = line.split(' ');
     let topic = fields.next().filter(|t| legal_topic(t))?;
     let partition = fields.next()?.parse().ok().filter(|p| *p >= 0)?;
-    let offset = fields.next()?.parse().ok().filter(|o| *o >= 0)?;
+    let offset = fields.next()?.parse().ok().filter(|o| *o >= 0).map(Offset::new)?;
     fields.next().is_none().then_some((topic, partition, offset))
 }
 
@@ -126,24 +128,20 @@ impl ShardHighWatermarks {
     }
 
     /// Records the high watermark of one of this shard's partitions.
-    pub fn report(&self, topic: &str, partition: i32, high_watermark: i64) {
-        let key = (topic.to_string(), partition);
-        let previous = self.entries.borrow_mut().insert(key, high_watermark);
+    pub fn report(&self, tp: &TopicPartition, high_watermark: Offset) {
+        let previous = self.entries.borrow_mut().insert(tp.clone(), high_watermark);
         self.changed
             .set(self.changed.get() || previous != Some(high_watermark));
     }
 
     /// Forgets a partition (deleted, or no longer this shard's).
-    pub fn remove(&self, topic: &str, partition: i32) {
-        let removed = self.entries.borrow_mut().remove(&(topic.to_string(), partition));
+    pub fn remove(&self, tp: &TopicPartition) {
+        let removed = self.entries.borrow_mut().remove(tp);
         self.changed.set(self.changed.get() || removed.is_some());
     }
 
-    pub fn get(&self, topic: &str, partition: i32) -> Option<i64> {
-        self.entries
-            .borrow()
-            .get(&(topic.to_string(), partition))
-            .copied()
+    pub fn get(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.entries.borrow().get(tp).copied()
     }
 
     /// Writes the shard's file when anything changed since the last write; returns whether it
@@ -169,7 +167,10 @@ mod tests {
     use futures::executor::block_on;
 
     fn map(entries: &[(&str, i32, i64)]) -> HighWatermarkMap {
-        entries.iter().map(|&(t, p, o)| ((t.to_string(), p), o)).collect()
+        entries
+            .iter()
+            .map(|&(t, p, o)| (TopicPartition::new(t, p), Offset::new(o)))
+            .collect()
     }
 
     #[test]
@@ -211,10 +212,11 @@ mod tests {
                 ShardHighWatermarks::new(&dir, 0),
                 ShardHighWatermarks::new(&dir, 1),
             );
-            zero.report("t", 0, 10);
-            zero.report("t", 2, 30);
-            one.report("t", 1, 20);
-            one.report("t", 2, 25); // stale: the shard count changed
+            let t = |partition| TopicPartition::new("t", partition);
+            zero.report(&t(0), Offset::new(10));
+            zero.report(&t(2), Offset::new(30));
+            one.report(&t(1), Offset::new(20));
+            one.report(&t(2), Offset::new(25)); // stale: the shard count changed
             assert!(zero.checkpoint(&storage).await.unwrap());
             assert!(!zero.checkpoint(&storage).await.unwrap(), "nothing changed");
             assert!(one.checkpoint(&storage).await.unwrap());

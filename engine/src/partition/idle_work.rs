@@ -138,6 +138,7 @@ mod tests {
     use super::*;
     use crate::io::FaultyStorage;
     use futures::executor::block_on;
+    use laminar_model::Offset;
     use std::path::PathBuf;
 
     async fn open_listed(
@@ -202,10 +203,10 @@ mod tests {
             );
             assert_eq!(pass(&list).await, 0, "an idle shard's pass visits none");
 
-            let read = partitions[1].read(0, 1 << 20, true).await.unwrap();
+            let read = partitions[1].read(Offset::ZERO, 1 << 20, true).await.unwrap();
             assert!(!read.data.is_empty());
             assert!(list.is_empty(), "a read from the segment's start needs no index");
-            let read = partitions[1].read(27, 1 << 20, true).await.unwrap();
+            let read = partitions[1].read(Offset::new(27), 1 << 20, true).await.unwrap();
             assert!(!read.data.is_empty());
             assert_eq!(list.len(), 1, "a read brought index entries back: listed again");
             partitions[1].close().await.unwrap();

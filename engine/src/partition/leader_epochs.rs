@@ -24,14 +24,15 @@
 use super::checkpoint_file;
 use crate::io::{write_file_atomically, Storage};
 use bytes::Bytes;
+use laminar_model::{LeaderEpoch, Offset};
 use std::io;
 use std::path::Path;
 
 pub const LEADER_EPOCH_FILE: &str = "leader-epoch-checkpoint";
 
-/// Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET (OffsetForLeaderEpoch's "no answer").
-pub const UNDEFINED_EPOCH: i32 = -1;
-pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+/// Kafka's UNDEFINED_EPOCH_OFFSET: with [`LeaderEpoch::UNKNOWN`], OffsetForLeaderEpoch's
+/// "no answer".
+pub const UNDEFINED_EPOCH_OFFSET: Offset = Offset::new(-1);
 
 /// A file larger than this is refused before it is read: it bounds the memory an open gives
 /// the list (about 100 000 entries, one per leader election that reached the log; retention
@@ -41,8 +42,8 @@ const MAX_FILE_BYTES: usize = 4 << 20;
 /// One entry: `epoch` starts at `start_offset`. Plain data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochEntry {
-    pub epoch: i32,
-    pub start_offset: i64,
+    pub epoch: LeaderEpoch,
+    pub start_offset: Offset,
 }
 
 /// Why an assignment was refused: it would break the strictly increasing order.
@@ -51,10 +52,10 @@ pub struct EpochEntry {
     "leader epoch {epoch} at offset {start_offset} does not follow epoch {latest_epoch} at {latest_start}"
 )]
 pub struct EpochOutOfOrder {
-    pub epoch: i32,
-    pub start_offset: i64,
-    pub latest_epoch: i32,
-    pub latest_start: i64,
+    pub epoch: LeaderEpoch,
+    pub start_offset: Offset,
+    pub latest_epoch: LeaderEpoch,
+    pub latest_start: Offset,
 }
 
 /// The list, in memory. Owned by the partition's shard (inside its `Partition`); plain data.
@@ -70,7 +71,7 @@ impl LeaderEpochs {
         let ordered = entries
             .windows(2)
             .all(|w| w[0].epoch < w[1].epoch && w[0].start_offset < w[1].start_offset);
-        let valid = entries.iter().all(|e| e.epoch >= 0 && e.start_offset >= 0);
+        let valid = entries.iter().all(|e| is_valid(e.epoch, e.start_offset));
         if !(ordered && valid) {
             return Err("epochs and start offsets are not non-negative and strictly increasing".into());
         }
@@ -79,9 +80,9 @@ impl LeaderEpochs {
 
     /// The list of a log whose batches all have epoch 0: one entry at `log_start` unless the
     /// log is empty.
-    pub fn implicit(log_start: i64, log_end: i64) -> Self {
+    pub fn implicit(log_start: Offset, log_end: Offset) -> Self {
         let entries = (log_end > log_start).then_some(EpochEntry {
-            epoch: 0,
+            epoch: LeaderEpoch::FIRST,
             start_offset: log_start,
         });
         LeaderEpochs {
@@ -91,7 +92,7 @@ impl LeaderEpochs {
 
     /// Whether the list says no more than [`implicit`](Self::implicit) would: epoch 0 only.
     pub fn is_implicit(&self) -> bool {
-        self.entries.iter().all(|entry| entry.epoch == 0)
+        self.entries.iter().all(|entry| entry.epoch == LeaderEpoch::FIRST)
     }
 
     pub fn entries(&self) -> &[EpochEntry] {
@@ -103,7 +104,7 @@ impl LeaderEpochs {
     }
 
     /// Whether `epoch` is the latest entry's: assigning it again changes nothing.
-    pub fn is_latest(&self, epoch: i32) -> bool {
+    pub fn is_latest(&self, epoch: LeaderEpoch) -> bool {
         self.latest().is_some_and(|latest| latest.epoch == epoch)
     }
 
@@ -111,15 +112,15 @@ impl LeaderEpochs {
     /// changes when `epoch` is already the latest. An entry at the same start offset as the
     /// latest one replaces it (that epoch never got a batch kept in the log, as in Kafka); a
     /// lower epoch, or a start offset below the latest one, is refused.
-    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, EpochOutOfOrder> {
+    pub fn assign(&mut self, epoch: LeaderEpoch, start_offset: Offset) -> Result<bool, EpochOutOfOrder> {
         let latest = self.latest();
         let refused = EpochOutOfOrder {
             epoch,
             start_offset,
-            latest_epoch: latest.map_or(UNDEFINED_EPOCH, |l| l.epoch),
+            latest_epoch: latest.map_or(LeaderEpoch::UNKNOWN, |l| l.epoch),
             latest_start: latest.map_or(UNDEFINED_EPOCH_OFFSET, |l| l.start_offset),
         };
-        if epoch < 0 || start_offset < 0 {
+        if !is_valid(epoch, start_offset) {
             return Err(refused);
         }
         if self.is_latest(epoch) {
@@ -139,7 +140,7 @@ impl LeaderEpochs {
 
     /// Drops the entries that start at or after `end_offset` (the log was cut there); returns
     /// whether any was.
-    pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
+    pub fn truncate_from_end(&mut self, end_offset: Offset) -> bool {
         let keep = self.entries.partition_point(|e| e.start_offset < end_offset);
         let changed = keep < self.entries.len();
         self.entries.truncate(keep);
@@ -148,7 +149,7 @@ impl LeaderEpochs {
 
     /// The log now starts at `start_offset`: entries wholly below it go, and the one that
     /// covers it starts there (as Kafka does). Returns whether the list changed.
-    pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
+    pub fn truncate_from_start(&mut self, start_offset: Offset) -> bool {
         let below = self.entries.partition_point(|e| e.start_offset < start_offset);
         if below == 0 {
             return false;
@@ -163,11 +164,11 @@ impl LeaderEpochs {
     /// OffsetForLeaderEpoch as Kafka answers it, with `log_end` the log end offset: the largest
     /// epoch at most `epoch` and the start offset of the next higher one (the log end for the
     /// latest epoch). An epoch below every entry answers itself and the first entry's start
-    /// (the log lost what came before); an epoch above every entry, UNDEFINED_EPOCH (-1) or an
-    /// empty list answer (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
-    pub fn end_offset_for(&self, epoch: i32, log_end: i64) -> (i32, i64) {
-        let undefined = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
-        if epoch == UNDEFINED_EPOCH {
+    /// (the log lost what came before); an epoch above every entry, [`LeaderEpoch::UNKNOWN`] or
+    /// an empty list answer ([`LeaderEpoch::UNKNOWN`], [`UNDEFINED_EPOCH_OFFSET`]).
+    pub fn end_offset_for(&self, epoch: LeaderEpoch, log_end: Offset) -> (LeaderEpoch, Offset) {
+        let undefined = (LeaderEpoch::UNKNOWN, UNDEFINED_EPOCH_OFFSET);
+        if epoch == LeaderEpoch::UNKNOWN {
             return undefined;
         }
         if self.latest().is_some_and(|l| l.epoch == epoch) {
@@ -201,10 +202,19 @@ impl LeaderEpochs {
                 .split_once(' ')
                 .and_then(|(e, o)| Some((e.parse().ok()?, o.parse().ok()?)))
                 .ok_or_else(|| format!("bad entry line {}: {line:?}", i + 3))?;
-            entries.push(EpochEntry { epoch, start_offset });
+            entries.push(EpochEntry {
+                epoch: LeaderEpoch::new(epoch),
+                start_offset: Offset::new(start_offset),
+            });
         }
         Self::from_entries(entries)
     }
+}
+
+/// Whether an entry may hold `epoch` at `start_offset`: neither is one of Kafka's negative
+/// sentinels.
+fn is_valid(epoch: LeaderEpoch, start_offset: Offset) -> bool {
+    epoch.get() >= 0 && start_offset.get() >= 0
 }
 
 /// Reads the list of the partition in `dir`: `None` when there is no file; an error
@@ -225,16 +235,36 @@ pub async fn write<S: Storage>(storage: &S, dir: &Path, epochs: &LeaderEpochs) -
     write_file_atomically(storage, &dir.join(LEADER_EPOCH_FILE), bytes).await
 }
 
+/// Entries from (epoch, start offset) pairs, for tests to write lists briefly.
+#[cfg(test)]
+pub(crate) fn entries(pairs: &[(i32, i64)]) -> Vec<EpochEntry> {
+    let entry = |&(epoch, start_offset): &(i32, i64)| EpochEntry {
+        epoch: LeaderEpoch::new(epoch),
+        start_offset: Offset::new(start_offset),
+    };
+    pairs.iter().map(entry).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn list(pairs: &[(i32, i64)]) -> LeaderEpochs {
-        let entries = pairs
-            .iter()
-            .map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset })
-            .collect();
-        LeaderEpochs::from_entries(entries).unwrap()
+        LeaderEpochs::from_entries(entries(pairs)).unwrap()
+    }
+
+    fn epoch(value: i32) -> LeaderEpoch {
+        LeaderEpoch::new(value)
+    }
+
+    fn offset(value: i64) -> Offset {
+        Offset::new(value)
+    }
+
+    /// `end_offset_for`'s answer as plain integers, to compare with Kafka's.
+    fn end_offset_for(epochs: &LeaderEpochs, asked: i32, log_end: i64) -> (i32, i64) {
+        let (found, end) = epochs.end_offset_for(epoch(asked), offset(log_end));
+        (found.get(), end.get())
     }
 
     #[test]
@@ -275,13 +305,20 @@ mod tests {
     #[test]
     fn assign_keeps_the_order() {
         let mut epochs = LeaderEpochs::default();
-        assert_eq!(epochs.assign(2, 0), Ok(true));
-        assert_eq!(epochs.assign(2, 50), Ok(false), "already the latest");
-        assert!(epochs.assign(1, 60).is_err(), "a lower epoch");
-        assert_eq!(epochs.assign(4, 60), Ok(true));
-        assert!(epochs.assign(5, 59).is_err(), "a lower start offset");
+        assert_eq!(epochs.assign(epoch(2), offset(0)), Ok(true));
         assert_eq!(
-            epochs.assign(5, 60),
+            epochs.assign(epoch(2), offset(50)),
+            Ok(false),
+            "already the latest"
+        );
+        assert!(epochs.assign(epoch(1), offset(60)).is_err(), "a lower epoch");
+        assert_eq!(epochs.assign(epoch(4), offset(60)), Ok(true));
+        assert!(
+            epochs.assign(epoch(5), offset(59)).is_err(),
+            "a lower start offset"
+        );
+        assert_eq!(
+            epochs.assign(epoch(5), offset(60)),
             Ok(true),
             "replaces an epoch without batches"
         );
@@ -291,13 +328,13 @@ mod tests {
     #[test]
     fn truncations() {
         let mut epochs = list(&[(0, 0), (3, 120), (7, 4096)]);
-        assert!(!epochs.truncate_from_end(5000));
-        assert!(epochs.truncate_from_end(4096));
+        assert!(!epochs.truncate_from_end(offset(5000)));
+        assert!(epochs.truncate_from_end(offset(4096)));
         assert_eq!(epochs, list(&[(0, 0), (3, 120)]));
-        assert!(!epochs.truncate_from_start(0));
-        assert!(epochs.truncate_from_start(100));
+        assert!(!epochs.truncate_from_start(offset(0)));
+        assert!(epochs.truncate_from_start(offset(100)));
         assert_eq!(epochs, list(&[(0, 100), (3, 120)]));
-        assert!(epochs.truncate_from_start(130));
+        assert!(epochs.truncate_from_start(offset(130)));
         assert_eq!(epochs, list(&[(3, 130)]));
     }
 
@@ -305,21 +342,25 @@ mod tests {
     fn end_offset_for_answers_as_kafka() {
         let epochs = list(&[(2, 10), (4, 30), (7, 50)]);
         let log_end = 80;
-        assert_eq!(epochs.end_offset_for(7, log_end), (7, 80), "latest: the log end");
-        assert_eq!(epochs.end_offset_for(4, log_end), (4, 50));
         assert_eq!(
-            epochs.end_offset_for(5, log_end),
+            end_offset_for(&epochs, 7, log_end),
+            (7, 80),
+            "latest: the log end"
+        );
+        assert_eq!(end_offset_for(&epochs, 4, log_end), (4, 50));
+        assert_eq!(
+            end_offset_for(&epochs, 5, log_end),
             (4, 50),
             "an epoch with no batches"
         );
-        assert_eq!(epochs.end_offset_for(2, log_end), (2, 30));
+        assert_eq!(end_offset_for(&epochs, 2, log_end), (2, 30));
         assert_eq!(
-            epochs.end_offset_for(1, log_end),
+            end_offset_for(&epochs, 1, log_end),
             (1, 10),
             "below the first entry"
         );
-        assert_eq!(epochs.end_offset_for(8, log_end), (-1, -1), "above the latest");
-        assert_eq!(epochs.end_offset_for(-1, log_end), (-1, -1));
-        assert_eq!(LeaderEpochs::default().end_offset_for(0, 0), (-1, -1));
+        assert_eq!(end_offset_for(&epochs, 8, log_end), (-1, -1), "above the latest");
+        assert_eq!(end_offset_for(&epochs, -1, log_end), (-1, -1));
+        assert_eq!(end_offset_for(&LeaderEpochs::default(), 0, 0), (-1, -1));
     }
 }

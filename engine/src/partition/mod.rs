@@ -14,6 +14,7 @@ use crate::local_sync::{LocalEvent, LocalListener, LocalLock};
 pub use crate::log::RecordBytes;
 use crate::log::{BatchHeader, Log};
 use bytes::Bytes;
+use laminar_model::{LeaderEpoch, Offset};
 use producer_state::{Admission, BatchMetadata, ProducerStateTable};
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
@@ -30,18 +31,18 @@ use leader_epochs::{EpochEntry, LeaderEpochs};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadResult<D = Vec<Bytes>> {
     pub data: D,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
-    pub log_end_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
 }
 
 impl<D: Default> ReadResult<D> {
     /// What a read from `offset` of a partition never written answers (it has no files, and
     /// a read does not create them): nothing at offset 0, out of range past it.
-    pub fn of_unwritten(offset: i64) -> Result<Self, LogError> {
-        if offset != 0 {
+    pub fn of_unwritten(offset: Offset) -> Result<Self, LogError> {
+        if offset != Offset::ZERO {
             return Err(LogError::OffsetOutOfRange {
-                offset,
+                offset: offset.get(),
                 log_start: 0,
                 log_end: 0,
             });
@@ -67,7 +68,7 @@ pub struct Partition<S: Storage = ShardStorage> {
     producers: RefCell<ProducerStateTable>,
     append_lock: LocalLock,
     /// Every offset below this is fdatasync'd.
-    durable_offset: Cell<i64>,
+    durable_offset: Cell<Offset>,
     /// One fdatasync at a time; waiters queue here and usually find their offset covered.
     sync_lock: LocalLock,
     appended: LocalEvent,
@@ -88,7 +89,7 @@ pub struct Partition<S: Storage = ShardStorage> {
     /// The high watermark when a replication layer sets it
     /// ([`Partition::set_high_watermark`]); `None` in single-node mode, where every appended
     /// batch is committed and the high watermark is the log end offset.
-    replicated_hw: Cell<Option<i64>>,
+    replicated_hw: Cell<Option<Offset>>,
     /// Its place in the shard's list of partitions the idle pass visits (`idle_work.rs`).
     idle: IdleWork<S>,
     /// The topic id its `partition.metadata` should name but does not yet; written at the next
@@ -122,7 +123,7 @@ impl<S: Storage> Partition<S> {
         let listed_epochs = names.iter().any(|n| n == leader_epochs::LEADER_EPOCH_FILE);
         let (epochs, epochs_file) = open_epochs(&*storage, &log, listed_epochs).await?;
         // What recovery kept is what was on disk: durable by definition.
-        let durable = log.log_end_offset();
+        let durable = Offset::new(log.log_end_offset());
         Ok(Partition {
             epochs: RefCell::new(epochs),
             epochs_file: Cell::new(epochs_file),
@@ -210,14 +211,15 @@ impl<S: Storage> Partition<S> {
             // snapshot, then past the log end).
             self.snapshot_producers(info.base_offset).await?;
         }
-        let mut next = info.base_offset;
+        let mut next = info.base_offset.get();
         let mut producers = self.producers.borrow_mut();
         for mut header in headers {
             header.base_offset = next;
             next = header.next_offset();
             producers.record(&header, now_ms);
         }
-        assert_eq!(next, info.last_offset + 1, "the log assigned contiguous offsets");
+        let contiguous = next == info.last_offset.next().get();
+        assert!(contiguous, "the log assigned contiguous offsets");
         drop(producers);
         self.appended.notify_all();
         Ok(info)
@@ -232,11 +234,12 @@ impl<S: Storage> Partition<S> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
-        let headers = batch::validate_replica_batches(&records, self.log_end_offset())?;
+        let headers = batch::validate_replica_batches(&records, self.log.log_end_offset())?;
         let mut epochs = self.epochs.borrow().clone();
         let mut changed = false;
         for h in &headers {
-            changed |= epochs.assign(h.partition_leader_epoch, h.base_offset)?;
+            let epoch = LeaderEpoch::new(h.partition_leader_epoch);
+            changed |= epochs.assign(epoch, Offset::new(h.base_offset))?;
         }
         if changed {
             self.save_epochs(epochs).await?;
@@ -259,7 +262,7 @@ impl<S: Storage> Partition<S> {
 
     /// Records that `epoch` starts at `start_offset` in the leader epoch cache, writing its
     /// file when that changes it (once per new epoch).
-    async fn record_epoch(&self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+    async fn record_epoch(&self, epoch: LeaderEpoch, start_offset: Offset) -> Result<(), LogError> {
         if self.epochs.borrow().is_latest(epoch) {
             // Every append but an epoch's first: nothing to record, and no copy of the list.
             return Ok(());
@@ -292,24 +295,29 @@ impl<S: Storage> Partition<S> {
     }
 
     /// The leader epoch the next leader append stamps (see [`set_leader_epoch`](Self::set_leader_epoch)).
-    pub fn leader_epoch(&self) -> i32 {
+    pub fn leader_epoch(&self) -> LeaderEpoch {
         self.log.leader_epoch()
     }
 
     /// OffsetForLeaderEpoch's answer for `epoch`: (the epoch found, its end offset), as Kafka
     /// computes it (`LeaderEpochs::end_offset_for`).
-    pub fn end_offset_for(&self, epoch: i32) -> (i32, i64) {
+    pub fn end_offset_for(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
         self.epochs.borrow().end_offset_for(epoch, self.log_end_offset())
     }
 
     /// OffsetForLeaderEpoch as this partition's leader at `leader_epoch` answers it. Kafka's
     /// leader records its epoch at the log end when elected; Laminar records it at the epoch's
     /// first append, so until then the answer counts it as if recorded (without writing it).
-    pub fn end_offset_for_leader(&self, epoch: i32, leader_epoch: i32) -> (i32, i64) {
+    pub fn end_offset_for_leader(
+        &self,
+        epoch: LeaderEpoch,
+        leader_epoch: LeaderEpoch,
+    ) -> (LeaderEpoch, Offset) {
+        let log_end = self.log_end_offset();
         let mut epochs = self.epochs.borrow().clone();
         // Refused only below the cache's latest epoch, which then already answers.
-        let _ = epochs.assign(leader_epoch, self.log_end_offset());
-        epochs.end_offset_for(epoch, self.log_end_offset())
+        let _ = epochs.assign(leader_epoch, log_end);
+        epochs.end_offset_for(epoch, log_end)
     }
 
     /// After the log start moved (retention, DeleteRecords): the cache's first entry starts
@@ -326,13 +334,13 @@ impl<S: Storage> Partition<S> {
     /// replay at the next open (it starts from an older one instead), so one there is no space
     /// or descriptor for is skipped: the append it follows has happened and must be answered
     /// as such.
-    async fn snapshot_producers(&self, offset: i64) -> Result<(), LogError> {
+    async fn snapshot_producers(&self, offset: Offset) -> Result<(), LogError> {
         let table = self.producers.borrow().clone();
-        let written =
-            producer_snapshot::write(&*self.storage, self.log.dir(), (&table, offset), DirSync::Now).await;
+        let at = (&table, offset.get());
+        let written = producer_snapshot::write(&*self.storage, self.log.dir(), at, DirSync::Now).await;
         match written {
             Err(error) if crate::io::is_out_of_space(&error) || crate::io::is_out_of_descriptors(&error) => {
-                tracing::warn!(dir = %self.log.dir().display(), offset, %error, "producer snapshot skipped");
+                tracing::warn!(dir = %self.log.dir().display(), %offset, %error, "producer snapshot skipped");
                 Ok(())
             }
             other => other.map_err(|e| self.log.fail(e)),
@@ -342,8 +350,8 @@ impl<S: Storage> Partition<S> {
     fn duplicate_info(&self, original: &BatchMetadata) -> AppendInfo {
         let append_time = self.log.config().timestamp_type == TimestampType::LogAppendTime;
         AppendInfo {
-            base_offset: original.first_offset,
-            last_offset: original.last_offset,
+            base_offset: Offset::new(original.first_offset),
+            last_offset: Offset::new(original.last_offset),
             log_append_time_ms: if append_time { original.max_timestamp } else { -1 },
             log_start_offset: self.log_start_offset(),
             record_count: 0,
@@ -364,7 +372,7 @@ impl<S: Storage> Partition<S> {
     /// Group commit: returns once every batch up to `offset` is fdatasync'd. One fdatasync
     /// covers everything appended before it started; waiters that queue meanwhile share the
     /// next one. A failed fdatasync fails the partition for good.
-    pub async fn wait_durable(&self, offset: i64) -> Result<(), LogError> {
+    pub async fn wait_durable(&self, offset: Offset) -> Result<(), LogError> {
         if offset < self.durable_offset.get() {
             return self.log.check_ok();
         }
@@ -374,18 +382,17 @@ impl<S: Storage> Partition<S> {
             return Ok(());
         }
         let started = std::time::Instant::now();
-        let covered = self.log.sync().await?;
+        let covered = Offset::new(self.log.sync().await?);
         if let Some(observe) = self.sync_observer.borrow().as_ref() {
             observe(started.elapsed());
         }
         self.durable_offset.set(self.durable_offset.get().max(covered));
         if offset >= covered {
             // Truncated away meanwhile, or never appended: not durable, so never acknowledged.
-            let log_start = self.log_start_offset();
             return Err(LogError::OffsetOutOfRange {
-                offset,
-                log_start,
-                log_end: covered,
+                offset: offset.get(),
+                log_start: self.log_start_offset().get(),
+                log_end: covered.get(),
             });
         }
         Ok(())
@@ -393,19 +400,19 @@ impl<S: Storage> Partition<S> {
 
     pub async fn read(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
-        let data = self.log.read(offset, max_bytes, min_one_batch).await?;
+        let data = self.log.read(offset.get(), max_bytes, min_one_batch).await?;
         Ok(self.read_result(data))
     }
 
     /// Where reads of this kind end now: the high watermark for consumers, the log end for
     /// followers.
-    pub fn read_end_offset(&self, end: ReadEnd) -> i64 {
+    pub fn read_end_offset(&self, end: ReadEnd) -> Offset {
         match end {
             ReadEnd::HighWatermark => self.high_watermark(),
             ReadEnd::LogEnd => self.log_end_offset(),
@@ -416,7 +423,7 @@ impl<S: Storage> Partition<S> {
     /// Up to the high watermark for consumers, the log end for followers (`ReadEnd`).
     pub async fn read_for_send(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
         min_one_batch: bool,
         end: ReadEnd,
@@ -430,7 +437,7 @@ impl<S: Storage> Partition<S> {
         let _idle = looks_up.then(|| self.noting_idle_work());
         let data = self
             .log
-            .read_for_send(offset, max_bytes, min_one_batch, end_offset)
+            .read_for_send(offset.get(), max_bytes, min_one_batch, end_offset.get())
             .await?;
         Ok(self.read_result(data))
     }
@@ -444,25 +451,28 @@ impl<S: Storage> Partition<S> {
         }
     }
 
-    pub async fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
+    /// ListOffsets by timestamp: the offset of the first batch whose max timestamp is at least
+    /// `ts_ms`, and that max timestamp.
+    pub async fn offset_for_timestamp(&self, ts_ms: i64) -> Result<Option<(Offset, i64)>, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
-        self.log.offset_for_timestamp(ts_ms).await
+        let found = self.log.offset_for_timestamp(ts_ms).await?;
+        Ok(found.map(|(offset, max_timestamp)| (Offset::new(offset), max_timestamp)))
     }
 
-    pub fn log_start_offset(&self) -> i64 {
-        self.log.log_start_offset()
+    pub fn log_start_offset(&self) -> Offset {
+        Offset::new(self.log.log_start_offset())
     }
 
-    pub fn log_end_offset(&self) -> i64 {
-        self.log.log_end_offset()
+    pub fn log_end_offset(&self) -> Offset {
+        Offset::new(self.log.log_end_offset())
     }
 
     /// The high watermark: in single-node mode (nothing ever called
     /// [`set_high_watermark`](Self::set_high_watermark)) every appended batch is committed and
     /// it is the log end offset; with replication, what was set, never past the log end.
-    pub fn high_watermark(&self) -> i64 {
-        let end = self.log.log_end_offset();
+    pub fn high_watermark(&self) -> Offset {
+        let end = self.log_end_offset();
         self.replicated_hw.get().map_or(end, |hw| hw.min(end))
     }
 
@@ -472,7 +482,7 @@ impl<S: Storage> Partition<S> {
     /// offsets: a checkpoint may be older or newer than what recovery kept.
     /// A rise wakes what waits on [`appended`](Self::appended): consumers' long polls and
     /// acks=all produces.
-    pub fn set_high_watermark(&self, hw: i64) {
+    pub fn set_high_watermark(&self, hw: Offset) {
         let clamped = hw.clamp(self.log_start_offset(), self.log_end_offset());
         let before = self.high_watermark();
         self.replicated_hw.set(Some(clamped));
@@ -493,7 +503,7 @@ impl<S: Storage> Partition<S> {
     }
 
     /// Offsets below this are known to be fdatasync'd.
-    pub fn durable_offset(&self) -> i64 {
+    pub fn durable_offset(&self) -> Offset {
         self.durable_offset.get()
     }
 
@@ -515,7 +525,7 @@ impl<S: Storage> Partition<S> {
         self.log.set_config(config);
     }
 
-    pub fn set_leader_epoch(&self, epoch: i32) {
+    pub fn set_leader_epoch(&self, epoch: LeaderEpoch) {
         self.log.set_leader_epoch(epoch);
     }
 
@@ -550,12 +560,12 @@ impl<S: Storage> Partition<S> {
         self.log.release_idle_reservation(now_ms).await
     }
 
-    pub async fn delete_records_before(&self, offset: i64) -> Result<i64, LogError> {
+    pub async fn delete_records_before(&self, offset: Offset) -> Result<Offset, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
-        let start = self.log.delete_records_before(offset).await?;
+        let start = self.log.delete_records_before(offset.get()).await?;
         self.trim_epochs_to_log_start().await?;
-        Ok(start)
+        Ok(Offset::new(start))
     }
 
     /// Cuts the log at `offset` (a follower or former leader, at the offset OffsetForLeaderEpoch
@@ -564,14 +574,14 @@ impl<S: Storage> Partition<S> {
     /// happens at or past the log end. The indexes, the producer state (rebuilt from the last
     /// snapshot below the cut and the log), the leader epoch cache and the high watermark
     /// follow; the log's state file first drops its synced prefix (`Log::truncate_to`).
-    pub async fn truncate_to(&self, offset: i64) -> Result<i64, LogError> {
+    pub async fn truncate_to(&self, offset: Offset) -> Result<Offset, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
-        self.log.truncate_to(offset).await?;
-        let end = self.log.log_end_offset();
+        self.log.truncate_to(offset.get()).await?;
+        let end = self.log_end_offset();
         if end < offset {
-            tracing::info!(dir = %self.log.dir().display(), offset, end, "truncated to the start of the batch holding the offset");
+            tracing::info!(dir = %self.log.dir().display(), %offset, %end, "truncated to the start of the batch holding the offset");
         }
         self.durable_offset.set(self.durable_offset.get().min(end));
         if let Some(hw) = self.replicated_hw.get() {
@@ -589,11 +599,11 @@ impl<S: Storage> Partition<S> {
     /// Empties the partition and starts it again at `offset`, past its log end (a follower
     /// behind its leader's log start): no batches, no producer state, no epochs, the high
     /// watermark at `offset`.
-    pub async fn start_again_at(&self, offset: i64) -> Result<(), LogError> {
+    pub async fn start_again_at(&self, offset: Offset) -> Result<(), LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
         let _append = self.append_lock.lock().await;
-        self.log.start_again_at(offset).await?;
+        self.log.start_again_at(offset.get()).await?;
         self.durable_offset.set(offset);
         if self.replicated_hw.get().is_some() {
             self.replicated_hw.set(Some(offset));
@@ -608,8 +618,8 @@ impl<S: Storage> Partition<S> {
     /// fdatasyncs everything appended so far.
     pub async fn flush(&self) -> Result<(), LogError> {
         let end = self.log_end_offset();
-        if end > 0 {
-            self.wait_durable(end - 1).await?;
+        if let Some(last) = end.previous() {
+            self.wait_durable(last).await?;
         }
         Ok(())
     }
@@ -672,7 +682,7 @@ impl<S: Storage> Partition<S> {
         if !(table.is_empty() && replay_is_short) {
             // No directory fsync: until one, a crash leaves the older snapshot, and the open
             // replays more of the log from it.
-            let end = self.log_end_offset();
+            let end = self.log.log_end_offset();
             producer_snapshot::write(&*self.storage, self.log.dir(), (&table, end), DirSync::ByCaller)
                 .await
                 .map_err(|e| self.log.fail(e))?;
@@ -733,11 +743,12 @@ async fn open_epochs<S: Storage>(
     } else {
         None
     };
+    let log_end = Offset::new(log.log_end_offset());
     let Some(mut epochs) = read else {
-        let start = log.log_start_offset();
-        return Ok((LeaderEpochs::implicit(start, log.log_end_offset()), false));
+        let log_start = Offset::new(log.log_start_offset());
+        return Ok((LeaderEpochs::implicit(log_start, log_end), false));
     };
-    if epochs.truncate_from_end(log.log_end_offset()) {
+    if epochs.truncate_from_end(log_end) {
         leader_epochs::write(storage, log.dir(), &epochs).await?;
     }
     Ok((epochs, true))

@@ -52,7 +52,7 @@ async fn produce_rounds(p: &Partition<FaultyStorage>, rounds: usize) -> Vec<(Byt
         let b = batch(id as i64, 0, next_seq[id], count);
         next_seq[id] += count as i32;
         let info = p.append(b.clone(), 10).await.unwrap();
-        sent.push((b, info.base_offset));
+        sent.push((b, info.base_offset.get()));
     }
     sent
 }
@@ -60,12 +60,12 @@ async fn produce_rounds(p: &Partition<FaultyStorage>, rounds: usize) -> Vec<(Byt
 /// Every batch in `sent` is answered as a duplicate with its original offset, and the log
 /// does not grow.
 async fn assert_all_duplicates(p: &Partition<FaultyStorage>, sent: &[(Bytes, i64)]) {
-    let end = p.log_end_offset();
+    let end = p.log_end_offset().get();
     for (b, offset) in sent {
         let info = p.append(b.clone(), 20).await.unwrap();
-        assert_eq!((info.base_offset, info.record_count), (*offset, 0));
+        assert_eq!((info.base_offset.get(), info.record_count), (*offset, 0));
     }
-    assert_eq!(p.log_end_offset(), end, "duplicates are not written");
+    assert_eq!(p.log_end_offset().get(), end, "duplicates are not written");
 }
 
 #[test]
@@ -76,14 +76,18 @@ fn a_retry_is_answered_with_the_original_offset_and_not_written() {
         p.append(batch(-1, -1, -1, 2), 5).await.unwrap();
         let first = p.append(batch(42, 0, 0, 3), 5).await.unwrap();
         assert_eq!(
-            (first.base_offset, first.last_offset, first.record_count),
+            (
+                first.base_offset.get(),
+                first.last_offset.get(),
+                first.record_count
+            ),
             (2, 4, 3)
         );
         let retry = p.append(batch(42, 0, 0, 3), 6).await.unwrap();
-        assert_eq!((retry.base_offset, retry.last_offset), (2, 4));
+        assert_eq!((retry.base_offset.get(), retry.last_offset.get()), (2, 4));
         assert_eq!((retry.record_count, retry.bytes), (0, 0));
-        assert_eq!(p.log_end_offset(), 5);
-        let r = p.read(0, 1 << 20, true).await.unwrap();
+        assert_eq!(p.log_end_offset().get(), 5);
+        let r = p.read(Offset::new(0), 1 << 20, true).await.unwrap();
         assert_eq!(r.data.len(), 2, "one plain batch and one idempotent batch");
     });
 }
@@ -112,7 +116,7 @@ fn refused_batches_write_nothing_and_keep_the_state() {
         let mut two = batch(7, 1, 2, 1).to_vec();
         two.extend_from_slice(&batch(7, 1, 9, 1));
         assert!(p.append(Bytes::from(two), 5).await.is_err());
-        assert_eq!(p.log_end_offset(), 2);
+        assert_eq!(p.log_end_offset().get(), 2);
         // A corrupt retry is reported as corrupt, not as a duplicate.
         let mut corrupt = batch(7, 1, 0, 2).to_vec();
         let last = corrupt.len() - 1;
@@ -123,7 +127,7 @@ fn refused_batches_write_nothing_and_keep_the_state() {
         let mut two = batch(7, 1, 2, 1).to_vec();
         two.extend_from_slice(&batch(7, 1, 3, 2));
         let info = p.append(Bytes::from(two), 5).await.unwrap();
-        assert_eq!((info.base_offset, info.last_offset), (2, 4));
+        assert_eq!((info.base_offset.get(), info.last_offset.get()), (2, 4));
         let entry = p.producer_entry(7).unwrap();
         let offsets: Vec<_> = entry
             .batches
@@ -143,7 +147,7 @@ fn state_survives_a_clean_reopen_through_the_close_snapshot() {
         assert!(p.segment_count() > 2, "small segments roll");
         assert!(!snapshots(&storage).is_empty(), "a roll writes a snapshot");
         let before: Vec<_> = (1..=3).map(|id| p.producer_entry(id).unwrap()).collect();
-        let end = p.log_end_offset();
+        let end = p.log_end_offset().get();
         p.close().await.unwrap();
         assert_eq!(
             snapshots(&storage).last(),
@@ -176,8 +180,11 @@ fn state_is_rebuilt_from_snapshot_and_log_tail_after_a_crash() {
             storage.crash(mode);
             drop(p);
             let p = open(&storage).await;
-            let end = p.log_end_offset();
-            assert!(end >= unsynced.base_offset, "{mode:?}: synced batches survive");
+            let end = p.log_end_offset().get();
+            assert!(
+                end >= unsynced.base_offset.get(),
+                "{mode:?}: synced batches survive"
+            );
             for (id, old) in (1..=3).zip(&before) {
                 let rebuilt = p.producer_entry(id).unwrap();
                 assert_eq!(
@@ -190,10 +197,10 @@ fn state_is_rebuilt_from_snapshot_and_log_tail_after_a_crash() {
             assert_all_duplicates(&p, tail).await;
             // The new producer's batch is a duplicate if it survived, else appended afresh.
             let again = p.append(batch(9, 0, 0, 2), 30).await.unwrap();
-            if end > unsynced.base_offset {
+            if end > unsynced.base_offset.get() {
                 assert_eq!((again.base_offset, again.record_count), (unsynced.base_offset, 0));
             } else {
-                assert_eq!((again.base_offset, again.record_count), (end, 2));
+                assert_eq!((again.base_offset.get(), again.record_count), (end, 2));
             }
         }
     });
@@ -215,7 +222,7 @@ fn a_clean_reopen_without_producer_state_reads_no_log() {
             let plain = BatchBuilder::new(1_000).records_of(1, 200).build();
             p.append(Bytes::from(plain), 10).await.unwrap();
         }
-        let end = p.log_end_offset();
+        let end = p.log_end_offset().get();
         p.close().await.unwrap();
         assert!(
             snapshots(&storage).is_empty(),
@@ -229,10 +236,10 @@ fn a_clean_reopen_without_producer_state_reads_no_log() {
         // The state file, the index tails and the headers after the last index entry: not
         // the 25 KB of the log, which rebuilding the producer state would replay.
         assert!(read < 8 << 10, "the open read {read} bytes");
-        assert_eq!(p.log_end_offset(), end);
+        assert_eq!(p.log_end_offset().get(), end);
         let info = p.append(batch(4, 0, 0, 2), 20).await.unwrap();
         assert_eq!(
-            (info.base_offset, info.record_count),
+            (info.base_offset.get(), info.record_count),
             (end, 2),
             "a producer starts afresh"
         );
@@ -245,7 +252,7 @@ fn stale_and_damaged_snapshots_are_not_trusted() {
         let storage = FaultyStorage::new(5);
         let p = open(&storage).await;
         let sent = produce_rounds(&p, 20).await;
-        let end = p.log_end_offset();
+        let end = p.log_end_offset().get();
         p.close().await.unwrap();
         // Damage the close snapshot; plant one past the log end naming a producer that
         // never wrote here.
@@ -277,7 +284,10 @@ fn truncation_rebuilds_the_state() {
         let second = p.append(batch(3, 0, 2, 2), 5).await.unwrap();
         p.truncate_to(second.base_offset).await.unwrap();
         let entry = p.producer_entry(3).unwrap();
-        assert_eq!(entry.batches.back().unwrap().first_offset, first.base_offset);
+        assert_eq!(
+            entry.batches.back().unwrap().first_offset,
+            first.base_offset.get()
+        );
         // The truncated batch is not a duplicate any more: it is written again.
         let again = p.append(batch(3, 0, 2, 2), 5).await.unwrap();
         assert_eq!((again.base_offset, again.record_count), (second.base_offset, 2));

@@ -1,7 +1,7 @@
 //! Leader epochs, follower appends and truncation (the storage side of replication), including a
 //! seeded randomized test of two replicas against a model.
 
-use super::leader_epochs::{EpochEntry, LEADER_EPOCH_FILE};
+use super::leader_epochs::{entries, EpochEntry, LEADER_EPOCH_FILE};
 use super::*;
 use crate::io::{CrashMode, FaultyStorage};
 use crate::log::batch::testing::BatchBuilder;
@@ -32,8 +32,8 @@ async fn open_at(storage: &FaultyStorage, dir: &str) -> Partition<FaultyStorage>
 async fn batches_from(leader: &Partition<FaultyStorage>, from: i64) -> Vec<Bytes> {
     let mut out = Vec::new();
     let mut next = from;
-    while next < leader.log_end_offset() {
-        let read = leader.read(next, 1, true).await.unwrap();
+    while next < leader.log_end_offset().get() {
+        let read = leader.read(Offset::new(next), 1, true).await.unwrap();
         let one = read.data.into_iter().next().unwrap();
         next = BatchHeader::parse(&one).unwrap().next_offset();
         out.push(one);
@@ -41,11 +41,14 @@ async fn batches_from(leader: &Partition<FaultyStorage>, from: i64) -> Vec<Bytes
     out
 }
 
-fn entries(pairs: &[(i32, i64)]) -> Vec<EpochEntry> {
-    pairs
-        .iter()
-        .map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset })
-        .collect()
+fn epoch(value: i32) -> LeaderEpoch {
+    LeaderEpoch::new(value)
+}
+
+/// OffsetForLeaderEpoch's answer as plain integers, to compare with a model's.
+fn end_offset_for(p: &Partition<FaultyStorage>, asked: i32) -> (i32, i64) {
+    let (found, end) = p.end_offset_for(epoch(asked));
+    (found.get(), end.get())
 }
 
 /// The names and bytes of every segment and index file under `dir`.
@@ -69,15 +72,15 @@ fn leader_appends_record_new_epochs_and_the_file_survives_a_reopen() {
         let p = open_at(&storage, "/data/t-0").await;
         p.append(batch(3), 0).await.unwrap();
         p.append(batch(2), 0).await.unwrap();
-        p.set_leader_epoch(4);
+        p.set_leader_epoch(epoch(4));
         p.append(batch(1), 0).await.unwrap();
         assert_eq!(p.leader_epochs(), entries(&[(0, 0), (4, 5)]));
         let file = storage.file_bytes(&PathBuf::from("/data/t-0").join(LEADER_EPOCH_FILE));
         assert_eq!(file.unwrap(), b"0\n2\n0 0\n4 5\n");
-        assert_eq!(p.end_offset_for(0), (0, 5));
-        assert_eq!(p.end_offset_for(3), (0, 5));
-        assert_eq!(p.end_offset_for(4), (4, 6));
-        assert_eq!(p.end_offset_for(5), (-1, -1));
+        assert_eq!(end_offset_for(&p, 0), (0, 5));
+        assert_eq!(end_offset_for(&p, 3), (0, 5));
+        assert_eq!(end_offset_for(&p, 4), (4, 6));
+        assert_eq!(end_offset_for(&p, 5), (-1, -1));
         p.close().await.unwrap();
         let p = open_at(&storage, "/data/t-0").await;
         assert_eq!(p.leader_epochs(), entries(&[(0, 0), (4, 5)]));
@@ -100,8 +103,8 @@ fn a_partition_that_never_changed_leader_writes_no_epoch_file() {
         p.close().await.unwrap();
         let p = open_at(&storage, "/data/t-0").await;
         assert_eq!(p.leader_epochs(), entries(&[(0, 0)]), "rebuilt without a file");
-        assert_eq!(p.end_offset_for(0), (0, 5));
-        p.set_leader_epoch(2);
+        assert_eq!(end_offset_for(&p, 0), (0, 5));
+        p.set_leader_epoch(epoch(2));
         p.append(batch(1), 0).await.unwrap();
         assert_eq!(
             storage.file_bytes(&path).unwrap(),
@@ -116,7 +119,7 @@ fn a_damaged_epoch_file_fails_the_open() {
     block_on(async {
         let storage = FaultyStorage::new(12);
         let p = open_at(&storage, "/data/t-0").await;
-        p.set_leader_epoch(1);
+        p.set_leader_epoch(epoch(1));
         p.append(batch(1), 0).await.unwrap();
         p.close().await.unwrap();
         let path = PathBuf::from("/data/t-0").join(LEADER_EPOCH_FILE);
@@ -133,7 +136,7 @@ fn follower_appends_give_byte_identical_segments() {
         let leader = open_at(&storage, "/data/leader/t-0").await;
         for i in 0..60 {
             if i % 20 == 0 {
-                leader.set_leader_epoch(i / 10);
+                leader.set_leader_epoch(epoch(i / 10));
             }
             let producer = BatchBuilder::new(1_000).producer(77, 0, i * 2).records_of(2, 30);
             leader.append(Bytes::from(producer.build()), 0).await.unwrap();
@@ -143,7 +146,7 @@ fn follower_appends_give_byte_identical_segments() {
         for one in batches_from(&leader, 0).await {
             follower.append_as_follower(one).await.unwrap();
         }
-        assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+        assert_eq!(follower.log_end_offset().get(), leader.log_end_offset().get());
         assert_eq!(follower.leader_epochs(), leader.leader_epochs());
         assert_eq!(follower.leader_epochs(), entries(&[(0, 0), (2, 40), (4, 80)]));
         assert_eq!(
@@ -189,10 +192,10 @@ fn follower_appends_are_validated() {
         let reordered = Bytes::from([batches[1].to_vec(), batches[0].to_vec()].concat());
         assert!(follower.append_as_follower(reordered).await.is_err());
         assert!(follower.append_as_follower(Bytes::new()).await.is_err());
-        assert_eq!(follower.log_end_offset(), 0, "nothing was appended");
+        assert_eq!(follower.log_end_offset().get(), 0, "nothing was appended");
         let both = Bytes::from([batches[0].to_vec(), batches[1].to_vec()].concat());
         let info = follower.append_as_follower(both).await.unwrap();
-        assert_eq!((info.base_offset, info.last_offset), (0, 5));
+        assert_eq!((info.base_offset.get(), info.last_offset.get()), (0, 5));
     });
 }
 
@@ -202,23 +205,35 @@ fn truncation_rounds_down_to_a_batch_start_and_trims_the_epochs() {
         let storage = FaultyStorage::new(15);
         let p = open_at(&storage, "/data/t-0").await;
         p.append(batch(4), 0).await.unwrap(); // 0..4
-        p.set_leader_epoch(1);
+        p.set_leader_epoch(epoch(1));
         p.append(batch(4), 0).await.unwrap(); // 4..8
-        p.set_leader_epoch(2);
+        p.set_leader_epoch(epoch(2));
         p.append(batch(4), 0).await.unwrap(); // 8..12
-        p.set_high_watermark(10);
-        assert_eq!(p.truncate_to(6).await.unwrap(), 4, "inside the batch 4..8");
+        p.set_high_watermark(Offset::new(10));
+        assert_eq!(
+            p.truncate_to(Offset::new(6)).await.unwrap().get(),
+            4,
+            "inside the batch 4..8"
+        );
         assert_eq!(p.leader_epochs(), entries(&[(0, 0)]));
-        assert_eq!(p.high_watermark(), 4);
-        assert_eq!(p.end_offset_for(0), (0, 4));
-        assert_eq!(p.truncate_to(40).await.unwrap(), 4, "past the end: nothing");
-        p.set_leader_epoch(3);
+        assert_eq!(p.high_watermark().get(), 4);
+        assert_eq!(end_offset_for(&p, 0), (0, 4));
+        assert_eq!(
+            p.truncate_to(Offset::new(40)).await.unwrap().get(),
+            4,
+            "past the end: nothing"
+        );
+        p.set_leader_epoch(epoch(3));
         p.append(batch(1), 0).await.unwrap();
         assert_eq!(p.leader_epochs(), entries(&[(0, 0), (3, 4)]));
         p.close().await.unwrap();
         let p = open_at(&storage, "/data/t-0").await;
         assert_eq!(p.leader_epochs(), entries(&[(0, 0), (3, 4)]));
-        assert_eq!(p.high_watermark(), p.log_end_offset(), "single node until set");
+        assert_eq!(
+            p.high_watermark().get(),
+            p.log_end_offset().get(),
+            "single node until set"
+        );
     });
 }
 
@@ -229,11 +244,11 @@ fn an_epoch_entry_past_what_a_crash_kept_is_dropped_at_open() {
         let p = open_at(&storage, "/data/t-0").await;
         p.append(batch(2), 0).await.unwrap();
         p.flush().await.unwrap();
-        p.set_leader_epoch(5);
+        p.set_leader_epoch(epoch(5));
         p.append(batch(2), 0).await.unwrap(); // the epoch file is synced, the batch is not
         storage.crash(CrashMode::LoseUnsynced);
         let p = open_at(&storage, "/data/t-0").await;
-        assert_eq!(p.log_end_offset(), 2);
+        assert_eq!(p.log_end_offset().get(), 2);
         assert_eq!(p.leader_epochs(), entries(&[(0, 0)]));
     });
 }
@@ -244,9 +259,9 @@ fn retention_moves_the_first_epoch_start() {
         let storage = FaultyStorage::new(17);
         let p = open_at(&storage, "/data/t-0").await;
         p.append(batch(3), 0).await.unwrap();
-        p.set_leader_epoch(1);
+        p.set_leader_epoch(epoch(1));
         p.append(batch(3), 0).await.unwrap();
-        assert_eq!(p.delete_records_before(4).await.unwrap(), 4);
+        assert_eq!(p.delete_records_before(Offset::new(4)).await.unwrap().get(), 4);
         assert_eq!(p.leader_epochs(), entries(&[(1, 4)]));
     });
 }
@@ -260,16 +275,13 @@ fn model_end(log: &ModelLog) -> i64 {
 
 /// The epoch entries a model log implies: the first batch of each epoch.
 fn model_epochs(log: &ModelLog) -> Vec<EpochEntry> {
-    let mut out: Vec<EpochEntry> = Vec::new();
+    let mut out: Vec<(i32, i64)> = Vec::new();
     for &(base, _, epoch) in log {
-        if out.last().map(|e| e.epoch) != Some(epoch) {
-            out.push(EpochEntry {
-                epoch,
-                start_offset: base,
-            });
+        if out.last().map(|e| e.0) != Some(epoch) {
+            out.push((epoch, base));
         }
     }
-    out
+    entries(&out)
 }
 
 /// OffsetForLeaderEpoch by scanning the model's batches (not the engine's algorithm).
@@ -287,12 +299,12 @@ fn model_end_offset_for(log: &ModelLog, asked: i32) -> (i32, i64) {
 }
 
 fn check(p: &Partition<FaultyStorage>, log: &ModelLog, rng: &mut StdRng) {
-    assert_eq!(p.log_end_offset(), model_end(log));
+    assert_eq!(p.log_end_offset().get(), model_end(log));
     assert_eq!(p.leader_epochs(), model_epochs(log));
     for _ in 0..4 {
         let asked = rng.gen_range(-1..12);
         assert_eq!(
-            p.end_offset_for(asked),
+            end_offset_for(p, asked),
             model_end_offset_for(log, asked),
             "epoch {asked}"
         );
@@ -305,19 +317,23 @@ fn check(p: &Partition<FaultyStorage>, log: &ModelLog, rng: &mut StdRng) {
 /// (each round removes at least one epoch, so this ends).
 async fn truncate_follower(leader: &Partition<FaultyStorage>, follower: &Partition<FaultyStorage>) -> i64 {
     loop {
-        let end = follower.log_end_offset();
+        let end = follower.log_end_offset().get();
         let Some(latest) = follower.leader_epochs().last().copied() else {
             return end;
         };
         let (found, leader_end) = leader.end_offset_for(latest.epoch);
-        let to = if found < 0 {
+        let to = if found == LeaderEpoch::UNKNOWN {
             0
         } else {
             let (own_found, own_end) = follower.end_offset_for(found);
-            let own = if own_found < 0 { end } else { own_end };
-            leader_end.min(own).min(end)
+            let own = if own_found == LeaderEpoch::UNKNOWN {
+                end
+            } else {
+                own_end.get()
+            };
+            leader_end.get().min(own).min(end)
         };
-        if follower.truncate_to(to).await.unwrap() == end {
+        if follower.truncate_to(Offset::new(to)).await.unwrap().get() == end {
             return end;
         }
     }
@@ -343,12 +359,13 @@ async fn run_model(seed: u64) {
             0..=3 => {
                 let records = rng.gen_range(1..4);
                 let info = replicas[leader].append(batch(records), 0).await.unwrap();
-                models[leader].push((info.base_offset, info.last_offset + 1, epoch));
+                let next = info.last_offset.next();
+                models[leader].push((info.base_offset.get(), next.get(), epoch));
             }
             4..=6 => {
                 let end = truncate_follower(&replicas[leader], &replicas[follower]).await;
                 models[follower].retain(|b| b.1 <= end);
-                let from = replicas[follower].log_end_offset();
+                let from = replicas[follower].log_end_offset().get();
                 for one in batches_from(&replicas[leader], from).await {
                     replicas[follower].append_as_follower(one).await.unwrap();
                 }
@@ -361,7 +378,7 @@ async fn run_model(seed: u64) {
             }
             7 | 8 => {
                 (leader, epoch) = (follower, epoch + 1);
-                replicas[leader].set_leader_epoch(epoch);
+                replicas[leader].set_leader_epoch(LeaderEpoch::new(epoch));
             }
             _ => {
                 if rng.gen_bool(0.5) {
@@ -377,7 +394,7 @@ async fn run_model(seed: u64) {
                 storage.crash(mode[rng.gen_range(0..3)]);
                 replicas = [open_at(&storage, dirs[0]).await, open_at(&storage, dirs[1]).await];
                 for (r, m) in replicas.iter().zip(models.iter_mut()) {
-                    let kept = r.log_end_offset();
+                    let kept = r.log_end_offset().get();
                     assert!(
                         m.iter().any(|b| b.1 == kept) || kept == 0,
                         "seed {seed}: a batch boundary"
@@ -386,7 +403,7 @@ async fn run_model(seed: u64) {
                 }
                 // A restarted leader comes back under a new election.
                 epoch += 1;
-                replicas[leader].set_leader_epoch(epoch);
+                replicas[leader].set_leader_epoch(LeaderEpoch::new(epoch));
             }
         }
         for (r, m) in replicas.iter().zip(&models) {
@@ -417,7 +434,7 @@ fn consumers_read_below_the_high_watermark_and_followers_to_the_log_end() {
         let offsets_read = |end: ReadEnd| {
             let p = &p;
             async move {
-                let read = p.read_for_send(0, 1 << 20, true, end).await.unwrap();
+                let read = p.read_for_send(Offset::new(0), 1 << 20, true, end).await.unwrap();
                 match read.data {
                     RecordBytes::File { offsets, .. } => offsets,
                     RecordBytes::Memory(batches) => {
@@ -435,31 +452,32 @@ fn consumers_read_below_the_high_watermark_and_followers_to_the_log_end() {
             0..9,
             "single node: all committed"
         );
-        p.set_high_watermark(5);
-        assert_eq!(p.high_watermark(), 5);
+        p.set_high_watermark(Offset::new(5));
+        assert_eq!(p.high_watermark().get(), 5);
         assert_eq!(offsets_read(ReadEnd::HighWatermark).await, 0..5);
         assert_eq!(offsets_read(ReadEnd::LogEnd).await, 0..9);
         // A high watermark inside a batch leaves that batch out whole.
-        p.set_high_watermark(4);
+        p.set_high_watermark(Offset::new(4));
         assert_eq!(offsets_read(ReadEnd::HighWatermark).await, 0..3);
-        p.set_high_watermark(2);
+        p.set_high_watermark(Offset::new(2));
         assert!(p
-            .read_for_send(0, 1 << 20, true, ReadEnd::HighWatermark)
+            .read_for_send(Offset::new(0), 1 << 20, true, ReadEnd::HighWatermark)
             .await
             .unwrap()
             .data
             .is_empty());
         assert!(p
-            .read_for_send(5, 1 << 20, true, ReadEnd::HighWatermark)
+            .read_for_send(Offset::new(5), 1 << 20, true, ReadEnd::HighWatermark)
             .await
             .unwrap()
             .data
             .is_empty());
         assert_eq!(
-            p.read_for_send(5, 1 << 20, true, ReadEnd::LogEnd)
+            p.read_for_send(Offset::new(5), 1 << 20, true, ReadEnd::LogEnd)
                 .await
                 .unwrap()
-                .log_end_offset,
+                .log_end_offset
+                .get(),
             9
         );
     });
@@ -476,29 +494,35 @@ fn a_follower_behind_its_leaders_log_start_starts_again_there() {
         let follower = open_at(&storage, "/data/t-0").await;
         let first = batches_from(&leader, 0).await;
         follower.append_as_follower(first[0].clone()).await.unwrap();
-        follower.set_high_watermark(3);
+        follower.set_high_watermark(Offset::new(3));
         // The leader's log now starts at 15 (retention while the follower was away).
-        follower.start_again_at(15).await.unwrap();
-        assert_eq!((follower.log_start_offset(), follower.log_end_offset()), (15, 15));
-        assert_eq!(follower.high_watermark(), 15);
+        follower.start_again_at(Offset::new(15)).await.unwrap();
+        assert_eq!(
+            (follower.log_start_offset().get(), follower.log_end_offset().get()),
+            (15, 15)
+        );
+        assert_eq!(follower.high_watermark().get(), 15);
         assert!(follower.leader_epochs().is_empty());
         for batch in batches_from(&leader, 15).await {
             follower.append_as_follower(batch).await.unwrap();
         }
-        assert_eq!(follower.log_end_offset(), 30);
+        assert_eq!(follower.log_end_offset().get(), 30);
         assert!(
-            follower.start_again_at(30).await.is_err(),
+            follower.start_again_at(Offset::new(30)).await.is_err(),
             "only past the log end"
         );
         follower.close().await.unwrap();
         let reopened = open_at(&storage, "/data/t-0").await;
-        assert_eq!((reopened.log_start_offset(), reopened.log_end_offset()), (15, 30));
+        assert_eq!(
+            (reopened.log_start_offset().get(), reopened.log_end_offset().get()),
+            (15, 30)
+        );
         let names = storage.list_dir(Path::new("/data/t-0")).await.unwrap();
         assert!(
             !names.iter().any(|n| n.starts_with("00000000000000000000.")),
             "the old segment is gone: {names:?}"
         );
-        let read = reopened.read(15, 1 << 20, true).await.unwrap();
+        let read = reopened.read(Offset::new(15), 1 << 20, true).await.unwrap();
         assert_eq!(BatchHeader::parse(&read.data[0]).unwrap().base_offset, 15);
     });
 }

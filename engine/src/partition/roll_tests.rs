@@ -15,7 +15,7 @@ fn a_rolled_segment_is_synced_in_the_background_and_a_crash_before_cuts_the_log_
         let p = open(&storage, small_config()).await;
         let mut rolled_at = 0;
         for ts in 0..8 {
-            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset;
+            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset.get();
             if p.log.segment_count() == 2 {
                 break;
             }
@@ -27,13 +27,13 @@ fn a_rolled_segment_is_synced_in_the_background_and_a_crash_before_cuts_the_log_
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, small_config()).await;
         assert_eq!(
-            (p.log_end_offset(), p.log.segment_count()),
+            (p.log_end_offset().get(), p.log.segment_count()),
             (0, 1),
             "nothing was synced"
         );
 
         for ts in 0..8 {
-            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset;
+            rolled_at = p.append(batch(3, ts), 0).await.unwrap().base_offset.get();
             if p.log.segment_count() == 2 {
                 break;
             }
@@ -44,8 +44,14 @@ fn a_rolled_segment_is_synced_in_the_background_and_a_crash_before_cuts_the_log_
         drop(p);
         storage.crash(CrashMode::TornTailWithGarbage);
         let p = open(&storage, small_config()).await;
-        assert!(p.log_end_offset() >= rolled_at, "the synced segment survives");
+        assert!(
+            p.log_end_offset().get() >= rolled_at,
+            "the synced segment survives"
+        );
         let read = read_all(&p, 0).await;
-        assert_eq!(read.last().map(|h| h.next_offset()), Some(p.log_end_offset()));
+        assert_eq!(
+            read.last().map(|h| h.next_offset()),
+            Some(p.log_end_offset().get())
+        );
     });
 }

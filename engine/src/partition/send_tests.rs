@@ -35,13 +35,11 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                 for i in 0..20 {
                     p.append(batch(3, i), 0).await.unwrap();
                 }
-                let in_memory = p.read(6, 1 << 20, true).await.unwrap().data.concat();
-                let RecordBytes::File { range, offsets } = p
-                    .read_for_send(6, 1 << 20, true, ReadEnd::LogEnd)
-                    .await
-                    .unwrap()
-                    .data
-                else {
+                let send = |offset, max_bytes, min_one_batch| {
+                    p.read_for_send(Offset::new(offset), max_bytes, min_one_batch, ReadEnd::LogEnd)
+                };
+                let in_memory = p.read(Offset::new(6), 1 << 20, true).await.unwrap().data.concat();
+                let RecordBytes::File { range, offsets } = send(6, 1 << 20, true).await.unwrap().data else {
                     panic!("freshly written batches are in the page cache");
                 };
                 assert_eq!(
@@ -52,9 +50,7 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                 assert_eq!(offsets, 6..60);
 
                 // A byte limit cuts at a batch boundary the sparse index knows.
-                let RecordBytes::File { range, offsets } =
-                    p.read_for_send(0, 700, true, ReadEnd::LogEnd).await.unwrap().data
-                else {
+                let RecordBytes::File { range, offsets } = send(0, 700, true).await.unwrap().data else {
                     panic!("cached");
                 };
                 assert!(range.len > 0 && range.len <= 700, "{range:?}");
@@ -63,29 +59,19 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
                 assert_eq!(cut.last().unwrap().next_offset(), offsets.end);
 
                 // Below one batch: the first batch when the client must progress, else nothing.
-                let one = p.read_for_send(3, 10, true, ReadEnd::LogEnd).await.unwrap().data;
+                let one = send(3, 10, true).await.unwrap().data;
                 assert_eq!(one.len(), batch(3, 0).len());
-                assert!(p
-                    .read_for_send(3, 10, false, ReadEnd::LogEnd)
-                    .await
-                    .unwrap()
-                    .data
-                    .is_empty());
+                assert!(send(3, 10, false).await.unwrap().data.is_empty());
                 // Granted nothing: nothing, and an offset past the log end is still refused.
-                let granted_nothing = p.read_for_send(3, 0, false, ReadEnd::LogEnd).await;
+                let granted_nothing = send(3, 0, false).await;
                 assert!(granted_nothing.unwrap().data.is_empty());
-                let past_end = p.read_for_send(61, 0, false, ReadEnd::LogEnd).await;
+                let past_end = send(61, 0, false).await;
                 assert!(
                     matches!(past_end, Err(LogError::OffsetOutOfRange { offset: 61, .. })),
                     "{:?}",
                     past_end.map(|read| read.data.len())
                 );
-                assert!(p
-                    .read_for_send(60, 1 << 20, true, ReadEnd::LogEnd)
-                    .await
-                    .unwrap()
-                    .data
-                    .is_empty());
+                assert!(send(60, 1 << 20, true).await.unwrap().data.is_empty());
 
                 // The range stays readable after its partition is deleted.
                 p.delete().await.unwrap();
@@ -133,7 +119,7 @@ where
                 let big = BatchBuilder::new(i).records_of(60, 1000).build();
                 p.append(Bytes::from(big), 0).await.unwrap();
             }
-            p.wait_durable(2399).await.unwrap();
+            p.wait_durable(Offset::new(2399)).await.unwrap();
             let log = std::fs::File::open(path.join("00000000000000000000.log")).unwrap();
             check(p, log).await;
         })
@@ -148,14 +134,14 @@ fn reads_for_send_of_data_no_longer_cached_come_back_in_memory() {
     with_durable_big_batches(|p, log| async move {
         assert!(drop_pages(log.as_raw_fd(), 0, 0), "every page dropped");
         let RecordBytes::Memory(batches) = p
-            .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
+            .read_for_send(Offset::new(0), 8 << 20, true, ReadEnd::LogEnd)
             .await
             .unwrap()
             .data
         else {
             panic!("a sendfile of uncached bytes would block the shard on the disk");
         };
-        assert_eq!(batches, p.read(0, 8 << 20, true).await.unwrap().data);
+        assert_eq!(batches, p.read(Offset::new(0), 8 << 20, true).await.unwrap().data);
         assert_eq!(headers(&batches).last().unwrap().next_offset(), 2400);
     });
 }
@@ -172,7 +158,7 @@ fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_
         };
         assert!(!missing.is_empty(), "dropped, so not cached");
         let RecordBytes::File { range, offsets } = p
-            .read_for_send(0, 8 << 20, true, ReadEnd::LogEnd)
+            .read_for_send(Offset::new(0), 8 << 20, true, ReadEnd::LogEnd)
             .await
             .unwrap()
             .data
@@ -183,7 +169,7 @@ fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_
         assert_eq!(crate::sys::range_cached(fd, 0, len).unwrap(), Some(true));
         assert_eq!(
             range_bytes(&range),
-            p.read(0, 8 << 20, true).await.unwrap().data.concat()
+            p.read(Offset::new(0), 8 << 20, true).await.unwrap().data.concat()
         );
     });
 }
@@ -197,14 +183,14 @@ fn reads_for_send_without_kernel_files_come_back_in_memory() {
             p.append(batch(2, i), 0).await.unwrap();
         }
         let RecordBytes::Memory(batches) = p
-            .read_for_send(0, 1 << 20, true, ReadEnd::LogEnd)
+            .read_for_send(Offset::new(0), 1 << 20, true, ReadEnd::LogEnd)
             .await
             .unwrap()
             .data
         else {
             panic!("FaultyStorage has no descriptors to send from");
         };
-        assert_eq!(batches, p.read(0, 1 << 20, true).await.unwrap().data);
+        assert_eq!(batches, p.read(Offset::new(0), 1 << 20, true).await.unwrap().data);
     });
 }
 
@@ -234,7 +220,7 @@ fn a_read_from_where_the_last_found_or_sent_its_batches_needs_no_index_or_scan()
         let p = forty_batches(&storage).await;
         let one_batch = batch(3, 0).len();
         let send = |offset, max_bytes, min_one_batch| {
-            p.read_for_send(offset, max_bytes, min_one_batch, ReadEnd::LogEnd)
+            p.read_for_send(Offset::new(offset), max_bytes, min_one_batch, ReadEnd::LogEnd)
         };
         // A fetch whose budget ran out grants less than the first batch, fetch after fetch.
         assert!(send(30, one_batch - 1, false).await.unwrap().data.is_empty());
@@ -255,7 +241,10 @@ fn a_read_from_where_the_last_found_or_sent_its_batches_needs_no_index_or_scan()
         let RecordBytes::Memory(batches) = next.data else {
             panic!("FaultyStorage reads into memory");
         };
-        assert_eq!(batches, p.read(36, one_batch, false).await.unwrap().data);
+        assert_eq!(
+            batches,
+            p.read(Offset::new(36), one_batch, false).await.unwrap().data
+        );
     });
 }
 
@@ -264,21 +253,24 @@ fn a_read_after_the_log_was_cut_finds_the_batches_written_since() {
     block_on(async {
         let storage = FaultyStorage::new(10);
         let p = forty_batches(&storage).await;
-        let sent = p.read_for_send(30, 1 << 20, true, ReadEnd::LogEnd).await.unwrap();
-        assert_eq!(sent.high_watermark, 120);
+        let sent = p
+            .read_for_send(Offset::new(30), 1 << 20, true, ReadEnd::LogEnd)
+            .await
+            .unwrap();
+        assert_eq!(sent.high_watermark.get(), 120);
         assert!(!p
-            .read_for_send(60, 1000, false, ReadEnd::LogEnd)
+            .read_for_send(Offset::new(60), 1000, false, ReadEnd::LogEnd)
             .await
             .unwrap()
             .data
             .is_empty());
         // A consumer at 51 granted less than its batch: the hint holds that batch's header.
         let one_batch = batch(3, 0).len();
-        let granted_too_little = p.read_for_send(51, one_batch - 1, false, ReadEnd::LogEnd);
+        let granted_too_little = p.read_for_send(Offset::new(51), one_batch - 1, false, ReadEnd::LogEnd);
         assert!(granted_too_little.await.unwrap().data.is_empty());
         // The log is cut inside the batches read, and other batches take their offsets: a
         // hint left by the reads before the cut would point inside one of them.
-        assert_eq!(p.truncate_to(51).await.unwrap(), 51);
+        assert_eq!(p.truncate_to(Offset::new(51)).await.unwrap().get(), 51);
         for ts in 0..12 {
             p.append(batch(1, 100 + ts), 0).await.unwrap();
         }
@@ -286,11 +278,11 @@ fn a_read_after_the_log_was_cut_finds_the_batches_written_since() {
         // batch at 51 is one of three records, too long for it, and nothing would be sent.
         let one_new = batch(1, 0).len();
         let sent = p
-            .read_for_send(51, one_new, false, ReadEnd::LogEnd)
+            .read_for_send(Offset::new(51), one_new, false, ReadEnd::LogEnd)
             .await
             .unwrap();
         assert_eq!(sent.data.len(), one_new);
-        for offset in [51, 60, 62] {
+        for offset in [51, 60, 62].map(Offset::new) {
             let sent = p
                 .read_for_send(offset, 1 << 20, false, ReadEnd::LogEnd)
                 .await
@@ -300,7 +292,7 @@ fn a_read_after_the_log_was_cut_finds_the_batches_written_since() {
                 panic!("FaultyStorage reads into memory");
             };
             assert_eq!(batches, expected, "from {offset}");
-            assert_eq!(headers(&batches)[0].base_offset, offset);
+            assert_eq!(headers(&batches)[0].base_offset, offset.get());
         }
     });
 }

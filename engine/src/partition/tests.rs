@@ -30,8 +30,8 @@ pub(super) async fn open(storage: &FaultyStorage, config: LogConfig) -> Partitio
 pub(super) async fn read_all<S: Storage>(p: &Partition<S>, from: i64) -> Vec<BatchHeader> {
     let mut out: Vec<BatchHeader> = Vec::new();
     let mut next = from;
-    while next < p.log_end_offset() {
-        let r = p.read(next, 1 << 20, true).await.unwrap();
+    while next < p.log_end_offset().get() {
+        let r = p.read(Offset::new(next), 1 << 20, true).await.unwrap();
         out.extend(headers(&r.data));
         next = out.last().unwrap().next_offset();
     }
@@ -52,14 +52,15 @@ fn append_assigns_offsets_and_reads_back_whole_batches() {
         let mut bases = Vec::new();
         for i in 0..40 {
             let info = p.append(batch(1 + i % 3, 1000 + i as i64), 5).await.unwrap();
-            assert_eq!(info.last_offset - info.base_offset + 1, (1 + i % 3) as i64);
+            let records = info.last_offset.get() - info.base_offset.get() + 1;
+            assert_eq!(records, (1 + i % 3) as i64);
             assert_eq!(info.log_append_time_ms, -1);
-            bases.push(info.base_offset);
+            bases.push(info.base_offset.get());
         }
         assert!(p.segment_count() > 3, "small segments roll");
-        let end = p.log_end_offset();
+        let end = p.log_end_offset().get();
         for offset in 0..end {
-            let r = p.read(offset, 1, true).await.unwrap();
+            let r = p.read(Offset::new(offset), 1, true).await.unwrap();
             let h = headers(&r.data);
             assert_eq!(h.len(), 1);
             assert!(h[0].base_offset <= offset && offset <= h[0].last_offset());
@@ -67,13 +68,16 @@ fn append_assigns_offsets_and_reads_back_whole_batches() {
         let hs = read_all(&p, 0).await;
         assert_eq!(hs.last().unwrap().next_offset(), end);
         assert!(hs.windows(2).all(|w| w[0].next_offset() == w[1].base_offset));
-        assert!(p.read(end, 100, true).await.unwrap().data.is_empty());
-        let err = p.read(end + 1, 100, true).await.unwrap_err();
+        assert!(p.read(Offset::new(end), 100, true).await.unwrap().data.is_empty());
+        let err = p.read(Offset::new(end + 1), 100, true).await.unwrap_err();
         assert!(matches!(err, LogError::OffsetOutOfRange { .. }));
         let first_late = hs.iter().find(|h| h.max_timestamp >= 1010).unwrap();
         let found = p.offset_for_timestamp(1010).await.unwrap().unwrap();
-        assert_eq!(found, (first_late.base_offset, first_late.max_timestamp));
-        assert!(bases.contains(&found.0));
+        assert_eq!(
+            found,
+            (Offset::new(first_late.base_offset), first_late.max_timestamp)
+        );
+        assert!(bases.contains(&found.0.get()));
         assert_eq!(p.offset_for_timestamp(99_999).await.unwrap(), None);
     });
 }
@@ -98,7 +102,7 @@ fn invalid_batches_reject_the_whole_append() {
         let big = BatchBuilder::new(0).records_of(1, 300).build();
         let err = p.append(Bytes::from(big), 0).await.unwrap_err();
         assert!(matches!(err, LogError::MessageTooLarge { max: 200, .. }));
-        assert_eq!(p.log_end_offset(), 0);
+        assert_eq!(p.log_end_offset().get(), 0);
         assert!(p.append(Bytes::from(good), 0).await.is_ok());
     });
 }
@@ -114,7 +118,7 @@ fn log_append_time_is_stamped() {
         let p = open(&storage, config).await;
         let info = p.append(batch(2, 10), 777).await.unwrap();
         assert_eq!(info.log_append_time_ms, 777);
-        let r = p.read(0, 1000, true).await.unwrap();
+        let r = p.read(Offset::new(0), 1000, true).await.unwrap();
         let h = headers(&r.data)[0];
         assert_eq!(
             (h.max_timestamp, h.timestamp_type()),
@@ -129,16 +133,20 @@ fn group_commit_survives_crash_and_sync_error_fails_the_partition() {
         let storage = FaultyStorage::new(4);
         let p = open(&storage, LogConfig::default()).await;
         p.append(batch(3, 0), 0).await.unwrap();
-        p.wait_durable(2).await.unwrap();
+        p.wait_durable(Offset::new(2)).await.unwrap();
         p.append(batch(3, 0), 0).await.unwrap();
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, LogConfig::default()).await;
-        assert_eq!(p.log_end_offset(), 3, "synced batch kept, unsynced one lost");
+        assert_eq!(
+            p.log_end_offset().get(),
+            3,
+            "synced batch kept, unsynced one lost"
+        );
         p.append(batch(1, 0), 0).await.unwrap();
         storage.fail_sync_after(1);
-        assert!(p.wait_durable(3).await.is_err());
-        let again = p.wait_durable(3).await.unwrap_err();
+        assert!(p.wait_durable(Offset::new(3)).await.is_err());
+        let again = p.wait_durable(Offset::new(3)).await.unwrap_err();
         assert!(again.is_storage_failure(), "never retried into success");
         assert!(p.append(batch(1, 0), 0).await.is_err());
     });
@@ -152,12 +160,12 @@ fn records_after_a_new_start_survive_a_crash_in_a_new_partition() {
         let storage = FaultyStorage::new(6);
         let p = open(&storage, LogConfig::default()).await;
         p.append(batch(9, 0), 0).await.unwrap();
-        assert_eq!(p.delete_records_before(4).await.unwrap(), 4);
+        assert_eq!(p.delete_records_before(Offset::new(4)).await.unwrap().get(), 4);
         p.append(batch(5, 0), 0).await.unwrap();
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, LogConfig::default()).await;
-        assert_eq!((p.log_start_offset(), p.log_end_offset()), (4, 9));
+        assert_eq!((p.log_start_offset().get(), p.log_end_offset().get()), (4, 9));
     });
 }
 
@@ -173,16 +181,16 @@ fn retention_delete_records_truncate_and_clean_reopen() {
         let outcome = p.apply_retention(12_000 + 7 * 24 * 3_600_000).await.unwrap();
         assert!(outcome.segments_deleted > 0 && outcome.segments_deleted < segments);
         assert_eq!(p.log_start_offset(), outcome.log_start_offset);
-        let start = p.delete_records_before(41).await.unwrap();
-        assert_eq!(start, 41);
-        assert_eq!(p.read(41, 10, true).await.unwrap().data.len(), 1);
-        assert!(p.read(40, 10, true).await.is_err());
-        p.truncate_to(50).await.unwrap();
-        assert_eq!(p.log_end_offset(), 50);
+        let start = p.delete_records_before(Offset::new(41)).await.unwrap();
+        assert_eq!(start.get(), 41);
+        assert_eq!(p.read(Offset::new(41), 10, true).await.unwrap().data.len(), 1);
+        assert!(p.read(Offset::new(40), 10, true).await.is_err());
+        p.truncate_to(Offset::new(50)).await.unwrap();
+        assert_eq!(p.log_end_offset().get(), 50);
         p.close().await.unwrap();
         assert!(matches!(p.append(batch(1, 0), 0).await, Err(LogError::Closed)));
         let p = open(&storage, small_config()).await;
-        assert_eq!((p.log_start_offset(), p.log_end_offset()), (41, 50));
+        assert_eq!((p.log_start_offset().get(), p.log_end_offset().get()), (41, 50));
         let hs = read_all(&p, 41).await;
         assert_eq!(hs.last().unwrap().next_offset(), 50);
         p.delete().await.unwrap();
@@ -210,7 +218,7 @@ fn concurrent_waiters_share_one_fdatasync() {
         );
         a.and(b).and(c).unwrap();
         assert_eq!(storage.sync_count() - before, 1);
-        assert_eq!(p.durable_offset(), p.log_end_offset());
+        assert_eq!(p.durable_offset().get(), p.log_end_offset().get());
         assert!(
             p.wait_durable(p.log_end_offset()).await.is_err(),
             "never acks the unwritten"
@@ -282,17 +290,17 @@ fn glommio_storage_round_trip() {
                 for i in 0..20 {
                     p.append(batch(3, i), 0).await.unwrap();
                 }
-                p.wait_durable(59).await.unwrap();
+                p.wait_durable(Offset::new(59)).await.unwrap();
                 assert_eq!(read_all(&p, 0).await.last().unwrap().next_offset(), 60);
                 p.close().await.unwrap();
                 let p = Partition::open(storage.clone(), path.clone(), small_config())
                     .await
                     .unwrap();
-                assert_eq!(p.log_end_offset(), 60);
-                let all = p.read(30, 1 << 20, true).await.unwrap();
+                assert_eq!(p.log_end_offset().get(), 60);
+                let all = p.read(Offset::new(30), 1 << 20, true).await.unwrap();
                 assert_eq!(headers(&all.data)[0].base_offset, 30);
                 // A read stays within one segment (as Kafka's does): the first segment's batches.
-                let from_start = p.read(0, 8 << 20, true).await.unwrap();
+                let from_start = p.read(Offset::new(0), 8 << 20, true).await.unwrap();
                 assert_eq!(headers(&from_start.data).last().unwrap().next_offset(), 21);
                 p.close().await.unwrap();
                 let big = LogConfig::default();
@@ -300,7 +308,7 @@ fn glommio_storage_round_trip() {
                 for i in 0..20 {
                     p.append(batch(3, i), 0).await.unwrap();
                 }
-                let from_start = p.read(0, 8 << 20, true).await.unwrap();
+                let from_start = p.read(Offset::new(0), 8 << 20, true).await.unwrap();
                 assert_eq!(from_start.data.len(), 20, "every batch that fits, in one read");
             })
             .unwrap()
@@ -397,7 +405,7 @@ fn tiny_partitions_reserve_nothing_busy_ones_within_the_budget_and_idle_ones_giv
             assert!(ahead("busy-1", other.size_bytes()) <= 4096);
             assert_eq!(budget.reserved(), 0);
             busy.append(batch(1, 0), later).await.unwrap();
-            assert_eq!(busy.log_end_offset(), batches * 64 + 3 + 1);
+            assert_eq!(busy.log_end_offset().get(), batches * 64 + 3 + 1);
         })
         .unwrap()
         .join()
@@ -478,7 +486,7 @@ fn a_crash_while_appends_are_mapped_leaves_zeros_past_the_data_which_the_open_cu
             for _ in 0..crate::io::mapped_appends::SMALL_APPENDS_BEFORE_MAPPING + 2 {
                 p.append(batch(3, 0), 0).await.unwrap();
             }
-            let (data, end) = (p.size_bytes(), p.log_end_offset());
+            let (data, end) = (p.size_bytes(), p.log_end_offset().get());
             if log_len() == data {
                 return; // not mapped: this test's file system is nearly full
             }
@@ -491,16 +499,16 @@ fn a_crash_while_appends_are_mapped_leaves_zeros_past_the_data_which_the_open_cu
                 .await
                 .unwrap();
             assert_eq!(
-                (p.log_end_offset(), p.size_bytes()),
+                (p.log_end_offset().get(), p.size_bytes()),
                 (end, data),
                 "every batch, nothing more"
             );
             assert_eq!(log_len(), data, "the zeros cut");
-            let read = p.read(0, 1 << 20, true).await.unwrap();
+            let read = p.read(Offset::new(0), 1 << 20, true).await.unwrap();
             let read_bytes: usize = read.data.iter().map(|b| b.len()).sum();
             assert_eq!(read_bytes as u64, data, "all of it readable");
             p.append(batch(1, 0), 0).await.unwrap();
-            assert_eq!(p.log_end_offset(), end + 1);
+            assert_eq!(p.log_end_offset().get(), end + 1);
             p.close().await.unwrap();
         })
         .unwrap()
@@ -541,13 +549,13 @@ fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
         // Read only, then a crash: still clean, so the next open trusts the files (the damage
         // is not looked for: only headers are read after a clean close).
         let p = open(&storage, config.clone()).await;
-        assert_eq!(p.read(0, 1 << 20, true).await.unwrap().data.len(), 3);
+        assert_eq!(p.read(Offset::new(0), 1 << 20, true).await.unwrap().data.len(), 3);
         let syncs = storage.sync_count();
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         assert_eq!(disk_state(&storage), Some(Clean), "kept while only read");
         let p = open(&storage, config.clone()).await;
-        assert_eq!(p.log_end_offset(), 6);
+        assert_eq!(p.log_end_offset().get(), 6);
         // Closing a log nobody wrote writes nothing.
         p.close().await.unwrap();
         assert_eq!(storage.sync_count(), syncs);
@@ -567,13 +575,13 @@ fn a_log_only_read_since_a_clean_close_stays_clean_and_needs_no_recovery() {
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, config.clone()).await;
-        assert_eq!(p.log_end_offset(), 6);
+        assert_eq!(p.log_end_offset().get(), 6);
         // Without its state file, the whole active segment is verified: cut at the damage.
         drop(p);
         let state = dir().join(crate::log::disk_state::STATE_FILE);
         storage.remove_file(&state).await.unwrap();
         let p = open(&storage, config).await;
-        assert_eq!(p.log_end_offset(), 4, "cut at the damaged third batch");
+        assert_eq!(p.log_end_offset().get(), 4, "cut at the damaged third batch");
     });
 }
 
@@ -624,7 +632,7 @@ fn a_log_grown_past_its_clean_prefix_is_verified_at_the_open() {
         drop(p);
         damage_last_batch(&storage);
         let p = open(&storage, LogConfig::default()).await;
-        assert_eq!(p.log_end_offset(), 8, "cut at the damaged fifth batch");
+        assert_eq!(p.log_end_offset().get(), 8, "cut at the damaged fifth batch");
         assert_eq!(read_all(&p, 0).await.len(), 4);
         // The same after crashes that tear the unsynced appends or leave garbage after them:
         // whole, valid batches from the checkpoint on, nothing before it lost.
@@ -634,7 +642,7 @@ fn a_log_grown_past_its_clean_prefix_is_verified_at_the_open() {
             drop(p);
             storage.crash(mode);
             let p = open(&storage, LogConfig::default()).await;
-            let end = p.log_end_offset();
+            let end = p.log_end_offset().get();
             assert!((6..=14).contains(&end) && end % 2 == 0, "{mode:?}: end {end}");
             assert_eq!(read_all(&p, 0).await.len() as i64, end / 2, "{mode:?}");
         }
@@ -668,7 +676,7 @@ fn a_checkpoint_of_an_idle_partition_spares_it_recovery() {
         // everything the checkpoint covered is there, unflushed appends included.
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, config).await;
-        assert_eq!(p.log_end_offset(), 4);
+        assert_eq!(p.log_end_offset().get(), 4);
     });
 }
 
@@ -693,7 +701,7 @@ fn a_clean_open_trusts_the_active_segments_index_instead_of_verifying_it() {
         storage.set_file_bytes(&log, bytes);
         let p = open(&storage, config).await;
         assert_eq!(
-            p.log_end_offset(),
+            p.log_end_offset().get(),
             60,
             "clean: the indexes are trusted, nothing is cut"
         );
@@ -739,9 +747,9 @@ fn after_a_crash_only_what_follows_the_last_checkpoint_is_verified() {
             let p = open(&storage, small_index_config()).await;
             // The checkpointed prefix is trusted (the damage below it is not looked for); what
             // followed is verified: whole batches of it kept, the rest cut.
-            let end = p.log_end_offset();
+            let end = p.log_end_offset().get();
             assert!((60..=75).contains(&end) && end % 3 == 0, "{mode:?}: {end}");
-            let last = p.read(end - 3, 1 << 20, true).await.unwrap();
+            let last = p.read(Offset::new(end - 3), 1 << 20, true).await.unwrap();
             assert_eq!(headers(&last.data).len(), 1, "{mode:?}");
             p.append(batch(1, 0), 0).await.unwrap();
         });
@@ -757,13 +765,13 @@ fn a_truncation_below_the_checkpoint_sends_the_whole_segment_to_recovery() {
             p.append(batch(3, i), 0).await.unwrap();
         }
         assert!(p.checkpoint().await.unwrap());
-        p.truncate_to(30).await.unwrap();
+        p.truncate_to(Offset::new(30)).await.unwrap();
         damage_second_batch(&storage);
         drop(p);
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, small_index_config()).await;
         assert_eq!(
-            p.log_end_offset(),
+            p.log_end_offset().get(),
             3,
             "verified from the start: cut at the damaged batch"
         );
@@ -792,7 +800,7 @@ fn a_partition_written_without_pause_moves_its_synced_prefix_and_recovers_from_t
         drop(p);
         storage.crash(CrashMode::TornTailWithGarbage);
         let p = open(&storage, small_index_config()).await;
-        let end = p.log_end_offset();
+        let end = p.log_end_offset().get();
         assert!(
             (60..=75).contains(&end) && end % 3 == 0,
             "trusted up to the prefix: {end}"
@@ -807,7 +815,7 @@ fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_
         let state_file = dir().join(crate::log::disk_state::STATE_FILE);
         let p = open(&storage, LogConfig::default()).await;
         p.append(batch(2, 0), 0).await.unwrap();
-        p.wait_durable(1).await.unwrap();
+        p.wait_durable(Offset::new(1)).await.unwrap();
         assert!(
             storage.file_bytes(&state_file).is_none(),
             "no state file to create on the first write"
@@ -817,7 +825,7 @@ fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_
         // was synced.
         storage.crash(CrashMode::LoseUnsynced);
         let p = open(&storage, LogConfig::default()).await;
-        assert_eq!(p.log_end_offset(), 2);
+        assert_eq!(p.log_end_offset().get(), 2);
         assert!(!p.log.is_clean());
         p.checkpoint().await.unwrap();
         assert!(p.log.is_clean());
@@ -829,6 +837,6 @@ fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_
         p.close().await.unwrap();
         let p = open(&storage, LogConfig::default()).await;
         assert!(p.log.is_clean(), "closed clean");
-        assert_eq!(p.log_end_offset(), 3);
+        assert_eq!(p.log_end_offset().get(), 3);
     });
 }

@@ -1,10 +1,12 @@
 //! The partitions one shard owns, opened on first use and closed on shutdown.
 
 use crate::local_sync::LocalLock;
+use laminar_model::TopicPartition;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::io::{FileCacheStats, ShardStorage, Storage, WriteBehindStats};
 use crate::log::segment::parse_log_name;
@@ -19,17 +21,14 @@ pub const CLOSE_CONCURRENCY: usize = 128;
 /// file creations and fdatasyncs overlap, so the disk commits them together.
 pub const OPEN_CONCURRENCY: usize = 64;
 
-/// A partition replica's name: topic and index.
-pub type PartitionKey = (String, i32);
-
 /// Values by topic and then partition index, for the maps a shard looks up per partition of a
-/// request. A lookup compares the topic's name once, with a `String` every partition of the
-/// topic shares (so it stays in cache), and then hashes an integer: keyed by `(String, i32)`,
-/// each partition had a name of its own on the heap, and comparing it (a cache miss per
-/// partition) was 16 % of the broker's CPU in a caught-up consumer's long poll over 10 000
+/// request. A lookup compares the topic's name once, with a name every partition of the topic
+/// shares (so it stays in cache), and then hashes an integer: keyed by topic and index
+/// together, each partition had a name of its own on the heap, and comparing it (a cache miss
+/// per partition) was 16 % of the broker's CPU in a caught-up consumer's long poll over 10 000
 /// partitions (decision 0027, fetches over thousands of partitions).
 struct ByTopic<V> {
-    by_topic: hashbrown::HashMap<String, hashbrown::HashMap<i32, V>>,
+    by_topic: hashbrown::HashMap<Arc<str>, hashbrown::HashMap<i32, V>>,
     count: usize,
 }
 
@@ -51,7 +50,7 @@ impl<V> ByTopic<V> {
     fn insert(&mut self, topic: &str, partition: i32, value: V) -> Option<V> {
         let partitions = match self.by_topic.get_mut(topic) {
             Some(partitions) => partitions,
-            None => self.by_topic.entry(topic.to_string()).or_default(),
+            None => self.by_topic.entry(Arc::from(topic)).or_default(),
         };
         let replaced = partitions.insert(partition, value);
         self.count += usize::from(replaced.is_none());
@@ -69,7 +68,7 @@ impl<V> ByTopic<V> {
         Some(removed)
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&String, i32, &V)> {
+    fn iter(&self) -> impl Iterator<Item = (&Arc<str>, i32, &V)> {
         let topics = self.by_topic.iter();
         topics.flat_map(|(topic, partitions)| {
             partitions
@@ -78,13 +77,13 @@ impl<V> ByTopic<V> {
         })
     }
 
-    fn drain(&mut self) -> Vec<(PartitionKey, V)> {
+    fn drain(&mut self) -> Vec<(TopicPartition, V)> {
         self.count = 0;
         let topics = self.by_topic.drain();
         let each = topics.flat_map(|(topic, partitions)| {
             partitions
                 .into_iter()
-                .map(move |(index, value)| ((topic.clone(), index), value))
+                .map(move |(index, value)| (TopicPartition::new(topic.clone(), index), value))
         });
         each.collect()
     }
@@ -108,7 +107,7 @@ pub struct ShardPartitions {
     /// One lock per partition being opened or removed, so that two requests never open one
     /// partition twice while different partitions open concurrently. An entry lives while some
     /// task holds or waits for it: at most one per partition a request names.
-    partition_locks: RefCell<HashMap<PartitionKey, Rc<LocalLock>>>,
+    partition_locks: RefCell<HashMap<TopicPartition, Rc<LocalLock>>>,
     /// Bounds the opens in flight to [`OPEN_CONCURRENCY`].
     opens_in_flight: async_lock::Semaphore,
     /// Notified each time a partition opens (for waiters on partitions never written).
@@ -131,12 +130,12 @@ pub struct ShardPartitions {
 /// dropped.
 struct PartitionLock<'a> {
     partitions: &'a ShardPartitions,
-    key: PartitionKey,
+    key: TopicPartition,
     mutex: Rc<LocalLock>,
 }
 
 impl<'a> PartitionLock<'a> {
-    fn new(partitions: &'a ShardPartitions, key: PartitionKey) -> Self {
+    fn new(partitions: &'a ShardPartitions, key: TopicPartition) -> Self {
         let mutex = partitions
             .partition_locks
             .borrow_mut()
@@ -289,7 +288,7 @@ impl ShardPartitions {
         config: impl FnOnce() -> C,
     ) -> Result<Rc<Partition>, LogError> {
         let _lifecycle = self.lifecycle.read().await;
-        let key = (topic.to_string(), partition);
+        let key = TopicPartition::new(topic, partition);
         let lock = PartitionLock::new(self, key.clone());
         let _this_partition = lock.mutex().lock().await;
         if let Some(open) = self.get(topic, partition) {
@@ -339,8 +338,8 @@ impl ShardPartitions {
         self.opened.listen()
     }
 
-    async fn open_now(&self, key: PartitionKey, spec: PartitionSpec) -> Result<Rc<Partition>, LogError> {
-        let dir = partition_dir(&self.log_dir, &key.0, key.1);
+    async fn open_now(&self, key: TopicPartition, spec: PartitionSpec) -> Result<Rc<Partition>, LogError> {
+        let dir = partition_dir(&self.log_dir, &key.topic, key.partition);
         let recorded = match spec.topic_id {
             Some(topic_id) => Some((topic_id, self.set_aside_other_topics_dir(&dir, topic_id).await?)),
             None => None,
@@ -359,7 +358,10 @@ impl ShardPartitions {
             opened.observe_syncs(observer);
         }
         opened.attach_idle_list(self.idle.clone());
-        let replaced = self.open.borrow_mut().insert(&key.0, key.1, opened.clone());
+        let replaced = self
+            .open
+            .borrow_mut()
+            .insert(&key.topic, key.partition, opened.clone());
         assert!(
             replaced.is_none(),
             "a partition opens once: its open holds its lock"
@@ -405,11 +407,11 @@ impl ShardPartitions {
     /// owns them and whether or not they are open. Other entries (files, the controller's
     /// `__cluster_metadata-0` among them, names without an index) are the caller's to filter
     /// against its topic table.
-    pub async fn replica_dirs(&self) -> Result<Vec<PartitionKey>, LogError> {
+    pub async fn replica_dirs(&self) -> Result<Vec<TopicPartition>, LogError> {
         let names = self.storage.list_dir(&self.log_dir).await?;
         let each = names.iter().filter_map(|name| {
             let (topic, index) = parse_partition_dir_name(name)?;
-            Some((topic.to_string(), index))
+            Some(TopicPartition::new(topic, index))
         });
         Ok(each.collect())
     }
@@ -420,7 +422,8 @@ impl ShardPartitions {
     /// known then: a closed log is no further than it, so the lag is 0).
     pub async fn replica_size(&self, topic: &str, partition: i32) -> Result<Option<(u64, i64)>, LogError> {
         if let Some(open) = self.get(topic, partition) {
-            let lag = open.high_watermark().saturating_sub(open.log_end_offset()).max(0);
+            let (hw, end) = (open.high_watermark().get(), open.log_end_offset().get());
+            let lag = hw.saturating_sub(end).max(0);
             return Ok(Some((open.size_bytes(), lag)));
         }
         let dir = partition_dir(&self.log_dir, topic, partition);
@@ -444,7 +447,7 @@ impl ShardPartitions {
     /// Closes and deletes a partition's files, whether or not it was open.
     pub async fn remove(&self, topic: &str, partition: i32) -> Result<(), LogError> {
         let _lifecycle = self.lifecycle.read().await;
-        let lock = PartitionLock::new(self, (topic.to_string(), partition));
+        let lock = PartitionLock::new(self, TopicPartition::new(topic, partition));
         let _this_partition = lock.mutex().lock().await;
         self.remove_now(topic, partition).await
     }
@@ -483,13 +486,12 @@ impl ShardPartitions {
     /// Every open partition into `out` (cleared first; its capacity is kept, so a pass that
     /// runs every few seconds over tens of thousands of partitions does not allocate a new
     /// vector of them each time). The caller clears it after use: it holds the partitions.
-    pub fn all_into(&self, out: &mut Vec<(PartitionKey, Rc<Partition>)>) {
+    pub fn all_into(&self, out: &mut Vec<(TopicPartition, Rc<Partition>)>) {
         out.clear();
+        let open = self.open.borrow();
         out.extend(
-            self.open
-                .borrow()
-                .iter()
-                .map(|(topic, index, p)| ((topic.clone(), index), p.clone())),
+            open.iter()
+                .map(|(topic, index, p)| (TopicPartition::new(topic.clone(), index), p.clone())),
         );
     }
 
@@ -504,7 +506,7 @@ impl ShardPartitions {
     /// Flushes and closes every partition (their logs' state files then say clean); returns
     /// the failures.
     /// [`CLOSE_CONCURRENCY`] at a time, so that their fdatasyncs overlap.
-    pub async fn close_all(&self) -> Vec<(PartitionKey, LogError)> {
+    pub async fn close_all(&self) -> Vec<(TopicPartition, LogError)> {
         use futures::StreamExt;
         let _lifecycle = self.lifecycle.write().await;
         let open = self.open.borrow_mut().drain();
@@ -522,6 +524,7 @@ mod tests {
     use super::*;
     use crate::io::{FileCache, GlommioStorage, WriteMode};
     use crate::test_tasks::on_executor;
+    use laminar_model::Offset;
 
     #[test]
     fn partition_directory_names_parse_back_and_other_names_do_not() {
@@ -570,8 +573,8 @@ mod tests {
             assert_eq!(shard.open.borrow().count, 3, "names not open stay closed");
             for partition in &partitions {
                 let appended = partition.append(batch.clone(), 0).await.unwrap();
-                assert_eq!(appended.base_offset, 8);
-                assert_eq!(partition.log_end_offset(), 9);
+                assert_eq!(appended.base_offset, Offset::new(8));
+                assert_eq!(partition.log_end_offset(), Offset::new(9));
             }
         });
     }
@@ -595,7 +598,7 @@ mod tests {
             assert!(open.get("orders", -1).is_none());
             let mut seen: Vec<_> = open
                 .iter()
-                .map(|(topic, index, _)| (topic.clone(), index))
+                .map(|(topic, index, _)| (topic.to_string(), index))
                 .collect();
             seen.sort();
             let expected = [("", 7), ("orders", 0), ("orders", 1), ("orders-1", 0)];

@@ -273,13 +273,16 @@ async fn target_offsets(
         let Some(partition) = there.state.partition_to_read(&tp).await? else {
             return Ok(0);
         };
-        let (start, end) = (partition.log_start_offset(), partition.high_watermark());
+        let (start, end) = (
+            partition.log_start_offset().get(),
+            partition.high_watermark().get(),
+        );
         Ok(match target {
             Target::Earliest => start,
             Target::Latest => end,
             Target::Offset(offset) => offset.clamp(start, end),
             Target::Timestamp(ms) => match partition.offset_for_timestamp(ms).await? {
-                Some((offset, _)) => offset.clamp(start, end),
+                Some((offset, _)) => offset.get().clamp(start, end),
                 None => end,
             },
         })

@@ -13,6 +13,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::records::{Record, RecordBatchDecoder};
+use laminar_model::Offset;
 use laminar_protocol::records::batches;
 use serde_json::json;
 
@@ -84,11 +85,12 @@ async fn read_records(
         // Never written: nothing to show.
         return Ok(page(0, 0, 0, Vec::new()));
     };
-    let (log_start, high_watermark) = (partition.log_start_offset(), partition.high_watermark());
+    let log_start = partition.log_start_offset().get();
+    let high_watermark = partition.high_watermark().get();
     let from = match start {
         Start::Offset(offset) => offset.max(log_start),
         Start::Timestamp(ms) => match partition.offset_for_timestamp(ms).await? {
-            Some((offset, _)) => offset.max(log_start),
+            Some((offset, _)) => offset.get().max(log_start),
             None => high_watermark,
         },
         Start::Latest => (high_watermark - limit as i64).max(log_start),
@@ -96,7 +98,7 @@ async fn read_records(
     if from >= high_watermark {
         return Ok(page(log_start, high_watermark, from, Vec::new()));
     }
-    let read = partition.read(from, READ_BYTES_MAX, true).await?;
+    let read = partition.read(Offset::new(from), READ_BYTES_MAX, true).await?;
     let mut shown = Vec::new();
     'batches: for chunk in &read.data {
         for batch in batches(chunk) {

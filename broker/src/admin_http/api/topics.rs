@@ -61,9 +61,9 @@ pub async fn figures(
             },
         };
         Ok(open.map(|p| Figures {
-            log_start_offset: p.log_start_offset(),
-            high_watermark: p.high_watermark(),
-            log_end_offset: p.log_end_offset(),
+            log_start_offset: p.log_start_offset().get(),
+            high_watermark: p.high_watermark().get(),
+            log_end_offset: p.log_end_offset().get(),
             size_bytes: p.size_bytes(),
         }))
     })

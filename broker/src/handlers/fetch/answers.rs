@@ -25,9 +25,9 @@ pub(super) fn partition_answers(
             Ok(read) => PartitionAnswer {
                 partition: tp.partition,
                 error_code: 0,
-                high_watermark: read.high_watermark,
-                last_stable_offset: read.high_watermark,
-                log_start_offset: read.log_start_offset,
+                high_watermark: read.high_watermark.get(),
+                last_stable_offset: read.high_watermark.get(),
+                log_start_offset: read.log_start_offset.get(),
                 read_committed,
                 records: read.data,
             },

@@ -8,6 +8,7 @@ use std::time::Instant;
 use futures::future::{select, select_all};
 use laminar_engine::partition::ReadEnd;
 use laminar_engine::task_wakers::with_shared_waker;
+use laminar_model::Offset;
 
 use crate::broker::{by_owning_shard, BrokerCtx, TopicPartition};
 
@@ -16,7 +17,10 @@ use super::wanted::{Reader, Reads, Wanted};
 /// For each readable partition, the offset the wait must see the log grow past: what this pass
 /// already read up to (its high watermark, or its log end for a follower), so that a fetch
 /// short of `min_bytes` sleeps until new data arrives instead of re-reading the same bytes.
-pub(super) fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -> Vec<(TopicPartition, i64)> {
+pub(super) fn read_up_to(
+    wanted: &[(TopicPartition, Wanted)],
+    results: &Reads,
+) -> Vec<(TopicPartition, Offset)> {
     wanted
         .iter()
         .zip(results)
@@ -39,7 +43,7 @@ pub(super) fn read_up_to(wanted: &[(TopicPartition, Wanted)], results: &Reads) -
 /// one message, one timer and one future per shard.
 pub(super) async fn wait_for_appends(
     ctx: &Rc<BrokerCtx>,
-    watched: Vec<(TopicPartition, i64)>,
+    watched: Vec<(TopicPartition, Offset)>,
     read_end: ReadEnd,
     deadline: Instant,
 ) {
@@ -76,7 +80,7 @@ pub(super) async fn wait_for_appends(
 /// of one task's wakers overflows at 32 768 (`laminar_engine::task_wakers`); any wake ends the
 /// wait or checks them all again. A partition never written has no files to watch: for those
 /// the wait is also for this shard to open one.
-async fn any_grown_past(there: &Rc<BrokerCtx>, watched: &[(TopicPartition, i64)], read_end: ReadEnd) {
+async fn any_grown_past(there: &Rc<BrokerCtx>, watched: &[(TopicPartition, Offset)], read_end: ReadEnd) {
     loop {
         let opened = there.state.partitions.partition_opened();
         let mut appended = Vec::with_capacity(watched.len());

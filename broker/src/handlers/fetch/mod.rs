@@ -17,6 +17,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::FetchRequest;
+use laminar_model::Offset;
 use laminar_protocol::fetch_response::FetchAnswer;
 
 use crate::broker::{BrokerCtx, TopicPartition};
@@ -62,7 +63,7 @@ pub async fn handle(
         .iter()
         .map(|(tp, fetch)| {
             let want = Wanted {
-                offset: fetch.fetch_offset,
+                offset: Offset::new(fetch.fetch_offset),
                 max_bytes: (fetch.partition_max_bytes.max(0) as usize).min(max_bytes),
                 min_one_batch: true,
                 reader,

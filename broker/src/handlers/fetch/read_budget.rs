@@ -182,10 +182,11 @@ pub(super) async fn fit_to_budget(
 mod tests {
     use super::*;
     use crate::handlers::fetch::wanted::Reader;
+    use laminar_model::Offset;
 
     fn want(max_bytes: usize) -> Wanted {
         Wanted {
-            offset: 0,
+            offset: Offset::ZERO,
             max_bytes,
             min_one_batch: true,
             reader: Reader::Consumer,

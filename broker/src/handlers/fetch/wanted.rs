@@ -3,12 +3,13 @@
 //! steps depend on them and not on the handler.
 
 use laminar_engine::partition::{ReadEnd, ReadResult, RecordBytes};
+use laminar_model::Offset;
 
 use crate::broker::{PartitionAccessError, TopicPartition};
 
 #[derive(Clone, Copy)]
 pub(super) struct Wanted {
-    pub(super) offset: i64,
+    pub(super) offset: Offset,
     pub(super) max_bytes: usize,
     /// Whether a first batch larger than `max_bytes` still comes back (so the client progresses).
     pub(super) min_one_batch: bool,
