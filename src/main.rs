@@ -1,5 +1,7 @@
 //! The `laminar` binary: command-line dispatch only.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -89,10 +89,11 @@ setup_node() {
 }
 
 # ---------------------------------------------------------------- static gates
-# Formatting, and clippy with the workspace lints (unsafe only in sys/ffi modules, SAFETY
-# comments, functions of at most 70 lines, no bare-bool parameter lists): each a counted check.
+# Formatting, clippy with the workspace lints (SAFETY comments, functions of at most 70 lines,
+# no bare-bool parameter lists), and unsafe code only in the sys crate (every other crate root
+# forbids it; sys/tests/unsafe_only_in_sys.rs scans the rest): each a counted check.
 run_gates() {
-  say "static gates: cargo fmt --check, cargo clippy -D warnings"
+  say "static gates: cargo fmt --check, cargo clippy -D warnings, unsafe only in sys/"
   if cargo fmt --all --check >"$LOGS/fmt.log" 2>&1; then
     count "gate: cargo fmt --check" 1 0
   else
@@ -104,6 +105,12 @@ run_gates() {
   else
     grep -E '^(error|warning)' -A6 "$LOGS/clippy.log" | head -60
     count "gate: cargo clippy" 0 1
+  fi
+  if cargo test --color never -p laminar-sys --test unsafe_only_in_sys >"$LOGS/unsafe.log" 2>&1; then
+    count "gate: unsafe only in sys/" 1 0
+  else
+    grep -E '^(error|unsafe code|crate roots)|\.rs: line ' "$LOGS/unsafe.log" | head -40
+    count "gate: unsafe only in sys/" 0 1
   fi
 }
 

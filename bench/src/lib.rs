@@ -13,6 +13,8 @@
 //!   with replication factor 1 in alternated rounds (decision 0014).
 //! - `commits`: pipelined offset commits against the disk's fdatasync latency.
 
+#![forbid(unsafe_code)]
+
 mod accumulator;
 mod batch_builder;
 mod cli;

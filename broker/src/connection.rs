@@ -21,6 +21,7 @@ use futures::{AsyncWriteExt, FutureExt, StreamExt};
 use glommio::net::TcpStream;
 use laminar_engine::shard::ShardId;
 use laminar_engine::task_wakers::once_per_wake;
+use laminar_sys::sockets::{recv_into, Wait};
 
 use crate::broker::BrokerCtx;
 use crate::connection_slots::ConnectionSlot;
@@ -126,12 +127,12 @@ async fn move_to(
     shard: ShardId,
     carried: Carried,
 ) -> Result<(), CloseReason> {
-    let socket = crate::sys::duplicate_socket(&stream)?;
+    let socket = laminar_sys::files::duplicate(stream.as_raw_fd())?;
     drop(stream);
     ctx.state.metrics.count_connection_moved();
     let moved = ctx
         .submit_to(shard, move |there| async move {
-            let stream = crate::sys::glommio_stream(socket);
+            let stream = laminar_sys::glommio::tcp_stream(socket);
             glommio::spawn_local(serve_here(there, stream, slot, Some(carried))).detach();
         })
         .await;
@@ -411,7 +412,7 @@ struct SocketNow(std::os::fd::RawFd);
 
 impl laminar_protocol::frame::Receive for SocketNow {
     fn receive(&mut self, buffer: &mut bytes::BytesMut, max: usize) -> std::io::Result<usize> {
-        laminar_protocol::sys::recv_into(self.0, buffer, max, laminar_protocol::sys::Wait::No)
+        recv_into(self.0, buffer, max, Wait::No)
     }
 }
 

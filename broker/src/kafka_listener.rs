@@ -41,7 +41,7 @@ pub fn resolve_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
 
 /// One shard's listener on `addr` (see the module comment for its options).
 pub fn bind(addr: SocketAddr) -> std::io::Result<glommio::net::TcpListener> {
-    Ok(crate::sys::glommio_listener(listening_socket(addr)?))
+    Ok(laminar_sys::glommio::tcp_listener(listening_socket(addr)?))
 }
 
 fn listening_socket(addr: SocketAddr) -> std::io::Result<StdTcpListener> {

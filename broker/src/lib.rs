@@ -2,6 +2,8 @@
 //! file of its own, coordinates consumer groups, and serves metrics and admin HTTP. Storage is
 //! the engine's; the wire format is `laminar-protocol`'s (docs/ARCHITECTURE.md).
 
+#![forbid(unsafe_code)]
+
 pub mod admin_http;
 pub mod broker;
 pub mod clock;
@@ -24,6 +26,4 @@ pub mod reply;
 pub mod request_memory;
 pub mod send;
 pub mod server;
-#[allow(unsafe_code)] // the broker's own OS calls, each with its SAFETY comment
-mod sys;
 pub mod topic_partition;

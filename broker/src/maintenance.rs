@@ -122,7 +122,7 @@ pub fn sync_rolled_segment(tp: &TopicPartition, partition: &Rc<Partition>) {
 const MEMORY_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Hands memory freed after a burst back to the kernel. The allocator keeps freed memory for
-/// the next allocations (see `sys::keep_freed_memory`), which is right under load but would
+/// the next allocations (see `laminar_sys::memory::keep_freed_memory`), which is right under load but would
 /// leave a burst's peak resident for good once the load goes away. Two signs that it went:
 /// request memory fell after a peak (large frames), or the process went quiet after work
 /// ([`QuietAfterWork`]: whatever allocated, e.g. the per-partition state of requests naming
@@ -130,12 +130,12 @@ const MEMORY_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// allocator is process-wide.
 pub async fn give_back_memory(ctx: Rc<BrokerCtx>) {
     let memory = ctx.state.shared.request_memory.clone();
-    let mut quiet = QuietAfterWork::new(crate::sys::process_cpu_time());
+    let mut quiet = QuietAfterWork::new(laminar_sys::process::cpu_time());
     loop {
         glommio::timer::sleep(MEMORY_CHECK_EVERY).await;
-        let quiet_after_work = quiet.trim_due(crate::sys::process_cpu_time());
+        let quiet_after_work = quiet.trim_due(laminar_sys::process::cpu_time());
         if memory.take_trim_due() || quiet_after_work {
-            crate::sys::release_freed_memory();
+            laminar_sys::memory::release_freed_memory();
         }
     }
 }

@@ -55,10 +55,13 @@ pub fn descriptor_shares(
     }
 }
 
-/// The raised open-file limit (see [`crate::sys::raise_open_files_limit`]); without one, a
-/// limit no open reaches, so the kernel's EMFILE is the only bound.
+/// The open-file limit, its soft limit raised to the hard one where the kernel allows (see
+/// [`laminar_sys::limits::raise_open_files_limit`]; a refused raise keeps the soft limit);
+/// without one, a limit no open reaches, so the kernel's EMFILE is the only bound.
 pub fn open_files_limit() -> u64 {
-    crate::sys::raise_open_files_limit().unwrap_or_else(|error| {
+    let limit =
+        laminar_sys::limits::raise_open_files_limit().or_else(|_| laminar_sys::limits::open_files_limit());
+    limit.map(|limit| limit.soft).unwrap_or_else(|error| {
         tracing::warn!(%error, "cannot read the open-file limit; partition files are not budgeted");
         u64::MAX
     })

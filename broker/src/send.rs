@@ -9,6 +9,7 @@ use std::os::unix::fs::FileExt;
 use futures::AsyncWriteExt;
 use glommio::net::TcpStream;
 use laminar_engine::io::FileRange;
+use laminar_sys::sockets;
 
 use laminar_protocol::chunk::Chunk;
 
@@ -77,10 +78,10 @@ impl FrameSocket {
         if !self.nonblocking_now {
             let flags = match self.blocking_flags {
                 Some(flags) => flags,
-                None => *self.blocking_flags.insert(crate::sys::status_flags(self.socket)?),
+                None => *self.blocking_flags.insert(sockets::status_flags(self.socket)?),
             };
             if flags & libc::O_NONBLOCK == 0 {
-                crate::sys::set_status_flags(self.socket, flags | libc::O_NONBLOCK)?;
+                sockets::set_status_flags(self.socket, flags | libc::O_NONBLOCK)?;
             }
             self.nonblocking_now = true;
         }
@@ -91,7 +92,7 @@ impl FrameSocket {
     fn for_await(&mut self) -> io::Result<()> {
         if let (true, Some(flags)) = (self.nonblocking_now, self.blocking_flags) {
             if flags & libc::O_NONBLOCK == 0 {
-                crate::sys::set_status_flags(self.socket, flags)?;
+                sockets::set_status_flags(self.socket, flags)?;
             }
             self.nonblocking_now = false;
         }
@@ -133,7 +134,7 @@ async fn send_memory(
         })
         .collect();
     let file_follows = run < chunks.len();
-    match crate::sys::send_vectored_now(socket.socket, &slices, file_follows) {
+    match sockets::send_vectored_now(socket.socket, &slices, file_follows) {
         Ok(0) if slices.iter().any(|s| !s.is_empty()) => Err(io::ErrorKind::WriteZero.into()),
         Ok(sent) => Ok(sent),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -157,7 +158,7 @@ async fn send_file(
     let remaining = range.len as usize - offset;
     let position = range.position + offset as u64;
     let fd = socket.for_calls()?;
-    match crate::sys::send_file_now(fd, range.file.as_raw_fd(), position, remaining) {
+    match sockets::send_file(fd, range.file.as_raw_fd(), position, remaining) {
         Ok(0) if remaining > 0 => Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "a segment file ended before the range read from it",

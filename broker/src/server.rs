@@ -59,7 +59,7 @@ impl RunningBroker {
 
 /// Starts a broker with `config`. Returns once every shard listens.
 pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
-    crate::sys::keep_freed_memory();
+    laminar_sys::memory::keep_freed_memory();
     // Before anything in a log dir is read or written: another broker may be using it.
     let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
     let log_dir = log_dir_locks[0].dir().to_path_buf();

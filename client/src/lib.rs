@@ -13,6 +13,8 @@
 //!   `laminar bench`'s keyed load).
 //! - [`ClientError`]: I/O, framing, decoding and broker error codes, typed.
 
+#![forbid(unsafe_code)]
+
 mod admin;
 mod connection;
 mod data;

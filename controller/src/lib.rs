@@ -6,6 +6,8 @@
 //! (channels) and see the metadata through a watch channel of [`MetadataImage`]s.
 //! Decision 0012 says why and how.
 
+#![forbid(unsafe_code)]
+
 mod active;
 pub mod api;
 mod command;

@@ -14,6 +14,10 @@
 //!   uses them).
 //! - [`task_wakers`]: keeping glommio's count of a task's wakers bounded (one operation
 //!   polled again and again, or tens of thousands waited on at once).
+//!
+//! Its system calls beyond std go through `laminar-sys`, the workspace's one crate with `unsafe`.
+
+#![forbid(unsafe_code)]
 
 pub mod io;
 pub mod local_sync;
@@ -21,7 +25,6 @@ pub mod log;
 pub mod metadata;
 pub mod partition;
 pub mod shard;
-mod sys;
 pub mod task_wakers;
 #[cfg(test)]
 mod test_tasks;

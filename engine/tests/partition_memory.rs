@@ -3,9 +3,10 @@
 //! for partitions nobody uses), counted by a global allocator that tracks live heap bytes, plus
 //! the sizes of the structs themselves. The goal (issue 14): at most 16 KiB per idle partition.
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use laminar_engine::io::{FileCache, GlommioStorage, ShardStorage, WriteMode};
@@ -13,40 +14,11 @@ use laminar_engine::log::batch::testing::BatchBuilder;
 use laminar_engine::partition::{LogConfig, Partition};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_model::Offset;
+use laminar_sys::memory::CountingAllocator;
 
-/// The counting allocator: the test's one unsafe code (a `GlobalAlloc` is an unsafe trait).
-#[allow(unsafe_code)]
-mod sys {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::sync::atomic::{AtomicIsize, Ordering};
-
-    /// The system allocator, counting the bytes live.
-    struct Counting;
-
-    pub static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-    // SAFETY: every call is forwarded to the system allocator unchanged; the counter only adds.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-            // SAFETY: the caller's contract for `alloc` is passed on as is.
-            unsafe { System.alloc(layout) }
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-            // SAFETY: the caller's contract for `dealloc` is passed on as is.
-            unsafe { System.dealloc(ptr, layout) }
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-            // SAFETY: the caller's contract for `realloc` is passed on as is.
-            unsafe { System.realloc(ptr, layout, new_size) }
-        }
-    }
-
-    #[global_allocator]
-    static ALLOCATOR: Counting = Counting;
-}
+/// The system allocator, counting the bytes live.
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator::new();
 
 const PARTITIONS: i32 = 2_000;
 /// Opened before the count starts, so that what a shard allocates once is not counted.
@@ -58,7 +30,7 @@ const IDLE_PARTITION_BYTES_MAX: isize = 16 << 10;
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn live() -> isize {
-    sys::LIVE.load(Ordering::Relaxed)
+    ALLOCATOR.live_bytes()
 }
 
 fn small_batch() -> Bytes {

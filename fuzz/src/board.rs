@@ -5,17 +5,34 @@
 
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result};
+use laminar_sys::shared_memory::SharedBoard;
 
-use crate::report::{Outcome, Tally};
-use crate::sys::map_shared;
-pub use crate::sys::Board;
+use crate::mutate::FRAME_BYTES_MAX;
+use crate::report::{Outcome, Tally, OUTCOMES, SLOTS};
+
+/// The board's counters by index: the milliseconds since the epoch at the worker's last sign of
+/// life, the index of the frame being handled, the worker's peak RSS, and the length of the
+/// frame on the board.
+const HEARTBEAT_MS: usize = 0;
+const INDEX: usize = 1;
+const PEAK_RSS_KIB: usize = 2;
+const FRAME_LEN: usize = 3;
+const WORDS: usize = 4;
+
+/// The board's layout in its file: the counters above, a count per slot and outcome, and the
+/// frame being handled.
+type Layout = SharedBoard<WORDS, SLOTS, OUTCOMES, FRAME_BYTES_MAX>;
+
+/// The board, mapped for the rest of the process.
+#[derive(Clone, Copy)]
+pub struct Board(&'static Layout);
 
 impl Board {
     /// Creates the board file, zeroed (every counter 0), and maps it.
-    pub fn create(path: &Path) -> Result<&'static Board> {
+    pub fn create(path: &Path) -> Result<Board> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -23,44 +40,63 @@ impl Board {
             .truncate(true)
             .open(path)
             .with_context(|| format!("creating {}", path.display()))?;
-        file.set_len(std::mem::size_of::<Board>() as u64)?;
-        map_shared(&file)
+        file.set_len(Layout::SIZE_BYTES as u64)?;
+        Ok(Board(Layout::map(&file)?))
     }
 
     /// Maps an existing board (the worker's side).
-    pub fn open(path: &Path) -> Result<&'static Board> {
+    pub fn open(path: &Path) -> Result<Board> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
-        map_shared(&file).with_context(|| format!("{} is not a board of this build", path.display()))
+        let board =
+            Layout::map(&file).with_context(|| format!("{} is not a board of this build", path.display()))?;
+        Ok(Board(board))
+    }
+
+    /// Milliseconds since the epoch at the worker's last sign of life.
+    pub fn heartbeat_ms(&self) -> &AtomicU64 {
+        &self.0.words[HEARTBEAT_MS]
+    }
+
+    /// Index of the frame being handled.
+    pub fn index(&self) -> &AtomicU64 {
+        &self.0.words[INDEX]
+    }
+
+    /// The worker's peak resident set, in KiB.
+    pub fn peak_rss_kib(&self) -> &AtomicU64 {
+        &self.0.words[PEAK_RSS_KIB]
     }
 
     /// Records the frame about to be handled (before handing it to the broker).
     pub fn begin(&self, index: u64, frame: &[u8]) {
-        let len = self.frame.write(frame);
-        self.frame_len.store(len as u64, Ordering::Release);
-        self.index.store(index, Ordering::Release);
+        let len = self.0.bytes.write(frame);
+        self.0.words[FRAME_LEN].store(len as u64, Ordering::Release);
+        self.index().store(index, Ordering::Release);
         self.beat();
     }
 
     /// The frame last begun. Call only while the worker is stopped.
     pub fn frame(&self) -> Vec<u8> {
-        self.frame.read(self.frame_len.load(Ordering::Acquire) as usize)
+        self.0
+            .bytes
+            .read(self.0.words[FRAME_LEN].load(Ordering::Acquire) as usize)
     }
 
     pub fn count(&self, slot: usize, outcome: Outcome) {
-        self.counts[slot][outcome as usize].fetch_add(1, Ordering::Relaxed);
+        self.0.table[slot][outcome as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn beat(&self) {
-        self.heartbeat_ms.store(now_ms(), Ordering::Release);
+        self.heartbeat_ms().store(now_ms(), Ordering::Release);
     }
 
     pub fn tally(&self) -> Tally {
         let mut tally = Tally::default();
-        for (slot, outcomes) in self.counts.iter().enumerate() {
+        for (slot, outcomes) in self.0.table.iter().enumerate() {
             for (outcome, count) in outcomes.iter().enumerate() {
                 tally.counts[slot][outcome] = count.load(Ordering::Relaxed);
             }
@@ -69,7 +105,7 @@ impl Board {
     }
 
     pub fn note_rss(&self, kib: u64) {
-        self.peak_rss_kib.fetch_max(kib, Ordering::Relaxed);
+        self.peak_rss_kib().fetch_max(kib, Ordering::Relaxed);
     }
 }
 
@@ -107,7 +143,7 @@ mod tests {
         writer.begin(41, b"frame bytes");
         writer.count(3, Outcome::Closed);
         writer.count(3, Outcome::Closed);
-        assert_eq!(reader.index.load(Ordering::Acquire), 41);
+        assert_eq!(reader.index().load(Ordering::Acquire), 41);
         assert_eq!(reader.frame(), b"frame bytes");
         assert_eq!(reader.tally().counts[3][Outcome::Closed as usize], 2);
         assert!(peak_rss_kib() > 0);

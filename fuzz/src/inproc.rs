@@ -55,11 +55,11 @@ pub fn run(options: &Options) -> Result<Report> {
     let total = options.regressions.len() as u64 + options.frames;
     let mut from = 0;
     while from < total {
-        board.index.store(u64::MAX, Ordering::Release);
-        let (status, lines) = run_worker(options, &board_path, board, from)?;
+        board.index().store(u64::MAX, Ordering::Release);
+        let (status, lines) = run_worker(options, &board_path, &board, from)?;
         // The worker exits without cleaning up (or dies), so its broker's data is removed here.
         let _ = std::fs::remove_dir_all(data_dir(&board_path, from));
-        if !matches!(status, WorkerEnd::Finished) && board.index.load(Ordering::Acquire) == u64::MAX {
+        if !matches!(status, WorkerEnd::Finished) && board.index().load(Ordering::Acquire) == u64::MAX {
             bail!("the fuzz worker stopped before its first frame: {status:?}");
         }
         report
@@ -68,19 +68,19 @@ pub fn run(options: &Options) -> Result<Report> {
         match status {
             WorkerEnd::Finished => break,
             WorkerEnd::Died(how) => {
-                report.findings.push(record_stop(options, board, "crash", how)?);
-                from = board.index.load(Ordering::Acquire) + 1;
+                report.findings.push(record_stop(options, &board, "crash", how)?);
+                from = board.index().load(Ordering::Acquire) + 1;
             }
             WorkerEnd::Stalled(how) => {
-                report.findings.push(record_stop(options, board, "hang", how)?);
-                from = board.index.load(Ordering::Acquire) + 1;
+                report.findings.push(record_stop(options, &board, "hang", how)?);
+                from = board.index().load(Ordering::Acquire) + 1;
             }
         }
     }
     report.tally = board.tally();
     report.crashes = report.findings.iter().filter(|f| f.kind == "crash").count() as u64;
     report.hangs = report.findings.iter().filter(|f| f.kind == "hang").count() as u64;
-    report.peak_rss_kib = board.peak_rss_kib.load(Ordering::Relaxed);
+    report.peak_rss_kib = board.peak_rss_kib().load(Ordering::Relaxed);
     report.elapsed = started.elapsed();
     Ok(report)
 }
@@ -138,7 +138,7 @@ fn run_worker(
             };
         }
         board.note_rss(peak_rss_of(&child.id().to_string()));
-        let silent_ms = now_ms().saturating_sub(board.heartbeat_ms.load(Ordering::Acquire));
+        let silent_ms = now_ms().saturating_sub(board.heartbeat_ms().load(Ordering::Acquire));
         if silent_ms > stall.as_millis() as u64 {
             let _ = child.kill();
             let _ = child.wait();
@@ -146,7 +146,7 @@ fn run_worker(
         }
         if told.elapsed() >= PROGRESS_EVERY {
             told = Instant::now();
-            let index = board.index.load(Ordering::Acquire);
+            let index = board.index().load(Ordering::Acquire);
             let rate = index.saturating_sub(from) as f64 / started.elapsed().as_secs_f64();
             eprintln!("laminar-fuzz inproc: at frame {index}, {rate:.0} frames/s");
         }
@@ -172,7 +172,7 @@ fn collect_lines(child: &mut Child) -> Arc<Mutex<Vec<String>>> {
 /// The finding for a worker that died or stalled: the frame on the board.
 fn record_stop(options: &Options, board: &Board, kind: &'static str, how: String) -> Result<Finding> {
     let frame = board.frame();
-    let index = board.index.load(Ordering::Acquire);
+    let index = board.index().load(Ordering::Acquire);
     let mutator = Mutator::new(seeds::all()?);
     let (api, version, made) = describe(&mutator, options, index);
     let mut finding = Finding {
@@ -318,7 +318,7 @@ async fn prepare(ctx: &Rc<BrokerCtx>) -> Result<()> {
 
 struct Fuzzer {
     ctx: Rc<BrokerCtx>,
-    board: &'static Board,
+    board: Board,
     args: WorkerArgs,
     mutator: Mutator,
     regressions: Vec<Vec<u8>>,

@@ -1,6 +1,8 @@
 //! `laminar-fuzz inproc|live`: runs the fuzzing harness and prints frames per API, crashes,
 //! hangs and peak RSS; exits 1 when anything crashed or hung.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -5,6 +5,7 @@
 use std::os::fd::AsRawFd;
 
 use bytes::{Buf, Bytes, BytesMut};
+use laminar_sys::sockets::{recv_into, Wait};
 
 /// Bytes in the size prefix.
 pub const FRAME_HEADER_BYTES: usize = 4;
@@ -66,7 +67,7 @@ pub trait Receive {
 /// A blocking socket (the client's) waits in `recv` until bytes arrive.
 impl Receive for std::net::TcpStream {
     fn receive(&mut self, buffer: &mut BytesMut, max: usize) -> std::io::Result<usize> {
-        crate::sys::recv_into(self.as_raw_fd(), buffer, max, crate::sys::Wait::Block)
+        recv_into(self.as_raw_fd(), buffer, max, Wait::Block)
     }
 }
 

@@ -3,11 +3,11 @@
 //! that carries record bytes as file ranges. Knows no sockets' owners, no shards and no config
 //! (docs/ARCHITECTURE.md, "Crates").
 
+#![forbid(unsafe_code)]
+
 pub mod chunk;
 pub mod codec;
 pub mod fetch_response;
 pub mod fetch_session;
 pub mod frame;
 pub mod records;
-#[allow(unsafe_code)] // receiving into spare capacity, with its SAFETY comments
-pub mod sys;

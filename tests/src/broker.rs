@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tempfile::TempDir;
 
-use crate::sys;
+use laminar_sys::{limits, process};
 
 /// Environment variable naming the broker binary; without it, `target/debug/laminar` of the
 /// workspace (honouring `CARGO_TARGET_DIR`) is used.
@@ -216,9 +216,9 @@ impl Broker {
         // Not reaped yet (a reaped broker leaves `child` None), so the pid names the broker.
         // A paused broker would hold SIGTERM until SIGCONT: it gets both.
         if std::mem::take(&mut self.paused) {
-            let _ = sys::send_sigcont(&child);
+            let _ = process::send_sigcont(&child);
         }
-        if let Err(error) = sys::send_sigterm(&child) {
+        if let Err(error) = process::send_sigterm(&child) {
             bail!("SIGTERM to broker {pid} failed: {error}");
         }
         let deadline = Instant::now() + self.options.shutdown_timeout;
@@ -246,7 +246,7 @@ impl Broker {
             .child
             .as_ref()
             .context("pause(): the broker is not running")?;
-        sys::send_sigstop(child).with_context(|| format!("SIGSTOP to broker {}", child.id()))?;
+        process::send_sigstop(child).with_context(|| format!("SIGSTOP to broker {}", child.id()))?;
         self.paused = true;
         Ok(())
     }
@@ -257,7 +257,7 @@ impl Broker {
             .child
             .as_ref()
             .context("resume(): the broker is not running")?;
-        sys::send_sigcont(child).with_context(|| format!("SIGCONT to broker {}", child.id()))?;
+        process::send_sigcont(child).with_context(|| format!("SIGCONT to broker {}", child.id()))?;
         self.paused = false;
         Ok(())
     }
@@ -350,9 +350,9 @@ impl Broker {
             .stdout(log.try_clone().context("duplicating the log handle")?)
             .stderr(log)
             .env("RUST_BACKTRACE", "1");
-        sys::kill_with_parent(&mut command);
+        process::kill_with_parent(&mut command);
         if let Some(limit) = self.options.open_files_limit {
-            sys::limit_open_files(&mut command, limit);
+            limits::limit_open_files_of_child(&mut command, limit);
         }
         let child = command
             .spawn()

@@ -96,7 +96,7 @@ pub fn bench_json(dir: &Path, args: &[&str], limit: Duration) -> Result<(String,
         .stdin(Stdio::null())
         .stdout(File::create(&stdout_path)?)
         .stderr(File::create(&stderr_path)?);
-    crate::sys::kill_with_parent(&mut command);
+    laminar_sys::process::kill_with_parent(&mut command);
     let mut child = command.spawn().context("spawning laminar bench")?;
     let started = Instant::now();
     let status = loop {

@@ -2,13 +2,14 @@
 //! loopback port with a temporary data directory, and drive it with real Kafka clients
 //! (librdkafka through the `rdkafka` crate) or raw protocol bytes.
 
+#![forbid(unsafe_code)]
+
 pub mod broker;
 pub mod cli;
 pub mod http;
 pub mod power_cut;
 pub mod process;
 pub mod rdkafka_client;
-pub mod sys;
 pub mod wire;
 
 pub use broker::{default_binary, Broker, BrokerOptions, Cluster, BINARY_ENV};

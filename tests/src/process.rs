@@ -42,6 +42,6 @@ pub fn cpu_time(pid: u32) -> Result<Duration> {
         bail!("short /proc/{pid}/stat: {stat:?}");
     }
     let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
-    let per_second = crate::sys::clock_ticks_per_second();
+    let per_second = laminar_sys::process::clock_ticks_per_second();
     Ok(Duration::from_millis(ticks * 1000 / per_second))
 }

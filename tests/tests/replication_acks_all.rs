@@ -185,7 +185,7 @@ fn acks_all_goes_on_with_one_of_three_replicas_down_and_is_refused_with_two_down
         Duration::from_secs(20),
         "NOT_ENOUGH_REPLICAS once the ISR is the leader alone",
         || {
-            let answer = produce(&mut conn, &topic, 0, record_batch(&[b"unsafe"], 1_000)?, -1)?;
+            let answer = produce(&mut conn, &topic, 0, record_batch(&[b"unguarded"], 1_000)?, -1)?;
             codes.push(answer.error_code);
             Ok(answer.error_code == NOT_ENOUGH_REPLICAS)
         },

@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use laminar_tests::{default_binary, sys};
+use laminar_sys::process;
+use laminar_tests::default_binary;
 
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -72,7 +73,7 @@ fn notifies_ready_watchdog_and_stopping() -> Result<()> {
         );
         wait_for(&socket, "WATCHDOG=1", Duration::from_secs(5))?;
         // Not reaped yet: the pid names the broker.
-        sys::send_sigterm(&child).expect("SIGTERM to the broker");
+        process::send_sigterm(&child).expect("SIGTERM to the broker");
         wait_for(&socket, "STOPPING=1", Duration::from_secs(10))?;
         Ok(())
     })();

@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use io_uring::IoUring;
+use laminar_sys::memory::AlignedBuffer;
+use laminar_sys::page_cache::drop_page_cache;
+use laminar_sys::uring::{BlockRing, Completion, Direction};
 use serde::{Deserialize, Serialize};
 
 use crate::blockdev::block_devices_of;
-use crate::ffi::{drop_page_cache, queue_rw, AlignedBuf, Direction};
 use crate::hostfs::HostFs;
 
 pub const BLOCK_SIZES: [usize; 3] = [4096, 128 * 1024, 1024 * 1024];
@@ -176,7 +177,7 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
             for &depth in &QUEUE_DEPTHS {
                 if direction == Direction::Read && !direct_io {
                     file.sync_data()?;
-                    drop_page_cache(file.as_raw_fd())?;
+                    drop_page_cache(file.as_raw_fd(), 0, 0)?;
                 }
                 cases.push(run_case(&file, direction, block, depth, file_bytes, slice)?);
             }
@@ -235,11 +236,13 @@ fn run_case(
     file_bytes: u64,
     budget: Duration,
 ) -> anyhow::Result<IoCase> {
-    let mut ring = IoUring::new(depth.next_power_of_two() as u32).context("io_uring_setup")?;
-    let mut buffers: Vec<AlignedBuf> = (0..depth).map(|_| AlignedBuf::new(block)).collect();
-    for (i, buf) in buffers.iter_mut().enumerate() {
+    let buffers = (0..depth).map(|i| {
+        let mut buf = AlignedBuffer::new(block);
         fill_pattern(buf.as_mut_slice(), i as u64);
-    }
+        buf
+    });
+    // A ring dropped on an error below keeps the buffers of its operations in flight.
+    let mut ring = BlockRing::new(buffers.collect()).context("io_uring_setup")?;
     let one_pass = budget.is_zero();
     let fd = file.as_raw_fd();
     let mut cursor = 0u64;
@@ -250,15 +253,14 @@ fn run_case(
     };
     let started = Instant::now();
     let mut queued_bytes = 0u64;
-    for (slot, buf) in buffers.iter_mut().enumerate() {
-        queue_rw(&mut ring, fd, buf, next_offset(), direction, slot as u64)?;
+    for slot in 0..depth {
+        ring.queue(slot, fd, next_offset(), direction)?;
         queued_bytes += block as u64;
     }
-    let (mut in_flight, mut done_bytes, mut ops) = (depth, 0u64, 0u64);
-    while in_flight > 0 {
-        ring.submit_and_wait(1).context("io_uring_enter")?;
-        let completed: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        for (slot, result) in completed {
+    let (mut done_bytes, mut ops) = (0u64, 0u64);
+    while ring.in_flight() > 0 {
+        let completed = ring.submit_and_wait().context("io_uring_enter")?;
+        for Completion { slot, result } in completed {
             if result < 0 {
                 return Err(io::Error::from_raw_os_error(-result)).context("disk I/O");
             }
@@ -274,11 +276,8 @@ fn run_case(
                 started.elapsed() < budget
             };
             if more {
-                let buf = &mut buffers[slot as usize];
-                queue_rw(&mut ring, fd, buf, next_offset(), direction, slot)?;
+                ring.queue(slot, fd, next_offset(), direction)?;
                 queued_bytes += block as u64;
-            } else {
-                in_flight -= 1;
             }
         }
     }

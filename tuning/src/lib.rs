@@ -9,10 +9,11 @@
 //!
 //! Everything here runs on one thread, outside the shards; nothing is shared.
 
+#![forbid(unsafe_code)]
+
 mod balloon;
 pub mod blockdev;
 pub mod check;
-mod ffi;
 pub mod hostfs;
 pub mod iotune;
 mod irq;

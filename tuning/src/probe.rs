@@ -6,7 +6,7 @@ use std::fmt;
 use io_uring::{opcode, IoUring, Probe};
 use serde::Serialize;
 
-use crate::ffi::memlock_limit_bytes;
+use laminar_sys::limits::locked_memory_limit_bytes;
 
 /// Locked memory one glommio executor needs (its rings and buffers).
 pub const MEMLOCK_PER_EXECUTOR_BYTES: u64 = 512 * 1024;
@@ -146,7 +146,7 @@ pub fn probe_host_for(executors: u64) -> Result<HostReport, HostError> {
         }
         Err(reason) => problems.push(HostProblem::IoUringUnavailable { reason }),
     }
-    let memlock = memlock_limit_bytes();
+    let memlock = locked_memory_limit_bytes();
     match &memlock {
         &Ok(Some(limit_bytes)) if limit_bytes < executors * MEMLOCK_PER_EXECUTOR_BYTES => {
             problems.push(HostProblem::MemlockTooLow {
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn too_many_executors_fail_with_a_fix() {
-        let Ok(Some(limit)) = memlock_limit_bytes() else {
+        let Ok(Some(limit)) = locked_memory_limit_bytes() else {
             println!("skipped: RLIMIT_MEMLOCK is unlimited here");
             return;
         };

@@ -3,11 +3,12 @@
 //! buffered, through io_uring), fdatasync latency, synced appends (the ceiling for acks=all), and
 //! loopback TCP bandwidth.
 
-mod sys;
+mod sequential;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,7 +17,11 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::stats::new_histogram;
-use sys::{drop_page_cache, send_file, sequential_io, AlignedBuffer, Direction};
+use laminar_sys::memory::AlignedBuffer;
+use laminar_sys::page_cache::drop_page_cache;
+use laminar_sys::sockets::send_file;
+use laminar_sys::uring::Direction;
+use sequential::sequential_io;
 
 /// How long each probe may run and how much it may write.
 #[derive(Debug, Clone, Copy)]
@@ -221,7 +226,7 @@ fn buffered_bandwidth(path: &Path, budget: &Budget, file_bytes: u64) -> anyhow::
         buffered.sync_data()?;
         Ok(done)
     })?;
-    drop_page_cache(&buffered)?;
+    drop_page_cache(buffered.as_raw_fd(), 0, 0)?;
     let (_, read_mb_per_sec) = timed(|| {
         sequential_io(
             &buffered,
@@ -367,7 +372,7 @@ fn sendfile_loopback_bandwidth(dir: &Path, file_bytes: u64, duration: Duration) 
     std::io::copy(&mut File::open(&scratch.0)?, &mut std::io::sink())?;
     let mut offset = 0u64;
     best_loopback_bandwidth(duration, |stream| {
-        let sent = send_file(stream, &file, offset, LOOPBACK_WRITE_BYTES)?;
+        let sent = send_file(stream.as_raw_fd(), file.as_raw_fd(), offset, LOOPBACK_WRITE_BYTES)?;
         offset = (offset + sent as u64) % file_bytes;
         Ok(())
     })

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::scale::probe::{cpu_seconds, thread_cpu_seconds};
 use crate::scale::requests::get_metrics_text;
-use crate::scale::sys::clock_ticks_per_second;
+use laminar_sys::process::clock_ticks_per_second;
 
 /// Record bytes per topic, by direction (`in` produced, `out` sent in fetch answers).
 const REQUEST_BYTES: &str = "laminar_kafka_request_bytes_total";

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use laminar_client::{ClientConfig, ClusterMetadata, Connection};
 
-use super::sys;
+use laminar_sys::process;
 
 /// How much of the broker's output an error quotes.
 const LOG_TAIL_BYTES: u64 = 2048;
@@ -182,7 +182,7 @@ impl BrokerProcess {
             .stdin(Stdio::null())
             .stdout(log.try_clone().context("duplicating the log handle")?)
             .stderr(log);
-        sys::kill_with_parent(&mut command);
+        process::kill_with_parent(&mut command);
         let spawned = Instant::now();
         let child = command
             .spawn()
@@ -267,7 +267,7 @@ impl BrokerProcess {
     pub fn signal_stop(&self) -> anyhow::Result<()> {
         let child = self.child.as_ref().context("the broker is not running")?;
         // Not reaped yet (a reaped broker leaves `child` None), so its pid names only it.
-        sys::send_sigterm(child).context("sending SIGTERM")
+        process::send_sigterm(child).context("sending SIGTERM")
     }
 
     /// Waits for the exit after [`Self::signal_stop`] at `started`; returns how long it took.

@@ -11,7 +11,6 @@ pub(crate) mod probe;
 mod report;
 pub(crate) mod requests;
 mod step;
-pub(crate) mod sys;
 mod throughput;
 
 use std::path::{Path, PathBuf};
@@ -78,7 +77,7 @@ struct Setup {
     dir: RunDir,
     binary: PathBuf,
     topics: Vec<TopicSpec>,
-    open_files: sys::OpenFilesLimit,
+    open_files: laminar_sys::limits::Limit,
     step_limit: Duration,
     /// Topics the broker created (some may have been refused).
     created: Arc<Mutex<Vec<TopicSpec>>>,
@@ -88,7 +87,8 @@ impl Setup {
     fn prepare(args: ScaleArgs) -> anyhow::Result<Setup> {
         let binary = broker::binary(args.broker_bin.as_deref())?;
         let dir = RunDir::create(args.data_dir.as_deref(), "laminar-scale-")?;
-        let open_files = sys::raise_open_files_limit().context("raising the open-file limit")?;
+        let open_files =
+            laminar_sys::limits::raise_open_files_limit().context("raising the open-file limit")?;
         Ok(Setup {
             topics: partitions::topic_specs("scale", args.partitions, args.partitions_per_topic),
             step_limit: Duration::from_secs(args.step_timeout_s),

@@ -14,7 +14,6 @@ use laminar_client::{Acks, ClientConfig, Connection, KafkaError, NewTopic, Pendi
 
 use super::broker::TopicSpec;
 use super::step::StepLog;
-use super::sys;
 
 /// Partitions one CreateTopics request asks for at most (whole topics; at least one topic).
 const PARTITIONS_PER_CREATE_REQUEST: usize = 10_000;
@@ -124,7 +123,9 @@ impl DiskFloor {
 }
 
 fn check_free(dir: &Path, min_free_bytes: u64) -> anyhow::Result<()> {
-    let free = sys::free_bytes(dir).with_context(|| format!("statvfs {}", dir.display()))?;
+    let free = laminar_sys::file_systems::stats(dir)
+        .map(|stats| stats.usable_bytes())
+        .with_context(|| format!("statvfs {}", dir.display()))?;
     if free < min_free_bytes {
         bail!(
             "stopped: the filesystem of {} has {} MiB free, under --min-free-mib {}",

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 
 use super::step::StepLog;
-use super::sys;
 
 /// Filesystem block granularity used to tell data blocks from blocks reserved past the end.
 const BLOCK_BYTES: u64 = 4096;
@@ -73,7 +72,7 @@ fn stat_cpu(path: &str) -> anyhow::Result<(String, f64)> {
         let field = fields.get(index - 3).context("a short stat file")?;
         field.parse().context("a CPU time that is not a number")
     };
-    let seconds = (ticks(14)? + ticks(15)?) as f64 / sys::clock_ticks_per_second() as f64;
+    let seconds = (ticks(14)? + ticks(15)?) as f64 / laminar_sys::process::clock_ticks_per_second() as f64;
     Ok((name, seconds))
 }
 

@@ -16,7 +16,6 @@ use super::broker::TopicSpec;
 use super::partitions::{self, connect, DiskFloor};
 use super::probe;
 use super::step::{bounded, Status, Step, StepLog};
-use super::sys;
 use crate::cli::{CommonArgs, CompressionArg, ConsumeArgs, ProduceArgs, ProducerArgs};
 use crate::run::{consume_result, produce_result};
 use crate::stats::Measurement;
@@ -283,7 +282,7 @@ fn finished_mb_per_sec(step: &Step) -> Option<f64> {
 /// Before a produce try: the data of earlier runs is written out, so that no try starts with
 /// another's writeback pending.
 fn settle(plan: &Plan, log: &StepLog) {
-    if let Err(error) = sys::sync_filesystem(&plan.floor.dir) {
+    if let Err(error) = laminar_sys::file_systems::sync_file_system(&plan.floor.dir) {
         log.note(format!("syncfs before a run: {error}"));
     }
 }

@@ -50,7 +50,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     let exclusive = std::net::TcpListener::bind(addr)
         .map_err(|e| format!("laminar.http.listen: cannot listen on {addr}: {e}"))?;
-    Ok(crate::sys::glommio_listener(exclusive))
+    Ok(laminar_sys::glommio::tcp_listener(exclusive))
 }
 
 /// Serves admin requests until shutdown.

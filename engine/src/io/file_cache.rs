@@ -634,7 +634,7 @@ impl<S: Storage> StorageFile for CachedFile<S> {
     fn prefetch_append(&self, level: u8, pos: u64) {
         if let Ok(Handle::Open(file)) = self.handle.try_borrow().as_deref() {
             match level {
-                0 => crate::sys::prefetch_rc(file),
+                0 => laminar_sys::memory::prefetch_rc(file),
                 _ => file.prefetch_append(level - 1, pos),
             }
         }

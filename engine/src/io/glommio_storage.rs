@@ -9,10 +9,10 @@ use super::mapped_appends::{MappedEnd, ShardMappedAppends};
 use super::reservations::ReserveBudget;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{FileId, LentFile, Storage, StorageFile};
-use crate::sys::FileStat;
 use crate::task_wakers::once_per_wake;
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
+use laminar_sys::files::FileStat;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
@@ -342,7 +342,7 @@ impl Drop for GlommioFile {
     fn drop(&mut self) {
         if self.unmap_end() {
             if let Ok(fd) = self.read_fd() {
-                if let Err(error) = crate::sys::mapping::set_len(fd, self.len.get()) {
+                if let Err(error) = laminar_sys::files::set_len(fd, self.len.get()) {
                     tracing::warn!(%error, "cannot cut a dropped file back to its data: the next open verifies its tail");
                 }
             }
@@ -372,7 +372,7 @@ impl StorageFile for GlommioFile {
         // (no io_uring round trip, no second copy); the others through io_uring, as glommio
         // reads, and copied once (its ReadResult is Rc-backed; Bytes needs Send).
         let out = match self.handle()? {
-            Handle::Buffered(f) => match crate::sys::read_cached(f.as_raw_fd(), pos, len)? {
+            Handle::Buffered(f) => match laminar_sys::page_cache::read_cached(f.as_raw_fd(), pos, len)? {
                 Some(cached) => cached,
                 None => Bytes::copy_from_slice(&once_per_wake(f.read_at(pos, len)).await?),
             },
@@ -396,7 +396,7 @@ impl StorageFile for GlommioFile {
             let fd = self.buffered_fd;
             let written = match self.write_mapped(fd, pos, parts) {
                 Some(written) => written,
-                None => crate::sys::pwritev_all(fd, parts, pos)?,
+                None => laminar_sys::files::pwritev_all(fd, parts, pos)?,
             };
             self.writeback.written(fd, pos, written);
             self.len.set(self.len.get().max(pos + written));
@@ -464,7 +464,7 @@ impl StorageFile for GlommioFile {
         if granted == 0 {
             return; // the log dir's budget is spent: appends allocate as they go
         }
-        match crate::sys::reserve_blocks(f.as_raw_fd(), from, granted) {
+        match laminar_sys::files::reserve_blocks(f.as_raw_fd(), from, granted) {
             Ok(()) => {
                 self.reserved_to.set(from + granted);
                 if self.reservations.is_some() {
@@ -495,7 +495,7 @@ impl StorageFile for GlommioFile {
             },
             None => None,
         };
-        match crate::sys::duplicate(fd) {
+        match laminar_sys::files::duplicate(fd) {
             Ok(duplicate) => Ok(Some(LentFile::new(std::fs::File::from(duplicate), slot))),
             Err(error) if super::is_out_of_descriptors(&error) => Ok(None),
             Err(error) => Err(error),
@@ -508,14 +508,14 @@ impl StorageFile for GlommioFile {
         // the last few pages of one segment in ten, 5–20 s after they were written), and a
         // sendfile that meets one blocks the shard on the disk (decision 0028, ranges the host's reclaim
         // thinned).
-        if let Some(cached) = crate::sys::range_cached(fd, pos, len)? {
+        if let Some(cached) = laminar_sys::page_cache::range_cached(fd, pos, len)? {
             return Ok(cached);
         }
         // A kernel without cachestat: the batch lookup has usually just read the first page,
         // and eviction is roughly oldest first, so the middle and last pages are the telling ones.
         let probes = [pos + len / 2, pos + len.saturating_sub(1), pos];
         for probe in probes {
-            if !crate::sys::is_cached(fd, probe)? {
+            if !laminar_sys::page_cache::is_cached(fd, probe)? {
                 return Ok(false);
             }
         }
@@ -523,7 +523,7 @@ impl StorageFile for GlommioFile {
     }
 
     fn uncached_runs(&self, pos: u64, len: u64, runs_max: usize) -> io::Result<Option<Vec<Range<u64>>>> {
-        crate::sys::uncached_runs(self.read_fd()?, pos, len, runs_max)
+        laminar_sys::page_cache::uncached_runs(self.read_fd()?, pos, len, runs_max)
     }
 
     fn len(&self) -> u64 {
@@ -597,8 +597,8 @@ fn open_plain(path: &Path, create: bool) -> io::Result<(BufferedFile, FileStat)>
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(0)?,
         opened => opened?,
     };
-    let stat = crate::sys::file_stat(file.as_raw_fd())?;
-    Ok((crate::sys::buffered_file(file), stat))
+    let stat = laminar_sys::files::file_stat(file.as_raw_fd())?;
+    Ok((laminar_sys::glommio::buffered_file(file), stat))
 }
 
 impl Storage for GlommioStorage {
@@ -640,7 +640,7 @@ impl Storage for GlommioStorage {
                 opts.read(true).write(true).create(create);
                 let f = once_per_wake(opts.dma_open(path)).await?;
                 let r = once_per_wake(OpenOptions::new().read(true).buffered_open(path)).await?;
-                let stat = crate::sys::file_stat(f.as_raw_fd())?;
+                let stat = laminar_sys::files::file_stat(f.as_raw_fd())?;
                 let handle = Handle::Direct(Rc::new(f), Rc::new(r));
                 (handle, stat, FileWriteBehind::off())
             }

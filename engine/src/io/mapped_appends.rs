@@ -39,7 +39,9 @@
 //!   `vm.max_map_count`; past that, appends go through `pwritev`. A checkpoint (the log's
 //!   `sync_all` truncates the file to its data) gives an idle partition's window back.
 
-use crate::sys::mapping::{self, MappedWindow};
+use laminar_sys::files::set_len;
+use laminar_sys::mapping::{exit_on_bus_error, MappedWindow};
+use laminar_sys::memory::page_bytes;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
@@ -65,6 +67,13 @@ pub const WINDOWS_MAX: usize = 16_384;
 const ROOM_RECHECK_BYTES: u64 = 64 << 20;
 /// ...or after this long.
 const ROOM_RECHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What a SIGBUS means with mapped appends: a page of a log file the kernel could not read or
+/// give disk blocks to (a disk error, or a file system filled past the headroom check).
+const BUS_ERROR_MESSAGE: &str = "laminar: fatal: SIGBUS: a memory-mapped log file could not be read or \
+given disk blocks (a disk I/O error, or its file system is full); exiting with status 74\n";
+/// The exit status after a SIGBUS: EX_IOERR.
+const BUS_ERROR_EXIT_STATUS: i32 = 74;
 
 /// Windows mapped now, in the whole process.
 static WINDOWS_MAPPED: AtomicUsize = AtomicUsize::new(0);
@@ -96,7 +105,12 @@ impl CountedWindow {
             })
             .ok()?;
         Some(match MappedWindow::map(fd, start, WINDOW_BYTES as usize) {
-            Ok(window) => Ok(CountedWindow(window)),
+            Ok(window) => {
+                // Most of a window lies past the file's data: a fault with readahead would read
+                // (zero fill) the pages around it, which the appends then overwrite.
+                window.advise_random_access();
+                Ok(CountedWindow(window))
+            }
             Err(error) => {
                 WINDOWS_MAPPED.fetch_sub(1, Ordering::AcqRel);
                 Err(error)
@@ -138,7 +152,9 @@ impl ShardMappedAppends {
         let room = match rooms.get_mut(&device) {
             Some(room) if !stale(room) => room,
             _ => {
-                let Ok(usable_bytes) = mapping::usable_bytes(fd) else {
+                let Ok(usable_bytes) =
+                    laminar_sys::file_systems::stats_of_open_file(fd).map(|stats| stats.usable_bytes())
+                else {
                     rooms.remove(&device);
                     return false;
                 };
@@ -236,7 +252,7 @@ impl MappedEnd {
         let Some(window) = &self.window else {
             unreachable!("a window covers the append")
         };
-        let page = crate::sys::page_bytes();
+        let page = page_bytes();
         let start = (pos - pos % page).max(self.populated_end);
         let populate_end = window
             .0
@@ -267,10 +283,10 @@ impl MappedEnd {
     fn map_from(&mut self, fd: RawFd, data_len: u64, pos: u64) -> bool {
         self.window = None;
         self.populated_end = 0;
-        let start = pos - pos % crate::sys::page_bytes();
+        let start = pos - pos % page_bytes();
         let window_end = start + WINDOW_BYTES;
         if window_end > self.length_set.max(data_len) {
-            if mapping::set_len(fd, window_end).is_err() {
+            if set_len(fd, window_end).is_err() {
                 return false; // the pwritev will say why, if it fails too
             }
             self.length_set = window_end;
@@ -280,7 +296,7 @@ impl MappedEnd {
             Some(Ok(window)) => {
                 static HANDLER: Once = Once::new();
                 HANDLER.call_once(|| {
-                    if let Err(error) = mapping::exit_on_bus_error() {
+                    if let Err(error) = exit_on_bus_error(BUS_ERROR_MESSAGE, BUS_ERROR_EXIT_STATUS) {
                         tracing::warn!(%error, "cannot handle SIGBUS: a disk error in a mapped append kills the broker silently");
                     }
                 });
@@ -405,7 +421,7 @@ mod tests {
         assert_eq!(end.populated_end, populated, "nothing more populated");
         // Another writer cuts the file under the window: a copy past the populated pages
         // would raise SIGBUS, so the append is refused and the window dropped.
-        mapping::set_len(fd, 5).unwrap();
+        set_len(fd, 5).unwrap();
         assert_eq!(
             end.write(&shard, (fd, device, populated), populated, &[b"f"]),
             None
@@ -421,7 +437,7 @@ mod tests {
         };
         let mut end = mapping_its_next_append();
         let near_end = WINDOW_BYTES - 2;
-        mapping::set_len(fd, near_end).unwrap();
+        set_len(fd, near_end).unwrap();
         assert_eq!(
             end.write(&shard, (fd, device, near_end), near_end, &[b"wxyz"]),
             Some(4)

@@ -37,7 +37,8 @@ pub use writeback::{WriteBehind, WriteBehindStats};
 /// The total and usable bytes of the file system holding `path` (`statvfs`; usable is what an
 /// unprivileged writer may still take, as Java's `FileStore.getUsableSpace`).
 pub fn file_system_space(path: &Path) -> io::Result<(u64, u64)> {
-    crate::sys::file_system_space(path)
+    let stats = laminar_sys::file_systems::stats(path)?;
+    Ok((stats.total_bytes(), stats.usable_bytes()))
 }
 
 /// The storage a broker shard runs on: glommio files behind the shard's [`FileCache`].

@@ -40,10 +40,12 @@ impl ReserveBudget {
     /// [`RESERVE_BUDGET_MIN_BYTES`] and [`RESERVE_BUDGET_MAX_BYTES`] (the least when its size
     /// cannot be read).
     pub fn for_log_dir(dir: &Path) -> Arc<Self> {
-        let size = crate::sys::file_system_bytes(dir).unwrap_or_else(|error| {
-            tracing::warn!(dir = %dir.display(), %error, "cannot read the file system's size");
-            0
-        });
+        let size = laminar_sys::file_systems::stats(dir)
+            .map(|stats| stats.total_bytes())
+            .unwrap_or_else(|error| {
+                tracing::warn!(dir = %dir.display(), %error, "cannot read the file system's size");
+                0
+            });
         Self::new(Self::default_limit(size))
     }
 

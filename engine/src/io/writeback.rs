@@ -51,7 +51,7 @@ use std::rc::Rc;
 
 use io_uring::{opcode, IoUring, Probe};
 
-use crate::sys;
+use laminar_sys::uring;
 
 /// The write-behind settings of every shard. 0 `write_batch_bytes` turns it off (appends then
 /// stay in the page cache until fdatasync or the kernel's writeback). Plain data.
@@ -276,7 +276,7 @@ impl WriteBehindRing {
         // The descriptor stays open until the completion is reaped: the slot filled below holds
         // the file state owning it.
         let pushed =
-            sys::push_sync_file_range(&mut ring, own_fd, (start, len as u32), SYNC_FLAGS, slot as u64);
+            uring::push_sync_file_range(&mut ring, own_fd, (start, len as u32), SYNC_FLAGS, slot as u64);
         pushed.expect("the submission queue has room for io_depth ops");
         if let Err(e) = ring.submit() {
             // The entry stays queued; `reap` submits it again.

@@ -12,8 +12,8 @@ use bytes::Bytes;
 
 use super::{WriteBehind, WriteBehindStats};
 use crate::io::{GlommioStorage, Storage, StorageFile, WriteMode};
-use crate::sys::{self, Cachestat};
 use crate::test_tasks::on_executor as run;
+use laminar_sys::page_cache::{self, Cachestat};
 
 fn storage(write_batch_bytes: u64, io_depth: u32) -> GlommioStorage {
     let settings = WriteBehind {
@@ -61,7 +61,7 @@ fn descriptors_of(path: &Path) -> usize {
 /// `cachestat(2)` of a range of the file at `path`, or `None` where the kernel lacks it.
 fn cachestat(path: &Path, off: u64, len: u64) -> Option<Cachestat> {
     let file = std::fs::File::open(path).expect("open for cachestat");
-    match sys::cachestat(file.as_raw_fd(), off, len) {
+    match page_cache::cachestat(file.as_raw_fd(), off, len) {
         Ok(stat) => Some(stat),
         Err(error) => {
             assert_eq!(error.raw_os_error(), Some(libc::ENOSYS), "cachestat: {error}");

@@ -332,9 +332,9 @@ impl<S: Storage> Log<S> {
             unreachable!("a log has an active segment")
         };
         match level {
-            0 => crate::sys::prefetch_value(active),
-            1 => crate::sys::prefetch_rc(active),
-            2 => crate::sys::prefetch_rc(&active.log),
+            0 => laminar_sys::memory::prefetch_value(active),
+            1 => laminar_sys::memory::prefetch_rc(active),
+            2 => laminar_sys::memory::prefetch_rc(&active.log),
             _ => active.log.prefetch_append(level - 3, active.meta().size),
         }
     }

@@ -172,7 +172,7 @@ impl<S: Storage> Partition<S> {
     /// the partition itself, the next ones its log's (`Log::prefetch`).
     pub fn prefetch(self: &Rc<Self>, level: u8) {
         match level {
-            0 => crate::sys::prefetch_rc(self),
+            0 => laminar_sys::memory::prefetch_rc(self),
             _ => self.log.prefetch(level - 1),
         }
     }

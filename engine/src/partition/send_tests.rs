@@ -88,8 +88,8 @@ fn reads_for_send_leave_cached_whole_batches_in_the_file() {
 /// cachestat(2) cannot tell: yes).
 fn drop_pages(fd: std::os::fd::RawFd, pos: u64, len: u64) -> bool {
     (0..50).any(|_| {
-        crate::sys::drop_cached(fd, pos, len).unwrap();
-        let cached = crate::sys::cachestat(fd, pos, len).map(|c| c.nr_cache > 0);
+        laminar_sys::page_cache::drop_page_cache(fd, pos, len).unwrap();
+        let cached = laminar_sys::page_cache::cachestat(fd, pos, len).map(|c| c.nr_cache > 0);
         let gone = !cached.unwrap_or(false);
         if !gone {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -153,7 +153,7 @@ fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_
         let (fd, len) = (log.as_raw_fd(), log.metadata().unwrap().len());
         // 128 KiB in the middle, as reclaim takes them: a twentieth of the segment.
         assert!(drop_pages(fd, 1 << 20, 128 << 10));
-        let Some(missing) = crate::sys::uncached_runs(fd, 0, len, 64).unwrap() else {
+        let Some(missing) = laminar_sys::page_cache::uncached_runs(fd, 0, len, 64).unwrap() else {
             return; // a file system whose files cannot be mapped cannot tell
         };
         assert!(!missing.is_empty(), "dropped, so not cached");
@@ -166,7 +166,10 @@ fn reads_for_send_of_a_range_missing_a_few_pages_read_them_back_and_stay_in_the_
             panic!("a few pages missing are read back in, not the whole range");
         };
         assert_eq!((range.position, range.len, offsets), (0, len, 0..2400));
-        assert_eq!(crate::sys::range_cached(fd, 0, len).unwrap(), Some(true));
+        assert_eq!(
+            laminar_sys::page_cache::range_cached(fd, 0, len).unwrap(),
+            Some(true)
+        );
         assert_eq!(
             range_bytes(&range),
             p.read(Offset::new(0), 8 << 20, true).await.unwrap().data.concat()

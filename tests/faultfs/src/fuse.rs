@@ -285,9 +285,9 @@ impl Filesystem for Daemon {
                 s.blocks_available,
                 s.files,
                 s.files_free,
-                s.block_size,
-                s.name_max,
-                s.fragment_size,
+                u32_or_max(s.block_size),
+                u32_or_max(s.name_max),
+                u32_or_max(s.fragment_size),
             ),
             Err(errno) => reply.error(errno),
         }
@@ -325,4 +325,9 @@ impl Filesystem for Daemon {
     ) {
         self.reply_empty(reply, |state| state.fallocate(ino.0, offset, length, mode));
     }
+}
+
+/// `value` as the `u32` a FUSE reply holds, `u32::MAX` when larger.
+fn u32_or_max(value: u64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
 }

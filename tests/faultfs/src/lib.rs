@@ -80,6 +80,8 @@
 //! Mounting needs root (the mount is done with mount(2), there being no `fusermount3`) and
 //! `/dev/fuse`; [`available`] tells.
 
+#![forbid(unsafe_code)]
+
 mod attr;
 mod cut;
 mod fuse;
@@ -87,7 +89,6 @@ mod inodes;
 mod journal;
 mod overlay;
 mod state;
-mod sys;
 mod unmount;
 
 use std::fs;

@@ -9,11 +9,14 @@ mod undo;
 use std::collections::HashMap;
 use std::fs::{self, File, FileTimes, Metadata, Permissions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{fchown, lchown, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr};
+use laminar_sys::file_systems::{self, FileSystemStats};
+use laminar_sys::files;
 
 pub use self::namespace::{DirEntry, Owner};
 use self::trash::Trash;
@@ -22,7 +25,6 @@ use crate::attr::file_attr;
 use crate::inodes::{BackingId, Inode, InodeTable, ROOT};
 use crate::journal::Journal;
 use crate::overlay::{read_at_most, Overlay};
-use crate::sys;
 
 /// What an operation replies: its result, or the errno.
 pub type OpResult<T> = Result<T, Errno>;
@@ -231,7 +233,7 @@ impl State {
     /// unsynced pages too, and a length it extends extends the logical length.
     pub fn fallocate(&mut self, ino: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
         let (file, unsynced) = self.file_data(ino)?;
-        sys::fallocate(file, mode, offset, length)?;
+        files::fallocate(file.as_raw_fd(), mode, offset, length)?;
         if let Some(overlay) = unsynced {
             if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
                 overlay.zero_range(offset, length);
@@ -244,8 +246,8 @@ impl State {
     }
 
     /// The backing file system's statistics.
-    pub fn statfs(&self) -> OpResult<sys::FsStats> {
-        Ok(sys::statvfs(&self.backing)?)
+    pub fn statfs(&self) -> OpResult<FileSystemStats> {
+        Ok(file_systems::stats(&self.backing)?)
     }
 }
 

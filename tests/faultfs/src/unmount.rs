@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use fuser::BackgroundSession;
 
-use crate::sys::{self, Unmount};
+use laminar_sys::file_systems::{self, Unmount};
 
 /// How long an unmount keeps retrying while the mount is busy (a killed process's files may
 /// take a moment to be released).
@@ -46,7 +46,7 @@ pub fn unmount_and_join(session: BackgroundSession, mountpoint: &Path) -> io::Re
 fn unmount_retrying(mountpoint: &Path) -> io::Result<Unmount> {
     let started = Instant::now();
     loop {
-        match sys::unmount(mountpoint, Unmount::Now) {
+        match file_systems::unmount(mountpoint, Unmount::Now) {
             Ok(()) => return Ok(Unmount::Now),
             Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {
                 if started.elapsed() >= BUSY_FOR_AT_MOST {
@@ -57,7 +57,7 @@ fn unmount_retrying(mountpoint: &Path) -> io::Result<Unmount> {
             Err(error) => return Err(error),
         }
     }
-    sys::unmount(mountpoint, Unmount::Detach)?;
+    file_systems::unmount(mountpoint, Unmount::Detach)?;
     eprintln!(
         "laminar-faultfs: {} still busy after {BUSY_FOR_AT_MOST:?}: detached lazily; \
          whatever still uses it gets EIO from now on",

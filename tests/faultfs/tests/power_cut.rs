@@ -3,67 +3,22 @@
 //! returns early, saying so, where this process cannot mount (not root, or no /dev/fuse), unless
 //! `FAULTFS_TESTS_MUST_MOUNT` is set (`laminar_faultfs::available_for_tests`).
 
+#![forbid(unsafe_code)]
+
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use laminar_faultfs::{available_for_tests, Cut, CutReport, FaultFs, TRASH_DIR_NAME};
+use laminar_sys::mapping::MappedWindow;
 use tempfile::TempDir;
 
 const PAGE: usize = 4096;
 const SECTOR: usize = 512;
-
-/// A shared writable mapping, the test's one unsafe code.
-#[allow(unsafe_code)]
-mod sys {
-    use std::fs::File;
-    use std::io;
-    use std::os::fd::AsRawFd;
-    use std::ptr;
-
-    /// A `MAP_SHARED` read-write mapping of a file's first `len` bytes, unmapped on drop.
-    pub struct SharedMapping {
-        start: *mut u8,
-        len: usize,
-    }
-
-    impl SharedMapping {
-        pub fn new(file: &File, len: usize) -> io::Result<SharedMapping> {
-            let prot = libc::PROT_READ | libc::PROT_WRITE;
-            // SAFETY: a new mapping at an address the kernel picks aliases no Rust memory; the
-            // descriptor is open for the call (the mapping keeps its own reference).
-            let start =
-                unsafe { libc::mmap(ptr::null_mut(), len, prot, libc::MAP_SHARED, file.as_raw_fd(), 0) };
-            if start == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(SharedMapping {
-                start: start.cast(),
-                len,
-            })
-        }
-
-        /// Copies `data` into the mapping at `offset`.
-        pub fn write(&mut self, offset: usize, data: &[u8]) {
-            assert!(offset + data.len() <= self.len, "write past the mapping");
-            // SAFETY: the destination lies within the mapping (checked above), which lives as
-            // long as `self`; the source is a slice, which cannot overlap a mapping we made.
-            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.start.add(offset), data.len()) }
-        }
-    }
-
-    impl Drop for SharedMapping {
-        fn drop(&mut self) {
-            // SAFETY: `start` and `len` are the mapping made in `new`, unmapped only here.
-            unsafe { libc::munmap(self.start.cast(), self.len) };
-        }
-    }
-}
-
-use sys::SharedMapping;
 
 /// A backing directory and a mount point, in a scratch directory on the target's disk.
 struct Scratch {
@@ -228,13 +183,13 @@ fn fdatasync_covers_a_shared_mapping_and_a_later_mapped_write_is_lost() {
     let file = write_file(&scratch.mounted("segment"), &[1; 100], true);
     scratch.sync_dir("");
     file.set_len(2 * PAGE as u64).unwrap();
-    let mut mapping = SharedMapping::new(&file, 2 * PAGE).unwrap();
-    mapping.write(100, &[2; 100]);
-    mapping.write(5000, &[3; 100]);
+    let mapping = MappedWindow::map(file.as_raw_fd(), 0, 2 * PAGE).unwrap();
+    mapping.write(100, &[&[2; 100]]);
+    mapping.write(5000, &[&[3; 100]]);
     file.sync_data().unwrap();
     assert_eq!(faultfs.unsynced_bytes(), 0);
 
-    mapping.write(300, &[4; 100]);
+    mapping.write(300, &[&[4; 100]]);
     drop(mapping); // munmap writes the dirty page back (to the daemon: unsynced)
     assert!(
         faultfs.unsynced_bytes() >= 100,
@@ -300,10 +255,10 @@ fn a_killed_process_s_mapped_writes_reach_the_daemon_and_are_lost() {
 fn map_write_and_wait_to_be_killed(path: &Path) {
     let file = write_file(path, &[], false);
     file.set_len(2 * PAGE as u64).unwrap();
-    let mut mapping = SharedMapping::new(&file, 2 * PAGE).unwrap();
-    mapping.write(0, &[5; PAGE]);
+    let mapping = MappedWindow::map(file.as_raw_fd(), 0, 2 * PAGE).unwrap();
+    mapping.write(0, &[&[5; PAGE]]);
     file.sync_data().unwrap();
-    mapping.write(PAGE, &[6; 100]);
+    mapping.write(PAGE as u64, &[&[6; 100]]);
     println!("{CHILD_READY}");
     std::io::stdout().flush().unwrap();
     std::thread::sleep(Duration::from_secs(60)); // killed long before

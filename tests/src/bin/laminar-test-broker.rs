@@ -29,6 +29,8 @@
 //! ```
 //! A failed command answers `error <message on one line>` and changes nothing else.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, Write};
 
 use anyhow::{bail, Context, Result};

@@ -6,17 +6,18 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, Metadata, Permissions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{fchown, lchown, symlink, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use fuser::{Errno, FileAttr, FileType, RenameFlags};
+use laminar_sys::files;
 
 use super::trash::TRASH_DIR_NAME;
 use super::{OpResult, State};
 use crate::attr::file_type;
 use crate::inodes::{BackingId, ROOT};
 use crate::journal::{Entry, Op};
-use crate::sys;
 
 /// Who creates a file: it is chowned to them (the daemon itself runs as root).
 #[derive(Clone, Copy)]
@@ -125,7 +126,7 @@ impl State {
     ) -> OpResult<FileAttr> {
         let (path, entry) = self.new_child(parent, name)?;
         let backing_path = self.backing.join(&path);
-        sys::mknod(&backing_path, mode, rdev)?;
+        files::mknod(&backing_path, mode, rdev)?;
         self.journal.record(Op::Added(entry));
         fs::set_permissions(&backing_path, Permissions::from_mode(mode & 0o7777))?;
         lchown(&backing_path, Some(owner.uid), Some(owner.gid))?;
@@ -148,7 +149,7 @@ impl State {
         let (path, entry) = self.new_child(new_parent, new_name)?;
         let new_path = self.backing.join(&path);
         match &self.inodes.get(ino)?.file {
-            Some(file) => sys::link_open_file(file, &new_path)?,
+            Some(file) => files::link_open_file(file.as_raw_fd(), &new_path)?,
             None => {
                 self.metadata(ino)?; // ENOENT unless its name still names it
                 fs::hard_link(self.backing_path(ino)?, &new_path)?;

@@ -1,14 +1,60 @@
-//! Shared writable mappings of a file's end, for small appends (`io/mapped_appends.rs`,
-//! docs/decisions/0018), and the SIGBUS handler that makes a fault in one a clear exit.
+//! Shared mappings of files (`mmap`, `madvise`, `munmap`): a writable window over part of a
+//! file, written by copying into it (the engine's small appends, docs/decisions/0018; the
+//! power-cut tests' writes through a mapping), and the SIGBUS handler that makes a fault in one
+//! a clear exit. Every mapping of the crate is made by `map_file`.
 
 use std::io;
 use std::ops::Range;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use crate::memory::page_bytes;
+
+/// Maps `len` bytes (> 0) of the open file `fd` from `offset` (page aligned) `MAP_SHARED`, at an
+/// address the kernel picks, readable, and writable when `writable`. The error is the kernel's
+/// (`last_os_error`). The mapping outlives `fd` (the kernel keeps the file referenced) until
+/// [`unmap`]; nothing reads or writes through it here.
+pub(crate) fn map_file(fd: RawFd, offset: u64, len: usize, writable: bool) -> io::Result<NonNull<u8>> {
+    let offset = crate::to_off_t(offset, "offset")?;
+    let protection = match writable {
+        true => libc::PROT_READ | libc::PROT_WRITE,
+        false => libc::PROT_READ,
+    };
+    // SAFETY: a new mapping at an address the kernel picks, so it overlaps no memory Rust owns;
+    // it acts on the caller's open descriptor, and the result is checked against MAP_FAILED.
+    let start = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            protection,
+            libc::MAP_SHARED,
+            fd,
+            offset,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(start.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
+/// Unmaps `len` bytes from `start`.
+///
+/// # Safety
+/// `start` and `len` are a mapping [`map_file`] made, unmapped once, and no reference into it
+/// outlives this call.
+pub(crate) unsafe fn unmap(start: NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: the caller's contract: our own mapping, with nothing pointing into it any more.
+    if unsafe { libc::munmap(start.as_ptr().cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 /// `[file_offset, file_offset + len)` of one file, mapped `MAP_SHARED` read-write: bytes copied
 /// in are in the page cache at once, as with `pwrite`, without a system call. Owned by one
-/// shard (not Send); unmapped on drop.
+/// thread (not Send); unmapped on drop.
 ///
 /// A page written must lie inside the file's length (past it the write raises SIGBUS): the
 /// owner extends the file before mapping and never shortens it below the window while mapped.
@@ -23,37 +69,21 @@ impl MappedWindow {
     /// Maps `len` bytes of `fd` from `file_offset`, which must be page aligned.
     pub fn map(fd: RawFd, file_offset: u64, len: usize) -> io::Result<MappedWindow> {
         assert!(len > 0, "an empty window");
-        assert_eq!(file_offset % super::page_bytes(), 0, "windows start on a page");
-        let offset = libc::off_t::try_from(file_offset)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
-        let protection = libc::PROT_READ | libc::PROT_WRITE;
-        // SAFETY: a new mapping at an address the kernel picks, so it overlaps no memory Rust
-        // owns; it acts on the caller's open descriptor, which the mapping outlives safely (the
-        // kernel keeps the file referenced until munmap).
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                protection,
-                libc::MAP_SHARED,
-                fd,
-                offset,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        // Most of a window lies past the file's data: a fault with readahead would read (zero
-        // fill) the pages around it, which the appends then overwrite. Advice only; a failure
-        // costs that readahead and nothing else.
-        // SAFETY: the range is the mapping just made, which nothing else has seen.
-        unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_RANDOM) };
+        assert_eq!(file_offset % page_bytes(), 0, "windows start on a page");
+        let base = map_file(fd, file_offset, len, true)?;
         Ok(MappedWindow {
             base,
             file_offset,
             len,
         })
+    }
+
+    /// Tells the kernel the window's pages are accessed in no order (`MADV_RANDOM`), so a fault
+    /// reads no pages around the one faulted. Advice only: a failure changes nothing else.
+    pub fn advise_random_access(&self) {
+        // SAFETY: the range is this window's whole mapping; madvise reads and writes no memory
+        // of ours, it only sets how the kernel pages the range in.
+        unsafe { libc::madvise(self.base.as_ptr().cast(), self.len, libc::MADV_RANDOM) };
     }
 
     /// The file bytes the window maps.
@@ -91,11 +121,7 @@ impl MappedWindow {
             range.start >= window.start && range.end <= window.end && range.start < range.end,
             "populating {range:?} inside the window {window:?}"
         );
-        assert_eq!(
-            range.start % super::page_bytes(),
-            0,
-            "population starts on a page"
-        );
+        assert_eq!(range.start % page_bytes(), 0, "population starts on a page");
         let at = (range.start - self.file_offset) as usize;
         // SAFETY: `[at, at + len)` lies inside this window's mapping (asserted above); madvise
         // reads and writes no memory of ours through Rust references, it only faults the pages
@@ -118,42 +144,48 @@ impl MappedWindow {
     pub fn prefetch(&self, pos: u64) {
         let range = self.range();
         if range.contains(&pos) {
-            super::prefetch(self.base.as_ptr().wrapping_add((pos - range.start) as usize), 1);
+            crate::memory::prefetch(self.base.as_ptr().wrapping_add((pos - range.start) as usize), 1);
         }
     }
 }
 
 impl Drop for MappedWindow {
     fn drop(&mut self) {
-        // SAFETY: `base` and `len` are exactly what mmap returned and mapped; the window is
-        // dropped once, and no reference into the mapping outlives it (`write` lends none).
-        let unmapped = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-        debug_assert_eq!(
-            unmapped,
-            0,
-            "munmap of our own window: {}",
-            io::Error::last_os_error()
-        );
+        // SAFETY: `base` and `len` are exactly what `map_file` mapped; the window is dropped
+        // once, and no reference into the mapping outlives it (`write` lends none).
+        let unmapped = unsafe { unmap(self.base, self.len) };
+        debug_assert!(unmapped.is_ok(), "munmap of our own window: {unmapped:?}");
     }
 }
 
-/// The exit status after a SIGBUS: EX_IOERR.
-pub const BUS_ERROR_EXIT_STATUS: i32 = 74;
+/// What [`exit_on_bus_error`] writes to stderr, and the status the process exits with.
+#[derive(Debug)]
+struct BusErrorExit {
+    message: &'static str,
+    status: i32,
+}
 
-/// Makes a SIGBUS end the process at once with a message saying what it means: with mapped
-/// appends, a page of a log file the kernel could not read or give disk blocks to (a disk
-/// error, or a file system filled past the headroom check). Without it the process would die
-/// with no word of why. Idempotent.
-pub fn exit_on_bus_error() -> io::Result<()> {
+/// Set once by [`exit_on_bus_error`]; read by the signal handler.
+static BUS_ERROR_EXIT: OnceLock<BusErrorExit> = OnceLock::new();
+
+/// Makes a SIGBUS end the process at once, writing `message` to stderr and exiting with
+/// `status`: with a file mapped, a page the kernel could not read or give disk blocks to raises
+/// SIGBUS, and without a handler the process dies with no word of why. Idempotent: the first
+/// message and status stay.
+pub fn exit_on_bus_error(message: &'static str, status: i32) -> io::Result<()> {
     extern "C" fn on_bus_error(_signal: libc::c_int) {
-        const MESSAGE: &[u8] = b"laminar: fatal: SIGBUS: a memory-mapped log file could not be read or \
-given disk blocks (a disk I/O error, or its file system is full); exiting with status 74\n";
-        // SAFETY: write(2) and _exit(2) are async-signal-safe; MESSAGE is static.
+        // `OnceLock::get` is one atomic load: no lock, no allocation, safe in a signal handler.
+        let (message, status) = match BUS_ERROR_EXIT.get() {
+            Some(exit) => (exit.message, exit.status),
+            None => ("SIGBUS\n", libc::EXIT_FAILURE),
+        };
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; `message` is static.
         unsafe {
-            libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
-            libc::_exit(BUS_ERROR_EXIT_STATUS)
+            libc::write(2, message.as_ptr().cast(), message.len());
+            libc::_exit(status)
         }
     }
+    BUS_ERROR_EXIT.get_or_init(|| BusErrorExit { message, status });
     let handler: extern "C" fn(libc::c_int) = on_bus_error;
     // SAFETY: zeroed memory is a valid `sigaction` (empty mask, no flags) that we fill in.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -166,35 +198,10 @@ given disk blocks (a disk I/O error, or its file system is full); exiting with s
     Ok(())
 }
 
-/// `ftruncate`: sets the length of the open file `fd`, on this thread, at once (no await in
-/// between in which an append could map past the new end).
-pub fn set_len(fd: RawFd, len: u64) -> io::Result<()> {
-    let len = libc::off_t::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
-    // SAFETY: ftruncate reads no user memory; it acts on the caller's open descriptor only.
-    if unsafe { libc::ftruncate(fd, len) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The bytes an unprivileged writer may still take on the file system holding the open file
-/// `fd` (`fstatvfs`).
-pub fn usable_bytes(fd: RawFd) -> io::Result<u64> {
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: fstatvfs writes at most one `struct statvfs` into the buffer, which is that size
-    // and outlives the call.
-    if unsafe { libc::fstatvfs(fd, stat.as_mut_ptr()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstatvfs succeeded, so it filled the struct (and zeroed memory is a valid one).
-    let stat = unsafe { stat.assume_init() };
-    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::set_len;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
@@ -216,6 +223,7 @@ mod tests {
         let (_dir, file) = file_on_disk();
         set_len(file.as_raw_fd(), 3 * 4096).unwrap();
         let window = MappedWindow::map(file.as_raw_fd(), 4096, 2 * 4096).unwrap();
+        window.advise_random_access();
         assert_eq!(window.range(), 4096..3 * 4096);
         window.write(4096 + 4090, &[b"abc", b"defghij"]);
         let mut read = [0u8; 10];
@@ -227,7 +235,6 @@ mod tests {
         drop(window);
         file.read_exact_at(&mut read, 4096 + 4090).unwrap();
         assert_eq!(&read, b"abcdefghij", "the bytes stay after the unmap");
-        assert!(usable_bytes(file.as_raw_fd()).unwrap() > 0);
     }
 
     /// Whether the page-cache page behind `address` (mapped in this process) is dirty, from
@@ -243,7 +250,7 @@ mod tests {
             file.read_exact_at(&mut entry, index * 8).ok()?;
             Some(u64::from_ne_bytes(entry))
         };
-        let entry = read_u64_at("/proc/self/pagemap", address as u64 / super::super::page_bytes())?;
+        let entry = read_u64_at("/proc/self/pagemap", address as u64 / page_bytes())?;
         let frame = entry & FRAME_MASK;
         if entry & PRESENT == 0 || frame == 0 {
             return None;
@@ -303,9 +310,12 @@ mod tests {
         assert_eq!(&read, b"across a page");
     }
 
+    const BUS_ERROR_MESSAGE: &str = "test: fatal: SIGBUS in a mapped window\n";
+    const BUS_ERROR_STATUS: i32 = 74;
+
     /// The child half of the next test: a write to a mapped page past the file's end.
     fn fault_in_a_mapped_page() -> ! {
-        exit_on_bus_error().unwrap();
+        exit_on_bus_error(BUS_ERROR_MESSAGE, BUS_ERROR_STATUS).unwrap();
         let file = tempfile::tempfile().unwrap();
         set_len(file.as_raw_fd(), 4096).unwrap();
         let window = MappedWindow::map(file.as_raw_fd(), 0, 4096).unwrap();
@@ -315,9 +325,9 @@ mod tests {
     }
 
     #[test]
-    fn a_bus_error_ends_the_process_with_a_message_and_status_74() {
+    fn a_bus_error_ends_the_process_with_the_message_and_status_given() {
         const CHILD: &str = "LAMINAR_TEST_BUS_ERROR_CHILD";
-        let name = "sys::mapping::tests::a_bus_error_ends_the_process_with_a_message_and_status_74";
+        let name = "mapping::tests::a_bus_error_ends_the_process_with_the_message_and_status_given";
         if std::env::var_os(CHILD).is_some() {
             fault_in_a_mapped_page();
         }
@@ -327,8 +337,8 @@ mod tests {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(BUS_ERROR_EXIT_STATUS), "{stderr}");
-        assert!(stderr.contains("SIGBUS: a memory-mapped log file"), "{stderr}");
+        assert_eq!(out.status.code(), Some(BUS_ERROR_STATUS), "{stderr}");
+        assert!(stderr.contains(BUS_ERROR_MESSAGE), "{stderr}");
     }
 
     #[test]

@@ -1,0 +1,196 @@
+//! io_uring operations queued by hand (io-uring's `push` is unsafe: the kernel uses the
+//! entry's buffers until the operation completes): a `sync_file_range`, which has no buffer,
+//! and reads and writes of whole blocks through [`BlockRing`], which owns its buffers and
+//! never frees one the kernel may still use.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use io_uring::squeue::PushError;
+use io_uring::{opcode, types, IoUring};
+
+use crate::memory::AlignedBuffer;
+
+/// Queues (does not submit) an `IORING_OP_SYNC_FILE_RANGE` of `[offset, offset + len)` of the
+/// open file `fd` with `flags` on `ring`, tagged `user_data`. `Err` when the submission queue
+/// is full. The caller keeps `fd` open until the op's completion is reaped: a descriptor closed
+/// earlier makes the op fail or sync whichever file reuses the number.
+pub fn push_sync_file_range(
+    ring: &mut IoUring,
+    fd: RawFd,
+    (offset, len): (u64, u32),
+    flags: u32,
+    user_data: u64,
+) -> Result<(), PushError> {
+    let entry = opcode::SyncFileRange::new(types::Fd(fd), len)
+        .offset(offset)
+        .flags(flags)
+        .build()
+        .user_data(user_data);
+    // SAFETY: `push` requires the entry's buffers to stay valid until the op completes; a
+    // sync_file_range entry has none (a descriptor number and integers only), so the kernel
+    // never touches memory of ours for it, whatever becomes of the descriptor meanwhile.
+    unsafe { ring.submission().push(&entry) }
+}
+
+/// Which way a block operation moves data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Read the file into the buffer.
+    Read,
+    /// Write the buffer to the file.
+    Write,
+}
+
+/// A finished operation of a [`BlockRing`]: its buffer's slot, free again, and the kernel's
+/// result (bytes moved, or a negated errno).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The slot of the buffer the operation used.
+    pub slot: usize,
+    /// Bytes read or written, or `-errno`.
+    pub result: i32,
+}
+
+/// An io_uring with a buffer per slot, each the size of a block, and at most one read or write
+/// in flight per buffer: disk probes keep a queue depth of `slots` sequential operations. The
+/// ring owns the buffers, so none is touched or freed while the kernel may use it: a ring
+/// dropped with operations in flight leaks their buffers rather than free them.
+pub struct BlockRing {
+    ring: IoUring,
+    buffers: Vec<AlignedBuffer>,
+    busy: Vec<bool>,
+    in_flight: usize,
+}
+
+impl BlockRing {
+    /// A ring for `buffers`, at least one and all of the same length (their contents are what
+    /// writes write), with an entry per buffer.
+    pub fn new(buffers: Vec<AlignedBuffer>) -> io::Result<BlockRing> {
+        assert!(!buffers.is_empty(), "at least one buffer");
+        let block = buffers[0].len();
+        assert!(buffers.iter().all(|b| b.len() == block), "equal buffers");
+        let entries = u32::try_from(buffers.len().next_power_of_two()).expect("a queue depth that fits u32");
+        Ok(BlockRing {
+            ring: IoUring::new(entries)?,
+            busy: vec![false; buffers.len()],
+            buffers,
+            in_flight: 0,
+        })
+    }
+
+    /// The bytes each operation moves: a buffer's length.
+    pub fn block_bytes(&self) -> usize {
+        self.buffers[0].len()
+    }
+
+    /// The buffers, one operation in flight per buffer at most.
+    pub fn slots(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// Whether `slot`'s buffer has an operation queued or in flight.
+    pub fn is_busy(&self, slot: usize) -> bool {
+        self.busy[slot]
+    }
+
+    /// Operations queued or in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Queues (does not submit) a read into or a write from the whole of `slot`'s buffer at
+    /// `offset` of the open file `fd`, which the caller keeps open until its completion. The
+    /// slot must be free.
+    pub fn queue(&mut self, slot: usize, fd: RawFd, offset: u64, direction: Direction) -> io::Result<()> {
+        assert!(!self.busy[slot], "slot {slot} has an operation in flight");
+        let buffer = &mut self.buffers[slot];
+        let len = u32::try_from(buffer.len()).expect("block sizes fit in u32");
+        let entry = match direction {
+            Direction::Read => opcode::Read::new(types::Fd(fd), buffer.as_mut_ptr(), len)
+                .offset(offset)
+                .build(),
+            Direction::Write => opcode::Write::new(types::Fd(fd), buffer.as_mut_ptr(), len)
+                .offset(offset)
+                .build(),
+        }
+        .user_data(slot as u64);
+        // SAFETY: the entry refers to `slot`'s buffer, which the ring owns and neither lends
+        // nor frees until the completion for this slot is reaped in `submit_and_wait` (and
+        // leaks if the ring is dropped first); the slot is marked busy below so that no other
+        // operation uses it meanwhile.
+        unsafe { self.ring.submission().push(&entry) }
+            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        self.busy[slot] = true;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Submits what was queued, waits for at least one completion, and returns every completion
+    /// there is, their slots free again. An interrupted wait is `ErrorKind::Interrupted`.
+    pub fn submit_and_wait(&mut self) -> io::Result<Vec<Completion>> {
+        self.ring.submit_and_wait(1)?;
+        let completions: Vec<Completion> = self
+            .ring
+            .completion()
+            .map(|entry| Completion {
+                slot: entry.user_data() as usize,
+                result: entry.result(),
+            })
+            .collect();
+        for completion in &completions {
+            self.busy[completion.slot] = false;
+            self.in_flight -= 1;
+        }
+        Ok(completions)
+    }
+}
+
+impl Drop for BlockRing {
+    fn drop(&mut self) {
+        if self.in_flight > 0 {
+            // The kernel may still read or write these buffers: never free them.
+            std::mem::forget(std::mem::take(&mut self.buffers));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::DIRECT_IO_ALIGN;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn blocks_queued_on_the_ring_are_written_at_their_offsets() {
+        let file = tempfile::tempfile().unwrap();
+        let buffers = (0..2u8)
+            .map(|slot| {
+                let mut buffer = AlignedBuffer::new(DIRECT_IO_ALIGN);
+                buffer.as_mut_slice().fill(slot + 1);
+                buffer
+            })
+            .collect();
+        let mut ring = BlockRing::new(buffers).unwrap();
+        assert_eq!((ring.slots(), ring.block_bytes()), (2, DIRECT_IO_ALIGN));
+        for slot in 0..2 {
+            ring.queue(
+                slot,
+                file.as_raw_fd(),
+                (slot * DIRECT_IO_ALIGN) as u64,
+                Direction::Write,
+            )
+            .unwrap();
+        }
+        assert!(ring.is_busy(0) && ring.in_flight() == 2);
+        while ring.in_flight() > 0 {
+            for completion in ring.submit_and_wait().unwrap() {
+                assert_eq!(completion.result, DIRECT_IO_ALIGN as i32);
+            }
+        }
+        let back = std::fs::read(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        assert_eq!(back.len(), 2 * DIRECT_IO_ALIGN);
+        assert!(back[..DIRECT_IO_ALIGN].iter().all(|&b| b == 1));
+        assert!(back[DIRECT_IO_ALIGN..].iter().all(|&b| b == 2));
+    }
+}
