@@ -44,7 +44,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
     let shared = broker.shared.clone();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        node_id = shared.config.node_id,
+        node_id = shared.config.node_id.get(),
         cores = std::thread::available_parallelism().map_or(1, usize::from),
         shards,
         listeners = %listeners.join(","),

@@ -3,8 +3,18 @@
 
 use kafka_protocol::error::ResponseError;
 use laminar_engine::partition::LogError;
+use laminar_model::LeaderEpoch;
 
 use crate::broker::PartitionAccessError;
+
+/// KIP-320: a request naming a leader epoch other than `current` is refused,
+/// FENCED_LEADER_EPOCH when it is older, UNKNOWN_LEADER_EPOCH when newer; one naming none is not.
+pub fn leader_epoch_fencing(named: LeaderEpoch, current: LeaderEpoch) -> Option<ResponseError> {
+    named.stale_or_ahead_of(current).map(|ordering| match ordering {
+        std::cmp::Ordering::Less => ResponseError::FencedLeaderEpoch,
+        _ => ResponseError::UnknownLeaderEpoch,
+    })
+}
 
 pub fn partition_error_code(error: &PartitionAccessError) -> i16 {
     let code = match error {

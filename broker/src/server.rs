@@ -146,7 +146,10 @@ fn join_cluster(
     let interval = Duration::from_millis(settings.heartbeat_interval_ms);
     membership::start_heartbeats(link.clone(), config.clone(), interval)?;
     membership::wait_until_unfenced(&link);
-    tracing::info!(node_id = config.node_id, "unfenced by the controller quorum");
+    tracing::info!(
+        node_id = config.node_id.get(),
+        "unfenced by the controller quorum"
+    );
     Ok(link)
 }
 
@@ -199,7 +202,7 @@ fn follow_the_quorum(
         crate::quorum::migrate::single_node_topics(&link, &single_node);
         let properties = crate::meta_properties::MetaProperties {
             cluster_id: Some(shared.cluster_id.clone()),
-            node_id: Some(shared.config.node_id),
+            node_id: Some(shared.config.node_id.get()),
         };
         crate::meta_properties::write(&shared.log_dir, &properties)?;
     } else {
@@ -547,6 +550,6 @@ fn cluster_identity(
         .cluster_id
         .clone()
         .ok_or_else(|| anyhow::anyhow!("the controller quorum has no cluster id yet"))?;
-    let start = check_cluster(log_dir, config.node_id, &quorum_id)?;
+    let start = check_cluster(log_dir, config.node_id.get(), &quorum_id)?;
     Ok((quorum_id, start))
 }

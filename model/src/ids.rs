@@ -104,6 +104,14 @@ impl LeaderEpoch {
     /// every batch a log holds before any later election reached it.
     pub const FIRST: LeaderEpoch = LeaderEpoch(0);
 
+    /// How this epoch, named by a request, stands against `current` (KIP-320): `None` when the
+    /// request names none ([`UNKNOWN`](Self::UNKNOWN)) or names `current`; `Less` when it is older
+    /// (the requester's metadata is stale: FENCED_LEADER_EPOCH), `Greater` when newer (this
+    /// broker's is: UNKNOWN_LEADER_EPOCH).
+    pub fn stale_or_ahead_of(self, current: LeaderEpoch) -> Option<std::cmp::Ordering> {
+        (self != LeaderEpoch::UNKNOWN && self != current).then(|| self.cmp(&current))
+    }
+
     /// The epoch the controller gives the partition's next leader (saturating: an epoch at
     /// the end of its range stays there rather than wrap to an older one).
     pub const fn next(self) -> LeaderEpoch {

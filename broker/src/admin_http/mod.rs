@@ -211,7 +211,7 @@ fn facts(ctx: &Rc<BrokerCtx>, started: Instant) -> BrokerFacts {
     let shared = &ctx.state.shared;
     BrokerFacts {
         version: env!("CARGO_PKG_VERSION"),
-        node_id: shared.node_id(),
+        node_id: shared.node_id().get(),
         cluster_id: shared.cluster_id.clone(),
         kafka_listener: shared
             .config

@@ -2,6 +2,7 @@
 //! partition for a client (as its leader) or for replication (as one of its replicas). Apart
 //! from the shared state because none of it crosses threads.
 
+use laminar_model::LeaderEpoch;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -10,7 +11,6 @@ use laminar_controller::PartitionState;
 use laminar_engine::partition::Partition;
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::ShardContext;
-use laminar_model::LeaderEpoch;
 
 use crate::replication::throttle::ThrottleSide;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
@@ -51,7 +51,7 @@ impl BrokerShard {
             .get_or_open(&tp.topic, tp.partition, config)
             .await?;
         self.under_replication(tp, &partition, led.as_ref());
-        let epoch = led.map_or(LeaderEpoch::FIRST, |state| LeaderEpoch::new(state.leader_epoch));
+        let epoch = led.map_or(LeaderEpoch::FIRST, |state| state.leader_epoch);
         // Batches carry the epoch Metadata advertises for this leader (KIP-101): the quorum's
         // in a cluster, 0 on a single node (which never changes it).
         if partition.leader_epoch() != epoch {
@@ -154,15 +154,15 @@ impl BrokerShard {
 
     /// The leader epoch this broker leads `tp` at: the quorum's in a cluster, 0 on a single
     /// node (as Metadata answers). Call after `partition_to_read` accepted `tp`.
-    pub fn leader_epoch_of(&self, tp: &TopicPartition) -> i32 {
+    pub fn leader_epoch_of(&self, tp: &TopicPartition) -> LeaderEpoch {
         let Some(link) = &self.shared.cluster else {
-            return 0;
+            return LeaderEpoch::FIRST;
         };
         let image = link.image();
         image
             .metadata
             .partition_by_name(&tp.topic, tp.partition)
-            .map_or(0, |s| s.leader_epoch)
+            .map_or(LeaderEpoch::FIRST, |s| s.leader_epoch)
     }
 
     /// Whether `tp` exists in the topic table (in a cluster, also whether this broker leads

@@ -2,6 +2,7 @@
 //! that are one per broker (fetch sessions, descriptor budgets, the cluster link). Read by every
 //! shard, so apart from what one shard owns.
 
+use laminar_model::NodeId;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -86,7 +87,7 @@ impl BrokerShared {
         })
     }
 
-    pub fn node_id(&self) -> i32 {
+    pub fn node_id(&self) -> NodeId {
         self.config.node_id
     }
 

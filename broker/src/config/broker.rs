@@ -1,6 +1,7 @@
 //! [`BrokerConfig`]: `server.properties` plus `--override key=value`, validated against the
 //! registry in [`super::broker_keys`], into typed fields.
 
+use laminar_model::NodeId;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -261,7 +262,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     } = write_behind_keys(&v)?;
     let laminar_cores = laminar_cores(&v)?;
     Ok(BrokerConfig {
-        node_id: narrow("node.id", node_id),
+        node_id: NodeId::new(narrow("node.id", node_id)),
         log_dirs,
         listeners,
         advertised_listeners,

@@ -2,6 +2,7 @@
 //! and validation are in `broker.rs`; the registry of keys, defaults and docs in
 //! `broker_keys.rs`.
 
+use laminar_model::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use super::write_behind::WriteBehindChoice;
 /// serve as topic defaults) is reachable through [`BrokerConfig::value_of`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerConfig {
-    pub node_id: i32,
+    pub node_id: NodeId,
     pub log_dirs: Vec<PathBuf>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,

@@ -13,7 +13,7 @@ fn config(text: &str, overrides: &[&str]) -> BrokerConfig {
 #[test]
 fn defaults_are_kafkas() {
     let c = BrokerConfig::default();
-    assert_eq!(c.node_id, 1);
+    assert_eq!(c.node_id.get(), 1);
     assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
     assert_eq!(c.listeners[0].to_string(), "PLAINTEXT://0.0.0.0:9092");
     assert_eq!(
@@ -52,7 +52,7 @@ fn file_values_and_overrides_on_top() {
     let text = "# single node\nnode.id = 7\nlog.dirs: /d1, /d2\nnum.partitions=3\n\
                 listeners=PLAINTEXT://:19092\nlaminar.fsync=interval:50\n";
     let c = config(text, &["num.partitions=12", "laminar.cores = 2", "log.dirs=/o"]);
-    assert_eq!(c.node_id, 7);
+    assert_eq!(c.node_id.get(), 7);
     assert_eq!(c.num_partitions, 12, "override beats the file");
     assert_eq!(c.laminar_cores, 2);
     assert_eq!(c.log_dirs, vec![PathBuf::from("/o")]);
@@ -72,7 +72,7 @@ fn file_values_and_overrides_on_top() {
         vec![PathBuf::from("/y")]
     );
     // Later lines win, as in Java.
-    assert_eq!(config("node.id=1\nnode.id=2", &[]).node_id, 2);
+    assert_eq!(config("node.id=1\nnode.id=2", &[]).node_id.get(), 2);
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn ignored_kafka_keys_warn_by_name() {
                 offsets.topic.replication.factor=1\nsocket.send.buffer.bytes=102400\n\
                 log.cleaner.delete.retention.ms=1000\nnode.id=4\n";
     let loaded = load(text, &[]).unwrap();
-    assert_eq!(loaded.config.node_id, 4);
+    assert_eq!(loaded.config.node_id.get(), 4);
     let mut keys: Vec<&str> = loaded.warnings.iter().map(|w| w.key.as_str()).collect();
     keys.sort_unstable();
     assert_eq!(

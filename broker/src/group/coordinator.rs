@@ -2,12 +2,12 @@
 //! `__consumer_offsets` partition this shard owns. Every method is synchronous and runs on that
 //! shard, so group state needs no lock; writing records is [`super::store`]'s job.
 
+use laminar_model::{LeaderEpoch, Offset};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use kafka_protocol::error::ResponseError;
-use laminar_model::Offset;
 
 use super::records::{GroupRecord, GroupValue, MemberRecord, OffsetKey, OffsetValue};
 use super::state::{Group, GroupSettings, GroupState};
@@ -61,7 +61,7 @@ pub struct GroupCoordinator {
 /// A `__consumer_offsets` partition this broker leads, as its coordinator sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Coordinated {
-    leader_epoch: i32,
+    leader_epoch: LeaderEpoch,
     loaded: bool,
 }
 
@@ -114,7 +114,7 @@ impl GroupCoordinator {
     }
 
     /// Cluster mode: where the groups of `partition`, led at `leader_epoch`, stand.
-    pub fn coordination(&self, partition: i32, leader_epoch: i32) -> Coordination {
+    pub fn coordination(&self, partition: i32, leader_epoch: LeaderEpoch) -> Coordination {
         match self.coordinated.borrow().get(&partition) {
             Some(c) if c.leader_epoch == leader_epoch && c.loaded => Coordination::Ready,
             Some(c) if c.leader_epoch == leader_epoch => Coordination::Loading,
@@ -124,7 +124,7 @@ impl GroupCoordinator {
 
     /// A load of `partition` at `leader_epoch` starts: what was known of its groups goes (the
     /// log, as this leader has it, is the truth).
-    pub fn begin_load(&self, partition: i32, leader_epoch: i32) {
+    pub fn begin_load(&self, partition: i32, leader_epoch: LeaderEpoch) {
         self.unload(partition);
         let state = Coordinated {
             leader_epoch,
@@ -135,7 +135,7 @@ impl GroupCoordinator {
 
     /// The load of `partition` at `leader_epoch` ended (`ok`: its groups are served; else the
     /// next request starts another).
-    pub fn end_load(&self, partition: i32, leader_epoch: i32, ok: bool) {
+    pub fn end_load(&self, partition: i32, leader_epoch: LeaderEpoch, ok: bool) {
         let mut coordinated = self.coordinated.borrow_mut();
         match coordinated.get_mut(&partition) {
             Some(c) if c.leader_epoch == leader_epoch && ok => c.loaded = true,
@@ -478,7 +478,7 @@ mod tests {
         coordinator.settle(failed, None);
         assert_eq!(committed_offset(&coordinator), Some(2));
         let forgotten = coordinator.await_commit(0, Offset::new(12));
-        coordinator.begin_load(0, 1);
+        coordinator.begin_load(0, LeaderEpoch::new(1));
         coordinator.settle(forgotten, Some(commit(3)));
         assert_eq!(
             committed_offset(&coordinator),

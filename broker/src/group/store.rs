@@ -2,6 +2,7 @@
 //! replay that rebuilds a shard's groups and offsets at start, and the timer task that applies
 //! session and rebalance deadlines.
 
+use laminar_model::{LeaderEpoch, Offset};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -12,7 +13,6 @@ use laminar_engine::log::batch::BatchHeader;
 use laminar_engine::metadata::{MetadataError, MetadataStore};
 use laminar_engine::partition::{AppendInfo, LogError, Partition};
 use laminar_engine::shard::shard_of_partition;
-use laminar_model::Offset;
 
 use super::coordinator::Coordination;
 use super::records::{decode_batch, encode_batch, GroupRecord};
@@ -233,13 +233,18 @@ pub fn follow_leadership(ctx: &Rc<BrokerCtx>, image: &laminar_controller::Metada
 }
 
 /// Replays `partition` at `leader_epoch` into the coordinator from a task of its own.
-fn start_load(ctx: &Rc<BrokerCtx>, partition: i32, leader_epoch: i32) {
+fn start_load(ctx: &Rc<BrokerCtx>, partition: i32, leader_epoch: LeaderEpoch) {
     ctx.state.groups.begin_load(partition, leader_epoch);
     let ctx = ctx.clone();
     glommio::spawn_local(async move {
         let replayed = replay_partition(&ctx, partition).await;
         match &replayed {
-            Ok(records) => tracing::info!(partition, records, leader_epoch, "loaded group records"),
+            Ok(records) => tracing::info!(
+                partition,
+                records,
+                leader_epoch = leader_epoch.get(),
+                "loaded group records"
+            ),
             Err(error) => {
                 tracing::warn!(partition, %error, "cannot load group records; retried at the next request")
             }

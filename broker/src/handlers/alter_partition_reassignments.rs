@@ -10,6 +10,7 @@
 //! partition named twice). The answer comes once the quorum applied the change and, a bounded
 //! while, this broker's view shows it. Runs on the shard that read the request.
 
+use laminar_model::NodeId;
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
@@ -91,7 +92,7 @@ fn wanted_partitions(
             let replicas = partition
                 .replicas
                 .as_ref()
-                .map(|list| list.iter().map(|b| b.0).collect());
+                .map(|list| list.iter().map(|b| NodeId::new(b.0)).collect());
             wanted.push(PartitionReassignment {
                 topic: topic.name.to_string(),
                 partition: partition.partition_index,

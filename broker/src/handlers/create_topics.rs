@@ -199,7 +199,7 @@ fn partition_count(shared: &BrokerShared, topic: &CreatableTopic) -> Result<i32,
             .assignments
             .iter()
             .flat_map(|a| &a.broker_ids)
-            .any(|b| b.0 != node_id);
+            .any(|b| b.0 != node_id.get());
         if foreign {
             return Err(AdminError::new(
                 ResponseError::InvalidReplicaAssignment,

@@ -27,7 +27,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeC
             .into_iter()
             .map(|b| {
                 DescribeClusterBroker::default()
-                    .with_broker_id(BrokerId(b.id))
+                    .with_broker_id(BrokerId(b.id.get()))
                     .with_host(StrBytes::from_string(b.host))
                     .with_port(b.port)
                     .with_rack(b.rack.map(StrBytes::from_string))
@@ -42,7 +42,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeC
             .with_cluster_authorized_operations(OPERATIONS_OMITTED);
     }
     let (host, port) = advertised(shared);
-    let node_id = BrokerId(shared.node_id());
+    let node_id = BrokerId(shared.node_id().get());
     DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(shared.cluster_id.clone()))

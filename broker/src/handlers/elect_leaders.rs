@@ -78,7 +78,7 @@ fn wanted_partitions(
         for partition in &topic.partitions {
             if seen.insert((topic.topic.as_str(), *partition)) {
                 wanted.push(TopicPartition {
-                    topic: topic.topic.to_string(),
+                    topic: topic.topic.as_str().into(),
                     partition: *partition,
                 });
             }

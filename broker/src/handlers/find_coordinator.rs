@@ -34,7 +34,7 @@ pub async fn handle(
         return cluster_response(ctx, link, &request, version).await;
     }
     let (host, port) = advertised(shared);
-    response(&request, version, shared.node_id(), &host, port)
+    response(&request, version, shared.node_id().get(), &host, port)
 }
 
 pub fn response(
@@ -97,7 +97,7 @@ async fn cluster_response(
     for key in keys {
         let found = coordinator(ctx, link, request.key_type, &key).await;
         let (id, host, port, error) = match found {
-            Ok(b) => (b.id, b.host, b.port, None),
+            Ok(b) => (b.id.get(), b.host, b.port, None),
             Err(e) => (-1, String::new(), -1, Some(e)),
         };
         coordinators.push(

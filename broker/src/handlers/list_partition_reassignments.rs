@@ -10,13 +10,14 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
     OngoingPartitionReassignment, OngoingTopicReassignment,
 };
 use kafka_protocol::messages::{
-    BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_controller::api::TopicPartition;
 use laminar_controller::decide::reassignment::{list_reassignments, OngoingReassignment};
 
 use crate::broker::BrokerCtx;
+use crate::handlers::broker_ids;
 
 pub fn handle(
     ctx: &Rc<BrokerCtx>,
@@ -29,10 +30,9 @@ pub fn handle(
     };
     let wanted = request.topics.as_ref().map(|topics| {
         let each = topics.iter().flat_map(|t| {
-            t.partition_indexes.iter().map(|p| TopicPartition {
-                topic: t.name.to_string(),
-                partition: *p,
-            })
+            t.partition_indexes
+                .iter()
+                .map(|p| TopicPartition::new(t.name.as_str(), *p))
         });
         each.collect::<Vec<_>>()
     });
@@ -41,19 +41,15 @@ pub fn handle(
     ListPartitionReassignmentsResponse::default().with_topics(by_topic(ongoing))
 }
 
-fn ids(brokers: &[i32]) -> Vec<BrokerId> {
-    brokers.iter().map(|b| BrokerId(*b)).collect()
-}
-
 /// The reassignments grouped by topic (they come sorted by topic name).
 fn by_topic(ongoing: Vec<OngoingReassignment>) -> Vec<OngoingTopicReassignment> {
     let mut topics: Vec<OngoingTopicReassignment> = Vec::new();
     for r in ongoing {
         let partition = OngoingPartitionReassignment::default()
             .with_partition_index(r.partition)
-            .with_replicas(ids(&r.replicas))
-            .with_adding_replicas(ids(&r.adding_replicas))
-            .with_removing_replicas(ids(&r.removing_replicas));
+            .with_replicas(broker_ids(&r.replicas))
+            .with_adding_replicas(broker_ids(&r.adding_replicas))
+            .with_removing_replicas(broker_ids(&r.removing_replicas));
         match topics.last_mut() {
             Some(last) if last.name.as_str() == r.topic => last.partitions.push(partition),
             _ => topics.push(

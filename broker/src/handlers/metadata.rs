@@ -17,6 +17,7 @@ use laminar_controller::{Refusal, TopicState, NO_LEADER};
 use laminar_engine::metadata::topic_table::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
+use crate::handlers::broker_ids;
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::view::alive_brokers;
 use crate::quorum::ClusterLink;
@@ -26,7 +27,7 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16) -> MetadataResponse {
     let shared = &ctx.state.shared;
-    let node_id = BrokerId(shared.node_id());
+    let node_id = BrokerId(shared.node_id().get());
     let names: Option<Vec<String>> = match &request.topics {
         // v0 has no "all topics" null: an empty list means all.
         Some(topics) if version == 0 && topics.is_empty() => None,
@@ -163,7 +164,7 @@ async fn cluster_metadata(
         .into_iter()
         .map(|b| {
             MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.id))
+                .with_node_id(BrokerId(b.id.get()))
                 .with_host(StrBytes::from_string(b.host))
                 .with_port(b.port)
                 .with_rack(b.rack.map(StrBytes::from_string))
@@ -221,7 +222,6 @@ async fn cluster_lookup_or_create(
 }
 
 fn cluster_topic(topic: &TopicState) -> MetadataResponseTopic {
-    let ids = |ids: &[i32]| ids.iter().map(|id| BrokerId(*id)).collect::<Vec<_>>();
     let partitions = topic
         .partitions
         .iter()
@@ -234,10 +234,10 @@ fn cluster_topic(topic: &TopicState) -> MetadataResponseTopic {
             MetadataResponsePartition::default()
                 .with_error_code(error)
                 .with_partition_index(*index)
-                .with_leader_id(BrokerId(p.leader))
-                .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(ids(&p.replicas))
-                .with_isr_nodes(ids(&p.isr))
+                .with_leader_id(BrokerId(p.leader.get()))
+                .with_leader_epoch(p.leader_epoch.get())
+                .with_replica_nodes(broker_ids(&p.replicas))
+                .with_isr_nodes(broker_ids(&p.isr))
         })
         .collect();
     MetadataResponseTopic::default()

@@ -407,3 +407,11 @@ fn encode(
 ) -> Result<Bytes, RequestError> {
     codec::encode_response(api_key, version, correlation_id, response).map_err(RequestError::Encode)
 }
+
+/// Node ids as Kafka's responses carry them (replica and ISR lists).
+pub(crate) fn broker_ids(nodes: &[laminar_model::NodeId]) -> Vec<kafka_protocol::messages::BrokerId> {
+    nodes
+        .iter()
+        .map(|node| kafka_protocol::messages::BrokerId(node.get()))
+        .collect()
+}

@@ -5,7 +5,6 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use laminar_engine::partition::leader_epochs::UNDEFINED_EPOCH_OFFSET;
@@ -13,11 +12,9 @@ use laminar_model::{LeaderEpoch, Offset};
 
 use crate::broker::on_owning_shards;
 use crate::broker::BrokerCtx;
+use crate::errors::leader_epoch_fencing;
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
-
-/// A request's current_leader_epoch that asks for no check (Kafka's NO_PARTITION_LEADER_EPOCH).
-const NO_CURRENT_EPOCH: i32 = -1;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
@@ -31,10 +28,10 @@ pub async fn handle(
     let results = on_owning_shards(ctx, items, |there, tp, (current, asked)| async move {
         let partition = there.state.partition_to_read(&tp).await?;
         let leader_epoch = there.state.leader_epoch_of(&tp);
-        if let Some(error) = fencing_error(current, leader_epoch) {
+        if let Some(error) = leader_epoch_fencing(LeaderEpoch::new(current), leader_epoch) {
             return Ok(Err(error));
         }
-        let (asked, leader_epoch) = (LeaderEpoch::new(asked), LeaderEpoch::new(leader_epoch));
+        let asked = LeaderEpoch::new(asked);
         Ok(Ok(match partition {
             Some(p) => p.end_offset_for_leader(asked, leader_epoch),
             // Never written: an empty log whose only epoch is the current one.
@@ -64,27 +61,18 @@ fn undefined(answer: EpochEndOffset) -> EpochEndOffset {
         .with_end_offset(UNDEFINED_EPOCH_OFFSET.get())
 }
 
-/// KIP-320: a requester that names the leader epoch it knows is refused when that is not this
-/// leader's: FENCED_LEADER_EPOCH when it is older (its metadata is stale), UNKNOWN_LEADER_EPOCH
-/// when it is newer (this broker's metadata is behind).
-fn fencing_error(current: i32, leader_epoch: i32) -> Option<ResponseError> {
-    match current {
-        NO_CURRENT_EPOCH => None,
-        c if c < leader_epoch => Some(ResponseError::FencedLeaderEpoch),
-        c if c > leader_epoch => Some(ResponseError::UnknownLeaderEpoch),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::error::ResponseError;
 
     #[test]
     fn current_leader_epoch_is_checked_as_kip_320_says() {
-        assert_eq!(fencing_error(-1, 3), None);
-        assert_eq!(fencing_error(3, 3), None);
-        assert_eq!(fencing_error(2, 3), Some(ResponseError::FencedLeaderEpoch));
-        assert_eq!(fencing_error(4, 3), Some(ResponseError::UnknownLeaderEpoch));
+        let fencing =
+            |named, current| leader_epoch_fencing(LeaderEpoch::new(named), LeaderEpoch::new(current));
+        assert_eq!(fencing(-1, 3), None);
+        assert_eq!(fencing(3, 3), None);
+        assert_eq!(fencing(2, 3), Some(ResponseError::FencedLeaderEpoch));
+        assert_eq!(fencing(4, 3), Some(ResponseError::UnknownLeaderEpoch));
     }
 }

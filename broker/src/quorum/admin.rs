@@ -81,8 +81,11 @@ impl ClusterLink {
         let mut block = self.producer_ids.lock().unwrap_or_else(|p| p.into_inner());
         // Another task may have refilled meanwhile; the newer block wins, the other's ids are
         // skipped (ids need to be unique, not dense).
-        *block = (start.saturating_add(1), start.saturating_add(i64::from(len)));
-        Ok(start)
+        *block = (
+            start.get().saturating_add(1),
+            start.get().saturating_add(i64::from(len)),
+        );
+        Ok(start.get())
     }
 
     fn take_producer_id(&self) -> Option<i64> {

@@ -35,7 +35,7 @@ fn endpoints(config: &BrokerConfig) -> Vec<BrokerEndpoint> {
 /// Registers with a fresh incarnation id, retrying until the quorum accepts: while it has no
 /// leader (NOT_CONTROLLER) and while this id's previous incarnation still has a live session
 /// (DUPLICATE_BROKER_REGISTRATION, after a kill -9 and a quick restart).
-pub fn register(link: &ClusterLink, config: &BrokerConfig) -> anyhow::Result<i64> {
+pub fn register(link: &ClusterLink, config: &BrokerConfig) -> anyhow::Result<laminar_model::BrokerEpoch> {
     let mut incarnation = [0u8; 16];
     getrandom::fill(&mut incarnation).map_err(|e| anyhow::anyhow!("no OS randomness: {e}"))?;
     let mut logged = Instant::now();
@@ -48,8 +48,11 @@ pub fn register(link: &ClusterLink, config: &BrokerConfig) -> anyhow::Result<i64
         );
         match block_on(attempt) {
             Ok(epoch) => {
-                link.broker_epoch.store(epoch, Ordering::Release);
-                tracing::info!(broker_epoch = epoch, "registered with the controller quorum");
+                link.broker_epoch.store(epoch.get(), Ordering::Release);
+                tracing::info!(
+                    broker_epoch = epoch.get(),
+                    "registered with the controller quorum"
+                );
                 return Ok(epoch);
             }
             Err(error) if logged.elapsed() >= LOG_EVERY => {

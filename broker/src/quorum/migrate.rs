@@ -53,7 +53,7 @@ pub fn single_node_topics(link: &ClusterLink, single_node: &TopicTable) {
                         );
                     }
                 }
-                tracing::info!(topics = ?names, node_id = link.node_id, "migrated single-node topics into the quorum, replicas on this broker");
+                tracing::info!(topics = ?names, node_id = link.node_id.get(), "migrated single-node topics into the quorum, replicas on this broker");
                 return;
             }
             Err(Refusal::NotController { .. }) if Instant::now() < deadline => {

@@ -13,6 +13,7 @@ pub mod migrate;
 pub mod stray;
 pub mod view;
 
+use laminar_model::{BrokerEpoch, NodeId};
 use std::net::ToSocketAddrs;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -33,10 +34,10 @@ const REMOVED_TOPICS_QUEUED_MAX: usize = 1024;
 /// What `ClusterLink::status` reports: plain data, copied out when the admin port asks.
 #[derive(Debug, Clone)]
 pub struct ClusterStatus {
-    pub node_id: i32,
+    pub node_id: NodeId,
     /// Whether the published metadata shows this broker fenced.
     pub fenced: bool,
-    pub broker_epoch: i64,
+    pub broker_epoch: BrokerEpoch,
     pub partitions_led: u64,
     /// The quorum as this node's voter sees it; voters' lags only on the active controller.
     pub quorum: laminar_controller::QuorumStatus,
@@ -46,7 +47,7 @@ pub struct ClusterStatus {
 /// threads (`Arc`); its controller handle's futures work from glommio.
 pub struct ClusterLink {
     pub handle: ControllerHandle,
-    pub node_id: i32,
+    pub node_id: NodeId,
     /// The epoch of this broker's current registration (-1 before the first).
     broker_epoch: AtomicI64,
     /// Set when controlled shutdown begins: heartbeats stop, or they would unfence us again.
@@ -82,8 +83,12 @@ impl ClusterLink {
         let metadata_dir = log_dir.join(METADATA_LOG_DIR);
         laminar_engine::io::create_dir_all_durably(&metadata_dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", metadata_dir.display()))?;
-        let mut controller =
-            ControllerConfig::new(config.node_id, listen_addr, settings.voters.clone(), metadata_dir);
+        let mut controller = ControllerConfig::new(
+            config.node_id.get(),
+            listen_addr,
+            settings.voters.clone(),
+            metadata_dir,
+        );
         controller.session_timeout_ms = settings.session_timeout_ms;
         controller.unclean_leader_election_enable = config.unclean_leader_election_enable;
         controller.auto_leader_rebalance_enable = settings.auto_leader_rebalance_enable;
@@ -114,8 +119,8 @@ impl ClusterLink {
         self.published.listen()
     }
 
-    pub fn broker_epoch(&self) -> i64 {
-        self.broker_epoch.load(Ordering::Acquire)
+    pub fn broker_epoch(&self) -> BrokerEpoch {
+        BrokerEpoch::new(self.broker_epoch.load(Ordering::Acquire))
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -8,6 +8,7 @@
 //! directories stops the start instead: so many at once more likely means a wrong metadata
 //! image than deletions, and setting data aside is the one step here an image can get wrong.
 
+use laminar_model::NodeId;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +47,7 @@ pub fn set_aside_stray_replicas(
 fn set_aside_strays_in(
     log_dir: &Path,
     metadata: &ClusterMetadata,
-    (node_id, max_percent): (i32, u32),
+    (node_id, max_percent): (NodeId, u32),
 ) -> anyhow::Result<usize> {
     let (strays, partition_dirs) = stray_dirs(log_dir, metadata, node_id)
         .map_err(|e| anyhow::anyhow!("log.dirs: cannot list {}: {e}", log_dir.display()))?;
@@ -102,7 +103,7 @@ fn caught_up_image(link: &ClusterLink) -> Option<Arc<MetadataImage>> {
 fn stray_dirs(
     log_dir: &Path,
     metadata: &ClusterMetadata,
-    node_id: i32,
+    node_id: NodeId,
 ) -> std::io::Result<(Vec<PathBuf>, usize)> {
     let mut strays = Vec::new();
     let mut partition_dirs = 0;
@@ -138,7 +139,7 @@ mod tests {
     fn metadata_placing_kept(partitions: i32) -> ClusterMetadata {
         let mut metadata = ClusterMetadata::default();
         let broker = RegisterBrokerRecord {
-            broker_id: 1,
+            broker_id: NodeId::new(1),
             incarnation_id: [0; 16],
             endpoints: vec![],
             rack: None,
@@ -155,12 +156,12 @@ mod tests {
             MetadataRecord::Partition(PartitionRecord {
                 topic_id: [7; 16],
                 partition_id,
-                replicas: vec![1],
-                isr: vec![1],
+                replicas: vec![NodeId::new(1)],
+                isr: vec![NodeId::new(1)],
                 // A broker starts fenced, and a fenced broker leads nothing.
                 leader: laminar_controller::NO_LEADER,
-                leader_epoch: 0,
-                partition_epoch: 0,
+                leader_epoch: laminar_model::LeaderEpoch::FIRST,
+                partition_epoch: laminar_model::PartitionEpoch::new(0),
             })
         }));
         for record in &records {
@@ -190,7 +191,8 @@ mod tests {
     #[test]
     fn strays_within_the_share_are_set_aside_and_placed_replicas_stay() {
         let dir = log_dir_with(&["kept-0", "kept-1", "kept-2", "gone-0"]);
-        let set_aside = set_aside_strays_in(dir.path(), &metadata_placing_kept(3), (1, 50)).expect("a sweep");
+        let set_aside = set_aside_strays_in(dir.path(), &metadata_placing_kept(3), (NodeId::new(1), 50))
+            .expect("a sweep");
         assert_eq!(set_aside, 1);
         assert_eq!(dirs_named(dir.path(), "kept-"), ["kept-0", "kept-1", "kept-2"]);
         let gone = dirs_named(dir.path(), "gone-");
@@ -200,7 +202,7 @@ mod tests {
     #[test]
     fn a_sweep_of_most_partitions_is_refused_and_sets_nothing_aside() {
         let dir = log_dir_with(&["kept-0", "gone-0", "gone-1", "gone-2"]);
-        let refused = set_aside_strays_in(dir.path(), &metadata_placing_kept(1), (1, 50))
+        let refused = set_aside_strays_in(dir.path(), &metadata_placing_kept(1), (NodeId::new(1), 50))
             .expect_err("3 of 4 directories is past 50 %");
         let message = refused.to_string();
         assert!(
@@ -209,9 +211,10 @@ mod tests {
         );
         assert_eq!(dirs_named(dir.path(), "gone-"), ["gone-0", "gone-1", "gone-2"]);
         // An empty image (one that lost every topic) would place nothing here: refused too.
-        let refused = set_aside_strays_in(dir.path(), &ClusterMetadata::default(), (1, 50));
+        let refused = set_aside_strays_in(dir.path(), &ClusterMetadata::default(), (NodeId::new(1), 50));
         assert!(refused.is_err());
-        let allowed = set_aside_strays_in(dir.path(), &metadata_placing_kept(1), (1, 100)).expect("allowed");
+        let allowed = set_aside_strays_in(dir.path(), &metadata_placing_kept(1), (NodeId::new(1), 100))
+            .expect("allowed");
         assert_eq!(allowed, 3);
     }
 }

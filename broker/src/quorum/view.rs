@@ -3,6 +3,7 @@
 //! the table derived from it to the shards' `MetadataStore` (one writer, as in single-node
 //! mode). Topics that disappear are queued for shard 0, which deletes their local partitions.
 
+use laminar_model::NodeId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -82,7 +83,7 @@ pub async fn delete_removed_topics(ctx: std::rc::Rc<crate::broker::BrokerCtx>, l
 
 /// One registered broker as clients reach it: its PLAINTEXT endpoint (else its first).
 pub struct AliveBroker {
-    pub id: i32,
+    pub id: NodeId,
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
@@ -118,6 +119,6 @@ pub fn registered_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
 }
 
 /// Where a broker is reached, if it is alive.
-pub fn alive_broker(md: &ClusterMetadata, id: i32) -> Option<AliveBroker> {
+pub fn alive_broker(md: &ClusterMetadata, id: NodeId) -> Option<AliveBroker> {
     alive_brokers(md).into_iter().find(|b| b.id == id)
 }

@@ -5,6 +5,7 @@
 //! fetcher and an answer is at most `replica.fetch.response.max.bytes`: that bounds the bytes a
 //! fetcher holds; the channel to the shard holds one call.
 
+use laminar_model::{LeaderEpoch, NodeId, Offset};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -12,7 +13,6 @@ use futures::channel::oneshot;
 use laminar_client::{
     ClientConfig, ClientError, Connection, EpochEndQuery, FetchSpec, OffsetSpec, ReplicaFetchPosition,
 };
-use laminar_model::{LeaderEpoch, Offset};
 
 use super::follower::{self, EpochAnswer, FetchedPart, LeaderStart, Plan};
 use crate::broker::{BrokerCtx, TopicPartition};
@@ -28,7 +28,7 @@ pub enum Call {
 }
 
 /// Starts the fetcher for `source` on this shard: the thread, and the task that serves it.
-pub fn start(ctx: &Rc<BrokerCtx>, source: i32) -> std::io::Result<()> {
+pub fn start(ctx: &Rc<BrokerCtx>, source: NodeId) -> std::io::Result<()> {
     let replication = ctx
         .state
         .replication
@@ -46,7 +46,7 @@ pub fn start(ctx: &Rc<BrokerCtx>, source: i32) -> std::io::Result<()> {
 }
 
 /// The shard's side: answers the thread's calls until it stops.
-async fn serve(ctx: Rc<BrokerCtx>, source: i32, calls: async_channel::Receiver<Call>) {
+async fn serve(ctx: Rc<BrokerCtx>, source: NodeId, calls: async_channel::Receiver<Call>) {
     while let Ok(call) = calls.recv().await {
         match call {
             Call::Plan(reply) => {
@@ -79,7 +79,7 @@ async fn serve(ctx: Rc<BrokerCtx>, source: i32, calls: async_channel::Receiver<C
 /// The next non-empty plan for `source` and its address; waits (without a thread spinning)
 /// while nothing is due. `None` when the shard follows nothing from `source` any more or is
 /// stopping.
-async fn next_plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<(String, Plan)> {
+async fn next_plan(ctx: &Rc<BrokerCtx>, source: NodeId) -> Option<(String, Plan)> {
     loop {
         if ctx.state.shared.shutdown.is_triggered() {
             return None;
@@ -97,7 +97,7 @@ async fn next_plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<(String, Plan)> {
 }
 
 /// `host:port` of `source`'s inter-broker listener, if it is registered and unfenced.
-fn source_address(ctx: &Rc<BrokerCtx>, source: i32, settings: &ReplicationSettings) -> Option<String> {
+fn source_address(ctx: &Rc<BrokerCtx>, source: NodeId, settings: &ReplicationSettings) -> Option<String> {
     let link = ctx.state.shared.cluster.as_ref()?;
     let image = link.image();
     let broker = image.metadata.brokers.get(&source).filter(|b| !b.fenced)?;
@@ -109,7 +109,7 @@ fn source_address(ctx: &Rc<BrokerCtx>, source: i32, settings: &ReplicationSettin
 }
 
 /// The thread: plan, request, hand over; until its shard says stop or is gone.
-fn run(calls: &async_channel::Sender<Call>, node_id: i32, settings: &ReplicationSettings) {
+fn run(calls: &async_channel::Sender<Call>, node_id: NodeId, settings: &ReplicationSettings) {
     let mut connection: Option<(String, Connection)> = None;
     loop {
         let (reply, plan) = oneshot::channel();
@@ -145,7 +145,7 @@ fn exchange(
     connection: &mut Option<(String, Connection)>,
     address: &str,
     plan: &Plan,
-    node_id: i32,
+    node_id: NodeId,
     settings: &ReplicationSettings,
 ) -> Result<Answers, ClientError> {
     if connection.as_ref().is_none_or(|(at, _)| at != address) {
@@ -169,7 +169,7 @@ fn exchange(
             })
             .collect();
         answers.epochs = conn
-            .offsets_for_leader_epoch(node_id, &queries)?
+            .offsets_for_leader_epoch(node_id.get(), &queries)?
             .into_iter()
             .map(|end| EpochAnswer {
                 tp: TopicPartition {
@@ -213,7 +213,7 @@ fn leader_starts(
 fn fetch(
     conn: &mut Connection,
     plan: &Plan,
-    node_id: i32,
+    node_id: NodeId,
     settings: &ReplicationSettings,
 ) -> Result<Vec<FetchedPart>, laminar_client::ClientError> {
     let positions: Vec<ReplicaFetchPosition> = plan
@@ -234,7 +234,7 @@ fn fetch(
         max_bytes: settings.fetch_response_max_bytes,
     };
     Ok(conn
-        .fetch_as_replica(node_id, &spec, &positions)?
+        .fetch_as_replica(node_id.get(), &spec, &positions)?
         .into_iter()
         .map(|p| FetchedPart {
             tp: TopicPartition {

@@ -9,13 +9,13 @@
 //! and asks again: its latest epoch falls every round, so the rounds end, and the logs agree
 //! below the cut.
 
+use laminar_model::{LeaderEpoch, NodeId, Offset};
 use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use laminar_engine::partition::Partition;
-use laminar_model::{LeaderEpoch, Offset};
 
 use crate::broker::{BrokerCtx, OpenMode, TopicPartition};
 use crate::config::FsyncSetting;
@@ -36,7 +36,7 @@ pub enum Phase {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FollowState {
     /// The leader's broker id; -1 while the partition has none.
-    pub leader: i32,
+    pub leader: NodeId,
     pub leader_epoch: LeaderEpoch,
     pub phase: Phase,
     /// After an error, no request for this partition before this time.
@@ -104,7 +104,7 @@ pub struct LeaderStart {
 
 /// The requests due now for the partitions this shard follows from `source`. `None` when it
 /// follows nothing from there any more (the fetcher stops).
-pub async fn plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<Plan> {
+pub async fn plan(ctx: &Rc<BrokerCtx>, source: NodeId) -> Option<Plan> {
     let replication = ctx.state.replication.as_ref()?;
     let now_ms = crate::clock::now_ms();
     let due = replication.followed_from(source, now_ms)?;
@@ -151,7 +151,7 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: i32) -> Option<Plan> {
 }
 
 /// Applies the leader's OffsetForLeaderEpoch answers: cut each log where it diverges.
-pub async fn apply_epochs(ctx: &Rc<BrokerCtx>, source: i32, answers: Vec<EpochAnswer>) {
+pub async fn apply_epochs(ctx: &Rc<BrokerCtx>, source: NodeId, answers: Vec<EpochAnswer>) {
     let Some(replication) = ctx.state.replication.as_ref() else {
         return;
     };
@@ -221,7 +221,7 @@ async fn truncate_for(
 }
 
 /// Appends what the leader sent, durably as configured, and takes its high watermark.
-pub async fn apply_fetched(ctx: &Rc<BrokerCtx>, source: i32, parts: Vec<FetchedPart>) {
+pub async fn apply_fetched(ctx: &Rc<BrokerCtx>, source: NodeId, parts: Vec<FetchedPart>) {
     let Some(replication) = ctx.state.replication.as_ref() else {
         return;
     };
@@ -302,7 +302,7 @@ async fn append_fetched(ctx: &Rc<BrokerCtx>, part: &FetchedPart) -> anyhow::Resu
 /// Applies the leader's log starts for partitions whose fetch was out of range: a log that ends
 /// below the leader's start starts again there (Kafka's "truncate fully and start at"); one
 /// that does not is past the leader's end, and truncation by leader epoch sorts it out.
-pub async fn apply_starts(ctx: &Rc<BrokerCtx>, source: i32, starts: Vec<LeaderStart>) {
+pub async fn apply_starts(ctx: &Rc<BrokerCtx>, source: NodeId, starts: Vec<LeaderStart>) {
     let Some(replication) = ctx.state.replication.as_ref() else {
         return;
     };

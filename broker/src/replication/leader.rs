@@ -5,10 +5,10 @@
 //! `replica.lag.time.max.ms` and grows by those that caught up, through the controller
 //! (Kafka's AlterPartition). Plain logic, no I/O: the shard's replication state drives it.
 
+use laminar_model::{LeaderEpoch, NodeId, Offset, PartitionEpoch};
 use std::collections::BTreeMap;
 
 use laminar_controller::PartitionState;
-use laminar_model::Offset;
 
 /// One follower as its leader sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,23 +37,23 @@ pub enum FetchRefusal {
 /// A partition this broker leads, in one leader epoch. Owned by one shard; not Send.
 #[derive(Debug, Clone)]
 pub struct LeaderState {
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     /// The partition epoch of the ISR below (AlterPartition names it).
-    pub partition_epoch: i32,
+    pub partition_epoch: PartitionEpoch,
     /// The ISR the controller committed.
-    pub isr: Vec<i32>,
-    followers: BTreeMap<i32, FollowerProgress>,
+    pub isr: Vec<NodeId>,
+    followers: BTreeMap<NodeId, FollowerProgress>,
     /// The ISR asked of the controller and not yet answered: one change at a time.
-    pub pending_isr: Option<Vec<i32>>,
+    pub pending_isr: Option<Vec<NodeId>>,
     /// The log end when this epoch began: a follower rejoins the ISR only once it has it.
     epoch_start_offset: Offset,
-    node_id: i32,
+    node_id: NodeId,
 }
 
 impl LeaderState {
     /// Leadership of `state` (which names this node as leader) begins with the log at
     /// `log_end_offset`. Every ISR member gets a full `replica.lag.time.max.ms` to fetch.
-    pub fn new(node_id: i32, state: &PartitionState, log_end_offset: Offset, now_ms: i64) -> Self {
+    pub fn new(node_id: NodeId, state: &PartitionState, log_end_offset: Offset, now_ms: i64) -> Self {
         assert_eq!(state.leader, node_id, "a leader state is for the leader");
         let followers = state
             .replicas
@@ -96,15 +96,18 @@ impl LeaderState {
 
     /// Checks a follower's fetch against this leadership: `replica_id` must be a follower,
     /// and `current_leader_epoch` (-1: not given) this epoch.
-    pub fn check_fetch(&self, replica_id: i32, current_leader_epoch: i32) -> Result<(), FetchRefusal> {
+    pub fn check_fetch(
+        &self,
+        replica_id: NodeId,
+        current_leader_epoch: LeaderEpoch,
+    ) -> Result<(), FetchRefusal> {
         if !self.followers.contains_key(&replica_id) {
             return Err(FetchRefusal::NotAReplica);
         }
-        match current_leader_epoch {
-            -1 => Ok(()),
-            e if e < self.leader_epoch => Err(FetchRefusal::FencedLeaderEpoch),
-            e if e > self.leader_epoch => Err(FetchRefusal::UnknownLeaderEpoch),
-            _ => Ok(()),
+        match current_leader_epoch.stale_or_ahead_of(self.leader_epoch) {
+            None => Ok(()),
+            Some(std::cmp::Ordering::Less) => Err(FetchRefusal::FencedLeaderEpoch),
+            Some(_) => Err(FetchRefusal::UnknownLeaderEpoch),
         }
     }
 
@@ -112,7 +115,13 @@ impl LeaderState {
     /// there) while the leader's log ends at `leader_end` (Kafka's caught-up rule: it caught up
     /// now if it has everything, or at its previous fetch if it had all the leader had then).
     /// Call after [`check_fetch`](Self::check_fetch) accepted it.
-    pub fn record_fetch(&mut self, replica_id: i32, fetch_offset: Offset, leader_end: Offset, now_ms: i64) {
+    pub fn record_fetch(
+        &mut self,
+        replica_id: NodeId,
+        fetch_offset: Offset,
+        leader_end: Offset,
+        now_ms: i64,
+    ) {
         let Some(progress) = self.followers.get_mut(&replica_id) else {
             return;
         };
@@ -133,7 +142,7 @@ impl LeaderState {
 
     /// The ISR the high watermark is computed over: the committed one plus members being added
     /// (KIP-841's maximal ISR: a removal counts once committed, an addition at once).
-    fn maximal_isr(&self) -> Vec<i32> {
+    fn maximal_isr(&self) -> Vec<NodeId> {
         let mut isr = self.isr.clone();
         for id in self.pending_isr.iter().flatten() {
             if !isr.contains(id) {
@@ -161,12 +170,17 @@ impl LeaderState {
     /// fetching keeps the log end of its last fetch: a stopped broker, which the controller
     /// took out of the ISR when it fenced it, must not be proposed back, or every proposal is
     /// refused with INELIGIBLE_REPLICA). `None` while a change is pending or nothing changes.
-    pub fn isr_change(&self, high_watermark: Offset, now_ms: i64, lag_time_max_ms: u64) -> Option<Vec<i32>> {
+    pub fn isr_change(
+        &self,
+        high_watermark: Offset,
+        now_ms: i64,
+        lag_time_max_ms: u64,
+    ) -> Option<Vec<NodeId>> {
         if self.pending_isr.is_some() {
             return None;
         }
         let lag_max = i64::try_from(lag_time_max_ms).unwrap_or(i64::MAX);
-        let mut isr: Vec<i32> = self
+        let mut isr: Vec<NodeId> = self
             .isr
             .iter()
             .copied()
@@ -203,7 +217,7 @@ impl LeaderState {
     }
 
     /// Each follower's log end offset as last fetched (`None`: not yet in this epoch).
-    pub fn follower_ends(&self) -> impl Iterator<Item = (i32, Option<Offset>)> + '_ {
+    pub fn follower_ends(&self) -> impl Iterator<Item = (NodeId, Option<Offset>)> + '_ {
         self.followers.iter().map(|(id, f)| (*id, f.log_end_offset))
     }
 }
@@ -228,13 +242,21 @@ mod tests {
         Offset::new(value)
     }
 
+    fn node(id: i32) -> NodeId {
+        NodeId::new(id)
+    }
+
+    fn nodes(ids: &[i32]) -> Vec<NodeId> {
+        ids.iter().copied().map(NodeId::new).collect()
+    }
+
     fn state(replicas: &[i32], isr: &[i32], epoch: i32, partition_epoch: i32) -> PartitionState {
         PartitionState {
-            replicas: replicas.to_vec(),
-            isr: isr.to_vec(),
-            leader: 1,
-            leader_epoch: epoch,
-            partition_epoch,
+            replicas: nodes(replicas),
+            isr: nodes(isr),
+            leader: node(1),
+            leader_epoch: LeaderEpoch::new(epoch),
+            partition_epoch: PartitionEpoch::new(partition_epoch),
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
         }
@@ -242,45 +264,54 @@ mod tests {
 
     #[test]
     fn the_high_watermark_waits_for_every_isr_member_and_is_their_smallest_end() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(10), 0);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(10), 0);
         assert_eq!(
             leader.high_watermark(offset(10)),
             None,
             "followers have not fetched"
         );
-        leader.record_fetch(2, offset(10), offset(10), 5);
+        leader.record_fetch(node(2), offset(10), offset(10), 5);
         assert_eq!(leader.high_watermark(offset(10)), None);
-        leader.record_fetch(3, offset(8), offset(12), 6);
+        leader.record_fetch(node(3), offset(8), offset(12), 6);
         assert_eq!(leader.high_watermark(offset(12)), Some(offset(8)));
-        leader.record_fetch(3, offset(12), offset(12), 7);
+        leader.record_fetch(node(3), offset(12), offset(12), 7);
         assert_eq!(leader.high_watermark(offset(12)), Some(offset(10)));
-        leader.record_fetch(2, offset(12), offset(12), 8);
+        leader.record_fetch(node(2), offset(12), offset(12), 8);
         assert_eq!(leader.high_watermark(offset(15)), Some(offset(12)));
     }
 
     #[test]
     fn a_fetch_past_the_leaders_log_end_counts_for_nothing() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1, 2], 4, 7), offset(10), 0);
-        leader.record_fetch(2, offset(15), offset(10), 5);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1, 2], 4, 7), offset(10), 0);
+        leader.record_fetch(node(2), offset(15), offset(10), 5);
         assert_eq!(
             leader.high_watermark(offset(10)),
             None,
             "follower 2 has not shown a prefix of the log"
         );
-        leader.record_fetch(2, offset(10), offset(10), 6);
+        leader.record_fetch(node(2), offset(10), offset(10), 6);
         assert_eq!(leader.high_watermark(offset(10)), Some(offset(10)));
     }
 
     #[test]
     fn fetches_are_checked_against_the_replicas_and_the_epoch() {
-        let leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(0), 0);
-        assert_eq!(leader.check_fetch(2, 4), Ok(()));
-        assert_eq!(leader.check_fetch(2, -1), Ok(()));
-        assert_eq!(leader.check_fetch(2, 3), Err(FetchRefusal::FencedLeaderEpoch));
-        assert_eq!(leader.check_fetch(3, 5), Err(FetchRefusal::UnknownLeaderEpoch));
-        assert_eq!(leader.check_fetch(4, 4), Err(FetchRefusal::NotAReplica));
+        let leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(0), 0);
+        assert_eq!(leader.check_fetch(node(2), LeaderEpoch::new(4)), Ok(()));
+        assert_eq!(leader.check_fetch(node(2), LeaderEpoch::new(-1)), Ok(()));
         assert_eq!(
-            leader.check_fetch(1, 4),
+            leader.check_fetch(node(2), LeaderEpoch::new(3)),
+            Err(FetchRefusal::FencedLeaderEpoch)
+        );
+        assert_eq!(
+            leader.check_fetch(node(3), LeaderEpoch::new(5)),
+            Err(FetchRefusal::UnknownLeaderEpoch)
+        );
+        assert_eq!(
+            leader.check_fetch(node(4), LeaderEpoch::new(4)),
+            Err(FetchRefusal::NotAReplica)
+        );
+        assert_eq!(
+            leader.check_fetch(node(1), LeaderEpoch::new(4)),
             Err(FetchRefusal::NotAReplica),
             "not itself"
         );
@@ -288,12 +319,12 @@ mod tests {
 
     #[test]
     fn a_follower_behind_for_the_lag_time_leaves_and_rejoins_once_caught_up() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(0), 0);
-        leader.record_fetch(2, offset(0), offset(0), 100);
-        leader.record_fetch(3, offset(0), offset(0), 100);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(0), 0);
+        leader.record_fetch(node(2), offset(0), offset(0), 100);
+        leader.record_fetch(node(3), offset(0), offset(0), 100);
         // 2 keeps up; 3 stops fetching at offset 0 while the leader grows.
         for t in [200, 400, 600, 800, 1000] {
-            leader.record_fetch(2, offset(t), offset(t), t);
+            leader.record_fetch(node(2), offset(t), offset(t), t);
         }
         assert_eq!(
             leader.isr_change(offset(0), 1000, 1000),
@@ -301,7 +332,7 @@ mod tests {
             "3 caught up at 100: not yet"
         );
         let shrunk = leader.isr_change(offset(0), 1101, 1000).expect("3 is out");
-        assert_eq!(shrunk, vec![1, 2]);
+        assert_eq!(shrunk, nodes(&[1, 2]));
         leader.pending_isr = Some(shrunk.clone());
         assert_eq!(
             leader.isr_change(offset(0), 2000, 1000),
@@ -316,24 +347,27 @@ mod tests {
             "3 no longer holds it back"
         );
         // 3 fetches again, behind the high watermark: not yet; at it: back in.
-        leader.record_fetch(3, offset(500), offset(1000), 1300);
+        leader.record_fetch(node(3), offset(500), offset(1000), 1300);
         assert_eq!(leader.isr_change(offset(1000), 1300, 1000), None);
-        leader.record_fetch(3, offset(1000), offset(1000), 1400);
-        assert_eq!(leader.isr_change(offset(1000), 1400, 1000), Some(vec![1, 2, 3]));
+        leader.record_fetch(node(3), offset(1000), offset(1000), 1400);
+        assert_eq!(
+            leader.isr_change(offset(1000), 1400, 1000),
+            Some(nodes(&[1, 2, 3]))
+        );
     }
 
     #[test]
     fn a_follower_that_stopped_fetching_is_not_proposed_back_once_the_lag_time_passed() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(10), 0);
-        leader.record_fetch(2, offset(10), offset(10), 100);
-        leader.record_fetch(3, offset(10), offset(10), 100);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(10), 0);
+        leader.record_fetch(node(2), offset(10), offset(10), 100);
+        leader.record_fetch(node(3), offset(10), offset(10), 100);
         // 3 stops (and is fenced: the controller takes it out of the ISR); nothing is written
         // since, so the log end of its last fetch still has the high watermark.
         leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 200);
-        leader.record_fetch(2, offset(10), offset(10), 1000);
+        leader.record_fetch(node(2), offset(10), offset(10), 1000);
         assert_eq!(
             leader.isr_change(offset(10), 1000, 1000),
-            Some(vec![1, 2, 3]),
+            Some(nodes(&[1, 2, 3])),
             "fetched 900 ms ago"
         );
         assert_eq!(
@@ -341,18 +375,18 @@ mod tests {
             None,
             "no fetch for the lag time"
         );
-        leader.record_fetch(3, offset(10), offset(10), 1200);
+        leader.record_fetch(node(3), offset(10), offset(10), 1200);
         assert_eq!(
             leader.isr_change(offset(10), 1200, 1000),
-            Some(vec![1, 2, 3]),
+            Some(nodes(&[1, 2, 3])),
             "fetching again"
         );
     }
 
     #[test]
     fn a_follower_rejoins_only_past_the_start_of_the_leaders_epoch() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), offset(50), 0);
-        leader.record_fetch(2, offset(40), offset(50), 10);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(50), 0);
+        leader.record_fetch(node(2), offset(40), offset(50), 10);
         assert_eq!(
             leader.high_watermark(offset(50)),
             Some(offset(50)),
@@ -363,20 +397,20 @@ mod tests {
             None,
             "below the epoch start"
         );
-        leader.record_fetch(2, offset(50), offset(50), 20);
-        assert_eq!(leader.isr_change(offset(50), 20, 1000), Some(vec![1, 2]));
+        leader.record_fetch(node(2), offset(50), offset(50), 20);
+        assert_eq!(leader.isr_change(offset(50), 20, 1000), Some(nodes(&[1, 2])));
     }
 
     #[test]
     fn an_addition_counts_for_the_high_watermark_before_it_is_committed() {
-        let mut leader = LeaderState::new(1, &state(&[1, 2], &[1], 3, 5), offset(0), 0);
-        leader.record_fetch(2, offset(10), offset(10), 1);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(0), 0);
+        leader.record_fetch(node(2), offset(10), offset(10), 1);
         leader.pending_isr = leader.isr_change(offset(10), 1, 1000);
-        assert_eq!(leader.pending_isr, Some(vec![1, 2]));
+        assert_eq!(leader.pending_isr, Some(nodes(&[1, 2])));
         assert_eq!(leader.high_watermark(offset(20)), Some(offset(10)));
         // A stale answer (older partition epoch) changes nothing.
         leader.update(&state(&[1, 2], &[1], 3, 4), 2);
-        assert_eq!(leader.isr, vec![1]);
+        assert_eq!(leader.isr, nodes(&[1]));
         assert!(leader.pending_isr.is_some());
     }
 }

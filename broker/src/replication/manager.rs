@@ -4,6 +4,7 @@
 //! timer it shrinks ISRs of followers that fell behind and writes the high-watermark
 //! checkpoint. ISR changes go to the controller (AlterPartition), whose answer is the truth.
 
+use laminar_model::{NodeId, Offset};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -14,7 +15,6 @@ use laminar_controller::api::AlterPartitionRequest;
 use laminar_controller::{MetadataImage, PartitionState, Refusal};
 use laminar_engine::partition::high_watermarks;
 use laminar_engine::shard::shard_of_partition;
-use laminar_model::Offset;
 
 use super::IsrChange;
 use crate::broker::{BrokerCtx, TopicPartition};
@@ -120,7 +120,9 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
     for source in replication.sources_without_fetcher() {
         match super::fetcher::start(ctx, source) {
             Ok(()) => replication.fetcher_started(source),
-            Err(error) => tracing::error!(source, %error, "cannot start a replica fetcher thread"),
+            Err(error) => {
+                tracing::error!(source = source.get(), %error, "cannot start a replica fetcher thread")
+            }
         }
     }
 }
@@ -133,7 +135,7 @@ async fn delete_moved_replica(ctx: &Rc<BrokerCtx>, image: &MetadataImage, topic:
     let Some(state) = image.metadata.partition_by_name(topic, partition) else {
         return;
     };
-    let node_id = ctx.state.replication.as_ref().map_or(-1, |r| r.node_id);
+    let node_id = ctx.state.replication.as_ref().map_or(NodeId::NONE, |r| r.node_id);
     if state.replicas.contains(&node_id) {
         return;
     }

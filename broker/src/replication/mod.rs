@@ -18,6 +18,7 @@ pub mod leader;
 pub mod manager;
 pub mod throttle;
 
+use laminar_model::{LeaderEpoch, NodeId, Offset, PartitionEpoch};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -27,7 +28,6 @@ use laminar_controller::api::AlterPartitionResult;
 use laminar_controller::PartitionState;
 use laminar_engine::partition::high_watermarks::ShardHighWatermarks;
 use laminar_engine::partition::Partition;
-use laminar_model::{LeaderEpoch, Offset};
 
 use crate::config::ReplicationSettings;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
@@ -41,12 +41,12 @@ const LEADERSHIP_RECHECK: std::time::Duration = std::time::Duration::from_millis
 /// Owned by one shard; not Send. Bounded by the shard's partitions (one entry each) and the
 /// cluster's brokers (one fetcher each).
 pub struct ShardReplication {
-    pub node_id: i32,
+    pub node_id: NodeId,
     pub settings: ReplicationSettings,
     led: RefCell<HashMap<TopicPartition, LeaderState>>,
     followed: RefCell<HashMap<TopicPartition, FollowState>>,
     /// Source brokers with a fetcher serving this shard.
-    fetchers: RefCell<std::collections::BTreeSet<i32>>,
+    fetchers: RefCell<std::collections::BTreeSet<NodeId>>,
     /// The replicas' high watermarks, written to this shard's `replication-offset-checkpoint`.
     pub high_watermarks: ShardHighWatermarks,
     /// Notified when the followed partitions change: an idle fetcher waits on it.
@@ -60,7 +60,7 @@ pub struct ShardReplication {
 impl ShardReplication {
     /// `shard` of `shard_count`.
     pub fn new(
-        node_id: i32,
+        node_id: NodeId,
         settings: ReplicationSettings,
         log_dir: &std::path::Path,
         (shard, shard_count): (usize, usize),
@@ -95,7 +95,7 @@ impl ShardReplication {
     }
 
     /// The committed ISR of a partition this shard leads, if it leads it.
-    pub fn isr_of(&self, tp: &TopicPartition) -> Option<Vec<i32>> {
+    pub fn isr_of(&self, tp: &TopicPartition) -> Option<Vec<NodeId>> {
         self.led.borrow().get(tp).map(|l| l.isr.clone())
     }
 
@@ -217,7 +217,7 @@ impl ShardReplication {
     pub fn follow(&self, tp: &TopicPartition, state: &PartitionState) {
         self.led.borrow_mut().remove(tp);
         let mut followed = self.followed.borrow_mut();
-        let leader_epoch = LeaderEpoch::new(state.leader_epoch);
+        let leader_epoch = state.leader_epoch;
         let same = followed
             .get(tp)
             .is_some_and(|f| f.leader == state.leader && f.leader_epoch == leader_epoch);
@@ -267,7 +267,7 @@ impl ShardReplication {
         tracing::info!(
             topic = &*tp.topic,
             partition = tp.partition,
-            leader_epoch = state.leader_epoch,
+            leader_epoch = state.leader_epoch.get(),
             %log_end,
             "leading"
         );
@@ -303,21 +303,21 @@ impl ShardReplication {
     }
 
     /// Leaders this shard follows partitions from but has no fetcher for yet.
-    pub fn sources_without_fetcher(&self) -> Vec<i32> {
+    pub fn sources_without_fetcher(&self) -> Vec<NodeId> {
         let fetchers = self.fetchers.borrow();
-        let mut sources: Vec<i32> = self
+        let mut sources: Vec<NodeId> = self
             .followed
             .borrow()
             .values()
             .map(|f| f.leader)
-            .filter(|l| *l >= 0 && *l != self.node_id && !fetchers.contains(l))
+            .filter(|l| l.get() >= 0 && *l != self.node_id && !fetchers.contains(l))
             .collect();
         sources.sort_unstable();
         sources.dedup();
         sources
     }
 
-    pub fn fetcher_started(&self, source: i32) {
+    pub fn fetcher_started(&self, source: NodeId) {
         self.fetchers.borrow_mut().insert(source);
     }
 
@@ -342,7 +342,7 @@ impl ShardReplication {
 
     /// The controller refused or lost an ISR change: it is no longer pending (the metadata
     /// brings the truth; the next check may ask again).
-    pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: i32) {
+    pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: LeaderEpoch) {
         if let Some(leader) = self.led.borrow_mut().get_mut(tp) {
             if leader.leader_epoch == leader_epoch {
                 leader.pending_isr = None;
@@ -352,14 +352,14 @@ impl ShardReplication {
 
     /// Each follower's log end offset on a partition this shard leads (for DescribeLogDirs and
     /// the status page).
-    pub fn follower_ends(&self, tp: &TopicPartition) -> Vec<(i32, Option<Offset>)> {
+    pub fn follower_ends(&self, tp: &TopicPartition) -> Vec<(NodeId, Option<Offset>)> {
         let led = self.led.borrow();
         led.get(tp).map_or_else(Vec::new, |l| l.follower_ends().collect())
     }
 
     /// The followed partitions whose leader is `source` and that are due for a request now;
     /// `None` when none is led from there.
-    pub fn followed_from(&self, source: i32, now_ms: i64) -> Option<Vec<(TopicPartition, FollowState)>> {
+    pub fn followed_from(&self, source: NodeId, now_ms: i64) -> Option<Vec<(TopicPartition, FollowState)>> {
         let followed = self.followed.borrow();
         let mut any = false;
         let mut due = Vec::new();
@@ -377,7 +377,7 @@ impl ShardReplication {
 
     /// The state of `tp` if it is still followed from `source` in `phase` (an answer for a
     /// partition whose leader changed meanwhile is dropped).
-    pub fn following(&self, tp: &TopicPartition, source: i32, phase: Phase) -> Option<FollowState> {
+    pub fn following(&self, tp: &TopicPartition, source: NodeId, phase: Phase) -> Option<FollowState> {
         let followed = self.followed.borrow();
         followed
             .get(tp)
@@ -415,7 +415,7 @@ impl ShardReplication {
         self.followed_changed.listen()
     }
 
-    pub fn fetcher_stopped(&self, source: i32) {
+    pub fn fetcher_stopped(&self, source: NodeId) {
         self.fetchers.borrow_mut().remove(&source);
     }
 
@@ -433,8 +433,8 @@ impl ShardReplication {
 /// A follower's fetch of one partition, as its request says.
 #[derive(Debug, Clone, Copy)]
 pub struct FollowerFetch {
-    pub replica_id: i32,
-    pub current_leader_epoch: i32,
+    pub replica_id: NodeId,
+    pub current_leader_epoch: LeaderEpoch,
     pub fetch_offset: Offset,
 }
 
@@ -442,9 +442,9 @@ pub struct FollowerFetch {
 #[derive(Debug, Clone)]
 pub struct IsrChange {
     pub tp: TopicPartition,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub new_isr: Vec<i32>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: Vec<NodeId>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]

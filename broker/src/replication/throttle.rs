@@ -5,6 +5,7 @@
 //! out of a follower's answer while its budget is spent; a throttled follower stops asking for
 //! them. Each shard has its share of the rate (its own bucket: no sharing across shards).
 
+use laminar_model::NodeId;
 use std::cell::Cell;
 use std::time::Instant;
 
@@ -84,14 +85,14 @@ impl Throttle {
 }
 
 /// Whether a topic's `*.replication.throttled.replicas` value names `partition` on `broker`.
-pub fn lists_replica(value: &str, partition: i32, broker: i32) -> bool {
+pub fn lists_replica(value: &str, partition: i32, broker: NodeId) -> bool {
     let value = value.trim();
     value == "*"
         || value.split(',').any(|pair| {
             let mut parts = pair.trim().splitn(2, ':');
             let (p, b) = (parts.next(), parts.next());
             p.and_then(|p| p.trim().parse::<i32>().ok()) == Some(partition)
-                && b.and_then(|b| b.trim().parse::<i32>().ok()) == Some(broker)
+                && b.and_then(|b| b.trim().parse::<i32>().ok()) == Some(broker.get())
         })
 }
 
@@ -128,10 +129,10 @@ mod tests {
 
     #[test]
     fn throttled_replica_lists_name_partition_broker_pairs_or_everything() {
-        assert!(lists_replica("*", 3, 9));
-        assert!(lists_replica("0:1, 1:2", 1, 2));
-        assert!(!lists_replica("0:1,1:2", 1, 1));
-        assert!(!lists_replica("", 0, 1));
-        assert!(!lists_replica("0:x,:1", 0, 1));
+        assert!(lists_replica("*", 3, NodeId::new(9)));
+        assert!(lists_replica("0:1, 1:2", 1, NodeId::new(2)));
+        assert!(!lists_replica("0:1,1:2", 1, NodeId::new(1)));
+        assert!(!lists_replica("", 0, NodeId::new(1)));
+        assert!(!lists_replica("0:x,:1", 0, NodeId::new(1)));
     }
 }

@@ -13,11 +13,11 @@ mod read_budget;
 mod session;
 mod wanted;
 
+use laminar_model::{LeaderEpoch, NodeId, Offset};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::FetchRequest;
-use laminar_model::Offset;
 use laminar_protocol::fetch_response::FetchAnswer;
 
 use crate::broker::{BrokerCtx, TopicPartition};
@@ -51,7 +51,7 @@ pub async fn handle(
         broker_max_bytes
     };
     let reader = match request.replica_id.0 {
-        id if id >= 0 => Reader::Follower(id),
+        id if id >= 0 => Reader::Follower(NodeId::new(id)),
         _ => Reader::Consumer,
     };
     let opened = match open_session(ctx, &request, version, reader) {
@@ -67,7 +67,7 @@ pub async fn handle(
                 max_bytes: (fetch.partition_max_bytes.max(0) as usize).min(max_bytes),
                 min_one_batch: true,
                 reader,
-                current_leader_epoch: fetch.current_leader_epoch,
+                current_leader_epoch: LeaderEpoch::new(fetch.current_leader_epoch),
             };
             (tp.clone(), want)
         })

@@ -2,11 +2,12 @@
 //! reported to replication and held to the leader's throttle, a consumer's leader epoch
 //! (KIP-320). Apart from the budget: a read here takes the grant it is given.
 
+use laminar_model::NodeId;
 use std::rc::Rc;
 use std::time::Instant;
 
-use kafka_protocol::error::ResponseError;
 use laminar_engine::partition::{Partition, ReadResult, RecordBytes};
+use laminar_model::LeaderEpoch;
 
 use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::replication::throttle::ThrottleSide;
@@ -66,17 +67,14 @@ fn leader_throttle_allows(there: &Rc<BrokerCtx>) -> bool {
 fn check_consumer_epoch(
     there: &Rc<BrokerCtx>,
     tp: &TopicPartition,
-    known: i32,
+    known: LeaderEpoch,
 ) -> Result<(), PartitionAccessError> {
-    if known < 0 || there.state.shared.cluster.is_none() {
+    if there.state.shared.cluster.is_none() {
         return Ok(());
     }
-    let epoch = there.state.leader_epoch_of(tp);
-    match known.cmp(&epoch) {
-        std::cmp::Ordering::Less => Err(PartitionAccessError::Refused(ResponseError::FencedLeaderEpoch)),
-        std::cmp::Ordering::Greater => Err(PartitionAccessError::Refused(ResponseError::UnknownLeaderEpoch)),
-        std::cmp::Ordering::Equal => Ok(()),
-    }
+    let current = there.state.leader_epoch_of(tp);
+    crate::errors::leader_epoch_fencing(known, current)
+        .map_or(Ok(()), |error| Err(PartitionAccessError::Refused(error)))
 }
 
 /// A follower's fetch tells the leader how far it got: checked against the leadership, then
@@ -85,7 +83,7 @@ fn follower_fetched(
     there: &Rc<BrokerCtx>,
     tp: &TopicPartition,
     want: &Wanted,
-    replica_id: i32,
+    replica_id: NodeId,
     partition: Option<&Rc<Partition>>,
 ) -> Result<(), PartitionAccessError> {
     let replication = there

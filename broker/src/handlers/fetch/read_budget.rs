@@ -182,6 +182,7 @@ pub(super) async fn fit_to_budget(
 mod tests {
     use super::*;
     use crate::handlers::fetch::wanted::Reader;
+    use laminar_model::LeaderEpoch;
     use laminar_model::Offset;
 
     fn want(max_bytes: usize) -> Wanted {
@@ -190,7 +191,7 @@ mod tests {
             max_bytes,
             min_one_batch: true,
             reader: Reader::Consumer,
-            current_leader_epoch: -1,
+            current_leader_epoch: LeaderEpoch::UNKNOWN,
         }
     }
 

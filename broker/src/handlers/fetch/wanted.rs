@@ -3,7 +3,7 @@
 //! steps depend on them and not on the handler.
 
 use laminar_engine::partition::{ReadEnd, ReadResult, RecordBytes};
-use laminar_model::Offset;
+use laminar_model::{LeaderEpoch, NodeId, Offset};
 
 use crate::broker::{PartitionAccessError, TopicPartition};
 
@@ -16,14 +16,14 @@ pub(super) struct Wanted {
     /// Who reads: a consumer (to the high watermark) or a follower (to the log end).
     pub(super) reader: Reader,
     /// The leader epoch the fetcher knows (-1: none given).
-    pub(super) current_leader_epoch: i32,
+    pub(super) current_leader_epoch: LeaderEpoch,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reader {
     Consumer,
     /// A follower broker with this id (Kafka's `replica_id` ≥ 0).
-    Follower(i32),
+    Follower(NodeId),
 }
 
 impl Reader {
