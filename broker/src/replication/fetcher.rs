@@ -5,7 +5,7 @@
 //! fetcher and an answer is at most `replica.fetch.response.max.bytes`: that bounds the bytes a
 //! fetcher holds; the channel to the shard holds one call.
 
-use laminar_model::{LeaderEpoch, NodeId, Offset};
+use laminar_model::{NodeId, Offset};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -162,23 +162,19 @@ fn exchange(
             .queries
             .iter()
             .map(|q| EpochEndQuery {
-                topic: q.tp.topic.to_string(),
-                partition: q.tp.partition,
-                current_leader_epoch: q.current_leader_epoch.get(),
-                leader_epoch: q.leader_epoch.get(),
+                tp: q.tp.clone(),
+                current_leader_epoch: q.current_leader_epoch,
+                leader_epoch: q.leader_epoch,
             })
             .collect();
         answers.epochs = conn
-            .offsets_for_leader_epoch(node_id.get(), &queries)?
+            .offsets_for_leader_epoch(node_id, &queries)?
             .into_iter()
             .map(|end| EpochAnswer {
-                tp: TopicPartition {
-                    topic: end.topic.into(),
-                    partition: end.partition,
-                },
+                tp: end.tp,
                 error_code: end.error.map_or(0, |e| e.code),
-                leader_epoch: LeaderEpoch::new(end.leader_epoch),
-                end_offset: Offset::new(end.end_offset),
+                leader_epoch: end.leader_epoch,
+                end_offset: end.end_offset,
             })
             .collect();
     }
@@ -220,11 +216,10 @@ fn fetch(
         .fetches
         .iter()
         .map(|f| ReplicaFetchPosition {
-            topic: f.tp.topic.to_string(),
-            partition: f.tp.partition,
-            offset: f.offset.get(),
-            current_leader_epoch: f.current_leader_epoch.get(),
-            log_start_offset: f.log_start_offset.get(),
+            tp: f.tp.clone(),
+            offset: f.offset,
+            current_leader_epoch: f.current_leader_epoch,
+            log_start_offset: f.log_start_offset,
             partition_max_bytes: settings.fetch_max_bytes,
         })
         .collect();
@@ -234,7 +229,7 @@ fn fetch(
         max_bytes: settings.fetch_response_max_bytes,
     };
     Ok(conn
-        .fetch_as_replica(node_id.get(), &spec, &positions)?
+        .fetch_as_replica(node_id, &spec, &positions)?
         .into_iter()
         .map(|p| FetchedPart {
             tp: TopicPartition {
