@@ -92,7 +92,13 @@ pub fn assign_replicas(
         } else {
             0
         };
-        assignment.push(pick_replicas(&order, &racks, first, distance, replication_factor));
+        let replicas = pick_replicas(&order, &racks, first, distance, replication_factor);
+        let distinct: BTreeSet<&NodeId> = replicas.iter().collect();
+        assert!(
+            replicas.len() == replication_factor && distinct.len() == replication_factor,
+            "placement picks {replication_factor} distinct brokers: {replicas:?}"
+        );
+        assignment.push(replicas);
     }
     Ok(assignment)
 }

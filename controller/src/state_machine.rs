@@ -116,6 +116,11 @@ impl MetadataStateMachine {
     /// before it left it.
     pub fn apply_entry(&mut self, entry: Entry) -> ApplyOutcome {
         let log_index = entry.log_id.index;
+        assert!(
+            self.last_applied.is_none_or(|last| last.index < log_index),
+            "log entries apply once, in order: {log_index} after {:?}",
+            self.last_applied
+        );
         self.last_applied = Some(entry.log_id);
         match entry.payload {
             EntryPayload::Blank => {}
