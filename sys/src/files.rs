@@ -157,18 +157,7 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
-    /// A new, empty read-write file; it lives as long as the returned directory.
-    fn scratch_file() -> (tempfile::TempDir, std::fs::File) {
-        let dir = tempfile::tempdir().unwrap();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        (dir, file)
-    }
+    use crate::scratch::scratch_file;
 
     #[test]
     fn reserved_blocks_leave_the_length_alone_and_a_truncate_to_it_frees_them() {

@@ -34,6 +34,28 @@ pub mod shared_memory;
 pub mod sockets;
 pub mod uring;
 
+#[cfg(test)]
+mod scratch {
+    /// A new, empty read-write file in a new directory under `parent`; it lives as long as
+    /// the returned directory. Tests of the page cache and of mappings pass a directory on a
+    /// disk (the checkout), since `/tmp` may be a tmpfs without writeback.
+    pub fn scratch_file_in(parent: &std::path::Path) -> (tempfile::TempDir, std::fs::File) {
+        let dir = tempfile::tempdir_in(parent).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        (dir, file)
+    }
+
+    /// A scratch file in the system's temporary directory.
+    pub fn scratch_file() -> (tempfile::TempDir, std::fs::File) {
+        scratch_file_in(&std::env::temp_dir())
+    }
+}
+
 /// `value` as a file offset or length (`off_t`); `InvalidInput` saying `what` is too large
 /// when it does not fit.
 fn to_off_t(value: u64, what: &'static str) -> io::Result<libc::off_t> {

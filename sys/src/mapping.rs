@@ -207,15 +207,9 @@ mod tests {
 
     /// A new empty file in a directory of its own in the checkout, which is on a disk (`/tmp`
     /// may be a tmpfs, whose pages a sync leaves dirty: it has no writeback).
+    /// A scratch file on the checkout's disk: windows need writeback, which a tmpfs lacks.
     fn file_on_disk() -> (tempfile::TempDir, std::fs::File) {
-        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        (dir, file)
+        crate::scratch::scratch_file_in(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
     }
 
     #[test]

@@ -245,18 +245,7 @@ mod tests {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
-    /// A new, empty read-write file; it lives as long as the returned directory.
-    fn scratch_file() -> (tempfile::TempDir, std::fs::File) {
-        let dir = tempfile::tempdir().unwrap();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(dir.path().join("f"))
-            .unwrap();
-        (dir, file)
-    }
+    use crate::scratch::scratch_file;
 
     /// A scratch file of `pages` pages written and synced, so that each can be dropped from the
     /// page cache alone: written page by page, since a page the kernel caches in a larger folio
