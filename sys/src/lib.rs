@@ -34,6 +34,25 @@ pub mod shared_memory;
 pub mod sockets;
 pub mod uring;
 
+/// `value` as a file offset or length (`off_t`); `InvalidInput` saying `what` is too large
+/// when it does not fit.
+fn to_off_t(value: u64, what: &'static str) -> io::Result<libc::off_t> {
+    libc::off_t::try_from(value)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{what} too large")))
+}
+
+/// `path` as the NUL-terminated string system calls take.
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
+}
+
+/// `sysconf(name)`: a constant of the running system, negative when it has none.
+fn sysconf(name: libc::c_int) -> libc::c_long {
+    // SAFETY: sysconf reads a constant of the running system and touches no memory of ours.
+    unsafe { libc::sysconf(name) }
+}
+
 #[cfg(test)]
 mod scratch {
     /// A new, empty read-write file in a new directory under `parent`; it lives as long as
@@ -54,23 +73,4 @@ mod scratch {
     pub fn scratch_file() -> (tempfile::TempDir, std::fs::File) {
         scratch_file_in(&std::env::temp_dir())
     }
-}
-
-/// `value` as a file offset or length (`off_t`); `InvalidInput` saying `what` is too large
-/// when it does not fit.
-fn to_off_t(value: u64, what: &'static str) -> io::Result<libc::off_t> {
-    libc::off_t::try_from(value)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{what} too large")))
-}
-
-/// `path` as the NUL-terminated string system calls take.
-fn c_path(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
-}
-
-/// `sysconf(name)`: a constant of the running system, negative when it has none.
-fn sysconf(name: libc::c_int) -> libc::c_long {
-    // SAFETY: sysconf reads a constant of the running system and touches no memory of ours.
-    unsafe { libc::sysconf(name) }
 }
