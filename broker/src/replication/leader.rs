@@ -5,7 +5,9 @@
 //! `replica.lag.time.max.ms` and grows by those that caught up, through the controller
 //! (Kafka's AlterPartition). Plain logic, no I/O: the shard's replication state drives it.
 
-use laminar_model::{LeaderEpoch, NodeId, Offset, PartitionEpoch};
+use std::time::Duration;
+
+use laminar_model::{LeaderEpoch, NodeId, Offset, PartitionEpoch, UnixMillis};
 use std::collections::BTreeMap;
 
 use laminar_controller::PartitionState;
@@ -17,10 +19,10 @@ struct FollowerProgress {
     /// this epoch (the high watermark waits for it).
     log_end_offset: Option<Offset>,
     /// When it last had everything the leader had (Kafka's `lastCaughtUpTimeMs`).
-    caught_up_ms: i64,
+    caught_up: UnixMillis,
     /// The leader's log end at the follower's previous fetch, and when that was.
     previous_fetch_leader_end: Offset,
-    previous_fetch_ms: i64,
+    previous_fetch: UnixMillis,
 }
 
 /// Why a follower's fetch is refused.
@@ -53,13 +55,13 @@ pub struct LeaderState {
 impl LeaderState {
     /// Leadership of `state` (which names this node as leader) begins with the log at
     /// `log_end_offset`. Every ISR member gets a full `replica.lag.time.max.ms` to fetch.
-    pub fn new(node_id: NodeId, state: &PartitionState, log_end_offset: Offset, now_ms: i64) -> Self {
+    pub fn new(node_id: NodeId, state: &PartitionState, log_end_offset: Offset, now: UnixMillis) -> Self {
         assert_eq!(state.leader, node_id, "a leader state is for the leader");
         let followers = state
             .replicas
             .iter()
             .filter(|id| **id != node_id)
-            .map(|id| (*id, FollowerProgress::new(now_ms)))
+            .map(|id| (*id, FollowerProgress::new(now)))
             .collect();
         LeaderState {
             leader_epoch: state.leader_epoch,
@@ -74,7 +76,7 @@ impl LeaderState {
 
     /// Takes a newer partition state of the same leader epoch (the ISR or the replicas
     /// changed): the controller's ISR is the truth; an answered change is no longer pending.
-    pub fn update(&mut self, state: &PartitionState, now_ms: i64) {
+    pub fn update(&mut self, state: &PartitionState, now: UnixMillis) {
         assert_eq!(
             state.leader_epoch, self.leader_epoch,
             "a new epoch is a new leader state"
@@ -90,7 +92,7 @@ impl LeaderState {
         for id in state.replicas.iter().filter(|id| **id != self.node_id) {
             self.followers
                 .entry(*id)
-                .or_insert_with(|| FollowerProgress::new(now_ms));
+                .or_insert_with(|| FollowerProgress::new(now));
         }
     }
 
@@ -120,7 +122,7 @@ impl LeaderState {
         replica_id: NodeId,
         fetch_offset: Offset,
         leader_end: Offset,
-        now_ms: i64,
+        now: UnixMillis,
     ) {
         let Some(progress) = self.followers.get_mut(&replica_id) else {
             return;
@@ -131,12 +133,12 @@ impl LeaderState {
             return;
         }
         if fetch_offset >= leader_end {
-            progress.caught_up_ms = now_ms;
+            progress.caught_up = now;
         } else if fetch_offset >= progress.previous_fetch_leader_end {
-            progress.caught_up_ms = progress.caught_up_ms.max(progress.previous_fetch_ms);
+            progress.caught_up = progress.caught_up.max(progress.previous_fetch);
         }
         progress.previous_fetch_leader_end = leader_end;
-        progress.previous_fetch_ms = now_ms;
+        progress.previous_fetch = now;
         progress.log_end_offset = Some(fetch_offset);
     }
 
@@ -165,32 +167,31 @@ impl LeaderState {
     }
 
     /// The ISR to ask the controller for, if it should change: without the followers that did
-    /// not catch up for `lag_time_max_ms`, with those that now have the high watermark and this
-    /// epoch's first offset and fetched within `lag_time_max_ms` (a follower that stopped
+    /// not catch up for `lag_time_max` (`replica.lag.time.max.ms`), with those that now have the
+    /// high watermark and this epoch's first offset and fetched within it (a follower that stopped
     /// fetching keeps the log end of its last fetch: a stopped broker, which the controller
     /// took out of the ISR when it fenced it, must not be proposed back, or every proposal is
     /// refused with INELIGIBLE_REPLICA). `None` while a change is pending or nothing changes.
     pub fn isr_change(
         &self,
         high_watermark: Offset,
-        now_ms: i64,
-        lag_time_max_ms: u64,
+        now: UnixMillis,
+        lag_time_max: Duration,
     ) -> Option<Vec<NodeId>> {
         if self.pending_isr.is_some() {
             return None;
         }
-        let lag_max = i64::try_from(lag_time_max_ms).unwrap_or(i64::MAX);
         let mut isr: Vec<NodeId> = self
             .isr
             .iter()
             .copied()
             .filter(|id| match self.followers.get(id) {
-                Some(f) => now_ms.saturating_sub(f.caught_up_ms) <= lag_max,
+                Some(f) => now.since(f.caught_up) <= lag_time_max,
                 None => *id == self.node_id,
             })
             .collect();
         for (id, progress) in &self.followers {
-            let fetching = now_ms.saturating_sub(progress.previous_fetch_ms) <= lag_max;
+            let fetching = now.since(progress.previous_fetch) <= lag_time_max;
             let caught_up = fetching
                 && progress
                     .log_end_offset
@@ -223,13 +224,13 @@ impl LeaderState {
 }
 
 impl FollowerProgress {
-    fn new(now_ms: i64) -> Self {
+    fn new(now: UnixMillis) -> Self {
         FollowerProgress {
             log_end_offset: None,
-            caught_up_ms: now_ms,
+            caught_up: now,
             // Above any offset: no fetch before the first counts as caught up.
             previous_fetch_leader_end: Offset::new(i64::MAX),
-            previous_fetch_ms: now_ms,
+            previous_fetch: now,
         }
     }
 }
@@ -240,6 +241,14 @@ mod tests {
 
     fn offset(value: i64) -> Offset {
         Offset::new(value)
+    }
+
+    fn at(ms: i64) -> UnixMillis {
+        UnixMillis::new(ms)
+    }
+
+    fn lag(ms: u64) -> Duration {
+        Duration::from_millis(ms)
     }
 
     fn node(id: i32) -> NodeId {
@@ -264,38 +273,38 @@ mod tests {
 
     #[test]
     fn the_high_watermark_waits_for_every_isr_member_and_is_their_smallest_end() {
-        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(10), 0);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(10), at(0));
         assert_eq!(
             leader.high_watermark(offset(10)),
             None,
             "followers have not fetched"
         );
-        leader.record_fetch(node(2), offset(10), offset(10), 5);
+        leader.record_fetch(node(2), offset(10), offset(10), at(5));
         assert_eq!(leader.high_watermark(offset(10)), None);
-        leader.record_fetch(node(3), offset(8), offset(12), 6);
+        leader.record_fetch(node(3), offset(8), offset(12), at(6));
         assert_eq!(leader.high_watermark(offset(12)), Some(offset(8)));
-        leader.record_fetch(node(3), offset(12), offset(12), 7);
+        leader.record_fetch(node(3), offset(12), offset(12), at(7));
         assert_eq!(leader.high_watermark(offset(12)), Some(offset(10)));
-        leader.record_fetch(node(2), offset(12), offset(12), 8);
+        leader.record_fetch(node(2), offset(12), offset(12), at(8));
         assert_eq!(leader.high_watermark(offset(15)), Some(offset(12)));
     }
 
     #[test]
     fn a_fetch_past_the_leaders_log_end_counts_for_nothing() {
-        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1, 2], 4, 7), offset(10), 0);
-        leader.record_fetch(node(2), offset(15), offset(10), 5);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1, 2], 4, 7), offset(10), at(0));
+        leader.record_fetch(node(2), offset(15), offset(10), at(5));
         assert_eq!(
             leader.high_watermark(offset(10)),
             None,
             "follower 2 has not shown a prefix of the log"
         );
-        leader.record_fetch(node(2), offset(10), offset(10), 6);
+        leader.record_fetch(node(2), offset(10), offset(10), at(6));
         assert_eq!(leader.high_watermark(offset(10)), Some(offset(10)));
     }
 
     #[test]
     fn fetches_are_checked_against_the_replicas_and_the_epoch() {
-        let leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(0), 0);
+        let leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 4, 7), offset(0), at(0));
         assert_eq!(leader.check_fetch(node(2), LeaderEpoch::new(4)), Ok(()));
         assert_eq!(leader.check_fetch(node(2), LeaderEpoch::new(-1)), Ok(()));
         assert_eq!(
@@ -319,27 +328,29 @@ mod tests {
 
     #[test]
     fn a_follower_behind_for_the_lag_time_leaves_and_rejoins_once_caught_up() {
-        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(0), 0);
-        leader.record_fetch(node(2), offset(0), offset(0), 100);
-        leader.record_fetch(node(3), offset(0), offset(0), 100);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(0), at(0));
+        leader.record_fetch(node(2), offset(0), offset(0), at(100));
+        leader.record_fetch(node(3), offset(0), offset(0), at(100));
         // 2 keeps up; 3 stops fetching at offset 0 while the leader grows.
         for t in [200, 400, 600, 800, 1000] {
-            leader.record_fetch(node(2), offset(t), offset(t), t);
+            leader.record_fetch(node(2), offset(t), offset(t), at(t));
         }
         assert_eq!(
-            leader.isr_change(offset(0), 1000, 1000),
+            leader.isr_change(offset(0), at(1000), lag(1000)),
             None,
             "3 caught up at 100: not yet"
         );
-        let shrunk = leader.isr_change(offset(0), 1101, 1000).expect("3 is out");
+        let shrunk = leader
+            .isr_change(offset(0), at(1101), lag(1000))
+            .expect("3 is out");
         assert_eq!(shrunk, nodes(&[1, 2]));
         leader.pending_isr = Some(shrunk.clone());
         assert_eq!(
-            leader.isr_change(offset(0), 2000, 1000),
+            leader.isr_change(offset(0), at(2000), lag(1000)),
             None,
             "one change at a time"
         );
-        leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 1200);
+        leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), at(1200));
         assert_eq!(leader.pending_isr, None);
         assert_eq!(
             leader.high_watermark(offset(1000)),
@@ -347,37 +358,37 @@ mod tests {
             "3 no longer holds it back"
         );
         // 3 fetches again, behind the high watermark: not yet; at it: back in.
-        leader.record_fetch(node(3), offset(500), offset(1000), 1300);
-        assert_eq!(leader.isr_change(offset(1000), 1300, 1000), None);
-        leader.record_fetch(node(3), offset(1000), offset(1000), 1400);
+        leader.record_fetch(node(3), offset(500), offset(1000), at(1300));
+        assert_eq!(leader.isr_change(offset(1000), at(1300), lag(1000)), None);
+        leader.record_fetch(node(3), offset(1000), offset(1000), at(1400));
         assert_eq!(
-            leader.isr_change(offset(1000), 1400, 1000),
+            leader.isr_change(offset(1000), at(1400), lag(1000)),
             Some(nodes(&[1, 2, 3]))
         );
     }
 
     #[test]
     fn a_follower_that_stopped_fetching_is_not_proposed_back_once_the_lag_time_passed() {
-        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(10), 0);
-        leader.record_fetch(node(2), offset(10), offset(10), 100);
-        leader.record_fetch(node(3), offset(10), offset(10), 100);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2, 3], 1, 1), offset(10), at(0));
+        leader.record_fetch(node(2), offset(10), offset(10), at(100));
+        leader.record_fetch(node(3), offset(10), offset(10), at(100));
         // 3 stops (and is fenced: the controller takes it out of the ISR); nothing is written
         // since, so the log end of its last fetch still has the high watermark.
-        leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), 200);
-        leader.record_fetch(node(2), offset(10), offset(10), 1000);
+        leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), at(200));
+        leader.record_fetch(node(2), offset(10), offset(10), at(1000));
         assert_eq!(
-            leader.isr_change(offset(10), 1000, 1000),
+            leader.isr_change(offset(10), at(1000), lag(1000)),
             Some(nodes(&[1, 2, 3])),
             "fetched 900 ms ago"
         );
         assert_eq!(
-            leader.isr_change(offset(10), 1101, 1000),
+            leader.isr_change(offset(10), at(1101), lag(1000)),
             None,
             "no fetch for the lag time"
         );
-        leader.record_fetch(node(3), offset(10), offset(10), 1200);
+        leader.record_fetch(node(3), offset(10), offset(10), at(1200));
         assert_eq!(
-            leader.isr_change(offset(10), 1200, 1000),
+            leader.isr_change(offset(10), at(1200), lag(1000)),
             Some(nodes(&[1, 2, 3])),
             "fetching again"
         );
@@ -385,31 +396,34 @@ mod tests {
 
     #[test]
     fn a_follower_rejoins_only_past_the_start_of_the_leaders_epoch() {
-        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(50), 0);
-        leader.record_fetch(node(2), offset(40), offset(50), 10);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(50), at(0));
+        leader.record_fetch(node(2), offset(40), offset(50), at(10));
         assert_eq!(
             leader.high_watermark(offset(50)),
             Some(offset(50)),
             "the ISR is the leader alone"
         );
         assert_eq!(
-            leader.isr_change(offset(40), 10, 1000),
+            leader.isr_change(offset(40), at(10), lag(1000)),
             None,
             "below the epoch start"
         );
-        leader.record_fetch(node(2), offset(50), offset(50), 20);
-        assert_eq!(leader.isr_change(offset(50), 20, 1000), Some(nodes(&[1, 2])));
+        leader.record_fetch(node(2), offset(50), offset(50), at(20));
+        assert_eq!(
+            leader.isr_change(offset(50), at(20), lag(1000)),
+            Some(nodes(&[1, 2]))
+        );
     }
 
     #[test]
     fn an_addition_counts_for_the_high_watermark_before_it_is_committed() {
-        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(0), 0);
-        leader.record_fetch(node(2), offset(10), offset(10), 1);
-        leader.pending_isr = leader.isr_change(offset(10), 1, 1000);
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(0), at(0));
+        leader.record_fetch(node(2), offset(10), offset(10), at(1));
+        leader.pending_isr = leader.isr_change(offset(10), at(1), lag(1000));
         assert_eq!(leader.pending_isr, Some(nodes(&[1, 2])));
         assert_eq!(leader.high_watermark(offset(20)), Some(offset(10)));
         // A stale answer (older partition epoch) changes nothing.
-        leader.update(&state(&[1, 2], &[1], 3, 4), 2);
+        leader.update(&state(&[1, 2], &[1], 3, 4), at(2));
         assert_eq!(leader.isr, nodes(&[1]));
         assert!(leader.pending_isr.is_some());
     }

@@ -4,7 +4,7 @@
 //! timer it shrinks ISRs of followers that fell behind and writes the high-watermark
 //! checkpoint. ISR changes go to the controller (AlterPartition), whose answer is the truth.
 
-use laminar_model::{NodeId, Offset};
+use laminar_model::{NodeId, Offset, UnixMillis};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -106,12 +106,12 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
             }
         }
     }
-    let now_ms = crate::clock::now_ms();
+    let now = UnixMillis::now();
     for (tp, state) in &assigned {
         if state.leader != node_id {
             replication.follow(tp, state);
-        } else if !replication.update_leadership(tp, state, now_ms) {
-            lead(ctx, tp, state, now_ms).await;
+        } else if !replication.update_leadership(tp, state, now) {
+            lead(ctx, tp, state, now).await;
         }
     }
     for tp in replication.forget_unassigned(&assigned) {
@@ -148,7 +148,7 @@ async fn delete_moved_replica(ctx: &Rc<BrokerCtx>, image: &MetadataImage, topic:
 }
 
 /// Begins leading `tp` in the epoch of `state`, from its log end.
-async fn lead(ctx: &Rc<BrokerCtx>, tp: &TopicPartition, state: &PartitionState, now_ms: i64) {
+async fn lead(ctx: &Rc<BrokerCtx>, tp: &TopicPartition, state: &PartitionState, now: UnixMillis) {
     let Some(replication) = ctx.state.replication.as_ref() else {
         return;
     };
@@ -159,7 +159,7 @@ async fn lead(ctx: &Rc<BrokerCtx>, tp: &TopicPartition, state: &PartitionState, 
         Err(_) => return,
     };
     let log_end = partition.as_ref().map_or(Offset::ZERO, |p| p.log_end_offset());
-    replication.become_leader(tp, state, log_end, now_ms);
+    replication.become_leader(tp, state, log_end, now);
     if let Some(partition) = partition {
         replication.leader_appended(tp, &partition);
     }
@@ -170,10 +170,10 @@ fn check_isr(ctx: &Rc<BrokerCtx>) {
     let Some(replication) = ctx.state.replication.as_ref() else {
         return;
     };
-    let now_ms = crate::clock::now_ms();
+    let now = UnixMillis::now();
     for tp in replication.led_partitions() {
         let partition = ctx.state.partitions.get(&tp.topic, tp.partition);
-        if let Some(change) = replication.advance_led(&tp, partition.as_ref(), now_ms) {
+        if let Some(change) = replication.advance_led(&tp, partition.as_ref(), now) {
             send_isr_change(ctx, change);
         }
     }
@@ -216,7 +216,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
                 tracing::info!(topic = &*change.tp.topic, partition = change.tp.partition, isr = ?result.isr, "ISR changed");
                 replication.isr_committed(&change.tp, &result);
                 let partition = ctx.state.partitions.get(&change.tp.topic, change.tp.partition);
-                if let Some(next) = replication.advance_led(&change.tp, partition.as_ref(), crate::clock::now_ms()) {
+                if let Some(next) = replication.advance_led(&change.tp, partition.as_ref(), UnixMillis::now()) {
                     send_isr_change(&ctx, next);
                 }
             }

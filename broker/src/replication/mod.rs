@@ -18,10 +18,11 @@ pub mod leader;
 pub mod manager;
 pub mod throttle;
 
-use laminar_model::{LeaderEpoch, NodeId, Offset, PartitionEpoch};
+use laminar_model::{LeaderEpoch, NodeId, Offset, PartitionEpoch, UnixMillis};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use laminar_controller::api::AlterPartitionResult;
@@ -155,7 +156,7 @@ impl ShardReplication {
         tp: &TopicPartition,
         fetch: FollowerFetch,
         partition: Option<&Rc<Partition>>,
-        now_ms: i64,
+        now: UnixMillis,
     ) -> Result<Option<IsrChange>, PartitionAccessError> {
         let mut led = self.led.borrow_mut();
         let leader = led.get_mut(tp).ok_or(PartitionAccessError::NotLeader)?;
@@ -163,9 +164,9 @@ impl ShardReplication {
             .check_fetch(fetch.replica_id, fetch.current_leader_epoch)
             .map_err(|refusal| PartitionAccessError::Refused(refusal_code(refusal)))?;
         let leader_end = partition.map_or(Offset::ZERO, |p| p.log_end_offset());
-        leader.record_fetch(fetch.replica_id, fetch.fetch_offset, leader_end, now_ms);
+        leader.record_fetch(fetch.replica_id, fetch.fetch_offset, leader_end, now);
         drop(led);
-        Ok(self.advance_led(tp, partition, now_ms))
+        Ok(self.advance_led(tp, partition, now))
     }
 
     /// After this leader appended to `tp`: with the leader alone in the ISR, that moves the
@@ -194,7 +195,7 @@ impl ShardReplication {
         &self,
         tp: &TopicPartition,
         partition: Option<&Rc<Partition>>,
-        now_ms: i64,
+        now: UnixMillis,
     ) -> Option<IsrChange> {
         if let Some(partition) = partition {
             self.raise_high_watermark(tp, partition);
@@ -202,7 +203,8 @@ impl ShardReplication {
         let high_watermark = partition.map_or(Offset::ZERO, |p| p.high_watermark());
         let mut led = self.led.borrow_mut();
         let leader = led.get_mut(tp)?;
-        let new_isr = leader.isr_change(high_watermark, now_ms, self.settings.lag_time_max_ms)?;
+        let lag_time_max = Duration::from_millis(self.settings.lag_time_max_ms);
+        let new_isr = leader.isr_change(high_watermark, now, lag_time_max)?;
         leader.pending_isr = Some(new_isr.clone());
         Some(IsrChange {
             tp: tp.clone(),
@@ -237,11 +239,11 @@ impl ShardReplication {
 
     /// Takes a newer state of a partition led in the same epoch; false when this shard does not
     /// lead it in that epoch (then [`become_leader`](Self::become_leader) is due).
-    pub fn update_leadership(&self, tp: &TopicPartition, state: &PartitionState, now_ms: i64) -> bool {
+    pub fn update_leadership(&self, tp: &TopicPartition, state: &PartitionState, now: UnixMillis) -> bool {
         let mut led = self.led.borrow_mut();
         match led.get_mut(tp) {
             Some(leader) if leader.leader_epoch == state.leader_epoch => {
-                leader.update(state, now_ms);
+                leader.update(state, now);
                 true
             }
             _ => false,
@@ -251,19 +253,25 @@ impl ShardReplication {
     /// Leads `tp` as `state` says, from now if not yet (the first request to a new leader may
     /// come before the shard's replication task took up the metadata that made it one).
     pub fn ensure_leading(&self, tp: &TopicPartition, state: &PartitionState, partition: &Rc<Partition>) {
-        let now_ms = crate::clock::now_ms();
-        if !self.update_leadership(tp, state, now_ms) {
-            self.become_leader(tp, state, partition.log_end_offset(), now_ms);
+        let now = UnixMillis::now();
+        if !self.update_leadership(tp, state, now) {
+            self.become_leader(tp, state, partition.log_end_offset(), now);
             self.raise_high_watermark(tp, partition);
         }
     }
 
     /// Starts leading `tp` in the epoch of `state`, with the log ending at `log_end`.
-    pub fn become_leader(&self, tp: &TopicPartition, state: &PartitionState, log_end: Offset, now_ms: i64) {
+    pub fn become_leader(
+        &self,
+        tp: &TopicPartition,
+        state: &PartitionState,
+        log_end: Offset,
+        now: UnixMillis,
+    ) {
         if self.followed.borrow_mut().remove(tp).is_some() {
             self.followed_changed.notify(usize::MAX);
         }
-        let leader = LeaderState::new(self.node_id, state, log_end, now_ms);
+        let leader = LeaderState::new(self.node_id, state, log_end, now);
         tracing::info!(
             topic = &*tp.topic,
             partition = tp.partition,

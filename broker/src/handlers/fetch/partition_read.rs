@@ -96,7 +96,9 @@ fn follower_fetched(
         current_leader_epoch: want.current_leader_epoch,
         fetch_offset: want.offset,
     };
-    if let Some(change) = replication.follower_fetched(tp, fetch, partition, crate::clock::now_ms())? {
+    if let Some(change) =
+        replication.follower_fetched(tp, fetch, partition, laminar_model::UnixMillis::now())?
+    {
         crate::replication::manager::send_isr_change(there, change);
     }
     Ok(())
