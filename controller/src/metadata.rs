@@ -155,6 +155,17 @@ pub enum ApplyError {
     ProducerIdsBackwards,
     #[error("the cluster id is set already")]
     ClusterIdSet,
+    /// A whole-state check found a topic whose state disagrees with itself.
+    #[error("topic {topic}: {reason}")]
+    InconsistentTopic { topic: String, reason: &'static str },
+    /// A whole-state check found a partition that breaks an invariant.
+    #[error("{topic}-{partition}: {error} ({state:?})")]
+    InconsistentPartition {
+        topic: String,
+        partition: i32,
+        error: Box<ApplyError>,
+        state: Box<PartitionState>,
+    },
 }
 
 impl ClusterMetadata {
@@ -335,26 +346,33 @@ impl ClusterMetadata {
     /// Every invariant of the whole state at once (see the module comment): each partition's
     /// state, dense partition indexes, topic names and ids mapping one to one. For tests and
     /// checks after the fact: applying a record checks the part it changes.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), ApplyError> {
+        let inconsistent = |topic: &str, reason| ApplyError::InconsistentTopic {
+            topic: topic.to_string(),
+            reason,
+        };
         if self.topic_ids_by_name.len() != self.topics.len() {
-            return Err("topic names and ids differ in number".into());
+            return Err(inconsistent("*", "topic names and ids differ in number"));
         }
         for (name, id) in &self.topic_ids_by_name {
             let topic = self
                 .topics
                 .get(id)
-                .ok_or(format!("topic {name}: no state for its id"))?;
+                .ok_or(inconsistent(name, "no state for its id"))?;
             if &topic.name != name || topic.topic_id != *id {
-                return Err(format!("topic {name}: its state names another"));
+                return Err(inconsistent(name, "its state names another"));
             }
             for (at, (index, partition)) in topic.partitions.iter().enumerate() {
                 if usize::try_from(*index).ok() != Some(at) {
-                    return Err(format!(
-                        "topic {name}: partition indexes are not dense at {index}"
-                    ));
+                    return Err(inconsistent(name, "partition indexes are not dense"));
                 }
                 self.check_partition_state(partition)
-                    .map_err(|e| format!("{name}-{index}: {e} ({partition:?})"))?;
+                    .map_err(|error| ApplyError::InconsistentPartition {
+                        topic: name.clone(),
+                        partition: *index,
+                        error: Box::new(error),
+                        state: Box::new(partition.clone()),
+                    })?;
             }
         }
         Ok(())
