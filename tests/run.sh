@@ -45,7 +45,9 @@ setup_system() {
   # kcat for its suite, systemd for `systemd-analyze verify` of the units, Python venv support,
   # Node.js for kafkajs, headless Chromium and its WebDriver for the console.
   # chromium and chromium-driver: the console's browser test (tests/python/test_console.py).
-  for pkg in build-essential pkg-config zlib1g-dev kcat ca-certificates systemd chromium chromium-driver; do
+  # iproute2 and nftables: the test network of tests/tests/faults_between_nodes.rs.
+  for pkg in build-essential pkg-config zlib1g-dev kcat ca-certificates systemd chromium chromium-driver \
+    iproute2 nftables; do
     need_pkg "$pkg"
   done
   command -v python3 >/dev/null || apt_missing+=(python3)

@@ -8,7 +8,8 @@
 //! [`page_cache`] (what of a file is cached), [`mapping`] (shared writable windows of files),
 //! [`shared_memory`] (a record two processes share through a file), [`memory`] (aligned buffers,
 //! prefetches, the allocator), [`sockets`], [`uring`] (io_uring operations), [`process`]
-//! (signals, child processes, CPU time), [`limits`] (resource limits), and `glommio` (handing
+//! (signals, child processes, CPU time), [`limits`] (resource limits), [`namespaces`] (a
+//! thread's network namespace), and `glommio` (handing
 //! descriptors to glommio; behind the cargo feature of that name).
 //!
 //! Every unsafe block carries a `// SAFETY:` comment saying why it is sound.
@@ -28,6 +29,7 @@ pub mod glommio;
 pub mod limits;
 pub mod mapping;
 pub mod memory;
+pub mod namespaces;
 pub mod page_cache;
 pub mod process;
 pub mod shared_memory;

@@ -6,7 +6,7 @@
 
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -46,6 +46,10 @@ pub struct BrokerOptions {
     /// The `log.dirs` directory, made by the test (a fault-injecting mount, say); `None`:
     /// `data` in the broker's own temporary directory.
     pub log_dir: Option<PathBuf>,
+    /// The address every listener binds and advertises: loopback, or a test network host's.
+    pub host: IpAddr,
+    /// The network namespace the process runs in (`ip netns exec`), for a test network's node.
+    pub network_namespace: Option<String>,
 }
 
 impl Default for BrokerOptions {
@@ -59,6 +63,8 @@ impl Default for BrokerOptions {
             shutdown_timeout: Duration::from_secs(20),
             open_files_limit: None,
             log_dir: None,
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            network_namespace: None,
         }
     }
 }
@@ -153,19 +159,19 @@ impl Broker {
         Broker::start(BrokerOptions::default())
     }
 
-    /// `127.0.0.1:<port>`, for `bootstrap.servers`.
+    /// `<host>:<port>` (`127.0.0.1:<port>` but on a test network), for `bootstrap.servers`.
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.addr().to_string()
     }
 
     /// The socket address clients connect to.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        SocketAddr::new(self.options.host, self.port)
     }
 
     /// The admin HTTP address (`laminar.http.listen`): `/metrics`, `/v1/status`.
     pub fn http_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.http_port))
+        SocketAddr::new(self.options.host, self.http_port)
     }
 
     /// The `log.dirs` directory, kept across restarts.
@@ -313,10 +319,10 @@ impl Broker {
             args.push(config.display().to_string());
         }
         let harness = [
-            ("listeners", format!("PLAINTEXT://127.0.0.1:{}", self.port)),
+            ("listeners", format!("PLAINTEXT://{}", self.addr())),
             ("log.dirs", self.data_dir().display().to_string()),
             ("laminar.cores", self.options.cores.to_string()),
-            ("laminar.http.listen", format!("127.0.0.1:{}", self.http_port)),
+            ("laminar.http.listen", self.http_addr().to_string()),
         ];
         let extra = self
             .options
@@ -343,7 +349,14 @@ impl Broker {
         self.starts += 1;
         let log = File::create(self.log_path(self.starts)).context("creating the stderr log")?;
         let args = self.command_line();
-        let mut command = Command::new(&self.binary);
+        let mut command = match &self.options.network_namespace {
+            Some(namespace) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", namespace]).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
         command
             .args(&args)
             .stdin(Stdio::null())
@@ -524,6 +537,35 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 /// then waited for; this is how long each may take to join and be unfenced.
 const CLUSTER_STARTUP_TIMEOUT: Duration = Duration::from_secs(40);
 
+/// Where one node of a [`Cluster`] listens, and the namespace it runs in.
+struct NodePlace {
+    host: IpAddr,
+    network_namespace: Option<String>,
+    port: u16,
+    http_port: u16,
+    controller_port: u16,
+}
+
+impl NodePlace {
+    /// `count` nodes on loopback, each on three ports that were free a moment ago.
+    fn on_loopback(count: usize) -> Result<Vec<NodePlace>> {
+        let ports = loopback_ports(count * 3)?;
+        Ok((0..count)
+            .map(|i| NodePlace {
+                host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                network_namespace: None,
+                port: ports[i],
+                http_port: ports[count + i],
+                controller_port: ports[2 * count + i],
+            })
+            .collect())
+    }
+
+    fn controller_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.controller_port)
+    }
+}
+
 /// Several `laminar broker` processes in combined mode (`process.roles=broker,controller`) on
 /// loopback, each with its own ports and data dir, forming one controller quorum. Owned by the
 /// test thread; every node is killed when it is dropped.
@@ -565,6 +607,30 @@ impl Cluster {
         Self::start_retrying(count, session_timeout_ms, base, None, log_dirs)
     }
 
+    /// Starts a node per node of `network`, each in its namespace on its own address (Kafka
+    /// on 9092, the controller on 9093, HTTP on 8080), and waits until every one serves. The
+    /// calling thread must be on the network ([`crate::netns::Network::enter_clients_host`]).
+    pub fn start_in_network(
+        network: &crate::netns::Network,
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+    ) -> Result<Cluster> {
+        let places: Vec<NodePlace> = network
+            .node_ids()
+            .map(|id| {
+                let host = crate::netns::Host::Node(id);
+                NodePlace {
+                    host: IpAddr::V4(host.address()),
+                    network_namespace: Some(network.namespace(host)),
+                    port: 9092,
+                    http_port: 8080,
+                    controller_port: 9093,
+                }
+            })
+            .collect();
+        Self::start_once(&places, session_timeout_ms, base, None, &[])
+    }
+
     fn start_retrying(
         count: usize,
         session_timeout_ms: u64,
@@ -573,16 +639,18 @@ impl Cluster {
         log_dirs: &[PathBuf],
     ) -> Result<Cluster> {
         for _ in 1..FIRST_START_TRIES {
-            match Self::start_once(count, session_timeout_ms, base.clone(), node1_data, log_dirs) {
+            let places = NodePlace::on_loopback(count)?;
+            match Self::start_once(&places, session_timeout_ms, base.clone(), node1_data, log_dirs) {
                 Err(error) if format!("{error:#}").contains("Address already in use") => {}
                 started => return started,
             }
         }
-        Self::start_once(count, session_timeout_ms, base, node1_data, log_dirs)
+        let places = NodePlace::on_loopback(count)?;
+        Self::start_once(&places, session_timeout_ms, base, node1_data, log_dirs)
     }
 
     fn start_once(
-        count: usize,
+        places: &[NodePlace],
         session_timeout_ms: u64,
         base: BrokerOptions,
         node1_data: Option<&Path>,
@@ -590,16 +658,13 @@ impl Cluster {
     ) -> Result<Cluster> {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         check_runnable(&binary)?;
-        let ports = loopback_ports(count * 3)?;
-        let controller_ports: Vec<u16> = ports[2 * count..].to_vec();
-        let voters: Vec<String> = controller_ports
+        let voters: Vec<String> = places
             .iter()
             .enumerate()
-            .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+            .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
             .collect();
-        let mut nodes = Vec::with_capacity(count);
-        for i in 0..count {
-            let (port, http_port, controller_port) = (ports[i], ports[count + i], controller_ports[i]);
+        let mut nodes = Vec::with_capacity(places.len());
+        for (i, place) in places.iter().enumerate() {
             let options = base
                 .clone()
                 .with_override("process.roles", "broker,controller")
@@ -607,7 +672,11 @@ impl Cluster {
                 .with_override("controller.quorum.voters", &voters.join(","))
                 .with_override(
                     "listeners",
-                    &format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"),
+                    &format!(
+                        "PLAINTEXT://{},CONTROLLER://{}",
+                        SocketAddr::new(place.host, place.port),
+                        place.controller_addr()
+                    ),
                 )
                 .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
                 .with_override(
@@ -623,11 +692,13 @@ impl Cluster {
                 options: BrokerOptions {
                     startup_timeout: CLUSTER_STARTUP_TIMEOUT,
                     log_dir: log_dirs.get(i).cloned(),
+                    host: place.host,
+                    network_namespace: place.network_namespace.clone(),
                     ..options
                 },
                 binary: binary.clone(),
-                port,
-                http_port,
+                port: place.port,
+                http_port: place.http_port,
                 root,
                 child: None,
                 starts: 0,
@@ -639,6 +710,7 @@ impl Cluster {
         for node in &mut nodes {
             node.wait_until_serving()?;
         }
+        let controller_ports = places.iter().map(|place| place.controller_port).collect();
         Ok(Cluster {
             nodes,
             controller_ports,

@@ -6,11 +6,15 @@
 
 pub mod broker;
 pub mod cli;
+pub mod history;
 pub mod http;
+pub mod nemesis;
+pub mod netns;
 pub mod power_cut;
 pub mod process;
 pub mod rdkafka_client;
 pub mod wire;
+pub mod workload;
 
 pub use broker::{default_binary, Broker, BrokerOptions, Cluster, BINARY_ENV};
 

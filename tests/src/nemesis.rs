@@ -1,0 +1,226 @@
+//! The nemesis of a fault test: injects one fault at a time into a [`Cluster`] on a test
+//! [`Network`], on a seeded schedule, and heals it.
+//!
+//! The faults are the ones that lost acknowledged data in Kafka-compatible systems before: a
+//! partition's leader cut off from its followers but not from its clients, the active
+//! controller in the minority, a bridge (two nodes that cannot reach each other but both reach
+//! the third), a process paused longer than the session timeout (a zombie that comes back
+//! believing it still leads), and a crash with a restart.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::netns::{Host, Network};
+use crate::wire::{partition_view, WireConnection};
+use crate::Cluster;
+
+/// One kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// The leader of a partition cut off from every other node, not from the clients.
+    IsolateLeader,
+    /// The active controller cut off from every other node: the quorum's minority.
+    IsolateController,
+    /// The leader of a partition and one follower cut off from each other; both still reach
+    /// the third node.
+    Bridge,
+    /// SIGSTOP of a partition's leader, SIGCONT at the heal.
+    PauseLeader,
+    /// kill -9 of a partition's leader, restarted at the heal.
+    KillLeader,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::IsolateLeader,
+        FaultKind::IsolateController,
+        FaultKind::Bridge,
+        FaultKind::PauseLeader,
+        FaultKind::KillLeader,
+    ];
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FaultKind::IsolateLeader => "leader isolated",
+            FaultKind::IsolateController => "controller isolated",
+            FaultKind::Bridge => "bridge",
+            FaultKind::PauseLeader => "leader paused",
+            FaultKind::KillLeader => "leader killed",
+        })
+    }
+}
+
+/// A fault in effect: what, on which node, since when.
+#[derive(Clone, Debug)]
+pub struct ActiveFault {
+    pub kind: FaultKind,
+    pub node: i32,
+    /// The other node of a bridge's cut.
+    pub peer: Option<i32>,
+    pub started: Instant,
+}
+
+impl fmt::Display for ActiveFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (node {}", self.kind, self.node)?;
+        if let Some(peer) = self.peer {
+            write!(f, ", cut from node {peer}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// A small deterministic generator (SplitMix64): the schedule of a seed is the same every run.
+pub struct Seeded(u64);
+
+impl Seeded {
+    pub fn new(seed: u64) -> Seeded {
+        Seeded(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (`bound` > 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        assert!(bound > 0, "an empty range");
+        self.next_u64() % bound
+    }
+
+    /// The kinds of faults in a seeded order, each `rounds` times.
+    pub fn schedule(&mut self, kinds: &[FaultKind], rounds: usize) -> Vec<FaultKind> {
+        let mut schedule: Vec<FaultKind> = kinds.iter().copied().cycle().take(kinds.len() * rounds).collect();
+        for i in (1..schedule.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            schedule.swap(i, j);
+        }
+        schedule
+    }
+}
+
+/// Injects faults into `cluster` on `network`; the calling thread is on the clients' host.
+pub struct Nemesis {
+    pub network: Network,
+    pub cluster: Cluster,
+    /// The topic whose partitions' leaders the faults pick from.
+    pub topic: String,
+    pub partitions: i32,
+    rng: Seeded,
+}
+
+impl Nemesis {
+    pub fn new(network: Network, cluster: Cluster, topic: &str, partitions: i32, seed: u64) -> Nemesis {
+        Nemesis {
+            network,
+            cluster,
+            topic: topic.to_string(),
+            partitions,
+            rng: Seeded::new(seed),
+        }
+    }
+
+    /// A connection to the first node that answers.
+    pub fn any_node(&mut self) -> Result<WireConnection> {
+        let ids: Vec<i32> = self.network.node_ids().collect();
+        for id in ids {
+            if let Ok(connection) = self.cluster.connect(id) {
+                return Ok(connection);
+            }
+        }
+        anyhow::bail!("no node answers")
+    }
+
+    /// The leader of a partition of the topic picked by the seed.
+    fn some_leader(&mut self) -> Result<i32> {
+        let partition = self.rng.below(self.partitions as u64) as i32;
+        let view = partition_view(&mut self.any_node()?, &self.topic, partition)?;
+        anyhow::ensure!(view.leader > 0, "{}-{partition} has no leader", self.topic);
+        Ok(view.leader)
+    }
+
+    /// The active controller, as the nodes' Metadata answers name it.
+    fn active_controller(&mut self) -> Result<i32> {
+        let request = kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![]));
+        let answer = self.any_node()?.request(&request, 9)?;
+        anyhow::ensure!(answer.controller_id.0 > 0, "no active controller");
+        Ok(answer.controller_id.0)
+    }
+
+    /// Injects a fault of `kind`.
+    pub fn inject(&mut self, kind: FaultKind) -> Result<ActiveFault> {
+        let (node, peer) = match kind {
+            FaultKind::IsolateController => (self.active_controller()?, None),
+            FaultKind::Bridge => {
+                let leader = self.some_leader()?;
+                let others: Vec<i32> = self.network.node_ids().filter(|id| *id != leader).collect();
+                (leader, Some(others[self.rng.below(others.len() as u64) as usize]))
+            }
+            _ => (self.some_leader()?, None),
+        };
+        let started = Instant::now();
+        match kind {
+            FaultKind::IsolateLeader | FaultKind::IsolateController => {
+                let others: Vec<Host> = self
+                    .network
+                    .node_ids()
+                    .filter(|id| *id != node)
+                    .map(Host::Node)
+                    .collect();
+                self.network.split(&[Host::Node(node)], &others)?;
+            }
+            FaultKind::Bridge => {
+                let peer = peer.context("a bridge has a peer")?;
+                self.network.cut(Host::Node(node), Host::Node(peer))?;
+            }
+            FaultKind::PauseLeader => self.cluster.node(node).pause()?,
+            FaultKind::KillLeader => self.cluster.node(node).kill9()?,
+        }
+        Ok(ActiveFault {
+            kind,
+            node,
+            peer,
+            started,
+        })
+    }
+
+    /// Ends `fault`: the network heals, a paused node resumes, a killed node restarts.
+    pub fn heal(&mut self, fault: &ActiveFault) -> Result<()> {
+        self.network.heal()?;
+        match fault.kind {
+            FaultKind::PauseLeader => self.cluster.node(fault.node).resume()?,
+            FaultKind::KillLeader => self.cluster.node(fault.node).restart()?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Waits until every node says every partition of the topic has all its replicas in sync;
+    /// returns how long that took.
+    pub fn wait_until_in_sync(&mut self, within: Duration) -> Result<Duration> {
+        let started = Instant::now();
+        let ids: Vec<i32> = self.network.node_ids().collect();
+        let (topic, partitions) = (self.topic.clone(), self.partitions);
+        crate::wait_for(within, "every replica back in sync", || {
+            for id in &ids {
+                let mut connection = self.cluster.connect(*id)?;
+                for partition in 0..partitions {
+                    let view = partition_view(&mut connection, &topic, partition)?;
+                    if view.isr.len() != view.replicas.len() || view.leader <= 0 {
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        })?;
+        Ok(started.elapsed())
+    }
+}
