@@ -300,14 +300,20 @@ fn shard_state(
         connections_active: Default::default(),
         groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions),
         metrics: Default::default(),
-        replication: shared.config.cluster.as_ref().map(|cluster| {
-            crate::replication::ShardReplication::new(
-                shared.config.node_id,
-                cluster.replication.clone(),
-                &shared.log_dir,
-                shard,
-            )
-        }),
+        replication: shared
+            .config
+            .cluster
+            .as_ref()
+            .zip(shared.cluster.as_ref())
+            .map(|(cluster, link)| {
+                crate::replication::ShardReplication::new(
+                    shared.config.node_id,
+                    cluster.replication.clone(),
+                    &shared.log_dir,
+                    shard,
+                    link.session.clone(),
+                )
+            }),
     }
 }
 

@@ -36,7 +36,8 @@ pub struct History {
     pub committed_reads: Vec<CommittedRead>,
 }
 
-/// The broker acknowledged a record at `offset`.
+/// The broker acknowledged a record at `offset` (negative: acknowledged at an offset the client
+/// was not told).
 #[derive(Clone, Copy, Debug)]
 pub struct Ack {
     pub partition: i32,
@@ -69,13 +70,15 @@ pub struct CommittedRead {
     pub asked_at: Instant,
 }
 
-/// A fault as the checker needs it: what it was, when it began, and when the cluster had
-/// recovered from it (every replica back in sync after the heal).
+/// A fault as the checker needs it: what it was, when it began, when the cluster had recovered
+/// from it (every replica back in sync after the heal), and the longest any partition may go
+/// without an acknowledgement meanwhile.
 #[derive(Clone, Debug)]
 pub struct FaultWindow {
     pub kind: String,
     pub started: Instant,
     pub recovered: Instant,
+    pub unavailability_bound: Duration,
 }
 
 /// One thing the history shows that must not happen.
@@ -140,6 +143,8 @@ pub struct Verdict {
     pub anomalies: Vec<Anomaly>,
     /// Per fault, the longest stretch any partition went without an acknowledgement.
     pub unavailability: Vec<(String, Duration)>,
+    /// The faults whose stretch exceeded their bound: kind, stretch, bound.
+    pub beyond_bound: Vec<(String, Duration, Duration)>,
 }
 
 impl Verdict {
@@ -167,6 +172,12 @@ impl fmt::Display for Verdict {
         for anomaly in self.anomalies.iter().take(20) {
             writeln!(f, "  {anomaly:?}")?;
         }
+        for (kind, gap, bound) in &self.beyond_bound {
+            writeln!(
+                f,
+                "  {kind}: {gap:.1?} without an acknowledgement, beyond its bound of {bound:.1?}"
+            )?;
+        }
         for (kind, gap) in self.unavailability_by_kind() {
             writeln!(f, "  longest without an acknowledgement, {kind}: {gap:.1?}")?;
         }
@@ -182,15 +193,23 @@ pub fn check(history: &History, logs: &FinalLogs, faults: &[FaultWindow]) -> Ver
     check_acks(history, &positions, &mut anomalies);
     check_reads(history, logs, &mut anomalies);
     check_commits(history, &mut anomalies);
+    let unavailability: Vec<(String, Duration)> = faults
+        .iter()
+        .map(|fault| (fault.kind.clone(), longest_gap(history, fault)))
+        .collect();
+    let beyond_bound = faults
+        .iter()
+        .zip(&unavailability)
+        .filter(|(fault, (_, gap))| *gap > fault.unavailability_bound)
+        .map(|(fault, (kind, gap))| (kind.clone(), *gap, fault.unavailability_bound))
+        .collect();
     Verdict {
         acknowledged: history.acks.len(),
         read: history.reads.len(),
         commits: history.commits.len(),
         anomalies,
-        unavailability: faults
-            .iter()
-            .map(|fault| (fault.kind.clone(), longest_gap(history, fault)))
-            .collect(),
+        unavailability,
+        beyond_bound,
     }
 }
 
@@ -246,7 +265,10 @@ fn check_acks(history: &History, positions: &BTreeMap<(i32, Sequence), i64>, ano
                 sequence: ack.sequence,
                 offset: ack.offset,
             }),
-            Some(&found) if found != ack.offset => anomalies.push(Anomaly::Moved {
+            // A client may learn that a batch was written without learning where: librdkafka
+            // acknowledges a timed-out batch once a later one of its producer succeeds, with
+            // the offset unknown (negative).
+            Some(&found) if ack.offset >= 0 && found != ack.offset => anomalies.push(Anomaly::Moved {
                 partition: ack.partition,
                 sequence: ack.sequence,
                 acked: ack.offset,
@@ -397,6 +419,20 @@ mod tests {
     }
 
     #[test]
+    fn an_acknowledgement_without_an_offset_only_needs_the_record_once() {
+        let (mut history, logs) = clean_history(3);
+        history.acks[1].offset = -1001;
+        assert_eq!(check(&history, &logs, &[]).anomalies, vec![]);
+        let lost = FinalLogs::from([(0, vec![(0, 0), (2, 2)])]);
+        let anomalies = check(&history, &lost, &[]).anomalies;
+        assert!(anomalies.contains(&Anomaly::Lost {
+            partition: 0,
+            sequence: 1,
+            offset: -1001
+        }));
+    }
+
+    #[test]
     fn a_read_that_later_vanished_is_a_dirty_read() {
         let (mut history, logs) = clean_history(3);
         history.reads.push(Read {
@@ -474,16 +510,21 @@ mod tests {
             offset: 0,
             at: ms(400),
         });
-        let fault = FaultWindow {
+        let fault = |bound| FaultWindow {
             kind: "pause".into(),
             started: ms(50),
             recovered: ms(1000),
+            unavailability_bound: Duration::from_millis(bound),
         };
-        let verdict = check(&history, &FinalLogs::new(), &[fault]);
+        let verdict = check(&history, &FinalLogs::new(), &[fault(600)]);
         // Partition 1: 350 ms to its only acknowledgement, then 600 ms to the recovery.
         assert_eq!(
             verdict.unavailability,
             vec![("pause".to_string(), Duration::from_millis(600))]
         );
+        assert_eq!(verdict.beyond_bound, vec![]);
+        let verdict = check(&history, &FinalLogs::new(), &[fault(599)]);
+        let (gap, bound) = (Duration::from_millis(600), Duration::from_millis(599));
+        assert_eq!(verdict.beyond_bound, vec![("pause".to_string(), gap, bound)]);
     }
 }

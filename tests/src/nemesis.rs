@@ -42,6 +42,23 @@ impl FaultKind {
     ];
 }
 
+impl std::str::FromStr for FaultKind {
+    type Err = anyhow::Error;
+
+    /// The short names `isolate-leader`, `isolate-controller`, `bridge`, `pause-leader`,
+    /// `kill-leader`.
+    fn from_str(name: &str) -> Result<FaultKind> {
+        Ok(match name {
+            "isolate-leader" => FaultKind::IsolateLeader,
+            "isolate-controller" => FaultKind::IsolateController,
+            "bridge" => FaultKind::Bridge,
+            "pause-leader" => FaultKind::PauseLeader,
+            "kill-leader" => FaultKind::KillLeader,
+            other => anyhow::bail!("no fault kind {other:?}"),
+        })
+    }
+}
+
 impl fmt::Display for FaultKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -61,6 +78,9 @@ pub struct ActiveFault {
     pub node: i32,
     /// The other node of a bridge's cut.
     pub peer: Option<i32>,
+    /// Whether the node was the active controller when the fault began: the quorum then
+    /// elects another, which gives every broker a whole new session before fencing any.
+    pub controller_lost: bool,
     pub started: Instant,
 }
 
@@ -69,6 +89,9 @@ impl fmt::Display for ActiveFault {
         write!(f, "{} (node {}", self.kind, self.node)?;
         if let Some(peer) = self.peer {
             write!(f, ", cut from node {peer}")?;
+        }
+        if self.controller_lost {
+            f.write_str(", the active controller")?;
         }
         f.write_str(")")
     }
@@ -166,6 +189,7 @@ impl Nemesis {
             }
             _ => (self.some_leader()?, None),
         };
+        let controller_lost = kind != FaultKind::Bridge && self.active_controller()? == node;
         let started = Instant::now();
         match kind {
             FaultKind::IsolateLeader | FaultKind::IsolateController => {
@@ -188,6 +212,7 @@ impl Nemesis {
             kind,
             node,
             peer,
+            controller_lost,
             started,
         })
     }

@@ -24,6 +24,9 @@ use crate::rdkafka_client::{assigned_consumer, client_config, group_member};
 
 /// Time between two records the producer sends (over all partitions): about 300 a second.
 const SEND_INTERVAL: Duration = Duration::from_micros(3300);
+/// How long the producer waits for an answer before it retries (`request.timeout.ms`): what a
+/// leader that froze with its connections open costs a client before it looks elsewhere.
+pub const PRODUCE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the group member commits what it has read.
 const COMMIT_INTERVAL: Duration = Duration::from_millis(500);
 /// How long stopping may wait for the producer's last records.
@@ -166,6 +169,10 @@ impl Clients {
             .set("acks", "all")
             .set("enable.idempotence", "true")
             .set("message.timeout.ms", "600000")
+            .set(
+                "request.timeout.ms",
+                PRODUCE_REQUEST_TIMEOUT.as_millis().to_string(),
+            )
             .set("linger.ms", "5")
             .create_with_context(Recorder {
                 history: self.history.clone(),

@@ -185,6 +185,8 @@ impl BrokerShard {
         match image.metadata.partition_by_name(&tp.topic, tp.partition) {
             None => Err(PartitionAccessError::UnknownTopicOrPartition),
             Some(state) if state.leader != link.node_id => Err(PartitionAccessError::NotLeader),
+            // A leader whose session lapsed may have been replaced already (`SessionLease`).
+            Some(_) if !link.session.is_held() => Err(PartitionAccessError::NotLeader),
             Some(state) => Ok(Some(state.clone())),
         }
     }

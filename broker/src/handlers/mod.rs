@@ -97,6 +97,10 @@ pub enum RequestError {
     },
     #[error("cannot encode the {0}")]
     Encode(String),
+    /// A discovery request while this broker's session with the quorum has lapsed: the
+    /// connection closes, so that the client asks another broker (`SessionLease`).
+    #[error("{api:?} refused: this broker's session with the controller quorum lapsed")]
+    NoSession { api: ApiKey },
 }
 
 /// Handles one request frame of a connection; `order` is that connection's (produce requests
@@ -143,6 +147,7 @@ pub async fn handle(
         );
     }
     check_served(served_apis(ctx), api_key, version)?;
+    refuse_discovery_without_session(ctx, api_key)?;
     if api_key == ApiKey::Produce && version < codec::PRODUCE_VERSION_MIN_SERVED {
         return produce::refuse_legacy_version(version, correlation_id, body);
     }
@@ -171,6 +176,20 @@ pub async fn handle(
             handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
         }
         request => handle_partition_or_admin_api(ctx, api_key, request, version, correlation_id).await,
+    }
+}
+
+/// A broker whose session lapsed may have been replaced as leader and coordinator: its answers
+/// to Metadata and FindCoordinator would send clients back to it, the one broker they are
+/// connected to. Closing instead makes them ask another (docs/ARCHITECTURE.md, "ISR").
+fn refuse_discovery_without_session(ctx: &BrokerCtx, api_key: ApiKey) -> Result<(), RequestError> {
+    let discovery = matches!(
+        api_key,
+        ApiKey::Metadata | ApiKey::FindCoordinator | ApiKey::DescribeCluster
+    );
+    match &ctx.state.shared.cluster {
+        Some(link) if discovery && !link.session.is_held() => Err(RequestError::NoSession { api: api_key }),
+        _ => Ok(()),
     }
 }
 

@@ -2,7 +2,7 @@
 //! leader and the old incarnation's session ended), heartbeats from one background thread,
 //! the wait until unfenced, and controlled shutdown.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,44 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 const LOG_EVERY: Duration = Duration::from_secs(5);
 /// How long controlled shutdown waits for this broker's leaderships to move.
 pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
+/// This broker's session with the controller quorum, as the broker itself can tell it: held
+/// until `broker.session.timeout.ms` after it sent the last heartbeat that was answered
+/// unfenced. The active controller fences a broker whose heartbeats stopped arriving for that
+/// long, counted from their arrival, which is later than their sending: so by the time the
+/// lease lapses here the controller may have fenced this broker and given its leaderships to
+/// others. A leader without it answers clients NOT_LEADER_OR_FOLLOWER, so that they look for the
+/// new leader instead of waiting on one that cannot commit (docs/ARCHITECTURE.md, "ISR").
+/// Shared by the heartbeat thread (which renews it) and every shard (which read it).
+pub struct SessionLease {
+    base: Instant,
+    /// When the last heartbeat answered unfenced was sent, in ms after `base`.
+    renewed_at_ms: AtomicU64,
+    timeout: Duration,
+}
+
+impl SessionLease {
+    /// A lease held for `timeout` from now, as if a heartbeat had just been answered.
+    pub fn new(timeout: Duration) -> SessionLease {
+        SessionLease {
+            base: Instant::now(),
+            renewed_at_ms: AtomicU64::new(0),
+            timeout,
+        }
+    }
+
+    /// A heartbeat sent at `sent` was answered unfenced.
+    pub fn renew(&self, sent: Instant) {
+        let at_ms = u64::try_from(sent.saturating_duration_since(self.base).as_millis()).unwrap_or(u64::MAX);
+        self.renewed_at_ms.fetch_max(at_ms, Ordering::AcqRel);
+    }
+
+    /// Whether the last renewal is less than the session timeout old.
+    pub fn is_held(&self) -> bool {
+        let renewed = Duration::from_millis(self.renewed_at_ms.load(Ordering::Acquire));
+        self.base.elapsed() < renewed + self.timeout
+    }
+}
 
 /// The endpoints clients reach this broker at: its advertised listeners.
 fn endpoints(config: &BrokerConfig) -> Vec<BrokerEndpoint> {
@@ -78,14 +116,22 @@ pub fn start_heartbeats(
         .spawn(move || {
             while !link.is_stopping() {
                 let epoch = link.broker_epoch();
+                let sent = Instant::now();
                 match block_on(link.handle.broker_heartbeat(link.node_id, epoch)) {
-                    Ok(_) => {}
+                    Ok(false) => link.session.renew(sent),
+                    Ok(true) => tracing::debug!("heartbeat answered: still fenced"),
                     Err(e @ (Refusal::StaleBrokerEpoch | Refusal::BrokerIdNotRegistered)) => {
                         tracing::warn!(error = %e, "heartbeat refused; registering again");
                         let _ = register(&link, &config);
                         continue;
                     }
-                    Err(e) => tracing::debug!(error = %e, "heartbeat failed; next one in an interval"),
+                    Err(e) => {
+                        // Soon, not in an interval: the session lease runs out meanwhile
+                        // (a controller election, say) and this broker would step back.
+                        tracing::debug!(error = %e, "heartbeat failed; trying again");
+                        std::thread::sleep(RETRY_PAUSE.min(interval));
+                        continue;
+                    }
                 }
                 std::thread::sleep(interval);
             }

@@ -52,6 +52,8 @@ pub struct ClusterLink {
     broker_epoch: AtomicI64,
     /// Set when controlled shutdown begins: heartbeats stop, or they would unfence us again.
     stopping: AtomicBool,
+    /// Whether this broker may still act as a leader: renewed by its heartbeats.
+    pub session: Arc<membership::SessionLease>,
     /// The latest applied metadata, published by the metadata thread with the topic view.
     image: ArcSwap<MetadataImage>,
     /// Notified after each publication of `image` (the shards' replication tasks wait on it).
@@ -101,6 +103,9 @@ impl ClusterLink {
             node_id: config.node_id,
             broker_epoch: AtomicI64::new(-1),
             stopping: AtomicBool::new(false),
+            session: Arc::new(membership::SessionLease::new(std::time::Duration::from_millis(
+                settings.session_timeout_ms,
+            ))),
             image: ArcSwap::from_pointee(MetadataImage::default()),
             published: event_listener::Event::new(),
             producer_ids: Mutex::new((0, 0)),

@@ -31,6 +31,7 @@ use laminar_engine::partition::high_watermarks::ShardHighWatermarks;
 use laminar_engine::partition::Partition;
 
 use crate::config::ReplicationSettings;
+use crate::quorum::membership::SessionLease;
 use crate::topic_partition::{PartitionAccessError, TopicPartition};
 use follower::{FollowState, Phase};
 use leader::{FetchRefusal, LeaderState};
@@ -56,6 +57,8 @@ pub struct ShardReplication {
     pub leader_throttle: throttle::Throttle,
     /// This shard's share of `follower.replication.throttled.rate`.
     pub follower_throttle: throttle::Throttle,
+    /// This broker's session with the quorum: an acks=all waiter gives up when it lapses.
+    session: std::sync::Arc<SessionLease>,
 }
 
 impl ShardReplication {
@@ -65,6 +68,7 @@ impl ShardReplication {
         settings: ReplicationSettings,
         log_dir: &std::path::Path,
         (shard, shard_count): (usize, usize),
+        session: std::sync::Arc<SessionLease>,
     ) -> Self {
         ShardReplication {
             leader_throttle: throttle::Throttle::new(settings.leader_throttled_rate, shard_count),
@@ -76,6 +80,7 @@ impl ShardReplication {
             fetchers: RefCell::default(),
             high_watermarks: ShardHighWatermarks::new(log_dir, shard),
             followed_changed: event_listener::Event::new(),
+            session,
         }
     }
 
@@ -117,7 +122,8 @@ impl ShardReplication {
     /// acks=all: waits until `partition`'s high watermark passes `last_offset` (every ISR
     /// member has it), then checks the ISR is still at least `min_insync_replicas`
     /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND otherwise). REQUEST_TIMED_OUT after `timeout`;
-    /// NOT_LEADER_OR_FOLLOWER once this broker no longer leads `tp` or the batch is gone.
+    /// NOT_LEADER_OR_FOLLOWER once this broker no longer leads `tp`, its session lapsed or the
+    /// batch is gone.
     pub async fn wait_replicated(
         &self,
         tp: &TopicPartition,
@@ -136,7 +142,8 @@ impl ShardReplication {
                     other => other,
                 };
             }
-            if self.isr_of(tp).is_none() || partition.log_end_offset() <= last_offset {
+            let leads = self.isr_of(tp).is_some() && self.session.is_held();
+            if !leads || partition.log_end_offset() <= last_offset {
                 return Err(PartitionAccessError::NotLeader);
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
