@@ -141,6 +141,7 @@ fn join_cluster(
     log_dir: &std::path::Path,
 ) -> anyhow::Result<Arc<crate::quorum::ClusterLink>> {
     use crate::quorum::membership;
+    laminar_engine::log::set_failure_hook(stop_on_failed_log);
     let link = crate::quorum::ClusterLink::start(config, settings, log_dir)?;
     membership::register(&link, config)?;
     let interval = Duration::from_millis(settings.heartbeat_interval_ms);
@@ -151,6 +152,24 @@ fn join_cluster(
         "unfenced by the controller quorum"
     );
     Ok(link)
+}
+
+/// Exit status of a broker stopped by a failed log dir (EX_IOERR).
+const FAILED_LOG_EXIT_STATUS: i32 = 74;
+
+/// In a cluster, a log that failed (an I/O error it could not refuse and undo: a disk that
+/// filled up under a checkpoint, say) stops the broker, as Kafka halts a broker whose log dirs
+/// are all offline (a broker has one here). A replica that can no longer write would keep its
+/// leaderships and its session while it serves neither; stopped, it loses them within the
+/// session timeout, and its supervisor (the systemd unit's `Restart=on-failure`) starts it
+/// again: recovery checks what is on disk and replication brings the rest.
+fn stop_on_failed_log(dir: &std::path::Path, error: &std::io::Error) {
+    tracing::error!(dir = %dir.display(), %error, "a log failed: stopping the broker");
+    eprintln!(
+        "laminar: a log failed ({}: {error}); stopping the broker so that its partitions move",
+        dir.display()
+    );
+    std::process::exit(FAILED_LOG_EXIT_STATUS);
 }
 
 /// Cluster mode's link (joined, unfenced), and `__consumer_offsets`' partition count.

@@ -111,6 +111,55 @@ impl DiskError {
     }
 }
 
+impl DiskError {
+    /// Whether the write failed only because the disk (or the user's quota) is full: space may
+    /// come back, and the same write then succeeds.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            DiskError::Io { source, .. } => {
+                source.kind() == std::io::ErrorKind::StorageFull
+                    || source.kind() == std::io::ErrorKind::QuotaExceeded
+            }
+            DiskError::NotReadBack { source, .. } => source.is_disk_full(),
+            DiskError::Corrupt { .. } => false,
+        }
+    }
+}
+
+/// How long a write that found the disk full waits before it tries again.
+const DISK_FULL_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often a write still waiting for space says so.
+const DISK_FULL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs `write` until it succeeds or fails other than for a full disk. openraft treats every
+/// storage error as fatal and stops the node's Raft core for good; a full disk is not fatal
+/// (an operator or retention frees space), so the write waits for space instead, and this
+/// voter stalls meanwhile as a paused one would: the quorum goes on without it, and it catches
+/// up once space comes back. `write` must be idempotent: each try writes from the same place.
+pub async fn retry_while_disk_full<T>(
+    what: &str,
+    mut write: impl FnMut() -> Result<T, DiskError>,
+) -> Result<T, DiskError> {
+    let mut logged: Option<std::time::Instant> = None;
+    loop {
+        match write() {
+            Err(error) if error.is_disk_full() => {
+                if logged.is_none_or(|at| at.elapsed() >= DISK_FULL_LOG_EVERY) {
+                    tracing::warn!(%error, what, "controller: metadata disk full; waiting for space");
+                    logged = Some(std::time::Instant::now());
+                }
+                tokio::time::sleep(DISK_FULL_RETRY).await;
+            }
+            done => {
+                if logged.is_some() && done.is_ok() {
+                    tracing::info!(what, "controller: metadata disk has space again");
+                }
+                return done;
+            }
+        }
+    }
+}
+
 impl From<DiskError> for std::io::Error {
     fn from(e: DiskError) -> Self {
         match e {
@@ -294,6 +343,35 @@ pub fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, For
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Error, ErrorKind};
+
+    fn io(kind: ErrorKind) -> DiskError {
+        DiskError::io(std::path::Path::new("log"), Error::from(kind))
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_is_waited_out_and_other_errors_are_not() {
+        let mut tries = 0;
+        let written = retry_while_disk_full("a test write", || {
+            tries += 1;
+            match tries {
+                1 => Err(io(ErrorKind::StorageFull)),
+                2 => Err(io(ErrorKind::QuotaExceeded)),
+                _ => Ok(tries),
+            }
+        })
+        .await;
+        assert_eq!(written.ok(), Some(3));
+        let mut tries = 0;
+        let failed = retry_while_disk_full("a test write", || {
+            tries += 1;
+            Err::<(), _>(io(ErrorKind::PermissionDenied))
+        })
+        .await;
+        assert!(failed.is_err_and(|e| !e.is_disk_full()));
+        assert_eq!(tries, 1, "an error other than a full disk is not retried");
+    }
+
     use super::*;
 
     #[test]

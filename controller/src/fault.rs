@@ -23,3 +23,32 @@ pub fn stop_the_process() -> FaultHandler {
         std::process::exit(FAULT_EXIT_STATUS);
     })
 }
+
+/// Exit status of a process whose controller stopped on a storage failure (EX_IOERR).
+const STORAGE_EXIT_STATUS: i32 = 74;
+
+/// Watches this node's Raft core and ends the process, saying why, if the core stops on a
+/// fatal error (a metadata disk that fails other than by filling up). A process left running
+/// without its controller would serve clients while its broker can no longer be told
+/// anything; a supervisor (the systemd unit's `Restart=on-failure`) starts it again, and the
+/// restart replays the log.
+pub async fn stop_the_process_if_raft_stops(
+    mut metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<u64, openraft::BasicNode>>,
+) {
+    loop {
+        let stopped = match &metrics.borrow().running_state {
+            // A clean shutdown stops the core too.
+            Err(openraft::error::Fatal::Stopped) | Ok(()) => None,
+            Err(fatal) => Some(fatal.to_string()),
+        };
+        if let Some(fatal) = stopped {
+            tracing::error!(error = %fatal, "controller: the Raft core stopped; stopping the process");
+            eprintln!("laminar: the controller's Raft core stopped ({fatal}); stopping the process");
+            std::process::exit(STORAGE_EXIT_STATUS);
+        }
+        // The sender goes with the core when it shuts down cleanly: nothing more to watch.
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}

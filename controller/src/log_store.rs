@@ -234,12 +234,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError<u64>> {
-        let mut log = self.lock();
-        let state = RaftStateFile {
-            vote: Some(*vote),
-            ..log.state.clone()
+        let save = || {
+            let mut log = self.lock();
+            let state = RaftStateFile {
+                vote: Some(*vote),
+                ..log.state.clone()
+            };
+            log.save_state(state)
         };
-        log.save_state(state)
+        retry_while_disk_full("saving the vote", save)
+            .await
             .map_err(|e| StorageIOError::write_vote(&std::io::Error::from(e)).into())
     }
 
@@ -248,12 +252,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError<u64>> {
-        let mut log = self.lock();
-        let state = RaftStateFile {
-            committed,
-            ..log.state.clone()
+        let save = || {
+            let mut log = self.lock();
+            let state = RaftStateFile {
+                committed,
+                ..log.state.clone()
+            };
+            log.save_state(state)
         };
-        log.save_state(state).map_err(io_error)
+        retry_while_disk_full("saving the commit index", save)
+            .await
+            .map_err(io_error)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError<u64>> {
@@ -269,7 +278,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let result = self.lock().append(entries.into_iter().collect());
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let result = retry_while_disk_full("appending entries", || self.lock().append(entries.clone())).await;
         match result {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
@@ -285,10 +295,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        self.lock().truncate_from(log_id.index).map_err(io_error)
+        retry_while_disk_full("truncating", || self.lock().truncate_from(log_id.index))
+            .await
+            .map_err(io_error)
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError<u64>> {
-        self.lock().purge_upto(log_id).map_err(io_error)
+        retry_while_disk_full("purging", || self.lock().purge_upto(log_id))
+            .await
+            .map_err(io_error)
     }
 }

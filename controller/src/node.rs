@@ -148,6 +148,7 @@ async fn start_parts(
     let tasks = vec![
         tokio::spawn(serve(listener, handler)),
         tokio::spawn(active.run(commands_rx)),
+        tokio::spawn(crate::fault::stop_the_process_if_raft_stops(raft.metrics())),
     ];
     let handle = ControllerHandle::new(node_id, listen_addr, commands_tx, images_rx, raft.metrics());
     Ok((raft, handle, tasks))

@@ -156,7 +156,10 @@ pub struct SnapshotBuilder {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<u64>> {
-        write_snapshot_file(&self.dir, &self.snapshot).map_err(write_error)?;
+        let write = || write_snapshot_file(&self.dir, &self.snapshot);
+        retry_while_disk_full("writing a snapshot", write)
+            .await
+            .map_err(write_error)?;
         *lock(&self.shared) = Some(self.snapshot.clone());
         Ok(Snapshot {
             meta: self.snapshot.meta.clone(),
@@ -262,7 +265,10 @@ impl RaftStateMachine<TypeConfig> for MetadataStateMachine {
         }
         // Decode before writing: a snapshot that does not decode must not replace a good one.
         decode_metadata(&snapshot.state).map_err(read_error)?;
-        write_snapshot_file(&self.dir, &snapshot).map_err(write_error)?;
+        let write = || write_snapshot_file(&self.dir, &snapshot);
+        retry_while_disk_full("installing a snapshot", write)
+            .await
+            .map_err(write_error)?;
         self.load(snapshot).map_err(read_error)
     }
 

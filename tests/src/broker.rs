@@ -192,6 +192,18 @@ impl Broker {
         self.child.as_ref().map(Child::id)
     }
 
+    /// How the process ended, once it has (reaped then: a restart starts it again).
+    pub fn exit_status(&mut self) -> Result<Option<ExitStatus>> {
+        let Some(child) = self.child.as_mut() else {
+            return Ok(None);
+        };
+        let status = child.try_wait().context("waiting for the broker")?;
+        if status.is_some() {
+            self.child = None;
+        }
+        Ok(status)
+    }
+
     /// True while the process has not exited.
     pub fn is_running(&mut self) -> bool {
         match self.child.as_mut() {
@@ -280,6 +292,11 @@ impl Broker {
             self.terminate()?;
         }
         self.spawn_and_wait()
+    }
+
+    /// The file the current (or last) broker process writes its stderr to.
+    pub fn stderr_path(&self) -> PathBuf {
+        self.log_path(self.starts)
     }
 
     /// The last few KiB the current (or last) broker process wrote to stderr.
@@ -608,12 +625,14 @@ impl Cluster {
     }
 
     /// Starts a node per node of `network`, each in its namespace on its own address (Kafka
-    /// on 9092, the controller on 9093, HTTP on 8080), and waits until every one serves. The
+    /// on 9092, the controller on 9093, HTTP on 8080) with its `log.dirs` at `log_dirs[i]` if
+    /// given (a tmpfs, a fault-injecting mount), and waits until every one serves. The
     /// calling thread must be on the network ([`crate::netns::Network::enter_clients_host`]).
     pub fn start_in_network(
         network: &crate::netns::Network,
         session_timeout_ms: u64,
         base: BrokerOptions,
+        log_dirs: &[PathBuf],
     ) -> Result<Cluster> {
         let places: Vec<NodePlace> = network
             .node_ids()
@@ -628,7 +647,7 @@ impl Cluster {
                 }
             })
             .collect();
-        Self::start_once(&places, session_timeout_ms, base, None, &[])
+        Self::start_once(&places, session_timeout_ms, base, None, log_dirs)
     }
 
     fn start_retrying(

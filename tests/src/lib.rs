@@ -6,6 +6,7 @@
 
 pub mod broker;
 pub mod cli;
+pub mod disks;
 pub mod history;
 pub mod http;
 pub mod nemesis;

@@ -30,10 +30,16 @@ pub enum FaultKind {
     PauseLeader,
     /// kill -9 of a partition's leader, restarted at the heal.
     KillLeader,
+    /// A follower's log dir filled up (a filler file takes its tmpfs), freed at the heal.
+    FillFollowerDisk,
+    /// The power of a partition's leader cut: kill -9, and its disk (a fault-injecting mount)
+    /// loses whatever no fsync covered; mounted again and restarted at the heal.
+    PowerCutLeader,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 5] = [
+    /// The faults of the network and of processes: any disks will do.
+    pub const NETWORK_AND_PROCESSES: [FaultKind; 5] = [
         FaultKind::IsolateLeader,
         FaultKind::IsolateController,
         FaultKind::Bridge,
@@ -46,7 +52,7 @@ impl std::str::FromStr for FaultKind {
     type Err = anyhow::Error;
 
     /// The short names `isolate-leader`, `isolate-controller`, `bridge`, `pause-leader`,
-    /// `kill-leader`.
+    /// `kill-leader`, `fill-follower-disk`, `power-cut-leader`.
     fn from_str(name: &str) -> Result<FaultKind> {
         Ok(match name {
             "isolate-leader" => FaultKind::IsolateLeader,
@@ -54,6 +60,8 @@ impl std::str::FromStr for FaultKind {
             "bridge" => FaultKind::Bridge,
             "pause-leader" => FaultKind::PauseLeader,
             "kill-leader" => FaultKind::KillLeader,
+            "fill-follower-disk" => FaultKind::FillFollowerDisk,
+            "power-cut-leader" => FaultKind::PowerCutLeader,
             other => anyhow::bail!("no fault kind {other:?}"),
         })
     }
@@ -67,6 +75,8 @@ impl fmt::Display for FaultKind {
             FaultKind::Bridge => "bridge",
             FaultKind::PauseLeader => "leader paused",
             FaultKind::KillLeader => "leader killed",
+            FaultKind::FillFollowerDisk => "follower's disk full",
+            FaultKind::PowerCutLeader => "leader's power cut",
         })
     }
 }
@@ -130,10 +140,33 @@ impl Seeded {
     }
 }
 
+/// Where the nodes keep their log dirs, which decides the disk faults a [`Nemesis`] can make.
+pub enum NodeDisks {
+    /// Each node's own temporary directory: no disk faults.
+    Plain,
+    /// A small tmpfs per node (`nodes[i]`'s at index `i`), which a filler file can fill.
+    Tmpfs(Vec<crate::disks::Tmpfs>),
+    /// A fault-injecting mount per node, whose power can be cut.
+    FaultFs(crate::power_cut::Mounts),
+}
+
+impl NodeDisks {
+    /// The log dir of each node, if not the default.
+    pub fn log_dirs(&self) -> Vec<std::path::PathBuf> {
+        match self {
+            NodeDisks::Plain => Vec::new(),
+            NodeDisks::Tmpfs(mounts) => mounts.iter().map(|m| m.path.clone()).collect(),
+            NodeDisks::FaultFs(mounts) => mounts.log_dirs(),
+        }
+    }
+}
+
 /// Injects faults into `cluster` on `network`; the calling thread is on the clients' host.
+/// Fields drop in order: the nodes die before their disks are unmounted and their network goes.
 pub struct Nemesis {
-    pub network: Network,
     pub cluster: Cluster,
+    pub disks: NodeDisks,
+    pub network: Network,
     /// The topic whose partitions' leaders the faults pick from.
     pub topic: String,
     pub partitions: i32,
@@ -141,10 +174,16 @@ pub struct Nemesis {
 }
 
 impl Nemesis {
-    pub fn new(network: Network, cluster: Cluster, topic: &str, partitions: i32, seed: u64) -> Nemesis {
+    pub fn new(
+        (network, cluster, disks): (Network, Cluster, NodeDisks),
+        topic: &str,
+        partitions: i32,
+        seed: u64,
+    ) -> Nemesis {
         Nemesis {
             network,
             cluster,
+            disks,
             topic: topic.to_string(),
             partitions,
             rng: Seeded::new(seed),
@@ -170,6 +209,39 @@ impl Nemesis {
         Ok(view.leader)
     }
 
+    /// A follower of a partition of the topic picked by the seed.
+    fn some_follower(&mut self) -> Result<i32> {
+        let partition = self.rng.below(self.partitions as u64) as i32;
+        let view = partition_view(&mut self.any_node()?, &self.topic, partition)?;
+        let followers: Vec<i32> = view
+            .replicas
+            .iter()
+            .copied()
+            .filter(|id| *id != view.leader)
+            .collect();
+        anyhow::ensure!(
+            !followers.is_empty(),
+            "{}-{partition} has no follower",
+            self.topic
+        );
+        Ok(followers[self.rng.below(followers.len() as u64) as usize])
+    }
+
+    /// Where node `node`'s filler file goes: on its tmpfs.
+    fn filler(&self, node: i32) -> Result<std::path::PathBuf> {
+        match &self.disks {
+            NodeDisks::Tmpfs(mounts) => Ok(mounts[node as usize - 1].path.join("nemesis-filler")),
+            _ => anyhow::bail!("filling a disk needs the nodes on tmpfs (NodeDisks::Tmpfs)"),
+        }
+    }
+
+    fn fault_fs(&mut self) -> Result<&mut crate::power_cut::Mounts> {
+        match &mut self.disks {
+            NodeDisks::FaultFs(mounts) => Ok(mounts),
+            _ => anyhow::bail!("a power cut needs the nodes on fault-injecting mounts (NodeDisks::FaultFs)"),
+        }
+    }
+
     /// The active controller, as the nodes' Metadata answers name it.
     fn active_controller(&mut self) -> Result<i32> {
         let request = kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![]));
@@ -187,9 +259,11 @@ impl Nemesis {
                 let others: Vec<i32> = self.network.node_ids().filter(|id| *id != leader).collect();
                 (leader, Some(others[self.rng.below(others.len() as u64) as usize]))
             }
+            FaultKind::FillFollowerDisk => (self.some_follower()?, None),
             _ => (self.some_leader()?, None),
         };
-        let controller_lost = kind != FaultKind::Bridge && self.active_controller()? == node;
+        let takes_the_node = !matches!(kind, FaultKind::Bridge | FaultKind::FillFollowerDisk);
+        let controller_lost = takes_the_node && self.active_controller()? == node;
         let started = Instant::now();
         match kind {
             FaultKind::IsolateLeader | FaultKind::IsolateController => {
@@ -207,6 +281,12 @@ impl Nemesis {
             }
             FaultKind::PauseLeader => self.cluster.node(node).pause()?,
             FaultKind::KillLeader => self.cluster.node(node).kill9()?,
+            FaultKind::FillFollowerDisk => crate::disks::fill(&self.filler(node)?)?,
+            FaultKind::PowerCutLeader => {
+                self.cluster.node(node).kill9()?;
+                self.fault_fs()?
+                    .cut(node as usize - 1, laminar_faultfs::Cut::LoseUnsynced)?;
+            }
         }
         Ok(ActiveFault {
             kind,
@@ -223,9 +303,35 @@ impl Nemesis {
         match fault.kind {
             FaultKind::PauseLeader => self.cluster.node(fault.node).resume()?,
             FaultKind::KillLeader => self.cluster.node(fault.node).restart()?,
+            FaultKind::FillFollowerDisk => {
+                std::fs::remove_file(self.filler(fault.node)?)?;
+                self.restart_if_stopped_on_a_failed_disk(fault.node)?;
+            }
+            FaultKind::PowerCutLeader => {
+                self.fault_fs()?.mount(fault.node as usize - 1)?;
+                self.cluster.node(fault.node).restart()?;
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// A broker whose log failed stops with status 74 (EX_IOERR) and its supervisor starts it
+    /// again (the systemd unit's `Restart=on-failure`): here the nemesis does so, once the
+    /// disk has space. Any other exit is a failure of the run.
+    fn restart_if_stopped_on_a_failed_disk(&mut self, node: i32) -> Result<()> {
+        const EX_IOERR: i32 = 74;
+        match self.cluster.node(node).exit_status()? {
+            None => Ok(()),
+            Some(status) if status.code() == Some(EX_IOERR) => {
+                eprintln!("  node {node} had stopped on a failed disk ({status}); restarting it");
+                self.cluster.node(node).restart()
+            }
+            Some(status) => anyhow::bail!(
+                "node {node} exited ({status}):\n{}",
+                self.cluster.node(node).stderr_tail()
+            ),
+        }
     }
 
     /// Waits until every node says every partition of the topic has all its replicas in sync;

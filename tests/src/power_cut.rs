@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use crate::{Broker, BrokerOptions, Cluster};
 
 /// One fault-injecting mount per node, each over its own backing directory.
-struct Mounts {
+pub struct Mounts {
     mounts: Vec<Option<FaultFs>>,
     dirs: TempDir,
 }
@@ -21,7 +21,7 @@ impl Mounts {
     /// `None` (after saying why on stderr) where this process cannot mount: not root, or no
     /// /dev/fuse (a failure instead under `FAULTFS_TESTS_MUST_MOUNT`, which `tests/run.sh`
     /// sets for root; CI runs as root).
-    fn new(count: usize) -> Result<Option<Mounts>> {
+    pub fn new(count: usize) -> Result<Option<Mounts>> {
         if !laminar_faultfs::available_for_tests() {
             return Ok(None);
         }
@@ -53,12 +53,12 @@ impl Mounts {
         self.dirs.path().join(format!("mount-{node}"))
     }
 
-    fn log_dirs(&self) -> Vec<PathBuf> {
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
         (0..self.mounts.len()).map(|node| self.log_dir(node)).collect()
     }
 
     /// Mounts node `node`'s backing directory again, unless it is mounted.
-    fn mount(&mut self, node: usize) -> Result<()> {
+    pub fn mount(&mut self, node: usize) -> Result<()> {
         if self.mounts[node].is_none() {
             let mount = FaultFs::mount(&self.backing_dir(node), &self.log_dir(node))
                 .context("mounting laminar-faultfs")?;
@@ -68,7 +68,7 @@ impl Mounts {
     }
 
     /// The cut of node `node`'s disk; its broker must be dead.
-    fn cut(&mut self, node: usize, cut: Cut) -> Result<CutReport> {
+    pub fn cut(&mut self, node: usize, cut: Cut) -> Result<CutReport> {
         let mount = self.mounts[node].take().context("the power is already off")?;
         mount.cut_power(cut).context("the power cut (unmount)")
     }

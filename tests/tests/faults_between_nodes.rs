@@ -13,12 +13,15 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
+use laminar_tests::disks::Tmpfs;
 use laminar_tests::history::{check, FaultWindow, Verdict};
-use laminar_tests::nemesis::{ActiveFault, FaultKind, Nemesis};
+use laminar_tests::nemesis::{ActiveFault, FaultKind, Nemesis, NodeDisks};
 use laminar_tests::netns::Network;
+use laminar_tests::power_cut::Mounts;
 use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::create_topic_replicated;
 use laminar_tests::workload::{read_final_logs, Workload};
@@ -57,60 +60,124 @@ fn unavailability_bound(fault: &ActiveFault) -> Duration {
     }
 }
 
+/// The tests of this file share the machine's two cores: one cluster at a time.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 #[test]
-fn acknowledged_records_survive_partitions_pauses_and_crashes_and_service_resumes() -> Result<()> {
-    let verdict = run_schedule(SEED, &kinds()?, 1)?;
+fn acknowledged_records_survive_partitions_pauses_crashes_and_full_disks_and_service_resumes() -> Result<()> {
+    let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut kinds = FaultKind::NETWORK_AND_PROCESSES.to_vec();
+    kinds.push(FaultKind::FillFollowerDisk);
+    let verdict = run_schedule(SEED, &kinds_or(&kinds)?, 1, Disks::Tmpfs)?;
     eprintln!("{verdict}");
     Ok(())
 }
 
 #[test]
-#[ignore = "the long soak: LAMINAR_NEMESIS_MINUTES (default 60), LAMINAR_NEMESIS_SEED"]
+fn acknowledged_records_survive_power_cuts_of_a_leader() -> Result<()> {
+    let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !laminar_faultfs::available_for_tests() {
+        return Ok(());
+    }
+    let verdict = run_schedule(SEED, &kinds_or(&[FaultKind::PowerCutLeader])?, 2, Disks::FaultFs)?;
+    eprintln!("{verdict}");
+    Ok(())
+}
+
+#[test]
+#[ignore = "the long soak: LAMINAR_NEMESIS_MINUTES (default 60), LAMINAR_NEMESIS_SEED, LAMINAR_NEMESIS_KINDS"]
 fn long_run() -> Result<()> {
     let minutes: u64 = std::env::var("LAMINAR_NEMESIS_MINUTES").map_or(Ok(60), |m| m.parse())?;
     let seed: u64 = std::env::var("LAMINAR_NEMESIS_SEED").map_or(Ok(7), |s| s.parse())?;
-    let per_round = FAULT_HOLD + Duration::from_secs(10);
-    let rounds =
-        (Duration::from_secs(minutes * 60).as_secs() / per_round.as_secs() / FaultKind::ALL.len() as u64)
-            .max(1);
-    let verdict = run_schedule(seed, &kinds()?, rounds as usize)?;
+    let mut all = FaultKind::NETWORK_AND_PROCESSES.to_vec();
+    all.push(FaultKind::FillFollowerDisk);
+    let kinds = kinds_or(&all)?;
+    let per_fault = FAULT_HOLD + Duration::from_secs(10);
+    let rounds = (minutes * 60 / per_fault.as_secs() / kinds.len() as u64).max(1);
+    let verdict = run_schedule(seed, &kinds, rounds as usize, Disks::Tmpfs)?;
     eprintln!("{verdict}");
     Ok(())
 }
 
 /// The fault kinds to run: `LAMINAR_NEMESIS_KINDS` (comma-separated short names, such as
-/// `isolate-leader,bridge`), else all of them.
-fn kinds() -> Result<Vec<FaultKind>> {
+/// `isolate-leader,bridge`), else `default`.
+fn kinds_or(default: &[FaultKind]) -> Result<Vec<FaultKind>> {
     match std::env::var("LAMINAR_NEMESIS_KINDS") {
         Ok(names) => names.split(',').map(str::parse).collect(),
-        Err(_) => Ok(FaultKind::ALL.to_vec()),
+        Err(_) => Ok(default.to_vec()),
+    }
+}
+
+/// Where the nodes keep their log dirs.
+#[derive(Clone, Copy)]
+enum Disks {
+    /// A small tmpfs each, so that a follower's can be filled.
+    Tmpfs,
+    /// A fault-injecting mount each, so that a leader's power can be cut.
+    FaultFs,
+}
+
+/// Size of each node's tmpfs: far more than the run writes, and quickly filled.
+const TMPFS_SIZE: &str = "256m";
+
+fn node_disks(disks: Disks) -> Result<NodeDisks> {
+    match disks {
+        Disks::FaultFs => Mounts::new(NODES as usize)?
+            .map(NodeDisks::FaultFs)
+            .context("fault-injecting mounts need root and /dev/fuse"),
+        Disks::Tmpfs => {
+            let mounts: Result<Vec<Tmpfs>> =
+                (1..=NODES).map(|_| Tmpfs::mount_temporary(TMPFS_SIZE)).collect();
+            Ok(NodeDisks::Tmpfs(mounts?))
+        }
     }
 }
 
 /// Runs the workload through `rounds` of every kind in `kinds` (seeded order) and checks the
 /// history; fails on any anomaly or a recovery beyond the bound.
-fn run_schedule(seed: u64, kinds: &[FaultKind], rounds: usize) -> Result<Verdict> {
+fn run_schedule(seed: u64, kinds: &[FaultKind], rounds: usize, disks: Disks) -> Result<Verdict> {
+    let disks = node_disks(disks)?;
     let network = Network::create(NODES)?;
     network.enter_clients_host()?;
     let options = Cluster::node_options()
         .with_override("replica.lag.time.max.ms", &LAG_TIME_MAX_MS.to_string())
         .with_override("min.insync.replicas", "2");
-    let mut cluster = Cluster::start_in_network(&network, SESSION_TIMEOUT_MS, options)?;
+    let mut cluster = Cluster::start_in_network(&network, SESSION_TIMEOUT_MS, options, &disks.log_dirs())?;
     let (topic, group) = (unique_topic("faults"), unique_topic("faults-group"));
     let code = create_topic_replicated(&mut cluster.connect(1)?, &topic, (PARTITIONS, 3), &[])?;
     ensure!(code == 0, "creating {topic}: error {code}");
-    let mut nemesis = Nemesis::new(network, cluster, &topic, PARTITIONS, seed);
-    nemesis.wait_until_in_sync(REJOIN_TIMEOUT)?;
-    let bootstrap = nemesis.cluster.bootstrap();
-    let workload = Workload::start(&bootstrap, &topic, PARTITIONS, &group)?;
-    wait_for_acks_everywhere(&workload, Instant::now(), REJOIN_TIMEOUT)?;
+    let mut nemesis = Nemesis::new((network, cluster, disks), &topic, PARTITIONS, seed);
     let schedule = nemesis_schedule(seed, kinds, rounds);
-    let faults = inject_all(&mut nemesis, &workload, &schedule)?;
+    let run = exercise(&mut nemesis, &group, &schedule);
+    if run.is_err() {
+        for (index, node) in nemesis.cluster.nodes.iter().enumerate() {
+            // Kept whole beside the test's own output: a tail rarely holds the first error.
+            let kept = std::env::temp_dir().join(format!("laminar-faults-node-{}.stderr", index + 1));
+            let _ = fs::copy(node.stderr_path(), &kept);
+            eprintln!(
+                "--- node {} stderr (tail; all of it in {}):\n{}",
+                index + 1,
+                kept.display(),
+                node.stderr_tail()
+            );
+        }
+    }
+    run
+}
+
+/// Runs the workload through `schedule` and judges the history.
+fn exercise(nemesis: &mut Nemesis, group: &str, schedule: &[FaultKind]) -> Result<Verdict> {
+    let (topic, bootstrap) = (nemesis.topic.clone(), nemesis.cluster.bootstrap());
+    nemesis.wait_until_in_sync(REJOIN_TIMEOUT)?;
+    let workload = Workload::start(&bootstrap, &topic, PARTITIONS, group)?;
+    wait_for_acks_everywhere(&workload, Instant::now(), REJOIN_TIMEOUT)?;
+    let faults = inject_all(nemesis, &workload, schedule)?;
     let history = workload.stop()?;
+    let failures = &history.failures;
     ensure!(
-        history.failures.is_empty(),
+        failures.is_empty(),
         "the producer gave up on records: {:?}",
-        &history.failures[..history.failures.len().min(5)]
+        &failures[..failures.len().min(5)]
     );
     let logs = read_final_logs(&bootstrap, &topic, PARTITIONS, Duration::from_secs(60))?;
     let verdict = check(&history, &logs, &faults);

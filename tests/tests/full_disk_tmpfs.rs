@@ -3,65 +3,20 @@
 //! again, every acknowledged record intact. The log dir is a small tmpfs, so the test needs
 //! root (to mount it); without root it says so and skips.
 
-use std::fs::{self, File};
-use std::io::{ErrorKind, Write};
+use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use bytes::Bytes;
+use laminar_tests::disks::{fill, Tmpfs};
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::{Broker, BrokerOptions};
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
 const TOPIC: &str = "full";
-const TMPFS_SIZE: &str = "size=8m";
+const TMPFS_SIZE: &str = "8m";
 /// Larger than the tmpfs, so produce must find it full.
 const PRODUCE_ATTEMPTS: usize = 200;
-
-/// A tmpfs mounted on a directory for the test's lifetime (lazily unmounted on drop, so that a
-/// broker still holding files there cannot keep it mounted).
-struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(path: &Path) -> Result<Tmpfs> {
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", TMPFS_SIZE, "tmpfs"])
-            .arg(path)
-            .status()
-            .context("running mount")?;
-        ensure!(
-            status.success(),
-            "mount -t tmpfs on {} failed: {status}",
-            path.display()
-        );
-        Ok(Tmpfs {
-            path: path.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("--lazy").arg(&self.path).status();
-    }
-}
-
-/// Writes zeros to `path` until the filesystem is full.
-fn fill(path: &Path) -> Result<()> {
-    let mut filler = File::create(path)?;
-    let chunk = vec![0u8; 64 << 10];
-    loop {
-        match filler.write_all(&chunk) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::StorageFull => return Ok(()),
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
 
 fn value(i: usize) -> Vec<u8> {
     let mut bytes = format!("record-{i}-").into_bytes();
@@ -87,7 +42,7 @@ fn produce_on_a_full_log_dir_is_retriable_and_resumes_once_space_is_freed() -> R
         .with_override("laminar.cores", "1");
     let mut broker = Broker::start(options)?;
     broker.terminate()?;
-    let tmpfs = Tmpfs::mount(&broker.data_dir())?;
+    let tmpfs = Tmpfs::mount(&broker.data_dir(), TMPFS_SIZE)?;
     broker.restart()?;
     let pid = broker.pid();
     let mut conn = WireConnection::connect(broker.addr())?;

@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use laminar_controller::api::CreatableTopic;
 use laminar_controller::{BrokerEndpoint, ControllerConfig, ControllerHandle, ControllerNode, Refusal};
 
+/// Fields drop in order: the nodes stop before their directories go (a node still writing into
+/// a removed directory would stop its process, as a failed metadata disk does).
 pub struct Cluster {
-    pub dirs: Vec<tempfile::TempDir>,
-    pub configs: Vec<ControllerConfig>,
     pub nodes: Vec<Option<ControllerNode>>,
+    pub configs: Vec<ControllerConfig>,
+    pub dirs: Vec<tempfile::TempDir>,
 }
 
 fn free_port() -> u16 {

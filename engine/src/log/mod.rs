@@ -45,6 +45,19 @@ pub use retention::RetentionOutcome;
 pub use send::RecordBytes;
 
 use crate::io::{Storage, StorageFile};
+
+/// What the process does when a log fails (see [`set_failure_hook`]).
+pub type FailureHook = fn(&std::path::Path, &io::Error);
+
+static FAILURE_HOOK: std::sync::OnceLock<FailureHook> = std::sync::OnceLock::new();
+
+/// Sets, once per process, what happens when a log fails: the log itself only refuses every
+/// later operation, and knows nothing of what its owner should do about a disk that failed
+/// (a broker in a cluster stops, so that its replicas' leaderships move). Returns false if a
+/// hook was set already.
+pub fn set_failure_hook(hook: FailureHook) -> bool {
+    FAILURE_HOOK.set(hook).is_ok()
+}
 use batch::BatchIter;
 use bytes::Bytes;
 use laminar_model::{LeaderEpoch, Offset};
@@ -353,10 +366,15 @@ impl<S: Storage> Log<S> {
         }
     }
 
-    /// Records an operating error: from now on every operation fails.
+    /// Records an operating error: from now on every operation fails. The first one of this
+    /// log also goes to the process's [failure hook](set_failure_hook), if one was set.
     pub fn fail(&self, error: io::Error) -> LogError {
         tracing::error!(dir = %self.dir.display(), %error, "log failed");
+        let first = self.failure.borrow().is_none();
         self.failure.borrow_mut().get_or_insert_with(|| error.to_string());
+        if let (true, Some(hook)) = (first, FAILURE_HOOK.get()) {
+            hook(&self.dir, &error);
+        }
         LogError::Io(error)
     }
 
