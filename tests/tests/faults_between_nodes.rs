@@ -20,10 +20,10 @@ use anyhow::{ensure, Context, Result};
 use laminar_tests::disks::Tmpfs;
 use laminar_tests::history::{check, FaultWindow, Verdict};
 use laminar_tests::nemesis::{ActiveFault, FaultKind, Nemesis, NodeDisks};
-use laminar_tests::netns::Network;
+use laminar_tests::netns::{Host, Network};
 use laminar_tests::power_cut::Mounts;
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::create_topic_replicated;
+use laminar_tests::wire::{self, create_topic_replicated};
 use laminar_tests::workload::{read_final_logs, Workload};
 use laminar_tests::Cluster;
 
@@ -313,4 +313,132 @@ fn segment_bytes(dir: &Path) -> Result<Vec<u8>> {
         bytes.extend(fs::read(&segment).with_context(|| format!("reading {}", segment.display()))?);
     }
     Ok(bytes)
+}
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+/// A leader cut off from the other nodes (not from clients) acknowledges nothing; once its
+/// session lapses (at most `broker.session.timeout.ms` after its last answered heartbeat) it
+/// stops acting as leader: produce answers NOT_LEADER_OR_FOLLOWER and Metadata closes the
+/// connection, so clients go elsewhere; the majority elects another leader at a higher epoch,
+/// which acknowledges. Then the active controller alone in the minority: the majority elects
+/// another controller, and the cut-off one decides nothing (a CreateTopics through it fails).
+#[test]
+fn an_isolated_leader_and_a_minority_controller_stop_acting_and_the_majority_goes_on() -> Result<()> {
+    let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut network = Network::create(NODES)?;
+    network.enter_clients_host()?;
+    let options = Cluster::node_options().with_override("min.insync.replicas", "2");
+    let mut cluster = Cluster::start_in_network(&network, SESSION_TIMEOUT_MS, options, &[])?;
+    let topic = unique_topic("isolated");
+    ensure!(create_topic_replicated(&mut cluster.connect(1)?, &topic, (1, 3), &[])? == 0);
+    let before = in_sync_view(&mut cluster, &topic)?;
+    let leader = before.leader;
+    let others: Vec<Host> = (1..=NODES).filter(|id| *id != leader).map(Host::Node).collect();
+
+    network.split(&[Host::Node(leader)], &others)?;
+    let cut_at = Instant::now();
+    let mut zombie = cluster.connect(leader)?;
+    let answer = wire::produce(&mut zombie, &topic, 0, wire::record_batch(&[b"cut"], 1)?, -1)?;
+    ensure!(
+        answer.error_code != 0,
+        "an isolated leader acknowledged an acks=all record"
+    );
+    let session = Duration::from_millis(SESSION_TIMEOUT_MS);
+    std::thread::sleep(session.saturating_sub(cut_at.elapsed()) + Duration::from_secs(1));
+    let answer = wire::produce(&mut zombie, &topic, 0, wire::record_batch(&[b"late"], 2)?, -1)?;
+    ensure!(
+        answer.error_code == NOT_LEADER_OR_FOLLOWER,
+        "the isolated leader answered {}",
+        answer.error_code
+    );
+    ensure!(
+        wire::partition_view(&mut zombie, &topic, 0).is_err(),
+        "its Metadata answers still"
+    );
+
+    let successor = new_leader(&mut cluster, &topic, &before, ELECTION_TIMEOUT_MAX + session * 2)?;
+    let answer = wire::produce(
+        &mut cluster.connect(successor)?,
+        &topic,
+        0,
+        wire::record_batch(&[b"ok"], 3)?,
+        -1,
+    )?;
+    ensure!(
+        answer.error_code == 0,
+        "the new leader answered {}",
+        answer.error_code
+    );
+    network.heal()?;
+    in_sync_view(&mut cluster, &topic)?;
+
+    let controller = active_controller(&mut cluster, 1)?;
+    let others: Vec<Host> = (1..=NODES)
+        .filter(|id| *id != controller)
+        .map(Host::Node)
+        .collect();
+    network.split(&[Host::Node(controller)], &others)?;
+    let majority = (1..=NODES).find(|id| *id != controller).context("three nodes")?;
+    laminar_tests::wait_for(ELECTION_TIMEOUT_MAX * 3, "another active controller", || {
+        Ok(active_controller(&mut cluster, majority)? != controller)
+    })?;
+    let refused = create_topic_replicated(
+        &mut cluster.connect(controller)?,
+        &unique_topic("minority"),
+        (1, 3),
+        &[],
+    );
+    ensure!(
+        refused.is_err() || refused.as_ref().is_ok_and(|code| *code != 0),
+        "the minority decided: {refused:?}"
+    );
+    let code = create_topic_replicated(
+        &mut cluster.connect(majority)?,
+        &unique_topic("majority"),
+        (1, 2),
+        &[],
+    )?;
+    // Two replicas: the cut-off node may be fenced by now.
+    ensure!(code == 0, "the majority refused a topic: {code}");
+    network.heal()?;
+    in_sync_view(&mut cluster, &topic)?;
+    Ok(())
+}
+
+/// The partition's view once every replica is in sync again.
+fn in_sync_view(cluster: &mut Cluster, topic: &str) -> Result<wire::PartitionView> {
+    let mut view = None;
+    laminar_tests::wait_for(REJOIN_TIMEOUT, "every replica in sync", || {
+        let found = wire::partition_view(&mut cluster.connect(1)?, topic, 0)?;
+        let whole = found.leader > 0 && found.isr.len() == found.replicas.len();
+        view = Some(found);
+        Ok(whole)
+    })?;
+    view.context("a view")
+}
+
+/// The leader other nodes than the old one name, at a higher epoch, within `within`.
+fn new_leader(
+    cluster: &mut Cluster,
+    topic: &str,
+    before: &wire::PartitionView,
+    within: Duration,
+) -> Result<i32> {
+    let asked = (1..=NODES)
+        .find(|id| *id != before.leader)
+        .context("three nodes")?;
+    let mut leader = -1;
+    laminar_tests::wait_for(within, "a new leader", || {
+        let view = wire::partition_view(&mut cluster.connect(asked)?, topic, 0)?;
+        leader = view.leader;
+        Ok(view.leader > 0 && view.leader != before.leader && view.leader_epoch > before.leader_epoch)
+    })?;
+    Ok(leader)
+}
+
+/// The active controller as node `via` names it in Metadata.
+fn active_controller(cluster: &mut Cluster, via: i32) -> Result<i32> {
+    let request = kafka_protocol::messages::MetadataRequest::default().with_topics(Some(vec![]));
+    Ok(cluster.connect(via)?.request(&request, 9)?.controller_id.0)
 }
