@@ -332,78 +332,74 @@ fn an_isolated_leader_and_a_minority_controller_stop_acting_and_the_majority_goe
     let mut cluster = Cluster::start_in_network(&network, SESSION_TIMEOUT_MS, options, &[])?;
     let topic = unique_topic("isolated");
     ensure!(create_topic_replicated(&mut cluster.connect(1)?, &topic, (1, 3), &[])? == 0);
-    let before = in_sync_view(&mut cluster, &topic)?;
-    let leader = before.leader;
-    let others: Vec<Host> = (1..=NODES).filter(|id| *id != leader).map(Host::Node).collect();
+    isolated_leader_stops_leading(&mut network, &mut cluster, &topic)?;
+    network.heal()?;
+    in_sync_view(&mut cluster, &topic)?;
+    minority_controller_stops_deciding(&mut network, &mut cluster)?;
+    network.heal()?;
+    in_sync_view(&mut cluster, &topic)?;
+    Ok(())
+}
 
-    network.split(&[Host::Node(leader)], &others)?;
+fn isolated_leader_stops_leading(network: &mut Network, cluster: &mut Cluster, topic: &str) -> Result<()> {
+    let before = in_sync_view(cluster, topic)?;
+    network.split(&[Host::Node(before.leader)], &other_nodes(before.leader))?;
     let cut_at = Instant::now();
-    let mut zombie = cluster.connect(leader)?;
-    let answer = wire::produce(&mut zombie, &topic, 0, wire::record_batch(&[b"cut"], 1)?, -1)?;
+    let mut zombie = cluster.connect(before.leader)?;
+    let batch = |value: &[u8]| wire::record_batch(&[value], 1);
+    let answer = wire::produce(&mut zombie, topic, 0, batch(b"cut")?, -1)?;
     ensure!(
         answer.error_code != 0,
         "an isolated leader acknowledged an acks=all record"
     );
     let session = Duration::from_millis(SESSION_TIMEOUT_MS);
     std::thread::sleep(session.saturating_sub(cut_at.elapsed()) + Duration::from_secs(1));
-    let answer = wire::produce(&mut zombie, &topic, 0, wire::record_batch(&[b"late"], 2)?, -1)?;
+    let answer = wire::produce(&mut zombie, topic, 0, batch(b"late")?, -1)?;
     ensure!(
         answer.error_code == NOT_LEADER_OR_FOLLOWER,
         "the isolated leader answered {}",
         answer.error_code
     );
     ensure!(
-        wire::partition_view(&mut zombie, &topic, 0).is_err(),
+        wire::partition_view(&mut zombie, topic, 0).is_err(),
         "its Metadata answers still"
     );
-
-    let successor = new_leader(&mut cluster, &topic, &before, ELECTION_TIMEOUT_MAX + session * 2)?;
-    let answer = wire::produce(
-        &mut cluster.connect(successor)?,
-        &topic,
-        0,
-        wire::record_batch(&[b"ok"], 3)?,
-        -1,
-    )?;
+    let successor = new_leader(cluster, topic, &before, ELECTION_TIMEOUT_MAX + session * 2)?;
+    let answer = wire::produce(&mut cluster.connect(successor)?, topic, 0, batch(b"ok")?, -1)?;
     ensure!(
         answer.error_code == 0,
         "the new leader answered {}",
         answer.error_code
     );
-    network.heal()?;
-    in_sync_view(&mut cluster, &topic)?;
+    Ok(())
+}
 
-    let controller = active_controller(&mut cluster, 1)?;
-    let others: Vec<Host> = (1..=NODES)
-        .filter(|id| *id != controller)
-        .map(Host::Node)
-        .collect();
-    network.split(&[Host::Node(controller)], &others)?;
+fn minority_controller_stops_deciding(network: &mut Network, cluster: &mut Cluster) -> Result<()> {
+    let controller = active_controller(cluster, 1)?;
+    network.split(&[Host::Node(controller)], &other_nodes(controller))?;
     let majority = (1..=NODES).find(|id| *id != controller).context("three nodes")?;
     laminar_tests::wait_for(ELECTION_TIMEOUT_MAX * 3, "another active controller", || {
-        Ok(active_controller(&mut cluster, majority)? != controller)
+        Ok(active_controller(cluster, majority)? != controller)
     })?;
-    let refused = create_topic_replicated(
-        &mut cluster.connect(controller)?,
-        &unique_topic("minority"),
-        (1, 3),
-        &[],
-    );
+    let mut cut_off = cluster.connect(controller)?;
+    let refused = create_topic_replicated(&mut cut_off, &unique_topic("minority"), (1, 3), &[]);
     ensure!(
         refused.is_err() || refused.as_ref().is_ok_and(|code| *code != 0),
         "the minority decided: {refused:?}"
     );
+    // Two replicas: the cut-off node may be fenced by now.
     let code = create_topic_replicated(
         &mut cluster.connect(majority)?,
         &unique_topic("majority"),
         (1, 2),
         &[],
     )?;
-    // Two replicas: the cut-off node may be fenced by now.
     ensure!(code == 0, "the majority refused a topic: {code}");
-    network.heal()?;
-    in_sync_view(&mut cluster, &topic)?;
     Ok(())
+}
+
+fn other_nodes(node: i32) -> Vec<Host> {
+    (1..=NODES).filter(|id| *id != node).map(Host::Node).collect()
 }
 
 /// The partition's view once every replica is in sync again.
