@@ -181,7 +181,8 @@ pub async fn handle(
 
 /// A broker whose session lapsed may have been replaced as leader and coordinator: its answers
 /// to Metadata and FindCoordinator would send clients back to it, the one broker they are
-/// connected to. Closing instead makes them ask another (docs/ARCHITECTURE.md, "ISR").
+/// connected to. Closing instead makes them ask another (docs/ARCHITECTURE.md, "Faults between
+/// nodes"; decision 0032).
 fn refuse_discovery_without_session(ctx: &BrokerCtx, api_key: ApiKey) -> Result<(), RequestError> {
     let discovery = matches!(
         api_key,

@@ -25,7 +25,8 @@ pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 /// long, counted from their arrival, which is later than their sending: so by the time the
 /// lease lapses here the controller may have fenced this broker and given its leaderships to
 /// others. A leader without it answers clients NOT_LEADER_OR_FOLLOWER, so that they look for the
-/// new leader instead of waiting on one that cannot commit (docs/ARCHITECTURE.md, "ISR").
+/// new leader instead of waiting on one that cannot commit (docs/ARCHITECTURE.md, "Faults
+/// between nodes"; decision 0032).
 /// Shared by the heartbeat thread (which renews it) and every shard (which read it).
 pub struct SessionLease {
     base: Instant,
