@@ -38,6 +38,8 @@ pub struct Options {
     pub check_every: u64,
     /// The broker's process id, for its peak RSS (when it runs on this machine).
     pub broker_pid: Option<u32>,
+    /// The broker is a node of a cluster: the APIs only cluster mode serves get frames too.
+    pub cluster_mode: bool,
 }
 
 /// One frame to send, and where it came from.
@@ -58,7 +60,11 @@ pub fn run(options: &Options) -> Result<Report> {
         .next()
         .with_context(|| format!("{} resolves to nothing", options.broker))?;
     let started = Instant::now();
-    let mutator = Mutator::new(seeds::all()?);
+    let mut all = seeds::all()?;
+    if options.cluster_mode {
+        all.extend(seeds::cluster_mode()?);
+    }
+    let mutator = Mutator::new(all);
     let regressions = options
         .regressions
         .iter()

@@ -36,6 +36,9 @@ enum Command {
         /// The broker's process id (to report its peak RSS).
         #[arg(long)]
         broker_pid: Option<u32>,
+        /// The broker is a node of a cluster: also the APIs only cluster mode serves.
+        #[arg(long)]
+        cluster: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -114,6 +117,7 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
             broker,
             check_every,
             broker_pid,
+            cluster,
             common,
         } => {
             let options = live::Options {
@@ -125,6 +129,7 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
                 regressions: regression_files(&common.regressions),
                 check_every: check_every.max(1),
                 broker_pid,
+                cluster_mode: cluster,
             };
             Ok(("live", live::run(&options)?))
         }

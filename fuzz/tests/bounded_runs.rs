@@ -9,12 +9,14 @@ use std::time::Duration;
 use kafka_protocol::messages::ApiVersionsRequest;
 use laminar_fuzz::report::{regression_files, Outcome, Report};
 use laminar_fuzz::{inproc, live};
-use laminar_tests::wire::WireConnection;
-use laminar_tests::{Broker, BrokerOptions};
+use laminar_tests::wire::{create_topic_replicated, partition_view, produce, record_batch, WireConnection};
+use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
 
 /// Sized to keep both runs together under a minute of a debug build on two cores.
 const INPROC_FRAMES: u64 = 100_000;
 const LIVE_FRAMES: u64 = 20_000;
+/// Frames to one node of a three-node cluster.
+const CLUSTER_FRAMES: u64 = 10_000;
 const HANG: Duration = Duration::from_secs(5);
 
 fn regressions() -> Vec<PathBuf> {
@@ -77,6 +79,7 @@ fn a_live_broker_survives_frames_for_every_api_and_version_and_still_answers() {
         regressions: regressions(),
         check_every: 500,
         broker_pid: broker.pid(),
+        cluster_mode: false,
     };
     let report = live::run(&options).expect("the live run completes");
     println!("{}", report.table("live"));
@@ -91,4 +94,51 @@ fn a_live_broker_survives_frames_for_every_api_and_version_and_still_answers() {
         .request(&ApiVersionsRequest::default(), 3)
         .expect("ApiVersions answered after the run");
     assert_eq!(versions.error_code, 0);
+}
+
+/// A node of a three-node cluster gets frames for every API it serves, the cluster-only ones and
+/// followers' fetches among them; afterwards every node still runs and the cluster still
+/// replicates: an acks=all record on a new topic with three replicas is acknowledged.
+#[test]
+fn a_cluster_node_survives_frames_for_every_api_and_the_cluster_still_replicates() {
+    let options = Cluster::node_options().with_override("min.insync.replicas", "2");
+    let mut cluster = Cluster::start(3, 3000, options).expect("the cluster starts");
+    let out = tempfile::tempdir().unwrap();
+    let options = live::Options {
+        broker: cluster.node(1).addr().to_string(),
+        frames: CLUSTER_FRAMES,
+        seed: 3,
+        hang: HANG,
+        out: out.path().to_path_buf(),
+        regressions: regressions(),
+        check_every: 500,
+        broker_pid: cluster.node(1).pid(),
+        cluster_mode: true,
+    };
+    let report = live::run(&options).expect("the live run completes");
+    println!("{}", report.table("live, a cluster's node"));
+    if report.crashes + report.hangs > 0 {
+        eprintln!("node 1's stderr:\n{}", cluster.node(1).stderr_tail());
+    }
+    for id in 1..=3 {
+        let node = cluster.node(id);
+        assert!(
+            node.is_running(),
+            "node {id} died; stderr:\n{}",
+            node.stderr_tail()
+        );
+    }
+    assert_clean(&report, CLUSTER_FRAMES);
+    let topic = "after-the-frames";
+    let code = create_topic_replicated(&mut cluster.connect(2).unwrap(), topic, (1, 3), &[]).unwrap();
+    assert_eq!(code, 0, "CreateTopics after the run");
+    let mut acknowledged = None;
+    wait_for(Duration::from_secs(30), "an acks=all record acknowledged", || {
+        let leader = partition_view(&mut cluster.connect(2)?, topic, 0)?.leader;
+        let batch = record_batch(&[b"still replicating"], 1)?;
+        let answer = produce(&mut cluster.connect(leader)?, topic, 0, batch, -1)?;
+        acknowledged = Some(answer.error_code);
+        Ok(answer.error_code == 0)
+    })
+    .unwrap_or_else(|e| panic!("{e}: last answer {acknowledged:?}"));
 }

@@ -56,11 +56,16 @@ pub struct Element {
     pub span: Range<usize>,
 }
 
+/// The replica id of a follower's Fetch seed: broker 2 of a three-node cluster (a single node
+/// refuses it).
+const FOLLOWER_REPLICA_ID: i32 = 2;
+
 /// Variants built per (api, version).
 fn variants(api: ApiKey) -> usize {
     match api {
         ApiKey::Produce | ApiKey::JoinGroup => 3,
-        ApiKey::Metadata | ApiKey::InitProducerId => 2,
+        // Fetch: a consumer's, and a follower's (`FOLLOWER_REPLICA_ID`).
+        ApiKey::Metadata | ApiKey::InitProducerId | ApiKey::Fetch => 2,
         _ => 1,
     }
 }
@@ -172,7 +177,10 @@ fn encode_body(api: ApiKey, version: i16, variant: usize, marks: &Marks) -> Resu
 
 fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<RequestKind> {
     Ok(match api {
-        ApiKey::Fetch => RequestKind::Fetch(data::fetch(v, marks)),
+        ApiKey::Fetch => {
+            let replica_id = if variant == 1 { FOLLOWER_REPLICA_ID } else { -1 };
+            RequestKind::Fetch(data::fetch(v, marks).with_replica_id(BrokerId(replica_id)))
+        }
         ApiKey::ListOffsets => RequestKind::ListOffsets(data::list_offsets(v, marks)),
         ApiKey::Metadata => RequestKind::Metadata(data::metadata(v, variant)),
         ApiKey::SaslHandshake => {
