@@ -60,11 +60,7 @@ pub fn run(options: &Options) -> Result<Report> {
         .next()
         .with_context(|| format!("{} resolves to nothing", options.broker))?;
     let started = Instant::now();
-    let mut all = seeds::all()?;
-    if options.cluster_mode {
-        all.extend(seeds::cluster_mode()?);
-    }
-    let mutator = Mutator::new(all);
+    let mutator = Mutator::new(seeds_for(options)?);
     let regressions = options
         .regressions
         .iter()
@@ -127,6 +123,15 @@ pub fn run(options: &Options) -> Result<Report> {
         report.peak_rss_kib = crate::board::peak_rss_of(&pid.to_string());
     }
     Ok(report)
+}
+
+/// Every seed a single node's APIs give, and a cluster node's own when the target is one.
+fn seeds_for(options: &Options) -> Result<Vec<seeds::Seed>> {
+    let mut all = seeds::all()?;
+    if options.cluster_mode {
+        all.extend(seeds::cluster_mode()?);
+    }
+    Ok(all)
 }
 
 fn frame(mutator: &Mutator, seed: u64, regressions: &[Vec<u8>], index: u64) -> Sent {
