@@ -304,6 +304,15 @@ impl Broker {
         read_tail(&self.log_path(self.starts)).unwrap_or_else(|e| format!("<no stderr: {e}>"))
     }
 
+    /// How many lines containing `needle` every process of this broker (each start) wrote to
+    /// stderr so far.
+    pub fn stderr_lines_with(&self, needle: &str) -> usize {
+        (1..=self.starts)
+            .filter_map(|start| fs::read_to_string(self.log_path(start)).ok())
+            .map(|text| text.lines().filter(|line| line.contains(needle)).count())
+            .sum()
+    }
+
     /// How many bytes the current (or last) broker process wrote to stderr so far.
     pub fn stderr_bytes(&self) -> Result<u64> {
         Ok(std::fs::metadata(self.log_path(self.starts))?.len())

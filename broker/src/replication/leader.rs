@@ -47,6 +47,10 @@ pub struct LeaderState {
     followers: BTreeMap<NodeId, FollowerProgress>,
     /// The ISR asked of the controller and not yet answered: one change at a time.
     pub pending_isr: Option<Vec<NodeId>>,
+    /// After a refused or unanswered change, none is asked before this (or before newer
+    /// metadata for the partition): a follower fetches many times a second, and asking again at
+    /// each fetch floods the controller when its answer cannot change.
+    isr_change_not_before: UnixMillis,
     /// The log end when this epoch began: a follower rejoins the ISR only once it has it.
     epoch_start_offset: Offset,
     node_id: NodeId,
@@ -69,6 +73,7 @@ impl LeaderState {
             isr: state.isr.clone(),
             followers,
             pending_isr: None,
+            isr_change_not_before: UnixMillis::new(0),
             epoch_start_offset: log_end_offset,
             node_id,
         }
@@ -82,6 +87,10 @@ impl LeaderState {
             "a new epoch is a new leader state"
         );
         if state.partition_epoch >= self.partition_epoch {
+            if state.partition_epoch > self.partition_epoch {
+                // The truth changed: a change refused against the old state may pass now.
+                self.isr_change_not_before = UnixMillis::new(0);
+            }
             self.partition_epoch = state.partition_epoch;
             self.isr = state.isr.clone();
             if self.pending_isr.as_ref() == Some(&state.isr) {
@@ -166,19 +175,29 @@ impl LeaderState {
             .try_fold(leader_end, |low, end| end.map(|end| low.min(end)))
     }
 
+    /// The controller refused the change asked, or did not answer it: it is no longer pending,
+    /// and the next is asked no sooner than `backoff` from `now`, unless newer metadata for the
+    /// partition comes first.
+    pub fn isr_change_failed(&mut self, now: UnixMillis, backoff: Duration) {
+        self.pending_isr = None;
+        self.isr_change_not_before = now.after(backoff);
+    }
+
     /// The ISR to ask the controller for, if it should change: without the followers that did
     /// not catch up for `lag_time_max` (`replica.lag.time.max.ms`), with those that now have the
-    /// high watermark and this epoch's first offset and fetched within it (a follower that stopped
-    /// fetching keeps the log end of its last fetch: a stopped broker, which the controller
-    /// took out of the ISR when it fenced it, must not be proposed back, or every proposal is
-    /// refused with INELIGIBLE_REPLICA). `None` while a change is pending or nothing changes.
+    /// high watermark and this epoch's first offset, fetched within it and are `eligible`
+    /// (unfenced in the metadata, KIP-841: a fenced broker, which the controller took out of the
+    /// ISR when it fenced it, is refused with INELIGIBLE_REPLICA until its heartbeat unfences
+    /// it; a follower that stopped fetching keeps the log end of its last fetch). `None` while
+    /// a change is pending, after a refusal until its backoff passed, or when nothing changes.
     pub fn isr_change(
         &self,
         high_watermark: Offset,
         now: UnixMillis,
         lag_time_max: Duration,
+        eligible: impl Fn(NodeId) -> bool,
     ) -> Option<Vec<NodeId>> {
-        if self.pending_isr.is_some() {
+        if self.pending_isr.is_some() || now < self.isr_change_not_before {
             return None;
         }
         let mut isr: Vec<NodeId> = self
@@ -198,7 +217,7 @@ impl LeaderState {
                     .is_some_and(|end| end >= high_watermark && end >= self.epoch_start_offset);
             // Only followers out of the committed ISR rejoin: one being dropped for lagging
             // has the high watermark it holds back, and must not come straight back.
-            if caught_up && !self.isr.contains(id) && !isr.contains(id) {
+            if caught_up && eligible(*id) && !self.isr.contains(id) && !isr.contains(id) {
                 isr.push(*id);
             }
         }
@@ -249,6 +268,11 @@ mod tests {
 
     fn lag(ms: u64) -> Duration {
         Duration::from_millis(ms)
+    }
+
+    /// Every follower eligible (unfenced).
+    fn any(_: NodeId) -> bool {
+        true
     }
 
     fn node(id: i32) -> NodeId {
@@ -336,17 +360,17 @@ mod tests {
             leader.record_fetch(node(2), offset(t), offset(t), at(t));
         }
         assert_eq!(
-            leader.isr_change(offset(0), at(1000), lag(1000)),
+            leader.isr_change(offset(0), at(1000), lag(1000), any),
             None,
             "3 caught up at 100: not yet"
         );
         let shrunk = leader
-            .isr_change(offset(0), at(1101), lag(1000))
+            .isr_change(offset(0), at(1101), lag(1000), any)
             .expect("3 is out");
         assert_eq!(shrunk, nodes(&[1, 2]));
         leader.pending_isr = Some(shrunk.clone());
         assert_eq!(
-            leader.isr_change(offset(0), at(2000), lag(1000)),
+            leader.isr_change(offset(0), at(2000), lag(1000), any),
             None,
             "one change at a time"
         );
@@ -359,10 +383,10 @@ mod tests {
         );
         // 3 fetches again, behind the high watermark: not yet; at it: back in.
         leader.record_fetch(node(3), offset(500), offset(1000), at(1300));
-        assert_eq!(leader.isr_change(offset(1000), at(1300), lag(1000)), None);
+        assert_eq!(leader.isr_change(offset(1000), at(1300), lag(1000), any), None);
         leader.record_fetch(node(3), offset(1000), offset(1000), at(1400));
         assert_eq!(
-            leader.isr_change(offset(1000), at(1400), lag(1000)),
+            leader.isr_change(offset(1000), at(1400), lag(1000), any),
             Some(nodes(&[1, 2, 3]))
         );
     }
@@ -377,18 +401,18 @@ mod tests {
         leader.update(&state(&[1, 2, 3], &[1, 2], 1, 2), at(200));
         leader.record_fetch(node(2), offset(10), offset(10), at(1000));
         assert_eq!(
-            leader.isr_change(offset(10), at(1000), lag(1000)),
+            leader.isr_change(offset(10), at(1000), lag(1000), any),
             Some(nodes(&[1, 2, 3])),
             "fetched 900 ms ago"
         );
         assert_eq!(
-            leader.isr_change(offset(10), at(1101), lag(1000)),
+            leader.isr_change(offset(10), at(1101), lag(1000), any),
             None,
             "no fetch for the lag time"
         );
         leader.record_fetch(node(3), offset(10), offset(10), at(1200));
         assert_eq!(
-            leader.isr_change(offset(10), at(1200), lag(1000)),
+            leader.isr_change(offset(10), at(1200), lag(1000), any),
             Some(nodes(&[1, 2, 3])),
             "fetching again"
         );
@@ -404,13 +428,13 @@ mod tests {
             "the ISR is the leader alone"
         );
         assert_eq!(
-            leader.isr_change(offset(40), at(10), lag(1000)),
+            leader.isr_change(offset(40), at(10), lag(1000), any),
             None,
             "below the epoch start"
         );
         leader.record_fetch(node(2), offset(50), offset(50), at(20));
         assert_eq!(
-            leader.isr_change(offset(50), at(20), lag(1000)),
+            leader.isr_change(offset(50), at(20), lag(1000), any),
             Some(nodes(&[1, 2]))
         );
     }
@@ -419,12 +443,59 @@ mod tests {
     fn an_addition_counts_for_the_high_watermark_before_it_is_committed() {
         let mut leader = LeaderState::new(node(1), &state(&[1, 2], &[1], 3, 5), offset(0), at(0));
         leader.record_fetch(node(2), offset(10), offset(10), at(1));
-        leader.pending_isr = leader.isr_change(offset(10), at(1), lag(1000));
+        leader.pending_isr = leader.isr_change(offset(10), at(1), lag(1000), any);
         assert_eq!(leader.pending_isr, Some(nodes(&[1, 2])));
         assert_eq!(leader.high_watermark(offset(20)), Some(offset(10)));
         // A stale answer (older partition epoch) changes nothing.
         leader.update(&state(&[1, 2], &[1], 3, 4), at(2));
         assert_eq!(leader.isr, nodes(&[1]));
         assert!(leader.pending_isr.is_some());
+    }
+
+    #[test]
+    fn a_caught_up_follower_is_not_proposed_back_while_the_metadata_shows_it_fenced() {
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2], 2, 3), offset(10), at(0));
+        leader.record_fetch(node(2), offset(10), offset(10), at(100));
+        leader.record_fetch(node(3), offset(10), offset(10), at(100));
+        let fenced_3 = |id: NodeId| id != node(3);
+        assert_eq!(
+            leader.isr_change(offset(10), at(100), lag(1000), fenced_3),
+            None,
+            "3 has everything but is fenced: the controller would refuse it"
+        );
+        assert_eq!(
+            leader.isr_change(offset(10), at(100), lag(1000), any),
+            Some(nodes(&[1, 2, 3])),
+            "unfenced: back in"
+        );
+    }
+
+    #[test]
+    fn a_refused_change_is_not_asked_again_before_its_backoff_or_newer_metadata() {
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2], 2, 3), offset(10), at(0));
+        leader.record_fetch(node(2), offset(10), offset(10), at(100));
+        leader.record_fetch(node(3), offset(10), offset(10), at(100));
+        leader.pending_isr = leader.isr_change(offset(10), at(100), lag(1000), any);
+        assert_eq!(leader.pending_isr, Some(nodes(&[1, 2, 3])));
+        leader.isr_change_failed(at(110), lag(500));
+        assert_eq!(leader.pending_isr, None);
+        leader.record_fetch(node(3), offset(10), offset(10), at(200));
+        assert_eq!(
+            leader.isr_change(offset(10), at(200), lag(1000), any),
+            None,
+            "not at every fetch"
+        );
+        assert_eq!(
+            leader.isr_change(offset(10), at(610), lag(1000), any),
+            Some(nodes(&[1, 2, 3])),
+            "once the backoff passed"
+        );
+        leader.isr_change_failed(at(620), lag(500));
+        leader.update(&state(&[1, 2, 3], &[1, 2], 2, 4), at(630));
+        assert_eq!(
+            leader.isr_change(offset(10), at(630), lag(1000), any),
+            Some(nodes(&[1, 2, 3])),
+            "newer metadata: at once"
+        );
     }
 }

@@ -96,6 +96,8 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
         return;
     };
     let node_id = replication.node_id;
+    let unfenced = image.metadata.brokers.values().filter(|b| !b.fenced);
+    replication.set_unfenced(unfenced.map(|b| b.broker_id));
     let mut assigned: HashMap<TopicPartition, PartitionState> = HashMap::new();
     for topic in image.metadata.topics.values() {
         let name: std::sync::Arc<str> = topic.name.as_str().into();
@@ -191,7 +193,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
         };
         let image = link.image();
         let Some(topic) = image.metadata.topic_by_name(&change.tp.topic) else {
-            replication.isr_change_failed(&change.tp, change.leader_epoch);
+            replication.isr_change_failed(&change.tp, change.leader_epoch, UnixMillis::now());
             return;
         };
         let request = AlterPartitionRequest {
@@ -222,7 +224,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
             }
             Err(error) => {
                 tracing::info!(topic = &*change.tp.topic, partition = change.tp.partition, %error, "ISR change refused");
-                replication.isr_change_failed(&change.tp, change.leader_epoch);
+                replication.isr_change_failed(&change.tp, change.leader_epoch, UnixMillis::now());
             }
         }
     })

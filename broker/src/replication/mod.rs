@@ -38,6 +38,9 @@ use leader::{FetchRefusal, LeaderState};
 
 /// How often an acks=all waiter looks whether this broker still leads its partition.
 const LEADERSHIP_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long a leader waits after the controller refused (or did not answer) an ISR change
+/// before it asks for one again, unless newer metadata for the partition comes first.
+const ISR_CHANGE_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// One shard's replication state: the partitions it leads and follows, and its fetchers.
 /// Owned by one shard; not Send. Bounded by the shard's partitions (one entry each) and the
@@ -49,6 +52,8 @@ pub struct ShardReplication {
     followed: RefCell<HashMap<TopicPartition, FollowState>>,
     /// Source brokers with a fetcher serving this shard.
     fetchers: RefCell<std::collections::BTreeSet<NodeId>>,
+    /// The brokers the metadata shows unfenced: only they may be proposed into an ISR.
+    unfenced: RefCell<std::collections::BTreeSet<NodeId>>,
     /// The replicas' high watermarks, written to this shard's `replication-offset-checkpoint`.
     pub high_watermarks: ShardHighWatermarks,
     /// Notified when the followed partitions change: an idle fetcher waits on it.
@@ -78,6 +83,7 @@ impl ShardReplication {
             led: RefCell::default(),
             followed: RefCell::default(),
             fetchers: RefCell::default(),
+            unfenced: RefCell::default(),
             high_watermarks: ShardHighWatermarks::new(log_dir, shard),
             followed_changed: event_listener::Event::new(),
             session,
@@ -211,7 +217,9 @@ impl ShardReplication {
         let mut led = self.led.borrow_mut();
         let leader = led.get_mut(tp)?;
         let lag_time_max = Duration::from_millis(self.settings.lag_time_max_ms);
-        let new_isr = leader.isr_change(high_watermark, now, lag_time_max)?;
+        let unfenced = self.unfenced.borrow();
+        let eligible = |id: NodeId| unfenced.contains(&id);
+        let new_isr = leader.isr_change(high_watermark, now, lag_time_max, eligible)?;
         leader.pending_isr = Some(new_isr.clone());
         Some(IsrChange {
             tp: tp.clone(),
@@ -356,13 +364,18 @@ impl ShardReplication {
     }
 
     /// The controller refused or lost an ISR change: it is no longer pending (the metadata
-    /// brings the truth; the next check may ask again).
-    pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: LeaderEpoch) {
+    /// brings the truth; a check after the backoff may ask again).
+    pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: LeaderEpoch, now: UnixMillis) {
         if let Some(leader) = self.led.borrow_mut().get_mut(tp) {
             if leader.leader_epoch == leader_epoch {
-                leader.pending_isr = None;
+                leader.isr_change_failed(now, ISR_CHANGE_RETRY_BACKOFF);
             }
         }
+    }
+
+    /// Takes up which brokers the metadata shows unfenced.
+    pub fn set_unfenced(&self, brokers: impl IntoIterator<Item = NodeId>) {
+        *self.unfenced.borrow_mut() = brokers.into_iter().collect();
     }
 
     /// Each follower's log end offset on a partition this shard leads (for DescribeLogDirs and
