@@ -93,6 +93,13 @@ where
     S: AsyncWrite + Unpin,
     T: Serialize,
 {
+    stream.write_all(&encode_frame(message)?).await?;
+    stream.flush().await
+}
+
+/// One frame of the controllers' transport: the bincode body's length (u32, little-endian),
+/// then the body.
+pub fn encode_frame<T: Serialize>(message: &T) -> io::Result<Vec<u8>> {
     let body = bincode::serialize(message).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     if body.len() > FRAME_LEN_MAX {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "frame over the bound"));
@@ -100,8 +107,7 @@ where
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(&body);
-    stream.write_all(&frame).await?;
-    stream.flush().await
+    Ok(frame)
 }
 
 /// A client connection to one peer, opened on first use and again after any error.

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod board;
+pub mod controller_port;
 pub mod inproc;
 pub mod live;
 pub mod mutate;

@@ -1,4 +1,4 @@
-//! `laminar-fuzz inproc|live`: runs the fuzzing harness and prints frames per API, crashes,
+//! `laminar-fuzz inproc|live|controller-port`: runs the fuzzing harness and prints frames per API, crashes,
 //! hangs and peak RSS; exits 1 when anything crashed or hung.
 
 #![forbid(unsafe_code)]
@@ -42,6 +42,19 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Mutated frames of the controllers' transport to a node's CONTROLLER listener.
+    ControllerPort {
+        /// The node's controller address (host:port).
+        #[arg(long)]
+        addr: std::net::SocketAddr,
+        #[arg(long, default_value_t = 100_000)]
+        frames: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Neither an answer nor a close within this many ms is a hang.
+        #[arg(long, default_value_t = 5000)]
+        hang_ms: u64,
+    },
     /// Prints a saved frame (a *.hex file) decoded: its header and request.
     Show { file: PathBuf },
     /// The worker of `inproc` (started by it).
@@ -84,7 +97,17 @@ struct Common {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse().command) {
+    let command = Cli::parse().command;
+    if let Command::ControllerPort {
+        addr,
+        frames,
+        seed,
+        hang_ms,
+    } = command
+    {
+        return controller_port(addr, frames, seed, Duration::from_millis(hang_ms));
+    }
+    match run(command) {
         Ok((target, report)) => {
             print!("{}", report.table(target));
             if report.crashes + report.hangs > 0 {
@@ -95,6 +118,33 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("laminar-fuzz: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn controller_port(addr: std::net::SocketAddr, frames: u64, seed: u64, hang: Duration) -> ExitCode {
+    match laminar_fuzz::controller_port::run(addr, frames, seed, hang) {
+        Ok(report) => {
+            println!(
+                "controller port: {} frames in {:.1?}: {} answered, {} closed, {} hangs, lost: {:?}",
+                report.frames,
+                report.elapsed,
+                report.answered,
+                report.closed,
+                report.hangs.len(),
+                report.lost
+            );
+            for frame in &report.hangs {
+                println!("hang: {}", laminar_fuzz::report::hex(frame));
+            }
+            match report.hangs.is_empty() && report.lost.is_none() {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::FAILURE,
+            }
+        }
+        Err(error) => {
+            eprintln!("laminar-fuzz: {error:#}");
             ExitCode::from(2)
         }
     }
@@ -133,6 +183,7 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
             };
             Ok(("live", live::run(&options)?))
         }
+        Command::ControllerPort { .. } => unreachable!("main runs it before"),
         Command::Show { file } => {
             let frame = laminar_fuzz::report::read_frame(&file)?;
             println!("{} bytes: {}", frame.len(), laminar_fuzz::report::hex(&frame));

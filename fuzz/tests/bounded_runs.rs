@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiVersionsRequest;
 use laminar_fuzz::report::{regression_files, Outcome, Report};
-use laminar_fuzz::{inproc, live};
+use laminar_fuzz::{controller_port, inproc, live};
 use laminar_tests::wire::{create_topic_replicated, partition_view, produce, record_batch, WireConnection};
 use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
 
@@ -17,6 +17,8 @@ const INPROC_FRAMES: u64 = 100_000;
 const LIVE_FRAMES: u64 = 20_000;
 /// Frames to one node of a three-node cluster.
 const CLUSTER_FRAMES: u64 = 10_000;
+/// Frames to a controller port (a connection each).
+const CONTROLLER_FRAMES: u64 = 20_000;
 const HANG: Duration = Duration::from_secs(5);
 
 fn regressions() -> Vec<PathBuf> {
@@ -141,4 +143,48 @@ fn a_cluster_node_survives_frames_for_every_api_and_the_cluster_still_replicates
         Ok(answer.error_code == 0)
     })
     .unwrap_or_else(|e| panic!("{e}: last answer {acknowledged:?}"));
+}
+
+/// A controller port gets mutated frames of the controllers' transport (the requests brokers
+/// send their controller); every frame is answered or closed within the bound, the node keeps
+/// answering valid heartbeats, and afterwards the quorum still decides: a topic with three
+/// replicas is created.
+#[test]
+fn a_controller_port_survives_mutated_frames_and_the_quorum_still_decides() {
+    let mut cluster = Cluster::start(3, 3000, Cluster::node_options()).expect("the cluster starts");
+    let port = cluster.controller_ports[1];
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let report = controller_port::run(addr, CONTROLLER_FRAMES, 4, HANG).expect("the run completes");
+    println!("controller port: {report:?}");
+    assert_eq!(
+        report.lost,
+        None,
+        "node 2's controller; stderr:\n{}",
+        cluster.node(2).stderr_tail()
+    );
+    assert_eq!(
+        report.hangs,
+        Vec::<Vec<u8>>::new(),
+        "frames neither answered nor closed"
+    );
+    assert_eq!(report.frames, CONTROLLER_FRAMES);
+    assert!(
+        report.answered * 10 >= CONTROLLER_FRAMES,
+        "only {} answered",
+        report.answered
+    );
+    for id in 1..=3 {
+        assert!(
+            cluster.node(id).is_running(),
+            "node {id} died:\n{}",
+            cluster.node(id).stderr_tail()
+        );
+    }
+    let code = create_topic_replicated(
+        &mut cluster.connect(1).unwrap(),
+        "after-the-controller-frames",
+        (1, 3),
+        &[],
+    );
+    assert_eq!(code.unwrap(), 0, "CreateTopics after the run");
 }
