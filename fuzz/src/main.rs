@@ -47,13 +47,8 @@ enum Command {
         /// The node's controller address (host:port).
         #[arg(long)]
         addr: std::net::SocketAddr,
-        #[arg(long, default_value_t = 100_000)]
-        frames: u64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Neither an answer nor a close within this many ms is a hang.
-        #[arg(long, default_value_t = 5000)]
-        hang_ms: u64,
+        #[command(flatten)]
+        budget: Budget,
     },
     /// Prints a saved frame (a *.hex file) decoded: its header and request.
     Show { file: PathBuf },
@@ -77,8 +72,9 @@ enum Command {
     },
 }
 
+/// How many frames, from which seed, and what counts as a hang: every run's.
 #[derive(Args)]
-struct Common {
+struct Budget {
     /// Generated frames (regression frames are replayed first, in addition).
     #[arg(long, default_value_t = 100_000)]
     frames: u64,
@@ -88,6 +84,12 @@ struct Common {
     /// No answer within this many ms (plus what the request may wait) is a hang.
     #[arg(long, default_value_t = 5000)]
     hang_ms: u64,
+}
+
+#[derive(Args)]
+struct Common {
+    #[command(flatten)]
+    budget: Budget,
     /// Where each crashing or hanging frame is written, as hex.
     #[arg(long, default_value = "fuzz-findings")]
     out: PathBuf,
@@ -98,14 +100,8 @@ struct Common {
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
-    if let Command::ControllerPort {
-        addr,
-        frames,
-        seed,
-        hang_ms,
-    } = command
-    {
-        return controller_port(addr, frames, seed, Duration::from_millis(hang_ms));
+    if let Command::ControllerPort { addr, budget } = command {
+        return controller_port(addr, &budget);
     }
     match run(command) {
         Ok((target, report)) => {
@@ -123,8 +119,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn controller_port(addr: std::net::SocketAddr, frames: u64, seed: u64, hang: Duration) -> ExitCode {
-    match laminar_fuzz::controller_port::run(addr, frames, seed, hang) {
+fn controller_port(addr: std::net::SocketAddr, budget: &Budget) -> ExitCode {
+    let hang = Duration::from_millis(budget.hang_ms);
+    match laminar_fuzz::controller_port::run(addr, budget.frames, budget.seed, hang) {
         Ok(report) => {
             println!(
                 "controller port: {} frames in {:.1?}: {} answered, {} closed, {} hangs, lost: {:?}",
@@ -155,9 +152,9 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
         Command::Inproc(common) => {
             let options = inproc::Options {
                 exe: std::env::current_exe()?,
-                frames: common.frames,
-                seed: common.seed,
-                hang: Duration::from_millis(common.hang_ms),
+                frames: common.budget.frames,
+                seed: common.budget.seed,
+                hang: Duration::from_millis(common.budget.hang_ms),
                 out: common.out,
                 regressions: regression_files(&common.regressions),
             };
@@ -172,9 +169,9 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
         } => {
             let options = live::Options {
                 broker,
-                frames: common.frames,
-                seed: common.seed,
-                hang: Duration::from_millis(common.hang_ms),
+                frames: common.budget.frames,
+                seed: common.budget.seed,
+                hang: Duration::from_millis(common.budget.hang_ms),
                 out: common.out,
                 regressions: regression_files(&common.regressions),
                 check_every: check_every.max(1),
