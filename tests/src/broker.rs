@@ -304,12 +304,12 @@ impl Broker {
         read_tail(&self.log_path(self.starts)).unwrap_or_else(|e| format!("<no stderr: {e}>"))
     }
 
-    /// How many lines containing `needle` every process of this broker (each start) wrote to
-    /// stderr so far.
-    pub fn stderr_lines_with(&self, needle: &str) -> usize {
+    /// How many lines for which `matches` holds every process of this broker (each start)
+    /// wrote to stderr so far.
+    pub fn stderr_lines_where(&self, matches: impl Fn(&str) -> bool) -> usize {
         (1..=self.starts)
             .filter_map(|start| fs::read_to_string(self.log_path(start)).ok())
-            .map(|text| text.lines().filter(|line| line.contains(needle)).count())
+            .map(|text| text.lines().filter(|line| matches(line)).count())
             .sum()
     }
 

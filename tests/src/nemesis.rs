@@ -35,6 +35,10 @@ pub enum FaultKind {
     /// The power of a partition's leader cut: kill -9, and its disk (a fault-injecting mount)
     /// loses whatever no fsync covered; mounted again and restarted at the heal.
     PowerCutLeader,
+    /// Two at once: a partition's leader isolated and one of its followers killed, so that no
+    /// side holds a majority; nothing may be acknowledged or elected until the heal, which
+    /// restarts the follower.
+    IsolateLeaderKillFollower,
 }
 
 impl FaultKind {
@@ -52,7 +56,7 @@ impl std::str::FromStr for FaultKind {
     type Err = anyhow::Error;
 
     /// The short names `isolate-leader`, `isolate-controller`, `bridge`, `pause-leader`,
-    /// `kill-leader`, `fill-follower-disk`, `power-cut-leader`.
+    /// `kill-leader`, `fill-follower-disk`, `power-cut-leader`, `isolate-leader-kill-follower`.
     fn from_str(name: &str) -> Result<FaultKind> {
         Ok(match name {
             "isolate-leader" => FaultKind::IsolateLeader,
@@ -62,6 +66,7 @@ impl std::str::FromStr for FaultKind {
             "kill-leader" => FaultKind::KillLeader,
             "fill-follower-disk" => FaultKind::FillFollowerDisk,
             "power-cut-leader" => FaultKind::PowerCutLeader,
+            "isolate-leader-kill-follower" => FaultKind::IsolateLeaderKillFollower,
             other => anyhow::bail!("no fault kind {other:?}"),
         })
     }
@@ -77,6 +82,7 @@ impl fmt::Display for FaultKind {
             FaultKind::KillLeader => "leader killed",
             FaultKind::FillFollowerDisk => "follower's disk full",
             FaultKind::PowerCutLeader => "leader's power cut",
+            FaultKind::IsolateLeaderKillFollower => "leader isolated and a follower killed",
         })
     }
 }
@@ -86,7 +92,7 @@ impl fmt::Display for FaultKind {
 pub struct ActiveFault {
     pub kind: FaultKind,
     pub node: i32,
-    /// The other node of a bridge's cut.
+    /// The other node of a bridge's cut; the follower killed with an isolated leader.
     pub peer: Option<i32>,
     /// Whether the node was the active controller when the fault began: the quorum then
     /// elects another, which gives every broker a whole new session before fencing any.
@@ -97,8 +103,10 @@ pub struct ActiveFault {
 impl fmt::Display for ActiveFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} (node {}", self.kind, self.node)?;
-        if let Some(peer) = self.peer {
-            write!(f, ", cut from node {peer}")?;
+        match (self.kind, self.peer) {
+            (FaultKind::IsolateLeaderKillFollower, Some(peer)) => write!(f, ", node {peer} killed")?,
+            (_, Some(peer)) => write!(f, ", cut from node {peer}")?,
+            (_, None) => {}
         }
         if self.controller_lost {
             f.write_str(", the active controller")?;
@@ -254,7 +262,7 @@ impl Nemesis {
     pub fn inject(&mut self, kind: FaultKind) -> Result<ActiveFault> {
         let (node, peer) = match kind {
             FaultKind::IsolateController => (self.active_controller()?, None),
-            FaultKind::Bridge => {
+            FaultKind::Bridge | FaultKind::IsolateLeaderKillFollower => {
                 let leader = self.some_leader()?;
                 let others: Vec<i32> = self.network.node_ids().filter(|id| *id != leader).collect();
                 (leader, Some(others[self.rng.below(others.len() as u64) as usize]))
@@ -266,6 +274,16 @@ impl Nemesis {
         let controller_lost = takes_the_node && self.active_controller()? == node;
         let started = Instant::now();
         match kind {
+            FaultKind::IsolateLeaderKillFollower => {
+                let others: Vec<Host> = self
+                    .network
+                    .node_ids()
+                    .filter(|id| *id != node)
+                    .map(Host::Node)
+                    .collect();
+                self.network.split(&[Host::Node(node)], &others)?;
+                self.cluster.node(peer.context("a follower to kill")?).kill9()?;
+            }
             FaultKind::IsolateLeader | FaultKind::IsolateController => {
                 let others: Vec<Host> = self
                     .network
@@ -303,6 +321,11 @@ impl Nemesis {
         match fault.kind {
             FaultKind::PauseLeader => self.cluster.node(fault.node).resume()?,
             FaultKind::KillLeader => self.cluster.node(fault.node).restart()?,
+            FaultKind::IsolateLeaderKillFollower => {
+                self.cluster
+                    .node(fault.peer.context("the killed follower")?)
+                    .restart()?;
+            }
             FaultKind::FillFollowerDisk => {
                 std::fs::remove_file(self.filler(fault.node)?)?;
                 self.restart_if_stopped_on_a_failed_disk(fault.node)?;
