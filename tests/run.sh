@@ -14,6 +14,8 @@ export LAMINAR_TEST_GROUPS="${LAMINAR_TEST_GROUPS:-1}"
 # Root can mount the power-cut tests' FUSE file system: a failure to mount fails them there,
 # rather than skipping them (tests/faultfs).
 if [ "$(id -u)" = 0 ]; then export FAULTFS_TESTS_MUST_MOUNT="${FAULTFS_TESTS_MUST_MOUNT:-1}"; fi
+# Likewise root can make the fault tests' network namespaces (tests/src/netns.rs).
+if [ "$(id -u)" = 0 ]; then export LAMINAR_NETNS_TESTS_MUST_RUN="${LAMINAR_NETNS_TESTS_MUST_RUN:-1}"; fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -226,6 +226,23 @@ impl Drop for Network {
     }
 }
 
+/// Set (by `tests/run.sh`, for root) to make a test that cannot make its network fail instead
+/// of skipping.
+pub const MUST_RUN_ENV: &str = "LAMINAR_NETNS_TESTS_MUST_RUN";
+
+/// Whether a test network can be made here. When it cannot, says why on stderr and returns
+/// false, or fails with why under [`MUST_RUN_ENV`].
+pub fn available_for_tests() -> Result<bool> {
+    match check_prerequisites() {
+        Ok(()) => Ok(true),
+        Err(missing) if std::env::var_os(MUST_RUN_ENV).is_some() => Err(missing),
+        Err(missing) => {
+            eprintln!("SKIPPED: {missing:#} (set {MUST_RUN_ENV} to fail instead)");
+            Ok(false)
+        }
+    }
+}
+
 fn check_prerequisites() -> Result<()> {
     let mut missing = Vec::new();
     if !std::fs::read_to_string("/proc/self/status")

@@ -20,7 +20,7 @@ use anyhow::{ensure, Context, Result};
 use laminar_tests::disks::Tmpfs;
 use laminar_tests::history::{check, FaultWindow, Verdict};
 use laminar_tests::nemesis::{ActiveFault, FaultKind, Nemesis, NodeDisks};
-use laminar_tests::netns::{Host, Network};
+use laminar_tests::netns::{self, Host, Network};
 use laminar_tests::power_cut::Mounts;
 use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::{self, create_topic_replicated};
@@ -75,6 +75,9 @@ static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
 fn acknowledged_records_survive_partitions_pauses_crashes_full_disks_and_their_combination_and_service_resumes(
 ) -> Result<()> {
     let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !netns::available_for_tests()? {
+        return Ok(());
+    }
     let mut kinds = FaultKind::NETWORK_AND_PROCESSES.to_vec();
     kinds.extend([FaultKind::FillFollowerDisk, FaultKind::IsolateLeaderKillFollower]);
     let verdict = run_schedule(SEED, &kinds_or(&kinds)?, 1, Disks::Tmpfs)?;
@@ -85,6 +88,9 @@ fn acknowledged_records_survive_partitions_pauses_crashes_full_disks_and_their_c
 #[test]
 fn acknowledged_records_survive_power_cuts_of_a_leader() -> Result<()> {
     let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !netns::available_for_tests()? {
+        return Ok(());
+    }
     if !laminar_faultfs::available_for_tests() {
         return Ok(());
     }
@@ -353,6 +359,9 @@ const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 #[test]
 fn an_isolated_leader_and_a_minority_controller_stop_acting_and_the_majority_goes_on() -> Result<()> {
     let _alone = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    if !netns::available_for_tests()? {
+        return Ok(());
+    }
     let mut network = Network::create(NODES)?;
     network.enter_clients_host()?;
     let options = Cluster::node_options().with_override("min.insync.replicas", "2");
