@@ -184,3 +184,31 @@ pub fn controlled_shutdown(link: &ClusterLink) {
         "controlled shutdown done"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_runs_from_the_sending_of_the_last_answered_heartbeat() {
+        let timeout = Duration::from_millis(200);
+        let lease = SessionLease::new(timeout);
+        assert!(lease.is_held(), "held from the start, as if just renewed");
+        std::thread::sleep(timeout + Duration::from_millis(50));
+        assert!(!lease.is_held(), "lapsed without a heartbeat");
+        let sent_long_ago = Instant::now() - timeout * 2;
+        lease.renew(sent_long_ago);
+        assert!(
+            !lease.is_held(),
+            "an answer to a heartbeat sent a timeout ago renews nothing"
+        );
+        let sent = Instant::now();
+        lease.renew(sent);
+        assert!(lease.is_held());
+        lease.renew(sent_long_ago);
+        assert!(
+            lease.is_held(),
+            "a late answer to an older heartbeat never shortens it"
+        );
+    }
+}
