@@ -157,9 +157,9 @@ fn join_cluster(
 /// Exit status of a broker stopped by a failed log dir (EX_IOERR).
 const FAILED_LOG_EXIT_STATUS: i32 = 74;
 
-/// In a cluster, a log that failed (an I/O error it could not refuse and undo: a disk that
-/// filled up under a checkpoint, say) stops the broker, as Kafka halts a broker whose log dirs
-/// are all offline (a broker has one here). A replica that can no longer write would keep its
+/// In a cluster, a log that failed (an I/O error it could not refuse and undo) or found its
+/// disk full stops the broker, as Kafka halts a broker whose log dirs are all offline (a
+/// broker has one here). A replica that can no longer write would keep its
 /// leaderships and its session while it serves neither; stopped, it loses them within the
 /// session timeout, and its supervisor (the systemd unit's `Restart=on-failure`) starts it
 /// again: recovery checks what is on disk and replication brings the rest.

@@ -24,7 +24,7 @@ use laminar_tests::netns::{self, Host, Network};
 use laminar_tests::power_cut::Mounts;
 use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::{self, create_topic_replicated};
-use laminar_tests::workload::{read_final_logs, Workload};
+use laminar_tests::workload::{read_final_logs, Workload, PRODUCE_REQUEST_TIMEOUT};
 use laminar_tests::Cluster;
 
 /// The schedule CI runs: the seed fixes which partition's leader each fault picks, and the order.
@@ -35,7 +35,7 @@ const SESSION_TIMEOUT_MS: u64 = 6000;
 const LAG_TIME_MAX_MS: u64 = 4000;
 /// How long each fault lasts: longer than every bound (`unavailability_bound`), so a partition
 /// that only recovers at the heal shows as unavailable beyond it.
-const FAULT_HOLD: Duration = Duration::from_secs(26);
+const FAULT_HOLD: Duration = Duration::from_secs(31);
 /// After a fault begins, every partition with enough reachable in-sync replicas acknowledges
 /// again within the session timeout (the controller fences the lost node and elects a new
 /// leader) plus the lag time (the leader drops a follower it cannot reach) plus this much: a
@@ -61,11 +61,15 @@ fn unavailability_bound(fault: &ActiveFault) -> Duration {
         return Duration::MAX;
     }
     let session = Duration::from_millis(SESSION_TIMEOUT_MS);
-    let single = session + Duration::from_millis(LAG_TIME_MAX_MS) + RECOVERY_SLACK;
-    match fault.controller_lost {
-        true => single + ELECTION_TIMEOUT_MAX + session,
-        false => single,
+    let mut bound = session + Duration::from_millis(LAG_TIME_MAX_MS) + RECOVERY_SLACK;
+    if fault.kind == FaultKind::PauseLeader {
+        // The client may ask the frozen broker where the leader went, and wait for no answer.
+        bound += PRODUCE_REQUEST_TIMEOUT;
     }
+    if fault.controller_lost {
+        bound += ELECTION_TIMEOUT_MAX + session;
+    }
+    bound
 }
 
 /// The tests of this file share the machine's two cores: one cluster at a time.

@@ -51,10 +51,10 @@ pub type FailureHook = fn(&std::path::Path, &io::Error);
 
 static FAILURE_HOOK: std::sync::OnceLock<FailureHook> = std::sync::OnceLock::new();
 
-/// Sets, once per process, what happens when a log fails: the log itself only refuses every
-/// later operation, and knows nothing of what its owner should do about a disk that failed
-/// (a broker in a cluster stops, so that its replicas' leaderships move). Returns false if a
-/// hook was set already.
+/// Sets, once per process, what happens when a log fails, or first finds its disk full: the
+/// log itself only refuses (every later operation, or the writes until there is space), and
+/// knows nothing of what its owner should do about its disk (a broker in a cluster stops, so
+/// that its replicas' leaderships move). Returns false if a hook was set already.
 pub fn set_failure_hook(hook: FailureHook) -> bool {
     FAILURE_HOOK.set(hook).is_ok()
 }
@@ -391,6 +391,11 @@ impl<S: Storage> Log<S> {
         };
         if !self.exhausted.replace(true) {
             tracing::warn!(dir = %self.dir.display(), %error, "no {lacking} left: writes are refused until there is");
+            // A full disk is the owner's to judge too: a broker in a cluster stops, so that
+            // replicas with space lead instead (`set_failure_hook`).
+            if let (true, Some(hook)) = (crate::io::is_out_of_space(&error), FAILURE_HOOK.get()) {
+                hook(&self.dir, &error);
+            }
         }
         LogError::Exhausted(error)
     }
