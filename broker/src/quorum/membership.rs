@@ -20,11 +20,14 @@ const LOG_EVERY: Duration = Duration::from_secs(5);
 pub const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
 /// This broker's session with the controller quorum, as the broker itself can tell it: held
-/// until `broker.session.timeout.ms` after it sent the last heartbeat that was answered
-/// unfenced. The active controller fences a broker whose heartbeats stopped arriving for that
-/// long, counted from their arrival, which is later than their sending: so by the time the
-/// lease lapses here the controller may have fenced this broker and given its leaderships to
-/// others. A leader without it answers clients NOT_LEADER_OR_FOLLOWER, so that they look for the
+/// until `broker.session.timeout.ms` plus [`CONTROLLER_ELECTION_ALLOWANCE`] after it sent the
+/// last heartbeat that was answered unfenced. The active controller fences a broker whose
+/// heartbeats stopped arriving for the session timeout, counted from their arrival, which is
+/// later than their sending: so once the lease lapses here the controller may have fenced
+/// this broker and given its leaderships to others. The allowance keeps the brokers of a
+/// healthy majority leading while its controllers elect another (no heartbeat is answered
+/// meanwhile, and the new controller gives every broker a whole session before it fences any).
+/// A leader without the lease answers clients NOT_LEADER_OR_FOLLOWER, so that they look for the
 /// new leader instead of waiting on one that cannot commit (docs/ARCHITECTURE.md, "Faults
 /// between nodes"; decision 0032).
 /// Shared by the heartbeat thread (which renews it) and every shard (which read it).
@@ -36,12 +39,13 @@ pub struct SessionLease {
 }
 
 impl SessionLease {
-    /// A lease held for `timeout` from now, as if a heartbeat had just been answered.
-    pub fn new(timeout: Duration) -> SessionLease {
+    /// A lease of a session of `session_timeout`, held from now as if a heartbeat had just been
+    /// answered.
+    pub fn new(session_timeout: Duration) -> SessionLease {
         SessionLease {
             base: Instant::now(),
             renewed_at_ms: AtomicU64::new(0),
-            timeout,
+            timeout: session_timeout + CONTROLLER_ELECTION_ALLOWANCE,
         }
     }
 
@@ -51,12 +55,18 @@ impl SessionLease {
         self.renewed_at_ms.fetch_max(at_ms, Ordering::AcqRel);
     }
 
-    /// Whether the last renewal is less than the session timeout old.
+    /// Whether the last renewal is less than the session timeout and the allowance old.
     pub fn is_held(&self) -> bool {
         let renewed = Duration::from_millis(self.renewed_at_ms.load(Ordering::Acquire));
         self.base.elapsed() < renewed + self.timeout
     }
 }
+
+/// How long a controller election may take (openraft waits out its leader's lease, 2 s, and an
+/// election timeout, 1 to 2 s, and a candidate may lose a round): a broker whose heartbeats
+/// go unanswered for this long past its session is taken to be cut off, not waiting for a
+/// new controller.
+pub const CONTROLLER_ELECTION_ALLOWANCE: Duration = Duration::from_secs(5);
 
 /// The endpoints clients reach this broker at: its advertised listeners.
 fn endpoints(config: &BrokerConfig) -> Vec<BrokerEndpoint> {
@@ -191,8 +201,9 @@ mod tests {
 
     #[test]
     fn the_lease_runs_from_the_sending_of_the_last_answered_heartbeat() {
-        let timeout = Duration::from_millis(200);
-        let lease = SessionLease::new(timeout);
+        let session = Duration::from_millis(200);
+        let lease = SessionLease::new(session);
+        let timeout = session + CONTROLLER_ELECTION_ALLOWANCE;
         assert!(lease.is_held(), "held from the start, as if just renewed");
         std::thread::sleep(timeout + Duration::from_millis(50));
         assert!(!lease.is_held(), "lapsed without a heartbeat");
