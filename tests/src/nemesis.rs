@@ -275,24 +275,10 @@ impl Nemesis {
         let started = Instant::now();
         match kind {
             FaultKind::IsolateLeaderKillFollower => {
-                let others: Vec<Host> = self
-                    .network
-                    .node_ids()
-                    .filter(|id| *id != node)
-                    .map(Host::Node)
-                    .collect();
-                self.network.split(&[Host::Node(node)], &others)?;
+                self.isolate(node)?;
                 self.cluster.node(peer.context("a follower to kill")?).kill9()?;
             }
-            FaultKind::IsolateLeader | FaultKind::IsolateController => {
-                let others: Vec<Host> = self
-                    .network
-                    .node_ids()
-                    .filter(|id| *id != node)
-                    .map(Host::Node)
-                    .collect();
-                self.network.split(&[Host::Node(node)], &others)?;
-            }
+            FaultKind::IsolateLeader | FaultKind::IsolateController => self.isolate(node)?,
             FaultKind::Bridge => {
                 let peer = peer.context("a bridge has a peer")?;
                 self.network.cut(Host::Node(node), Host::Node(peer))?;
@@ -313,6 +299,17 @@ impl Nemesis {
             controller_lost,
             started,
         })
+    }
+
+    /// Cuts `node` off from every other node (not from the clients).
+    fn isolate(&mut self, node: i32) -> Result<()> {
+        let others: Vec<Host> = self
+            .network
+            .node_ids()
+            .filter(|id| *id != node)
+            .map(Host::Node)
+            .collect();
+        self.network.split(&[Host::Node(node)], &others)
     }
 
     /// Ends `fault`: the network heals, a paused node resumes, a killed node restarts.
