@@ -23,9 +23,11 @@ use laminar_engine::shard::ShardId;
 use laminar_engine::task_wakers::once_per_wake;
 use laminar_sys::sockets::{recv_into, Wait};
 
+use crate::authentication::Authentication;
 use crate::broker::BrokerCtx;
 use crate::connection_slots::ConnectionSlot;
 use crate::handlers::{self, Answer, AnswerOutput, ConnectionState, Outcome};
+use crate::kafka_listener::ListenerId;
 use crate::request_memory::{BudgetTimedOut, Lease};
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::frame::{FrameError, FrameReader, FrameStatus};
@@ -48,6 +50,8 @@ enum CloseReason {
     RequestMemory(#[from] BudgetTimedOut),
     #[error("shutting down")]
     Shutdown,
+    #[error("authentication failed")]
+    AuthenticationFailed,
     #[error("bad frame: {0}")]
     BadFrame(#[from] FrameError),
     #[error("bad request: {0}")]
@@ -58,25 +62,22 @@ enum CloseReason {
 
 /// Serves one client connection until it closes; `slot` is its share of descriptors, given
 /// back when it ends.
-pub async fn serve(ctx: Rc<BrokerCtx>, stream: TcpStream, slot: ConnectionSlot) {
+pub async fn serve(ctx: Rc<BrokerCtx>, stream: TcpStream, slot: ConnectionSlot, listener: ListenerId) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
-    serve_here(ctx, stream, slot, None).await;
-}
-
-/// Serves a connection on this shard, starting with what it `carried` from another, until it
-/// closes or moves on.
-async fn serve_here(
-    ctx: Rc<BrokerCtx>,
-    mut stream: TcpStream,
-    slot: ConnectionSlot,
-    carried: Option<Carried>,
-) {
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
+    let authentication = Authentication::for_listener(&ctx.state.shared.config, listener, peer);
+    serve_here(ctx, stream, slot, Carried::nothing(authentication)).await;
+}
+
+/// Serves a connection on this shard, starting with what it `carried` from another, until it
+/// closes or moves on.
+async fn serve_here(ctx: Rc<BrokerCtx>, mut stream: TcpStream, slot: ConnectionSlot, carried: Carried) {
+    let peer = carried.authentication.peer.clone();
     ctx.state
         .connections_active
         .set(ctx.state.connections_active.get() + 1);
@@ -96,6 +97,9 @@ async fn serve_here(
     };
     match reason {
         CloseReason::ClientClosed | CloseReason::Shutdown => tracing::debug!(peer, "connection closed"),
+        CloseReason::AuthenticationFailed => {
+            tracing::debug!(peer, "closing connection: authentication failed")
+        }
         reason => tracing::warn!(peer, %reason, "closing connection"),
     }
 }
@@ -105,8 +109,22 @@ async fn serve_here(
 /// frame in progress has waited for its bytes.
 struct Carried {
     received: Bytes,
-    lease: Lease,
+    /// `None` for a new connection: it starts with the connection's own allowance.
+    lease: Option<Lease>,
     frame_waited: Duration,
+    authentication: Authentication,
+}
+
+impl Carried {
+    /// What a new connection starts with: no bytes, and its listener's authentication.
+    fn nothing(authentication: Authentication) -> Carried {
+        Carried {
+            received: Bytes::new(),
+            lease: None,
+            frame_waited: Duration::ZERO,
+            authentication,
+        }
+    }
 }
 
 /// How serving a connection on this shard ended.
@@ -133,7 +151,7 @@ async fn move_to(
     let moved = ctx
         .submit_to(shard, move |there| async move {
             let stream = laminar_sys::glommio::tcp_stream(socket);
-            glommio::spawn_local(serve_here(there, stream, slot, Some(carried))).detach();
+            glommio::spawn_local(serve_here(there, stream, slot, carried)).detach();
         })
         .await;
     // A shard that is gone drops the socket and slot with the work: the connection closes.
@@ -158,19 +176,11 @@ struct Inbound {
 }
 
 impl Inbound {
-    fn new(ctx: &Rc<BrokerCtx>, carried: Option<Carried>) -> Inbound {
+    fn new(ctx: &Rc<BrokerCtx>, received: Bytes, lease: Option<Lease>, frame_waited: Duration) -> Inbound {
         let config = &ctx.state.shared.config;
         let mut reader = FrameReader::new(config.socket_request_max_bytes as usize);
-        let (lease, frame_waited) = match carried {
-            Some(carried) => {
-                reader.extend(&carried.received);
-                (carried.lease, carried.frame_waited)
-            }
-            None => (
-                Lease::new(ctx.state.shared.request_memory.clone()),
-                Duration::ZERO,
-            ),
-        };
+        reader.extend(&received);
+        let lease = lease.unwrap_or_else(|| Lease::new(ctx.state.shared.request_memory.clone()));
         Inbound {
             reader,
             lease,
@@ -182,11 +192,12 @@ impl Inbound {
     }
 
     /// Everything this connection holds of its requests, for the shard it moves to.
-    fn carry(mut self) -> Carried {
+    fn carry(mut self, authentication: Authentication) -> Carried {
         Carried {
             received: self.reader.take_buffered(),
-            lease: self.lease,
+            lease: Some(self.lease),
             frame_waited: self.frame_waited.get(),
+            authentication,
         }
     }
 
@@ -203,17 +214,19 @@ impl Inbound {
     }
 }
 
-async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Option<Carried>) -> Ended {
+async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Carried) -> Ended {
     let closed = Ended::Closed;
-    let mut inbound = Inbound::new(ctx, carried);
+    let mut inbound = Inbound::new(ctx, carried.received, carried.lease, carried.frame_waited);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
-    let connection = ConnectionState::new(ctx.id(), ctx.shard_count());
+    let connection = ConnectionState::new(ctx.id(), ctx.shard_count(), carried.authentication);
     loop {
         let moving = connection.placement.move_to();
         // Every whole request already received is handled before any answer is written, so
         // answers that are ready together leave together (`write_answers`). A connection about
         // to move handles none: they go with it.
-        while moving.is_none() && answers.len() < ANSWERS_IN_FLIGHT_MAX {
+        // A failed authentication's answer is the connection's last (KIP-152).
+        let failed = || connection.authentication.has_failed();
+        while moving.is_none() && !failed() && answers.len() < ANSWERS_IN_FLIGHT_MAX {
             match inbound.next_frame() {
                 // Boxed: the handlers' futures are large, and a connection's own future would
                 // otherwise carry room for them while it idles.
@@ -228,8 +241,13 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Op
         if let Err(reason) = write_answers(None, &mut answers, stream, ctx).await {
             return closed(reason);
         }
+        if failed() && answers.is_empty() {
+            return closed(CloseReason::AuthenticationFailed);
+        }
         let waited = match moving {
-            Some(shard) if answers.is_empty() => return Ended::Moving(shard, inbound.carry()),
+            Some(shard) if answers.is_empty() => {
+                return Ended::Moving(shard, inbound.carry(connection.authentication))
+            }
             // The loop above stopped at the bound on answers owed, and they are written: the
             // requests already received come next. Waiting for the client here would wait for
             // a request it may never send, since it waits for these answers.
@@ -241,7 +259,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Op
                 inbound.owes_answers = false;
                 read_more(ctx, stream, &mut inbound).await
             }
-            _ if moving.is_some() || answers.len() >= ANSWERS_IN_FLIGHT_MAX => {
+            _ if moving.is_some() || failed() || answers.len() >= ANSWERS_IN_FLIGHT_MAX => {
                 let oldest = answers.next().await;
                 write_answers(oldest, &mut answers, stream, ctx).await
             }

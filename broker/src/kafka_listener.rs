@@ -1,4 +1,4 @@
-//! The Kafka listener's socket: the address every shard binds, and how each binds it.
+//! The Kafka listeners' sockets: the addresses every shard binds, and how each binds them.
 //!
 //! Every shard binds the same address with SO_REUSEPORT, so the kernel spreads new connections
 //! over the shards (ARCHITECTURE.md, "A request's path", step 1). The socket also sets
@@ -11,7 +11,25 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, Listener};
+
+/// A client listener: its index in `listeners` (and in `listener_security`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerId(pub usize);
+
+/// The name of client listener `id` (as in `listeners`).
+pub fn name_of(config: &BrokerConfig, id: ListenerId) -> &str {
+    &config.listeners[id.0].name
+}
+
+/// The listener brokers reach each other on (`inter.broker.listener.name`): every broker of a
+/// cluster has it, so brokers are counted there.
+pub fn inter_broker_name(config: &BrokerConfig) -> &str {
+    config
+        .cluster
+        .as_ref()
+        .map_or("PLAINTEXT", |c| c.replication.inter_broker_listener_name.as_str())
+}
 
 /// How long start-up waits for a busy Kafka port to be released.
 const PORT_RELEASE_WAIT: Duration = Duration::from_secs(30);
@@ -19,12 +37,14 @@ const PORT_RELEASE_WAIT: Duration = Duration::from_secs(30);
 /// `net.core.somaxconn`).
 const ACCEPT_BACKLOG: i32 = 1024;
 
-/// The first listener's address. Port 0 picks a free port once, so every shard binds the same.
-pub fn resolve_addr(config: &BrokerConfig) -> anyhow::Result<SocketAddr> {
-    let listener = config
-        .listeners
-        .first()
-        .ok_or_else(|| anyhow::anyhow!("listeners is empty"))?;
+/// Every client listener's address, in the order of `listeners`. Port 0 picks a free port
+/// once, so every shard binds the same.
+pub fn resolve_addrs(config: &BrokerConfig) -> anyhow::Result<Vec<SocketAddr>> {
+    anyhow::ensure!(!config.listeners.is_empty(), "listeners is empty");
+    config.listeners.iter().map(resolve_addr).collect()
+}
+
+fn resolve_addr(listener: &Listener) -> anyhow::Result<SocketAddr> {
     let mut addr = (listener.host.as_str(), listener.port)
         .to_socket_addrs()
         .map_err(|e| anyhow::anyhow!("listeners: cannot resolve {}: {e}", listener.host))?

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin_http;
+pub mod authentication;
 pub mod broker;
 pub mod clock;
 pub mod config;

@@ -2,7 +2,7 @@
 //! sequence: stop accepting, let in-flight requests finish, flush and close every partition.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +23,11 @@ use crate::config::BrokerConfig;
 use crate::connection;
 use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
 use crate::fetch_sessions::FetchSessions;
-use crate::kafka_listener;
+use crate::kafka_listener::{self, ListenerId};
 use crate::log_dir_lock::LogDirLock;
 use crate::open_files;
 use crate::request_memory::RequestMemory;
+use laminar_security::credentials::ScramCredentialStore;
 
 /// How long shutdown waits for connections to finish their current request.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,7 +35,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A broker that has started: its shards run until [`ShutdownSignal::trigger`].
 pub struct RunningBroker {
     pub shared: Arc<BrokerShared>,
+    /// The first client listener's address.
     pub listen_addr: SocketAddr,
+    /// Every client listener's address, in the order of `listeners`.
+    pub listen_addrs: Vec<SocketAddr>,
     runtime: ShardRuntime<BrokerShard>,
 }
 
@@ -66,7 +70,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
     let (cluster, offsets_partitions) = cluster_and_offsets(&metadata, &config, &log_dir)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
-    let listen_addr = kafka_listener::resolve_addr(&config)?;
+    let listen_addrs = kafka_listener::resolve_addrs(&config)?;
     let (cluster_id, cluster_start) = cluster_identity(&log_dir, &config, cluster.as_deref())?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
@@ -89,28 +93,25 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         storage_descriptors: descriptors.clone(),
         start_gate: ShutdownSignal::default(),
         cluster: cluster.clone(),
+        scram_credentials: open_scram_credentials(&log_dir)?,
     });
     if let Some(link) = cluster {
         follow_the_quorum(&shared, link, cluster_start)?;
     }
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<ShardReady>();
     let init_shared = shared.clone();
-    let init_descriptors = descriptors.clone();
-    let init_reservations = reservations.clone();
+    let budgets = ShardBudgets {
+        descriptors: descriptors.clone(),
+        reservations: reservations.clone(),
+    };
     let runtime = ShardRuntime::start(
         ShardRuntimeConfig {
             shard_count,
             pin: true,
             spin_before_park: None,
         },
-        move |id| {
-            let budgets = ShardBudgets {
-                descriptors: init_descriptors.clone(),
-                reservations: init_reservations.clone(),
-            };
-            shard_state(&init_shared, &budgets, ((id, shard_count), offsets_partitions))
-        },
-        move |ctx| shard_main(ctx, listen_addr, ready_tx.clone()),
+        move |id| shard_state(&init_shared, &budgets, ((id, shard_count), offsets_partitions)),
+        shard_main_on(listen_addrs.clone(), ready_tx),
     )?;
     if let Err(e) = wait_for_shards(&ready_rx, shard_count) {
         shared.shutdown.trigger();
@@ -127,9 +128,25 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
-        listen_addr,
+        listen_addr: listen_addrs[0],
+        listen_addrs,
         runtime,
     })
+}
+
+/// The SCRAM users of the first log dir.
+fn open_scram_credentials(log_dir: &Path) -> anyhow::Result<std::sync::RwLock<ScramCredentialStore>> {
+    let store =
+        ScramCredentialStore::open(log_dir).map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;
+    Ok(std::sync::RwLock::new(store))
+}
+
+/// Each shard's main task, listening on `addrs`.
+fn shard_main_on(
+    addrs: Vec<SocketAddr>,
+    ready: std::sync::mpsc::Sender<ShardReady>,
+) -> impl Fn(Rc<BrokerCtx>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> + Send + Clone {
+    move |ctx| Box::pin(shard_main(ctx, addrs.clone(), ready.clone()))
 }
 
 /// Starts this node's controller voter, registers the broker (retrying until the quorum has a
@@ -363,7 +380,7 @@ fn shard_storage(write_behind: WriteBehind) -> GlommioStorage {
     })
 }
 
-async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc::Sender<ShardReady>) {
+async fn shard_main(ctx: Rc<BrokerCtx>, addrs: Vec<SocketAddr>, ready: std::sync::mpsc::Sender<ShardReady>) {
     let started = std::time::Instant::now();
     ctx.state
         .partitions
@@ -372,10 +389,10 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     // each partition written since its last clean close is recovered when it is first used.
     // The group coordinator's partitions are replayed now.
     crate::group::load(&ctx).await;
-    let listener = match kafka_listener::bind(addr) {
-        Ok(listener) => listener,
+    let listeners = match bind_listeners(&addrs) {
+        Ok(listeners) => listeners,
         Err(e) => {
-            let _ = ready.send(Err(format!("listeners: cannot listen on {addr}: {e}")));
+            let _ = ready.send(Err(e));
             return;
         }
     };
@@ -403,14 +420,28 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addr: SocketAddr, ready: std::sync::mpsc
     };
     let tasks = ShardTasks::spawn(&ctx);
     if serving {
-        accept_until_shutdown(&ctx, &listener).await;
+        let accepting = listeners
+            .iter()
+            .enumerate()
+            .map(|(index, listener)| accept_until_shutdown(&ctx, listener, ListenerId(index)));
+        futures::future::join_all(accepting).await;
     }
-    drop(listener);
+    drop(listeners);
     drain_connections(&ctx).await;
     tasks.stop().await;
     for (tp, error) in ctx.state.partitions.close_all().await {
         tracing::error!(topic = &*tp.topic, partition = tp.partition, %error, "partition did not close cleanly");
     }
+}
+
+/// This shard's socket on each client listener's address.
+fn bind_listeners(addrs: &[SocketAddr]) -> Result<Vec<TcpListener>, String> {
+    addrs
+        .iter()
+        .map(|addr| {
+            kafka_listener::bind(*addr).map_err(|e| format!("listeners: cannot listen on {addr}: {e}"))
+        })
+        .collect()
 }
 
 /// A shard's background tasks, stopped (dropped) once its connections are drained.
@@ -456,7 +487,7 @@ impl ShardTasks {
     }
 }
 
-async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
+async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener, id: ListenerId) {
     let shutdown = ctx.state.shared.shutdown.clone();
     loop {
         let accepted = {
@@ -469,8 +500,8 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
         };
         match accepted {
             Ok(stream) => {
-                if let Some(stream) = admit(ctx, stream) {
-                    let waited = std::pin::pin!(admit_after_room(ctx, stream));
+                if let Some(stream) = admit(ctx, stream, id) {
+                    let waited = std::pin::pin!(admit_after_room(ctx, stream, id));
                     let stop = std::pin::pin!(shutdown.wait());
                     if let Either::Right(_) = select(waited, stop).await {
                         return;
@@ -492,11 +523,15 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener) {
 /// next connections stay in the listen queue instead of being closed (a burst of connects
 /// against a storage holding its whole share, as Kafka's acceptor waits for a slot). Those
 /// past `max.connections` are closed at once.
-fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) -> Option<glommio::net::TcpStream> {
+fn admit(
+    ctx: &Rc<BrokerCtx>,
+    stream: glommio::net::TcpStream,
+    id: ListenerId,
+) -> Option<glommio::net::TcpStream> {
     let slots = &ctx.state.shared.connection_slots;
     let waiting = match slots.take() {
         Ok(slot) => {
-            glommio::spawn_local(connection::serve(ctx.clone(), stream, slot)).detach();
+            glommio::spawn_local(connection::serve(ctx.clone(), stream, slot, id)).detach();
             return None;
         }
         Err(NoSlot::NoRoomYet) => match slots.start_waiting() {
@@ -512,7 +547,7 @@ fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) -> Option<glommio
     glommio::spawn_local(async move {
         let taken = wait_for_room(&ctx).await;
         drop(waiting);
-        serve_or_refuse(ctx, stream, taken).await;
+        serve_or_refuse(ctx, stream, taken, id).await;
     })
     .detach();
     None
@@ -520,19 +555,20 @@ fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) -> Option<glommio
 
 /// The accept loop's own wait for room, for the stream `admit` handed back: at most one per
 /// shard beyond the waiters `ConnectionSlots` counts, each a descriptor of the kept reserve.
-async fn admit_after_room(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream) {
+async fn admit_after_room(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream, id: ListenerId) {
     let taken = wait_for_room(ctx).await;
     let ctx = ctx.clone();
-    glommio::spawn_local(serve_or_refuse(ctx, stream, taken)).detach();
+    glommio::spawn_local(serve_or_refuse(ctx, stream, taken, id)).detach();
 }
 
 async fn serve_or_refuse(
     ctx: Rc<BrokerCtx>,
     stream: glommio::net::TcpStream,
     taken: Result<ConnectionSlot, NoSlot>,
+    id: ListenerId,
 ) {
     match taken {
-        Ok(slot) => connection::serve(ctx, stream, slot).await,
+        Ok(slot) => connection::serve(ctx, stream, slot, id).await,
         Err(why) => ctx.state.shared.connection_slots.refused(why),
     }
 }

@@ -299,10 +299,21 @@ fn broker_config(dir: &Path) -> Result<BrokerConfig> {
     Ok(loaded.config)
 }
 
+/// A new connection's state, as if accepted on the first listener.
+fn new_connection(ctx: &Rc<BrokerCtx>) -> ConnectionState {
+    let listener = laminar_broker::kafka_listener::ListenerId(0);
+    let authentication = laminar_broker::authentication::Authentication::for_listener(
+        &ctx.state.shared.config,
+        listener,
+        "fuzz".into(),
+    );
+    ConnectionState::new(ctx.id(), ctx.shard_count(), authentication)
+}
+
 /// Creates the seeds' topics and puts records in every partition, so that fetches, offsets
 /// and deletions find data.
 async fn prepare(ctx: &Rc<BrokerCtx>) -> Result<()> {
-    let order = ConnectionState::new(ctx.id(), ctx.shard_count());
+    let order = new_connection(ctx);
     for frame in seeds::preparation()? {
         let handled = handlers::handle(ctx, &order, Bytes::from(frame)).await;
         match handled {
@@ -327,7 +338,7 @@ struct Fuzzer {
 
 impl Fuzzer {
     async fn run(mut self) -> Result<()> {
-        let mut order = Rc::new(ConnectionState::new(self.ctx.id(), self.ctx.shard_count()));
+        let mut order = Rc::new(new_connection(&self.ctx));
         let regressions = self.regressions.len() as u64;
         for index in self.args.from..regressions + self.args.frames {
             let (frame, slot, how) = self.frame(index);
@@ -340,13 +351,11 @@ impl Fuzzer {
             match outcome {
                 // A refused request closes its connection, and a stuck one is left behind
                 // with it: later frames come as from a new connection.
-                Some(Outcome::Closed) | Some(Outcome::Parked) => {
-                    order = Rc::new(ConnectionState::new(self.ctx.id(), self.ctx.shard_count()))
-                }
+                Some(Outcome::Closed) | Some(Outcome::Parked) => order = Rc::new(new_connection(&self.ctx)),
                 Some(_) => {}
                 None => {
                     self.report_hang(index, slot, &how, &frame)?;
-                    order = Rc::new(ConnectionState::new(self.ctx.id(), self.ctx.shard_count()));
+                    order = Rc::new(new_connection(&self.ctx));
                 }
             }
             if index % 1024 == 0 {

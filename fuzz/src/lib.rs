@@ -3,6 +3,8 @@
 //! live broker over TCP. Figures: frames per API, crashes, hangs, peak RSS.
 
 #![forbid(unsafe_code)]
+// The broker's request future, awaited whole on a shard here, nests deeper than the default.
+#![recursion_limit = "256"]
 
 pub mod board;
 pub mod controller_port;

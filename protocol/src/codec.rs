@@ -56,6 +56,11 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     // v5 adds two-phase commit (KIP-939), which needs transactions.
     api(ApiKey::InitProducerId, 0, 4),
+    // SASL (KIP-152: v0 carries the tokens; v1 adds session_lifetime_ms for KIP-368; v2 is
+    // flexible) and the SCRAM users' admin API (KIP-554).
+    api(ApiKey::SaslAuthenticate, 0, 2),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// APIs served only in cluster mode (`process.roles` set), advertised there only: a single

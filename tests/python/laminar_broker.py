@@ -84,16 +84,25 @@ def _overrides_args(overrides):
 class BrokerProcess(_Harness):
     """One broker, its data directory kept across kill9()/restart()."""
 
-    def __init__(self, overrides=None, cores=2, cluster=None):
+    def __init__(self, overrides=None, cores=2, cluster=None, listeners=()):
         """`cluster=N`: N brokers in combined mode forming one quorum; `bootstrap` then lists
-        them all, and only stop() applies (`ClusterProcess` drives the nodes one by one)."""
+        them all, and only stop() applies (`ClusterProcess` drives the nodes one by one).
+        `listeners`: names of listeners besides the PLAINTEXT one `bootstrap` names (such as
+        SASL_PLAINTEXT), each on a port of its own; `self.listeners` maps each to host:port."""
         args = ["--cores", str(cores), *_overrides_args(overrides)]
+        for name in listeners:
+            args += ["--listener", name]
         if cluster:
             args += ["--cluster", str(cluster)]
         super().__init__(args)
         self.bootstrap = None
         self.data_dir = None
         self._expect_ready(self._read_line())
+        self.listeners = {}
+        if listeners:
+            for item in self._command("listeners").split(" ")[1:]:
+                name, addr = item.split("=", 1)
+                self.listeners[name] = addr
 
     def _expect_ready(self, line: str):
         if not line.startswith("ready "):

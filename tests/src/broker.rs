@@ -50,6 +50,10 @@ pub struct BrokerOptions {
     pub host: IpAddr,
     /// The network namespace the process runs in (`ip netns exec`), for a test network's node.
     pub network_namespace: Option<String>,
+    /// Listeners besides the harness's PLAINTEXT one, by name (`SASL_PLAINTEXT`, or a name
+    /// that `listener.security.protocol.map` in `overrides` maps), each on a port of its own
+    /// ([`Broker::listener_addr`]).
+    pub extra_listeners: Vec<String>,
 }
 
 impl Default for BrokerOptions {
@@ -65,6 +69,7 @@ impl Default for BrokerOptions {
             log_dir: None,
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             network_namespace: None,
+            extra_listeners: Vec::new(),
         }
     }
 }
@@ -112,6 +117,8 @@ pub struct Broker {
     binary: PathBuf,
     port: u16,
     http_port: u16,
+    /// The port of each of `options.extra_listeners`, in order.
+    extra_ports: Vec<u16>,
     root: TempDir,
     child: Option<Child>,
     starts: u32,
@@ -130,11 +137,13 @@ impl Broker {
             .context("creating the broker's temporary directory")?;
         fs::create_dir(root.path().join("data")).context("creating the data directory")?;
         let [port, http_port] = free_loopback_ports()?;
+        let extra_ports = loopback_ports(options.extra_listeners.len())?;
         let mut broker = Broker {
             options,
             binary,
             port,
             http_port,
+            extra_ports,
             root,
             child: None,
             starts: 0,
@@ -146,6 +155,7 @@ impl Broker {
             match broker.spawn_and_wait() {
                 Err(_) if broker.stderr_tail().contains("Address already in use") => {
                     [broker.port, broker.http_port] = free_loopback_ports()?;
+                    broker.extra_ports = loopback_ports(broker.extra_ports.len())?;
                 }
                 started => return started.map(|()| broker),
             }
@@ -169,6 +179,21 @@ impl Broker {
         SocketAddr::new(self.options.host, self.port)
     }
 
+    /// The address of listener `name` of [`BrokerOptions::extra_listeners`].
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        let index = self.options.extra_listeners.iter().position(|n| n == name)?;
+        Some(SocketAddr::new(self.options.host, self.extra_ports[index]))
+    }
+
+    /// Every listener's `NAME://host:port`, the harness's PLAINTEXT one first.
+    fn listeners(&self) -> String {
+        let mut listeners = vec![format!("PLAINTEXT://{}", self.addr())];
+        for (name, port) in self.options.extra_listeners.iter().zip(&self.extra_ports) {
+            listeners.push(format!("{name}://{}", SocketAddr::new(self.options.host, *port)));
+        }
+        listeners.join(",")
+    }
+
     /// The admin HTTP address (`laminar.http.listen`): `/metrics`, `/v1/status`.
     pub fn http_addr(&self) -> SocketAddr {
         SocketAddr::new(self.options.host, self.http_port)
@@ -180,6 +205,11 @@ impl Broker {
             Some(dir) => dir.clone(),
             None => self.root.path().join("data"),
         }
+    }
+
+    /// The options this broker runs with.
+    pub fn options(&self) -> &BrokerOptions {
+        &self.options
     }
 
     /// The options of the next `restart()` (changing them does not touch a running broker).
@@ -345,7 +375,7 @@ impl Broker {
             args.push(config.display().to_string());
         }
         let harness = [
-            ("listeners", format!("PLAINTEXT://{}", self.addr())),
+            ("listeners", self.listeners()),
             ("log.dirs", self.data_dir().display().to_string()),
             ("laminar.cores", self.options.cores.to_string()),
             ("laminar.http.listen", self.http_addr().to_string()),
@@ -722,11 +752,14 @@ impl Cluster {
                     log_dir: log_dirs.get(i).cloned(),
                     host: place.host,
                     network_namespace: place.network_namespace.clone(),
+                    // A cluster's nodes listen where the cluster placed them, nowhere else.
+                    extra_listeners: Vec::new(),
                     ..options
                 },
                 binary: binary.clone(),
                 port: place.port,
                 http_port: place.http_port,
+                extra_ports: Vec::new(),
                 root,
                 child: None,
                 starts: 0,

@@ -10,12 +10,15 @@ use laminar_tests::wire::{Reaction, WireConnection};
 use laminar_tests::Broker;
 
 /// (api key, name, highest version the clients need at least).
-const SERVED_APIS: [(i16, &str, i16); 15] = [
+const SERVED_APIS: [(i16, &str, i16); 18] = [
     (0, "Produce", 7),
     (1, "Fetch", 10),
     (2, "ListOffsets", 1),
     (3, "Metadata", 1),
-    (17, "SaslHandshake", 0),
+    (17, "SaslHandshake", 1),
+    (36, "SaslAuthenticate", 1),
+    (50, "DescribeUserScramCredentials", 0),
+    (51, "AlterUserScramCredentials", 0),
     (18, "ApiVersions", 3),
     (19, "CreateTopics", 0),
     (20, "DeleteTopics", 0),

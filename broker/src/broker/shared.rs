@@ -41,6 +41,9 @@ pub struct BrokerShared {
     pub cluster: Option<Arc<crate::quorum::ClusterLink>>,
     /// Incremental fetch sessions (KIP-227), whichever shard a fetch arrives on.
     pub fetch_sessions: crate::fetch_sessions::FetchSessions,
+    /// SCRAM users (AlterUserScramCredentials), in the first log dir. Read once per
+    /// authentication, written by the admin API: a lock, off the data path.
+    pub scram_credentials: std::sync::RwLock<laminar_security::credentials::ScramCredentialStore>,
 }
 
 impl BrokerShared {

@@ -78,6 +78,8 @@ impl BrokerConfig {
             if let Some(registered) = find_broker_key(&key) {
                 registered.kind.validate(&key, &value)?;
                 explicit.insert(key, value);
+            } else if listener_security::is_listener_key(&key) {
+                explicit.insert(key, value); // validated with its listener, in `build`
             } else if let Some(reason) = ignored_key_reason(&key) {
                 warnings.push(ConfigWarning { key, value, reason });
             } else {
@@ -252,20 +254,20 @@ impl Values<'_> {
 fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
-    let log_dirs = log_dirs(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
+    let listener_security = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
         io_depth: laminar_storage_io_depth,
         profile: laminar_iotune_profile,
         choice: write_behind,
     } = write_behind_keys(&v)?;
-    let laminar_cores = laminar_cores(&v)?;
     Ok(BrokerConfig {
         node_id: NodeId::new(narrow("node.id", node_id)),
-        log_dirs,
+        log_dirs: log_dirs(&v)?,
         listeners,
         advertised_listeners,
+        listener_security,
         cluster,
         broker_rack: v.set("broker.rack").map(|r| r.trim().to_string()),
         unclean_leader_election_enable: v.parsed("unclean.leader.election.enable", parse_bool)?,
@@ -281,6 +283,8 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         queued_max_request_bytes: queued_max_request_bytes(&v)?,
         max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
+        connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
+        connection_failed_authentication_delay_ms: v.int("connection.failed.authentication.delay.ms")?,
         laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
         compression_type: v.parsed("compression.type", CompressionType::parse)?,
         log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),
@@ -307,7 +311,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
             "laminar.request.partitions.max",
             v.int("laminar.request.partitions.max")?,
         ),
-        laminar_cores,
+        laminar_cores: laminar_cores(&v)?,
         laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,
         laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
         laminar_log_format: v.parsed("laminar.log.format", LogFormat::parse)?,
@@ -472,6 +476,9 @@ fn advertise_default(listener: &Listener) -> Listener {
 
 #[path = "cluster_keys.rs"]
 pub mod cluster_keys;
+
+#[path = "listener_security.rs"]
+pub mod listener_security;
 
 #[cfg(test)]
 #[path = "broker_tests.rs"]

@@ -163,6 +163,26 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          their own share of descriptors."),
     key("connections.max.idle.ms", Fixed("600000"), POSITIVE, &[],
         "A connection with no request for this long is closed."),
+    key("listener.security.protocol.map",
+        Fixed("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        Kind::Text, &[],
+        "Listener name to security protocol (PLAINTEXT, SASL_PLAINTEXT; SSL and SASL_SSL are \
+         refused until TLS is supported). A listener not in the map must be named after its \
+         protocol; the controller's listener is PLAINTEXT."),
+    key("sasl.enabled.mechanisms", Fixed("SCRAM-SHA-256,SCRAM-SHA-512"), Kind::Text, &[],
+        "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); \
+         listener.name.<name>.sasl.enabled.mechanisms sets one listener's. Kafka's default is \
+         GSSAPI, which Laminar does not have. PLAIN's users come from \
+         listener.name.<name>.plain.sasl.jaas.config (PlainLoginModule, user_<name>=\"<password>\"); \
+         SCRAM's from AlterUserScramCredentials."),
+    key("laminar.sasl.plain.plaintext.enable", Fixed("false"), Kind::Bool, &[],
+        "Allows PLAIN on SASL_PLAINTEXT listeners, where it sends passwords in clear."),
+    key("connections.max.reauth.ms", Fixed("0"), NON_NEGATIVE, &[],
+        "How long a SASL authentication holds (KIP-368): clients re-authenticate before it ends, \
+         and a connection that did not is closed at its next request. 0: forever."),
+    key("connection.failed.authentication.delay.ms", Fixed("100"), NON_NEGATIVE, &[],
+        "How long the answer to a failed authentication, and the close that follows it, is \
+         held back: it slows down password guessing."),
     key("laminar.request.receive.timeout.ms", Fixed("30000"), POSITIVE, &[],
         "A request frame must arrive whole within this much time spent waiting for its bytes \
          (time the broker spends on earlier requests of the connection does not count), or the \
@@ -298,7 +318,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
         "inter.broker.listener.name",
         "brokers talk over the single PLAINTEXT listener",
     ),
-    ("listener.security.protocol.map", "only PLAINTEXT listeners exist"),
     (
         "num.network.threads",
         "one shard per core does all work; see laminar.cores",
@@ -368,8 +387,8 @@ static IGNORED_PREFIXES: &[(&str, &str)] = &[
     ("controller.", "the controller is built in"),
     ("log.cleaner.", "not implemented"),
     ("transaction.state.log.", "transactions are not implemented"),
-    ("ssl.", "only PLAINTEXT listeners exist"),
-    ("sasl.", "only PLAINTEXT listeners exist"),
+    ("ssl.", "TLS listeners are not supported yet"),
+    ("sasl.", "not implemented"),
     ("remote.log.", "Laminar has no tiered storage"),
     ("metrics.", "metrics are served on laminar.http.listen"),
     ("quota.", "quotas are not implemented"),

@@ -20,6 +20,8 @@ pub struct BrokerConfig {
     pub log_dirs: Vec<PathBuf>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
+    /// How each of `listeners` secures its connections, in the same order.
+    pub listener_security: Vec<super::broker::listener_security::ListenerSecurity>,
     /// The KRaft settings (`process.roles` and the quorum); `None`: the single-node mode.
     pub cluster: Option<super::broker::cluster_keys::ClusterSettings>,
     /// `broker.rack`, when set.
@@ -41,6 +43,11 @@ pub struct BrokerConfig {
     /// `max.connections` (before the open-file limit bounds it).
     pub max_connections: u64,
     pub connections_max_idle_ms: i64,
+    /// `connections.max.reauth.ms` (KIP-368): 0, SASL sessions never expire.
+    pub connections_max_reauth_ms: i64,
+    /// `connection.failed.authentication.delay.ms`: how long a failed authentication's answer
+    /// (and the close after it) is held back.
+    pub connection_failed_authentication_delay_ms: i64,
     pub laminar_request_receive_timeout_ms: i64,
     pub compression_type: CompressionType,
     pub log_segment_bytes: u32,

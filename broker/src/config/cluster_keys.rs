@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::value::{
-    parse_listener_list, parse_quorum_voters, refuse_other_than_plaintext, split_list,
-};
+use super::super::value::{parse_listener_list, parse_quorum_voters, split_list};
 use super::super::{ConfigError, Listener};
 use super::Values;
 
@@ -63,7 +61,7 @@ fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-/// `listeners` split into the client listeners (PLAINTEXT only) and the controller's, if any.
+/// `listeners` split into the client listeners and the controller's, if any.
 pub(super) fn split_listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Option<Listener>), ConfigError> {
     let text = v.text("listeners");
     let names: Vec<String> = split_list(v.text("controller.listener.names"))
@@ -73,9 +71,8 @@ pub(super) fn split_listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Option<L
     let all = parse_listener_list("listeners", text, false)?;
     let (controller, clients): (Vec<Listener>, Vec<Listener>) =
         all.into_iter().partition(|l| names.contains(&l.name));
-    refuse_other_than_plaintext("listeners", text, &clients)?;
     if clients.is_empty() {
-        return Err(rejected("listeners", text, "no PLAINTEXT listener for clients"));
+        return Err(rejected("listeners", text, "no listener for clients"));
     }
     if controller.len() > 1 {
         return Err(rejected("listeners", text, "more than one controller listener"));

@@ -245,27 +245,10 @@ impl fmt::Display for Listener {
     }
 }
 
-/// Parses `NAME://host:port[,...]`. Only PLAINTEXT is supported, and names must be unique.
+/// Parses `NAME://host:port[,...]`; names must be unique (their security protocols are
+/// checked when the whole config is built: `listener_security`).
 pub fn parse_listeners(key: &str, value: &str, advertised: bool) -> Result<Vec<Listener>, ConfigError> {
-    let listeners = parse_listener_list(key, value, advertised)?;
-    refuse_other_than_plaintext(key, value, &listeners)?;
-    Ok(listeners)
-}
-
-/// Refuses every listener but PLAINTEXT (the listeners left once the controller's is taken out).
-pub fn refuse_other_than_plaintext(
-    key: &str,
-    value: &str,
-    listeners: &[Listener],
-) -> Result<(), ConfigError> {
-    match listeners.iter().find(|l| l.name != "PLAINTEXT") {
-        Some(other) => Err(ConfigError::Rejected {
-            key: key.to_string(),
-            value: value.to_string(),
-            reason: format!("only PLAINTEXT listeners are supported, not {}", other.name),
-        }),
-        None => Ok(()),
-    }
+    parse_listener_list(key, value, advertised)
 }
 
 /// Parses `NAME://host:port[,...]` with any listener name (upper-cased); names must be unique.
@@ -518,8 +501,8 @@ mod tests {
             let err = parse_listeners("listeners", bad, false).unwrap_err();
             assert!(err.to_string().contains("listeners"), "{err}");
         }
-        let err = parse_listeners("listeners", "SSL://h:9093", false).unwrap_err();
-        assert!(err.to_string().contains("only PLAINTEXT"), "{err}");
+        let err = parse_listeners("listeners", "PLAINTEXT//h:9093", false).unwrap_err();
+        assert!(err.to_string().contains("PLAINTEXT//h:9093"), "{err}");
         let err = parse_listeners("listeners", "PLAINTEXT://a:1,PLAINTEXT://b:2", false).unwrap_err();
         assert!(err.to_string().contains("twice"), "{err}");
         let err = parse_listeners("advertised.listeners", "PLAINTEXT://0.0.0.0:1", true).unwrap_err();

@@ -108,7 +108,8 @@ async fn cluster_create(
     budget: &mut PartitionBudget,
 ) -> Result<CreatableTopicResult, AdminError> {
     let name = topic.name.as_str();
-    let alive = alive_brokers(&link.image().metadata).len();
+    let inter_broker = crate::kafka_listener::inter_broker_name(&shared.config);
+    let alive = alive_brokers(&link.image().metadata, inter_broker).len();
     let wanted = wanted(shared, topic, alive, budget)?;
     let exists = || {
         AdminError::new(

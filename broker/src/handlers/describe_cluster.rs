@@ -10,18 +10,25 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
 use crate::handlers::metadata::advertised;
+use crate::kafka_listener::{self, ListenerId};
 use crate::quorum::view::{alive_brokers, registered_brokers};
 
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeClusterResponse {
+/// DescribeCluster, with the brokers' addresses on `listener`, the one the request came in on.
+pub fn handle(
+    ctx: &Rc<BrokerCtx>,
+    request: DescribeClusterRequest,
+    listener: ListenerId,
+) -> DescribeClusterResponse {
     let shared = &ctx.state.shared;
     if let Some(link) = &shared.cluster {
         let md = &link.image().metadata;
+        let name = kafka_listener::name_of(&shared.config, listener);
         let listed = if request.include_fenced_brokers {
-            registered_brokers(md)
+            registered_brokers(md, name)
         } else {
-            alive_brokers(md)
+            alive_brokers(md, name)
         };
         let brokers = listed
             .into_iter()
@@ -41,7 +48,7 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeClusterRequest) -> DescribeC
             .with_brokers(brokers)
             .with_cluster_authorized_operations(OPERATIONS_OMITTED);
     }
-    let (host, port) = advertised(shared);
+    let (host, port) = advertised(shared, listener);
     let node_id = BrokerId(shared.node_id().get());
     DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)

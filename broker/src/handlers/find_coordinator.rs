@@ -15,6 +15,7 @@ use crate::broker::BrokerCtx;
 use crate::group::store::offsets_topic_configs;
 use crate::group::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::metadata::advertised;
+use crate::kafka_listener::{self, ListenerId};
 use crate::quorum::admin::with_retries;
 use crate::quorum::view::{alive_broker, alive_brokers, AliveBroker};
 use crate::quorum::ClusterLink;
@@ -28,12 +29,14 @@ pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     request: FindCoordinatorRequest,
     version: i16,
+    listener: ListenerId,
 ) -> FindCoordinatorResponse {
     let shared = &ctx.state.shared;
     if let Some(link) = &shared.cluster {
-        return cluster_response(ctx, link, &request, version).await;
+        let listener = kafka_listener::name_of(&shared.config, listener);
+        return cluster_response(ctx, (link, listener), &request, version).await;
     }
-    let (host, port) = advertised(shared);
+    let (host, port) = advertised(shared, listener);
     response(&request, version, shared.node_id().get(), &host, port)
 }
 
@@ -84,7 +87,7 @@ pub fn response(
 /// Cluster mode: each key's coordinator, or why there is none yet.
 async fn cluster_response(
     ctx: &Rc<BrokerCtx>,
-    link: &ClusterLink,
+    (link, listener): (&ClusterLink, &str),
     request: &FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -95,7 +98,7 @@ async fn cluster_response(
     };
     let mut coordinators = Vec::with_capacity(keys.len());
     for key in keys {
-        let found = coordinator(ctx, link, request.key_type, &key).await;
+        let found = coordinator(ctx, (link, listener), request.key_type, &key).await;
         let (id, host, port, error) = match found {
             Ok(b) => (b.id.get(), b.host, b.port, None),
             Err(e) => (-1, String::new(), -1, Some(e)),
@@ -132,7 +135,7 @@ async fn cluster_response(
 /// a transactional id has no coordinator (as InitProducerId answers).
 async fn coordinator(
     ctx: &Rc<BrokerCtx>,
-    link: &ClusterLink,
+    (link, listener): (&ClusterLink, &str),
     key_type: i8,
     key: &str,
 ) -> Result<AliveBroker, ResponseError> {
@@ -152,13 +155,14 @@ async fn coordinator(
         .get(&partition)
         .ok_or(ResponseError::CoordinatorNotAvailable)?
         .leader;
-    alive_broker(&image.metadata, leader).ok_or(ResponseError::CoordinatorNotAvailable)
+    alive_broker(&image.metadata, leader, listener).ok_or(ResponseError::CoordinatorNotAvailable)
 }
 
 /// Creates `__consumer_offsets` with Kafka's `offsets.topic.replication.factor` (3), or fewer
 /// replicas while fewer brokers are up; the client asks again after COORDINATOR_NOT_AVAILABLE.
 async fn create_offsets_topic(ctx: &Rc<BrokerCtx>, link: &ClusterLink) {
-    let alive = alive_brokers(&link.image().metadata).len();
+    let inter_broker = kafka_listener::inter_broker_name(&ctx.state.shared.config);
+    let alive = alive_brokers(&link.image().metadata, inter_broker).len();
     let topic = CreatableTopic {
         name: OFFSETS_TOPIC.to_string(),
         num_partitions: ctx.state.groups.offsets_partition_count,

@@ -18,6 +18,7 @@ use laminar_engine::metadata::topic_table::validate_topic_name;
 
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::handlers::broker_ids;
+use crate::kafka_listener::{self, ListenerId};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::view::alive_brokers;
 use crate::quorum::ClusterLink;
@@ -25,7 +26,13 @@ use crate::quorum::ClusterLink;
 /// Kafka's "authorized operations not requested" marker.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16) -> MetadataResponse {
+/// Metadata, with the brokers' addresses on `listener`, the one the request came in on.
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    request: MetadataRequest,
+    version: i16,
+    listener: ListenerId,
+) -> MetadataResponse {
     let shared = &ctx.state.shared;
     let node_id = BrokerId(shared.node_id().get());
     let names: Option<Vec<String>> = match &request.topics {
@@ -42,7 +49,8 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16)
     let auto_create =
         shared.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
     if let Some(link) = &shared.cluster {
-        return cluster_metadata(shared, link, names, auto_create).await;
+        let listener = kafka_listener::name_of(&shared.config, listener);
+        return cluster_metadata(shared, link, (names, listener), auto_create).await;
     }
     let topics = match names {
         None => shared
@@ -57,7 +65,7 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16)
             .map(|name| lookup_or_create(shared, name, auto_create, node_id))
             .collect(),
     };
-    let (host, port) = advertised(shared);
+    let (host, port) = advertised(shared, listener);
     MetadataResponse::default()
         .with_brokers(vec![MetadataResponseBroker::default()
             .with_node_id(node_id)
@@ -69,15 +77,16 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: MetadataRequest, version: i16)
         .with_cluster_authorized_operations(OPERATIONS_OMITTED)
 }
 
-/// The address clients should use: the first advertised listener.
-pub fn advertised(shared: &BrokerShared) -> (String, i32) {
-    let listener = shared
-        .config
+/// The address clients of `listener` should use: its advertised address.
+pub fn advertised(shared: &BrokerShared, listener: ListenerId) -> (String, i32) {
+    let config = &shared.config;
+    let name = kafka_listener::name_of(config, listener);
+    let advertised = config
         .advertised_listeners
-        .first()
-        .or(shared.config.listeners.first())
-        .expect("the config always has a listener");
-    (listener.host.clone(), i32::from(listener.port))
+        .iter()
+        .find(|a| a.name == name)
+        .unwrap_or(&config.listeners[listener.0]);
+    (advertised.host.clone(), i32::from(advertised.port))
 }
 
 fn lookup_or_create(
@@ -146,7 +155,7 @@ fn describe_topic(topic: &TopicMetadata, node_id: BrokerId) -> MetadataResponseT
 async fn cluster_metadata(
     shared: &BrokerShared,
     link: &ClusterLink,
-    names: Option<Vec<String>>,
+    (names, listener): (Option<Vec<String>>, &str),
     auto_create: bool,
 ) -> MetadataResponse {
     let image = link.image();
@@ -160,7 +169,7 @@ async fn cluster_metadata(
             topics
         }
     };
-    let brokers = alive_brokers(&link.image().metadata)
+    let brokers = alive_brokers(&link.image().metadata, listener)
         .into_iter()
         .map(|b| {
             MetadataResponseBroker::default()

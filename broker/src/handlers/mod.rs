@@ -8,9 +8,11 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
+use crate::authentication::{Authentication, AuthenticationError};
 use crate::broker::BrokerCtx;
 use crate::handlers::append_order::AppendOrder;
 use crate::handlers::placement::Placement;
+use crate::kafka_listener::ListenerId;
 use crate::metrics::ProducedTraffic;
 use crate::reply::Reply;
 use laminar_protocol::chunk::Chunk;
@@ -18,6 +20,7 @@ use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestF
 
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod append_order;
 pub mod create_partitions;
@@ -29,6 +32,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -47,6 +51,7 @@ pub mod offset_for_leader_epoch;
 mod partition_answers;
 pub mod placement;
 pub mod produce;
+pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub(crate) mod topic_admin;
@@ -101,6 +106,8 @@ pub enum RequestError {
     /// connection closes, so that the client asks another broker (`SessionLease`).
     #[error("{api:?} refused: this broker's session with the controller quorum lapsed")]
     NoSession { api: ApiKey },
+    #[error(transparent)]
+    Authentication(crate::authentication::AuthenticationError),
 }
 
 /// Handles one request frame of a connection; `order` is that connection's (produce requests
@@ -112,14 +119,22 @@ pub struct ConnectionState {
     pub order: AppendOrder,
     /// Where its data requests go.
     pub placement: Placement,
+    /// Who its client is, and what it may send before it has proved it.
+    pub authentication: Authentication,
 }
 
 impl ConnectionState {
-    /// The state of a new connection on shard `here` of `shard_count`.
-    pub fn new(here: laminar_engine::shard::ShardId, shard_count: usize) -> ConnectionState {
+    /// The state of a connection on shard `here` of `shard_count`, authenticated as far as
+    /// `authentication` says (a new connection's, or one carried from another shard).
+    pub fn new(
+        here: laminar_engine::shard::ShardId,
+        shard_count: usize,
+        authentication: Authentication,
+    ) -> ConnectionState {
         ConnectionState {
             order: AppendOrder::default(),
             placement: Placement::new(here, shard_count),
+            authentication,
         }
     }
 }
@@ -129,6 +144,9 @@ pub async fn handle(
     connection: &ConnectionState,
     frame: Bytes,
 ) -> Result<Outcome, RequestError> {
+    if connection.authentication.expects_raw_token() {
+        return Ok(raw_sasl_token(ctx, &connection.authentication, &frame));
+    }
     let RequestFrame {
         api_key,
         header,
@@ -136,6 +154,7 @@ pub async fn handle(
     } = decode_request_header(frame)?;
     let version = header.request_api_version;
     let correlation_id = header.correlation_id;
+    connection.authentication.admit(api_key)?;
     if api_key == ApiKey::ApiVersions {
         let response = api_versions::handle(version, served_apis(ctx));
         let answer_version = if response.error_code == 0 { version } else { 0 };
@@ -157,8 +176,42 @@ pub async fn handle(
         reason: e.to_string(),
     };
     let request = RequestKind::decode(api_key, &mut body, version).map_err(malformed)?;
+    let context = RequestContext {
+        api_key,
+        version,
+        correlation_id,
+        client_id: header.client_id,
+    };
+    dispatch(ctx, connection, request, context).await
+}
+
+/// What a handler may need of a request besides its body.
+struct RequestContext {
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    client_id: Option<kafka_protocol::protocol::StrBytes>,
+}
+
+/// Runs a decoded request's handler.
+async fn dispatch(
+    ctx: &Rc<BrokerCtx>,
+    connection: &ConnectionState,
+    request: RequestKind,
+    context: RequestContext,
+) -> Result<Outcome, RequestError> {
+    let RequestContext {
+        api_key,
+        version,
+        correlation_id,
+        client_id,
+    } = context;
+    let listener = connection.authentication.listener;
     match request {
         RequestKind::Produce(r) => handle_produce(ctx, connection, r, version, correlation_id),
+        request @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
+            handle_sasl(ctx, &connection.authentication, request, version, correlation_id)
+        }
         RequestKind::Fetch(r) => {
             let answer = fetch::handle(ctx, r, version, &connection.placement).await;
             let ctx = ctx.clone();
@@ -173,9 +226,60 @@ pub async fn handle(
         }
         request if is_group_api(api_key) => {
             note_coordinator(ctx, &connection.placement, &request);
-            handle_group_api(ctx, api_key, request, version, correlation_id, header.client_id).await
+            let kind = (api_key, listener);
+            handle_group_api(ctx, kind, request, version, correlation_id, client_id).await
         }
-        request => handle_partition_or_admin_api(ctx, api_key, request, version, correlation_id).await,
+        request => {
+            handle_partition_or_admin_api(ctx, (api_key, listener), request, version, correlation_id).await
+        }
+    }
+}
+
+/// SaslHandshake, and SaslAuthenticate: answered now, or after the failure delay (the
+/// connection then closes).
+fn handle_sasl(
+    ctx: &Rc<BrokerCtx>,
+    authentication: &Authentication,
+    request: RequestKind,
+    version: i16,
+    correlation_id: i32,
+) -> Result<Outcome, RequestError> {
+    let request = match request {
+        RequestKind::SaslHandshake(r) => {
+            let response = sasl_handshake::handle(&ctx.state.shared.config, authentication, r, version);
+            let response = ResponseKind::SaslHandshake(response);
+            return respond(ApiKey::SaslHandshake, version, correlation_id, &response);
+        }
+        RequestKind::SaslAuthenticate(r) => r,
+        _ => unreachable!("handle_sasl is given SASL requests only"),
+    };
+    let api_key = ApiKey::SaslAuthenticate;
+    match sasl_authenticate::handle(ctx, authentication, request) {
+        sasl_authenticate::Step::Answer(response) => respond(
+            api_key,
+            version,
+            correlation_id,
+            &ResponseKind::SaslAuthenticate(response),
+        ),
+        sasl_authenticate::Step::Failed(response) => {
+            let delay = sasl_authenticate::failure_delay(ctx);
+            Ok(Outcome::Deferred(Box::pin(async move {
+                glommio::timer::sleep(delay).await;
+                let kind = ResponseKind::SaslAuthenticate(response);
+                encode(api_key, version, correlation_id, &kind).map(|f| Some(vec![Chunk::Memory(f)]))
+            })))
+        }
+    }
+}
+
+/// A bare SASL token (after a v0 handshake): a bare answer, or a close after the failure delay.
+fn raw_sasl_token(ctx: &Rc<BrokerCtx>, authentication: &Authentication, token: &[u8]) -> Outcome {
+    match sasl_authenticate::handle_raw(ctx, authentication, token) {
+        Ok(frame) => Outcome::Respond(frame),
+        Err(delay) => Outcome::Deferred(Box::pin(async move {
+            glommio::timer::sleep(delay).await;
+            Err(RequestError::Authentication(AuthenticationError::Failed))
+        })),
     }
 }
 
@@ -253,18 +357,17 @@ fn handle_produce(
 /// Per-partition data APIs other than Produce and Fetch, and the topic and config admin APIs.
 async fn handle_partition_or_admin_api(
     ctx: &Rc<BrokerCtx>,
-    api_key: ApiKey,
+    (api_key, listener): (ApiKey, ListenerId),
     request: RequestKind,
     version: i16,
     correlation_id: i32,
 ) -> Result<Outcome, RequestError> {
     let response = match request {
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version, listener).await),
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r).await)
         }
-        RequestKind::SaslHandshake(r) => ResponseKind::SaslHandshake(sasl_handshake::handle(r)),
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(ctx, r, version).await)
         }
@@ -282,7 +385,9 @@ async fn handle_partition_or_admin_api(
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
         }
-        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r)),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, listener))
+        }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
         }
@@ -298,6 +403,12 @@ async fn handle_partition_or_admin_api(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
         }
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            alter_user_scram_credentials::handle(&ctx.state.shared, r),
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            describe_user_scram_credentials::handle(&ctx.state.shared, r),
+        ),
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
@@ -348,7 +459,7 @@ fn is_group_api(api_key: ApiKey) -> bool {
 /// The consumer-group APIs (FindCoordinator, JoinGroup, ..., OffsetDelete).
 async fn handle_group_api(
     ctx: &Rc<BrokerCtx>,
-    api_key: ApiKey,
+    (api_key, listener): (ApiKey, ListenerId),
     request: RequestKind,
     version: i16,
     correlation_id: i32,
@@ -356,7 +467,7 @@ async fn handle_group_api(
 ) -> Result<Outcome, RequestError> {
     let response = match request {
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version).await)
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version, listener).await)
         }
         RequestKind::JoinGroup(r) => {
             let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();

@@ -63,6 +63,7 @@ pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const CONNECTIONS_REFUSED: &str = "laminar_kafka_connections_refused_total";
 pub const CONNECTIONS_MOVED: &str = "laminar_kafka_connections_moved_total";
+pub const AUTHENTICATIONS: &str = "laminar_kafka_authentications_total";
 pub const FETCH_SESSIONS: &str = "laminar_kafka_fetch_sessions";
 pub const DESCRIPTORS_MAX: &str = "laminar_descriptors_max";
 pub const DESCRIPTORS_USED: &str = "laminar_descriptors_used";
@@ -166,6 +167,13 @@ pub const FAMILIES: &[Family] = &[
         &["shard"],
         "Connections that left this shard for the one owning every partition their produce and \
          fetch requests named (docs/decisions/0025).",
+    ),
+    family(
+        AUTHENTICATIONS,
+        Kind::Counter,
+        &["result"],
+        "SASL authentications that ended, by result (success, failure); each failure is also \
+         logged with the client's address.",
     ),
     family(
         CONNECTIONS_REFUSED,
@@ -392,6 +400,11 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         }
         CONNECTIONS | CONNECTIONS_MOVED | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
         CONNECTIONS_REFUSED => sample(out, name, &[], snapshot.descriptors.connections_refused_total),
+        AUTHENTICATIONS => {
+            let sum = |i: usize| snapshot.shards.iter().map(|s| s.authentications[i]).sum::<u64>();
+            sample(out, name, &[("result", "success")], sum(0));
+            sample(out, name, &[("result", "failure")], sum(1));
+        }
         FETCH_SESSIONS => sample(out, name, &[], snapshot.fetch_sessions as u64),
         DESCRIPTORS_MAX | DESCRIPTORS_USED => descriptor_samples(out, name, &snapshot.descriptors),
         FILES | FILE_EVENTS => file_samples(out, name, snapshot),

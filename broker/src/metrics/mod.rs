@@ -42,6 +42,8 @@ pub struct ShardSnapshot {
     pub connections_active: usize,
     /// Connections that moved from this shard to the one owning their partitions.
     pub connections_moved: u64,
+    /// SASL authentications that succeeded and failed on this shard.
+    pub authentications: [u64; 2],
     /// Partitions this shard owns (from the topic table).
     pub partition_count: usize,
     /// Bytes in the logs of this shard's open partitions.
@@ -129,6 +131,10 @@ impl ShardSnapshot {
             fdatasync: metrics.fdatasync.snapshot(),
             connections_active: state.connections_active.get(),
             connections_moved: metrics.connections_moved.get(),
+            authentications: [
+                metrics.authentications_succeeded.get(),
+                metrics.authentications_failed.get(),
+            ],
             partition_count,
             log_bytes,
             partitions,

@@ -75,6 +75,9 @@ pub struct ShardMetrics {
     pub(super) kafka_listener_bound: Cell<bool>,
     /// Connections that left this shard for the one owning their partitions.
     pub(super) connections_moved: Cell<u64>,
+    /// SASL authentications that ended here, by outcome.
+    pub(super) authentications_succeeded: Cell<u64>,
+    pub(super) authentications_failed: Cell<u64>,
 }
 
 /// The API key a request frame names (its first two bytes), read before the full decode so that a
@@ -187,6 +190,15 @@ impl ShardMetrics {
                 traffic.records_out += records;
             }
         }
+    }
+
+    /// Counts a SASL authentication that ended, in success or failure.
+    pub fn count_authentication(&self, succeeded: bool) {
+        let counter = match succeeded {
+            true => &self.authentications_succeeded,
+            false => &self.authentications_failed,
+        };
+        counter.set(counter.get() + 1);
     }
 
     /// Counts a connection that moved from this shard to the one its requests go to.

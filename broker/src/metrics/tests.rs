@@ -161,6 +161,7 @@ fn sample_shard() -> ShardSnapshot {
         fdatasync: metrics.fdatasync.snapshot(),
         connections_active: 2,
         connections_moved: 5,
+        authentications: [7, 2],
         partition_count: 1,
         log_bytes: 4096,
         partitions: vec![PartitionSnapshot {
@@ -275,6 +276,14 @@ fn request_and_fetch_counters_add_up_over_shards() {
     );
     assert_eq!(line("laminar_kafka_connections_active{shard=\"1\"}"), 2.0);
     assert_eq!(line("laminar_kafka_connections_moved_total{shard=\"1\"}"), 5.0);
+    assert_eq!(
+        line("laminar_kafka_authentications_total{result=\"success\"}"),
+        14.0
+    );
+    assert_eq!(
+        line("laminar_kafka_authentications_total{result=\"failure\"}"),
+        4.0
+    );
     assert_eq!(line("laminar_kafka_connections_refused_total"), 3.0);
     assert_eq!(line("laminar_descriptors_max{share=\"storage\"}"), 9_000.0);
     assert_eq!(line("laminar_descriptors_used{share=\"connections\"}"), 4.0);

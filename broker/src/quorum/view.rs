@@ -90,23 +90,21 @@ pub struct AliveBroker {
     pub fenced: bool,
 }
 
-/// The unfenced brokers of `md`, by id.
-pub fn alive_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
-    let mut brokers = registered_brokers(md);
+/// The unfenced brokers of `md` that have `listener`, by id, reached there.
+pub fn alive_brokers(md: &ClusterMetadata, listener: &str) -> Vec<AliveBroker> {
+    let mut brokers = registered_brokers(md, listener);
     brokers.retain(|b| !b.fenced);
     brokers
 }
 
-/// Every registered broker of `md`, fenced ones included, by id.
-pub fn registered_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
+/// Every registered broker of `md` that has `listener`, fenced ones included, by id, reached
+/// there. As Kafka, a client is only told of endpoints of the listener it came in on: one on a
+/// SASL listener is never sent to another's PLAINTEXT port.
+pub fn registered_brokers(md: &ClusterMetadata, listener: &str) -> Vec<AliveBroker> {
     md.brokers
         .values()
         .filter_map(|b| {
-            let endpoint = b
-                .endpoints
-                .iter()
-                .find(|e| e.listener_name == "PLAINTEXT")
-                .or(b.endpoints.first())?;
+            let endpoint = b.endpoints.iter().find(|e| e.listener_name == listener)?;
             Some(AliveBroker {
                 id: b.broker_id,
                 host: endpoint.host.clone(),
@@ -119,6 +117,6 @@ pub fn registered_brokers(md: &ClusterMetadata) -> Vec<AliveBroker> {
 }
 
 /// Where a broker is reached, if it is alive.
-pub fn alive_broker(md: &ClusterMetadata, id: NodeId) -> Option<AliveBroker> {
-    alive_brokers(md).into_iter().find(|b| b.id == id)
+pub fn alive_broker(md: &ClusterMetadata, id: NodeId, listener: &str) -> Option<AliveBroker> {
+    alive_brokers(md, listener).into_iter().find(|b| b.id == id)
 }

@@ -309,6 +309,34 @@ pub fn offset_for_leader_epoch(marks: &Marks) -> OffsetForLeaderEpochRequest {
         .with_topics(topics)
 }
 
+/// A PLAIN token: on the fuzzed (PLAINTEXT) connection it meets no handshake and fails.
+pub fn sasl_authenticate() -> SaslAuthenticateRequest {
+    SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0alice\0alice-secret"))
+}
+
+/// One named user, so that both the found and the unknown path are a mutation away.
+pub fn describe_user_scram_credentials() -> DescribeUserScramCredentialsRequest {
+    let user = describe_user_scram_credentials_request::UserName::default().with_name(s("fuzz-user"));
+    DescribeUserScramCredentialsRequest::default().with_users(Some(vec![user]))
+}
+
+/// One upsertion (SCRAM-SHA-256, 4096 iterations, a 32-byte salted password) and one deletion.
+pub fn alter_user_scram_credentials() -> AlterUserScramCredentialsRequest {
+    use alter_user_scram_credentials_request::{ScramCredentialDeletion, ScramCredentialUpsertion};
+    let upsertion = ScramCredentialUpsertion::default()
+        .with_name(s("fuzz-user"))
+        .with_mechanism(1)
+        .with_iterations(4096)
+        .with_salt(Bytes::from_static(b"0123456789abcdef"))
+        .with_salted_password(Bytes::from(vec![7u8; 32]));
+    let deletion = ScramCredentialDeletion::default()
+        .with_name(s("fuzz-gone"))
+        .with_mechanism(2);
+    AlterUserScramCredentialsRequest::default()
+        .with_upsertions(vec![upsertion])
+        .with_deletions(vec![deletion])
+}
+
 pub fn describe_cluster(version: i16) -> DescribeClusterRequest {
     let mut request = DescribeClusterRequest::default();
     if version >= 1 {

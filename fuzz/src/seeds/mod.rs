@@ -187,6 +187,13 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
             RequestKind::SaslHandshake(SaslHandshakeRequest::default().with_mechanism(data::s("PLAIN")))
         }
         ApiKey::ApiVersions => RequestKind::ApiVersions(data::api_versions(v)),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(data::sasl_authenticate()),
+        ApiKey::DescribeUserScramCredentials => {
+            RequestKind::DescribeUserScramCredentials(data::describe_user_scram_credentials())
+        }
+        ApiKey::AlterUserScramCredentials => {
+            RequestKind::AlterUserScramCredentials(data::alter_user_scram_credentials())
+        }
         ApiKey::CreateTopics => RequestKind::CreateTopics(data::create_topics(v, marks)),
         ApiKey::DeleteTopics => RequestKind::DeleteTopics(data::delete_topics(v, marks)),
         ApiKey::DeleteRecords => RequestKind::DeleteRecords(data::delete_records(marks)),
@@ -291,6 +298,9 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         ListGroups => ListGroupsRequest, DescribeGroups => DescribeGroupsRequest,
         DeleteGroups => DeleteGroupsRequest, OffsetDelete => OffsetDeleteRequest,
         InitProducerId => InitProducerIdRequest, ElectLeaders => ElectLeadersRequest,
+        SaslAuthenticate => SaslAuthenticateRequest,
+        DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
+        AlterUserScramCredentials => AlterUserScramCredentialsRequest,
     ))
 }
 

@@ -2,11 +2,15 @@
 //! the Python and Node suites share the harness instead of re-implementing it:
 //!
 //! ```text
-//! laminar-test-broker [--cores N] [--override key=value]... [--cluster N [--session-timeout-ms MS]]
+//! laminar-test-broker [--cores N] [--override key=value]... [--listener NAME]...
+//!                     [--cluster N [--session-timeout-ms MS]]
 //!   stdout: "ready 127.0.0.1:PORT <data dir>"      once serving
 //!   stdin:  kill9 | terminate | restart | stop      each answered on stdout:
 //!           "ok" / "ok exit=<code>" / "ready ..." / "error <message on one line>"
+//!           listeners                             "ok NAME=host:port ..."
 //! ```
+//! `--listener NAME` adds a listener besides the PLAINTEXT one `ready` names (one broker only),
+//! on a port of its own; `listeners` says where each is.
 //! EOF on stdin stops the broker (SIGKILL) and exits, so a crashed test run leaves no broker.
 //!
 //! With `--cluster N` it runs N nodes in combined mode (`laminar_tests::Cluster`, node ids 1..=N,
@@ -59,6 +63,7 @@ fn parse_args() -> Result<Args> {
         match arg.as_str() {
             "--cluster" => parsed.cluster = Some(value()?.parse()?),
             "--cores" => parsed.options.cores = value()?.parse()?,
+            "--listener" => parsed.options.extra_listeners.push(value()?),
             "--session-timeout-ms" => parsed.session_timeout_ms = value()?.parse()?,
             "--override" => {
                 let pair = value()?;
@@ -162,6 +167,14 @@ fn ready_line(broker: &Broker) -> String {
     format!("ready {} {}", broker.bootstrap(), broker.data_dir().display())
 }
 
+fn listeners_line(broker: &Broker) -> String {
+    let names = broker.options().extra_listeners.iter();
+    let each: Vec<String> = names
+        .filter_map(|name| Some(format!("{name}={}", broker.listener_addr(name)?)))
+        .collect();
+    format!("ok {}", each.join(" "))
+}
+
 fn one_line(err: &anyhow::Error) -> String {
     format!("error {err:#}").replace('\n', " | ")
 }
@@ -190,6 +203,7 @@ fn main() -> Result<()> {
                 .terminate()
                 .map(|status| format!("ok exit={}", status.code().unwrap_or(-1))),
             "restart" => broker.restart().map(|()| ready_line(&broker)),
+            "listeners" => Ok(listeners_line(&broker)),
             "stop" => {
                 let answer = if broker.is_running() {
                     broker.terminate().map(|_| ())

@@ -10,6 +10,7 @@ use crate::admin_http::history::{self, quantile_ms, SAMPLES_MAX, SAMPLE_EVERY, W
 use crate::admin_http::AdminState;
 use crate::broker::BrokerCtx;
 use crate::handlers::metadata;
+use crate::kafka_listener::ListenerId;
 use crate::metrics::histogram::HistogramSnapshot;
 use crate::metrics::{self, api_name, SnapshotDetail};
 
@@ -20,7 +21,13 @@ pub async fn get(ctx: &Rc<BrokerCtx>, admin: &Rc<AdminState>, query: &Query) -> 
     history::watched(ctx, admin);
     let shared = &ctx.state.shared;
     let snapshot = metrics::gather(ctx, SnapshotDetail::Totals).await;
-    let cluster = metadata::handle(ctx, MetadataRequest::default().with_topics(Some(Vec::new())), 9).await;
+    let cluster = metadata::handle(
+        ctx,
+        MetadataRequest::default().with_topics(Some(Vec::new())),
+        9,
+        ListenerId(0),
+    )
+    .await;
     let brokers: Vec<serde_json::Value> = cluster
         .brokers
         .iter()

@@ -20,6 +20,7 @@ use super::{ok, ApiError, ApiResult, Query};
 use crate::admin_http::routes::Response;
 use crate::broker::{on_owning_shards, BrokerCtx, TopicPartition};
 use crate::handlers::{create_partitions, create_topics, delete_topics, describe_configs, metadata};
+use crate::kafka_listener::ListenerId;
 
 /// How long an admin action may take on the broker (as the CLI's).
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
@@ -176,7 +177,7 @@ async fn topic_metadata(ctx: &Rc<BrokerCtx>, name: &str) -> Result<MetadataRespo
             MetadataRequestTopic::default().with_name(Some(topic_name(name)))
         ]))
         .with_allow_auto_topic_creation(false);
-    Ok(metadata::handle(ctx, request, 9).await)
+    Ok(metadata::handle(ctx, request, 9, ListenerId(0)).await)
 }
 
 /// Every config of the topic with its value and where it comes from (DescribeConfigs).

@@ -1,0 +1,346 @@
+//! How each client listener secures its connections: its security protocol
+//! (`listener.security.protocol.map`), and for SASL listeners the mechanisms it enables
+//! (`sasl.enabled.mechanisms`, or `listener.name.<name>.sasl.enabled.mechanisms`) and PLAIN's
+//! users (`listener.name.<name>.plain.sasl.jaas.config`, Kafka's `PlainLoginModule` with
+//! `user_<name>="<password>"` options). A child of `broker.rs` (it reads the same `Values`).
+//!
+//! TLS listeners (SSL, SASL_SSL) are refused at start until the broker speaks TLS; PLAIN on a
+//! SASL_PLAINTEXT listener sends passwords in clear, so it needs
+//! `laminar.sasl.plain.plaintext.enable=true` (docs/ARCHITECTURE.md, "Security").
+
+use std::collections::BTreeMap;
+
+use laminar_security::jaas::{JaasOptions, PlainUsers};
+use laminar_security::{Mechanism, SecurityProtocol};
+
+use super::super::{ConfigError, Listener};
+use super::{parse_bool, Values};
+
+/// The prefix of Kafka's per-listener keys: `listener.name.<lower-case name>.<key>`.
+pub const LISTENER_KEY_PREFIX: &str = "listener.name.";
+
+/// Per-listener keys Laminar reads after the listener prefix (the JAAS key also carries the
+/// mechanism: `plain.sasl.jaas.config`).
+const PER_LISTENER_KEYS: &[&str] = &["sasl.enabled.mechanisms", "plain.sasl.jaas.config"];
+
+/// How one client listener secures its connections. Built once at start, shared read-only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenerSecurity {
+    /// The listener's name, as in `listeners`.
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    /// SASL listeners only: the mechanisms clients may pick, and PLAIN's users.
+    pub sasl: Option<SaslSettings>,
+}
+
+/// A SASL listener's mechanisms and PLAIN users. SCRAM users are not configuration: they live
+/// in the broker's credential store (AlterUserScramCredentials).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaslSettings {
+    pub mechanisms: Vec<Mechanism>,
+    pub plain_users: PlainUsers,
+}
+
+/// Whether `key` is a per-listener key Laminar reads (`listener.name.<name>.<key>`).
+pub fn is_listener_key(key: &str) -> bool {
+    key.strip_prefix(LISTENER_KEY_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(name, key)| !name.is_empty() && PER_LISTENER_KEYS.contains(&key))
+}
+
+/// The security of every client listener, in the order of `listeners`, checked against the
+/// cluster's inter-broker listener.
+pub(super) fn for_listeners(
+    v: &Values<'_>,
+    listeners: &[Listener],
+    cluster: Option<&super::cluster_keys::ClusterSettings>,
+) -> Result<Vec<ListenerSecurity>, ConfigError> {
+    let security = listener_security(v, listeners)?;
+    if let Some(cluster) = cluster {
+        check_inter_broker(&security, &cluster.replication.inter_broker_listener_name)?;
+    }
+    Ok(security)
+}
+
+fn listener_security(v: &Values<'_>, listeners: &[Listener]) -> Result<Vec<ListenerSecurity>, ConfigError> {
+    let map = protocol_map(v)?;
+    let plain_on_plaintext = v.parsed("laminar.sasl.plain.plaintext.enable", parse_bool)?;
+    listeners
+        .iter()
+        .map(|listener| {
+            let protocol = protocol_of(&map, &listener.name, v.text("listeners"))?;
+            let sasl = match protocol.uses_sasl() {
+                true => Some(sasl_settings(v, &listener.name, protocol, plain_on_plaintext)?),
+                false => None,
+            };
+            Ok(ListenerSecurity {
+                name: listener.name.clone(),
+                protocol,
+                sasl,
+            })
+        })
+        .collect()
+}
+
+/// Followers fetch over `inter.broker.listener.name`, and the replication client has no SASL
+/// yet: in a cluster that listener must be PLAINTEXT.
+fn check_inter_broker(security: &[ListenerSecurity], inter_broker_listener: &str) -> Result<(), ConfigError> {
+    let key = "inter.broker.listener.name";
+    match security.iter().find(|l| l.name == inter_broker_listener) {
+        None => Err(rejected(
+            key,
+            inter_broker_listener,
+            "no such listener in listeners",
+        )),
+        Some(l) if l.protocol != SecurityProtocol::Plaintext => Err(rejected(
+            key,
+            inter_broker_listener,
+            format!(
+                "{} is {}: replication over SASL is not supported yet",
+                l.name, l.protocol
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// `listener.security.protocol.map`: listener name → protocol.
+fn protocol_map(v: &Values<'_>) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    let key = "listener.security.protocol.map";
+    let text = v.text(key);
+    let mut map = BTreeMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = entry
+            .split_once(':')
+            .and_then(|(name, protocol)| Some((name.trim(), protocol.trim().parse().ok()?)));
+        let Some((name, protocol)) = parsed else {
+            return Err(rejected(key, text, format!("{entry} is not NAME:PROTOCOL")));
+        };
+        if map.insert(name.to_ascii_uppercase(), protocol).is_some() {
+            return Err(rejected(key, text, format!("{name} appears twice")));
+        }
+    }
+    Ok(map)
+}
+
+/// A listener's protocol: as mapped, else its name when that is a protocol's (Kafka's rule).
+fn protocol_of(
+    map: &BTreeMap<String, SecurityProtocol>,
+    name: &str,
+    listeners: &str,
+) -> Result<SecurityProtocol, ConfigError> {
+    let protocol = match map.get(name) {
+        Some(protocol) => *protocol,
+        None => name.parse().map_err(|_| {
+            rejected(
+                "listener.security.protocol.map",
+                name,
+                format!("listener {name} has no security protocol: map it, as {name}:SASL_PLAINTEXT"),
+            )
+        })?,
+    };
+    if protocol.uses_tls() {
+        return Err(rejected(
+            "listeners",
+            listeners,
+            format!("listener {name} is {protocol}: TLS listeners are not supported yet"),
+        ));
+    }
+    Ok(protocol)
+}
+
+fn sasl_settings(
+    v: &Values<'_>,
+    listener: &str,
+    protocol: SecurityProtocol,
+    plain_on_plaintext: bool,
+) -> Result<SaslSettings, ConfigError> {
+    let mechanisms_key = listener_key(listener, "sasl.enabled.mechanisms");
+    let (key, text) = match v.explicit.get(&mechanisms_key) {
+        Some(text) => (mechanisms_key.as_str(), text.as_str()),
+        None => ("sasl.enabled.mechanisms", v.text("sasl.enabled.mechanisms")),
+    };
+    let mechanisms = parse_mechanisms(key, text)?;
+    let plain_users = match mechanisms.contains(&Mechanism::Plain) {
+        true => plain_users(v, listener)?,
+        false => PlainUsers::default(),
+    };
+    if mechanisms.contains(&Mechanism::Plain) && !protocol.uses_tls() && !plain_on_plaintext {
+        return Err(rejected(
+            key,
+            text,
+            format!(
+                "PLAIN on {listener} ({protocol}) would send passwords in clear; set \
+                 laminar.sasl.plain.plaintext.enable=true to allow it"
+            ),
+        ));
+    }
+    Ok(SaslSettings {
+        mechanisms,
+        plain_users,
+    })
+}
+
+fn parse_mechanisms(key: &str, text: &str) -> Result<Vec<Mechanism>, ConfigError> {
+    let mut mechanisms = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let mechanism: Mechanism = name.parse().map_err(|_| {
+            rejected(
+                key,
+                text,
+                format!("{name} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+            )
+        })?;
+        if !mechanisms.contains(&mechanism) {
+            mechanisms.push(mechanism);
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err(rejected(key, text, "a SASL listener needs a mechanism"));
+    }
+    Ok(mechanisms)
+}
+
+/// PLAIN's users on `listener`, from its JAAS config (required once PLAIN is enabled there).
+fn plain_users(v: &Values<'_>, listener: &str) -> Result<PlainUsers, ConfigError> {
+    let key = listener_key(listener, "plain.sasl.jaas.config");
+    let Some(text) = v.explicit.get(&key) else {
+        return Err(ConfigError::Rejected {
+            key: key.clone(),
+            value: String::new(),
+            reason: format!("PLAIN is enabled on {listener}, so its users must be set here"),
+        });
+    };
+    let options = JaasOptions::parse(text).map_err(|e| ConfigError::Rejected {
+        key: key.clone(),
+        // The text holds passwords: never echoed.
+        value: "(hidden)".to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(options.plain_users())
+}
+
+/// `listener.name.<name>.<key>` for a listener (Kafka writes the name in lower case).
+fn listener_key(listener: &str, key: &str) -> String {
+    format!("{LISTENER_KEY_PREFIX}{}.{key}", listener.to_ascii_lowercase())
+}
+
+fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Rejected {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use laminar_security::{Mechanism, SecurityProtocol};
+
+    use crate::config::{BrokerConfig, ConfigError};
+
+    const JAAS: &str =
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+
+    fn load(overrides: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        BrokerConfig::from_properties("", &overrides).map(|loaded| loaded.config)
+    }
+
+    #[test]
+    fn the_default_listener_is_plaintext_without_sasl() {
+        let config = load(&[]).unwrap();
+        assert_eq!(config.listener_security.len(), 1);
+        assert_eq!(config.listener_security[0].protocol, SecurityProtocol::Plaintext);
+        assert!(config.listener_security[0].sasl.is_none());
+    }
+
+    #[test]
+    fn a_sasl_listener_offers_scram_by_default() {
+        let config = load(&["listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"]).unwrap();
+        let sasl = config.listener_security[1].sasl.as_ref().unwrap();
+        assert_eq!(
+            config.listener_security[1].protocol,
+            SecurityProtocol::SaslPlaintext
+        );
+        assert_eq!(sasl.mechanisms, [Mechanism::ScramSha256, Mechanism::ScramSha512]);
+        assert!(sasl.plain_users.is_empty());
+    }
+
+    #[test]
+    fn a_listener_named_freely_takes_its_protocol_from_the_map() {
+        let config = load(&[
+            "listeners=CLIENTS://:9094",
+            "listener.security.protocol.map=CLIENTS:SASL_PLAINTEXT",
+            "listener.name.clients.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        ])
+        .unwrap();
+        let sasl = config.listener_security[0].sasl.as_ref().unwrap();
+        assert_eq!(sasl.mechanisms, [Mechanism::ScramSha512]);
+        let unmapped = load(&["listeners=CLIENTS://:9094"]).unwrap_err().to_string();
+        assert!(
+            unmapped.contains("CLIENTS has no security protocol"),
+            "{unmapped}"
+        );
+    }
+
+    #[test]
+    fn plain_on_sasl_plaintext_needs_the_explicit_setting_and_its_users() {
+        let listeners = "listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9094";
+        let mechanisms = "sasl.enabled.mechanisms=PLAIN";
+        let jaas = format!("listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}");
+        let refused = load(&[listeners, mechanisms, &jaas]).unwrap_err().to_string();
+        assert!(
+            refused.contains("laminar.sasl.plain.plaintext.enable"),
+            "{refused}"
+        );
+        let allowed = "laminar.sasl.plain.plaintext.enable=true";
+        let no_users = load(&[listeners, mechanisms, allowed]).unwrap_err().to_string();
+        assert!(no_users.contains("plain.sasl.jaas.config"), "{no_users}");
+        let config = load(&[listeners, mechanisms, allowed, &jaas]).unwrap();
+        let users = &config.listener_security[1].sasl.as_ref().unwrap().plain_users;
+        assert!(users.contains("alice"));
+    }
+
+    #[test]
+    fn a_malformed_jaas_config_is_refused_without_echoing_it() {
+        let error = load(&[
+            "listeners=SASL_PLAINTEXT://:9094",
+            "sasl.enabled.mechanisms=PLAIN",
+            "laminar.sasl.plain.plaintext.enable=true",
+            r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=PlainLoginModule required user_alice="hunter2"#,
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn tls_listeners_unknown_mechanisms_and_sasl_between_brokers_are_refused() {
+        for (overrides, expected) in [
+            (
+                &["listeners=SSL://:9093"][..],
+                "TLS listeners are not supported yet",
+            ),
+            (
+                &[
+                    "listeners=SASL_PLAINTEXT://:9094",
+                    "sasl.enabled.mechanisms=GSSAPI",
+                ][..],
+                "GSSAPI is not supported",
+            ),
+            (
+                &[
+                    "process.roles=broker,controller",
+                    "controller.quorum.voters=1@127.0.0.1:9093",
+                    "listeners=SASL_PLAINTEXT://:9094,CONTROLLER://:9093",
+                    "inter.broker.listener.name=SASL_PLAINTEXT",
+                ][..],
+                "replication over SASL is not supported yet",
+            ),
+        ] {
+            let error = load(overrides).unwrap_err().to_string();
+            assert!(error.contains(expected), "{overrides:?}: {error}");
+        }
+    }
+}

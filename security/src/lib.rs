@@ -1,0 +1,24 @@
+//! Who a client is and how it proves it: Kafka's principals and security protocols, and the
+//! server side of SASL PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, RFC 7677).
+//!
+//! The crate knows nothing of Kafka's wire protocol: the broker's SaslHandshake and
+//! SaslAuthenticate handlers pass the client's tokens to a [`sasl::SaslServer`] and send back
+//! what it answers. Users come from a [`credentials::Credentials`] source: the broker's JAAS
+//! PLAIN users ([`jaas::PlainUsers`]) or its SCRAM store ([`credentials::ScramCredentialStore`]).
+
+#![forbid(unsafe_code)]
+
+pub mod credentials;
+pub mod jaas;
+pub mod plain;
+pub mod principal;
+pub mod protocol;
+pub mod sasl;
+pub mod scram;
+
+pub use credentials::{Credentials, ScramCredentialStore, StoreError};
+pub use jaas::{JaasError, JaasOptions, PlainUsers};
+pub use principal::{Principal, PrincipalParseError};
+pub use protocol::{Mechanism, NameParseError, SecurityProtocol};
+pub use sasl::{SaslError, SaslErrorKind, SaslServer, SaslStep, SASL_TOKEN_LEN_MAX};
+pub use scram::{ScramCredential, ScramError};
