@@ -160,25 +160,44 @@ fn init_logging(format: LogFormat) {
 }
 
 /// SIGTERM or SIGINT: in cluster mode a controlled shutdown first (leaderships move while the
-/// shards still serve, so clients move with them), then the shards stop.
+/// shards still serve, so clients move with them), then the shards stop. SIGHUP: every TLS
+/// listener reads its key, certificates and trust store again (new connections use them).
 fn stop_on_signals(shared: &std::sync::Arc<laminar_broker::broker::BrokerShared>) -> anyhow::Result<()> {
-    let shutdown = shared.shutdown.clone();
-    let cluster = shared.cluster.clone();
-    let mut signals =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])
-            .context("cannot install signal handlers")?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let shared = shared.clone();
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .context("cannot install signal handlers")?;
     std::thread::Builder::new()
         .name("laminar-signals".into())
         .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
+            for signal in signals.forever() {
+                if signal == SIGHUP {
+                    reload_certificates(&shared);
+                    continue;
+                }
                 tracing::info!(signal, "shutting down: finishing requests, flushing partitions");
                 notify(&[NotifyState::Stopping]);
-                if let Some(link) = &cluster {
+                if let Some(link) = &shared.cluster {
                     laminar_broker::quorum::membership::controlled_shutdown(link);
                 }
-                shutdown.trigger();
+                shared.shutdown.trigger();
+                return;
             }
         })
         .context("cannot start the signal thread")?;
     Ok(())
+}
+
+/// Reloads every TLS listener's files; a listener whose files do not load keeps what it had.
+fn reload_certificates(shared: &laminar_broker::broker::BrokerShared) {
+    let listeners = shared.config.listeners.iter().zip(&shared.listener_tls);
+    for (listener, tls) in listeners {
+        let Some(tls) = tls else { continue };
+        match tls.reload() {
+            Ok(()) => tracing::info!(listener = %listener.name, "TLS certificates reloaded"),
+            Err(error) => {
+                tracing::error!(listener = %listener.name, %error, "TLS certificates not reloaded; keeping the old ones")
+            }
+        }
+    }
 }

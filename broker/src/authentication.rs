@@ -88,6 +88,15 @@ impl Authentication {
         }
     }
 
+    /// An SSL listener's connection: the client certificate named `principal` (ANONYMOUS
+    /// without one), and that is all it proves.
+    pub fn authenticated_by_certificate(&self, principal: Principal) {
+        *self.state.borrow_mut() = State::Authenticated {
+            principal,
+            expires: None,
+        };
+    }
+
     /// Refuses a request this connection may not send now.
     pub fn admit(&self, api: ApiKey) -> Result<(), AuthenticationError> {
         let sasl = matches!(api, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate);

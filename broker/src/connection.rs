@@ -23,12 +23,13 @@ use laminar_engine::shard::ShardId;
 use laminar_engine::task_wakers::once_per_wake;
 use laminar_sys::sockets::{recv_into, Wait};
 
-use crate::authentication::Authentication;
+use crate::authentication::{self, Authentication};
 use crate::broker::BrokerCtx;
 use crate::connection_slots::ConnectionSlot;
 use crate::handlers::{self, Answer, AnswerOutput, ConnectionState, Outcome};
 use crate::kafka_listener::ListenerId;
 use crate::request_memory::{BudgetTimedOut, Lease};
+use crate::tls::{TlsReceive, TlsSession};
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::frame::{FrameError, FrameReader, FrameStatus};
 
@@ -62,7 +63,7 @@ enum CloseReason {
 
 /// Serves one client connection until it closes; `slot` is its share of descriptors, given
 /// back when it ends.
-pub async fn serve(ctx: Rc<BrokerCtx>, stream: TcpStream, slot: ConnectionSlot, listener: ListenerId) {
+pub async fn serve(ctx: Rc<BrokerCtx>, mut stream: TcpStream, slot: ConnectionSlot, listener: ListenerId) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
@@ -71,7 +72,42 @@ pub async fn serve(ctx: Rc<BrokerCtx>, stream: TcpStream, slot: ConnectionSlot, 
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let authentication = Authentication::for_listener(&ctx.state.shared.config, listener, peer);
-    serve_here(ctx, stream, slot, Carried::nothing(authentication)).await;
+    let tls = match start_tls(&ctx, &mut stream, &authentication).await {
+        Ok(tls) => tls,
+        Err(error) => {
+            ctx.state.metrics.count_authentication(false);
+            tracing::warn!(peer = %authentication.peer, %error, "TLS handshake failed");
+            let _ = stream.close().await;
+            return;
+        }
+    };
+    let mut carried = Carried::nothing(authentication);
+    carried.tls = tls;
+    serve_here(ctx, stream, slot, carried).await;
+}
+
+/// On a TLS listener: the handshake, and on an SSL listener the principal its client
+/// certificate names (a SASL_SSL listener's comes from SASL).
+async fn start_tls(
+    ctx: &Rc<BrokerCtx>,
+    stream: &mut TcpStream,
+    authentication: &Authentication,
+) -> std::io::Result<Option<TlsSession>> {
+    let listener = authentication.listener;
+    let Some(server) = ctx.state.shared.listener_tls(listener) else {
+        return Ok(None);
+    };
+    let config = &ctx.state.shared.config;
+    let mut tls = Box::new(rustls::ServerConnection::new(server.config()).map_err(std::io::Error::other)?);
+    let within = Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64);
+    crate::tls::handshake(stream, &mut tls, within).await?;
+    if !authentication::protocol_of(config, listener).uses_sasl() {
+        let principal = server
+            .principal_of(tls.peer_certificates())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
+        authentication.authenticated_by_certificate(principal);
+    }
+    Ok(Some(tls))
 }
 
 /// Serves a connection on this shard, starting with what it `carried` from another, until it
@@ -113,6 +149,7 @@ struct Carried {
     lease: Option<Lease>,
     frame_waited: Duration,
     authentication: Authentication,
+    tls: Option<TlsSession>,
 }
 
 impl Carried {
@@ -123,6 +160,7 @@ impl Carried {
             lease: None,
             frame_waited: Duration::ZERO,
             authentication,
+            tls: None,
         }
     }
 }
@@ -171,24 +209,35 @@ struct Inbound {
     /// Whether the connection owes answers while it reads: then it is not idle, however long
     /// the client stays quiet (it waits for a rebalance, say).
     owes_answers: bool,
+    /// On a TLS listener, the session: frames are read from it, answers written through it.
+    tls: Option<TlsSession>,
     idle_timeout: Duration,
     receive_timeout: Duration,
 }
 
 impl Inbound {
-    fn new(ctx: &Rc<BrokerCtx>, received: Bytes, lease: Option<Lease>, frame_waited: Duration) -> Inbound {
+    fn new(ctx: &Rc<BrokerCtx>, carried: Carried) -> (Inbound, Authentication) {
+        let Carried {
+            received,
+            lease,
+            frame_waited,
+            authentication,
+            tls,
+        } = carried;
         let config = &ctx.state.shared.config;
         let mut reader = FrameReader::new(config.socket_request_max_bytes as usize);
         reader.extend(&received);
         let lease = lease.unwrap_or_else(|| Lease::new(ctx.state.shared.request_memory.clone()));
-        Inbound {
+        let inbound = Inbound {
             reader,
             lease,
             frame_waited: Cell::new(frame_waited),
             owes_answers: false,
+            tls,
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
             receive_timeout: Duration::from_millis(config.laminar_request_receive_timeout_ms.max(1) as u64),
-        }
+        };
+        (inbound, authentication)
     }
 
     /// Everything this connection holds of its requests, for the shard it moves to.
@@ -198,6 +247,7 @@ impl Inbound {
             lease: Some(self.lease),
             frame_waited: self.frame_waited.get(),
             authentication,
+            tls: self.tls,
         }
     }
 
@@ -216,9 +266,9 @@ impl Inbound {
 
 async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Carried) -> Ended {
     let closed = Ended::Closed;
-    let mut inbound = Inbound::new(ctx, carried.received, carried.lease, carried.frame_waited);
+    let (mut inbound, authentication) = Inbound::new(ctx, carried);
     let mut answers: FuturesOrdered<Answer> = FuturesOrdered::new();
-    let connection = ConnectionState::new(ctx.id(), ctx.shard_count(), carried.authentication);
+    let connection = ConnectionState::new(ctx.id(), ctx.shard_count(), authentication);
     loop {
         let moving = connection.placement.move_to();
         // Every whole request already received is handled before any answer is written, so
@@ -238,7 +288,9 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Ca
             }
         }
         assert!(answers.len() <= ANSWERS_IN_FLIGHT_MAX, "answers owed are bounded");
-        if let Err(reason) = write_answers(None, &mut answers, stream, ctx).await {
+        if let Err(reason) =
+            write_answers(None, &mut answers, (stream, inbound.tls.as_deref_mut()), ctx).await
+        {
             return closed(reason);
         }
         if failed() && answers.is_empty() {
@@ -261,7 +313,7 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Ca
             }
             _ if moving.is_some() || failed() || answers.len() >= ANSWERS_IN_FLIGHT_MAX => {
                 let oldest = answers.next().await;
-                write_answers(oldest, &mut answers, stream, ctx).await
+                write_answers(oldest, &mut answers, (stream, inbound.tls.as_deref_mut()), ctx).await
             }
             _ => {
                 // A deferred answer is pending: read the next request meanwhile.
@@ -277,7 +329,9 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Ca
                 match raced {
                     Ok(read) => read,
                     // The abandoned read committed nothing to the reader.
-                    Err(answer) => write_answers(answer, &mut answers, stream, ctx).await,
+                    Err(answer) => {
+                        write_answers(answer, &mut answers, (stream, inbound.tls.as_deref_mut()), ctx).await
+                    }
                 }
             }
         };
@@ -327,7 +381,7 @@ async fn handle(
 async fn write_answers(
     first: Option<AnswerOutput>,
     answers: &mut FuturesOrdered<Answer>,
-    stream: &mut TcpStream,
+    (stream, tls): (&mut TcpStream, Option<&mut rustls::ServerConnection>),
     ctx: &Rc<BrokerCtx>,
 ) -> Result<(), CloseReason> {
     let mut chunks = Vec::new();
@@ -344,7 +398,10 @@ async fn write_answers(
         }
     }
     if !chunks.is_empty() {
-        let paths = crate::send::write_frame(stream, &chunks).await?;
+        let paths = match tls {
+            Some(tls) => crate::tls::write_frame(stream, tls, &chunks).await?,
+            None => crate::send::write_frame(stream, &chunks).await?,
+        };
         ctx.state.metrics.count_fetch_paths(paths);
     }
     closing.map_or(Ok(()), |e| Err(e.into()))
@@ -369,9 +426,13 @@ async fn read_more(
     let needed = inbound.reader.buffered_len() + inbound.reader.receive_bytes_next();
     inbound.lease.shrink_to(needed);
     inbound.lease.cover(needed, deadline).await?;
-    let mut socket = SocketNow(stream.as_raw_fd());
+    let socket = stream.as_raw_fd();
     let read = loop {
-        match inbound.reader.receive_from(&mut socket) {
+        let received = match inbound.tls.as_deref_mut() {
+            Some(tls) => inbound.reader.receive_from(&mut TlsReceive { socket, tls }),
+            None => inbound.reader.receive_from(&mut SocketNow(socket)),
+        };
+        match received {
             Ok(read) => break read,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e.into()),

@@ -27,4 +27,5 @@ pub mod reply;
 pub mod request_memory;
 pub mod send;
 pub mod server;
+pub mod tls;
 pub mod topic_partition;

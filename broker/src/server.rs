@@ -70,7 +70,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
     let (cluster, offsets_partitions) = cluster_and_offsets(&metadata, &config, &log_dir)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
-    let listen_addrs = kafka_listener::resolve_addrs(&config)?;
+    let (listen_addrs, listener_tls) = (kafka_listener::resolve_addrs(&config)?, listener_tls(&config)?);
     let (cluster_id, cluster_start) = cluster_identity(&log_dir, &config, cluster.as_deref())?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
@@ -94,6 +94,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         start_gate: ShutdownSignal::default(),
         cluster: cluster.clone(),
         scram_credentials: open_scram_credentials(&log_dir)?,
+        listener_tls,
     });
     if let Some(link) = cluster {
         follow_the_quorum(&shared, link, cluster_start)?;
@@ -132,6 +133,20 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         listen_addrs,
         runtime,
     })
+}
+
+/// Each listener's TLS: its key, certificates and trust store read now, so that a bad one
+/// stops the start with a message naming the listener.
+fn listener_tls(config: &BrokerConfig) -> anyhow::Result<Vec<Option<crate::tls::ListenerTls>>> {
+    let each = config.listener_security.iter().map(|listener| {
+        let Some(settings) = &listener.tls else {
+            return Ok(None);
+        };
+        crate::tls::ListenerTls::new(settings)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("listener {}: {e}", listener.name))
+    });
+    each.collect()
 }
 
 /// The SCRAM users of the first log dir.

@@ -5,20 +5,34 @@
 //! SaslAuthenticate handlers pass the client's tokens to a [`sasl::SaslServer`] and send back
 //! what it answers. Users come from a [`credentials::Credentials`] source: the broker's JAAS
 //! PLAIN users ([`jaas::PlainUsers`]) or its SCRAM store ([`credentials::ScramCredentialStore`]).
+//!
+//! TLS listeners (SSL, SASL_SSL) get their rustls server configuration from
+//! [`tls::TlsServerSettings`]; a client's certificate names its principal through
+//! [`tls::principal_of`] and Kafka's `ssl.principal.mapping.rules`
+//! ([`principal_mapping::PrincipalMappingRules`]).
 
 #![forbid(unsafe_code)]
 
 pub mod credentials;
+pub mod distinguished_name;
 pub mod jaas;
 pub mod plain;
 pub mod principal;
+pub mod principal_mapping;
 pub mod protocol;
 pub mod sasl;
 pub mod scram;
+pub mod tls;
 
 pub use credentials::{Credentials, ScramCredentialStore, StoreError};
+pub use distinguished_name::subject_dn;
 pub use jaas::{JaasError, JaasOptions, PlainUsers};
 pub use principal::{Principal, PrincipalParseError};
+pub use principal_mapping::PrincipalMappingRules;
 pub use protocol::{Mechanism, NameParseError, SecurityProtocol};
 pub use sasl::{SaslError, SaslErrorKind, SaslServer, SaslStep, SASL_TOKEN_LEN_MAX};
 pub use scram::{ScramCredential, ScramError};
+pub use tls::{
+    crypto_provider, principal_of, ClientAuth, KeyMaterial, TlsError, TlsServerSettings, TlsVersion,
+    TrustMaterial,
+};

@@ -19,6 +19,12 @@ pub fn send_sigstop(child: &Child) -> io::Result<()> {
     send_signal(child, libc::SIGSTOP)
 }
 
+/// Sends SIGHUP to `child` (not reaped, as for [`send_sigterm`]): a broker reloads its TLS
+/// certificates.
+pub fn send_sighup(child: &Child) -> io::Result<()> {
+    send_signal(child, libc::SIGHUP)
+}
+
 /// Sends SIGCONT to `child` (not reaped, as for [`send_sigterm`]).
 pub fn send_sigcont(child: &Child) -> io::Result<()> {
     send_signal(child, libc::SIGCONT)

@@ -299,6 +299,15 @@ impl Broker {
         Ok(())
     }
 
+    /// SIGHUP: the broker reads its TLS listeners' certificates again.
+    pub fn hang_up(&mut self) -> Result<()> {
+        let child = self
+            .child
+            .as_ref()
+            .context("hang_up(): the broker is not running")?;
+        process::send_sighup(child).with_context(|| format!("SIGHUP to broker {}", child.id()))
+    }
+
     /// SIGCONT to a paused broker: it goes on from where it stopped.
     pub fn resume(&mut self) -> Result<()> {
         let child = self

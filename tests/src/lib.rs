@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod broker;
+pub mod certs;
 pub mod cli;
 pub mod disks;
 pub mod history;
@@ -14,6 +15,7 @@ pub mod netns;
 pub mod power_cut;
 pub mod process;
 pub mod rdkafka_client;
+pub mod tls_client;
 pub mod wire;
 pub mod workload;
 

@@ -59,44 +59,17 @@ impl WireConnection {
     /// Reads and decodes the response to the request of `correlation_id` sent earlier (with
     /// [`Self::send`]; responses come in request order).
     pub fn receive<R: Request>(&mut self, correlation_id: i32, version: i16) -> Result<R::Response> {
-        let mut frame = self
+        let frame = self
             .read_frame()?
             .context("connection closed before the response")?;
-        let header_version = R::Response::header_version(version);
-        let header = kafka_protocol::messages::ResponseHeader::decode(&mut frame, header_version)?;
-        if header.correlation_id != correlation_id {
-            bail!(
-                "response correlation id {} for request {correlation_id}",
-                header.correlation_id
-            );
-        }
-        let response = R::Response::decode(&mut frame, version).with_context(|| {
-            format!(
-                "decoding {} v{version} response",
-                std::any::type_name::<R::Response>()
-            )
-        })?;
-        if frame.has_remaining() {
-            bail!("{} bytes left after the v{version} response", frame.remaining());
-        }
-        Ok(response)
+        decode_response::<R>(frame, correlation_id, version)
     }
 
     /// Encodes and sends a request with a v1/v2 header as its version requires.
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<i32> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("laminar-wire-test")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, R::header_version(version))?;
-        request.encode(&mut body, version)?;
-        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&body);
-        self.write_raw(&frame)?;
+        self.write_raw(&request_frame(request, version, correlation_id)?)?;
         Ok(correlation_id)
     }
 
@@ -147,6 +120,48 @@ impl WireConnection {
     pub fn stream(&self) -> &TcpStream {
         &self.stream
     }
+}
+
+/// A request's whole frame (size prefix, header as its version requires, body).
+pub fn request_frame<R: Request>(request: &R, version: i16, correlation_id: i32) -> Result<Vec<u8>> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("laminar-wire-test")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, R::header_version(version))?;
+    request.encode(&mut body, version)?;
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Decodes a response frame (its payload, after the size prefix) to the request of
+/// `correlation_id`; fails on a mismatch or on bytes left over.
+pub fn decode_response<R: Request>(
+    mut frame: Bytes,
+    correlation_id: i32,
+    version: i16,
+) -> Result<R::Response> {
+    let header_version = R::Response::header_version(version);
+    let header = kafka_protocol::messages::ResponseHeader::decode(&mut frame, header_version)?;
+    if header.correlation_id != correlation_id {
+        bail!(
+            "response correlation id {} for request {correlation_id}",
+            header.correlation_id
+        );
+    }
+    let response = R::Response::decode(&mut frame, version).with_context(|| {
+        format!(
+            "decoding {} v{version} response",
+            std::any::type_name::<R::Response>()
+        )
+    })?;
+    if frame.has_remaining() {
+        bail!("{} bytes left after the v{version} response", frame.remaining());
+    }
+    Ok(response)
 }
 
 /// One RecordBatch v2 (magic 2), uncompressed, CreateTime, no producer id, holding `values` as

@@ -44,9 +44,16 @@ pub struct BrokerShared {
     /// SCRAM users (AlterUserScramCredentials), in the first log dir. Read once per
     /// authentication, written by the admin API: a lock, off the data path.
     pub scram_credentials: std::sync::RwLock<laminar_security::credentials::ScramCredentialStore>,
+    /// Each client listener's TLS (`None` for a listener without), by `ListenerId`.
+    pub listener_tls: Vec<Option<crate::tls::ListenerTls>>,
 }
 
 impl BrokerShared {
+    /// Listener `id`'s TLS, if it has any.
+    pub fn listener_tls(&self, id: crate::kafka_listener::ListenerId) -> Option<&crate::tls::ListenerTls> {
+        self.listener_tls.get(id.0).and_then(Option::as_ref)
+    }
+
     /// The log settings of one topic: its overrides over the broker's defaults.
     pub fn log_config_for(&self, topic: &TopicMetadata) -> LogConfig {
         crate::config::engine::log_config(&topic.configs, &self.config)

@@ -10,7 +10,7 @@ use super::broker_keys::{find_broker_key, ignored_key_reason, BrokerDefault, Bro
 use super::broker_settings::BrokerConfig;
 use super::properties::parse_properties;
 use super::value::{
-    parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Listener,
+    parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Kind, Listener,
     LogFormat, TimestampType,
 };
 use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
@@ -146,18 +146,23 @@ impl BrokerConfig {
         BROKER_KEYS
             .iter()
             .map(|key| {
-                let synonyms = self.broker_synonyms(key.name, key.fallbacks);
+                let mut synonyms = self.broker_synonyms(key.name, key.fallbacks);
                 let source = if synonyms.iter().any(|s| s.source == ConfigSource::StaticBroker) {
                     ConfigSource::StaticBroker
                 } else {
                     ConfigSource::Default
                 };
+                // As Kafka: a secret is listed, marked sensitive, and never shown.
+                let sensitive = matches!(key.kind, Kind::Password);
+                if sensitive {
+                    synonyms.iter_mut().for_each(|s| s.value = None);
+                }
                 ConfigEntry {
                     name: key.name.to_string(),
-                    value: self.value_of(key.name),
+                    value: self.value_of(key.name).filter(|_| !sensitive),
                     source,
                     read_only: true,
-                    sensitive: false,
+                    sensitive,
                     synonyms,
                     config_type: key.kind.config_type(),
                     doc: key.doc,

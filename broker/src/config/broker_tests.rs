@@ -99,7 +99,7 @@ fn every_error_names_the_key_and_value() {
             "auto.create.topics.enable",
             "yes",
         ),
-        ("listeners=SSL://h:9093", "listeners", "SSL://h:9093"),
+        ("listeners=FOO://h:9093", "listener.security.protocol.map", "FOO"),
         ("listeners=PLAINTEXT://h", "listeners", "PLAINTEXT://h"),
         (
             "advertised.listeners=PLAINTEXT://0.0.0.0:9",
@@ -223,9 +223,14 @@ fn describe_lists_every_key_with_sources() {
         Some("PLAINTEXT://127.0.0.1:9092")
     );
     assert_eq!(get("advertised.listeners").source, ConfigSource::Default);
-    assert!(entries
+    assert!(entries.iter().all(|e| e.read_only && !e.doc.is_empty()));
+    // Only secrets are sensitive, and they are never shown.
+    let sensitive: Vec<&str> = entries
         .iter()
-        .all(|e| e.read_only && !e.sensitive && !e.doc.is_empty()));
+        .filter(|e| e.sensitive)
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(sensitive, ["ssl.keystore.key", "ssl.key.password"]);
     // Every key's default value is valid for its own kind.
     for entry in BrokerConfig::default().describe() {
         if let Some(value) = &entry.value {

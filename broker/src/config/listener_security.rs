@@ -4,15 +4,20 @@
 //! users (`listener.name.<name>.plain.sasl.jaas.config`, Kafka's `PlainLoginModule` with
 //! `user_<name>="<password>"` options). A child of `broker.rs` (it reads the same `Values`).
 //!
-//! TLS listeners (SSL, SASL_SSL) are refused at start until the broker speaks TLS; PLAIN on a
-//! SASL_PLAINTEXT listener sends passwords in clear, so it needs
-//! `laminar.sasl.plain.plaintext.enable=true` (docs/ARCHITECTURE.md, "Security").
+//! TLS listeners (SSL, SASL_SSL) take Kafka's `ssl.*` keys (PEM only), each of which
+//! `listener.name.<name>.ssl.*` may set for one listener. PLAIN on a SASL_PLAINTEXT listener
+//! sends passwords in clear, so it needs `laminar.sasl.plain.plaintext.enable=true`
+//! (docs/ARCHITECTURE.md, "Security").
 
 use std::collections::BTreeMap;
 
-use laminar_security::jaas::{JaasOptions, PlainUsers};
-use laminar_security::{Mechanism, SecurityProtocol};
+use std::path::PathBuf;
 
+use laminar_security::jaas::{JaasOptions, PlainUsers};
+use laminar_security::tls::{ClientAuth, KeyMaterial, TlsServerSettings, TlsVersion, TrustMaterial};
+use laminar_security::{Mechanism, PrincipalMappingRules, SecurityProtocol};
+
+use super::super::broker_keys::find_broker_key;
 use super::super::{ConfigError, Listener};
 use super::{parse_bool, Values};
 
@@ -21,7 +26,21 @@ pub const LISTENER_KEY_PREFIX: &str = "listener.name.";
 
 /// Per-listener keys Laminar reads after the listener prefix (the JAAS key also carries the
 /// mechanism: `plain.sasl.jaas.config`).
-const PER_LISTENER_KEYS: &[&str] = &["sasl.enabled.mechanisms", "plain.sasl.jaas.config"];
+const PER_LISTENER_KEYS: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "plain.sasl.jaas.config",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.principal.mapping.rules",
+];
 
 /// How one client listener secures its connections. Built once at start, shared read-only.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +50,8 @@ pub struct ListenerSecurity {
     pub protocol: SecurityProtocol,
     /// SASL listeners only: the mechanisms clients may pick, and PLAIN's users.
     pub sasl: Option<SaslSettings>,
+    /// SSL and SASL_SSL listeners only: the key, certificates and trust store.
+    pub tls: Option<TlsServerSettings>,
 }
 
 /// A SASL listener's mechanisms and PLAIN users. SCRAM users are not configuration: they live
@@ -68,15 +89,20 @@ fn listener_security(v: &Values<'_>, listeners: &[Listener]) -> Result<Vec<Liste
     listeners
         .iter()
         .map(|listener| {
-            let protocol = protocol_of(&map, &listener.name, v.text("listeners"))?;
+            let protocol = protocol_of(&map, &listener.name)?;
             let sasl = match protocol.uses_sasl() {
                 true => Some(sasl_settings(v, &listener.name, protocol, plain_on_plaintext)?),
+                false => None,
+            };
+            let tls = match protocol.uses_tls() {
+                true => Some(tls_settings(v, &listener.name)?),
                 false => None,
             };
             Ok(ListenerSecurity {
                 name: listener.name.clone(),
                 protocol,
                 sasl,
+                tls,
             })
         })
         .collect()
@@ -127,7 +153,6 @@ fn protocol_map(v: &Values<'_>) -> Result<BTreeMap<String, SecurityProtocol>, Co
 fn protocol_of(
     map: &BTreeMap<String, SecurityProtocol>,
     name: &str,
-    listeners: &str,
 ) -> Result<SecurityProtocol, ConfigError> {
     let protocol = match map.get(name) {
         Some(protocol) => *protocol,
@@ -139,13 +164,6 @@ fn protocol_of(
             )
         })?,
     };
-    if protocol.uses_tls() {
-        return Err(rejected(
-            "listeners",
-            listeners,
-            format!("listener {name} is {protocol}: TLS listeners are not supported yet"),
-        ));
-    }
     Ok(protocol)
 }
 
@@ -220,6 +238,104 @@ fn plain_users(v: &Values<'_>, listener: &str) -> Result<PlainUsers, ConfigError
     Ok(options.plain_users())
 }
 
+/// A TLS listener's settings: its own `listener.name.<name>.ssl.*` keys, else the broker's.
+fn tls_settings(v: &Values<'_>, listener: &str) -> Result<TlsServerSettings, ConfigError> {
+    let key_material = key_material(v, listener)?;
+    let trust = match (
+        setting(v, listener, "ssl.truststore.location")?,
+        setting(v, listener, "ssl.truststore.certificates")?,
+    ) {
+        (Some((_, path)), _) => Some(TrustMaterial::File(PathBuf::from(path.trim()))),
+        (None, Some((_, pem))) => Some(TrustMaterial::Inline(pem.to_string())),
+        (None, None) => None,
+    };
+    let (key, text) = setting_or_default(v, listener, "ssl.client.auth")?;
+    let client_auth: ClientAuth = text
+        .parse()
+        .map_err(|_| rejected(&key, text, "none, requested or required"))?;
+    if client_auth != ClientAuth::None && trust.is_none() {
+        return Err(rejected(
+            &key,
+            text,
+            "client certificates need ssl.truststore.location",
+        ));
+    }
+    let (key, text) = setting_or_default(v, listener, "ssl.enabled.protocols")?;
+    let protocols = text
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<TlsVersion>()
+                .map_err(|_| rejected(&key, text, "TLSv1.2 or TLSv1.3"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (key, text) = setting_or_default(v, listener, "ssl.principal.mapping.rules")?;
+    let principal_mapping =
+        PrincipalMappingRules::parse(text).map_err(|e| rejected(&key, text, e.to_string()))?;
+    Ok(TlsServerSettings {
+        key_material,
+        trust,
+        client_auth,
+        protocols,
+        principal_mapping,
+    })
+}
+
+/// The listener's private key and certificate chain: a PEM file, or both inline.
+fn key_material(v: &Values<'_>, listener: &str) -> Result<KeyMaterial, ConfigError> {
+    if let Some((key, _)) = setting(v, listener, "ssl.key.password")? {
+        return Err(rejected(
+            &key,
+            "(hidden)",
+            "encrypted private keys are not supported: decrypt it",
+        ));
+    }
+    let location = setting(v, listener, "ssl.keystore.location")?;
+    let chain = setting(v, listener, "ssl.keystore.certificate.chain")?;
+    let inline_key = setting(v, listener, "ssl.keystore.key")?;
+    match (location, chain, inline_key) {
+        (Some((_, path)), None, None) => Ok(KeyMaterial::File(PathBuf::from(path.trim()))),
+        (None, Some((_, chain)), Some((_, key))) => Ok(KeyMaterial::Inline {
+            certificate_chain: chain.to_string(),
+            key: key.to_string(),
+        }),
+        _ => Err(rejected(
+            &listener_key(listener, "ssl.keystore.location"),
+            "",
+            format!(
+                "TLS listener {listener} needs ssl.keystore.location, or                  ssl.keystore.certificate.chain with ssl.keystore.key"
+            ),
+        )),
+    }
+}
+
+/// `key` for `listener`: its `listener.name.<name>.` form if set, else the broker-wide one;
+/// validated as the registry says. Returns the key that applied, for error messages.
+fn setting<'v>(
+    v: &'v Values<'_>,
+    listener: &str,
+    key: &str,
+) -> Result<Option<(String, &'v str)>, ConfigError> {
+    let prefixed = listener_key(listener, key);
+    let found = match v.explicit.get(&prefixed) {
+        Some(value) => Some((prefixed, value.as_str())),
+        None => v.set(key).map(|value| (key.to_string(), value)),
+    };
+    if let (Some((name, value)), Some(registered)) = (&found, find_broker_key(key)) {
+        registered.kind.validate(name, value)?;
+    }
+    Ok(found)
+}
+
+/// As [`setting`], falling back to the key's default.
+fn setting_or_default<'v>(
+    v: &'v Values<'_>,
+    listener: &str,
+    key: &str,
+) -> Result<(String, &'v str), ConfigError> {
+    Ok(setting(v, listener, key)?.unwrap_or_else(|| (key.to_string(), v.text(key))))
+}
+
 /// `listener.name.<name>.<key>` for a listener (Kafka writes the name in lower case).
 fn listener_key(listener: &str, key: &str) -> String {
     format!("{LISTENER_KEY_PREFIX}{}.{key}", listener.to_ascii_lowercase())
@@ -235,6 +351,7 @@ fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
 
 #[cfg(test)]
 mod tests {
+    use laminar_security::tls::{ClientAuth, KeyMaterial, TlsVersion};
     use laminar_security::{Mechanism, SecurityProtocol};
 
     use crate::config::{BrokerConfig, ConfigError};
@@ -316,12 +433,82 @@ mod tests {
     }
 
     #[test]
-    fn tls_listeners_unknown_mechanisms_and_sasl_between_brokers_are_refused() {
+    fn a_tls_listener_takes_its_own_ssl_keys_over_the_brokers() {
+        let config = load(&[
+            "listeners=SSL://:9093,SASL_SSL://:9094",
+            "ssl.keystore.location=/etc/laminar/broker.pem",
+            "ssl.truststore.location=/etc/laminar/ca.pem",
+            "listener.name.ssl.ssl.client.auth=required",
+            "listener.name.sasl_ssl.ssl.keystore.location=/etc/laminar/sasl.pem",
+        ])
+        .unwrap();
+        let (ssl, sasl_ssl) = (&config.listener_security[0], &config.listener_security[1]);
+        let tls = ssl.tls.as_ref().unwrap();
+        assert_eq!(
+            tls.key_material,
+            KeyMaterial::File("/etc/laminar/broker.pem".into())
+        );
+        assert_eq!(tls.client_auth, ClientAuth::Required);
+        assert_eq!(tls.protocols, [TlsVersion::Tls12, TlsVersion::Tls13]);
+        let tls = sasl_ssl.tls.as_ref().unwrap();
+        assert_eq!(
+            tls.key_material,
+            KeyMaterial::File("/etc/laminar/sasl.pem".into())
+        );
+        assert_eq!(tls.client_auth, ClientAuth::None);
+        assert!(sasl_ssl.sasl.is_some() && ssl.sasl.is_none());
+    }
+
+    #[test]
+    fn tls_keys_that_cannot_work_are_refused() {
+        let listeners = "listeners=SSL://:9093";
         for (overrides, expected) in [
             (
-                &["listeners=SSL://:9093"][..],
-                "TLS listeners are not supported yet",
+                vec!["ssl.keystore.location=/k.pem", "ssl.client.auth=required"],
+                "ssl.truststore.location",
             ),
+            (
+                vec!["ssl.keystore.location=/k.pem", "ssl.key.password=secret"],
+                "encrypted private keys",
+            ),
+            (
+                vec!["ssl.keystore.certificate.chain=PEM"],
+                "needs ssl.keystore.location",
+            ),
+            (
+                vec!["ssl.keystore.location=/k.pem", "ssl.keystore.type=JKS"],
+                "ssl.keystore.type",
+            ),
+            (
+                vec!["ssl.keystore.location=/k.pem", "ssl.enabled.protocols=TLSv1.1"],
+                "ssl.enabled.protocols",
+            ),
+        ] {
+            let mut all = vec![listeners];
+            all.extend(overrides.iter().copied());
+            let error = load(&all).unwrap_err().to_string();
+            assert!(error.contains(expected), "{overrides:?}: {error}");
+            assert!(!error.contains("secret"), "{error}");
+        }
+    }
+
+    #[test]
+    fn describe_configs_marks_an_inline_key_sensitive_and_never_shows_it() {
+        let config = load(&["ssl.keystore.key=-----BEGIN PRIVATE KEY-----xyz"]).unwrap();
+        let entry = config
+            .describe()
+            .into_iter()
+            .find(|e| e.name == "ssl.keystore.key")
+            .unwrap();
+        assert!(entry.sensitive);
+        assert_eq!(entry.value, None);
+        assert!(entry.synonyms.iter().all(|s| s.value.is_none()));
+    }
+
+    #[test]
+    fn tls_listeners_unknown_mechanisms_and_sasl_between_brokers_are_refused() {
+        for (overrides, expected) in [
+            (&["listeners=SSL://:9093"][..], "needs ssl.keystore.location"),
             (
                 &[
                     "listeners=SASL_PLAINTEXT://:9094",

@@ -52,6 +52,9 @@ pub enum Kind {
     ListenerNames,
     /// Any non-empty text (`broker.rack`).
     Text,
+    /// Non-empty text that is a secret (a private key, a password): DescribeConfigs marks it
+    /// sensitive and never shows it.
+    Password,
 }
 
 /// The Kafka `ConfigType` reported by DescribeConfigs v3+ (`config_type` field).
@@ -63,6 +66,7 @@ pub enum ConfigType {
     Long = 5,
     Double = 6,
     List = 7,
+    Password = 9,
 }
 
 impl Kind {
@@ -90,6 +94,7 @@ impl Kind {
             Kind::QuorumVoters => "a comma-separated list of id@host:port".to_string(),
             Kind::ListenerNames => "a comma-separated list of listener names".to_string(),
             Kind::Text => "a non-empty string".to_string(),
+            Kind::Password => "a non-empty secret".to_string(),
         }
     }
 
@@ -111,6 +116,7 @@ impl Kind {
             }
             Kind::ThrottledReplicas | Kind::QuorumVoters | Kind::ListenerNames => ConfigType::List,
             Kind::Choice(_) | Kind::Fsync | Kind::SocketAddr | Kind::Path | Kind::Text => ConfigType::String,
+            Kind::Password => ConfigType::Password,
         }
     }
 
@@ -144,7 +150,7 @@ impl Kind {
                 let names = split_list(value);
                 !names.is_empty() && names.iter().all(|n| valid_listener_name(n))
             }
-            Kind::Text => !value.trim().is_empty(),
+            Kind::Text | Kind::Password => !value.trim().is_empty(),
         };
         if ok {
             Ok(())
