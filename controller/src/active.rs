@@ -229,14 +229,13 @@ impl ActiveController {
             records.insert(0, MetadataRecord::ClusterId(ClusterIdRecord { cluster_id }));
         }
         match self.write(records).await {
-            Written::Applied(log_index) => {
-                if let ControllerResponse::RegisterBroker {
+            Written::Applied(log_index) => match &mut response {
+                ControllerResponse::RegisterBroker {
                     broker_epoch: Ok(broker_epoch),
-                } = &mut response
-                {
-                    *broker_epoch = broker_epoch_at(log_index);
-                }
-            }
+                } => *broker_epoch = broker_epoch_at(log_index),
+                ControllerResponse::BrokerHeartbeat { metadata_version, .. } => *metadata_version = log_index,
+                _ => {}
+            },
             Written::NotLeader(leader_id) => return ControllerResponse::not_controller(leader_id),
             Written::Failed(refusal) => return ControllerResponse::Refused(refusal),
         }
@@ -309,7 +308,7 @@ impl ActiveController {
 fn response_ok(response: &ControllerResponse) -> bool {
     match response {
         ControllerResponse::RegisterBroker { broker_epoch } => broker_epoch.is_ok(),
-        ControllerResponse::BrokerHeartbeat { is_fenced } => is_fenced.is_ok(),
+        ControllerResponse::BrokerHeartbeat { is_fenced, .. } => is_fenced.is_ok(),
         _ => false,
     }
 }

@@ -148,6 +148,10 @@ pub enum ControllerResponse {
     },
     BrokerHeartbeat {
         is_fenced: Result<bool, Refusal>,
+        /// The metadata log index the answer was decided at (after the unfencing it wrote, if
+        /// any): a broker that has applied that much knows every leadership moved away from it
+        /// meanwhile.
+        metadata_version: u64,
     },
     Topics(Vec<TopicResult>),
     Partitions(Vec<PartitionResult>),

@@ -165,12 +165,13 @@ impl ControllerHandle {
         }
     }
 
-    /// Keeps the broker's session; returns whether it is fenced afterwards.
+    /// Keeps the broker's session; returns whether it is fenced afterwards, and the metadata
+    /// version the answer was decided at.
     pub async fn broker_heartbeat(
         &self,
         broker_id: NodeId,
         broker_epoch: BrokerEpoch,
-    ) -> Result<bool, Refusal> {
+    ) -> Result<(bool, u64), Refusal> {
         match self
             .request(ControllerRequest::BrokerHeartbeat {
                 broker_id,
@@ -178,7 +179,10 @@ impl ControllerHandle {
             })
             .await
         {
-            ControllerResponse::BrokerHeartbeat { is_fenced } => is_fenced,
+            ControllerResponse::BrokerHeartbeat {
+                is_fenced,
+                metadata_version,
+            } => is_fenced.map(|fenced| (fenced, metadata_version)),
             other => Err(whole_refusal(other)),
         }
     }

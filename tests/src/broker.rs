@@ -338,6 +338,11 @@ impl Broker {
         self.log_path(self.starts)
     }
 
+    /// Every start's stderr file, the first start's first.
+    pub fn stderr_paths(&self) -> Vec<PathBuf> {
+        (1..=self.starts).map(|start| self.log_path(start)).collect()
+    }
+
     /// The last few KiB the current (or last) broker process wrote to stderr.
     pub fn stderr_tail(&self) -> String {
         read_tail(&self.log_path(self.starts)).unwrap_or_else(|e| format!("<no stderr: {e}>"))

@@ -512,3 +512,41 @@ pub fn committed_offset(
         .map(|p| p.committed_offset)
         .context("OffsetFetch named no partition")
 }
+
+/// The coordinator of `group` (FindCoordinator v3): its node id, or the error code answered.
+pub fn find_coordinator(conn: &mut WireConnection, group: &str) -> Result<std::result::Result<i32, i16>> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let request = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string()));
+    let response = conn.request(&request, 3)?;
+    Ok(match response.error_code {
+        0 => Ok(response.node_id.0),
+        code => Err(code),
+    })
+}
+
+/// Commits `offset` for `(topic, partition)` as a client outside any generation does (the
+/// admin tools' way, generation -1): the error code answered.
+pub fn commit_offset(
+    conn: &mut WireConnection,
+    group: &str,
+    (topic, partition): (&str, i32),
+    offset: i64,
+) -> Result<i16> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)])]);
+    let response = conn.request(&request, 8)?;
+    let found = response.topics.first().and_then(|t| t.partitions.first());
+    found
+        .map(|p| p.error_code)
+        .context("OffsetCommit named no partition")
+}

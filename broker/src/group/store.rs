@@ -88,11 +88,22 @@ pub async fn append_and_apply(
     let batch = append_batch(ctx, partition, &records).await;
     appended();
     let (log, info) = batch?;
-    let coordinator = &ctx.state.groups;
-    let ticket = coordinator.await_commit(partition, info.base_offset);
-    let committed = wait_committed(ctx, partition, &log, info.last_offset).await;
-    coordinator.settle(ticket, committed.is_ok().then_some(records));
-    committed
+    let ticket = ctx.state.groups.await_commit(partition, info.base_offset);
+    // Settled by a task of its own: a request dropped while it waits (its connection closed)
+    // must not leave the ticket unsettled, which would hold back every later batch of the
+    // partition from being applied.
+    let (done, answer) = futures::channel::oneshot::channel();
+    let settling = ctx.clone();
+    glommio::spawn_local(async move {
+        let committed = wait_committed(&settling, partition, &log, info.last_offset).await;
+        settling
+            .state
+            .groups
+            .settle(ticket, committed.is_ok().then_some(records));
+        let _ = done.send(committed);
+    })
+    .detach();
+    answer.await.unwrap_or(Err(ResponseError::RequestTimedOut))
 }
 
 /// Appends `records` as one batch, without waiting for it to be durable.
@@ -183,6 +194,11 @@ pub fn check_coordinating(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<(), Res
     let Some(link) = &ctx.state.shared.cluster else {
         return Ok(());
     };
+    // Group answers come from memory: a coordinator that may have been replaced must not
+    // give them (docs/ARCHITECTURE.md, "Faults between nodes").
+    if !link.session.is_held_for_reads() {
+        return Err(ResponseError::NotCoordinator);
+    }
     let image = link.image();
     let state = image.metadata.partition_by_name(OFFSETS_TOPIC, partition);
     let Some(state) = state.filter(|s| s.leader == link.node_id) else {

@@ -36,6 +36,8 @@ pub struct SessionLease {
     /// When the last heartbeat answered unfenced was sent, in ms after `base`.
     renewed_at_ms: AtomicU64,
     timeout: Duration,
+    /// The session timeout alone: for answers served from memory (`is_held_for_reads`).
+    session: Duration,
 }
 
 impl SessionLease {
@@ -46,6 +48,7 @@ impl SessionLease {
             base: Instant::now(),
             renewed_at_ms: AtomicU64::new(0),
             timeout: session_timeout + CONTROLLER_ELECTION_ALLOWANCE,
+            session: session_timeout,
         }
     }
 
@@ -53,6 +56,15 @@ impl SessionLease {
     pub fn renew(&self, sent: Instant) {
         let at_ms = u64::try_from(sent.saturating_duration_since(self.base).as_millis()).unwrap_or(u64::MAX);
         self.renewed_at_ms.fetch_max(at_ms, Ordering::AcqRel);
+    }
+
+    /// Whether no controller can have fenced this broker yet: the last renewal is less than the
+    /// session timeout old (no election allowance). What answers served from memory alone need
+    /// (a group coordinator's committed offsets and group state): no replication round stops
+    /// a replaced coordinator from giving them, as one stops a replaced leader's appends.
+    pub fn is_held_for_reads(&self) -> bool {
+        let renewed = Duration::from_millis(self.renewed_at_ms.load(Ordering::Acquire));
+        self.base.elapsed() < renewed + self.session
     }
 
     /// Whether the last renewal is less than the session timeout and the allowance old.
@@ -129,8 +141,8 @@ pub fn start_heartbeats(
                 let epoch = link.broker_epoch();
                 let sent = Instant::now();
                 match block_on(link.handle.broker_heartbeat(link.node_id, epoch)) {
-                    Ok(false) => link.session.renew(sent),
-                    Ok(true) => tracing::debug!("heartbeat answered: still fenced"),
+                    Ok((false, version)) => renew_once_caught_up(&link, sent, version, interval),
+                    Ok((true, _)) => tracing::debug!("heartbeat answered: still fenced"),
                     Err(e @ (Refusal::StaleBrokerEpoch | Refusal::BrokerIdNotRegistered)) => {
                         tracing::warn!(error = %e, "heartbeat refused; registering again");
                         let _ = register(&link, &config);
@@ -148,6 +160,26 @@ pub fn start_heartbeats(
             }
         })?;
     Ok(())
+}
+
+/// Renews the lease once this broker's published metadata has reached `version`, the one the
+/// controller's answer was decided at: a broker back from a partition may still think it leads
+/// what was moved away meanwhile, and must not serve as leader or coordinator on that stale
+/// view. Waits at most `within`; a later heartbeat tries again.
+fn renew_once_caught_up(link: &ClusterLink, sent: Instant, version: u64, within: Duration) {
+    let deadline = Instant::now() + within;
+    while link.image().version < version {
+        if Instant::now() >= deadline {
+            tracing::debug!(
+                version,
+                applied = link.image().version,
+                "metadata behind the controller's; lease not renewed"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    link.session.renew(sent);
 }
 
 /// Blocks until the published metadata shows this broker unfenced (its first heartbeat did it).

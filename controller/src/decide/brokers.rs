@@ -61,6 +61,7 @@ pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: NodeId, broker_epoch: B
     if let Err(refusal) = check_broker_epoch(md, broker_id, broker_epoch) {
         return Decision::answer(ControllerResponse::BrokerHeartbeat {
             is_fenced: Err(refusal),
+            metadata_version: 0,
         });
     }
     let mut records = Vec::new();
@@ -73,7 +74,11 @@ pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: NodeId, broker_epoch: B
     }
     Decision {
         records,
-        response: ControllerResponse::BrokerHeartbeat { is_fenced: Ok(false) },
+        // The version is the written entry's, filled in once it is applied (active.rs).
+        response: ControllerResponse::BrokerHeartbeat {
+            is_fenced: Ok(false),
+            metadata_version: 0,
+        },
     }
 }
 

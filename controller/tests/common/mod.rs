@@ -150,8 +150,12 @@ pub async fn register_brokers(
             .register_broker(id, incarnation, endpoint(9000 + number as u16), rack)
             .await
             .unwrap();
-        let fenced = handle.broker_heartbeat(id, epoch).await.unwrap();
+        let (fenced, metadata_version) = handle.broker_heartbeat(id, epoch).await.unwrap();
         assert!(!fenced);
+        assert!(
+            metadata_version > 0,
+            "the answer names the metadata it was decided at"
+        );
         epochs.insert(id, epoch);
     }
     epochs
