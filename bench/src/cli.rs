@@ -143,6 +143,61 @@ pub struct CommonArgs {
     /// Skip measuring the limits (the JSON then has none).
     #[arg(long)]
     pub no_limits: bool,
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+/// How the harness's connections are secured, in Kafka's client names: to measure what TLS
+/// and SASL cost against PLAINTEXT on the same broker.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SecurityArgs {
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (`security.protocol`); the default is
+    /// PLAINTEXT.
+    #[arg(long)]
+    pub security_protocol: Option<String>,
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 on SASL listeners.
+    #[arg(long, default_value = "SCRAM-SHA-512")]
+    pub sasl_mechanism: String,
+    #[arg(long)]
+    pub sasl_username: Option<String>,
+    /// The password (else `LAMINAR_SASL_PASSWORD`, which keeps it out of `ps`).
+    #[arg(long)]
+    pub sasl_password: Option<String>,
+    /// PEM file of the CA certificates to trust on SSL and SASL_SSL.
+    #[arg(long)]
+    pub ssl_ca_location: Option<PathBuf>,
+}
+
+impl SecurityArgs {
+    /// The client settings these arguments ask for.
+    pub fn client_config(&self) -> anyhow::Result<laminar_client::ClientConfig> {
+        use laminar_client::SecurityProtocol;
+        let protocol: SecurityProtocol = self.security_protocol.as_deref().unwrap_or("PLAINTEXT").parse()?;
+        let mut security = laminar_client::Security::default();
+        if protocol.uses_tls() {
+            let ca = self.ssl_ca_location.as_deref();
+            let ca = ca.ok_or_else(|| anyhow::anyhow!("{protocol} needs --ssl-ca-location"))?;
+            security.tls = Some(laminar_client::Security::tls_trusting(ca)?);
+        }
+        if protocol.uses_sasl() {
+            let password = self
+                .sasl_password
+                .clone()
+                .or_else(|| std::env::var("LAMINAR_SASL_PASSWORD").ok());
+            let (Some(user), Some(password)) = (&self.sasl_username, &password) else {
+                anyhow::bail!("{protocol} needs --sasl-username and --sasl-password");
+            };
+            security.sasl = Some(laminar_client::SaslLogin {
+                mechanism: self.sasl_mechanism.parse()?,
+                user: user.clone(),
+                password: password.clone(),
+            });
+        }
+        Ok(laminar_client::ClientConfig {
+            security,
+            ..laminar_client::ClientConfig::default()
+        })
+    }
 }
 
 /// Producer settings shared by `produce`, `e2e` and `replication`.

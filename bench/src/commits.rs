@@ -67,6 +67,7 @@ fn topic_args(args: &CommitsArgs) -> CommonArgs {
         report: None,
         limits_dir: args.sync_dir.clone(),
         no_limits: true,
+        security: Default::default(),
     }
 }
 

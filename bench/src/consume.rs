@@ -34,6 +34,8 @@ pub struct ConsumerJob {
     pub idle_timeout: Duration,
     /// Fetch in an incremental fetch session (KIP-227).
     pub fetch_session: bool,
+    /// How to connect (TLS, SASL).
+    pub client: ClientConfig,
 }
 
 /// Shared between the consumers of a run: records consumed by all, and when to stop.
@@ -76,7 +78,7 @@ pub fn count_from(records: &[u8], position: i64) -> anyhow::Result<(u64, u64, i6
 /// each one's first buffer, which at 16 consumers of 1 GiB was every byte received (decision
 /// 0029, bench scale and its goals).
 pub fn connect_consumer(job: &ConsumerJob) -> anyhow::Result<Connection> {
-    let mut connection = Connection::connect(&job.leader, &ClientConfig::default())
+    let mut connection = Connection::connect(&job.leader, &job.client)
         .with_context(|| format!("consumer connecting to {}", job.leader))?;
     connection.warm_receive_buffer(answer_bytes_max(job));
     Ok(connection)

@@ -40,6 +40,8 @@ pub struct ProducerJob {
     pub rate: Option<f64>,
     /// When the schedule starts (µs on the shared clock).
     pub start_us: u64,
+    /// How to connect (TLS, SASL).
+    pub client: ClientConfig,
 }
 
 /// A request sent whose acknowledgement is awaited.
@@ -80,7 +82,7 @@ pub fn run_producer(
     recorder: &mut Recorder,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let connection = Connection::connect(&job.leader, &ClientConfig::default())
+    let connection = Connection::connect(&job.leader, &job.client)
         .with_context(|| format!("producer connecting to {}", job.leader))?;
     let pacer = Pacer::new(job.start_us, job.rate, args.linger_ms * 1000);
     let mut builder = BatchBuilder::new(

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use anyhow::Context;
-use laminar_client::{ClientConfig, Connection, OffsetSpec};
+use laminar_client::{Connection, OffsetSpec};
 use serde_json::json;
 
 use crate::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, ProducerArgs};
@@ -66,6 +66,7 @@ fn producer_jobs(
                 + u64::from((index as u64) < num_records % producers as u64),
             rate: args.rate().map(|rate| rate / producers as f64),
             start_us,
+            client: layout.client.clone(),
         })
         .collect())
 }
@@ -83,7 +84,7 @@ fn consumer_jobs(
     dealt
         .into_iter()
         .map(|(leader, partitions)| {
-            let mut connection = Connection::connect(&leader, &ClientConfig::default())?;
+            let mut connection = Connection::connect(&leader, &layout.client)?;
             let asked: Vec<(i32, OffsetSpec)> = partitions.iter().map(|p| (*p, spec)).collect();
             let offsets = connection.list_offsets(topic, &asked)?;
             Ok(ConsumerJob {
@@ -94,6 +95,7 @@ fn consumer_jobs(
                 end_to_end,
                 idle_timeout: idle,
                 fetch_session: false,
+                client: layout.client.clone(),
             })
         })
         .collect()

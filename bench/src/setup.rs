@@ -15,10 +15,12 @@ mod kafka_protocol_codes {
 }
 
 /// The partitions of the topic and the address of each one's leader.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TopicLayout {
     /// `(partition, leader host:port)`, by partition index.
     pub leaders: Vec<(i32, String)>,
+    /// How to connect to them (TLS, SASL), as `--security-protocol` said.
+    pub client: ClientConfig,
 }
 
 impl TopicLayout {
@@ -57,13 +59,14 @@ impl TopicLayout {
 /// a leader.
 pub fn prepare_topic(common: &CommonArgs) -> anyhow::Result<TopicLayout> {
     let (bootstrap, topic) = (common.brokers.as_str(), common.topic.as_str());
-    let mut connection = Connection::connect(bootstrap, &ClientConfig::default())
-        .with_context(|| format!("connecting to {bootstrap}"))?;
+    let client = common.security.client_config()?;
+    let mut connection =
+        Connection::connect(bootstrap, &client).with_context(|| format!("connecting to {bootstrap}"))?;
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut created = false;
     loop {
         let metadata = connection.metadata(Some(&[topic]), false)?;
-        match layout_of(&metadata, topic) {
+        match layout_of(&metadata, topic, &client) {
             Ok(layout) => return Ok(layout),
             Err(missing_code) if missing_code == UNKNOWN_TOPIC_OR_PARTITION && !created => {
                 let outcome = connection.create_topics(
@@ -93,7 +96,7 @@ pub fn prepare_topic(common: &CommonArgs) -> anyhow::Result<TopicLayout> {
 }
 
 /// The layout, or the error code that prevents it (-1: a partition without a leader).
-fn layout_of(metadata: &ClusterMetadata, topic: &str) -> Result<TopicLayout, i16> {
+fn layout_of(metadata: &ClusterMetadata, topic: &str, client: &ClientConfig) -> Result<TopicLayout, i16> {
     let topic_metadata = metadata.topic(topic).ok_or(UNKNOWN_TOPIC_OR_PARTITION)?;
     if let Some(error) = &topic_metadata.error {
         return Err(error.code);
@@ -110,7 +113,10 @@ fn layout_of(metadata: &ClusterMetadata, topic: &str) -> Result<TopicLayout, i16
         leaders.push((partition.partition, address));
     }
     leaders.sort();
-    Ok(TopicLayout { leaders })
+    Ok(TopicLayout {
+        leaders,
+        client: client.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -120,6 +126,7 @@ mod tests {
     fn layout(leaders: &[(i32, &str)]) -> TopicLayout {
         TopicLayout {
             leaders: leaders.iter().map(|(p, l)| (*p, (*l).to_owned())).collect(),
+            client: ClientConfig::default(),
         }
     }
 

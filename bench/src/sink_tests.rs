@@ -28,6 +28,7 @@ fn producer_args(extra: &[&str]) -> ProduceArgs {
 fn produce_into_sink(sink: &Sink, args: &ProduceArgs, topic: &str) -> Measurement {
     let clock = Clock::new();
     let job = ProducerJob {
+        client: ClientConfig::default(),
         index: 0,
         leader: sink.address.to_string(),
         topic: topic.into(),
@@ -184,6 +185,7 @@ fn consumer_counts_canned_batches_from_the_sink() {
         stop: AtomicBool::new(false),
     });
     let job = ConsumerJob {
+        client: ClientConfig::default(),
         leader: sink.address.to_string(),
         topic: "c".into(),
         partitions: vec![(0, 0), (1, 0)],

@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 use crate::error::ClientError;
+use crate::transport::{Security, Transport};
 use crate::versions::{client_versions, ApiVersionTable};
 use laminar_protocol::frame::{FrameReader, ReadFrameError};
 
@@ -32,6 +33,8 @@ pub struct ClientConfig {
     /// Limit on any one socket read or write (`None`: wait forever). Must exceed the longest
     /// broker-side wait asked for (fetch `max_wait_ms`, produce `timeout_ms`).
     pub io_timeout: Option<Duration>,
+    /// TLS and SASL (Kafka's `security.protocol`); PLAINTEXT by default.
+    pub security: Security,
 }
 
 impl Default for ClientConfig {
@@ -41,6 +44,7 @@ impl Default for ClientConfig {
             frame_bytes_max: 256 * 1024 * 1024,
             connect_timeout: Duration::from_secs(10),
             io_timeout: Some(Duration::from_secs(60)),
+            security: Security::default(),
         }
     }
 }
@@ -72,7 +76,7 @@ struct InFlight {
 /// A connection to one broker. Owned by one thread; `Send` but not shared.
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Transport,
     client_id: StrBytes,
     versions: ApiVersionTable,
     next_correlation_id: i32,
@@ -87,7 +91,7 @@ impl Connection {
         let mut last_error = None;
         for socket_address in address.to_socket_addrs()? {
             match TcpStream::connect_timeout(&socket_address, config.connect_timeout) {
-                Ok(stream) => return Connection::over(stream, config),
+                Ok(stream) => return Connection::over_to(stream, config, host_of(address)),
                 Err(error) => last_error = Some(error),
             }
         }
@@ -110,12 +114,13 @@ impl Connection {
     /// the socket), checked without blocking. A paced load generator uses it to take
     /// acknowledgements when they come instead of waiting on one and falling behind its schedule.
     pub fn response_waiting(&mut self) -> Result<bool, ClientError> {
-        if self.frames.buffered_len() > 0 {
+        if self.frames.buffered_len() > 0 || self.stream.has_buffered_plaintext() {
             return Ok(true);
         }
-        self.stream.set_nonblocking(true)?;
-        let peeked = self.stream.peek(&mut [0u8; 1]);
-        self.stream.set_nonblocking(false)?;
+        let socket = self.stream.socket();
+        socket.set_nonblocking(true)?;
+        let peeked = socket.peek(&mut [0u8; 1]);
+        socket.set_nonblocking(false)?;
         match peeked {
             Ok(_) => Ok(true),
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
@@ -123,11 +128,22 @@ impl Connection {
         }
     }
 
-    /// Takes over an established stream and negotiates API versions on it.
+    /// Takes over an established stream and negotiates API versions on it (PLAINTEXT, or the
+    /// TLS `config` asks for with `127.0.0.1` as the server's name).
     pub fn over(stream: TcpStream, config: &ClientConfig) -> Result<Connection, ClientError> {
+        Connection::over_to(stream, config, "127.0.0.1")
+    }
+
+    /// Takes over an established stream to the server named `host`: TLS if `config` asks for
+    /// it, API versions, then the SASL login if any.
+    pub fn over_to(stream: TcpStream, config: &ClientConfig, host: &str) -> Result<Connection, ClientError> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(config.io_timeout)?;
         stream.set_write_timeout(config.io_timeout)?;
+        let stream = match &config.security.tls {
+            Some(tls) => Transport::tls(stream, tls.clone(), host)?,
+            None => Transport::Plain(stream),
+        };
         let mut connection = Connection {
             stream,
             client_id: StrBytes::from_string(config.client_id.clone()),
@@ -138,6 +154,9 @@ impl Connection {
             frames: FrameReader::new(config.frame_bytes_max),
         };
         connection.versions = connection.negotiate_versions()?;
+        if let Some(login) = &config.security.sasl {
+            crate::sasl::authenticate(&mut connection, login)?;
+        }
         Ok(connection)
     }
 
@@ -324,13 +343,19 @@ impl Connection {
     }
 }
 
+/// The host part of `host:port` (an IPv6 address without its brackets), the TLS server name.
+fn host_of(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 fn api_key<R: Request>() -> ApiKey {
     ApiKey::try_from(R::KEY).expect("every Request type has a known API key")
 }
 
 /// Writes one request frame (size prefix, header, body) into `buffer`, replacing its contents.
 /// Writes every piece, in order, with as few gathering writes as the socket allows.
-pub fn write_all_pieces(stream: &mut TcpStream, pieces: &[bytes::Bytes]) -> std::io::Result<()> {
+pub fn write_all_pieces(stream: &mut impl Write, pieces: &[bytes::Bytes]) -> std::io::Result<()> {
     let mut slices: Vec<std::io::IoSlice<'_>> = pieces.iter().map(|p| std::io::IoSlice::new(p)).collect();
     let mut left = &mut slices[..];
     while !left.is_empty() {

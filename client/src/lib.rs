@@ -25,7 +25,9 @@ mod groups;
 pub mod partitioner;
 mod produce_frame;
 mod replica;
+mod sasl;
 mod topic_changes;
+pub mod transport;
 mod versions;
 
 pub use admin::{
@@ -42,8 +44,10 @@ pub use groups::{
     GroupMember, ListedGroup,
 };
 pub use kafka_protocol::records::Compression;
+pub use laminar_security::{Mechanism, SecurityProtocol};
 pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
 pub use topic_changes::ConfigChange;
+pub use transport::{SaslLogin, Security};
 pub use versions::{client_versions, ApiVersionTable};
 
 /// Record batches: encoding and cheap walks over fetched bytes (shared with the broker).

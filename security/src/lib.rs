@@ -21,6 +21,7 @@ pub mod principal;
 pub mod principal_mapping;
 pub mod protocol;
 pub mod sasl;
+pub mod sasl_client;
 pub mod scram;
 pub mod tls;
 
@@ -31,6 +32,7 @@ pub use principal::{Principal, PrincipalParseError};
 pub use principal_mapping::PrincipalMappingRules;
 pub use protocol::{Mechanism, NameParseError, SecurityProtocol};
 pub use sasl::{SaslError, SaslErrorKind, SaslServer, SaslStep, SASL_TOKEN_LEN_MAX};
+pub use sasl_client::SaslClient;
 pub use scram::{ScramCredential, ScramError};
 pub use tls::{
     crypto_provider, principal_of, ClientAuth, KeyMaterial, TlsError, TlsServerSettings, TlsVersion,

@@ -101,6 +101,17 @@ impl ScramCredential {
         Self::from_password(mechanism, password, &salt, iterations)
     }
 
+    /// RFC 5802's SaltedPassword, `Hi(password, salt, iterations)`: what a client computes and
+    /// sends in AlterUserScramCredentials, so that the password never leaves it.
+    pub fn salted_password(
+        mechanism: Mechanism,
+        password: &str,
+        salt: &[u8],
+        iterations: u32,
+    ) -> Result<Vec<u8>, ScramError> {
+        Ok(ScramHash::of(mechanism)?.hi(password.as_bytes(), salt, iterations))
+    }
+
     /// Kafka's AlterUserScramCredentials sends the salt and the salted password (the client
     /// ran `Hi`, so the password never reaches the broker): derives the keys from those.
     pub fn from_salted_password(

@@ -147,6 +147,7 @@ impl Plan {
             report: None,
             limits_dir: PathBuf::from("."),
             no_limits: true,
+            security: Default::default(),
         }
     }
 

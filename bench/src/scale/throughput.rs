@@ -160,6 +160,7 @@ fn common(plan: &Plan, topic: &str, partitions: u32) -> CommonArgs {
         report: None,
         limits_dir: PathBuf::from("."),
         no_limits: true,
+        security: Default::default(),
     }
 }
 

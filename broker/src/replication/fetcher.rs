@@ -257,6 +257,8 @@ fn connect(address: &str, settings: &ReplicationSettings) -> Result<Connection, 
         // A leader answers within its wait; one that does not (frozen, cut off) holds this
         // fetcher, and every partition it serves, only this long before a reconnect.
         io_timeout: Some(wait + Duration::from_secs(10)),
+        // The inter-broker listener is PLAINTEXT (the config refuses any other for now).
+        security: laminar_client::Security::default(),
     };
     Connection::connect(address, &config)
 }

@@ -1,0 +1,103 @@
+//! Laminar's own client over TLS and SASL: `laminar bench produce` and `consume` against a
+//! SASL_SSL listener with SCRAM-SHA-512 (the user made with AlterUserScramCredentials from a
+//! salted password), and refused with a wrong password or an untrusted CA. Real broker process,
+//! the real `laminar` binary, certificates made by the run.
+
+use anyhow::{ensure, Result};
+use bytes::Bytes;
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+use kafka_protocol::protocol::StrBytes;
+use laminar_security::{Mechanism, ScramCredential};
+use laminar_tests::certs::TestCertificates;
+use laminar_tests::wire::WireConnection;
+use laminar_tests::{cli, Broker, BrokerOptions};
+
+const PASSWORD: &str = "bench-secret";
+
+fn add_scram_user(broker: &Broker, user: &str, password: &str) -> Result<()> {
+    let salt = b"a salt of the test's own";
+    let salted = ScramCredential::salted_password(Mechanism::ScramSha512, password, salt, 4096)?;
+    let upsertion = ScramCredentialUpsertion::default()
+        .with_name(StrBytes::from_string(user.to_string()))
+        .with_mechanism(Mechanism::ScramSha512.kafka_type())
+        .with_iterations(4096)
+        .with_salt(Bytes::from_static(salt))
+        .with_salted_password(Bytes::from(salted));
+    let request = AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion]);
+    let answer = WireConnection::connect(broker.addr())?.request(&request, 0)?;
+    ensure!(answer.results.iter().all(|r| r.error_code == 0), "{answer:?}");
+    Ok(())
+}
+
+#[test]
+fn laminar_bench_produces_and_consumes_over_sasl_ssl_and_is_refused_without_the_right_secrets() -> Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let certs = TestCertificates::write(dir.path())?;
+    let options = BrokerOptions {
+        extra_listeners: vec!["SASL_SSL".to_string()],
+        ..BrokerOptions::default()
+    }
+    .with_override(
+        "ssl.keystore.location",
+        &certs.server_keystore.display().to_string(),
+    )
+    .with_override("sasl.enabled.mechanisms", "SCRAM-SHA-512");
+    let broker = Broker::start(options)?;
+    add_scram_user(&broker, "bench", PASSWORD)?;
+    let address = broker
+        .listener_addr("SASL_SSL")
+        .expect("the SASL_SSL listener")
+        .to_string();
+    let ca = certs.ca.display().to_string();
+    let run = |command: &str, password: &str, ca: &str| {
+        let args = [
+            "bench",
+            command,
+            "--brokers",
+            &address,
+            "--topic",
+            "secured",
+            "--num-records",
+            "2000",
+            "--no-limits",
+            "--security-protocol",
+            "SASL_SSL",
+            "--sasl-mechanism",
+            "SCRAM-SHA-512",
+            "--sasl-username",
+            "bench",
+            "--sasl-password",
+            password,
+            "--ssl-ca-location",
+            ca,
+        ];
+        cli::run(&args, "")
+    };
+    let produced = run("produce", PASSWORD, &ca)?;
+    ensure!(produced.success, "produce: {}", produced.stderr);
+    let consumed = run("consume", PASSWORD, &ca)?;
+    ensure!(consumed.success, "consume: {}", consumed.stderr);
+    ensure!(
+        consumed.stdout.contains("2000"),
+        "consume read the 2000 records: {}",
+        consumed.stdout
+    );
+    let wrong = run("produce", "not-the-password", &ca)?;
+    ensure!(
+        !wrong.success && wrong.stderr.contains("SaslAuthenticationFailed"),
+        "{}",
+        wrong.stderr
+    );
+    ensure!(
+        !wrong.stderr.contains("not-the-password"),
+        "the password is never printed"
+    );
+    let stranger = dir.path().join("stranger");
+    std::fs::create_dir(&stranger)?;
+    let untrusted = TestCertificates::write(&stranger)?.ca.display().to_string();
+    let refused = run("produce", PASSWORD, &untrusted)?;
+    ensure!(!refused.success, "a server whose CA is not trusted is refused");
+    Ok(())
+}
