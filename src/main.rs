@@ -48,6 +48,9 @@ enum Command {
     /// Cluster-wide information.
     #[command(subcommand)]
     Cluster(cli::cluster::ClusterCommand),
+    /// Create, delete and list SCRAM users.
+    #[command(subcommand)]
+    User(cli::user::UserCommand),
     Tune(cli::host::TuneArgs),
     Iotune(cli::host::IotuneArgs),
     InstallService(cli::host::InstallServiceArgs),
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(command) => cli::group::run(command),
         Command::Cluster(command) => cli::cluster::run(command),
+        Command::User(command) => cli::user::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
         Command::InstallService(args) => cli::host::install_service(args, &man_pages()),

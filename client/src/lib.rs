@@ -28,6 +28,7 @@ mod replica;
 mod sasl;
 mod topic_changes;
 pub mod transport;
+mod users;
 mod versions;
 
 pub use admin::{
@@ -48,6 +49,7 @@ pub use laminar_security::{Mechanism, SecurityProtocol};
 pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
 pub use topic_changes::ConfigChange;
 pub use transport::{SaslLogin, Security};
+pub use users::ScramUser;
 pub use versions::{client_versions, ApiVersionTable};
 
 /// Record batches: encoding and cheap walks over fetched bytes (shared with the broker).

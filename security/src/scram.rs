@@ -96,9 +96,14 @@ impl ScramCredential {
         password: &str,
         iterations: u32,
     ) -> Result<ScramCredential, ScramError> {
+        Self::from_password(mechanism, password, &Self::random_salt()?, iterations)
+    }
+
+    /// A fresh salt of [`Self::SALT_LEN_GENERATED`] random bytes.
+    pub fn random_salt() -> Result<Vec<u8>, ScramError> {
         let mut salt = vec![0; Self::SALT_LEN_GENERATED];
         getrandom::fill(&mut salt).map_err(|error| ScramError::Random(error.to_string()))?;
-        Self::from_password(mechanism, password, &salt, iterations)
+        Ok(salt)
     }
 
     /// RFC 5802's SaltedPassword, `Hi(password, salt, iterations)`: what a client computes and

@@ -11,6 +11,7 @@ pub mod produce;
 pub mod progress;
 pub mod reassign;
 pub mod topic;
+pub mod user;
 
 use anyhow::{anyhow, bail, Context};
 use clap::Args;

@@ -1,32 +1,45 @@
-//! Laminar's own client over TLS and SASL: `laminar bench produce` and `consume` against a
-//! SASL_SSL listener with SCRAM-SHA-512 (the user made with AlterUserScramCredentials from a
-//! salted password), and refused with a wrong password or an untrusted CA. Real broker process,
+//! Laminar's own client over TLS and SASL: `laminar user create` makes a SCRAM-SHA-512 user (the
+//! password salted and hashed by the CLI), then `laminar bench produce` and `consume` run against
+//! a SASL_SSL listener as that user, and are refused with a wrong password or an untrusted CA. Real broker process,
 //! the real `laminar` binary, certificates made by the run.
 
 use anyhow::{ensure, Result};
-use bytes::Bytes;
-use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
-use kafka_protocol::messages::AlterUserScramCredentialsRequest;
-use kafka_protocol::protocol::StrBytes;
-use laminar_security::{Mechanism, ScramCredential};
 use laminar_tests::certs::TestCertificates;
-use laminar_tests::wire::WireConnection;
 use laminar_tests::{cli, Broker, BrokerOptions};
 
 const PASSWORD: &str = "bench-secret";
 
+/// `laminar user create`, then `laminar user list` shows the user without any secret.
 fn add_scram_user(broker: &Broker, user: &str, password: &str) -> Result<()> {
-    let salt = b"a salt of the test's own";
-    let salted = ScramCredential::salted_password(Mechanism::ScramSha512, password, salt, 4096)?;
-    let upsertion = ScramCredentialUpsertion::default()
-        .with_name(StrBytes::from_string(user.to_string()))
-        .with_mechanism(Mechanism::ScramSha512.kafka_type())
-        .with_iterations(4096)
-        .with_salt(Bytes::from_static(salt))
-        .with_salted_password(Bytes::from(salted));
-    let request = AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion]);
-    let answer = WireConnection::connect(broker.addr())?.request(&request, 0)?;
-    ensure!(answer.results.iter().all(|r| r.error_code == 0), "{answer:?}");
+    let brokers = broker.bootstrap();
+    let created = cli::run(
+        &[
+            "user",
+            "create",
+            user,
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--iterations",
+            "4096",
+            "--brokers",
+            &brokers,
+        ],
+        &format!("{password}\n"),
+    )?;
+    ensure!(created.success, "user create: {}", created.stderr);
+    let listed = cli::run(&["user", "list", "--brokers", &brokers], "")?;
+    ensure!(listed.success, "user list: {}", listed.stderr);
+    let line = listed
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(user))
+        .unwrap_or_default();
+    ensure!(
+        line.contains("SCRAM-SHA-512") && line.contains("4096"),
+        "{}",
+        listed.stdout
+    );
+    ensure!(!listed.stdout.contains(password), "no secret is listed");
     Ok(())
 }
 
