@@ -61,10 +61,20 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
     ]);
     let (stopped_tx, stopped_rx) = mpsc::channel::<()>();
     if let Some(interval) = sd_notify::watchdog_interval() {
-        let addr = broker.listen_addr;
+        // A listener the probe can speak to without TLS (a SASL one answers ApiVersions before
+        // authentication); without one, the probe makes TCP connections only.
+        let plain = shared
+            .config
+            .listener_security
+            .iter()
+            .position(|l| !l.protocol.uses_tls());
+        let (addr, kafka_round_trip) = match plain {
+            Some(index) => (broker.listen_addrs[index], true),
+            None => (broker.listen_addr, false),
+        };
         std::thread::Builder::new()
             .name("laminar-watchdog".into())
-            .spawn(move || watchdog(addr, interval, stopped_rx))
+            .spawn(move || watchdog((addr, kafka_round_trip), interval, stopped_rx))
             .context("cannot start the watchdog thread")?;
     }
     stop_on_signals(&shared)?;
@@ -101,8 +111,13 @@ fn read_iotune_profile(path: PathBuf) -> anyhow::Result<ProfileRecommendation> {
 }
 
 /// Pings systemd at half its watchdog interval, but only after the broker answered a Kafka
-/// ApiVersions round trip: a wedged shard that still accepts connections stops the pings.
-fn watchdog(kafka_addr: SocketAddr, interval: Duration, stopped: mpsc::Receiver<()>) {
+/// ApiVersions round trip: a wedged shard that still accepts connections stops the pings. A
+/// broker whose every listener is TLS gets a TCP connect as its probe instead.
+fn watchdog(
+    (kafka_addr, kafka_round_trip): (SocketAddr, bool),
+    interval: Duration,
+    stopped: mpsc::Receiver<()>,
+) {
     let period = interval / 2;
     let client = ClientConfig {
         client_id: "laminar-watchdog".into(),
@@ -112,8 +127,14 @@ fn watchdog(kafka_addr: SocketAddr, interval: Duration, stopped: mpsc::Receiver<
     };
     let probe_addr = loopback_if_unspecified(kafka_addr);
     while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-        match Connection::connect(&probe_addr.to_string(), &client) {
-            Ok(_) => notify(&[NotifyState::Watchdog]),
+        let answered = match kafka_round_trip {
+            true => Connection::connect(&probe_addr.to_string(), &client).map(drop),
+            false => std::net::TcpStream::connect_timeout(&probe_addr, period)
+                .map(drop)
+                .map_err(laminar_client::ClientError::Io),
+        };
+        match answered {
+            Ok(()) => notify(&[NotifyState::Watchdog]),
             Err(e) => tracing::warn!(error = %e, "watchdog: broker did not answer; not pinging systemd"),
         }
     }
