@@ -634,6 +634,27 @@ impl NodePlace {
     fn controller_addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.controller_port)
     }
+
+    /// Ports for `count` listeners besides PLAINTEXT and CONTROLLER: free loopback ports, or on
+    /// a test network (an address of the node's own) 9094 and up.
+    fn extra_ports(&self, count: usize) -> Result<Vec<u16>> {
+        match self.network_namespace {
+            None => loopback_ports(count),
+            Some(_) => Ok((0..count as u16).map(|i| 9094 + i).collect()),
+        }
+    }
+
+    /// The node's `listeners`: PLAINTEXT, CONTROLLER, then `extra` on `extra_ports`.
+    fn listeners(&self, extra: &[String], extra_ports: &[u16]) -> String {
+        let mut listeners = vec![
+            format!("PLAINTEXT://{}", SocketAddr::new(self.host, self.port)),
+            format!("CONTROLLER://{}", self.controller_addr()),
+        ];
+        for (name, port) in extra.iter().zip(extra_ports) {
+            listeners.push(format!("{name}://{}", SocketAddr::new(self.host, *port)));
+        }
+        listeners.join(",")
+    }
 }
 
 /// Several `laminar broker` processes in combined mode (`process.roles=broker,controller`) on
@@ -737,19 +758,13 @@ impl Cluster {
             .collect();
         let mut nodes = Vec::with_capacity(places.len());
         for (i, place) in places.iter().enumerate() {
+            let extra_ports = place.extra_ports(base.extra_listeners.len())?;
             let options = base
                 .clone()
                 .with_override("process.roles", "broker,controller")
                 .with_override("node.id", &(i + 1).to_string())
                 .with_override("controller.quorum.voters", &voters.join(","))
-                .with_override(
-                    "listeners",
-                    &format!(
-                        "PLAINTEXT://{},CONTROLLER://{}",
-                        SocketAddr::new(place.host, place.port),
-                        place.controller_addr()
-                    ),
-                )
+                .with_override("listeners", &place.listeners(&base.extra_listeners, &extra_ports))
                 .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
                 .with_override(
                     "broker.heartbeat.interval.ms",
@@ -766,14 +781,12 @@ impl Cluster {
                     log_dir: log_dirs.get(i).cloned(),
                     host: place.host,
                     network_namespace: place.network_namespace.clone(),
-                    // A cluster's nodes listen where the cluster placed them, nowhere else.
-                    extra_listeners: Vec::new(),
                     ..options
                 },
                 binary: binary.clone(),
                 port: place.port,
                 http_port: place.http_port,
-                extra_ports: Vec::new(),
+                extra_ports,
                 root,
                 child: None,
                 starts: 0,

@@ -212,6 +212,15 @@ async fn dispatch(
         request @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
             handle_sasl(ctx, &connection.authentication, request, version, correlation_id)
         }
+        RequestKind::Fetch(r) if is_replica_fetch_elsewhere(ctx, &r, listener) => {
+            // As Kafka answers a follower's fetch without ClusterAction: until ACLs exist, a
+            // fetch as a replica is taken only on the brokers' own listener.
+            let code = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code();
+            let answer = laminar_protocol::fetch_response::FetchAnswer::failed(code);
+            let frame =
+                laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id);
+            Ok(Outcome::RespondChunks(frame))
+        }
         RequestKind::Fetch(r) => {
             let answer = fetch::handle(ctx, r, version, &connection.placement).await;
             let ctx = ctx.clone();
@@ -233,6 +242,21 @@ async fn dispatch(
             handle_partition_or_admin_api(ctx, (api_key, listener), request, version, correlation_id).await
         }
     }
+}
+
+/// A fetch claiming a replica id that did not come in on `inter.broker.listener.name`: in a
+/// cluster whose clients have listeners of their own, a client must not pass for a follower
+/// (it would move the ISR and the high watermark).
+fn is_replica_fetch_elsewhere(
+    ctx: &BrokerCtx,
+    request: &kafka_protocol::messages::FetchRequest,
+    listener: ListenerId,
+) -> bool {
+    let config = &ctx.state.shared.config;
+    config.cluster.is_some()
+        && request.replica_id.0 >= 0
+        && crate::kafka_listener::name_of(config, listener)
+            != crate::kafka_listener::inter_broker_name(config)
 }
 
 /// SaslHandshake, and SaslAuthenticate: answered now, or after the failure delay (the
