@@ -9,10 +9,12 @@ import subprocess
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from laminar_broker import BrokerProcess
+from round_trip import kafka_python_produce_and_consume
+from round_trip import produce_and_consume as round_trip_produce_and_consume
 
 TIMEOUT_S = 30
 SASL = "SASL_PLAINTEXT"
@@ -48,24 +50,7 @@ def sasl_config(broker, mechanism, user, password):
 
 
 def produce_and_consume(config, topic, count=50):
-    """Produces `count` records with acks=all and reads them back over the same settings."""
-    producer = Producer({**config, "acks": "all", "message.timeout.ms": TIMEOUT_S * 1000})
-    failures = []
-    for i in range(count):
-        producer.produce(topic, f"record {i}".encode(), on_delivery=lambda e, _m: e and failures.append(e))
-    assert producer.flush(TIMEOUT_S) == 0 and not failures, failures
-    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    try:
-        while len(values) < count:
-            message = consumer.poll(TIMEOUT_S)
-            assert message is not None, f"only {len(values)} of {count} records within {TIMEOUT_S}s"
-            assert message.error() is None, message.error()
-            values.append(message.value().decode())
-    finally:
-        consumer.close()
-    assert values == [f"record {i}" for i in range(count)]
+    round_trip_produce_and_consume(config, topic, count)
 
 
 @pytest.mark.parametrize("user", ["bob", "carol"])
@@ -102,23 +87,10 @@ def test_the_broker_keeps_serving_after_refusals(sasl_broker, topic_name):
 
 
 def test_kafka_python_produces_and_consumes_with_scram(sasl_broker, topic_name):
-    from kafka import KafkaConsumer, KafkaProducer
     config = {"bootstrap_servers": sasl_broker.listeners[SASL], "security_protocol": "SASL_PLAINTEXT",
               "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "carol",
               "sasl_plain_password": "carol-secret"}
-    producer = KafkaProducer(acks="all", **config)
-    for i in range(20):
-        producer.send(topic_name, f"kp {i}".encode()).get(TIMEOUT_S)
-    producer.close()
-    consumer = KafkaConsumer(topic_name, auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
-                             **config)
-    values = []
-    for message in consumer:
-        values.append(message.value.decode())
-        if len(values) == 20:
-            break
-    consumer.close()
-    assert values == [f"kp {i}" for i in range(20)]
+    kafka_python_produce_and_consume(config, topic_name)
 
 
 def test_kafka_python_wrong_password_raises(sasl_broker):

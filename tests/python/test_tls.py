@@ -7,13 +7,14 @@ keeps serving."""
 import socket
 import ssl
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from laminar_broker import BrokerProcess, controller_binary
+from round_trip import kafka_python_produce_and_consume
+from round_trip import produce_and_consume as round_trip_produce_and_consume
 
 TIMEOUT_S = 30
 
@@ -58,23 +59,7 @@ def sasl_ssl_config(broker, certs, password="bob-secret"):
 
 
 def produce_and_consume(config, topic, count=200):
-    producer = Producer({**config, "acks": "all", "message.timeout.ms": TIMEOUT_S * 1000})
-    failures = []
-    for i in range(count):
-        producer.produce(topic, f"tls {i}".encode() * 20, on_delivery=lambda e, _m: e and failures.append(e))
-    assert producer.flush(TIMEOUT_S) == 0 and not failures, failures
-    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values = []
-    try:
-        while len(values) < count:
-            message = consumer.poll(TIMEOUT_S)
-            assert message is not None, f"only {len(values)} of {count} records within {TIMEOUT_S}s"
-            assert message.error() is None, message.error()
-            values.append(message.value())
-    finally:
-        consumer.close()
-    assert values == [f"tls {i}".encode() * 20 for i in range(count)]
+    round_trip_produce_and_consume(config, topic, count, value=lambda i: f"tls {i}".encode() * 20)
 
 
 def refused(config, expected_code):
@@ -123,7 +108,6 @@ def test_a_plaintext_client_and_garbage_on_tls_ports_are_refused_and_the_broker_
 
 
 def test_kafka_python_over_ssl_and_sasl_ssl(tls_broker, certs, topic_name):
-    from kafka import KafkaConsumer, KafkaProducer
     common = {"ssl_cafile": str(certs / "ca.pem"), "ssl_check_hostname": True}
     configs = [
         {"bootstrap_servers": tls_broker.listeners["SSL"], "security_protocol": "SSL",
@@ -133,19 +117,7 @@ def test_kafka_python_over_ssl_and_sasl_ssl(tls_broker, certs, topic_name):
          **common},
     ]
     for index, config in enumerate(configs):
-        topic = f"{topic_name}-{index}"
-        producer = KafkaProducer(acks="all", **config)
-        for i in range(20):
-            producer.send(topic, f"kp {i}".encode()).get(TIMEOUT_S)
-        producer.close()
-        consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000, **config)
-        values = []
-        for message in consumer:
-            values.append(message.value.decode())
-            if len(values) == 20:
-                break
-        consumer.close()
-        assert values == [f"kp {i}" for i in range(20)], config["security_protocol"]
+        kafka_python_produce_and_consume(config, f"{topic_name}-{index}")
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
