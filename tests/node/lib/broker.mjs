@@ -28,8 +28,10 @@ export class BrokerProcess {
   /**
    * Starts a broker and resolves once it answers ApiVersions. `cluster: N` starts N brokers in
    * combined mode forming one quorum: `bootstrap` then lists them all, and only stop() applies.
+   * `listeners`: names of listeners besides the PLAINTEXT one (SASL_SSL, say), each on a port of
+   * its own; `this.listeners` maps each name to host:port.
    */
-  static async start({ overrides = {}, cores = 2, cluster = 0 } = {}) {
+  static async start({ overrides = {}, cores = 2, cluster = 0, listeners = [] } = {}) {
     const binary = controllerBinary()
     if (!existsSync(binary)) {
       throw new Error(`${binary} not found: build it with \`cargo build -p laminar-tests --bins\` ` +
@@ -37,9 +39,17 @@ export class BrokerProcess {
     }
     const args = ['--cores', String(cores)]
     for (const [key, value] of Object.entries(overrides)) args.push('--override', `${key}=${value}`)
+    for (const name of listeners) args.push('--listener', name)
     if (cluster) args.push('--cluster', String(cluster))
     const broker = new BrokerProcess(spawn(binary, args, { stdio: ['pipe', 'pipe', 'inherit'] }))
     broker.#expectReady(await broker.#nextLine())
+    broker.listeners = {}
+    if (listeners.length) {
+      for (const item of (await broker.#command('listeners')).split(' ').slice(1)) {
+        const [name, address] = item.split('=')
+        broker.listeners[name] = address
+      }
+    }
     return broker
   }
 
