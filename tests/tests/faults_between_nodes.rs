@@ -417,7 +417,35 @@ fn an_isolated_leader_and_a_minority_controller_stop_acting_and_the_majority_goe
     minority_controller_stops_deciding(&mut network, &mut cluster)?;
     network.heal()?;
     in_sync_view(&mut cluster, &topic)?;
-    isolated_coordinator_never_reads_back_an_older_commit(&mut network, &mut cluster, &topic)
+    isolated_coordinator_never_reads_back_an_older_commit(&mut network, &mut cluster, &topic)?;
+    restarted_coordinator_never_reads_back_an_older_commit(&mut cluster, &topic)
+}
+
+/// A coordinator killed while the group moves on, then restarted: from its first answer on it
+/// never gives the commit from before its death (its metadata, from before the crash, would
+/// still name it the coordinator).
+fn restarted_coordinator_never_reads_back_an_older_commit(cluster: &mut Cluster, topic: &str) -> Result<()> {
+    let group = unique_topic("restarted-group");
+    let (coordinator, _) = commit_through_any(cluster, &group, (topic, 10), &[1, 2, 3])?;
+    cluster.node(coordinator).kill9()?;
+    let others: Vec<i32> = (1..=NODES).filter(|id| *id != coordinator).collect();
+    commit_through_any(cluster, &group, (topic, 20), &others)?;
+    cluster.node(coordinator).restart()?;
+    let mut stale_reads = 0;
+    for _ in 0..40 {
+        let read = cluster
+            .connect(coordinator)
+            .and_then(|mut c| wire::committed_offset(&mut c, &group, (topic, 0)));
+        if matches!(read, Ok(offset) if offset < 20) {
+            stale_reads += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ensure!(
+        stale_reads == 0,
+        "{stale_reads} reads of the older commit from the restarted coordinator"
+    );
+    Ok(())
 }
 
 fn isolated_coordinator_never_reads_back_an_older_commit(

@@ -182,10 +182,18 @@ fn renew_once_caught_up(link: &ClusterLink, sent: Instant, version: u64, within:
     link.session.renew(sent);
 }
 
-/// Blocks until the published metadata shows this broker unfenced (its first heartbeat did it).
+/// Blocks until this node's metadata shows this broker's current registration unfenced (its
+/// first heartbeat did it). The epoch matters: a node restarted after a crash holds metadata
+/// in which its previous registration may still be unfenced, from before every leadership that
+/// moved away while it was down; it must not serve on that.
 pub fn wait_until_unfenced(link: &ClusterLink) {
     let mut logged = Instant::now();
-    while !link.handle.metadata().metadata.is_unfenced(link.node_id) {
+    let current = |link: &ClusterLink| {
+        let metadata = link.handle.metadata();
+        let registration = metadata.metadata.brokers.get(&link.node_id);
+        registration.is_some_and(|b| !b.fenced && b.broker_epoch.get() == link.broker_epoch().get())
+    };
+    while !current(link) {
         if logged.elapsed() >= LOG_EVERY {
             tracing::info!("waiting for the controller to unfence this broker");
             logged = Instant::now();
