@@ -115,6 +115,9 @@ impl laminar_protocol::frame::Receive for TlsReceive<'_> {
 /// Appends up to `max` decrypted bytes; `WouldBlock` when rustls holds none; `Ok(0)` once the
 /// client closed the TLS session.
 fn read_plaintext(tls: &mut ServerConnection, buffer: &mut BytesMut, max: usize) -> io::Result<usize> {
+    // rustls hands out at most a record's plaintext at a time: zeroing room for a whole large
+    // frame on every call would cost more than the decryption.
+    let max = max.min(CIPHERTEXT_READ_BYTES);
     let held = buffer.len();
     buffer.resize(held + max, 0);
     let read = tls.reader().read(&mut buffer[held..]);

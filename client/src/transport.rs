@@ -65,6 +65,9 @@ impl Security {
     }
 }
 
+/// Plaintext taken from the TLS session per read: one record's worth (16 KiB) and some.
+const TLS_PLAINTEXT_READ_BYTES: usize = 32 * 1024;
+
 /// A connection's stream. Owned by the connection.
 #[derive(Debug)]
 pub enum Transport {
@@ -143,6 +146,9 @@ impl Receive for Transport {
         match self {
             Transport::Plain(socket) => socket.receive(buffer, max),
             Transport::Tls(stream) => {
+                // A record's plaintext at most per call: zeroing room for a whole frame on every
+                // call would cost more than the decryption.
+                let max = max.min(TLS_PLAINTEXT_READ_BYTES);
                 let held = buffer.len();
                 buffer.resize(held + max, 0);
                 let read = stream.read(&mut buffer[held..]);
