@@ -155,7 +155,7 @@ impl Connection {
         };
         connection.versions = connection.negotiate_versions()?;
         if let Some(login) = &config.security.sasl {
-            crate::sasl::authenticate(&mut connection, login)?;
+            connection.authenticate(login)?;
         }
         Ok(connection)
     }

@@ -15,8 +15,14 @@ use crate::transport::SaslLogin;
 /// Round trips a login may take: PLAIN needs one, SCRAM two.
 const ROUND_TRIPS_MAX: usize = 4;
 
-/// Authenticates `connection` as `login` says.
-pub(crate) fn authenticate(connection: &mut Connection, login: &SaslLogin) -> Result<(), ClientError> {
+impl Connection {
+    /// Authenticates this connection as `login` says.
+    pub(crate) fn authenticate(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+        authenticate(self, login)
+    }
+}
+
+fn authenticate(connection: &mut Connection, login: &SaslLogin) -> Result<(), ClientError> {
     let handshake =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(login.mechanism.to_string()));
     let answer = connection.request(&handshake)?;

@@ -12,7 +12,7 @@ use x509_parser::asn1_rs::{Any, Class, Header, Tag};
 use x509_parser::prelude::{FromDer, X509Certificate};
 use x509_parser::x509::{AttributeTypeAndValue, X509Name};
 
-use crate::tls::TlsError;
+use crate::tls_error::TlsError;
 
 /// The RFC 2253 keywords Java emits, by OID; every other type is written as its OID.
 const RFC2253_KEYWORDS: [(&str, &str); 9] = [

@@ -22,8 +22,10 @@ pub mod principal_mapping;
 pub mod protocol;
 pub mod sasl;
 pub mod sasl_client;
+pub mod sasl_outcome;
 pub mod scram;
 pub mod tls;
+pub mod tls_error;
 
 pub use credentials::{Credentials, ScramCredentialStore, StoreError};
 pub use distinguished_name::subject_dn;

@@ -5,10 +5,10 @@
 use crate::credentials::Credentials;
 use crate::principal::Principal;
 use crate::protocol::Mechanism;
-use crate::sasl::{SaslError, SaslStep};
+use crate::sasl_outcome::{SaslError, SaslStep};
 
 /// Checks a PLAIN token; the token's size was bounded by the caller
-/// ([`crate::sasl::SASL_TOKEN_LEN_MAX`]).
+/// ([`crate::sasl_outcome::SASL_TOKEN_LEN_MAX`]).
 pub(crate) fn authenticate(token: &[u8], credentials: &dyn Credentials) -> Result<SaslStep, SaslError> {
     let (authzid, username, password) = parse(token)?;
     // Kafka refuses to let one user act as another through PLAIN's authzid.

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
 
-use crate::tls::TlsError;
+use crate::tls_error::TlsError;
 
 /// One rule as Kafka's `SslPrincipalMapper.RULE_PATTERN` reads it: `DEFAULT` (group 1), or
 /// `RULE:<pattern>/<replacement>/[LU]` (groups 2, 4 and 6), or anything else (group 7).

@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 use crate::protocol::Mechanism;
-use crate::sasl::SaslError;
+use crate::sasl_outcome::SaslError;
 use crate::scram::{ScramCredential, ScramHash};
 
 /// One exchange from the client's side. Owned by the connection that authenticates.

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
 
 use crate::protocol::Mechanism;
-use crate::sasl::SaslError;
+use crate::sasl_outcome::SaslError;
 
 /// What the server knows to check a SCRAM proof (RFC 5802 section 3): the salt and iteration
 /// count the client needs to derive its keys, and the two keys derived from the password.
