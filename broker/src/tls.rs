@@ -36,12 +36,12 @@ pub async fn handshake(
 ) -> io::Result<()> {
     let deadline = Instant::now() + within;
     let work = async {
+        let mut ciphertext = vec![0u8; CIPHERTEXT_READ_BYTES];
         while tls.is_handshaking() {
             flush(stream, tls).await?;
             if !tls.is_handshaking() {
                 break;
             }
-            let mut ciphertext = vec![0u8; CIPHERTEXT_READ_BYTES];
             let read = stream.read(&mut ciphertext).await?;
             if read == 0 {
                 return Err(io::Error::new(
