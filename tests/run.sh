@@ -17,6 +17,9 @@ if [ "$(id -u)" = 0 ]; then export FAULTFS_TESTS_MUST_MOUNT="${FAULTFS_TESTS_MUS
 # Likewise root can make the fault tests' network namespaces (tests/src/netns.rs).
 if [ "$(id -u)" = 0 ]; then export LAMINAR_NETNS_TESTS_MUST_RUN="${LAMINAR_NETNS_TESTS_MUST_RUN:-1}"; fi
 
+# A CI run builds once from a clean clone: incremental caches would only take disk.
+if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"; fi
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TESTS="$ROOT/tests"
@@ -171,6 +174,13 @@ run_node() {
 suites=("$@")
 [ "${#suites[@]}" -eq 0 ] && suites=(rust python node)
 started=$SECONDS
+# Tests that write data stop when their disk is nearly full (a build of every test takes several
+# GB): the free space at both ends of the run says whether that was why one failed.
+disk_free() {
+  echo "disk free $1: $(df -h --output=avail "$ROOT" | tail -1 | tr -d ' ') (checkout)," \
+    "$(df -h --output=avail "${TMPDIR:-/tmp}" | tail -1 | tr -d ' ') (temporary files)"
+}
+disk_free "at the start"
 
 setup_system || step_failed "setup: system packages"
 wants() { local s; for s in "${suites[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
@@ -202,6 +212,7 @@ if [ "$built" -eq 1 ]; then
 fi
 
 say "summary after $((SECONDS - started)) s (logs in $LOGS)"
+disk_free "at the end"
 for step in "${FAILED_STEPS[@]+"${FAILED_STEPS[@]}"}"; do echo "FAILED: $step"; done
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -98,6 +98,19 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Whether the request may still take effect: no decision answered it (no answer in
+    /// time, a forward that got none, a write whose outcome openraft did not report). Every
+    /// other refusal is a decision made on everything committed, which wrote nothing.
+    pub fn may_have_taken_effect(&self) -> bool {
+        matches!(
+            self,
+            Refusal::NotController { .. }
+                | Refusal::RequestTimedOut
+                | Refusal::WriteFailed(_)
+                | Refusal::UnexpectedAnswer(_)
+        )
+    }
+
     /// The error Kafka answers for this reason (KRaft's `ReplicationControlManager`,
     /// `ClusterControlManager` and `QuorumController` where Kafka has the same check).
     pub fn response_error(&self) -> ResponseError {

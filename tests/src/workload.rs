@@ -269,6 +269,21 @@ impl Clients {
         let mut history = lock(&self.history);
         for element in committed.elements() {
             if let Offset::Offset(offset) = element.offset() {
+                let acknowledged = history
+                    .commits
+                    .iter()
+                    .filter(|c| c.partition == element.partition() && c.at < asked_at)
+                    .max_by_key(|c| c.offset);
+                if let Some(commit) = acknowledged.filter(|c| c.offset > offset) {
+                    // Said at once, with the time the brokers' logs use, to find the answer there.
+                    eprintln!(
+                        "{} committed offset of p{} read back as {offset}, below {} acknowledged {:?} before",
+                        utc_time_of_day(),
+                        element.partition(),
+                        commit.offset,
+                        asked_at.duration_since(commit.at)
+                    );
+                }
                 history.committed_reads.push(CommittedRead {
                     partition: element.partition(),
                     offset,
@@ -326,4 +341,14 @@ pub fn read_final_logs(
         }
     }
     Ok(logs)
+}
+
+/// The time of day in UTC, `HH:MM:SS.mmm`, as the brokers' log lines give it.
+fn utc_time_of_day() -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let ms = since_epoch.as_millis() % 86_400_000;
+    let (h, m, s, ms) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    format!("{h:02}:{m:02}:{s:02}.{ms:03}Z")
 }

@@ -23,29 +23,14 @@ const METADATA_BYTES_MAX: usize = 4096;
 type Commit = (String, i32, i64, i32, String);
 
 pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
-    let commits: Vec<Commit> = request
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-                let epoch = p.committed_leader_epoch;
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    epoch,
-                    metadata.unwrap_or_default(),
-                )
-            })
-        })
-        .collect();
+    let commits = commits_of(&request);
     let group_id = request.group_id.to_string();
     let member_id = request.member_id.to_string();
     let instance_id = request.group_instance_id.as_ref().map(|s| s.to_string());
     let generation_id = request.generation_id_or_member_epoch;
     let id = group_id.clone();
     let keys: Vec<(String, i32)> = commits.iter().map(|c| (c.0.clone(), c.1)).collect();
+    let asked: Vec<(i32, i64)> = commits.iter().map(|c| (c.1, c.2)).collect();
     let done = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
         coordinator.check_commit(&id, &member_id, instance_id.as_deref(), generation_id)?;
@@ -87,7 +72,31 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<
         Ok(results)
     })
     .await;
-    done.map(move |done| response(keys, done.and_then(|r| r)))
+    done.map(move |done| {
+        let results = done.and_then(|r| r);
+        // Which coordinator acknowledged what, for the fault tests' forensics (LAMINAR_LOG).
+        tracing::debug!(group_id, ?asked, ?results, "OffsetCommit answered");
+        response(keys, results)
+    })
+}
+
+fn commits_of(request: &OffsetCommitRequest) -> Vec<Commit> {
+    request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
+                (
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    metadata.unwrap_or_default(),
+                )
+            })
+        })
+        .collect()
 }
 
 pub fn response(

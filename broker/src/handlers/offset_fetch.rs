@@ -55,7 +55,22 @@ async fn committed_selection(
     group_id: &str,
     wanted: Wanted,
 ) -> Result<Found, ResponseError> {
-    committed(ctx, group_id).await.map(|c| select(&c, wanted))
+    let found = committed(ctx, group_id).await.map(|c| select(&c, wanted));
+    // Which coordinator answered what, for the fault tests' forensics (LAMINAR_LOG).
+    tracing::debug!(group_id, answer = ?found.as_ref().map(|f| offsets_found(f)), "OffsetFetch answered");
+    found
+}
+
+/// (topic, partition, offset) of every committed offset found.
+fn offsets_found(found: &Found) -> Vec<(&str, i32, i64)> {
+    found
+        .iter()
+        .flat_map(|(topic, partitions)| {
+            partitions
+                .iter()
+                .filter_map(move |(index, value)| value.as_ref().map(|v| (topic.as_str(), *index, v.offset)))
+        })
+        .collect()
 }
 
 async fn committed(ctx: &Rc<BrokerCtx>, group_id: &str) -> Result<GroupOffsets, ResponseError> {

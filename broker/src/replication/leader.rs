@@ -47,6 +47,12 @@ pub struct LeaderState {
     followers: BTreeMap<NodeId, FollowerProgress>,
     /// The ISR asked of the controller and not yet answered: one change at a time.
     pub pending_isr: Option<Vec<NodeId>>,
+    /// Members added by a change whose outcome is unknown (no answer in time, a controller lost
+    /// mid-request), with the partition epoch that change was based on. The controller may have
+    /// committed them, and then may elect one of them: until an answer or metadata newer than
+    /// that epoch tells, they count for the high watermark as if added (Kafka keeps such a
+    /// change pending and retries it).
+    uncertain_additions: Option<(PartitionEpoch, Vec<NodeId>)>,
     /// After a refused or unanswered change, none is asked before this (or before newer
     /// metadata for the partition): a follower fetches many times a second, and asking again at
     /// each fetch floods the controller when its answer cannot change.
@@ -73,6 +79,7 @@ impl LeaderState {
             isr: state.isr.clone(),
             followers,
             pending_isr: None,
+            uncertain_additions: None,
             isr_change_not_before: UnixMillis::new(0),
             epoch_start_offset: log_end_offset,
             node_id,
@@ -95,6 +102,14 @@ impl LeaderState {
             self.isr = state.isr.clone();
             if self.pending_isr.as_ref() == Some(&state.isr) {
                 self.pending_isr = None;
+            }
+            if self
+                .uncertain_additions
+                .as_ref()
+                .is_some_and(|(based_on, _)| state.partition_epoch > *based_on)
+            {
+                // Any change based on that epoch is in this state, or can never be.
+                self.uncertain_additions = None;
             }
         }
         self.followers.retain(|id, _| state.replicas.contains(id));
@@ -152,10 +167,12 @@ impl LeaderState {
     }
 
     /// The ISR the high watermark is computed over: the committed one plus members being added
-    /// (KIP-841's maximal ISR: a removal counts once committed, an addition at once).
+    /// or perhaps added (KIP-841's maximal ISR: a removal counts once committed, an addition at
+    /// once).
     fn maximal_isr(&self) -> Vec<NodeId> {
         let mut isr = self.isr.clone();
-        for id in self.pending_isr.iter().flatten() {
+        let uncertain = self.uncertain_additions.iter().flat_map(|(_, ids)| ids);
+        for id in self.pending_isr.iter().flatten().chain(uncertain) {
             if !isr.contains(id) {
                 isr.push(*id);
             }
@@ -175,11 +192,34 @@ impl LeaderState {
             .try_fold(leader_end, |low, end| end.map(|end| low.min(end)))
     }
 
-    /// The controller refused the change asked, or did not answer it: it is no longer pending,
-    /// and the next is asked no sooner than `backoff` from `now`, unless newer metadata for the
-    /// partition comes first.
-    pub fn isr_change_failed(&mut self, now: UnixMillis, backoff: Duration) {
-        self.pending_isr = None;
+    /// The controller answered the change asked (`isr` at `partition_epoch`, decided on
+    /// everything it had committed): that is the truth, whatever an unanswered change did.
+    pub fn isr_change_committed(&mut self, partition_epoch: PartitionEpoch, isr: &[NodeId]) {
+        if partition_epoch >= self.partition_epoch {
+            self.partition_epoch = partition_epoch;
+            self.isr = isr.to_vec();
+            self.pending_isr = None;
+            self.uncertain_additions = None;
+        }
+    }
+
+    /// The controller refused the change asked, or did not answer it (`outcome_unknown`: it may
+    /// still commit it): it is no longer pending, and the next is asked no sooner than `backoff`
+    /// from `now`, unless newer metadata for the partition comes first. The members it added
+    /// stay counted for the high watermark while its outcome is unknown.
+    pub fn isr_change_failed(&mut self, now: UnixMillis, backoff: Duration, outcome_unknown: bool) {
+        let asked = self.pending_isr.take().unwrap_or_default();
+        let added: Vec<NodeId> = asked.into_iter().filter(|id| !self.isr.contains(id)).collect();
+        if outcome_unknown && !added.is_empty() {
+            let (_, uncertain) = self
+                .uncertain_additions
+                .get_or_insert_with(|| (self.partition_epoch, Vec::new()));
+            for id in added {
+                if !uncertain.contains(&id) {
+                    uncertain.push(id);
+                }
+            }
+        }
         self.isr_change_not_before = now.after(backoff);
     }
 
@@ -228,7 +268,9 @@ impl LeaderState {
         let mut sorted_old = self.isr.clone();
         sorted_new.sort_unstable();
         sorted_old.sort_unstable();
-        (sorted_new != sorted_old).then_some(isr)
+        // An unanswered change is asked about again even when nothing else changes: the
+        // answer, or its refusal at a newer partition epoch, settles it.
+        (sorted_new != sorted_old || self.uncertain_additions.is_some()).then_some(isr)
     }
 
     /// Whether a replica is out of the ISR.
@@ -452,6 +494,56 @@ mod tests {
         assert!(leader.pending_isr.is_some());
     }
 
+    /// Follower 3 caught up and was asked into the ISR [1, 2]; follower 2 then moves on to 20
+    /// while 3 stays at 10.
+    fn addition_of_3_asked(outcome_unknown: bool) -> LeaderState {
+        let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2], 2, 3), offset(10), at(0));
+        leader.record_fetch(node(2), offset(10), offset(10), at(100));
+        leader.record_fetch(node(3), offset(10), offset(10), at(100));
+        leader.pending_isr = leader.isr_change(offset(10), at(100), lag(1000), any);
+        assert_eq!(leader.pending_isr, Some(nodes(&[1, 2, 3])));
+        leader.isr_change_failed(at(110), lag(500), outcome_unknown);
+        leader.record_fetch(node(2), offset(20), offset(20), at(200));
+        leader
+    }
+
+    #[test]
+    fn an_addition_whose_outcome_is_unknown_holds_the_high_watermark_until_the_truth_is_known() {
+        let mut leader = addition_of_3_asked(true);
+        assert_eq!(
+            leader.high_watermark(offset(20)),
+            Some(offset(10)),
+            "the controller may have put 3 in the ISR and may elect it: 3 must have what is committed"
+        );
+        assert_eq!(
+            leader.isr_change(offset(10), at(1_150), lag(1000), any),
+            Some(nodes(&[1, 2])),
+            "asked again although 3 stopped fetching: only an answer settles it"
+        );
+        leader.update(&state(&[1, 2, 3], &[1, 2], 2, 3), at(300));
+        assert_eq!(
+            leader.high_watermark(offset(20)),
+            Some(offset(10)),
+            "same epoch: still unknown"
+        );
+        leader.update(&state(&[1, 2, 3], &[1, 2], 2, 4), at(300));
+        assert_eq!(
+            leader.high_watermark(offset(20)),
+            Some(offset(20)),
+            "a newer epoch is the truth"
+        );
+        assert_eq!(leader.isr_change(offset(20), at(5_000), lag(10_000), any), None);
+    }
+
+    #[test]
+    fn an_answer_settles_an_unknown_outcome_and_a_refusal_leaves_none() {
+        let mut answered = addition_of_3_asked(true);
+        answered.isr_change_committed(PartitionEpoch::new(3), &nodes(&[1, 2]));
+        assert_eq!(answered.high_watermark(offset(20)), Some(offset(20)));
+        let refused = addition_of_3_asked(false);
+        assert_eq!(refused.high_watermark(offset(20)), Some(offset(20)));
+    }
+
     #[test]
     fn a_caught_up_follower_is_not_proposed_back_while_the_metadata_shows_it_fenced() {
         let mut leader = LeaderState::new(node(1), &state(&[1, 2, 3], &[1, 2], 2, 3), offset(10), at(0));
@@ -477,7 +569,7 @@ mod tests {
         leader.record_fetch(node(3), offset(10), offset(10), at(100));
         leader.pending_isr = leader.isr_change(offset(10), at(100), lag(1000), any);
         assert_eq!(leader.pending_isr, Some(nodes(&[1, 2, 3])));
-        leader.isr_change_failed(at(110), lag(500));
+        leader.isr_change_failed(at(110), lag(500), false);
         assert_eq!(leader.pending_isr, None);
         leader.record_fetch(node(3), offset(10), offset(10), at(200));
         assert_eq!(
@@ -490,7 +582,7 @@ mod tests {
             Some(nodes(&[1, 2, 3])),
             "once the backoff passed"
         );
-        leader.isr_change_failed(at(620), lag(500));
+        leader.isr_change_failed(at(620), lag(500), false);
         leader.update(&state(&[1, 2, 3], &[1, 2], 2, 4), at(630));
         assert_eq!(
             leader.isr_change(offset(10), at(630), lag(1000), any),

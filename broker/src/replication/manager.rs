@@ -193,7 +193,7 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
         };
         let image = link.image();
         let Some(topic) = image.metadata.topic_by_name(&change.tp.topic) else {
-            replication.isr_change_failed(&change.tp, change.leader_epoch, UnixMillis::now());
+            replication.isr_change_failed(&change.tp, change.leader_epoch, UnixMillis::now(), false);
             return;
         };
         let request = AlterPartitionRequest {
@@ -223,8 +223,9 @@ pub fn send_isr_change(ctx: &Rc<BrokerCtx>, change: IsrChange) {
                 }
             }
             Err(error) => {
-                tracing::info!(topic = &*change.tp.topic, partition = change.tp.partition, %error, "ISR change refused");
-                replication.isr_change_failed(&change.tp, change.leader_epoch, UnixMillis::now());
+                let outcome_unknown = error.may_have_taken_effect();
+                tracing::info!(topic = &*change.tp.topic, partition = change.tp.partition, %error, outcome_unknown, "ISR change refused");
+                replication.isr_change_failed(&change.tp, change.leader_epoch, UnixMillis::now(), outcome_unknown);
             }
         }
     })

@@ -354,21 +354,25 @@ impl ShardReplication {
     pub fn isr_committed(&self, tp: &TopicPartition, result: &AlterPartitionResult) {
         let mut led = self.led.borrow_mut();
         if let Some(leader) = led.get_mut(tp) {
-            if leader.leader_epoch == result.leader_epoch && result.partition_epoch >= leader.partition_epoch
-            {
-                leader.partition_epoch = result.partition_epoch;
-                leader.isr = result.isr.clone();
-                leader.pending_isr = None;
+            if leader.leader_epoch == result.leader_epoch {
+                leader.isr_change_committed(result.partition_epoch, &result.isr);
             }
         }
     }
 
-    /// The controller refused or lost an ISR change: it is no longer pending (the metadata
-    /// brings the truth; a check after the backoff may ask again).
-    pub fn isr_change_failed(&self, tp: &TopicPartition, leader_epoch: LeaderEpoch, now: UnixMillis) {
+    /// The controller refused or lost an ISR change (`outcome_unknown`: it may still commit
+    /// it): it is no longer pending (the metadata brings the truth; a check after the backoff
+    /// may ask again).
+    pub fn isr_change_failed(
+        &self,
+        tp: &TopicPartition,
+        leader_epoch: LeaderEpoch,
+        now: UnixMillis,
+        outcome_unknown: bool,
+    ) {
         if let Some(leader) = self.led.borrow_mut().get_mut(tp) {
             if leader.leader_epoch == leader_epoch {
-                leader.isr_change_failed(now, ISR_CHANGE_RETRY_BACKOFF);
+                leader.isr_change_failed(now, ISR_CHANGE_RETRY_BACKOFF, outcome_unknown);
             }
         }
     }
