@@ -40,8 +40,37 @@ pub struct ConnectionSlots {
     pool: Arc<DescriptorBudget>,
     open: AtomicU64,
     refused_total: AtomicU64,
-    /// When a refusal was last logged, so a flood logs once a minute.
-    refusal_logged_at: Mutex<Option<Instant>>,
+    /// A flood of refusals logs once a minute.
+    refusal_log: LogAtMostEvery,
+}
+
+/// Says when a repeated event is due to be logged again: at most once per interval.
+#[derive(Debug)]
+pub struct LogAtMostEvery {
+    interval: Duration,
+    logged_at: Mutex<Option<Instant>>,
+}
+
+impl LogAtMostEvery {
+    pub fn minute() -> LogAtMostEvery {
+        LogAtMostEvery {
+            interval: REFUSAL_LOG_INTERVAL,
+            logged_at: Mutex::new(None),
+        }
+    }
+
+    /// Whether to log now (then not again for the interval).
+    pub fn due(&self) -> bool {
+        let mut logged_at = self
+            .logged_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if logged_at.is_some_and(|at| at.elapsed() < self.interval) {
+            return false;
+        }
+        *logged_at = Some(Instant::now());
+        true
+    }
 }
 
 /// A connection's turn among those waiting for room, given back when dropped.
@@ -86,7 +115,7 @@ impl ConnectionSlots {
             pool,
             open: AtomicU64::new(0),
             refused_total: AtomicU64::new(0),
-            refusal_logged_at: Mutex::new(None),
+            refusal_log: LogAtMostEvery::minute(),
         })
     }
 
@@ -130,14 +159,9 @@ impl ConnectionSlots {
     /// Counts a connection closed for want of a slot, and logs it at most once a minute.
     pub fn refused(&self, why: NoSlot) {
         let refused_total = self.refused_total.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut logged_at = self
-            .refusal_logged_at
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if logged_at.is_some_and(|at| at.elapsed() < REFUSAL_LOG_INTERVAL) {
+        if !self.refusal_log.due() {
             return;
         }
-        *logged_at = Some(Instant::now());
         tracing::warn!(
             connections_max = self.max,
             connections_open = self.open(),

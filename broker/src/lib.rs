@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 mod connection;
 pub mod connection_slots;
+pub mod connections_per_ip;
 mod errors;
 pub mod fetch_sessions;
 pub mod group;

@@ -22,6 +22,7 @@ use crate::broker::{BrokerCtx, BrokerShard, BrokerShared, ShutdownSignal};
 use crate::config::BrokerConfig;
 use crate::connection;
 use crate::connection_slots::{ConnectionSlot, NoSlot, ROOM_WAIT_MAX};
+use crate::connections_per_ip::{ConnectionsPerIp, IpConnection};
 use crate::fetch_sessions::FetchSessions;
 use crate::kafka_listener::{self, ListenerId};
 use crate::log_dir_lock::LogDirLock;
@@ -81,6 +82,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     let shared = Arc::new(BrokerShared {
         request_memory: RequestMemory::new(config.queued_max_request_bytes),
         fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
+        connections_per_ip: ConnectionsPerIp::new(config.connections_per_ip.clone()),
         config,
         log_dir_locks,
         write_behind_unavailable,
@@ -515,8 +517,8 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener, id: 
         };
         match accepted {
             Ok(stream) => {
-                if let Some(stream) = admit(ctx, stream, id) {
-                    let waited = std::pin::pin!(admit_after_room(ctx, stream, id));
+                if let Some(admitted) = admit(ctx, stream, id) {
+                    let waited = std::pin::pin!(admit_after_room(ctx, admitted));
                     let stop = std::pin::pin!(shutdown.wait());
                     if let Either::Right(_) = select(waited, stop).await {
                         return;
@@ -532,26 +534,39 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener, id: 
     }
 }
 
-/// Serves a connection just accepted if it gets a slot. One that finds the connections' share
-/// lent to the storage waits for it in its own task, as many at once as `ConnectionSlots` lets
-/// wait; past them, the stream is handed back and the accept loop waits with it, so that the
-/// next connections stay in the listen queue instead of being closed (a burst of connects
-/// against a storage holding its whole share, as Kafka's acceptor waits for a slot). Those
-/// past `max.connections` are closed at once.
-fn admit(
-    ctx: &Rc<BrokerCtx>,
+/// An accepted connection with its address's count, until it gets a slot.
+struct Admitted {
     stream: glommio::net::TcpStream,
-    id: ListenerId,
-) -> Option<glommio::net::TcpStream> {
-    let slots = &ctx.state.shared.connection_slots;
+    from: IpConnection,
+    listener: ListenerId,
+}
+
+/// Serves a connection just accepted if its address is under `max.connections.per.ip` and it
+/// gets a slot. One that finds the connections' share lent to the storage waits for it in its
+/// own task, as many at once as `ConnectionSlots` lets wait; past them, the connection is
+/// handed back and the accept loop waits with it, so that the next connections stay in the
+/// listen queue instead of being closed (a burst of connects against a storage holding its
+/// whole share, as Kafka's acceptor waits for a slot). Those past `max.connections` or their
+/// address's limit are closed at once.
+fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream, listener: ListenerId) -> Option<Admitted> {
+    let shared = &ctx.state.shared;
+    // A connection whose peer is already gone has no address to count: dropped, so closed.
+    let ip = stream.peer_addr().ok()?.ip();
+    let from = shared.connections_per_ip.take(ip)?;
+    let admitted = Admitted {
+        stream,
+        from,
+        listener,
+    };
+    let slots = &shared.connection_slots;
     let waiting = match slots.take() {
         Ok(slot) => {
-            glommio::spawn_local(connection::serve(ctx.clone(), stream, slot, id)).detach();
+            glommio::spawn_local(serve(ctx.clone(), admitted, slot)).detach();
             return None;
         }
         Err(NoSlot::NoRoomYet) => match slots.start_waiting() {
             Some(waiting) => waiting,
-            None => return Some(stream),
+            None => return Some(admitted),
         },
         Err(why) => {
             slots.refused(why);
@@ -562,30 +577,36 @@ fn admit(
     glommio::spawn_local(async move {
         let taken = wait_for_room(&ctx).await;
         drop(waiting);
-        serve_or_refuse(ctx, stream, taken, id).await;
+        serve_or_refuse(ctx, admitted, taken).await;
     })
     .detach();
     None
 }
 
-/// The accept loop's own wait for room, for the stream `admit` handed back: at most one per
-/// shard beyond the waiters `ConnectionSlots` counts, each a descriptor of the kept reserve.
-async fn admit_after_room(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream, id: ListenerId) {
+/// The accept loop's own wait for room, for the connection `admit` handed back: at most one
+/// per shard beyond the waiters `ConnectionSlots` counts, each a descriptor of the kept reserve.
+async fn admit_after_room(ctx: &Rc<BrokerCtx>, admitted: Admitted) {
     let taken = wait_for_room(ctx).await;
     let ctx = ctx.clone();
-    glommio::spawn_local(serve_or_refuse(ctx, stream, taken, id)).detach();
+    glommio::spawn_local(serve_or_refuse(ctx, admitted, taken)).detach();
 }
 
-async fn serve_or_refuse(
-    ctx: Rc<BrokerCtx>,
-    stream: glommio::net::TcpStream,
-    taken: Result<ConnectionSlot, NoSlot>,
-    id: ListenerId,
-) {
+async fn serve_or_refuse(ctx: Rc<BrokerCtx>, admitted: Admitted, taken: Result<ConnectionSlot, NoSlot>) {
     match taken {
-        Ok(slot) => connection::serve(ctx, stream, slot, id).await,
+        Ok(slot) => serve(ctx, admitted, slot).await,
         Err(why) => ctx.state.shared.connection_slots.refused(why),
     }
+}
+
+/// Serves the connection; its address's count is given back when it closes.
+async fn serve(ctx: Rc<BrokerCtx>, admitted: Admitted, slot: ConnectionSlot) {
+    let Admitted {
+        stream,
+        from,
+        listener,
+    } = admitted;
+    connection::serve(ctx, stream, slot, listener).await;
+    drop(from);
 }
 
 /// A slot, once the storage gave back descriptors or within `ROOM_WAIT_MAX`.

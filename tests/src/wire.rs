@@ -37,6 +37,23 @@ impl WireConnection {
     pub fn connect(addr: SocketAddr) -> Result<WireConnection> {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
             .with_context(|| format!("connecting to {addr}"))?;
+        Self::over(stream)
+    }
+
+    /// Connects from `source` (any loopback address reaches a loopback listener), so that a
+    /// test can be several clients by address.
+    pub fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> Result<WireConnection> {
+        let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+        socket
+            .bind(&SocketAddr::new(source, 0).into())
+            .with_context(|| format!("binding to {source}"))?;
+        socket
+            .connect_timeout(&addr.into(), Duration::from_secs(5))
+            .with_context(|| format!("connecting to {addr} from {source}"))?;
+        Self::over(socket.into())
+    }
+
+    fn over(stream: TcpStream) -> Result<WireConnection> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         Ok(WireConnection {

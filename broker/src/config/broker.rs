@@ -287,6 +287,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         max_incremental_fetch_session_cache_slots: v.narrowed("max.incremental.fetch.session.cache.slots")?,
         queued_max_request_bytes: queued_max_request_bytes(&v)?,
         max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
+        connections_per_ip: connections_per_ip(&v)?,
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
         connection_failed_authentication_delay_ms: v.int("connection.failed.authentication.delay.ms")?,
@@ -303,14 +304,8 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         log_cleanup_policy: v.parsed("log.cleanup.policy", CleanupPolicy::parse)?,
         log_flush_interval_messages: v.int("log.flush.interval.messages")?,
         log_flush_interval_ms: v.int("log.flush.interval.ms")?,
-        offsets_topic_num_partitions: narrow(
-            "offsets.topic.num.partitions",
-            v.int("offsets.topic.num.partitions")?,
-        ),
-        group_initial_rebalance_delay_ms: narrow(
-            "group.initial.rebalance.delay.ms",
-            v.int("group.initial.rebalance.delay.ms")?,
-        ),
+        offsets_topic_num_partitions: v.narrowed("offsets.topic.num.partitions")?,
+        group_initial_rebalance_delay_ms: v.narrowed("group.initial.rebalance.delay.ms")?,
         max_broker_partitions: narrow("max.broker.partitions", v.int("max.broker.partitions")?),
         laminar_request_partitions_max: narrow(
             "laminar.request.partitions.max",
@@ -467,6 +462,14 @@ fn advertised_matching(text: &str, listeners: &[Listener]) -> Result<Vec<Listene
         });
     }
     Ok(advertised)
+}
+
+/// `max.connections.per.ip` with its overrides.
+fn connections_per_ip(v: &Values) -> Result<super::ConnectionsPerIpLimits, ConfigError> {
+    super::connection_limits::parse(
+        v.narrowed("max.connections.per.ip")?,
+        v.set("max.connections.per.ip.overrides").unwrap_or_default(),
+    )
 }
 
 /// The default advertised address of a listener: itself, with a wildcard host replaced by

@@ -161,13 +161,20 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Most client connections open at once; one past it is closed as soon as accepted. \
          Bounded by half the open-file limit, so connections and partition files each keep \
          their own share of descriptors."),
+    key("max.connections.per.ip", Fixed("2147483647"), NON_NEGATIVE_I32, &[],
+        "Most connections open at once from one IP address, on every listener; one past it is \
+         closed as soon as accepted. 0 only with max.connections.per.ip.overrides (which then \
+         names the only addresses let in)."),
+    key("max.connections.per.ip.overrides", Unset, Kind::Text, &[],
+        "Per-address exceptions to max.connections.per.ip: comma-separated host:count or \
+         ip:count entries (host names are resolved at start; an IPv6 address is split at its \
+         last colon)."),
     key("connections.max.idle.ms", Fixed("600000"), POSITIVE, &[],
         "A connection with no request for this long is closed."),
     key("listener.security.protocol.map",
         Fixed("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
         Kind::Text, &[],
-        "Listener name to security protocol (PLAINTEXT, SASL_PLAINTEXT; SSL and SASL_SSL are \
-         refused until TLS is supported). A listener not in the map must be named after its \
+        "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). A listener not in the map must be named after its \
          protocol; the controller's listener is PLAINTEXT."),
     key("sasl.enabled.mechanisms", Fixed("SCRAM-SHA-256,SCRAM-SHA-512"), Kind::Text, &[],
         "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); \

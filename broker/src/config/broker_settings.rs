@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use super::value::{CleanupPolicy, CompressionType, FsyncSetting, Listener, LogFormat, TimestampType};
 use super::write_behind::WriteBehindChoice;
+use super::ConnectionsPerIpLimits;
 
 /// The broker's static configuration. Built once at start, then shared read-only across shards.
 ///
@@ -42,6 +43,8 @@ pub struct BrokerConfig {
     pub queued_max_request_bytes: usize,
     /// `max.connections` (before the open-file limit bounds it).
     pub max_connections: u64,
+    /// `max.connections.per.ip` and its per-address exceptions.
+    pub connections_per_ip: ConnectionsPerIpLimits,
     pub connections_max_idle_ms: i64,
     /// `connections.max.reauth.ms` (KIP-368): 0, SASL sessions never expire.
     pub connections_max_reauth_ms: i64,

@@ -15,6 +15,7 @@
 pub mod broker;
 mod broker_keys;
 mod broker_settings;
+pub mod connection_limits;
 pub mod engine;
 pub mod properties;
 pub mod topic;
@@ -25,6 +26,7 @@ pub mod write_behind;
 pub use broker::cluster_keys::{ClusterSettings, ProcessRoles, ReplicationSettings};
 pub use broker::{ConfigWarning, LoadedBrokerConfig};
 pub use broker_settings::BrokerConfig;
+pub use connection_limits::ConnectionsPerIpLimits;
 pub use topic::TopicConfig;
 pub use value::{
     CleanupPolicy, CompressionType, ConfigType, FsyncSetting, Kind, Listener, LogFormat, TimestampType,

@@ -62,6 +62,7 @@ pub const RECORDS_FETCHED: &str = "laminar_kafka_records_fetched_total";
 pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const CONNECTIONS_REFUSED: &str = "laminar_kafka_connections_refused_total";
+pub const CONNECTIONS_REFUSED_PER_IP: &str = "laminar_kafka_connections_refused_per_ip_total";
 pub const CONNECTIONS_MOVED: &str = "laminar_kafka_connections_moved_total";
 pub const AUTHENTICATIONS: &str = "laminar_kafka_authentications_total";
 pub const FETCH_SESSIONS: &str = "laminar_kafka_fetch_sessions";
@@ -181,6 +182,14 @@ pub const FAMILIES: &[Family] = &[
         &[],
         "Client connections closed as soon as accepted because every slot was taken \
          (max.connections, at most half the open-file limit).",
+    ),
+    family(
+        CONNECTIONS_REFUSED_PER_IP,
+        Kind::Counter,
+        &[],
+        "Client connections closed as soon as accepted because their address held its limit \
+         (max.connections.per.ip and its overrides); the first of each minute is logged with \
+         the address.",
     ),
     family(
         DESCRIPTORS_MAX,
@@ -400,6 +409,12 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         }
         CONNECTIONS | CONNECTIONS_MOVED | PARTITIONS | LOG_BYTES => shard_samples(out, name, snapshot),
         CONNECTIONS_REFUSED => sample(out, name, &[], snapshot.descriptors.connections_refused_total),
+        CONNECTIONS_REFUSED_PER_IP => sample(
+            out,
+            name,
+            &[],
+            snapshot.descriptors.connections_refused_per_ip_total,
+        ),
         AUTHENTICATIONS => {
             let sum = |i: usize| snapshot.shards.iter().map(|s| s.authentications[i]).sum::<u64>();
             sample(out, name, &[("result", "success")], sum(0));

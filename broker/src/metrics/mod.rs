@@ -230,6 +230,8 @@ pub struct DescriptorsSnapshot {
     pub connections_used: u64,
     /// Connections closed as soon as accepted, all slots being taken.
     pub connections_refused_total: u64,
+    /// Connections closed as soon as accepted, their address being at its limit.
+    pub connections_refused_per_ip_total: u64,
 }
 
 impl DescriptorsSnapshot {
@@ -241,6 +243,7 @@ impl DescriptorsSnapshot {
             connections_max: slots.max(),
             connections_used: slots.open(),
             connections_refused_total: slots.refused_total(),
+            connections_refused_per_ip_total: shared.connections_per_ip.refused_total(),
         }
     }
 }

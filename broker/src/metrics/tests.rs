@@ -208,6 +208,7 @@ fn rendered_page() -> String {
             connections_max: 10_000,
             connections_used: 4,
             connections_refused_total: 3,
+            connections_refused_per_ip_total: 4,
         },
         ..BrokerSnapshot::default()
     };
@@ -285,6 +286,7 @@ fn request_and_fetch_counters_add_up_over_shards() {
         4.0
     );
     assert_eq!(line("laminar_kafka_connections_refused_total"), 3.0);
+    assert_eq!(line("laminar_kafka_connections_refused_per_ip_total"), 4.0);
     assert_eq!(line("laminar_descriptors_max{share=\"storage\"}"), 9_000.0);
     assert_eq!(line("laminar_descriptors_used{share=\"connections\"}"), 4.0);
     assert_eq!(line("laminar_storage_files{shard=\"1\",state=\"open\"}"), 20.0);
