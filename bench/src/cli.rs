@@ -171,30 +171,18 @@ pub struct SecurityArgs {
 impl SecurityArgs {
     /// The client settings these arguments ask for.
     pub fn client_config(&self) -> anyhow::Result<laminar_client::ClientConfig> {
-        use laminar_client::SecurityProtocol;
-        let protocol: SecurityProtocol = self.security_protocol.as_deref().unwrap_or("PLAINTEXT").parse()?;
-        let mut security = laminar_client::Security::default();
-        if protocol.uses_tls() {
-            let ca = self.ssl_ca_location.as_deref();
-            let ca = ca.ok_or_else(|| anyhow::anyhow!("{protocol} needs --ssl-ca-location"))?;
-            security.tls = Some(laminar_client::Security::tls_trusting(ca)?);
-        }
-        if protocol.uses_sasl() {
-            let password = self
+        let settings = laminar_client::SecuritySettings {
+            protocol: self.security_protocol.as_deref().map(str::parse).transpose()?,
+            ssl_ca_location: self.ssl_ca_location.clone(),
+            sasl_mechanism: Some(self.sasl_mechanism.parse()?),
+            sasl_username: self.sasl_username.clone(),
+            sasl_password: self
                 .sasl_password
                 .clone()
-                .or_else(|| std::env::var("LAMINAR_SASL_PASSWORD").ok());
-            let (Some(user), Some(password)) = (&self.sasl_username, &password) else {
-                anyhow::bail!("{protocol} needs --sasl-username and --sasl-password");
-            };
-            security.sasl = Some(laminar_client::SaslLogin {
-                mechanism: self.sasl_mechanism.parse()?,
-                user: user.clone(),
-                password: password.clone(),
-            });
-        }
+                .or_else(|| std::env::var("LAMINAR_SASL_PASSWORD").ok()),
+        };
         Ok(laminar_client::ClientConfig {
-            security,
+            security: settings.security()?,
             ..laminar_client::ClientConfig::default()
         })
     }

@@ -26,6 +26,7 @@ pub mod partitioner;
 mod produce_frame;
 mod replica;
 mod sasl;
+mod security_settings;
 mod topic_changes;
 pub mod transport;
 mod users;
@@ -47,6 +48,7 @@ pub use groups::{
 pub use kafka_protocol::records::Compression;
 pub use laminar_security::{Mechanism, SecurityProtocol};
 pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
+pub use security_settings::{SecuritySettings, SecuritySettingsError};
 pub use topic_changes::ConfigChange;
 pub use transport::{SaslLogin, Security};
 pub use users::ScramUser;

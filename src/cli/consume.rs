@@ -145,7 +145,7 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         }
     }
     let mut consumer = Consumer {
-        leaders: Leaders::new(metadata, &topic),
+        leaders: Leaders::new(args.brokers.client_config()?, metadata, &topic),
         connection,
         topic: args.topic.clone(),
         format,

@@ -113,6 +113,7 @@ fn coordinator(bootstrap: &mut Connection, brokers: &BrokerArgs, group: &str) ->
     let address = format!("{}:{}", found.host, found.port);
     BrokerArgs {
         brokers: address.clone(),
+        command_config: brokers.command_config.clone(),
     }
     .connect()
     .or_else(|_| brokers.connect())

@@ -17,33 +17,54 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use laminar_client::{ClientConfig, ClusterMetadata, Connection, TopicMetadata};
 
-/// Where the brokers are; every client command takes it.
+/// Where the brokers are and how to reach them; every client command takes it.
 #[derive(Args, Debug, Clone)]
 pub struct BrokerArgs {
     /// Comma-separated `host:port` bootstrap brokers.
     #[arg(long, short = 'X', env = "LAMINAR_BROKERS", default_value = "127.0.0.1:9092")]
     pub brokers: String,
+    /// A client properties file with the security settings, as Kafka's tools take it:
+    /// `security.protocol`, `ssl.ca.location` (or a PEM `ssl.truststore.location`),
+    /// `sasl.mechanism`, and `sasl.username` with `sasl.password` or a `sasl.jaas.config`.
+    #[arg(long, env = "LAMINAR_COMMAND_CONFIG")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 /// How long admin requests may take on the broker.
 pub const ADMIN_TIMEOUT_MS: i32 = 30_000;
 
-/// A connection to the broker at `address` (`host:port`), as every command makes it.
-pub fn connect_to(address: &str) -> Result<Connection, laminar_client::ClientError> {
-    let config = ClientConfig {
-        client_id: "laminar-cli".into(),
-        connect_timeout: std::time::Duration::from_secs(5),
-        ..ClientConfig::default()
-    };
-    Connection::connect(address, &config)
+/// A connection to the broker at `address` (`host:port`) with `config`.
+pub fn connect_to(address: &str, config: &ClientConfig) -> Result<Connection, laminar_client::ClientError> {
+    Connection::connect(address, config)
 }
 
 impl BrokerArgs {
+    /// The settings every connection of a command is made with, `--command-config`'s security
+    /// included.
+    pub fn client_config(&self) -> anyhow::Result<ClientConfig> {
+        let mut config = ClientConfig {
+            client_id: "laminar-cli".into(),
+            connect_timeout: std::time::Duration::from_secs(5),
+            ..ClientConfig::default()
+        };
+        if let Some(path) = &self.command_config {
+            let read = || -> anyhow::Result<laminar_client::Security> {
+                let text = std::fs::read_to_string(path)?;
+                let entries = laminar_broker::config::properties::parse_properties(&text)?;
+                let entries = entries.into_iter().map(|e| (e.key, e.value)).collect();
+                Ok(laminar_client::SecuritySettings::from_properties(&entries)?.security()?)
+            };
+            config.security = read().with_context(|| format!("--command-config {}", path.display()))?;
+        }
+        Ok(config)
+    }
+
     /// Connects to the first bootstrap broker that answers ApiVersions.
     pub fn connect(&self) -> anyhow::Result<Connection> {
+        let config = self.client_config()?;
         let mut failures = Vec::new();
         for address in self.brokers.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-            match connect_to(address) {
+            match connect_to(address, &config) {
                 Ok(connection) => return Ok(connection),
                 Err(e) => failures.push(format!("{address}: {e}")),
             }
@@ -58,15 +79,17 @@ impl BrokerArgs {
 /// One connection per leader of a topic's partitions, opened on first use: in a cluster only a
 /// partition's leader serves its produces, fetches and offsets (a single node leads them all).
 pub struct Leaders {
+    config: ClientConfig,
     metadata: ClusterMetadata,
     leader_of: std::collections::BTreeMap<i32, i32>,
     open: std::collections::BTreeMap<i32, Connection>,
 }
 
 impl Leaders {
-    pub fn new(metadata: ClusterMetadata, topic: &TopicMetadata) -> Leaders {
+    pub fn new(config: ClientConfig, metadata: ClusterMetadata, topic: &TopicMetadata) -> Leaders {
         let leader_of = topic.partitions.iter().map(|p| (p.partition, p.leader)).collect();
         Leaders {
+            config,
             metadata,
             leader_of,
             open: Default::default(),
@@ -81,8 +104,8 @@ impl Leaders {
                 .metadata
                 .broker_address(leader)
                 .ok_or_else(|| anyhow!("partition {partition} has no leader now"))?;
-            let connection =
-                connect_to(&address).with_context(|| format!("cannot reach broker {leader} at {address}"))?;
+            let connection = connect_to(&address, &self.config)
+                .with_context(|| format!("cannot reach broker {leader} at {address}"))?;
             self.open.insert(leader, connection);
         }
         Ok(self.open.get_mut(&leader).expect("opened above"))

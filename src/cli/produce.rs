@@ -101,7 +101,7 @@ pub fn run(args: ProduceArgs) -> anyhow::Result<()> {
     };
     let mut producer = Producer {
         args: &args,
-        leaders: Leaders::new(metadata, &topic),
+        leaders: Leaders::new(args.brokers.client_config()?, metadata, &topic),
         headers,
         partitions,
         next_unkeyed: 0,

@@ -98,7 +98,10 @@ pub fn list(topic: Option<&str>, brokers: &BrokerArgs) -> anyhow::Result<()> {
 
 /// Each replica of `topic` with its size and lag, asked of each broker that is a replica
 /// (a broker that cannot be reached shows as such).
-pub fn print_replica_sizes(topic: &TopicMetadata, metadata: &laminar_client::ClusterMetadata) {
+pub fn print_replica_sizes(
+    topic: &TopicMetadata,
+    (metadata, config): (&laminar_client::ClusterMetadata, &laminar_client::ClientConfig),
+) {
     let mut brokers: Vec<i32> = topic.partitions.iter().flat_map(|p| p.replicas.clone()).collect();
     brokers.sort_unstable();
     brokers.dedup();
@@ -107,7 +110,7 @@ pub fn print_replica_sizes(topic: &TopicMetadata, metadata: &laminar_client::Clu
         let found = metadata
             .broker_address(broker)
             .ok_or_else(|| anyhow!("no address"))
-            .and_then(|address| replica_sizes(&address, &topic.name));
+            .and_then(|address| replica_sizes(&address, config, &topic.name));
         match found {
             Ok(sizes) => rows.extend(sizes.into_iter().map(|(partition, size, lag)| {
                 vec![
@@ -135,9 +138,13 @@ pub fn print_replica_sizes(topic: &TopicMetadata, metadata: &laminar_client::Clu
 }
 
 /// `(partition, size, lag)` of every local replica of `topic` on the broker at `address`.
-fn replica_sizes(address: &str, topic: &str) -> anyhow::Result<Vec<(i32, i64, i64)>> {
+fn replica_sizes(
+    address: &str,
+    config: &laminar_client::ClientConfig,
+    topic: &str,
+) -> anyhow::Result<Vec<(i32, i64, i64)>> {
     check_topic_name(topic)?;
-    let mut connection = super::connect_to(address)?;
+    let mut connection = super::connect_to(address, config)?;
     let dirs = connection.describe_log_dirs(None)?;
     let each = dirs.into_iter().flat_map(|d| d.replicas);
     let mine = each.filter(|r| r.topic == topic);

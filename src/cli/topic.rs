@@ -275,8 +275,9 @@ fn add_partitions(name: &str, num: i32, brokers: &BrokerArgs) -> anyhow::Result<
 fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<()> {
     let mut connection = brokers.connect()?;
     let (metadata, topic) = topic_metadata(&mut connection, name)?;
-    let earliest = partition_offsets(&metadata, &topic, OffsetSpec::Earliest);
-    let latest = partition_offsets(&metadata, &topic, OffsetSpec::Latest);
+    let config = brokers.client_config()?;
+    let earliest = partition_offsets((&metadata, &config), &topic, OffsetSpec::Earliest);
+    let latest = partition_offsets((&metadata, &config), &topic, OffsetSpec::Latest);
     let configs = connection
         .describe_topic_configs(name, None)
         .with_context(|| format!("cannot describe the configs of {name}"))?;
@@ -293,7 +294,7 @@ fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<
     println!();
     if log_dirs {
         println!("REPLICAS");
-        reassign::print_replica_sizes(&topic, &metadata);
+        reassign::print_replica_sizes(&topic, (&metadata, &config));
         println!();
     }
     println!("CONFIGS");
@@ -309,7 +310,7 @@ fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<
 /// order, each asked of its leader (only a leader answers ListOffsets); -1 where the leader
 /// could not answer.
 fn partition_offsets(
-    metadata: &laminar_client::ClusterMetadata,
+    (metadata, config): (&laminar_client::ClusterMetadata, &laminar_client::ClientConfig),
     topic: &TopicMetadata,
     spec: OffsetSpec,
 ) -> Vec<(i32, i64)> {
@@ -322,7 +323,9 @@ fn partition_offsets(
         let answered = metadata
             .broker_address(leader)
             .ok_or_else(|| anyhow::anyhow!("partitions without a leader"))
-            .and_then(|address| Ok(super::connect_to(&address)?.list_offsets(&topic.name, &partitions)?));
+            .and_then(|address| {
+                Ok(super::connect_to(&address, config)?.list_offsets(&topic.name, &partitions)?)
+            });
         if let Ok(offsets) = answered {
             found.extend(offsets);
         }
