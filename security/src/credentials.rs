@@ -30,12 +30,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 
+use crate::line_file;
 use crate::protocol::Mechanism;
 use crate::scram::{ScramCredential, ScramError};
 
@@ -52,7 +53,6 @@ pub trait Credentials {
 
 /// The file name inside the store's directory.
 pub const STORE_FILE_NAME: &str = "scram-credentials";
-const STORE_TEMP_FILE_NAME: &str = "scram-credentials.tmp";
 const HEADER: &str = "laminar-scram-credentials 1";
 
 /// Why the store could not be opened or changed.
@@ -188,21 +188,8 @@ impl ScramCredentialStore {
         &self,
         users: &BTreeMap<String, BTreeMap<Mechanism, ScramCredential>>,
     ) -> Result<(), StoreError> {
-        let temp_path = self.dir.join(STORE_TEMP_FILE_NAME);
-        let io_error = |path: &Path| {
-            let path = path.to_owned();
-            move |source| StoreError::Io { path, source }
-        };
-        let mut file = File::create(&temp_path).map_err(io_error(&temp_path))?;
-        file.write_all(&encode(users)).map_err(io_error(&temp_path))?;
-        file.sync_all().map_err(io_error(&temp_path))?;
-        drop(file);
-        let path = self.path();
-        fs::rename(&temp_path, &path).map_err(io_error(&path))?;
-        // The rename is durable only once the directory entry is.
-        File::open(&self.dir)
-            .and_then(|dir| dir.sync_all())
-            .map_err(io_error(&self.dir))
+        line_file::replace_atomically(&self.dir, STORE_FILE_NAME, &encode(users))
+            .map_err(|(path, source)| StoreError::Io { path, source })
     }
 }
 
@@ -243,40 +230,12 @@ fn encode(users: &BTreeMap<String, BTreeMap<Mechanism, ScramCredential>>) -> Vec
     text.into_bytes()
 }
 
-/// Escapes `%` and ASCII control characters as `%XX`, so names cannot contain the separators.
 fn escape_user(user: &str) -> String {
-    let mut escaped = String::with_capacity(user.len());
-    for character in user.chars() {
-        if character == '%' || character.is_ascii_control() {
-            escaped.push_str(&format!("%{:02X}", u32::from(character)));
-        } else {
-            escaped.push(character);
-        }
-    }
-    escaped
+    line_file::escape(user)
 }
 
 fn unescape_user(escaped: &str) -> Result<String, &'static str> {
-    let bytes = escaped.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut position = 0;
-    while let Some(&byte) = bytes.get(position) {
-        if byte == b'%' {
-            let hex = escaped
-                .get(position + 1..position + 3)
-                .ok_or("truncated %-escape in user name")?;
-            // from_str_radix alone would take a sign ("+1"); an escape is exactly two hex digits.
-            if !hex.bytes().all(|digit| digit.is_ascii_hexdigit()) {
-                return Err("invalid %-escape in user name");
-            }
-            decoded.push(u8::from_str_radix(hex, 16).map_err(|_| "invalid %-escape in user name")?);
-            position += 3;
-        } else {
-            decoded.push(byte);
-            position += 1;
-        }
-    }
-    String::from_utf8(decoded).map_err(|_| "user name is not UTF-8 once unescaped")
+    line_file::unescape(escaped)
 }
 
 type UserMap = BTreeMap<String, BTreeMap<Mechanism, ScramCredential>>;
@@ -318,24 +277,8 @@ fn load(path: &Path, file: File) -> Result<UserMap, StoreError> {
     Ok(users)
 }
 
-/// The next line without its `\n`; `None` at the end of the file. The inner error is a
-/// format fault (too long, no final newline, not UTF-8).
 fn read_line(reader: &mut impl BufRead) -> io::Result<Option<Result<String, &'static str>>> {
-    let mut line = Vec::new();
-    let limit = u64::try_from(ScramCredentialStore::LINE_LEN_MAX + 1).unwrap_or(u64::MAX);
-    reader.by_ref().take(limit).read_until(b'\n', &mut line)?;
-    if line.is_empty() {
-        return Ok(None);
-    }
-    if line.pop() != Some(b'\n') {
-        let reason = if line.len() >= ScramCredentialStore::LINE_LEN_MAX {
-            "line too long"
-        } else {
-            "truncated line"
-        };
-        return Ok(Some(Err(reason)));
-    }
-    Ok(Some(String::from_utf8(line).map_err(|_| "line is not UTF-8")))
+    line_file::read_line(reader, ScramCredentialStore::LINE_LEN_MAX)
 }
 
 fn parse_record(line: &str) -> Result<(String, ScramCredential), &'static str> {
@@ -409,7 +352,7 @@ AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\n";
             .expect("upsert");
         let bytes = fs::read(dir.path().join(STORE_FILE_NAME)).expect("file written");
         assert_eq!(String::from_utf8(bytes).expect("UTF-8"), GOLDEN);
-        assert!(!dir.path().join(STORE_TEMP_FILE_NAME).exists());
+        assert!(!dir.path().join(format!("{STORE_FILE_NAME}.tmp")).exists());
     }
 
     #[test]

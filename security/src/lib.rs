@@ -13,9 +13,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod acl;
+pub mod acl_store;
 pub mod credentials;
 pub mod distinguished_name;
 pub mod jaas;
+mod line_file;
 pub mod plain;
 pub mod principal;
 pub mod principal_mapping;
@@ -27,6 +30,8 @@ pub mod scram;
 pub mod tls;
 pub mod tls_error;
 
+pub use acl::{AclBinding, AclFilter, AclSet, Action, Operation, PatternFilter, PatternType, Permission, ResourceType};
+pub use acl_store::{AclStore, AclStoreError};
 pub use credentials::{Credentials, ScramCredentialStore, StoreError};
 pub use distinguished_name::subject_dn;
 pub use jaas::{JaasError, JaasOptions, PlainUsers};

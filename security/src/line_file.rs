@@ -1,0 +1,82 @@
+//! What the stores' line-oriented text files share: percent-escaping of free-text fields,
+//! bounded line reads, and atomic replacement of the whole file. Each store documents its own
+//! format (`credentials.rs`, `acl_store.rs`).
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Escapes `%` and ASCII control characters (tab, CR, LF among them) as `%XX` in upper-case
+/// hex, so a field can hold neither a field nor a line separator.
+pub fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        if character == '%' || character.is_ascii_control() {
+            escaped.push_str(&format!("%{:02X}", u32::from(character)));
+        } else {
+            escaped.push(character);
+        }
+    }
+    escaped
+}
+
+/// The text [`escape`] made `escaped` from.
+pub fn unescape(escaped: &str) -> Result<String, &'static str> {
+    let bytes = escaped.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut position = 0;
+    while let Some(&byte) = bytes.get(position) {
+        if byte == b'%' {
+            let hex = escaped.get(position + 1..position + 3).ok_or("truncated %-escape")?;
+            // from_str_radix alone would take a sign ("+1"); an escape is exactly two hex digits.
+            if !hex.bytes().all(|digit| digit.is_ascii_hexdigit()) {
+                return Err("invalid %-escape");
+            }
+            decoded.push(u8::from_str_radix(hex, 16).map_err(|_| "invalid %-escape")?);
+            position += 3;
+        } else {
+            decoded.push(byte);
+            position += 1;
+        }
+    }
+    String::from_utf8(decoded).map_err(|_| "a field is not UTF-8 once unescaped")
+}
+
+/// The next line without its `\n`, reading at most `line_len_max` bytes of it; `None` at the
+/// end of the file. The inner error is a format fault (too long, no final newline, not UTF-8).
+pub fn read_line(reader: &mut impl BufRead, line_len_max: usize) -> io::Result<Option<Result<String, &'static str>>> {
+    let mut line = Vec::new();
+    let limit = u64::try_from(line_len_max + 1).unwrap_or(u64::MAX);
+    reader.by_ref().take(limit).read_until(b'\n', &mut line)?;
+    if line.is_empty() {
+        return Ok(None);
+    }
+    if line.pop() != Some(b'\n') {
+        let reason = if line.len() >= line_len_max {
+            "line too long"
+        } else {
+            "truncated line"
+        };
+        return Ok(Some(Err(reason)));
+    }
+    Ok(Some(String::from_utf8(line).map_err(|_| "line is not UTF-8")))
+}
+
+/// Replaces `dir/name` with `bytes`: written to `name.tmp`, fsynced, renamed over the file, and
+/// the directory fsynced, so a crash leaves the old file or the new one, never a mix. An error
+/// names the path it happened on.
+pub fn replace_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), (PathBuf, io::Error)> {
+    let temp_path = dir.join(format!("{name}.tmp"));
+    let at = |path: &Path| {
+        let path = path.to_owned();
+        move |error| (path, error)
+    };
+    let mut file = File::create(&temp_path).map_err(at(&temp_path))?;
+    file.write_all(bytes).map_err(at(&temp_path))?;
+    file.sync_all().map_err(at(&temp_path))?;
+    drop(file);
+    let path = dir.join(name);
+    fs::rename(&temp_path, &path).map_err(at(&path))?;
+    // The rename is durable only once the directory entry is.
+    File::open(dir).and_then(|dir| dir.sync_all()).map_err(at(dir))
+}
