@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
 use laminar_security::{Mechanism, Principal, SaslServer, SecurityProtocol};
+use std::sync::{Arc, LazyLock};
+
+/// `User:ANONYMOUS`, every unauthenticated connection's principal, made once.
+pub static ANONYMOUS: LazyLock<Arc<Principal>> = LazyLock::new(|| Arc::new(Principal::anonymous()));
 
 use crate::config::BrokerConfig;
 use crate::kafka_listener::ListenerId;
@@ -34,6 +38,8 @@ pub struct Authentication {
     pub listener: ListenerId,
     /// The client's address, for the log lines of failed authentications.
     pub peer: String,
+    /// The client's IP address as ACLs name hosts.
+    pub peer_host: Arc<str>,
     state: RefCell<State>,
 }
 
@@ -45,7 +51,7 @@ enum State {
     /// A mechanism was chosen; its tokens come next.
     Exchanging(Box<Exchange>),
     Authenticated {
-        principal: Principal,
+        principal: Arc<Principal>,
         expires: Option<Instant>,
     },
     /// Refused: the answer saying so is written, then the connection closes.
@@ -81,9 +87,14 @@ impl Authentication {
             true => State::AwaitingHandshake,
             false => State::Open,
         };
+        let peer_host = match peer.parse::<std::net::SocketAddr>() {
+            Ok(address) => address.ip().to_canonical().to_string(),
+            Err(_) => peer.clone(),
+        };
         Authentication {
             listener,
             peer,
+            peer_host: peer_host.into(),
             state: RefCell::new(state),
         }
     }
@@ -92,7 +103,7 @@ impl Authentication {
     /// without one), and that is all it proves.
     pub fn authenticated_by_certificate(&self, principal: Principal) {
         *self.state.borrow_mut() = State::Authenticated {
-            principal,
+            principal: Arc::new(principal),
             expires: None,
         };
     }
@@ -127,9 +138,9 @@ impl Authentication {
 
     /// The authenticated principal (`User:ANONYMOUS` on a PLAINTEXT listener); `None` before
     /// authentication.
-    pub fn principal(&self) -> Option<Principal> {
+    pub fn principal(&self) -> Option<Arc<Principal>> {
         match &*self.state.borrow() {
-            State::Open => Some(Principal::anonymous()),
+            State::Open => Some(ANONYMOUS.clone()),
             State::Authenticated { principal, .. } => Some(principal.clone()),
             _ => None,
         }
@@ -142,7 +153,7 @@ impl Authentication {
         let previous = match &*state {
             State::AwaitingHandshake => None,
             // KIP-368 re-authentication comes as a v1 handshake.
-            State::Authenticated { principal, .. } if !raw_tokens => Some(principal.clone()),
+            State::Authenticated { principal, .. } if !raw_tokens => Some(Principal::clone(principal)),
             _ => {
                 *state = State::Failed;
                 return Err(HandshakeRefused::IllegalState);
@@ -200,7 +211,7 @@ impl Authentication {
             TokenOutcome::Authenticated {
                 principal, lifetime, ..
             } => State::Authenticated {
-                principal: principal.clone(),
+                principal: Arc::new(principal.clone()),
                 expires: lifetime.map(|l| Instant::now() + l),
             },
             _ => State::Failed,

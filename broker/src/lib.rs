@@ -6,6 +6,7 @@
 
 pub mod admin_http;
 pub mod authentication;
+pub mod authorization;
 pub mod broker;
 pub mod clock;
 pub mod config;

@@ -83,6 +83,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         request_memory: RequestMemory::new(config.queued_max_request_bytes),
         fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
         connections_per_ip: ConnectionsPerIp::new(config.connections_per_ip.clone()),
+        authorizer: open_authorizer(&config.authorizer, &log_dir)?,
         config,
         log_dir_locks,
         write_behind_unavailable,
@@ -121,13 +122,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         let _ = runtime.join();
         anyhow::bail!("{e}");
     }
-    tracing::info!(
-        open_files_limit,
-        partition_file_descriptors = descriptors.limit(),
-        connections_max = shared.connection_slots.max(),
-        reserved_ahead_bytes_max = reservations.limit(),
-        "partitions open on first use; files of idle ones close when descriptors run short"
-    );
+    log_budgets(open_files_limit, &descriptors, &shared, &reservations);
     shared.start_gate.trigger();
     Ok(RunningBroker {
         shared,
@@ -152,6 +147,37 @@ fn listener_tls(config: &BrokerConfig) -> anyhow::Result<Vec<Option<crate::tls::
 }
 
 /// The SCRAM users of the first log dir.
+fn log_budgets(
+    open_files_limit: u64,
+    descriptors: &laminar_engine::io::DescriptorBudget,
+    shared: &BrokerShared,
+    reservations: &ReserveBudget,
+) {
+    tracing::info!(
+        open_files_limit,
+        partition_file_descriptors = descriptors.limit(),
+        connections_max = shared.connection_slots.max(),
+        reserved_ahead_bytes_max = reservations.limit(),
+        "partitions open on first use; files of idle ones close when descriptors run short"
+    );
+}
+
+fn open_authorizer(
+    settings: &Option<crate::config::AuthorizerSettings>,
+    log_dir: &Path,
+) -> anyhow::Result<Option<crate::authorization::Authorizer>> {
+    let Some(settings) = settings.clone() else {
+        return Ok(None);
+    };
+    let authorizer = crate::authorization::Authorizer::open(settings, log_dir)
+        .map_err(|e| anyhow::anyhow!("cannot load the ACLs: {e}"))?;
+    tracing::info!(
+        acls = authorizer.acls().bindings().count(),
+        "ACLs on (authorizer.class.name)"
+    );
+    Ok(Some(authorizer))
+}
+
 fn open_scram_credentials(log_dir: &Path) -> anyhow::Result<std::sync::RwLock<ScramCredentialStore>> {
     let store =
         ScramCredentialStore::open(log_dir).map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;

@@ -61,6 +61,10 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    // ACLs: kafka-protocol encodes 1 to 3 (v1 adds pattern types, v2 is flexible).
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// APIs served only in cluster mode (`process.roles` set), advertised there only: a single

@@ -90,9 +90,14 @@ impl AclBinding {
 
     /// Kafka's checks on a new ACL (`AclControlManager.validateNewAcl`).
     pub fn validate(&self) -> Result<(), AclError> {
-        let too_long = [&self.resource_name, &self.principal.name, &self.principal.kind, &self.host]
-            .iter()
-            .any(|field| field.len() > Self::FIELD_LEN_MAX);
+        let too_long = [
+            &self.resource_name,
+            &self.principal.name,
+            &self.principal.kind,
+            &self.host,
+        ]
+        .iter()
+        .any(|field| field.len() > Self::FIELD_LEN_MAX);
         if too_long {
             return Err(AclError(format!(
                 "a resource name, principal or host is longer than {} bytes",
@@ -142,7 +147,13 @@ impl Operation {
             ResourceType::Group => matches!(self, All | Read | Delete | Describe),
             ResourceType::Cluster => matches!(
                 self,
-                All | Create | Alter | Describe | ClusterAction | DescribeConfigs | AlterConfigs | IdempotentWrite
+                All | Create
+                    | Alter
+                    | Describe
+                    | ClusterAction
+                    | DescribeConfigs
+                    | AlterConfigs
+                    | IdempotentWrite
             ),
             ResourceType::TransactionalId => matches!(self, All | Write | Describe),
         }
@@ -209,7 +220,10 @@ impl AclSet {
 
     /// Every ACL, in no particular order.
     pub fn bindings(&self) -> impl Iterator<Item = &AclBinding> {
-        let literal = self.literal.values().flat_map(|by_name| by_name.values().flatten());
+        let literal = self
+            .literal
+            .values()
+            .flat_map(|by_name| by_name.values().flatten());
         literal.chain(&self.prefixed)
     }
 
@@ -230,7 +244,9 @@ impl AclSet {
                 continue;
             }
             match acl.permission {
-                Permission::Deny if matches!(acl.operation, Operation::All) || acl.operation == action.operation => {
+                Permission::Deny
+                    if matches!(acl.operation, Operation::All) || acl.operation == action.operation =>
+                {
                     return false;
                 }
                 Permission::Deny => {}
@@ -243,7 +259,13 @@ impl AclSet {
     /// Whether `principal` may do `operation` to some resource of `resource_type` (Kafka's
     /// `authorizeByResourceType`, as InitProducerId asks it for Write on any topic): an ALLOW
     /// that a DENY of the same pattern or a wider one does not cancel.
-    pub fn authorize_any(&self, principal: &Principal, host: &str, operation: Operation, resource_type: ResourceType) -> bool {
+    pub fn authorize_any(
+        &self,
+        principal: &Principal,
+        host: &str,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
         if self.is_super_user(principal) {
             return true;
         }
@@ -258,7 +280,10 @@ impl AclSet {
                 deny.permission == Permission::Deny
                     && (deny.operation == Operation::All || deny.operation == operation)
                     && match deny.pattern_type {
-                        PatternType::Literal => deny.resource_name == WILDCARD || (pattern == PatternType::Literal && deny.resource_name == name),
+                        PatternType::Literal => {
+                            deny.resource_name == WILDCARD
+                                || (pattern == PatternType::Literal && deny.resource_name == name)
+                        }
                         PatternType::Prefixed => name.starts_with(&deny.resource_name),
                     }
             })
@@ -271,7 +296,11 @@ impl AclSet {
     }
 
     /// The ACLs that name the resource: by its name, the wildcard, or a prefix of the name.
-    fn matching<'a>(&'a self, resource_type: ResourceType, name: &'a str) -> impl Iterator<Item = &'a AclBinding> {
+    fn matching<'a>(
+        &'a self,
+        resource_type: ResourceType,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a AclBinding> {
         let by_name = self.literal.get(&resource_type);
         let exact = by_name.and_then(|m| m.get(name)).into_iter().flatten();
         let wildcard = by_name

@@ -146,9 +146,11 @@ fn load(path: &Path, file: File) -> Result<BTreeSet<AclBinding>, AclStoreError> 
         reason: reason.to_string(),
     };
     for line_number in 1.. {
-        let read = line_file::read_line(&mut reader, AclStore::LINE_LEN_MAX).map_err(|source| AclStoreError::Io {
-            path: path.to_owned(),
-            source,
+        let read = line_file::read_line(&mut reader, AclStore::LINE_LEN_MAX).map_err(|source| {
+            AclStoreError::Io {
+                path: path.to_owned(),
+                source,
+            }
         })?;
         let Some(line) = read else {
             if line_number == 1 {
@@ -176,7 +178,8 @@ fn load(path: &Path, file: File) -> Result<BTreeSet<AclBinding>, AclStoreError> 
 
 fn parse_record(line: &str) -> Result<AclBinding, AclError> {
     let fields: Vec<&str> = line.split('\t').collect();
-    let [resource_type, pattern_type, name, principal, host, operation, permission] = fields.as_slice() else {
+    let [resource_type, pattern_type, name, principal, host, operation, permission] = fields.as_slice()
+    else {
         return Err(AclError("expected 7 tab-separated fields".into()));
     };
     let text = |field: &str| line_file::unescape(field).map_err(|reason| AclError(reason.into()));
@@ -218,7 +221,12 @@ mod tests {
         store
             .create(&[
                 acl("orders", PatternType::Literal, "User:alice", Operation::Read),
-                acl("logs-", PatternType::Prefixed, "User:tab\there", Operation::AlterConfigs),
+                acl(
+                    "logs-",
+                    PatternType::Prefixed,
+                    "User:tab\there",
+                    Operation::AlterConfigs,
+                ),
             ])
             .unwrap();
         let bytes = std::fs::read(dir.path().join(ACL_FILE_NAME)).unwrap();
@@ -238,7 +246,9 @@ mod tests {
         let mut store = AclStore::open(dir.path()).unwrap();
         let orders = acl("orders", PatternType::Literal, "User:alice", Operation::Read);
         let logs = acl("logs-", PatternType::Prefixed, "User:bob", Operation::Write);
-        store.create(&[orders.clone(), logs.clone(), orders.clone()]).unwrap();
+        store
+            .create(&[orders.clone(), logs.clone(), orders.clone()])
+            .unwrap();
         assert_eq!(store.acls().len(), 2, "an ACL is kept once");
         let by_bob = AclFilter {
             principal: Some("User:bob".parse().unwrap()),
@@ -250,7 +260,14 @@ mod tests {
         };
         let removed = store.delete(&[by_bob, prefixed]).unwrap();
         assert_eq!(removed, vec![vec![logs], vec![]]);
-        assert_eq!(AclStore::open(dir.path()).unwrap().acls().iter().collect::<Vec<_>>(), [&orders]);
+        assert_eq!(
+            AclStore::open(dir.path())
+                .unwrap()
+                .acls()
+                .iter()
+                .collect::<Vec<_>>(),
+            [&orders]
+        );
     }
 
     #[test]

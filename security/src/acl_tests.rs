@@ -40,12 +40,22 @@ use Permission::*;
 
 #[test]
 fn allows_what_is_granted_with_what_it_implies_and_nothing_else() {
-    let set = AclSet::new([acl(topic("orders"), "User:alice", "*", Read, Allow)], vec![], false);
+    let set = AclSet::new(
+        [acl(topic("orders"), "User:alice", "*", Read, Allow)],
+        vec![],
+        false,
+    );
     assert!(may(&set, "User:alice", "10.0.0.1", Read, "orders"));
-    assert!(may(&set, "User:alice", "10.0.0.1", Describe, "orders"), "Read implies Describe");
+    assert!(
+        may(&set, "User:alice", "10.0.0.1", Describe, "orders"),
+        "Read implies Describe"
+    );
     assert!(!may(&set, "User:alice", "10.0.0.1", Write, "orders"));
     assert!(!may(&set, "User:bob", "10.0.0.1", Read, "orders"));
-    assert!(!may(&set, "User:alice", "10.0.0.1", Read, "payments"), "no ACL: denied by default");
+    assert!(
+        !may(&set, "User:alice", "10.0.0.1", Read, "payments"),
+        "no ACL: denied by default"
+    );
 }
 
 #[test]
@@ -61,8 +71,14 @@ fn a_deny_wins_and_all_covers_every_operation() {
     );
     assert!(may(&set, "User:mallory", "10.0.0.1", Write, "secret-plans"));
     assert!(!may(&set, "User:mallory", "10.0.0.1", Read, "secret-plans"));
-    assert!(may(&set, "User:mallory", "10.0.0.1", Describe, "secret-plans"), "a deny of Read is not one of Describe");
-    assert!(!may(&set, "User:alice", "10.6.6.6", Describe, "audit"), "a host denied");
+    assert!(
+        may(&set, "User:mallory", "10.0.0.1", Describe, "secret-plans"),
+        "a deny of Read is not one of Describe"
+    );
+    assert!(
+        !may(&set, "User:alice", "10.6.6.6", Describe, "audit"),
+        "a host denied"
+    );
     assert!(may(&set, "User:alice", "10.0.0.7", Describe, "audit"));
 }
 
@@ -73,14 +89,24 @@ fn super_users_and_unguarded_resources() {
     assert!(may(&strict, "User:admin", "10.0.0.1", Alter, "guarded"));
     assert!(!may(&strict, "User:bob", "10.0.0.1", Read, "open"));
     let open = AclSet::new([guarded], vec![], true);
-    assert!(may(&open, "User:bob", "10.0.0.1", Read, "open"), "no ACL names it: allowed");
-    assert!(!may(&open, "User:bob", "10.0.0.1", Read, "guarded"), "an ACL names it, not for bob");
+    assert!(
+        may(&open, "User:bob", "10.0.0.1", Read, "open"),
+        "no ACL names it: allowed"
+    );
+    assert!(
+        !may(&open, "User:bob", "10.0.0.1", Read, "guarded"),
+        "an ACL names it, not for bob"
+    );
 }
 
 #[test]
 fn write_on_some_topic_is_found_unless_a_wider_deny_cancels_it() {
     let bob = "User:bob".parse().unwrap();
-    let allowed = AclSet::new([acl(prefix("logs-"), "User:bob", "*", Write, Allow)], vec![], false);
+    let allowed = AclSet::new(
+        [acl(prefix("logs-"), "User:bob", "*", Write, Allow)],
+        vec![],
+        false,
+    );
     assert!(allowed.authorize_any(&bob, "h", Write, ResourceType::Topic));
     assert!(!allowed.authorize_any(&bob, "h", Read, ResourceType::Topic));
     let cancelled = AclSet::new(
@@ -109,7 +135,11 @@ fn filters_select_by_every_field_and_match_finds_what_applies() {
         pattern_type: PatternFilter::Match,
         ..AclFilter::default()
     };
-    assert_eq!(select(matching), 3, "the literal, the wildcard and the prefix ord");
+    assert_eq!(
+        select(matching),
+        3,
+        "the literal, the wildcard and the prefix ord"
+    );
     let prefixed = AclFilter {
         pattern_type: PatternFilter::Exactly(PatternType::Prefixed),
         permission: Some(Deny),
@@ -124,7 +154,10 @@ fn new_acls_are_validated_as_kafka_validates_them() {
     assert!(ok.validate().is_ok());
     let mut wrong_operation = ok.clone();
     wrong_operation.operation = ClusterAction;
-    assert!(wrong_operation.validate().is_err(), "ClusterAction is not a topic operation");
+    assert!(
+        wrong_operation.validate().is_err(),
+        "ClusterAction is not a topic operation"
+    );
     let mut wrong_cluster = ok.clone();
     wrong_cluster.resource_type = ResourceType::Cluster;
     wrong_cluster.operation = Alter;
@@ -140,7 +173,13 @@ fn new_acls_are_validated_as_kafka_validates_them() {
 }
 
 /// The rules written as plainly as possible: every ACL looked at, nothing indexed.
-fn reference(acls: &[AclBinding], allow_if_none: bool, who: &Principal, host: &str, action: Action<'_>) -> bool {
+fn reference(
+    acls: &[AclBinding],
+    allow_if_none: bool,
+    who: &Principal,
+    host: &str,
+    action: Action<'_>,
+) -> bool {
     let names = |a: &AclBinding| match a.pattern_type {
         PatternType::Literal => a.resource_name == action.name || a.resource_name == "*",
         PatternType::Prefixed => action.name.starts_with(&a.resource_name),
@@ -183,7 +222,17 @@ fn the_indexed_set_decides_as_the_plain_rules_on_random_acls() {
     let names = ["a", "ab", "abc", "b", "*", "ba"];
     let users = ["User:alice", "User:bob", "User:*"];
     let hosts = ["*", "10.0.0.1", "10.0.0.2"];
-    let operations = [All, Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs];
+    let operations = [
+        All,
+        Read,
+        Write,
+        Create,
+        Delete,
+        Alter,
+        Describe,
+        DescribeConfigs,
+        AlterConfigs,
+    ];
     for round in 0..300 {
         let acls: Vec<AclBinding> = (0..next(8))
             .map(|_| {

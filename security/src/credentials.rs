@@ -29,7 +29,7 @@
 //! Loading checks all of it and reports a corrupt file with the line number.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -350,7 +350,7 @@ AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\n";
                 fixed_credential(Mechanism::ScramSha512, b"pepper", 3, 64),
             )
             .expect("upsert");
-        let bytes = fs::read(dir.path().join(STORE_FILE_NAME)).expect("file written");
+        let bytes = std::fs::read(dir.path().join(STORE_FILE_NAME)).expect("file written");
         assert_eq!(String::from_utf8(bytes).expect("UTF-8"), GOLDEN);
         assert!(!dir.path().join(format!("{STORE_FILE_NAME}.tmp")).exists());
     }
@@ -418,7 +418,7 @@ AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\n";
 
     fn load_error(contents: &[u8]) -> (usize, &'static str) {
         let dir = tempfile::tempdir().expect("temp dir");
-        fs::write(dir.path().join(STORE_FILE_NAME), contents).expect("write");
+        std::fs::write(dir.path().join(STORE_FILE_NAME), contents).expect("write");
         match ScramCredentialStore::open(dir.path()) {
             Err(StoreError::Corrupt { line, reason, .. }) => (line, reason),
             other => panic!("expected a corrupt-file error, got {other:?}"),

@@ -30,7 +30,9 @@ pub mod scram;
 pub mod tls;
 pub mod tls_error;
 
-pub use acl::{AclBinding, AclFilter, AclSet, Action, Operation, PatternFilter, PatternType, Permission, ResourceType};
+pub use acl::{
+    AclBinding, AclFilter, AclSet, Action, Operation, PatternFilter, PatternType, Permission, ResourceType,
+};
 pub use acl_store::{AclStore, AclStoreError};
 pub use credentials::{Credentials, ScramCredentialStore, StoreError};
 pub use distinguished_name::subject_dn;

@@ -27,7 +27,9 @@ pub fn unescape(escaped: &str) -> Result<String, &'static str> {
     let mut position = 0;
     while let Some(&byte) = bytes.get(position) {
         if byte == b'%' {
-            let hex = escaped.get(position + 1..position + 3).ok_or("truncated %-escape")?;
+            let hex = escaped
+                .get(position + 1..position + 3)
+                .ok_or("truncated %-escape")?;
             // from_str_radix alone would take a sign ("+1"); an escape is exactly two hex digits.
             if !hex.bytes().all(|digit| digit.is_ascii_hexdigit()) {
                 return Err("invalid %-escape");
@@ -44,7 +46,10 @@ pub fn unescape(escaped: &str) -> Result<String, &'static str> {
 
 /// The next line without its `\n`, reading at most `line_len_max` bytes of it; `None` at the
 /// end of the file. The inner error is a format fault (too long, no final newline, not UTF-8).
-pub fn read_line(reader: &mut impl BufRead, line_len_max: usize) -> io::Result<Option<Result<String, &'static str>>> {
+pub fn read_line(
+    reader: &mut impl BufRead,
+    line_len_max: usize,
+) -> io::Result<Option<Result<String, &'static str>>> {
     let mut line = Vec::new();
     let limit = u64::try_from(line_len_max + 1).unwrap_or(u64::MAX);
     reader.by_ref().take(limit).read_until(b'\n', &mut line)?;

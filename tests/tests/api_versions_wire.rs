@@ -10,8 +10,11 @@ use laminar_tests::wire::{Reaction, WireConnection};
 use laminar_tests::Broker;
 
 /// (api key, name, highest version the clients need at least).
-const SERVED_APIS: [(i16, &str, i16); 18] = [
+const SERVED_APIS: [(i16, &str, i16); 21] = [
     (0, "Produce", 7),
+    (29, "DescribeAcls", 1),
+    (30, "CreateAcls", 1),
+    (31, "DeleteAcls", 1),
     (1, "Fetch", 10),
     (2, "ListOffsets", 1),
     (3, "Metadata", 1),

@@ -33,6 +33,8 @@ pub struct BrokerShared {
     pub request_memory: Arc<crate::request_memory::RequestMemory>,
     /// Client connections' share of descriptors (`max.connections`).
     pub connection_slots: Arc<crate::connection_slots::ConnectionSlots>,
+    /// The ACLs (`authorizer.class.name`); `None`: every principal may do everything.
+    pub authorizer: Option<crate::authorization::Authorizer>,
     /// Connections open per client address (`max.connections.per.ip`).
     pub connections_per_ip: Arc<crate::connections_per_ip::ConnectionsPerIp>,
     /// Partition files' share of descriptors, shared by the shards' file caches.

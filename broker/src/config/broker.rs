@@ -261,6 +261,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let listener_security = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
+    let authorizer = authorizer(&v, cluster.is_some())?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
         io_depth: laminar_storage_io_depth,
@@ -288,6 +289,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         queued_max_request_bytes: queued_max_request_bytes(&v)?,
         max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
         connections_per_ip: connections_per_ip(&v)?,
+        authorizer,
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
         connection_failed_authentication_delay_ms: v.int("connection.failed.authentication.delay.ms")?,
@@ -462,6 +464,58 @@ fn advertised_matching(text: &str, listeners: &[Listener]) -> Result<Vec<Listene
         });
     }
     Ok(advertised)
+}
+
+/// The class names `authorizer.class.name` accepts: Laminar's, and Kafka's two, which Kafka
+/// configs carry over with.
+const AUTHORIZER_CLASS_NAMES: [&str; 3] = [
+    "laminar",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+];
+
+/// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`.
+/// A cluster's ACLs belong in its metadata log, which does not hold them yet: refused there.
+fn authorizer(v: &Values, in_cluster: bool) -> Result<Option<super::AuthorizerSettings>, ConfigError> {
+    let Some(class) = v
+        .set("authorizer.class.name")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+    else {
+        return Ok(None);
+    };
+    if in_cluster {
+        return Err(ConfigError::Rejected {
+            key: "authorizer.class.name".into(),
+            value: class.into(),
+            reason: "ACLs work on a single node only for now (a cluster's must live in its metadata log)"
+                .into(),
+        });
+    }
+    if !AUTHORIZER_CLASS_NAMES.contains(&class) {
+        return Err(ConfigError::Rejected {
+            key: "authorizer.class.name".into(),
+            value: class.into(),
+            reason: format!("expected one of {}", AUTHORIZER_CLASS_NAMES.join(", ")),
+        });
+    }
+    let super_users = v.set("super.users").unwrap_or_default();
+    let super_users = super_users
+        .split(';')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| {
+            u.parse().map_err(|e| ConfigError::Rejected {
+                key: "super.users".into(),
+                value: u.into(),
+                reason: format!("{e}"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Some(super::AuthorizerSettings {
+        super_users,
+        allow_everyone_if_no_acl_found: v.parsed("allow.everyone.if.no.acl.found", parse_bool)?,
+    }))
 }
 
 /// `max.connections.per.ip` with its overrides.

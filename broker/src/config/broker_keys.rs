@@ -161,6 +161,15 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Most client connections open at once; one past it is closed as soon as accepted. \
          Bounded by half the open-file limit, so connections and partition files each keep \
          their own share of descriptors."),
+    key("authorizer.class.name", Unset, Kind::Text, &[],
+        "Turns ACLs on: laminar, or Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+         or kafka.security.authorizer.AclAuthorizer (taken as the same). Unset: every principal \
+         may do everything, and the ACL APIs answer SECURITY_DISABLED."),
+    key("super.users", Unset, Kind::Text, &[],
+        "Principals that may do everything whatever the ACLs say, semicolon-separated \
+         (User:admin;User:CN=broker)."),
+    key("allow.everyone.if.no.acl.found", Fixed("false"), Kind::Bool, &[],
+        "With ACLs on, whether a resource that no ACL names is open to every principal."),
     key("max.connections.per.ip", Fixed("2147483647"), NON_NEGATIVE_I32, &[],
         "Most connections open at once from one IP address, on every listener; one past it is \
          closed as soon as accepted. 0 only with max.connections.per.ip.overrides (which then \

@@ -45,6 +45,8 @@ pub struct BrokerConfig {
     pub max_connections: u64,
     /// `max.connections.per.ip` and its per-address exceptions.
     pub connections_per_ip: ConnectionsPerIpLimits,
+    /// `authorizer.class.name` and its settings; `None`: ACLs off.
+    pub authorizer: Option<AuthorizerSettings>,
     pub connections_max_idle_ms: i64,
     /// `connections.max.reauth.ms` (KIP-368): 0, SASL sessions never expire.
     pub connections_max_reauth_ms: i64,
@@ -90,4 +92,13 @@ pub struct BrokerConfig {
     /// The registered keys set by the file or by overrides (validated), for `describe` and for
     /// telling a static value from a default.
     pub(super) explicit: BTreeMap<String, String>,
+}
+
+/// The ACL authorizer's settings (`authorizer.class.name` set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizerSettings {
+    /// `super.users`.
+    pub super_users: Vec<laminar_security::Principal>,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_everyone_if_no_acl_found: bool,
 }

@@ -25,7 +25,7 @@ pub mod write_behind;
 
 pub use broker::cluster_keys::{ClusterSettings, ProcessRoles, ReplicationSettings};
 pub use broker::{ConfigWarning, LoadedBrokerConfig};
-pub use broker_settings::BrokerConfig;
+pub use broker_settings::{AuthorizerSettings, BrokerConfig};
 pub use connection_limits::ConnectionsPerIpLimits;
 pub use topic::TopicConfig;
 pub use value::{

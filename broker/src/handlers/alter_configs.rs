@@ -12,18 +12,24 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::handlers::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::handlers::topic_admin::{push_configs, validate_overrides, AdminError};
+use laminar_security::Operation;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub async fn handle_alter(ctx: &Rc<BrokerCtx>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle_alter(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let responses = alter_each(
-        ctx,
+        (ctx, access),
         &request.resources,
         request.validate_only,
         |r| (r.resource_type, &r.resource_name),
@@ -47,10 +53,11 @@ pub async fn handle_alter(ctx: &Rc<BrokerCtx>, request: AlterConfigsRequest) -> 
 
 pub async fn handle_incremental(
     ctx: &Rc<BrokerCtx>,
+    access: &Access,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let responses = alter_each(
-        ctx,
+        (ctx, access),
         &request.resources,
         request.validate_only,
         |r| (r.resource_type, &r.resource_name),
@@ -86,7 +93,7 @@ type Overrides = BTreeMap<String, String>;
 /// and name, `new_overrides` its overrides from the current ones, `answer` builds its result from
 /// (type, name), error code and message.
 async fn alter_each<Resource, Answer>(
-    ctx: &Rc<BrokerCtx>,
+    (ctx, access): (&Rc<BrokerCtx>, &Access),
     resources: &[Resource],
     validate_only: bool,
     resource: impl Fn(&Resource) -> (i8, &StrBytes),
@@ -96,10 +103,17 @@ async fn alter_each<Resource, Answer>(
     let mut answers = Vec::with_capacity(resources.len());
     for r in resources {
         let (resource_type, name) = resource(r);
-        let outcome = alter(ctx, resource_type, name.as_str(), validate_only, |current| {
-            new_overrides(r, current)
-        })
-        .await;
+        let refused =
+            super::describe_configs::config_refusal(access, Operation::AlterConfigs, resource_type, name);
+        let outcome = match refused {
+            Some((error, message)) => Err(AdminError::new(error, message)),
+            None => {
+                alter(ctx, resource_type, name.as_str(), validate_only, |current| {
+                    new_overrides(r, current)
+                })
+                .await
+            }
+        };
         let (code, message) = split(outcome);
         answers.push(answer((resource_type, name.clone()), code, message));
     }

@@ -9,17 +9,28 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorization::Access;
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::handlers::topic_admin::{AdminError, PartitionBudget};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::ClusterLink;
+use laminar_security::Operation;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let shared = &ctx.state.shared;
     let mut response = CreatePartitionsResponse::default();
     let mut budget = PartitionBudget::new(shared.config.laminar_request_partitions_max);
     for topic in &request.topics {
         let outcome = match &shared.cluster {
+            // Kafka's check: Alter on the topic.
+            _ if !access.allows_topic(Operation::Alter, &topic.name) => Err(AdminError::new(
+                ResponseError::TopicAuthorizationFailed,
+                "Alter on the topic is needed",
+            )),
             Some(link) if !request.validate_only => cluster_grow(shared, link, topic, &mut budget).await,
             _ => grow(shared, topic, request.validate_only, &mut budget),
         };

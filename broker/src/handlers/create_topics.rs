@@ -13,23 +13,39 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use laminar_engine::metadata::topic_table::validate_topic_name;
 
+use crate::authorization::Access;
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::config::TopicConfig;
 use crate::handlers::topic_admin::{validate_overrides, AdminError, PartitionBudget};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::view::alive_brokers;
 use crate::quorum::ClusterLink;
+use laminar_security::Operation;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
     let shared = &ctx.state.shared;
     let mut response = CreateTopicsResponse::default();
     let mut budget = PartitionBudget::new(shared.config.laminar_request_partitions_max);
+    let may_create_any = access.allows_cluster(Operation::Create);
     for topic in &request.topics {
-        let created = match &shared.cluster {
-            Some(link) => {
-                cluster_create(shared, link, topic, request.validate_only, version, &mut budget).await
+        // Kafka's check: Create on the cluster, or on the topic.
+        let created = if !may_create_any && !access.allows_topic(Operation::Create, &topic.name) {
+            Err(AdminError::new(
+                ResponseError::TopicAuthorizationFailed,
+                "Create on the topic or the cluster is needed",
+            ))
+        } else {
+            match &shared.cluster {
+                Some(link) => {
+                    cluster_create(shared, link, topic, request.validate_only, version, &mut budget).await
+                }
+                None => create(shared, topic, request.validate_only, version, &mut budget),
             }
-            None => create(shared, topic, request.validate_only, version, &mut budget),
         };
         let result = match created {
             Ok(created) => created,

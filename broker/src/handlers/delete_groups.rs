@@ -7,14 +7,29 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::group::records::{GroupRecord, OffsetKey};
 use crate::group::state::GroupState;
 use crate::group::{on_coordinator, store};
+use laminar_security::Operation;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(request.groups_names.len());
     for group_id in request.groups_names {
+        if !access.allows_group(Operation::Delete, &group_id) {
+            let refused = ResponseError::GroupAuthorizationFailed.code();
+            results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(group_id)
+                    .with_error_code(refused),
+            );
+            continue;
+        }
         let id = group_id.to_string();
         let home = id.clone();
         let deleted = on_coordinator(ctx, &home, move |there, partition| async move {

@@ -6,20 +6,28 @@ use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionRes
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use laminar_model::Offset;
 
+use crate::authorization::Access;
 use crate::broker::{on_owning_shards, BrokerCtx};
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
+use laminar_security::Operation;
 
 /// DeleteRecords' "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let items = items_by_partition(
         &request.topics,
         |t| (t.name.as_str(), t.partitions.as_slice()),
         |p| (p.partition_index, p.offset),
     );
+    let items = access.refuse_topics(items, Operation::Delete);
     let results = on_owning_shards(ctx, items, |there, tp, offset| async move {
+        let offset = offset?;
         let partition = there.state.partition(&tp).await?;
         let offset = if offset == HIGH_WATERMARK {
             partition.high_watermark()

@@ -13,12 +13,19 @@ use std::sync::Arc;
 
 use laminar_engine::metadata::TopicMetadata;
 
+use crate::authorization::Access;
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::handlers::topic_admin::{delete_partitions, AdminError};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::ClusterLink;
+use laminar_security::Operation;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
     let shared = &ctx.state.shared;
     // v6 names topics in `topics` (by name or id); earlier versions in `topic_names`.
     let targets: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
@@ -48,6 +55,10 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: DeleteTopicsRequest, version: 
             None => Err(AdminError::new(
                 ResponseError::UnknownTopicId,
                 format!("no topic has id {id}"),
+            )),
+            Some(name) if !access.allows_topic(Operation::Delete, name) => Err(AdminError::new(
+                ResponseError::TopicAuthorizationFailed,
+                "Delete on the topic is needed",
             )),
             Some(_) if !shared.config.delete_topic_enable => Err(AdminError::new(
                 ResponseError::TopicDeletionDisabled,

@@ -11,13 +11,20 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorization::Access;
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::config::{ConfigEntry, TopicConfig};
+use laminar_security::Operation;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 
-pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+pub fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
     let shared = &ctx.state.shared;
     let results = request
         .resources
@@ -26,7 +33,14 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeConfigsRequest, version: i16
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            match entries(shared, resource) {
+            let described = config_refusal(
+                access,
+                Operation::DescribeConfigs,
+                resource.resource_type,
+                &resource.resource_name,
+            )
+            .map_or_else(|| entries(shared, resource), Err);
+            match described {
                 Ok(entries) => result.with_configs(
                     entries
                         .into_iter()
@@ -41,6 +55,25 @@ pub fn handle(ctx: &Rc<BrokerCtx>, request: DescribeConfigsRequest, version: i16
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// Kafka's check on a config resource: `operation` on the topic, or on the cluster for a
+/// broker's configs.
+pub fn config_refusal(
+    access: &Access,
+    operation: Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<(ResponseError, String)> {
+    let refused = |error| Some((error, format!("{operation} is needed")));
+    match resource_type {
+        RESOURCE_TOPIC if !access.allows_topic(operation, name) => {
+            refused(ResponseError::TopicAuthorizationFailed)
+        }
+        RESOURCE_TOPIC => None,
+        _ if !access.allows_cluster(operation) => refused(ResponseError::ClusterAuthorizationFailed),
+        _ => None,
+    }
 }
 
 fn entries(

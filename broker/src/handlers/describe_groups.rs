@@ -6,17 +6,29 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::group::on_coordinator;
 use crate::group::state::{Group, GroupState};
+use laminar_security::Operation;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
+    access: &Access,
     request: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for group_id in request.groups {
+        if !access.allows_group(Operation::Describe, &group_id) {
+            let refused = kafka_protocol::error::ResponseError::GroupAuthorizationFailed;
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(refused.code()),
+            );
+            continue;
+        }
         let id = group_id.to_string();
         let home = id.clone();
         let described = on_coordinator(ctx, &home, move |there, _| async move {

@@ -6,13 +6,20 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::group::coordinator;
+use laminar_security::Operation;
 
 /// Every group Laminar runs is a classic group.
 const GROUP_TYPE: &str = "classic";
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
     let per_shard = (0..ctx.shard_count())
         .map(|shard| ctx.submit_to(shard, |there| async move { there.state.groups.list() }));
     let mut groups: Vec<coordinator::ListedGroup> = futures::future::join_all(per_shard)
@@ -22,6 +29,10 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListGroupsRequest, version: i1
         .flatten()
         .collect();
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    // Kafka lists every group to Describe on the cluster, else those the principal may describe.
+    if !access.allows_cluster(Operation::Describe) {
+        groups.retain(|g| access.allows_group(Operation::Describe, &g.group_id));
+    }
     response(groups, &request, version)
 }
 

@@ -1,5 +1,7 @@
 //! ListOffsets: earliest, latest, or the first offset at or after a timestamp.
 
+use crate::authorization::Access;
+use laminar_security::Operation;
 use std::rc::Rc;
 
 use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
@@ -16,13 +18,20 @@ use crate::handlers::partition_answers::{items_by_partition, push_partition};
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
     let items = items_by_partition(
         &request.topics,
         |t| (t.name.as_str(), t.partitions.as_slice()),
         |p| (p.partition_index, p.timestamp),
     );
+    let items = access.refuse_topics(items, Operation::Describe);
     let results = on_owning_shards(ctx, items, |there, tp, timestamp| async move {
+        let timestamp = timestamp?;
         let Some(partition) = there.state.partition_to_read(&tp).await? else {
             // Never written: empty at offset 0, and no record has a timestamp.
             let empty = matches!(timestamp, LATEST | EARLIEST).then_some((0, -1));

@@ -16,12 +16,14 @@ use laminar_controller::api::CreatableTopic;
 use laminar_controller::{Refusal, TopicState, NO_LEADER};
 use laminar_engine::metadata::topic_table::validate_topic_name;
 
+use crate::authorization::Access;
 use crate::broker::{BrokerCtx, BrokerShared};
 use crate::handlers::broker_ids;
 use crate::kafka_listener::{self, ListenerId};
 use crate::quorum::admin::{wait_for_view, with_retries};
 use crate::quorum::view::alive_brokers;
 use crate::quorum::ClusterLink;
+use laminar_security::Operation;
 
 /// Kafka's "authorized operations not requested" marker.
 const OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -29,9 +31,9 @@ const OPERATIONS_OMITTED: i32 = i32::MIN;
 /// Metadata, with the brokers' addresses on `listener`, the one the request came in on.
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
+    (access, listener): (&Access, ListenerId),
     request: MetadataRequest,
     version: i16,
-    listener: ListenerId,
 ) -> MetadataResponse {
     let shared = &ctx.state.shared;
     let node_id = BrokerId(shared.node_id().get());
@@ -52,17 +54,20 @@ pub async fn handle(
         let listener = kafka_listener::name_of(&shared.config, listener);
         return cluster_metadata(shared, link, (names, listener), auto_create).await;
     }
+    // ACLs exist on a single node only (config::broker refuses them in a cluster): Kafka's
+    // checks are made here. All topics lists those the principal may describe.
     let topics = match names {
         None => shared
             .metadata
             .current()
             .topics
             .values()
+            .filter(|t| access.allows_topic(Operation::Describe, &t.name))
             .map(|t| describe_topic(t, node_id))
             .collect(),
         Some(names) => names
             .iter()
-            .map(|name| lookup_or_create(shared, name, auto_create, node_id))
+            .map(|name| authorized_lookup(shared, access, name, auto_create, node_id))
             .collect(),
     };
     let (host, port) = advertised(shared, listener);
@@ -87,6 +92,32 @@ pub fn advertised(shared: &BrokerShared, listener: ListenerId) -> (String, i32) 
         .find(|a| a.name == name)
         .unwrap_or(&config.listeners[listener.0]);
     (advertised.host.clone(), i32::from(advertised.port))
+}
+
+/// A named topic, as the principal may see it: refused without Describe; created only with
+/// Create on the cluster or the topic (else a missing topic is refused, as Kafka answers).
+fn authorized_lookup(
+    shared: &BrokerShared,
+    access: &Access,
+    name: &str,
+    auto_create: bool,
+    node_id: BrokerId,
+) -> MetadataResponseTopic {
+    let refused = || {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+    };
+    if !access.allows_topic(Operation::Describe, name) {
+        return refused();
+    }
+    let may_create = access.allows_cluster(Operation::Create) || access.allows_topic(Operation::Create, name);
+    let found = lookup_or_create(shared, name, auto_create && may_create, node_id);
+    let missing = found.error_code == ResponseError::UnknownTopicOrPartition.code();
+    if missing && auto_create && !may_create {
+        return refused();
+    }
+    found
 }
 
 fn lookup_or_create(

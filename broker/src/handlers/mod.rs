@@ -9,6 +9,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::authentication::{Authentication, AuthenticationError};
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::handlers::append_order::AppendOrder;
 use crate::handlers::placement::Placement;
@@ -18,16 +19,21 @@ use crate::reply::Reply;
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
 
+mod acl_checks;
+mod acl_wire;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod append_order;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -207,12 +213,18 @@ async fn dispatch(
         client_id,
     } = context;
     let listener = connection.authentication.listener;
+    let access = access_of(ctx, connection);
+    if let Some(refused) = acl_checks::refused(&access, &request, version) {
+        return respond(api_key, version, correlation_id, &refused);
+    }
     match request {
-        RequestKind::Produce(r) => handle_produce(ctx, connection, r, version, correlation_id),
+        RequestKind::Produce(r) => handle_produce(ctx, (connection, &access), r, version, correlation_id),
         request @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
             handle_sasl(ctx, &connection.authentication, request, version, correlation_id)
         }
-        RequestKind::Fetch(r) if is_replica_fetch_elsewhere(ctx, &r, listener) => {
+        RequestKind::Fetch(r)
+            if is_replica_fetch_elsewhere(ctx, &r, listener) || is_unauthorized_replica(&access, &r) =>
+        {
             // As Kafka answers a follower's fetch without ClusterAction: until ACLs exist, a
             // fetch as a replica is taken only on the brokers' own listener.
             let code = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code();
@@ -222,7 +234,7 @@ async fn dispatch(
             Ok(Outcome::RespondChunks(frame))
         }
         RequestKind::Fetch(r) => {
-            let answer = fetch::handle(ctx, r, version, &connection.placement).await;
+            let answer = fetch::handle(ctx, r, version, (&connection.placement, &access)).await;
             let ctx = ctx.clone();
             let encoded = answer.map(move |answer| {
                 ctx.state.metrics.count_fetched(&answer);
@@ -236,12 +248,30 @@ async fn dispatch(
         request if is_group_api(api_key) => {
             note_coordinator(ctx, &connection.placement, &request);
             let kind = (api_key, listener);
-            handle_group_api(ctx, kind, request, version, correlation_id, client_id).await
+            handle_group_api(ctx, (kind, &access), request, version, correlation_id, client_id).await
         }
         request => {
-            handle_partition_or_admin_api(ctx, (api_key, listener), request, version, correlation_id).await
+            let kind = (api_key, listener);
+            handle_partition_or_admin_api(ctx, (kind, &access), request, version, correlation_id).await
         }
     }
+}
+
+/// What this request may do: its connection's principal and host against the ACLs now.
+fn access_of(ctx: &BrokerCtx, connection: &ConnectionState) -> Access {
+    let authentication = &connection.authentication;
+    Access::new(
+        ctx.state.shared.authorizer.as_ref().map(|a| a.acls()),
+        authentication
+            .principal()
+            .unwrap_or_else(|| crate::authentication::ANONYMOUS.clone()),
+        authentication.peer_host.clone(),
+    )
+}
+
+/// A fetch as a replica needs ClusterAction on the cluster (Kafka's check).
+fn is_unauthorized_replica(access: &Access, request: &kafka_protocol::messages::FetchRequest) -> bool {
+    request.replica_id.0 >= 0 && !access.allows_cluster(laminar_security::Operation::ClusterAction)
 }
 
 /// A fetch claiming a replica id that did not come in on `inter.broker.listener.name`: in a
@@ -349,13 +379,13 @@ fn check_served(served: codec::ServedApis, api_key: ApiKey, version: i16) -> Res
 /// Produce: answered now (refused), later (once durable as `acks` asks), or never (acks=0).
 fn handle_produce(
     ctx: &Rc<BrokerCtx>,
-    connection: &ConnectionState,
+    (connection, access): (&ConnectionState, &Access),
     request: kafka_protocol::messages::ProduceRequest,
     version: i16,
     correlation_id: i32,
 ) -> Result<Outcome, RequestError> {
     let produced = ProducedTraffic::of(&request);
-    match produce::handle(ctx, connection, request) {
+    match produce::handle(ctx, (connection, access), request) {
         produce::Produced::Answer(response) => {
             ctx.state.metrics.count_produced(produced, Some(&response));
             respond(
@@ -381,33 +411,41 @@ fn handle_produce(
 /// Per-partition data APIs other than Produce and Fetch, and the topic and config admin APIs.
 async fn handle_partition_or_admin_api(
     ctx: &Rc<BrokerCtx>,
-    (api_key, listener): (ApiKey, ListenerId),
+    ((api_key, listener), access): ((ApiKey, ListenerId), &Access),
     request: RequestKind,
     version: i16,
     correlation_id: i32,
 ) -> Result<Outcome, RequestError> {
     let response = match request {
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version, listener).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(ctx, access, r, version).await)
+        }
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(ctx, (access, listener), r, version).await)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r).await)
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, access, r).await)
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(create_topics::handle(ctx, r, version).await)
+            ResponseKind::CreateTopics(create_topics::handle(ctx, access, r, version).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, version).await)
+            ResponseKind::DeleteTopics(delete_topics::handle(ctx, access, r, version).await)
         }
-        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r).await),
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(ctx, access, r).await)
+        }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(ctx, r, version))
+            ResponseKind::DescribeConfigs(describe_configs::handle(ctx, access, r, version))
         }
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(alter_configs::handle_alter(ctx, r).await),
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(alter_configs::handle_alter(ctx, access, r).await)
+        }
         RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(alter_configs::handle_incremental(ctx, r).await)
+            ResponseKind::IncrementalAlterConfigs(alter_configs::handle_incremental(ctx, access, r).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(ctx, r).await)
+            ResponseKind::CreatePartitions(create_partitions::handle(ctx, access, r).await)
         }
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, listener))
@@ -433,6 +471,15 @@ async fn handle_partition_or_admin_api(
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             describe_user_scram_credentials::handle(&ctx.state.shared, r),
         ),
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(create_acls::handle(&ctx.state.shared, access, r))
+        }
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(describe_acls::handle(&ctx.state.shared, access, r))
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(delete_acls::handle(&ctx.state.shared, access, r))
+        }
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)
@@ -483,15 +530,18 @@ fn is_group_api(api_key: ApiKey) -> bool {
 /// The consumer-group APIs (FindCoordinator, JoinGroup, ..., OffsetDelete).
 async fn handle_group_api(
     ctx: &Rc<BrokerCtx>,
-    (api_key, listener): (ApiKey, ListenerId),
+    ((api_key, listener), access): ((ApiKey, ListenerId), &Access),
     request: RequestKind,
     version: i16,
     correlation_id: i32,
     client_id: Option<kafka_protocol::protocol::StrBytes>,
 ) -> Result<Outcome, RequestError> {
     let response = match request {
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version, listener).await)
+        RequestKind::FindCoordinator(mut r) => {
+            let denied = acl_checks::take_denied_coordinator_keys(access, &mut r);
+            let mut response = find_coordinator::handle(ctx, r, version, listener).await;
+            response.coordinators.extend(denied);
+            ResponseKind::FindCoordinator(response)
         }
         RequestKind::JoinGroup(r) => {
             let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();
@@ -512,18 +562,26 @@ async fn handle_group_api(
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(ctx, r).await),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(ctx, r, version).await),
         RequestKind::OffsetCommit(r) => {
-            let answer = offset_commit::handle(ctx, r)
+            let answer = offset_commit::handle(ctx, access, r)
                 .await
                 .map(ResponseKind::OffsetCommit);
             return respond_in_turn(api_key, version, correlation_id, answer);
         }
-        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(offset_fetch::handle(ctx, r, version).await),
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(ctx, r, version).await),
-        RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(describe_groups::handle(ctx, r, version).await)
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(ctx, access, r, version).await)
         }
-        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(delete_groups::handle(ctx, r).await),
-        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(offset_delete::handle(ctx, r).await),
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(list_groups::handle(ctx, access, r, version).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(ctx, access, r, version).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(ctx, access, r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(ctx, access, r).await)
+        }
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     respond(api_key, version, correlation_id, &response)

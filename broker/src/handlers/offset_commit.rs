@@ -9,12 +9,14 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::OffsetCommitResponsePartition;
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::clock::now_ms;
 use crate::group::records::{GroupRecord, OffsetKey, OffsetValue};
 use crate::group::{on_coordinator_in_turn, store};
 use crate::handlers::partition_answers::push_partition;
 use crate::reply::Reply;
+use laminar_security::Operation;
 
 /// Kafka's `offset.metadata.max.bytes` default.
 const METADATA_BYTES_MAX: usize = 4096;
@@ -22,8 +24,17 @@ const METADATA_BYTES_MAX: usize = 4096;
 /// One partition of the request: (topic, partition, offset, leader epoch, metadata).
 type Commit = (String, i32, i64, i32, String);
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<OffsetCommitResponse> {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: OffsetCommitRequest,
+) -> Reply<OffsetCommitResponse> {
     let commits = commits_of(&request);
+    // Kafka's check on each topic: Read (the group's was made before).
+    let readable: Vec<bool> = commits
+        .iter()
+        .map(|c| access.allows_topic(Operation::Read, &c.0))
+        .collect();
     let group_id = request.group_id.to_string();
     let member_id = request.member_id.to_string();
     let instance_id = request.group_instance_id.as_ref().map(|s| s.to_string());
@@ -38,11 +49,13 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetCommitRequest) -> Reply<
         let now = now_ms();
         let mut results = Vec::with_capacity(commits.len());
         let mut records = Vec::new();
-        for (topic, index, offset, leader_epoch, metadata) in commits {
+        for ((topic, index, offset, leader_epoch, metadata), readable) in commits.into_iter().zip(readable) {
             let known = topics
                 .get(&topic)
                 .is_some_and(|t| (0..t.partition_count).contains(&index));
-            let error = if !known {
+            let error = if !readable {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !known {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else if metadata.len() > METADATA_BYTES_MAX {
                 Some(ResponseError::OffsetMetadataTooLarge)

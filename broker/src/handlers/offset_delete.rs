@@ -7,12 +7,18 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_delete_response::OffsetDeleteResponsePartition;
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::group::records::{GroupRecord, OffsetKey};
 use crate::group::{on_coordinator, store};
 use crate::handlers::partition_answers::push_partition;
+use laminar_security::Operation;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group_id = request.group_id.to_string();
     let wanted: Vec<(String, i32)> = request
         .topics
@@ -23,6 +29,11 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> Offset
                 .map(|p| (t.name.to_string(), p.partition_index))
         })
         .collect();
+    // Kafka's check on each topic: Read (the group's Delete was checked before).
+    let readable: Vec<bool> = wanted
+        .iter()
+        .map(|(t, _)| access.allows_topic(Operation::Read, t))
+        .collect();
     let id = group_id.clone();
     let asked = wanted.clone();
     let deleted = on_coordinator(ctx, &group_id, move |there, partition| async move {
@@ -32,7 +43,11 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetDeleteRequest) -> Offset
             .ok_or(ResponseError::GroupIdNotFound)?;
         let mut errors = Vec::with_capacity(asked.len());
         let mut tombstones = Vec::new();
-        for (topic, index) in asked {
+        for ((topic, index), readable) in asked.into_iter().zip(readable) {
+            if !readable {
+                errors.push(Some(ResponseError::TopicAuthorizationFailed));
+                continue;
+            }
             if subscribed.contains(&topic) {
                 errors.push(Some(ResponseError::GroupSubscribedToTopic));
                 continue;

@@ -11,30 +11,93 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::group::coordinator::GroupOffsets;
 use crate::group::on_coordinator;
 use crate::group::records::OffsetValue;
 use crate::handlers::partition_answers::push_partition;
+use laminar_security::Operation;
 
 /// Topics and partitions asked for; None means all.
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
 /// Per topic, per partition: the committed offset if any.
 type Found = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
 
-pub async fn handle(ctx: &Rc<BrokerCtx>, request: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+pub async fn handle(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
     if version < 8 {
         let wanted = wanted(request.topics.as_deref(), |t| (&t.name, &t.partition_indexes));
         let found = committed_selection(ctx, request.group_id.as_str(), wanted).await;
-        return single_group_response(found, version);
+        let mut response = single_group_response(found, version);
+        let asked_all = request.topics.is_none();
+        let topics = &mut response.topics;
+        guard_topics(
+            access,
+            asked_all,
+            topics,
+            |t| (&t.name, &mut t.partitions),
+            |p| {
+                p.error_code = refused_topic();
+                p.committed_offset = -1;
+            },
+        );
+        return response;
     }
     let mut groups = Vec::with_capacity(request.groups.len());
     for group in &request.groups {
+        if !access.allows_group(Operation::Describe, &group.group_id) {
+            let refused = Err(ResponseError::GroupAuthorizationFailed);
+            groups.push(group_response(group.group_id.clone(), refused));
+            continue;
+        }
         let wanted = wanted(group.topics.as_deref(), |t| (&t.name, &t.partition_indexes));
         let found = committed_selection(ctx, group.group_id.as_str(), wanted).await;
-        groups.push(group_response(group.group_id.clone(), found));
+        let mut answer = group_response(group.group_id.clone(), found);
+        let topics = &mut answer.topics;
+        guard_topics(
+            access,
+            group.topics.is_none(),
+            topics,
+            |t| (&t.name, &mut t.partitions),
+            |p| {
+                p.error_code = refused_topic();
+                p.committed_offset = -1;
+            },
+        );
+        groups.push(answer);
     }
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+fn refused_topic() -> i16 {
+    ResponseError::TopicAuthorizationFailed.code()
+}
+
+/// Kafka's check on each topic of the answer, Describe: asked for all topics, those the
+/// principal may not describe are left out; named, their partitions are refused.
+fn guard_topics<Topic, Partition>(
+    access: &Access,
+    asked_all: bool,
+    topics: &mut Vec<Topic>,
+    parts: impl Fn(&mut Topic) -> (&TopicName, &mut Vec<Partition>),
+    refuse: impl Fn(&mut Partition),
+) {
+    if !access.is_enforced() {
+        return;
+    }
+    topics.retain_mut(|topic| {
+        let (name, partitions) = parts(topic);
+        if access.allows_topic(Operation::Describe, name) {
+            return true;
+        }
+        partitions.iter_mut().for_each(&refuse);
+        !asked_all
+    });
 }
 
 /// The topics and partitions a request names, from either version's topic type; None means all.

@@ -10,14 +10,17 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use laminar_engine::partition::leader_epochs::UNDEFINED_EPOCH_OFFSET;
 use laminar_model::{LeaderEpoch, Offset};
 
+use crate::authorization::Access;
 use crate::broker::on_owning_shards;
 use crate::broker::BrokerCtx;
 use crate::errors::leader_epoch_fencing;
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
+use laminar_security::Operation;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
+    access: &Access,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let items = items_by_partition(
@@ -25,7 +28,19 @@ pub async fn handle(
         |t| (t.topic.as_str(), t.partitions.as_slice()),
         |p| (p.partition, (p.current_leader_epoch, p.leader_epoch)),
     );
-    let results = on_owning_shards(ctx, items, |there, tp, (current, asked)| async move {
+    // Kafka's checks: ClusterAction for a follower, Describe on each topic for a consumer.
+    let items: Vec<_> = if request.replica_id.0 >= 0 && !access.allows_cluster(Operation::ClusterAction) {
+        let refused = || {
+            crate::broker::PartitionAccessError::Refused(
+                kafka_protocol::error::ResponseError::ClusterAuthorizationFailed,
+            )
+        };
+        items.into_iter().map(|(tp, _)| (tp, Err(refused()))).collect()
+    } else {
+        access.refuse_topics(items, Operation::Describe)
+    };
+    let results = on_owning_shards(ctx, items, |there, tp, item| async move {
+        let (current, asked) = item?;
         let partition = there.state.partition_to_read(&tp).await?;
         let leader_epoch = there.state.leader_epoch_of(&tp);
         if let Some(error) = leader_epoch_fencing(LeaderEpoch::new(current), leader_epoch) {

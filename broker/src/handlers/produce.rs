@@ -1,6 +1,8 @@
 //! Produce: validate each partition's batches, append them on the owning shard, and answer once
 //! durability matches `acks` (docs/ARCHITECTURE.md invariant 5).
 
+use crate::authorization::Access;
+use laminar_security::Operation;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -37,7 +39,11 @@ pub enum Produced {
 
 /// Takes the request's place in the connection's order now (so call it in request order), and returns its
 /// appends as a future that waits for that place, then appends on the owning shards.
-pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: ProduceRequest) -> Produced {
+pub fn handle(
+    ctx: &Rc<BrokerCtx>,
+    (connection, access): (&ConnectionState, &Access),
+    request: ProduceRequest,
+) -> Produced {
     let acks = request.acks;
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
         return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
@@ -47,6 +53,11 @@ pub fn handle(ctx: &Rc<BrokerCtx>, connection: &ConnectionState, request: Produc
         |t| (t.name.as_str(), t.partition_data.as_slice()),
         |p| (p.index, Ok(p.records.clone())),
     ));
+    let items: Vec<_> = access
+        .refuse_topics(items, Operation::Write)
+        .into_iter()
+        .map(|(tp, item)| (tp, item.and_then(|i| i)))
+        .collect();
     connection.placement.note(items.iter().map(|(tp, _)| tp));
     let place = connection
         .order

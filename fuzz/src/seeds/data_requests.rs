@@ -337,6 +337,41 @@ pub fn alter_user_scram_credentials() -> AlterUserScramCredentialsRequest {
         .with_deletions(vec![deletion])
 }
 
+/// Read on a prefixed topic for one user: the fuzzed broker has no authorizer (SECURITY_DISABLED),
+/// a mutation away from every code and field.
+pub fn create_acls() -> CreateAclsRequest {
+    let creation = create_acls_request::AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(s("fuzz-"))
+        .with_resource_pattern_type(4)
+        .with_principal(s("User:fuzz"))
+        .with_host(s("*"))
+        .with_operation(3)
+        .with_permission_type(3);
+    CreateAclsRequest::default().with_creations(vec![creation])
+}
+
+/// Every ACL that would apply to one topic (MATCH).
+pub fn describe_acls() -> DescribeAclsRequest {
+    DescribeAclsRequest::default()
+        .with_resource_type_filter(2)
+        .with_resource_name_filter(Some(s("fuzz-topic")))
+        .with_pattern_type_filter(2)
+        .with_operation(1)
+        .with_permission_type(1)
+}
+
+/// One user's ACLs of any kind.
+pub fn delete_acls() -> DeleteAclsRequest {
+    let filter = delete_acls_request::DeleteAclsFilter::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(Some(s("User:fuzz")))
+        .with_operation(1)
+        .with_permission_type(1);
+    DeleteAclsRequest::default().with_filters(vec![filter])
+}
+
 pub fn describe_cluster(version: i16) -> DescribeClusterRequest {
     let mut request = DescribeClusterRequest::default();
     if version >= 1 {

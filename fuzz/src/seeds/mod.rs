@@ -194,6 +194,9 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         ApiKey::AlterUserScramCredentials => {
             RequestKind::AlterUserScramCredentials(data::alter_user_scram_credentials())
         }
+        ApiKey::CreateAcls => RequestKind::CreateAcls(data::create_acls()),
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(data::describe_acls()),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(data::delete_acls()),
         ApiKey::CreateTopics => RequestKind::CreateTopics(data::create_topics(v, marks)),
         ApiKey::DeleteTopics => RequestKind::DeleteTopics(data::delete_topics(v, marks)),
         ApiKey::DeleteRecords => RequestKind::DeleteRecords(data::delete_records(marks)),
@@ -301,6 +304,8 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         SaslAuthenticate => SaslAuthenticateRequest,
         DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
         AlterUserScramCredentials => AlterUserScramCredentialsRequest,
+        CreateAcls => CreateAclsRequest, DescribeAcls => DescribeAclsRequest,
+        DeleteAcls => DeleteAclsRequest,
     ))
 }
 

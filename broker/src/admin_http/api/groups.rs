@@ -2,6 +2,7 @@
 //! offset resets with a preview, through the broker's ListGroups, DescribeGroups, OffsetFetch and
 //! OffsetCommit handlers.
 
+use crate::authorization::Access;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -29,7 +30,7 @@ fn group_id(id: &str) -> GroupId {
 /// `GET /v1/groups`: every group with its state and its total lag over committed partitions.
 pub async fn list(ctx: &Rc<BrokerCtx>, query: &Query) -> ApiResult {
     query.only(&[])?;
-    let listed = list_groups::handle(ctx, ListGroupsRequest::default(), 4).await;
+    let listed = list_groups::handle(ctx, &Access::unrestricted(), ListGroupsRequest::default(), 4).await;
     if listed.error_code != 0 {
         return Err(ApiError::kafka(listed.error_code, None));
     }
@@ -62,7 +63,7 @@ pub async fn list(ctx: &Rc<BrokerCtx>, query: &Query) -> ApiResult {
 pub async fn describe(ctx: &Rc<BrokerCtx>, id: &str, query: &Query) -> ApiResult {
     query.only(&[])?;
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(id)]);
-    let described = describe_groups::handle(ctx, request, 5).await;
+    let described = describe_groups::handle(ctx, &Access::unrestricted(), request, 5).await;
     let group = described
         .groups
         .first()
@@ -156,7 +157,7 @@ async fn committed(
     let request = OffsetFetchRequest::default()
         .with_group_id(group_id(id))
         .with_topics(topics);
-    let fetched = offset_fetch::handle(ctx, request, 7).await;
+    let fetched = offset_fetch::handle(ctx, &Access::unrestricted(), request, 7).await;
     if fetched.error_code != 0 {
         return Err(ApiError::kafka(fetched.error_code, None));
     }
@@ -301,7 +302,7 @@ async fn target_offsets(
 /// A 409 while group `id` has members: their next commit would undo the reset.
 async fn refuse_while_members(ctx: &Rc<BrokerCtx>, id: &str) -> Result<(), ApiError> {
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(id)]);
-    let described = describe_groups::handle(ctx, request, 5).await;
+    let described = describe_groups::handle(ctx, &Access::unrestricted(), request, 5).await;
     match described.groups.first() {
         Some(group) if !group.members.is_empty() => Err(ApiError::new(
             409,
@@ -331,7 +332,10 @@ async fn commit(ctx: &Rc<BrokerCtx>, id: &str, topic: &str, offsets: &[(i32, i64
         .with_topics(vec![OffsetCommitRequestTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(partitions)]);
-    let answer = offset_commit::handle(ctx, request).await.ready().await;
+    let answer = offset_commit::handle(ctx, &Access::unrestricted(), request)
+        .await
+        .ready()
+        .await;
     let failed = answer
         .topics
         .iter()

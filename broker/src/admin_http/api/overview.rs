@@ -23,9 +23,9 @@ pub async fn get(ctx: &Rc<BrokerCtx>, admin: &Rc<AdminState>, query: &Query) -> 
     let snapshot = metrics::gather(ctx, SnapshotDetail::Totals).await;
     let cluster = metadata::handle(
         ctx,
+        (&crate::authorization::Access::unrestricted(), ListenerId(0)),
         MetadataRequest::default().with_topics(Some(Vec::new())),
         9,
-        ListenerId(0),
     )
     .await;
     let brokers: Vec<serde_json::Value> = cluster

@@ -1,6 +1,7 @@
 //! `/v1/topics`: list, describe, create, add partitions, delete, through the broker's own
 //! Metadata, DescribeConfigs, CreateTopics, CreatePartitions and DeleteTopics handlers.
 
+use crate::authorization::Access;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -177,7 +178,7 @@ async fn topic_metadata(ctx: &Rc<BrokerCtx>, name: &str) -> Result<MetadataRespo
             MetadataRequestTopic::default().with_name(Some(topic_name(name)))
         ]))
         .with_allow_auto_topic_creation(false);
-    Ok(metadata::handle(ctx, request, 9, ListenerId(0)).await)
+    Ok(metadata::handle(ctx, (&Access::unrestricted(), ListenerId(0)), request, 9).await)
 }
 
 /// Every config of the topic with its value and where it comes from (DescribeConfigs).
@@ -185,7 +186,7 @@ fn topic_configs(ctx: &Rc<BrokerCtx>, name: &str) -> Result<Vec<serde_json::Valu
     let request = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
         .with_resource_type(TOPIC_RESOURCE)
         .with_resource_name(StrBytes::from_string(name.to_string()))]);
-    let response = describe_configs::handle(ctx, request, 1);
+    let response = describe_configs::handle(ctx, &Access::unrestricted(), request, 1);
     let Some(result) = response.results.first() else {
         return Ok(Vec::new());
     };
@@ -255,7 +256,7 @@ pub async fn create(ctx: &Rc<BrokerCtx>, new: NewTopic) -> ApiResult {
     let request = CreateTopicsRequest::default()
         .with_topics(vec![topic])
         .with_timeout_ms(ADMIN_TIMEOUT_MS);
-    let response = create_topics::handle(ctx, request, 5).await;
+    let response = create_topics::handle(ctx, &Access::unrestricted(), request, 5).await;
     let result = response
         .topics
         .first()
@@ -290,7 +291,7 @@ pub async fn add_partitions(ctx: &Rc<BrokerCtx>, name: &str, wanted: PartitionCo
             .with_name(topic_name(name))
             .with_count(wanted.count)])
         .with_timeout_ms(ADMIN_TIMEOUT_MS);
-    let response = create_partitions::handle(ctx, request).await;
+    let response = create_partitions::handle(ctx, &Access::unrestricted(), request).await;
     let result = response
         .results
         .first()
@@ -310,7 +311,7 @@ pub async fn delete(ctx: &Rc<BrokerCtx>, name: &str, query: &Query) -> ApiResult
     let request = DeleteTopicsRequest::default()
         .with_topic_names(vec![topic_name(name)])
         .with_timeout_ms(ADMIN_TIMEOUT_MS);
-    let response = delete_topics::handle(ctx, request, 5).await;
+    let response = delete_topics::handle(ctx, &Access::unrestricted(), request, 5).await;
     let result = response
         .responses
         .first()

@@ -13,7 +13,9 @@ mod read_budget;
 mod session;
 mod wanted;
 
+use crate::authorization::Access;
 use laminar_model::{LeaderEpoch, NodeId, Offset};
+use laminar_security::Operation;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -39,7 +41,7 @@ pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     request: FetchRequest,
     version: i16,
-    placement: &Placement,
+    (placement, access): (&Placement, &Access),
 ) -> Reply<FetchAnswer> {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     // The broker's fetch.max.bytes bounds every answer (as Kafka's does), so none nears the
@@ -68,6 +70,8 @@ pub async fn handle(
                 min_one_batch: true,
                 reader,
                 current_leader_epoch: LeaderEpoch::new(fetch.current_leader_epoch),
+                // A follower's fetch was checked as a whole (ClusterAction).
+                authorized: reader != Reader::Consumer || access.allows_topic(Operation::Read, &tp.topic),
             };
             (tp.clone(), want)
         })

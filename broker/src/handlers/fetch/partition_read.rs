@@ -21,6 +21,9 @@ pub(super) async fn read_one(
     tp: &TopicPartition,
     want: Wanted,
 ) -> Result<ReadResult<RecordBytes>, PartitionAccessError> {
+    if !want.authorized {
+        return Err(crate::authorization::topic_refusal());
+    }
     let partition = there.state.partition_to_read(tp).await?;
     let mut throttled = false;
     match want.reader {

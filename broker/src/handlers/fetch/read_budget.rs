@@ -192,6 +192,7 @@ mod tests {
             min_one_batch: true,
             reader: Reader::Consumer,
             current_leader_epoch: LeaderEpoch::UNKNOWN,
+            authorized: true,
         }
     }
 

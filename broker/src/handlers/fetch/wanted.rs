@@ -17,6 +17,9 @@ pub(super) struct Wanted {
     pub(super) reader: Reader,
     /// The leader epoch the fetcher knows (-1: none given).
     pub(super) current_leader_epoch: LeaderEpoch,
+    /// Whether the fetcher may read the topic (ACLs): if not, the partition answers
+    /// TOPIC_AUTHORIZATION_FAILED and nothing is read.
+    pub(super) authorized: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
