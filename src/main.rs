@@ -51,6 +51,9 @@ enum Command {
     /// Create, delete and list SCRAM users.
     #[command(subcommand)]
     User(cli::user::UserCommand),
+    /// ACLs: who may do what to which topics, groups and the cluster.
+    #[command(subcommand)]
+    Acl(cli::acl::AclCommand),
     Tune(cli::host::TuneArgs),
     Iotune(cli::host::IotuneArgs),
     InstallService(cli::host::InstallServiceArgs),
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Group(command) => cli::group::run(command),
         Command::Cluster(command) => cli::cluster::run(command),
         Command::User(command) => cli::user::run(command),
+        Command::Acl(command) => cli::acl::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
         Command::InstallService(args) => cli::host::install_service(args, &man_pages()),

@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acls;
 mod admin;
 mod connection;
 mod data;

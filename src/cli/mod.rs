@@ -2,6 +2,7 @@
 //! Every command talks to a broker through `laminar_client` and fails with one line that
 //! says why (unreachable broker, unknown topic, invalid name, the broker's error code).
 
+pub mod acl;
 pub mod cluster;
 pub mod consume;
 pub mod format;
