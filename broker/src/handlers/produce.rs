@@ -48,16 +48,12 @@ pub fn handle(
     if ![ACKS_NONE, ACKS_LEADER, ACKS_ALL].contains(&acks) {
         return Produced::Answer(answer_all(&request, ResponseError::InvalidRequiredAcks.code()));
     }
-    let items = refuse_partitions_named_twice(items_by_partition(
+    let mut items = refuse_partitions_named_twice(items_by_partition(
         &request.topic_data,
         |t| (t.name.as_str(), t.partition_data.as_slice()),
         |p| (p.index, Ok(p.records.clone())),
     ));
-    let items: Vec<_> = access
-        .refuse_topics(items, Operation::Write)
-        .into_iter()
-        .map(|(tp, item)| (tp, item.and_then(|i| i)))
-        .collect();
+    access.refuse_topics_in_place(&mut items, Operation::Write);
     connection.placement.note(items.iter().map(|(tp, _)| tp));
     let place = connection
         .order
