@@ -47,14 +47,15 @@ impl Connection {
 
     /// The ACLs `filter` matches.
     pub fn describe_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>, ClientError> {
+        let wire = WireFilter::of(filter);
         let request = DescribeAclsRequest::default()
-            .with_resource_type_filter(filter.resource_type.map_or(ANY, ResourceType::code))
-            .with_resource_name_filter(filter.resource_name.as_deref().map(text))
-            .with_pattern_type_filter(pattern_code(filter.pattern_type))
-            .with_principal_filter(filter.principal.as_ref().map(|p| text(&p.to_string())))
-            .with_host_filter(filter.host.as_deref().map(text))
-            .with_operation(filter.operation.map_or(ANY, Operation::code))
-            .with_permission_type(filter.permission.map_or(ANY, Permission::code));
+            .with_resource_type_filter(wire.resource_type)
+            .with_resource_name_filter(wire.resource_name)
+            .with_pattern_type_filter(wire.pattern_type)
+            .with_principal_filter(wire.principal)
+            .with_host_filter(wire.host)
+            .with_operation(wire.operation)
+            .with_permission_type(wire.permission);
         let answer = self.request(&request)?;
         let message = answer.error_message.as_ref().map(|m| m.to_string());
         check_code(
@@ -81,14 +82,15 @@ impl Connection {
 
     /// Deletes what `filter` matches; returns what was deleted.
     pub fn delete_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>, ClientError> {
+        let wire = WireFilter::of(filter);
         let wire = DeleteAclsFilter::default()
-            .with_resource_type_filter(filter.resource_type.map_or(ANY, ResourceType::code))
-            .with_resource_name_filter(filter.resource_name.as_deref().map(text))
-            .with_pattern_type_filter(pattern_code(filter.pattern_type))
-            .with_principal_filter(filter.principal.as_ref().map(|p| text(&p.to_string())))
-            .with_host_filter(filter.host.as_deref().map(text))
-            .with_operation(filter.operation.map_or(ANY, Operation::code))
-            .with_permission_type(filter.permission.map_or(ANY, Permission::code));
+            .with_resource_type_filter(wire.resource_type)
+            .with_resource_name_filter(wire.resource_name)
+            .with_pattern_type_filter(wire.pattern_type)
+            .with_principal_filter(wire.principal)
+            .with_host_filter(wire.host)
+            .with_operation(wire.operation)
+            .with_permission_type(wire.permission);
         let answer = self.request(&DeleteAclsRequest::default().with_filters(vec![wire]))?;
         let mut deleted = Vec::new();
         for result in answer.filter_results {
@@ -107,6 +109,31 @@ impl Connection {
             }
         }
         Ok(deleted)
+    }
+}
+
+/// A filter's fields as DescribeAcls and DeleteAcls both carry them.
+struct WireFilter {
+    resource_type: i8,
+    resource_name: Option<StrBytes>,
+    pattern_type: i8,
+    principal: Option<StrBytes>,
+    host: Option<StrBytes>,
+    operation: i8,
+    permission: i8,
+}
+
+impl WireFilter {
+    fn of(filter: &AclFilter) -> WireFilter {
+        WireFilter {
+            resource_type: filter.resource_type.map_or(ANY, ResourceType::code),
+            resource_name: filter.resource_name.as_deref().map(text),
+            pattern_type: pattern_code(filter.pattern_type),
+            principal: filter.principal.as_ref().map(|p| text(&p.to_string())),
+            host: filter.host.as_deref().map(text),
+            operation: filter.operation.map_or(ANY, Operation::code),
+            permission: filter.permission.map_or(ANY, Permission::code),
+        }
     }
 }
 
