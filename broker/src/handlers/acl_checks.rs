@@ -68,13 +68,11 @@ fn group_refused(access: &Access, request: &RequestKind, version: i16) -> Option
 }
 
 /// The cluster-wide APIs: Describe on the cluster to read, Alter to change; and InitProducerId.
+/// DescribeCluster, like Metadata's broker list, is open to every principal, as in Kafka.
 fn cluster_refused(access: &Access, request: &RequestKind) -> Option<ResponseKind> {
     let cluster = |op| !access.allows_cluster(op);
     let cluster_error = ResponseError::ClusterAuthorizationFailed.code();
     match request {
-        RequestKind::DescribeCluster(_) if cluster(Operation::Describe) => Some(
-            ResponseKind::DescribeCluster(DescribeClusterResponse::default().with_error_code(cluster_error)),
-        ),
         RequestKind::DescribeLogDirs(_) if cluster(Operation::Describe) => Some(
             ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(cluster_error)),
         ),
