@@ -184,8 +184,8 @@ pub struct Action<'a> {
 pub struct AclSet {
     /// LITERAL ACLs by resource type, then name (`*` included).
     literal: HashMap<ResourceType, HashMap<String, Vec<AclBinding>>>,
-    /// PREFIXED ACLs, scanned in full: prefixes are few in practice.
-    prefixed: Vec<AclBinding>,
+    /// PREFIXED ACLs by resource type.
+    prefixed: HashMap<ResourceType, PrefixIndex>,
     super_users: Vec<Principal>,
     allow_if_no_acl_found: bool,
 }
@@ -212,7 +212,11 @@ impl AclSet {
                     .entry(binding.resource_name.clone())
                     .or_default()
                     .push(binding),
-                PatternType::Prefixed => set.prefixed.push(binding),
+                PatternType::Prefixed => set
+                    .prefixed
+                    .entry(binding.resource_type)
+                    .or_default()
+                    .insert(binding),
             }
         }
         set
@@ -224,7 +228,11 @@ impl AclSet {
             .literal
             .values()
             .flat_map(|by_name| by_name.values().flatten());
-        literal.chain(&self.prefixed)
+        let prefixed = self
+            .prefixed
+            .values()
+            .flat_map(|index| index.by_prefix.values().flatten());
+        literal.chain(prefixed)
     }
 
     pub fn is_super_user(&self, principal: &Principal) -> bool {
@@ -310,9 +318,37 @@ impl AclSet {
             .flatten();
         let prefixed = self
             .prefixed
-            .iter()
-            .filter(move |acl| acl.resource_type == resource_type && name.starts_with(&acl.resource_name));
+            .get(&resource_type)
+            .into_iter()
+            .flat_map(move |index| index.of(name));
         exact.chain(wildcard).chain(prefixed)
+    }
+}
+
+/// PREFIXED ACLs of one resource type by prefix, with the prefixes' lengths: the ACLs that
+/// apply to a name are found with one lookup per distinct length, not a scan of them all.
+#[derive(Clone, Debug, Default)]
+struct PrefixIndex {
+    by_prefix: HashMap<String, Vec<AclBinding>>,
+    lengths: std::collections::BTreeSet<usize>,
+}
+
+impl PrefixIndex {
+    fn insert(&mut self, binding: AclBinding) {
+        self.lengths.insert(binding.resource_name.len());
+        self.by_prefix
+            .entry(binding.resource_name.clone())
+            .or_default()
+            .push(binding);
+    }
+
+    /// The ACLs whose prefix starts `name`.
+    fn of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a AclBinding> {
+        self.lengths
+            .range(..=name.len())
+            .filter_map(move |length| name.get(..*length))
+            .filter_map(|prefix| self.by_prefix.get(prefix))
+            .flatten()
     }
 }
 
