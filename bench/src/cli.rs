@@ -174,7 +174,11 @@ impl SecurityArgs {
         let settings = laminar_client::SecuritySettings {
             protocol: self.security_protocol.as_deref().map(str::parse).transpose()?,
             ssl_ca_location: self.ssl_ca_location.clone(),
-            sasl_mechanism: Some(self.sasl_mechanism.parse()?),
+            // Empty when the arguments were made in code (`SecurityArgs::default()`).
+            sasl_mechanism: match self.sasl_mechanism.trim() {
+                "" => None,
+                mechanism => Some(mechanism.parse()?),
+            },
             sasl_username: self.sasl_username.clone(),
             sasl_password: self
                 .sasl_password
@@ -502,6 +506,13 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<BenchCommand, clap::Error> {
         Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn security_arguments_made_in_code_are_plaintext() {
+        // `bench replication` builds its runs' arguments with `SecurityArgs::default()`.
+        let config = SecurityArgs::default().client_config().expect("plaintext");
+        assert!(config.security.tls.is_none() && config.security.sasl.is_none());
     }
 
     #[test]
