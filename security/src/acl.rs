@@ -283,17 +283,23 @@ impl AclSet {
         let applies = |acl: &&AclBinding| {
             acl.resource_type == resource_type && acl.matches_principal(principal) && acl.matches_host(host)
         };
-        let denied = |name: &str, pattern: PatternType| {
-            self.bindings().filter(applies).any(|deny| {
+        // The principal's denies of the operation, gathered once: each allow is checked against
+        // them, not against the whole set again.
+        let denies: Vec<&AclBinding> = self
+            .bindings()
+            .filter(applies)
+            .filter(|deny| {
                 deny.permission == Permission::Deny
                     && (deny.operation == Operation::All || deny.operation == operation)
-                    && match deny.pattern_type {
-                        PatternType::Literal => {
-                            deny.resource_name == WILDCARD
-                                || (pattern == PatternType::Literal && deny.resource_name == name)
-                        }
-                        PatternType::Prefixed => name.starts_with(&deny.resource_name),
-                    }
+            })
+            .collect();
+        let denied = |name: &str, pattern: PatternType| {
+            denies.iter().any(|deny| match deny.pattern_type {
+                PatternType::Literal => {
+                    deny.resource_name == WILDCARD
+                        || (pattern == PatternType::Literal && deny.resource_name == name)
+                }
+                PatternType::Prefixed => name.starts_with(&deny.resource_name),
             })
         };
         self.bindings().filter(applies).any(|allow| {
