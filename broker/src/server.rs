@@ -392,7 +392,7 @@ fn shard_state(
             .map(|(cluster, link)| {
                 crate::replication::ShardReplication::new(
                     shared.config.node_id,
-                    cluster.replication.clone(),
+                    (cluster.replication.clone(), link.replica_fetch_security.clone()),
                     &shared.log_dir,
                     shard,
                     link.session.clone(),

@@ -28,7 +28,7 @@ impl std::fmt::Debug for Security {
 }
 
 /// A SASL login. Its `Debug` never shows the password.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SaslLogin {
     pub mechanism: Mechanism,
     pub user: String,

@@ -155,6 +155,7 @@ impl ActiveController {
                     address,
                     timeout: duration_ms(self.config.request_timeout_ms),
                     pool: self.peers.clone(),
+                    security: self.config.transport_security.clone(),
                     metrics: self.raft.metrics(),
                 };
                 tokio::spawn(async move {
@@ -319,6 +320,7 @@ struct Forward {
     address: String,
     timeout: std::time::Duration,
     pool: ForwardPool,
+    security: Arc<dyn crate::transport::TransportSecurity>,
     /// Raft's view: a forward to a leader that lost its place (frozen, partitioned) gives up
     /// as soon as another is elected, and the caller asks again there.
     metrics: watch::Receiver<openraft::RaftMetrics<u64, BasicNode>>,
@@ -327,7 +329,7 @@ struct Forward {
 impl Forward {
     async fn call(self, request: ControllerRequest) -> ControllerResponse {
         let idle = self.lock_pool().get_mut(&self.leader).and_then(Vec::pop);
-        let mut client = idle.unwrap_or_else(|| PeerClient::new(self.address.clone()));
+        let mut client = idle.unwrap_or_else(|| PeerClient::new(self.address.clone(), self.security.clone()));
         let leader = self.leader;
         let mut metrics = self.metrics.clone();
         let replaced = async move {

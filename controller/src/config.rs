@@ -11,9 +11,10 @@ use std::time::Duration;
 use openraft::{BasicNode, Config, SnapshotPolicy};
 
 use crate::network::{MAX_PAYLOAD_ENTRIES, SNAPSHOT_CHUNK_LEN};
+use crate::transport::{Plaintext, TransportSecurity};
 
 /// A controller node's settings, in Kafka's terms where Kafka has them.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ControllerConfig {
     /// `node.id`.
     pub node_id: i32,
@@ -44,6 +45,20 @@ pub struct ControllerConfig {
     pub leader_imbalance_check_interval_ms: u64,
     /// `leader.imbalance.per.broker.percentage`.
     pub leader_imbalance_per_broker_percentage: u32,
+    /// How the transport's connections are secured (the controller listener's protocol).
+    pub transport_security: Arc<dyn TransportSecurity>,
+}
+
+impl std::fmt::Debug for ControllerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerConfig")
+            .field("node_id", &self.node_id)
+            .field("listen_addr", &self.listen_addr)
+            .field("voters", &self.voters)
+            .field("metadata_dir", &self.metadata_dir)
+            .field("transport_security", &self.transport_security.describe())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ControllerConfig {
@@ -70,6 +85,7 @@ impl ControllerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_ms: 300_000,
             leader_imbalance_per_broker_percentage: 10,
+            transport_security: Arc::new(Plaintext),
         }
     }
 

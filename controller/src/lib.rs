@@ -26,6 +26,7 @@ mod refusal;
 mod server;
 pub mod snapshot_format;
 pub mod state_machine;
+pub mod transport;
 
 pub use config::{ControllerConfig, ControllerError};
 pub use decide::{leaders_to_rebalance, preferred_leader_imbalance};

@@ -7,9 +7,9 @@
 //! drives each peer's client sequentially, and the server answers before reading the next
 //! frame, so a connection buffers at most one frame each way.
 //!
-//! The frame functions are generic over `AsyncRead`/`AsyncWrite`, so TLS or SASL can wrap the
-//! TCP stream later (the `CONTROLLER://` listener, `controller.listener.names`) without
-//! touching the protocol above.
+//! Every connection is secured by the node's `TransportSecurity` (`transport.rs`: TLS, SASL,
+//! or nothing, as the controller listener says) before its first frame; the frame functions are
+//! generic over `AsyncRead`/`AsyncWrite`, so the protocol above does not know which.
 //!
 //! Everything here runs on the controller runtime (tokio thread).
 
@@ -26,6 +26,10 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use std::sync::Arc;
+
+use crate::transport::{SecuredStream, TransportSecurity};
 
 use crate::api::{ControllerRequest, ControllerResponse};
 use crate::disk_format::decode_body;
@@ -65,6 +69,17 @@ where
     S: AsyncRead + Unpin,
     T: serde::de::DeserializeOwned,
 {
+    read_frame_within(stream, FRAME_LEN_MAX).await
+}
+
+/// As [`read_frame`], for frames of at most `len_max` bytes (at most [`FRAME_LEN_MAX`]): a
+/// handshake's frames are small, and a peer not yet authenticated must not make this node
+/// buffer more.
+pub async fn read_frame_within<S, T>(stream: &mut S, len_max: usize) -> io::Result<Option<T>>
+where
+    S: AsyncRead + Unpin,
+    T: serde::de::DeserializeOwned,
+{
     let mut len = [0u8; 4];
     match stream.read_exact(&mut len).await {
         Ok(_) => {}
@@ -72,7 +87,7 @@ where
         Err(e) => return Err(e),
     }
     let len = u32::from_le_bytes(len) as usize;
-    if len > FRAME_LEN_MAX {
+    if len > len_max.min(FRAME_LEN_MAX) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("frame of {len} bytes over the bound"),
@@ -113,15 +128,17 @@ pub fn encode_frame<T: Serialize>(message: &T) -> io::Result<Vec<u8>> {
 /// A client connection to one peer, opened on first use and again after any error.
 pub struct PeerClient {
     addr: String,
-    stream: Option<TcpStream>,
+    security: Arc<dyn TransportSecurity>,
+    stream: Option<SecuredStream>,
     /// Whether the last call failed because no connection could be made.
     connect_failed: bool,
 }
 
 impl PeerClient {
-    pub fn new(addr: String) -> Self {
+    pub fn new(addr: String, security: Arc<dyn TransportSecurity>) -> Self {
         PeerClient {
             addr,
+            security,
             stream: None,
             connect_failed: false,
         }
@@ -157,7 +174,8 @@ impl PeerClient {
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
             stream.set_nodelay(true)?;
             self.connect_failed = false;
-            self.stream = Some(stream);
+            // The handshakes count against the call's timeout (the caller's).
+            self.stream = Some(self.security.connect(stream, &self.addr).await?);
         }
         let stream = self
             .stream
@@ -170,8 +188,10 @@ impl PeerClient {
     }
 }
 
-/// Creates one [`RaftPeer`] per target for openraft.
-pub struct NetworkFactory;
+/// Creates one [`RaftPeer`] per target for openraft, each securing its connections alike.
+pub struct NetworkFactory {
+    pub security: Arc<dyn TransportSecurity>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = RaftPeer;
@@ -179,7 +199,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> RaftPeer {
         RaftPeer {
             target,
-            client: PeerClient::new(node.addr.clone()),
+            client: PeerClient::new(node.addr.clone(), self.security.clone()),
         }
     }
 }

@@ -122,7 +122,9 @@ async fn start_parts(
     let raft = Raft::new(
         node_id,
         config.raft_config()?,
-        NetworkFactory,
+        NetworkFactory {
+            security: config.transport_security.clone(),
+        },
         log_store,
         state_machine,
     )
@@ -146,7 +148,7 @@ async fn start_parts(
     };
     let active = ActiveController::new(node_id, config, raft.clone(), images_rx.clone(), members);
     let tasks = vec![
-        tokio::spawn(serve(listener, handler)),
+        tokio::spawn(serve(listener, handler, config.transport_security.clone())),
         tokio::spawn(active.run(commands_rx)),
         tokio::spawn(crate::fault::stop_the_process_if_raft_stops(raft.metrics())),
     ];

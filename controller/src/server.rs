@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use crate::api::ControllerResponse;
 use crate::command::Command;
 use crate::network::{read_frame, write_frame, RpcRequest, RpcResponse};
+use crate::transport::{TransportSecurity, ACCEPT_HANDSHAKE_TIMEOUT};
 use crate::TypeConfig;
 
 /// Concurrent connections: the other voters (a handful) and brokers forwarding requests.
@@ -26,7 +27,7 @@ pub struct RpcHandler {
     pub commands: mpsc::Sender<Command>,
 }
 
-pub async fn serve(listener: TcpListener, handler: RpcHandler) {
+pub async fn serve(listener: TcpListener, handler: RpcHandler, security: Arc<dyn TransportSecurity>) {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else {
@@ -42,14 +43,42 @@ pub async fn serve(listener: TcpListener, handler: RpcHandler) {
         };
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
+        let security = security.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_connection(stream, handler).await {
+            let secured = tokio::time::timeout(ACCEPT_HANDSHAKE_TIMEOUT, security.accept(stream, peer)).await;
+            let served = match secured {
+                Ok(Ok(stream)) => serve_connection(stream, handler).await,
+                Ok(Err(e)) => {
+                    note_refused(peer, &e);
+                    Ok(())
+                }
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "handshake not done in time",
+                )),
+            };
+            if let Err(e) = served {
                 tracing::debug!(%peer, error = %e, "controller connection closed");
             }
             drop(permit);
         });
     }
 }
+
+/// A peer whose handshake failed (no certificate, a wrong password, TLS garbage): logged at
+/// most once a minute, since a misconfigured voter retries many times a second.
+fn note_refused(peer: std::net::SocketAddr, error: &std::io::Error) {
+    static LOGGED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut logged_at = LOGGED_AT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if logged_at.is_some_and(|at| at.elapsed() < REFUSAL_LOG_INTERVAL) {
+        tracing::debug!(%peer, %error, "controller listener: connection refused");
+        return;
+    }
+    *logged_at = Some(std::time::Instant::now());
+    tracing::warn!(%peer, %error, "controller listener: connection refused (logged at most once a minute)");
+}
+
+const REFUSAL_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Answers requests on one stream until it closes. Generic so that a TLS or SASL stream can
 /// be served the same way as plain TCP.

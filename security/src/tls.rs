@@ -206,6 +206,31 @@ impl TlsServerSettings {
         Ok(Arc::new(config))
     }
 
+    /// The same listener seen from a broker connecting to its peers on it (replication on the
+    /// inter-broker listener, the quorum on the controller's), as Kafka's inter-broker clients
+    /// use their listener's `ssl.*` settings: the trust store verifies the peer's certificate
+    /// (for the address dialled), and the key material is presented as the client certificate
+    /// when the listener asks its clients for one.
+    pub fn peer_client_config(&self) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+        let provider = crypto_provider();
+        let versions = self.rustls_versions()?;
+        let trust = self.trust.as_ref().ok_or(TlsError::PeerTrustStoreNeeded)?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&versions)
+            .map_err(rustls_error)?
+            .with_root_certificates(trust.root_store()?);
+        let config = match self.client_auth {
+            ClientAuth::None => builder.with_no_client_auth(),
+            ClientAuth::Requested | ClientAuth::Required => {
+                let (certificate_chain, key) = self.key_material.load()?;
+                builder
+                    .with_client_auth_cert(certificate_chain, key)
+                    .map_err(rustls_error)?
+            }
+        };
+        Ok(Arc::new(config))
+    }
+
     fn rustls_versions(&self) -> Result<Vec<&'static SupportedProtocolVersion>, TlsError> {
         let mut versions = self.protocols.clone();
         versions.sort_unstable();

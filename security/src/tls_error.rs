@@ -72,6 +72,12 @@ pub enum TlsError {
          ssl.truststore.certificates) to verify client certificates"
     )]
     TrustStoreNeeded(&'static str),
+    /// A broker connecting to its peers over this listener has no CA to verify them with.
+    #[error(
+        "brokers connect to each other over this listener, so it needs a trust store \
+         (ssl.truststore.location or ssl.truststore.certificates) to verify their certificates"
+    )]
+    PeerTrustStoreNeeded,
     /// `ssl.enabled.protocols` is empty.
     #[error("ssl.enabled.protocols is empty: enable TLSv1.2, TLSv1.3 or both")]
     NoProtocols,

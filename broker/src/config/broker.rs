@@ -260,7 +260,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
-    let listener_security = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
+    let (listener_security, peer_links) = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
     let authorizer = authorizer(&v, cluster.is_some())?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
@@ -274,6 +274,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         listeners,
         advertised_listeners,
         listener_security,
+        peer_links,
         cluster,
         broker_rack: v.set("broker.rack").map(|r| r.trim().to_string()),
         unclean_leader_election_enable: v.parsed("unclean.leader.election.enable", parse_bool)?,
@@ -541,6 +542,9 @@ pub mod cluster_keys;
 
 #[path = "listener_security.rs"]
 pub mod listener_security;
+
+#[path = "peer_links.rs"]
+pub mod peer_links;
 
 #[cfg(test)]
 #[path = "broker_tests.rs"]

@@ -113,7 +113,23 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Bytes per second a follower fetches for the replicas topics list in \
          follower.replication.throttled.replicas (cluster mode)."),
     key("inter.broker.listener.name", Fixed("PLAINTEXT"), Kind::Text, &[],
-        "The listener brokers reach each other on (followers' fetches)."),
+        "The listener brokers reach each other on (followers' fetches), with its own security: \
+         its ssl.* settings, and on SASL listeners the login of \
+         sasl.mechanism.inter.broker.protocol."),
+    key("security.inter.broker.protocol", Unset,
+        Kind::Choice(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]), &[],
+        "Names the inter-broker listener by its protocol instead (the listener of that name); \
+         set this or inter.broker.listener.name, not both."),
+    key("sasl.mechanism.inter.broker.protocol", Unset,
+        Kind::Choice(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), &[],
+        "The SASL mechanism brokers log in to each other's inter-broker listener with, when it \
+         is a SASL listener; the broker's username and password are those of \
+         listener.name.<name>.<mechanism>.sasl.jaas.config. Kafka's default, GSSAPI, does not \
+         exist here, so it must be set."),
+    key("sasl.mechanism.controller.protocol", Unset,
+        Kind::Choice(&["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]), &[],
+        "As sasl.mechanism.inter.broker.protocol, for the controller listener (the quorum's \
+         own traffic and brokers' requests to the active controller)."),
     key("auto.leader.rebalance.enable", Fixed("true"), Kind::Bool, &[],
         "The active controller moves leaderships back to each partition's preferred (first) \
          replica when a broker's share of misled partitions passes \
@@ -184,7 +200,7 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         Fixed("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
         Kind::Text, &[],
         "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). A listener not in the map must be named after its \
-         protocol; the controller's listener is PLAINTEXT."),
+         protocol; the controller's listener is PLAINTEXT unless mapped."),
     key("sasl.enabled.mechanisms", Fixed("SCRAM-SHA-256,SCRAM-SHA-512"), Kind::Text, &[],
         "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); \
          listener.name.<name>.sasl.enabled.mechanisms sets one listener's. Kafka's default is \
@@ -356,10 +372,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
         "the quorum is static: controller.quorum.voters names it",
     ),
     (
-        "inter.broker.listener.name",
-        "brokers talk over the single PLAINTEXT listener",
-    ),
-    (
         "num.network.threads",
         "one shard per core does all work; see laminar.cores",
     ),
@@ -397,7 +409,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ("group.min.session.timeout.ms", "not implemented"),
     ("group.max.session.timeout.ms", "not implemented"),
     ("group.max.size", "not implemented"),
-    ("max.connections.per.ip", "not implemented"),
     (
         "replica.fetch.min.bytes",
         "a follower's fetch answers at the first byte",
@@ -415,8 +426,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
         "transactions are not implemented",
     ),
     ("transaction.max.timeout.ms", "transactions are not implemented"),
-    ("authorizer.class.name", "there is no authorizer"),
-    ("super.users", "there is no authorizer"),
     ("metric.reporters", "metrics are served on laminar.http.listen"),
     ("cluster.id", "not implemented"),
 ];

@@ -23,6 +23,8 @@ pub struct BrokerConfig {
     pub advertised_listeners: Vec<Listener>,
     /// How each of `listeners` secures its connections, in the same order.
     pub listener_security: Vec<super::broker::listener_security::ListenerSecurity>,
+    /// In a cluster, how brokers reach each other (replication, the quorum).
+    pub peer_links: Option<super::broker::peer_links::PeerLinks>,
     /// The KRaft settings (`process.roles` and the quorum); `None`: the single-node mode.
     pub cluster: Option<super::broker::cluster_keys::ClusterSettings>,
     /// `broker.rack`, when set.

@@ -195,7 +195,7 @@ fn replication_settings(v: &Values<'_>) -> Result<ReplicationSettings, ConfigErr
             v,
             "replica.high.watermark.checkpoint.interval.ms",
         )?,
-        inter_broker_listener_name: v.text("inter.broker.listener.name").trim().to_ascii_uppercase(),
+        inter_broker_listener_name: inter_broker_listener_name(v)?,
         leader_throttled_rate: v.int("leader.replication.throttled.rate")?,
         follower_throttled_rate: v.int("follower.replication.throttled.rate")?,
     };
@@ -212,6 +212,21 @@ fn replication_settings(v: &Values<'_>) -> Result<ReplicationSettings, ConfigErr
         ));
     }
     Ok(settings)
+}
+
+/// `inter.broker.listener.name`, or the listener named after `security.inter.broker.protocol`
+/// (Kafka takes one or the other, never both).
+fn inter_broker_listener_name(v: &Values<'_>) -> Result<String, ConfigError> {
+    let by_name = v.explicit.get("inter.broker.listener.name");
+    match (by_name, v.set("security.inter.broker.protocol")) {
+        (Some(_), Some(protocol)) => Err(rejected(
+            "security.inter.broker.protocol",
+            protocol,
+            "set either it or inter.broker.listener.name, not both",
+        )),
+        (None, Some(protocol)) => Ok(protocol.trim().to_ascii_uppercase()),
+        _ => Ok(v.text("inter.broker.listener.name").trim().to_ascii_uppercase()),
+    }
 }
 
 /// A positive integer key (ms or seconds, as its name says).

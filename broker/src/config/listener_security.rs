@@ -19,6 +19,7 @@ use laminar_security::{Mechanism, PrincipalMappingRules, SecurityProtocol};
 
 use super::super::broker_keys::find_broker_key;
 use super::super::{ConfigError, Listener};
+use super::peer_links::PeerLinks;
 use super::{parse_bool, Values};
 
 /// The prefix of Kafka's per-listener keys: `listener.name.<lower-case name>.<key>`.
@@ -29,6 +30,8 @@ pub const LISTENER_KEY_PREFIX: &str = "listener.name.";
 const PER_LISTENER_KEYS: &[&str] = &[
     "sasl.enabled.mechanisms",
     "plain.sasl.jaas.config",
+    "scram-sha-256.sasl.jaas.config",
+    "scram-sha-512.sasl.jaas.config",
     "ssl.keystore.type",
     "ssl.keystore.location",
     "ssl.keystore.certificate.chain",
@@ -69,65 +72,55 @@ pub fn is_listener_key(key: &str) -> bool {
         .is_some_and(|(name, key)| !name.is_empty() && PER_LISTENER_KEYS.contains(&key))
 }
 
-/// The security of every client listener, in the order of `listeners`, checked against the
-/// cluster's inter-broker listener.
+/// The security of every client listener, in the order of `listeners`, and in a cluster the
+/// links brokers make to each other (`peer_links.rs`).
 pub(super) fn for_listeners(
     v: &Values<'_>,
     listeners: &[Listener],
     cluster: Option<&super::cluster_keys::ClusterSettings>,
-) -> Result<Vec<ListenerSecurity>, ConfigError> {
-    let security = listener_security(v, listeners)?;
-    if let Some(cluster) = cluster {
-        check_inter_broker(&security, &cluster.replication.inter_broker_listener_name)?;
-    }
-    Ok(security)
-}
-
-fn listener_security(v: &Values<'_>, listeners: &[Listener]) -> Result<Vec<ListenerSecurity>, ConfigError> {
+) -> Result<(Vec<ListenerSecurity>, Option<PeerLinks>), ConfigError> {
     let map = protocol_map(v)?;
-    let plain_on_plaintext = v.parsed("laminar.sasl.plain.plaintext.enable", parse_bool)?;
-    listeners
+    let security = listeners
         .iter()
         .map(|listener| {
             let protocol = protocol_of(&map, &listener.name)?;
-            let sasl = match protocol.uses_sasl() {
-                true => Some(sasl_settings(v, &listener.name, protocol, plain_on_plaintext)?),
-                false => None,
-            };
-            let tls = match protocol.uses_tls() {
-                true => Some(tls_settings(v, &listener.name)?),
-                false => None,
-            };
-            Ok(ListenerSecurity {
-                name: listener.name.clone(),
-                protocol,
-                sasl,
-                tls,
-            })
+            security_of(v, listener, protocol)
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(cluster) = cluster else {
+        return Ok((security, None));
+    };
+    // The controller's listener is PLAINTEXT unless the map says otherwise.
+    let controller = &cluster.controller_listener;
+    let protocol = map
+        .get(&controller.name)
+        .copied()
+        .unwrap_or(SecurityProtocol::Plaintext);
+    let controller = security_of(v, controller, protocol)?;
+    let links = super::peer_links::peer_links(v, cluster, &security, controller)?;
+    Ok((security, Some(links)))
 }
 
-/// Followers fetch over `inter.broker.listener.name`, and the replication client has no SASL
-/// yet: in a cluster that listener must be PLAINTEXT.
-fn check_inter_broker(security: &[ListenerSecurity], inter_broker_listener: &str) -> Result<(), ConfigError> {
-    let key = "inter.broker.listener.name";
-    match security.iter().find(|l| l.name == inter_broker_listener) {
-        None => Err(rejected(
-            key,
-            inter_broker_listener,
-            "no such listener in listeners",
-        )),
-        Some(l) if l.protocol != SecurityProtocol::Plaintext => Err(rejected(
-            key,
-            inter_broker_listener,
-            format!(
-                "{} is {}: replication over SASL is not supported yet",
-                l.name, l.protocol
-            ),
-        )),
-        Some(_) => Ok(()),
-    }
+fn security_of(
+    v: &Values<'_>,
+    listener: &Listener,
+    protocol: SecurityProtocol,
+) -> Result<ListenerSecurity, ConfigError> {
+    let plain_on_plaintext = v.parsed("laminar.sasl.plain.plaintext.enable", parse_bool)?;
+    let sasl = match protocol.uses_sasl() {
+        true => Some(sasl_settings(v, &listener.name, protocol, plain_on_plaintext)?),
+        false => None,
+    };
+    let tls = match protocol.uses_tls() {
+        true => Some(tls_settings(v, &listener.name)?),
+        false => None,
+    };
+    Ok(ListenerSecurity {
+        name: listener.name.clone(),
+        protocol,
+        sasl,
+        tls,
+    })
 }
 
 /// `listener.security.protocol.map`: listener name → protocol.
@@ -337,7 +330,7 @@ fn setting_or_default<'v>(
 }
 
 /// `listener.name.<name>.<key>` for a listener (Kafka writes the name in lower case).
-fn listener_key(listener: &str, key: &str) -> String {
+pub(super) fn listener_key(listener: &str, key: &str) -> String {
     format!("{LISTENER_KEY_PREFIX}{}.{key}", listener.to_ascii_lowercase())
 }
 
@@ -506,7 +499,7 @@ mod tests {
     }
 
     #[test]
-    fn tls_listeners_unknown_mechanisms_and_sasl_between_brokers_are_refused() {
+    fn tls_listeners_and_unknown_mechanisms_are_refused() {
         for (overrides, expected) in [
             (&["listeners=SSL://:9093"][..], "needs ssl.keystore.location"),
             (
@@ -516,18 +509,105 @@ mod tests {
                 ][..],
                 "GSSAPI is not supported",
             ),
-            (
-                &[
-                    "process.roles=broker,controller",
-                    "controller.quorum.voters=1@127.0.0.1:9093",
-                    "listeners=SASL_PLAINTEXT://:9094,CONTROLLER://:9093",
-                    "inter.broker.listener.name=SASL_PLAINTEXT",
-                ][..],
-                "replication over SASL is not supported yet",
-            ),
         ] {
             let error = load(overrides).unwrap_err().to_string();
             assert!(error.contains(expected), "{overrides:?}: {error}");
         }
+    }
+
+    /// A node of a three-voter cluster whose brokers replicate over REPLICATION and run the
+    /// quorum over CONTROLLER, both SASL_PLAINTEXT with PLAIN.
+    const SASL_LINKS: [&str; 9] = [
+        "process.roles=broker,controller",
+        "controller.quorum.voters=1@127.0.0.1:9093",
+        "listeners=PLAINTEXT://:9092,REPLICATION://:9094,CONTROLLER://:9093",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name=REPLICATION",
+        "sasl.enabled.mechanisms=PLAIN",
+        "laminar.sasl.plain.plaintext.enable=true",
+        r#"listener.name.replication.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="b-secret" user_broker="b-secret";"#,
+        r#"listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="voter" password="v-secret" user_voter="v-secret";"#,
+    ];
+
+    #[test]
+    fn brokers_log_in_to_each_others_listeners_with_the_listeners_own_jaas_login() {
+        let mechanisms = [
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            "sasl.mechanism.controller.protocol=PLAIN",
+        ];
+        let config = load(&[&SASL_LINKS[..], &mechanisms[..]].concat()).unwrap();
+        let links = config.peer_links.expect("a cluster node has links");
+        let replication = links.replication.login.expect("a SASL login");
+        assert_eq!(
+            (replication.mechanism, &*replication.user, &*replication.password),
+            (Mechanism::Plain, "broker", "b-secret")
+        );
+        assert_eq!(
+            links.replication.listener.protocol,
+            SecurityProtocol::SaslPlaintext
+        );
+        let controller = links.controller.login.expect("a SASL login");
+        assert_eq!((&*controller.user, &*controller.password), ("voter", "v-secret"));
+        assert!(links
+            .controller
+            .listener
+            .sasl
+            .unwrap()
+            .plain_users
+            .contains("voter"));
+        // A plaintext cluster's links log in with nothing.
+        let plain = load(&[
+            "process.roles=broker,controller",
+            "controller.quorum.voters=1@127.0.0.1:9093",
+            "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+        ])
+        .unwrap();
+        let links = plain.peer_links.unwrap();
+        assert!(links.replication.login.is_none() && links.controller.login.is_none());
+        assert_eq!(links.controller.listener.protocol, SecurityProtocol::Plaintext);
+    }
+
+    #[test]
+    fn a_sasl_link_without_its_mechanism_or_login_or_with_scram_is_refused_by_name() {
+        let both = "sasl.mechanism.controller.protocol=PLAIN";
+        let cases: [(Vec<&str>, &str); 4] = [
+            (vec![both], "sasl.mechanism.inter.broker.protocol"),
+            (
+                vec![both, "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"],
+                "SCRAM users are not shared",
+            ),
+            (
+                vec!["sasl.mechanism.inter.broker.protocol=PLAIN"],
+                "sasl.mechanism.controller.protocol",
+            ),
+            (
+                vec![
+                    both,
+                    "sasl.mechanism.inter.broker.protocol=PLAIN",
+                    "security.inter.broker.protocol=SASL_PLAINTEXT",
+                ],
+                "not both",
+            ),
+        ];
+        for (extra, expected) in cases {
+            let error = load(&[&SASL_LINKS[..], &extra[..]].concat())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{extra:?}: {error}");
+            assert!(!error.contains("secret"), "{error}");
+        }
+        let mut no_login = SASL_LINKS.to_vec();
+        no_login[7] = r#"listener.name.replication.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="b-secret";"#;
+        let error = load(
+            &[
+                &no_login[..],
+                &["sasl.mechanism.inter.broker.protocol=PLAIN", both][..],
+            ]
+            .concat(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("username"), "{error}");
+        assert!(!error.contains("secret"), "{error}");
     }
 }

@@ -11,6 +11,7 @@ pub mod admin;
 pub mod membership;
 pub mod migrate;
 pub mod stray;
+pub mod transport_security;
 pub mod view;
 
 use laminar_model::{BrokerEpoch, NodeId};
@@ -66,6 +67,8 @@ pub struct ClusterLink {
         async_channel::Sender<Arc<TopicMetadata>>,
         async_channel::Receiver<Arc<TopicMetadata>>,
     ),
+    /// How followers connect to leaders (the inter-broker listener's TLS and SASL login).
+    pub replica_fetch_security: laminar_client::Security,
 }
 
 impl ClusterLink {
@@ -96,8 +99,24 @@ impl ClusterLink {
         controller.auto_leader_rebalance_enable = settings.auto_leader_rebalance_enable;
         controller.leader_imbalance_check_interval_ms = settings.leader_imbalance_check_interval_ms;
         controller.leader_imbalance_per_broker_percentage = settings.leader_imbalance_per_broker_percentage;
+        let links = config
+            .peer_links
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("a cluster node without peer links"))?;
+        let replica_fetch_security = crate::peer_security::client_security(&links.replication)?;
+        let failure_delay = std::time::Duration::from_millis(
+            u64::try_from(config.connection_failed_authentication_delay_ms).unwrap_or(0),
+        );
+        controller.transport_security =
+            transport_security::ControllerLinkSecurity::for_link(&links.controller, failure_delay)?;
         let node = ControllerNode::start(controller).map_err(|e| anyhow::anyhow!("controller: {e}"))?;
-        tracing::info!(addr = %node.handle().listen_addr(), voters = ?settings.voters, "controller listening");
+        tracing::info!(
+            addr = %node.handle().listen_addr(),
+            voters = ?settings.voters,
+            security = %crate::config::broker::peer_links::describe(&links.controller),
+            replication = %crate::config::broker::peer_links::describe(&links.replication),
+            "controller listening"
+        );
         Ok(Arc::new(ClusterLink {
             handle: node.handle(),
             node_id: config.node_id,
@@ -111,6 +130,7 @@ impl ClusterLink {
             producer_ids: Mutex::new((0, 0)),
             node: Mutex::new(Some(node)),
             removed_topics: async_channel::bounded(REMOVED_TOPICS_QUEUED_MAX),
+            replica_fetch_security,
         }))
     }
 

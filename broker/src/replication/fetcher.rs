@@ -35,12 +35,15 @@ pub fn start(ctx: &Rc<BrokerCtx>, source: NodeId) -> std::io::Result<()> {
         .as_ref()
         .expect("fetchers run in cluster mode");
     let (calls, served) = async_channel::bounded(1);
-    let settings = replication.settings.clone();
+    let link = FetcherLink {
+        settings: replication.settings.clone(),
+        security: replication.fetch_security.clone(),
+    };
     let node_id = replication.node_id;
     let shard = ctx.id();
     std::thread::Builder::new()
         .name(format!("laminar-fetch-{shard}-{source}"))
-        .spawn(move || run(&calls, node_id, &settings))?;
+        .spawn(move || run(&calls, node_id, &link))?;
     glommio::spawn_local(serve(ctx.clone(), source, served)).detach();
     Ok(())
 }
@@ -108,8 +111,16 @@ fn source_address(ctx: &Rc<BrokerCtx>, source: NodeId, settings: &ReplicationSet
     Some(format!("{}:{}", endpoint.host, endpoint.port))
 }
 
+/// What a fetcher thread connects with: the replication settings, and the inter-broker
+/// listener's security (TLS, the broker's SASL login), built once at start.
+struct FetcherLink {
+    settings: ReplicationSettings,
+    security: laminar_client::Security,
+}
+
 /// The thread: plan, request, hand over; until its shard says stop or is gone.
-fn run(calls: &async_channel::Sender<Call>, node_id: NodeId, settings: &ReplicationSettings) {
+fn run(calls: &async_channel::Sender<Call>, node_id: NodeId, link: &FetcherLink) {
+    let settings = &link.settings;
     let mut connection: Option<(String, Connection)> = None;
     loop {
         let (reply, plan) = oneshot::channel();
@@ -119,14 +130,14 @@ fn run(calls: &async_channel::Sender<Call>, node_id: NodeId, settings: &Replicat
         let Ok(Some((address, plan))) = futures::executor::block_on(plan) else {
             return;
         };
-        match exchange(&mut connection, &address, &plan, node_id, settings) {
+        match exchange(&mut connection, &address, &plan, node_id, link) {
             Ok(answers) => {
                 if !hand_over(calls, answers) {
                     return;
                 }
             }
             Err(error) => {
-                tracing::debug!(%address, %error, "replica fetch failed");
+                log_failure(&address, &error);
                 connection = None;
                 std::thread::sleep(Duration::from_millis(settings.fetch_backoff_ms));
             }
@@ -146,10 +157,10 @@ fn exchange(
     address: &str,
     plan: &Plan,
     node_id: NodeId,
-    settings: &ReplicationSettings,
+    link: &FetcherLink,
 ) -> Result<Answers, ClientError> {
     if connection.as_ref().is_none_or(|(at, _)| at != address) {
-        *connection = Some((address.to_string(), connect(address, settings)?));
+        *connection = Some((address.to_string(), connect(address, link)?));
     }
     let (_, conn) = connection.as_mut().expect("connected above");
     let mut answers = Answers {
@@ -179,7 +190,7 @@ fn exchange(
             .collect();
     }
     if !plan.fetches.is_empty() {
-        answers.fetched = fetch(conn, plan, node_id, settings)?;
+        answers.fetched = fetch(conn, plan, node_id, &link.settings)?;
     }
     Ok(answers)
 }
@@ -244,7 +255,27 @@ fn fetch(
         .collect())
 }
 
-fn connect(address: &str, settings: &ReplicationSettings) -> Result<Connection, laminar_client::ClientError> {
+/// A leader that refuses this broker (its login, its ClusterAction right, its certificate)
+/// is a configuration fault an operator must see; a leader that is down or restarting is
+/// routine while the cluster fails over.
+fn log_failure(address: &str, error: &ClientError) {
+    let refused = match error {
+        ClientError::Kafka { .. } => true,
+        ClientError::Io(e) => e.kind() == std::io::ErrorKind::InvalidData,
+        _ => false,
+    };
+    if refused && REFUSAL_LOG.due() {
+        tracing::warn!(%address, %error, "replica fetch refused by the leader (logged at most once a minute)");
+    } else {
+        tracing::debug!(%address, %error, "replica fetch failed");
+    }
+}
+
+static REFUSAL_LOG: std::sync::LazyLock<crate::connection_slots::LogAtMostEvery> =
+    std::sync::LazyLock::new(crate::connection_slots::LogAtMostEvery::minute);
+
+fn connect(address: &str, link: &FetcherLink) -> Result<Connection, laminar_client::ClientError> {
+    let settings = &link.settings;
     let wait = Duration::from_millis(u64::try_from(settings.fetch_wait_max_ms).unwrap_or(0));
     let config = ClientConfig {
         client_id: "laminar-replica-fetcher".to_owned(),
@@ -257,8 +288,7 @@ fn connect(address: &str, settings: &ReplicationSettings) -> Result<Connection, 
         // A leader answers within its wait; one that does not (frozen, cut off) holds this
         // fetcher, and every partition it serves, only this long before a reconnect.
         io_timeout: Some(wait + Duration::from_secs(10)),
-        // The inter-broker listener is PLAINTEXT (the config refuses any other for now).
-        security: laminar_client::Security::default(),
+        security: link.security.clone(),
     };
     Connection::connect(address, &config)
 }

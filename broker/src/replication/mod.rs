@@ -48,6 +48,8 @@ const ISR_CHANGE_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 pub struct ShardReplication {
     pub node_id: NodeId,
     pub settings: ReplicationSettings,
+    /// How fetchers connect to leaders: the inter-broker listener's TLS and SASL login.
+    pub fetch_security: laminar_client::Security,
     led: RefCell<HashMap<TopicPartition, LeaderState>>,
     followed: RefCell<HashMap<TopicPartition, FollowState>>,
     /// Source brokers with a fetcher serving this shard.
@@ -70,7 +72,7 @@ impl ShardReplication {
     /// `shard` of `shard_count`.
     pub fn new(
         node_id: NodeId,
-        settings: ReplicationSettings,
+        (settings, fetch_security): (ReplicationSettings, laminar_client::Security),
         log_dir: &std::path::Path,
         (shard, shard_count): (usize, usize),
         session: std::sync::Arc<SessionLease>,
@@ -80,6 +82,7 @@ impl ShardReplication {
             follower_throttle: throttle::Throttle::new(settings.follower_throttled_rate, shard_count),
             node_id,
             settings,
+            fetch_security,
             led: RefCell::default(),
             followed: RefCell::default(),
             fetchers: RefCell::default(),
