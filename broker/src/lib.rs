@@ -28,6 +28,7 @@ pub mod quorum;
 pub mod replication;
 pub mod reply;
 pub mod request_memory;
+pub mod scram_users;
 pub mod send;
 pub mod server;
 pub mod tls;

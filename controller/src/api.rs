@@ -11,7 +11,7 @@ pub use laminar_model::TopicPartition;
 use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{BrokerEndpoint, TopicId};
+use crate::records::{BrokerEndpoint, TopicId, UserScramCredentialRecord};
 use crate::refusal::Refusal;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +116,11 @@ pub enum ControllerRequest {
         partitions: Vec<PartitionReassignment>,
         replication_factor_change: ReplicationFactorChange,
     },
+    /// SCRAM users added or replaced, and `(name, mechanism)` credentials removed.
+    AlterUserScramCredentials {
+        upsertions: Vec<UserScramCredentialRecord>,
+        deletions: Vec<(String, i8)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +172,8 @@ pub enum ControllerResponse {
     Refused(Refusal),
     /// Appended last, as requests are.
     Reassignments(Vec<ReassignmentResult>),
+    /// One result per user named, in name order.
+    UserScramCredentials(Vec<(String, Result<(), Refusal>)>),
 }
 
 impl ControllerResponse {

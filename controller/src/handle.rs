@@ -187,6 +187,23 @@ impl ControllerHandle {
         }
     }
 
+    /// Adds or replaces the `upsertions` and removes the `deletions` (`(name, mechanism)`):
+    /// one result per user named.
+    pub async fn alter_user_scram_credentials(
+        &self,
+        upsertions: Vec<crate::records::UserScramCredentialRecord>,
+        deletions: Vec<(String, i8)>,
+    ) -> Result<Vec<(String, Result<(), Refusal>)>, Refusal> {
+        let request = ControllerRequest::AlterUserScramCredentials {
+            upsertions,
+            deletions,
+        };
+        match self.request(request).await {
+            ControllerResponse::UserScramCredentials(results) => Ok(results),
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreateTopics { topics })
             .await

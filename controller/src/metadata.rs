@@ -95,6 +95,8 @@ pub struct ClusterMetadata {
     pub next_producer_id: ProducerId,
     /// Set once, by the first entry the first active controller wrote (`ClusterIdRecord`).
     pub cluster_id: Option<String>,
+    /// SCRAM users: `(name, mechanism)` → credential. Snapshot format 3 (`snapshot_format.rs`).
+    pub scram_credentials: BTreeMap<(String, i8), UserScramCredentialRecord>,
 }
 
 /// Adding and removing replicas are distinct replicas, never both, and the target (the
@@ -155,6 +157,8 @@ pub enum ApplyError {
     ProducerIdsBackwards,
     #[error("the cluster id is set already")]
     ClusterIdSet,
+    #[error("no SCRAM credential of user {name} for mechanism {mechanism}")]
+    UnknownScramCredential { name: String, mechanism: i8 },
     /// A whole-state check found a topic whose state disagrees with itself.
     #[error("topic {topic}: {reason}")]
     InconsistentTopic { topic: String, reason: &'static str },
@@ -198,6 +202,21 @@ impl ClusterMetadata {
             MetadataRecord::Config(r) => self.apply_config(r),
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r),
             MetadataRecord::ProducerIds(r) => self.apply_producer_ids(r),
+            MetadataRecord::UserScramCredential(r) => {
+                self.scram_credentials
+                    .insert((r.name.clone(), r.mechanism), r.clone());
+                Ok(())
+            }
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                let key = (r.name.clone(), r.mechanism);
+                match self.scram_credentials.remove(&key) {
+                    Some(_) => Ok(()),
+                    None => Err(ApplyError::UnknownScramCredential {
+                        name: r.name.clone(),
+                        mechanism: r.mechanism,
+                    }),
+                }
+            }
             MetadataRecord::ClusterId(r) => {
                 // Once set it never changes: brokers compare it with their meta.properties.
                 if self.cluster_id.is_some() {

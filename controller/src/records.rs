@@ -155,6 +155,44 @@ pub fn cluster_id_text(bytes: [u8; 16]) -> String {
     out
 }
 
+/// Kafka's ScramMechanism type of SCRAM-SHA-256 in [`UserScramCredentialRecord`].
+pub const SCRAM_SHA_256: i8 = 1;
+/// Kafka's ScramMechanism type of SCRAM-SHA-512.
+pub const SCRAM_SHA_512: i8 = 2;
+
+/// A SCRAM user's credential for one mechanism, added or replaced (Kafka's
+/// UserScramCredentialRecord): what the server checks a proof against, derived from the
+/// salted password the client computed. No password is ever in the log.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScramCredentialRecord {
+    pub name: String,
+    /// [`SCRAM_SHA_256`] or [`SCRAM_SHA_512`].
+    pub mechanism: i8,
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
+impl std::fmt::Debug for UserScramCredentialRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Keys are not passwords, but a log line has no use for them.
+        f.debug_struct("UserScramCredentialRecord")
+            .field("name", &self.name)
+            .field("mechanism", &self.mechanism)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A SCRAM user's credential for one mechanism, removed (Kafka's
+/// RemoveUserScramCredentialRecord).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveUserScramCredentialRecord {
+    pub name: String,
+    pub mechanism: i8,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataRecord {
     RegisterBroker(RegisterBrokerRecord),
@@ -169,6 +207,8 @@ pub enum MetadataRecord {
     ClusterId(ClusterIdRecord),
     /// Appended last: bincode numbers variants, so earlier entries keep their meaning.
     PartitionReassignmentChange(PartitionReassignmentChangeRecord),
+    UserScramCredential(UserScramCredentialRecord),
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
 }
 
 /// The application data of one Raft entry: the records of one controller decision, applied in

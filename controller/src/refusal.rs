@@ -95,6 +95,14 @@ pub enum Refusal {
     ReplicationFactorWouldChange { from: usize, to: usize },
     #[error("no reassignment in progress")]
     NoReassignmentInProgress,
+
+    // SCRAM users (AlterUserScramCredentials).
+    #[error("A user credential cannot be altered twice in the same request")]
+    UserNamedTwice,
+    #[error("Attempt to delete a user credential that does not exist")]
+    ScramCredentialNotFound,
+    #[error("{reason}")]
+    UnacceptableCredential { reason: String },
 }
 
 impl Refusal {
@@ -149,6 +157,9 @@ impl Refusal {
             Refusal::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
             Refusal::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
             Refusal::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
+            Refusal::UserNamedTwice => ResponseError::DuplicateResource,
+            Refusal::ScramCredentialNotFound => ResponseError::ResourceNotFound,
+            Refusal::UnacceptableCredential { .. } => ResponseError::UnacceptableCredential,
         }
     }
 }
@@ -189,6 +200,9 @@ mod tests {
             Refusal::UnknownTopicId => 100,
             Refusal::DuplicateBrokerRegistration => 101,
             Refusal::BrokerIdNotRegistered => 102,
+            Refusal::ScramCredentialNotFound => 91,
+            Refusal::UserNamedTwice => 92,
+            Refusal::UnacceptableCredential { .. } => 93,
             Refusal::IneligibleReplica => 107,
         }
     }
@@ -229,6 +243,9 @@ mod tests {
             Refusal::PartitionNamedTwice,
             Refusal::ReplicationFactorWouldChange { from: 3, to: 2 },
             Refusal::NoReassignmentInProgress,
+            Refusal::UserNamedTwice,
+            Refusal::ScramCredentialNotFound,
+            Refusal::UnacceptableCredential { reason: reason() },
         ]
     }
 

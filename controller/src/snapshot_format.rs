@@ -1,7 +1,9 @@
 //! The bytes of a snapshot's state (`ClusterMetadata`), in the `snapshot` file and in Raft's
-//! InstallSnapshot alike, and how the format written before reassignments is still read.
+//! InstallSnapshot alike, and how the formats written before are still read.
 //!
-//! * **Format 2** (now): the 8 bytes `LMNMETA2`, then bincode of [`ClusterMetadata`].
+//! * **Format 3** (now): the 8 bytes `LMNMETA3`, then bincode of [`ClusterMetadata`].
+//! * **Format 2** (before SCRAM users were in the metadata): `LMNMETA2`, then bincode of the
+//!   same struct without its last field, `scram_credentials`.
 //! * **Format 1** (before partitions had `adding_replicas`/`removing_replicas`): bincode of
 //!   the same struct without those two fields, starting with the broker count as a u64. A
 //!   count equal to the tag read as a u64 (about 3.6 × 10^18) cannot be, so the first 8 bytes
@@ -18,7 +20,8 @@ use crate::disk_format::{decode_body, FormatError};
 use crate::metadata::{BrokerRegistration, ClusterMetadata, PartitionState, TopicState};
 use crate::records::TopicId;
 
-pub const STATE_TAG: [u8; 8] = *b"LMNMETA2";
+pub const STATE_TAG: [u8; 8] = *b"LMNMETA3";
+const STATE_TAG_V2: [u8; 8] = *b"LMNMETA2";
 
 pub fn encode_metadata(metadata: &ClusterMetadata) -> Result<Vec<u8>, FormatError> {
     let mut bytes = STATE_TAG.to_vec();
@@ -28,9 +31,38 @@ pub fn encode_metadata(metadata: &ClusterMetadata) -> Result<Vec<u8>, FormatErro
 
 /// Decodes either format (bounded as every body read from disk or the network).
 pub fn decode_metadata(bytes: &[u8]) -> Result<ClusterMetadata, FormatError> {
-    match bytes.strip_prefix(&STATE_TAG) {
-        Some(body) => decode_body(body),
-        None => decode_body::<MetadataV1>(bytes).map(MetadataV1::upgrade),
+    if let Some(body) = bytes.strip_prefix(&STATE_TAG) {
+        return decode_body(body);
+    }
+    let v2 = match bytes.strip_prefix(&STATE_TAG_V2) {
+        Some(body) => decode_body::<MetadataV2>(body)?,
+        None => decode_body::<MetadataV1>(bytes)?.upgrade(),
+    };
+    Ok(v2.upgrade())
+}
+
+/// Format 2's state: [`ClusterMetadata`] before `scram_credentials`.
+#[derive(Deserialize)]
+struct MetadataV2 {
+    brokers: BTreeMap<NodeId, BrokerRegistration>,
+    topics: BTreeMap<TopicId, Arc<TopicState>>,
+    topic_ids_by_name: BTreeMap<String, TopicId>,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    next_producer_id: ProducerId,
+    cluster_id: Option<String>,
+}
+
+impl MetadataV2 {
+    fn upgrade(self) -> ClusterMetadata {
+        ClusterMetadata {
+            brokers: self.brokers,
+            topics: self.topics,
+            topic_ids_by_name: self.topic_ids_by_name,
+            broker_configs: self.broker_configs,
+            next_producer_id: self.next_producer_id,
+            cluster_id: self.cluster_id,
+            scram_credentials: BTreeMap::new(),
+        }
     }
 }
 
@@ -62,7 +94,7 @@ struct MetadataV1 {
 }
 
 impl MetadataV1 {
-    fn upgrade(self) -> ClusterMetadata {
+    fn upgrade(self) -> MetadataV2 {
         let topics = self.topics.into_iter().map(|(id, t)| {
             let partitions = t.partitions.into_iter().map(|(index, p)| {
                 let state = PartitionState {
@@ -84,7 +116,7 @@ impl MetadataV1 {
             };
             (id, Arc::new(topic))
         });
-        ClusterMetadata {
+        MetadataV2 {
             brokers: self.brokers,
             topics: topics.collect(),
             topic_ids_by_name: self.topic_ids_by_name,
@@ -156,11 +188,35 @@ mod tests {
         assert!(!p.is_reassigning());
         assert_eq!(md.next_producer_id, ProducerId::new(2000));
         assert_eq!(md.cluster_id.as_deref(), Some("cluster"));
-        // And the current format round-trips, reassignment fields included.
+        // Format 2 (the current struct without SCRAM users) decodes with none.
         let mut md = md;
         let topic = md.topics.get_mut(&[5; 16]).unwrap();
         let p = Arc::make_mut(topic).partitions.get_mut(&0).unwrap();
         p.adding_replicas = vec![NodeId::new(1)];
-        assert_eq!(decode_metadata(&encode_metadata(&md).unwrap()).unwrap(), md);
+        let v2 = (
+            &md.brokers,
+            &md.topics,
+            &md.topic_ids_by_name,
+            &md.broker_configs,
+            md.next_producer_id,
+            &md.cluster_id,
+        );
+        let mut bytes = b"LMNMETA2".to_vec();
+        bincode::serialize_into(&mut bytes, &v2).unwrap();
+        assert_eq!(decode_metadata(&bytes).unwrap(), md);
+        // And the current format round-trips, reassignment fields and SCRAM users included.
+        let alice = crate::records::UserScramCredentialRecord {
+            name: "alice".into(),
+            mechanism: crate::records::SCRAM_SHA_512,
+            salt: vec![1; 16],
+            stored_key: vec![2; 64],
+            server_key: vec![3; 64],
+            iterations: 4096,
+        };
+        md.scram_credentials
+            .insert(("alice".into(), alice.mechanism), alice);
+        let bytes = encode_metadata(&md).unwrap();
+        assert_eq!(&bytes[..8], b"LMNMETA3");
+        assert_eq!(decode_metadata(&bytes).unwrap(), md);
     }
 }

@@ -555,6 +555,19 @@ mod tests {
             .unwrap()
             .plain_users
             .contains("voter"));
+        // SCRAM between brokers: its users come from the metadata log.
+        let scram = [
+            "listener.name.replication.sasl.enabled.mechanisms=SCRAM-SHA-512",
+            r#"listener.name.replication.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="s-secret";"#,
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+            "sasl.mechanism.controller.protocol=PLAIN",
+        ];
+        let config = load(&[&SASL_LINKS[..], &scram[..]].concat()).unwrap();
+        let login = config.peer_links.unwrap().replication.login.unwrap();
+        assert_eq!(
+            (login.mechanism, &*login.password),
+            (Mechanism::ScramSha512, "s-secret")
+        );
         // A plaintext cluster's links log in with nothing.
         let plain = load(&[
             "process.roles=broker,controller",
@@ -568,13 +581,16 @@ mod tests {
     }
 
     #[test]
-    fn a_sasl_link_without_its_mechanism_or_login_or_with_scram_is_refused_by_name() {
+    fn a_sasl_link_without_its_mechanism_or_login_or_voters_with_scram_are_refused_by_name() {
         let both = "sasl.mechanism.controller.protocol=PLAIN";
         let cases: [(Vec<&str>, &str); 4] = [
             (vec![both], "sasl.mechanism.inter.broker.protocol"),
             (
-                vec![both, "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"],
-                "SCRAM users are not shared",
+                vec![
+                    "sasl.mechanism.inter.broker.protocol=PLAIN",
+                    "sasl.mechanism.controller.protocol=SCRAM-SHA-512",
+                ],
+                "voters log in to each other with PLAIN",
             ),
             (
                 vec!["sasl.mechanism.inter.broker.protocol=PLAIN"],

@@ -16,6 +16,8 @@ use super::cluster_keys::ClusterSettings;
 use super::listener_security::{listener_key, ListenerSecurity};
 use super::Values;
 
+const CONTROLLER_MECHANISM_KEY: &str = "sasl.mechanism.controller.protocol";
+
 /// The broker-to-broker links of a node in a cluster. Built once at start, shared read-only.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerLinks {
@@ -52,7 +54,7 @@ pub(super) fn peer_links(
     };
     Ok(PeerLinks {
         replication: peer_link(v, inter_broker.clone(), "sasl.mechanism.inter.broker.protocol")?,
-        controller: peer_link(v, controller, "sasl.mechanism.controller.protocol")?,
+        controller: peer_link(v, controller, CONTROLLER_MECHANISM_KEY)?,
     })
 }
 
@@ -93,15 +95,15 @@ fn link_mechanism(
         .trim()
         .parse()
         .map_err(|_| rejected(key, text, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
-    // The accepting broker checks a SCRAM login against its own credential store, which
-    // AlterUserScramCredentials cannot change in a cluster: PLAIN's users, from the
-    // listener's JAAS config, are the same on every node.
-    if mechanism != Mechanism::Plain {
+    // SCRAM users live in the metadata log, which the quorum's transport must carry before
+    // any of it is read (KRaft's controllers have no SCRAM either): PLAIN, from the
+    // listener's JAAS config, is the same on every node from the start.
+    if mechanism != Mechanism::Plain && key == CONTROLLER_MECHANISM_KEY {
         return Err(rejected(
             key,
             text,
-            "brokers log in to each other with PLAIN (inside TLS on SASL_SSL): SCRAM users are \
-             not shared between the nodes of a cluster",
+            "voters log in to each other with PLAIN (inside TLS on SASL_SSL): SCRAM users live \
+             in the metadata log the quorum carries, so they cannot admit it",
         ));
     }
     if !enabled.contains(&mechanism) {

@@ -17,13 +17,13 @@ pub fn handle(
     shared: &BrokerShared,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
-    let store = shared.scram_credentials.read().unwrap_or_else(|p| p.into_inner());
+    let listed = crate::scram_users::with_scram_users(shared, |users| users.list());
     let mut known: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
-    for (user, mechanism, iterations) in store.describe() {
+    for (user, mechanism, iterations) in &listed {
         known.entry(user).or_default().push(
             CredentialInfo::default()
                 .with_mechanism(mechanism.kafka_type())
-                .with_iterations(i32::try_from(iterations).unwrap_or(i32::MAX)),
+                .with_iterations(i32::try_from(*iterations).unwrap_or(i32::MAX)),
         );
     }
     let results = match request.users.as_ref().filter(|users| !users.is_empty()) {

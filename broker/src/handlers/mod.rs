@@ -466,7 +466,7 @@ async fn handle_partition_or_admin_api(
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
         }
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
-            alter_user_scram_credentials::handle(&ctx.state.shared, r),
+            alter_user_scram_credentials::handle(&ctx.state.shared, r).await,
         ),
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             describe_user_scram_credentials::handle(&ctx.state.shared, r),

@@ -22,7 +22,7 @@ use crate::handlers::RequestError;
 /// from the broker's credential store.
 struct BrokerCredentials<'a> {
     plain: &'a PlainUsers,
-    scram: &'a laminar_security::credentials::ScramCredentialStore,
+    scram: &'a dyn laminar_security::Credentials,
 }
 
 impl Credentials for BrokerCredentials<'_> {
@@ -105,14 +105,13 @@ fn take_token(ctx: &Rc<BrokerCtx>, authentication: &Authentication, token: &[u8]
         .ok()
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis);
-    let outcome = {
-        let scram = shared.scram_credentials.read().unwrap_or_else(|p| p.into_inner());
+    let outcome = crate::scram_users::with_scram_users(shared, |scram| {
         let credentials = BrokerCredentials {
             plain: &sasl.plain_users,
-            scram: &scram,
+            scram,
         };
         authentication.take_token(token, &credentials, session_max)
-    };
+    });
     note(ctx, authentication, &outcome);
     outcome
 }

@@ -8,7 +8,8 @@
 //! - [`brokers`]: registration, heartbeats, fencing, controlled shutdown, producer ids;
 //! - [`topics`]: CreateTopics, CreatePartitions, DeleteTopics, AlterPartition, ElectLeaders and
 //!   the auto leader rebalance;
-//! - [`reassignment`]: AlterPartitionReassignments and its completion.
+//! - [`reassignment`]: AlterPartitionReassignments and its completion;
+//! - [`users`]: AlterUserScramCredentials (SCRAM users).
 
 use laminar_model::NodeId;
 use std::collections::BTreeSet;
@@ -24,6 +25,7 @@ use crate::refusal::Refusal;
 pub mod brokers;
 pub mod reassignment;
 pub mod topics;
+pub mod users;
 
 use brokers::{allocate_producer_ids, controlled_shutdown, heartbeat, register_broker};
 pub use brokers::{fence_broker, leave_partitions};
@@ -107,6 +109,10 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
             partitions,
             replication_factor_change,
         } => reassignment::alter_partition_reassignments(md, &partitions, replication_factor_change),
+        ControllerRequest::AlterUserScramCredentials {
+            upsertions,
+            deletions,
+        } => users::alter_user_scram_credentials(md, &upsertions, &deletions),
     }
 }
 
