@@ -1,75 +1,211 @@
 //! ACLs on a broker (docs/ARCHITECTURE.md, "Security"): the [`Authorizer`] holds them (a
-//! single node's in its `acls` file, `laminar_security::acl_store`) and publishes each change
-//! as an immutable [`AclSet`] that every shard reads without a lock; [`Access`] is what one
-//! request may do, its connection's principal and host against the set of that moment.
-//! The checks per API live with the handlers (`handlers::acl_checks`).
+//! single node's in its `acls` file, `laminar_security::acl_store`; a cluster's in its metadata
+//! log, through the controller) and publishes each change as an immutable [`AclSet`] that every
+//! shard reads without a lock; [`Access`] is what one request may do, its connection's
+//! principal and host against the set of that moment. The checks per API live with the
+//! handlers (`handlers::acl_checks`).
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use laminar_security::acl::CLUSTER_NAME;
+use kafka_protocol::error::ResponseError;
+use laminar_controller::AccessControlEntryRecord;
+use laminar_security::acl::{PatternType, Permission, CLUSTER_NAME};
 use laminar_security::{
     AclBinding, AclFilter, AclSet, AclStore, AclStoreError, Action, Operation, Principal, ResourceType,
 };
 
 use crate::broker::{PartitionAccessError, TopicPartition};
 use crate::config::AuthorizerSettings;
+use crate::quorum::ClusterLink;
 
-/// The broker's ACLs. Shared by every shard; changes (CreateAcls, DeleteAcls) are serialised
-/// by the store's lock, off the data path.
+/// The broker's ACLs. Shared by every shard; changes (CreateAcls, DeleteAcls) go to the store
+/// or the controller, off the data path.
 pub struct Authorizer {
     settings: AuthorizerSettings,
-    store: Mutex<AclStore>,
+    source: AclSource,
     current: ArcSwap<AclSet>,
 }
 
+/// Where the ACLs are kept.
+enum AclSource {
+    /// A single node: its `acls` file; changes serialised by the lock.
+    Store(Mutex<AclStore>),
+    /// A cluster: the metadata this broker last applied. `built_from` is the metadata's set
+    /// `current` was built from; a request that finds another set there rebuilds (under the
+    /// lock, once per change).
+    Metadata {
+        link: Arc<ClusterLink>,
+        built_from: ArcSwap<BTreeSet<AccessControlEntryRecord>>,
+        rebuilding: Mutex<()>,
+    },
+}
+
+/// Why a change to the ACLs was not made: Kafka's code and message.
+pub type AclChangeRefusal = (ResponseError, String);
+
 impl Authorizer {
-    /// The authorizer over the ACLs stored in `log_dir`.
+    /// A single node's authorizer, over the ACLs stored in `log_dir`.
     pub fn open(
         settings: AuthorizerSettings,
         log_dir: &std::path::Path,
     ) -> Result<Authorizer, AclStoreError> {
         let store = AclStore::open(log_dir)?;
-        let current = ArcSwap::from_pointee(set_of(&settings, &store));
+        let current = ArcSwap::from_pointee(set_of(&settings, store.acls().iter().cloned()));
         Ok(Authorizer {
             settings,
-            store: Mutex::new(store),
+            source: AclSource::Store(Mutex::new(store)),
             current,
         })
     }
 
+    /// A cluster node's authorizer, over the ACLs of the metadata `link` applies.
+    pub fn of_cluster(settings: AuthorizerSettings, link: Arc<ClusterLink>) -> Authorizer {
+        let authorizer = Authorizer {
+            current: ArcSwap::from_pointee(set_of(&settings, std::iter::empty())),
+            settings,
+            source: AclSource::Metadata {
+                link,
+                built_from: ArcSwap::from_pointee(BTreeSet::new()),
+                rebuilding: Mutex::new(()),
+            },
+        };
+        authorizer.acls();
+        authorizer
+    }
+
     /// The ACLs now.
     pub fn acls(&self) -> Arc<AclSet> {
+        if let AclSource::Metadata {
+            link,
+            built_from,
+            rebuilding,
+        } = &self.source
+        {
+            let image = link.image();
+            let newest = &image.metadata.acls;
+            if !Arc::ptr_eq(newest, &built_from.load()) {
+                let _one_at_a_time = rebuilding.lock().unwrap_or_else(|p| p.into_inner());
+                if !Arc::ptr_eq(newest, &built_from.load()) {
+                    let bindings = newest.iter().filter_map(binding_of);
+                    self.current.store(Arc::new(set_of(&self.settings, bindings)));
+                    built_from.store(newest.clone());
+                }
+            }
+        }
         self.current.load_full()
     }
 
-    /// Adds `new` (validated), then publishes the new set.
-    pub fn create(&self, new: &[AclBinding]) -> Result<(), AclStoreError> {
-        let mut store = self.lock();
-        store.create(new)?;
-        self.current.store(Arc::new(set_of(&self.settings, &store)));
-        Ok(())
+    /// Adds `new` (validated). A single node publishes the new set at once; a cluster's
+    /// brokers each as they apply the controller's records.
+    pub async fn create(&self, new: &[AclBinding]) -> Result<(), AclChangeRefusal> {
+        match &self.source {
+            AclSource::Store(store) => {
+                let mut store = lock(store);
+                store.create(new).map_err(store_failed)?;
+                self.current
+                    .store(Arc::new(set_of(&self.settings, store.acls().iter().cloned())));
+                Ok(())
+            }
+            AclSource::Metadata { link, .. } => {
+                let entries = new.iter().map(record_of).collect();
+                link.handle.create_acls(entries).await.map_err(controller_refused)
+            }
+        }
     }
 
-    /// Removes what each filter matches (per filter, what it removed), then publishes.
-    pub fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclStoreError> {
-        let mut store = self.lock();
-        let removed = store.delete(filters)?;
-        self.current.store(Arc::new(set_of(&self.settings, &store)));
-        Ok(removed)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, AclStore> {
-        self.store.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Removes what each filter matches; answers, per filter, what it removed.
+    pub async fn delete(&self, filters: &[AclFilter]) -> Result<Vec<Vec<AclBinding>>, AclChangeRefusal> {
+        match &self.source {
+            AclSource::Store(store) => {
+                let mut store = lock(store);
+                let removed = store.delete(filters).map_err(store_failed)?;
+                self.current
+                    .store(Arc::new(set_of(&self.settings, store.acls().iter().cloned())));
+                Ok(removed)
+            }
+            AclSource::Metadata { link, .. } => {
+                let acls = self.acls();
+                let matched: Vec<Vec<AclBinding>> = filters
+                    .iter()
+                    .map(|f| acls.bindings().filter(|acl| f.matches(acl)).cloned().collect())
+                    .collect();
+                let entries: BTreeSet<AccessControlEntryRecord> =
+                    matched.iter().flatten().map(record_of).collect();
+                let removed: BTreeSet<AccessControlEntryRecord> = link
+                    .handle
+                    .delete_acls(entries.into_iter().collect())
+                    .await
+                    .map_err(controller_refused)?
+                    .into_iter()
+                    .collect();
+                Ok(matched
+                    .into_iter()
+                    .map(|acls| {
+                        acls.into_iter()
+                            .filter(|acl| removed.contains(&record_of(acl)))
+                            .collect()
+                    })
+                    .collect())
+            }
+        }
     }
 }
 
-fn set_of(settings: &AuthorizerSettings, store: &AclStore) -> AclSet {
+fn lock(store: &Mutex<AclStore>) -> std::sync::MutexGuard<'_, AclStore> {
+    store.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn store_failed(error: AclStoreError) -> AclChangeRefusal {
+    tracing::error!(%error, "cannot store ACLs");
+    (ResponseError::UnknownServerError, error.to_string())
+}
+
+fn controller_refused(refusal: laminar_controller::Refusal) -> AclChangeRefusal {
+    (refusal.response_error(), refusal.to_string())
+}
+
+fn set_of(settings: &AuthorizerSettings, bindings: impl Iterator<Item = AclBinding>) -> AclSet {
     AclSet::new(
-        store.acls().iter().cloned(),
+        bindings,
         settings.super_users.clone(),
         settings.allow_everyone_if_no_acl_found,
     )
+}
+
+/// An ACL as the metadata log holds it (Kafka's wire codes).
+fn record_of(acl: &AclBinding) -> AccessControlEntryRecord {
+    AccessControlEntryRecord {
+        resource_type: acl.resource_type.code(),
+        resource_name: acl.resource_name.clone(),
+        pattern_type: acl.pattern_type.code(),
+        principal: acl.principal.to_string(),
+        host: acl.host.clone(),
+        operation: acl.operation.code(),
+        permission_type: acl.permission.code(),
+    }
+}
+
+/// The ACL a record holds, if it is a valid one: read from the metadata log, so checked as
+/// CreateAcls checks an ACL; one that is not is logged and left out.
+fn binding_of(record: &AccessControlEntryRecord) -> Option<AclBinding> {
+    let binding = AclBinding {
+        resource_type: ResourceType::from_code(record.resource_type)?,
+        resource_name: record.resource_name.clone(),
+        pattern_type: PatternType::from_code(record.pattern_type)?,
+        principal: record.principal.parse().ok()?,
+        host: record.host.clone(),
+        operation: Operation::from_code(record.operation)?,
+        permission: Permission::from_code(record.permission_type)?,
+    };
+    match binding.validate() {
+        Ok(()) => Some(binding),
+        Err(error) => {
+            tracing::warn!(?record, %error, "an ACL of the metadata log is not valid; left out");
+            None
+        }
+    }
 }
 
 /// What one request may do. Built per request from the connection's principal and host;

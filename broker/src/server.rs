@@ -83,7 +83,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         request_memory: RequestMemory::new(config.queued_max_request_bytes),
         fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
         connections_per_ip: ConnectionsPerIp::new(config.connections_per_ip.clone()),
-        authorizer: open_authorizer(&config.authorizer, &log_dir)?,
+        authorizer: open_authorizer(&config.authorizer, &log_dir, cluster.as_ref())?,
         config,
         log_dir_locks,
         write_behind_unavailable,
@@ -146,7 +146,6 @@ fn listener_tls(config: &BrokerConfig) -> anyhow::Result<Vec<Option<crate::tls::
     each.collect()
 }
 
-/// The SCRAM users of the first log dir.
 fn log_budgets(
     open_files_limit: u64,
     descriptors: &laminar_engine::io::DescriptorBudget,
@@ -162,15 +161,23 @@ fn log_budgets(
     );
 }
 
+/// The ACLs, if `authorizer.class.name` turns them on: a single node's from its log dir, a
+/// cluster's from its metadata.
 fn open_authorizer(
     settings: &Option<crate::config::AuthorizerSettings>,
     log_dir: &Path,
+    cluster: Option<&Arc<crate::quorum::ClusterLink>>,
 ) -> anyhow::Result<Option<crate::authorization::Authorizer>> {
+    use crate::authorization::Authorizer;
     let Some(settings) = settings.clone() else {
         return Ok(None);
     };
-    let authorizer = crate::authorization::Authorizer::open(settings, log_dir)
-        .map_err(|e| anyhow::anyhow!("cannot load the ACLs: {e}"))?;
+    let authorizer = match cluster {
+        Some(link) => Authorizer::of_cluster(settings, link.clone()),
+        None => {
+            Authorizer::open(settings, log_dir).map_err(|e| anyhow::anyhow!("cannot load the ACLs: {e}"))?
+        }
+    };
     tracing::info!(
         acls = authorizer.acls().bindings().count(),
         "ACLs on (authorizer.class.name)"
@@ -178,6 +185,7 @@ fn open_authorizer(
     Ok(Some(authorizer))
 }
 
+/// The SCRAM users of the first log dir.
 fn open_scram_credentials(log_dir: &Path) -> anyhow::Result<std::sync::RwLock<ScramCredentialStore>> {
     let store =
         ScramCredentialStore::open(log_dir).map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;

@@ -11,7 +11,7 @@ pub use laminar_model::TopicPartition;
 use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{BrokerEndpoint, TopicId, UserScramCredentialRecord};
+use crate::records::{AccessControlEntryRecord, BrokerEndpoint, TopicId, UserScramCredentialRecord};
 use crate::refusal::Refusal;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +121,14 @@ pub enum ControllerRequest {
         upsertions: Vec<UserScramCredentialRecord>,
         deletions: Vec<(String, i8)>,
     },
+    /// ACLs added (those held already stay, as Kafka's CreateAcls leaves them).
+    CreateAcls {
+        entries: Vec<AccessControlEntryRecord>,
+    },
+    /// ACLs removed: those of `entries` still held.
+    DeleteAcls {
+        entries: Vec<AccessControlEntryRecord>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,6 +182,10 @@ pub enum ControllerResponse {
     Reassignments(Vec<ReassignmentResult>),
     /// One result per user named, in name order.
     UserScramCredentials(Vec<(String, Result<(), Refusal>)>),
+    /// CreateAcls: every entry was written (or held already).
+    AclsCreated,
+    /// DeleteAcls: the entries removed.
+    AclsDeleted(Vec<AccessControlEntryRecord>),
 }
 
 impl ControllerResponse {

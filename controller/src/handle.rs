@@ -204,6 +204,28 @@ impl ControllerHandle {
         }
     }
 
+    /// Adds `entries` to the cluster's ACLs.
+    pub async fn create_acls(
+        &self,
+        entries: Vec<crate::records::AccessControlEntryRecord>,
+    ) -> Result<(), Refusal> {
+        match self.request(ControllerRequest::CreateAcls { entries }).await {
+            ControllerResponse::AclsCreated => Ok(()),
+            other => Err(whole_refusal(other)),
+        }
+    }
+
+    /// Removes `entries` from the cluster's ACLs; answers those that were held.
+    pub async fn delete_acls(
+        &self,
+        entries: Vec<crate::records::AccessControlEntryRecord>,
+    ) -> Result<Vec<crate::records::AccessControlEntryRecord>, Refusal> {
+        match self.request(ControllerRequest::DeleteAcls { entries }).await {
+            ControllerResponse::AclsDeleted(removed) => Ok(removed),
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreateTopics { topics })
             .await

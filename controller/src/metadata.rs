@@ -14,7 +14,7 @@
 //! grow, and a fenced broker leads nothing; [`ClusterMetadata::check_invariants`] checks them
 //! all at once (the model test runs it after every step).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
@@ -97,6 +97,9 @@ pub struct ClusterMetadata {
     pub cluster_id: Option<String>,
     /// SCRAM users: `(name, mechanism)` → credential. Snapshot format 3 (`snapshot_format.rs`).
     pub scram_credentials: BTreeMap<(String, i8), UserScramCredentialRecord>,
+    /// The ACLs. Behind `Arc` so that a broker tells a changed set from the one it built its
+    /// authorizer from by pointer. Snapshot format 3.
+    pub acls: Arc<BTreeSet<AccessControlEntryRecord>>,
 }
 
 /// Adding and removing replicas are distinct replicas, never both, and the target (the
@@ -159,6 +162,8 @@ pub enum ApplyError {
     ClusterIdSet,
     #[error("no SCRAM credential of user {name} for mechanism {mechanism}")]
     UnknownScramCredential { name: String, mechanism: i8 },
+    #[error("the ACL {0:?} is not held")]
+    UnknownAcl(Box<AccessControlEntryRecord>),
     /// A whole-state check found a topic whose state disagrees with itself.
     #[error("topic {topic}: {reason}")]
     InconsistentTopic { topic: String, reason: &'static str },
@@ -207,6 +212,17 @@ impl ClusterMetadata {
                     .insert((r.name.clone(), r.mechanism), r.clone());
                 Ok(())
             }
+            MetadataRecord::AccessControlEntry(r) => {
+                Arc::make_mut(&mut self.acls).insert(r.clone());
+                Ok(())
+            }
+            MetadataRecord::RemoveAccessControlEntry(r) => match self.acls.contains(&r.entry) {
+                true => {
+                    Arc::make_mut(&mut self.acls).remove(&r.entry);
+                    Ok(())
+                }
+                false => Err(ApplyError::UnknownAcl(Box::new(r.entry.clone()))),
+            },
             MetadataRecord::RemoveUserScramCredential(r) => {
                 let key = (r.name.clone(), r.mechanism);
                 match self.scram_credentials.remove(&key) {

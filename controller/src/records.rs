@@ -193,6 +193,27 @@ pub struct RemoveUserScramCredentialRecord {
     pub mechanism: i8,
 }
 
+/// One ACL (Kafka's AccessControlEntryRecord, without its id: an ACL is its own identity, as
+/// Kafka's AclBinding is). Codes are Kafka's wire codes (resource type, pattern type,
+/// operation, permission type); the brokers' `laminar-security` gives them meaning.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    /// `kind:name`.
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission_type: i8,
+}
+
+/// An ACL removed (Kafka's RemoveAccessControlEntryRecord, by the ACL rather than its id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    pub entry: AccessControlEntryRecord,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataRecord {
     RegisterBroker(RegisterBrokerRecord),
@@ -209,6 +230,8 @@ pub enum MetadataRecord {
     PartitionReassignmentChange(PartitionReassignmentChangeRecord),
     UserScramCredential(UserScramCredentialRecord),
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    AccessControlEntry(AccessControlEntryRecord),
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
 }
 
 /// The application data of one Raft entry: the records of one controller decision, applied in

@@ -103,6 +103,10 @@ pub enum Refusal {
     ScramCredentialNotFound,
     #[error("{reason}")]
     UnacceptableCredential { reason: String },
+
+    // ACLs (CreateAcls).
+    #[error("{reason}")]
+    InvalidAcl { reason: String },
 }
 
 impl Refusal {
@@ -160,6 +164,7 @@ impl Refusal {
             Refusal::UserNamedTwice => ResponseError::DuplicateResource,
             Refusal::ScramCredentialNotFound => ResponseError::ResourceNotFound,
             Refusal::UnacceptableCredential { .. } => ResponseError::UnacceptableCredential,
+            Refusal::InvalidAcl { .. } => ResponseError::InvalidRequest,
         }
     }
 }
@@ -189,7 +194,8 @@ mod tests {
             | Refusal::CountsWithManualAssignment
             | Refusal::TopicIdUnusable
             | Refusal::IsrNotOfReplicas
-            | Refusal::PartitionNamedTwice => 42,
+            | Refusal::PartitionNamedTwice
+            | Refusal::InvalidAcl { .. } => 42,
             Refusal::FencedLeaderEpoch => 74,
             Refusal::StaleBrokerEpoch => 77,
             Refusal::PreferredLeaderNotAvailable => 80,
@@ -246,6 +252,7 @@ mod tests {
             Refusal::UserNamedTwice,
             Refusal::ScramCredentialNotFound,
             Refusal::UnacceptableCredential { reason: reason() },
+            Refusal::InvalidAcl { reason: reason() },
         ]
     }
 

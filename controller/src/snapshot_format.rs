@@ -2,8 +2,8 @@
 //! InstallSnapshot alike, and how the formats written before are still read.
 //!
 //! * **Format 3** (now): the 8 bytes `LMNMETA3`, then bincode of [`ClusterMetadata`].
-//! * **Format 2** (before SCRAM users were in the metadata): `LMNMETA2`, then bincode of the
-//!   same struct without its last field, `scram_credentials`.
+//! * **Format 2** (before SCRAM users and ACLs were in the metadata): `LMNMETA2`, then bincode
+//!   of the same struct without its last fields, `scram_credentials` and `acls`.
 //! * **Format 1** (before partitions had `adding_replicas`/`removing_replicas`): bincode of
 //!   the same struct without those two fields, starting with the broker count as a u64. A
 //!   count equal to the tag read as a u64 (about 3.6 × 10^18) cannot be, so the first 8 bytes
@@ -41,7 +41,7 @@ pub fn decode_metadata(bytes: &[u8]) -> Result<ClusterMetadata, FormatError> {
     Ok(v2.upgrade())
 }
 
-/// Format 2's state: [`ClusterMetadata`] before `scram_credentials`.
+/// Format 2's state: [`ClusterMetadata`] before `scram_credentials` and `acls`.
 #[derive(Deserialize)]
 struct MetadataV2 {
     brokers: BTreeMap<NodeId, BrokerRegistration>,
@@ -62,6 +62,7 @@ impl MetadataV2 {
             next_producer_id: self.next_producer_id,
             cluster_id: self.cluster_id,
             scram_credentials: BTreeMap::new(),
+            acls: Arc::default(),
         }
     }
 }
@@ -153,8 +154,8 @@ mod tests {
         Option<String>,
     );
 
-    #[test]
-    fn a_snapshot_written_before_reassignments_still_decodes() {
+    /// A format 1 snapshot (one broker, one topic of one partition), decoded.
+    fn decoded_format_one() -> ClusterMetadata {
         let broker = BrokerRegistration {
             broker_id: NodeId::new(1),
             broker_epoch: BrokerEpoch::new(7),
@@ -178,8 +179,12 @@ mod tests {
             2000,
             Some("cluster".into()),
         );
-        let bytes = bincode::serialize(&old).unwrap();
-        let md = decode_metadata(&bytes).unwrap();
+        decode_metadata(&bincode::serialize(&old).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_written_before_reassignments_still_decodes() {
+        let md = decoded_format_one();
         let p = md.partition_by_name("t", 0).unwrap();
         assert_eq!(
             (p.leader.get(), p.leader_epoch.get(), p.partition_epoch.get()),
@@ -188,8 +193,11 @@ mod tests {
         assert!(!p.is_reassigning());
         assert_eq!(md.next_producer_id, ProducerId::new(2000));
         assert_eq!(md.cluster_id.as_deref(), Some("cluster"));
-        // Format 2 (the current struct without SCRAM users) decodes with none.
-        let mut md = md;
+    }
+
+    #[test]
+    fn format_two_decodes_without_users_or_acls_and_format_three_round_trips() {
+        let mut md = decoded_format_one();
         let topic = md.topics.get_mut(&[5; 16]).unwrap();
         let p = Arc::make_mut(topic).partitions.get_mut(&0).unwrap();
         p.adding_replicas = vec![NodeId::new(1)];
@@ -215,6 +223,16 @@ mod tests {
         };
         md.scram_credentials
             .insert(("alice".into(), alice.mechanism), alice);
+        let read = crate::records::AccessControlEntryRecord {
+            resource_type: 2,
+            resource_name: "orders-".into(),
+            pattern_type: 4,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: 3,
+            permission_type: 3,
+        };
+        Arc::make_mut(&mut md.acls).insert(read);
         let bytes = encode_metadata(&md).unwrap();
         assert_eq!(&bytes[..8], b"LMNMETA3");
         assert_eq!(decode_metadata(&bytes).unwrap(), md);

@@ -261,7 +261,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let (listener_security, peer_links) = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
-    let authorizer = authorizer(&v, cluster.is_some())?;
+    let authorizer = authorizer(&v)?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
         io_depth: laminar_storage_io_depth,
@@ -477,7 +477,7 @@ const AUTHORIZER_CLASS_NAMES: [&str; 3] = [
 
 /// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`.
 /// A cluster's ACLs belong in its metadata log, which does not hold them yet: refused there.
-fn authorizer(v: &Values, in_cluster: bool) -> Result<Option<super::AuthorizerSettings>, ConfigError> {
+fn authorizer(v: &Values) -> Result<Option<super::AuthorizerSettings>, ConfigError> {
     let Some(class) = v
         .set("authorizer.class.name")
         .map(str::trim)
@@ -485,14 +485,6 @@ fn authorizer(v: &Values, in_cluster: bool) -> Result<Option<super::AuthorizerSe
     else {
         return Ok(None);
     };
-    if in_cluster {
-        return Err(ConfigError::Rejected {
-            key: "authorizer.class.name".into(),
-            value: class.into(),
-            reason: "ACLs work on a single node only for now (a cluster's must live in its metadata log)"
-                .into(),
-        });
-    }
     if !AUTHORIZER_CLASS_NAMES.contains(&class) {
         return Err(ConfigError::Rejected {
             key: "authorizer.class.name".into(),

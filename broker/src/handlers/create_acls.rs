@@ -10,7 +10,11 @@ use super::acl_wire::{self, WireAcl};
 use crate::authorization::Access;
 use crate::broker::BrokerShared;
 
-pub fn handle(shared: &BrokerShared, access: &Access, request: CreateAclsRequest) -> CreateAclsResponse {
+pub async fn handle(
+    shared: &BrokerShared,
+    access: &Access,
+    request: CreateAclsRequest,
+) -> CreateAclsResponse {
     let failed = |(error, message): (ResponseError, String)| {
         AclCreationResult::default()
             .with_error_code(error.code())
@@ -37,10 +41,7 @@ pub fn handle(shared: &BrokerShared, access: &Access, request: CreateAclsRequest
                 })
                 .collect();
             let valid: Vec<_> = parsed.iter().filter_map(|p| p.as_ref().ok()).cloned().collect();
-            let stored = authorizer.create(&valid).map_err(|e| {
-                tracing::error!(error = %e, "cannot store ACLs");
-                (ResponseError::UnknownServerError, e.to_string())
-            });
+            let stored = authorizer.create(&valid).await;
             parsed
                 .into_iter()
                 .map(|p| match (p, &stored) {

@@ -10,7 +10,11 @@ use super::acl_wire::{self, WireFilter};
 use crate::authorization::Access;
 use crate::broker::BrokerShared;
 
-pub fn handle(shared: &BrokerShared, access: &Access, request: DeleteAclsRequest) -> DeleteAclsResponse {
+pub async fn handle(
+    shared: &BrokerShared,
+    access: &Access,
+    request: DeleteAclsRequest,
+) -> DeleteAclsResponse {
     let failed = |error: ResponseError, message: &str| {
         DeleteAclsFilterResult::default()
             .with_error_code(error.code())
@@ -37,7 +41,7 @@ pub fn handle(shared: &BrokerShared, access: &Access, request: DeleteAclsRequest
                 })
                 .collect();
             let valid: Vec<_> = parsed.iter().filter_map(|p| p.as_ref().ok()).cloned().collect();
-            match authorizer.delete(&valid) {
+            match authorizer.delete(&valid).await {
                 Ok(removed) => {
                     let mut removed = removed.into_iter();
                     parsed
@@ -48,14 +52,7 @@ pub fn handle(shared: &BrokerShared, access: &Access, request: DeleteAclsRequest
                         })
                         .collect()
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot store ACLs");
-                    let message = e.to_string();
-                    parsed
-                        .iter()
-                        .map(|_| failed(ResponseError::UnknownServerError, &message))
-                        .collect()
-                }
+                Err((error, message)) => parsed.iter().map(|_| failed(error, &message)).collect(),
             }
         }
         (refused, _) => {

@@ -472,13 +472,13 @@ async fn handle_partition_or_admin_api(
             describe_user_scram_credentials::handle(&ctx.state.shared, r),
         ),
         RequestKind::CreateAcls(r) => {
-            ResponseKind::CreateAcls(create_acls::handle(&ctx.state.shared, access, r))
+            ResponseKind::CreateAcls(create_acls::handle(&ctx.state.shared, access, r).await)
         }
         RequestKind::DescribeAcls(r) => {
             ResponseKind::DescribeAcls(describe_acls::handle(&ctx.state.shared, access, r))
         }
         RequestKind::DeleteAcls(r) => {
-            ResponseKind::DeleteAcls(delete_acls::handle(&ctx.state.shared, access, r))
+            ResponseKind::DeleteAcls(delete_acls::handle(&ctx.state.shared, access, r).await)
         }
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };

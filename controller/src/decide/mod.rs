@@ -9,7 +9,8 @@
 //! - [`topics`]: CreateTopics, CreatePartitions, DeleteTopics, AlterPartition, ElectLeaders and
 //!   the auto leader rebalance;
 //! - [`reassignment`]: AlterPartitionReassignments and its completion;
-//! - [`users`]: AlterUserScramCredentials (SCRAM users).
+//! - [`users`]: AlterUserScramCredentials (SCRAM users);
+//! - [`acls`]: CreateAcls and DeleteAcls.
 
 use laminar_model::NodeId;
 use std::collections::BTreeSet;
@@ -22,6 +23,7 @@ use crate::placement::PlacementBroker;
 use crate::records::*;
 use crate::refusal::Refusal;
 
+pub mod acls;
 pub mod brokers;
 pub mod reassignment;
 pub mod topics;
@@ -113,6 +115,8 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
             upsertions,
             deletions,
         } => users::alter_user_scram_credentials(md, &upsertions, &deletions),
+        ControllerRequest::CreateAcls { entries } => acls::create_acls(md, &entries),
+        ControllerRequest::DeleteAcls { entries } => acls::delete_acls(md, &entries),
     }
 }
 

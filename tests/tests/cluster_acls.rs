@@ -1,0 +1,184 @@
+//! A cluster's ACLs live in its metadata log: granted with `laminar acl create` through one
+//! node, every node enforces them (a user writes the prefix it was granted, on every node, and
+//! is refused elsewhere); taken back through another node, every node refuses again. The
+//! brokers replicate as a super user over a SASL listener of their own, whose replica fetches
+//! need ClusterAction. Three real broker processes, the real `laminar` binary.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context, Result};
+use laminar_tests::{cli, wait_for, BrokerOptions, Cluster};
+
+const NODES: i32 = 3;
+const USERS: [(&str, &str); 3] = [
+    ("admin", "admin-secret"),
+    ("alice", "alice-secret"),
+    ("replicator", "replicator-secret"),
+];
+const APPLIED_WITHIN: Duration = Duration::from_secs(20);
+
+fn options() -> BrokerOptions {
+    let users: Vec<String> = USERS
+        .iter()
+        .map(|(user, password)| format!("user_{user}=\"{password}\""))
+        .collect();
+    let module = "org.apache.kafka.common.security.plain.PlainLoginModule required";
+    let clients = format!("{module} {};", users.join(" "));
+    let replication = format!(
+        "{module} username=\"replicator\" password=\"replicator-secret\" {};",
+        users.join(" ")
+    );
+    BrokerOptions {
+        extra_listeners: vec!["REPLICATION".to_string(), "CLIENTS".to_string()],
+        ..Cluster::node_options()
+    }
+    .with_override(
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
+    )
+    .with_override("inter.broker.listener.name", "REPLICATION")
+    .with_override("sasl.enabled.mechanisms", "PLAIN")
+    .with_override("laminar.sasl.plain.plaintext.enable", "true")
+    .with_override("sasl.mechanism.inter.broker.protocol", "PLAIN")
+    .with_override("listener.name.replication.plain.sasl.jaas.config", &replication)
+    .with_override("listener.name.clients.plain.sasl.jaas.config", &clients)
+    .with_override("authorizer.class.name", "laminar")
+    .with_override("super.users", "User:admin;User:replicator")
+    .with_override("replica.lag.time.max.ms", "2000")
+}
+
+/// The CLI as any user on any node's CLIENTS listener.
+struct Users {
+    cluster: Cluster,
+    dir: tempfile::TempDir,
+}
+
+impl Users {
+    /// The CLI as `user` on node `node`.
+    fn run(&mut self, (node, user): (i32, &str), args: &[&str], stdin: &str) -> Result<cli::CliRun> {
+        let password = USERS.iter().find(|(u, _)| *u == user).context("a known user")?.1;
+        let config = self.dir.path().join(format!("{user}.properties"));
+        std::fs::write(
+            &config,
+            format!("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username={user}\nsasl.password={password}\n"),
+        )?;
+        let node = self.cluster.node(node);
+        let address = node.listener_addr("CLIENTS").context("CLIENTS")?.to_string();
+        let config = config.display().to_string();
+        let mut all = args.to_vec();
+        all.extend(["--brokers", &address, "--command-config", &config]);
+        cli::run(&all, stdin)
+    }
+
+    /// Whether alice's produce to `topic` through `node` is taken.
+    fn alice_writes(&mut self, node: i32, topic: &str) -> Result<bool> {
+        Ok(self.run((node, "alice"), &["produce", topic], "one\n")?.success)
+    }
+}
+
+#[test]
+fn acls_granted_through_one_node_are_enforced_by_every_node_until_taken_back_through_another() -> Result<()> {
+    let cluster = Cluster::start(NODES as usize, 3000, options())?;
+    let mut users = Users {
+        cluster,
+        dir: tempfile::tempdir()?,
+    };
+    for topic in ["alice-orders", "bob-orders"] {
+        let created = users.run((1, "admin"), &["topic", "create", topic, "-r", "3"], "")?;
+        ensure!(created.success, "topic create {topic}: {}", created.stderr);
+    }
+    let grant = [
+        "acl",
+        "create",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "write,read,describe",
+        "--topic",
+        "alice-",
+        "--prefixed",
+    ];
+    let granted = users.run((1, "admin"), &grant, "")?;
+    ensure!(granted.success, "acl create: {}", granted.stderr);
+    granted_everywhere(&mut users)?;
+    every_replica_in_sync(&mut users, "alice-orders")?;
+    let her_own = [
+        "acl",
+        "create",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "write",
+        "--topic",
+        "bob-orders",
+    ];
+    let her_own = users.run((2, "alice"), &her_own, "")?;
+    ensure!(
+        !her_own.success && her_own.stderr.contains("ClusterAuthorizationFailed"),
+        "alice cannot create ACLs: {}",
+        her_own.stderr
+    );
+    let take_back = [
+        "acl",
+        "delete",
+        "--topic",
+        "alice-",
+        "--prefixed",
+        "--operation",
+        "WRITE",
+    ];
+    let deleted = users.run((2, "admin"), &take_back, "")?;
+    ensure!(
+        deleted.success && deleted.stdout.contains("WRITE"),
+        "acl delete: {}",
+        deleted.stderr
+    );
+    for node in 1..=NODES {
+        wait_for(APPLIED_WITHIN, "Write taken back", || {
+            Ok(!users.alice_writes(node, "alice-orders")?)
+        })?;
+    }
+    Ok(())
+}
+
+/// After replica.lag.time.max.ms, every replica of `topic` is still in sync: the followers'
+/// fetches (as the replicator, a super user) were taken.
+fn every_replica_in_sync(users: &mut Users, topic: &str) -> Result<()> {
+    std::thread::sleep(Duration::from_secs(3));
+    let described = users.run((3, "admin"), &["topic", "describe", topic], "")?;
+    let rows = cli::rows_starting(&described.stdout, "0");
+    ensure!(
+        rows.first()
+            .and_then(|row| row.get(3))
+            .is_some_and(|isr| isr.split(',').count() == 3),
+        "every replica in sync: {}",
+        described.stdout
+    );
+    Ok(())
+}
+
+/// Every node takes alice's writes to her prefix, refuses them elsewhere, and lists the grant.
+fn granted_everywhere(users: &mut Users) -> Result<()> {
+    for node in 1..=NODES {
+        wait_for(APPLIED_WITHIN, "alice may write her prefix", || {
+            users.alice_writes(node, "alice-orders")
+        })?;
+        let refused = users.run((node, "alice"), &["produce", "bob-orders"], "one\n")?;
+        ensure!(
+            !refused.success && refused.stderr.contains("TopicAuthorizationFailed"),
+            "node {node}: not bob's: {}",
+            refused.stderr
+        );
+        let listed = users.run(
+            (node, "admin"),
+            &["acl", "list", "--topic", "alice-", "--prefixed"],
+            "",
+        )?;
+        ensure!(
+            listed.stdout.contains("User:alice"),
+            "node {node}: {}",
+            listed.stdout
+        );
+    }
+    Ok(())
+}
