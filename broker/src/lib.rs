@@ -14,6 +14,7 @@ mod connection;
 pub mod connection_slots;
 pub mod connections_per_ip;
 mod errors;
+pub mod failed_logins;
 pub mod fetch_sessions;
 pub mod group;
 pub mod handlers;

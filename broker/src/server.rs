@@ -83,6 +83,10 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         request_memory: RequestMemory::new(config.queued_max_request_bytes),
         fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
         connections_per_ip: ConnectionsPerIp::new(config.connections_per_ip.clone()),
+        failed_logins: crate::failed_logins::FailedLogins::new(
+            millis(config.connection_failed_authentication_delay_ms),
+            millis(config.connection_failed_authentication_delay_max_ms),
+        ),
         authorizer: open_authorizer(&config.authorizer, &log_dir, cluster.as_ref())?,
         config,
         log_dir_locks,
@@ -183,6 +187,11 @@ fn open_authorizer(
         "ACLs on (authorizer.class.name)"
     );
     Ok(Some(authorizer))
+}
+
+/// A non-negative millisecond setting (the registry bounds it) as a duration.
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// The SCRAM users of the first log dir.

@@ -161,6 +161,33 @@ fn wrong_passwords_unknown_users_and_garbage_are_answered_with_the_failure_then_
 }
 
 #[test]
+fn each_failure_in_a_row_from_one_address_is_answered_later_than_the_last() -> Result<()> {
+    let broker = sasl_broker(&[])?;
+    let mut waited = Vec::new();
+    for _ in 0..5 {
+        let mut conn = connect_sasl(&broker)?;
+        handshake(&mut conn, "PLAIN", 1)?;
+        let asked = std::time::Instant::now();
+        let (code, _) = authenticate(&mut conn, plain_token("alice", "a-guess"), 1)?;
+        waited.push(asked.elapsed());
+        ensure!(
+            code == ResponseError::SaslAuthenticationFailed.code(),
+            "error {code}"
+        );
+    }
+    // 50 ms doubled per failure: the fifth is held back at least 800 ms.
+    ensure!(
+        waited[4] >= std::time::Duration::from_millis(800),
+        "the delays did not grow: {waited:?}"
+    );
+    // The right password still gets in at once from the same address.
+    let mut good = connect_sasl(&broker)?;
+    handshake(&mut good, "PLAIN", 1)?;
+    ensure!(authenticate(&mut good, plain_token("alice", "alice-secret"), 1)?.0 == 0);
+    metadata_works(&mut good)
+}
+
+#[test]
 fn an_unknown_mechanism_gets_the_enabled_list_and_a_close() -> Result<()> {
     let broker = sasl_broker(&[])?;
     let mut conn = connect_sasl(&broker)?;

@@ -294,6 +294,8 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
         connection_failed_authentication_delay_ms: v.int("connection.failed.authentication.delay.ms")?,
+        connection_failed_authentication_delay_max_ms: v
+            .int("laminar.connection.failed.authentication.delay.max.ms")?,
         laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
         compression_type: v.parsed("compression.type", CompressionType::parse)?,
         log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),

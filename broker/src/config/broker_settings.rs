@@ -55,6 +55,9 @@ pub struct BrokerConfig {
     /// `connection.failed.authentication.delay.ms`: how long a failed authentication's answer
     /// (and the close after it) is held back.
     pub connection_failed_authentication_delay_ms: i64,
+    /// `laminar.connection.failed.authentication.delay.max.ms`: the most a repeatedly failing
+    /// address's delay grows to.
+    pub connection_failed_authentication_delay_max_ms: i64,
     pub laminar_request_receive_timeout_ms: i64,
     pub compression_type: CompressionType,
     pub log_segment_bytes: u32,

@@ -315,14 +315,11 @@ fn handle_sasl(
             correlation_id,
             &ResponseKind::SaslAuthenticate(response),
         ),
-        sasl_authenticate::Step::Failed(response) => {
-            let delay = sasl_authenticate::failure_delay(ctx);
-            Ok(Outcome::Deferred(Box::pin(async move {
-                glommio::timer::sleep(delay).await;
-                let kind = ResponseKind::SaslAuthenticate(response);
-                encode(api_key, version, correlation_id, &kind).map(|f| Some(vec![Chunk::Memory(f)]))
-            })))
-        }
+        sasl_authenticate::Step::Failed(response, delay) => Ok(Outcome::Deferred(Box::pin(async move {
+            glommio::timer::sleep(delay).await;
+            let kind = ResponseKind::SaslAuthenticate(response);
+            encode(api_key, version, correlation_id, &kind).map(|f| Some(vec![Chunk::Memory(f)]))
+        }))),
     }
 }
 

@@ -56,6 +56,7 @@ pub fn handle(
             SaslAuthenticateResponse::default()
                 .with_error_code(ResponseError::SaslAuthenticationFailed.code())
                 .with_error_message(Some(StrBytes::from_string(message))),
+            failure_delay(ctx, authentication),
         ),
     }
 }
@@ -64,7 +65,7 @@ pub fn handle(
 pub enum Step {
     Answer(SaslAuthenticateResponse),
     /// Answered after the failure delay; then the connection closes.
-    Failed(SaslAuthenticateResponse),
+    Failed(SaslAuthenticateResponse, Duration),
 }
 
 fn response(auth_bytes: Vec<u8>, session_lifetime_ms: i64) -> SaslAuthenticateResponse {
@@ -83,7 +84,7 @@ pub fn handle_raw(
     let answer = match take_token(ctx, authentication, token) {
         TokenOutcome::Challenge(challenge) => challenge,
         TokenOutcome::Authenticated { final_token, .. } => final_token,
-        TokenOutcome::Failed { .. } => return Err(failure_delay(ctx)),
+        TokenOutcome::Failed { .. } => return Err(failure_delay(ctx, authentication)),
     };
     let mut frame = BytesMut::with_capacity(4 + answer.len());
     // A token is bounded by the request frame that carried it, far below i32::MAX.
@@ -132,10 +133,11 @@ fn note(ctx: &Rc<BrokerCtx>, authentication: &Authentication, outcome: &TokenOut
     }
 }
 
-/// `connection.failed.authentication.delay.ms`.
-pub fn failure_delay(ctx: &BrokerCtx) -> Duration {
-    let ms = ctx.state.shared.config.connection_failed_authentication_delay_ms;
-    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+/// How long this failure's answer is held back: `connection.failed.authentication.delay.ms`,
+/// doubled for each recent failure from the same address (`failed_logins.rs`).
+fn failure_delay(ctx: &BrokerCtx, authentication: &Authentication) -> Duration {
+    let failed_logins = &ctx.state.shared.failed_logins;
+    failed_logins.delay_after_failure(&authentication.peer_host, std::time::Instant::now())
 }
 
 impl From<AuthenticationError> for RequestError {
