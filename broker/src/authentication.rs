@@ -76,8 +76,9 @@ pub enum TokenOutcome {
         principal: Principal,
         lifetime: Option<Duration>,
     },
-    /// Refused: answer with this message, then close.
-    Failed { message: String },
+    /// Refused: answer with this message, then close. `bad_credentials`: an unknown user or a
+    /// wrong password (what a guesser gets), rather than a token out of turn or malformed.
+    Failed { message: String, bad_credentials: bool },
 }
 
 impl Authentication {
@@ -184,6 +185,7 @@ impl Authentication {
             *state = State::Failed;
             return TokenOutcome::Failed {
                 message: "Unexpected SASL token: no handshake chose a mechanism".to_string(),
+                bad_credentials: false,
             };
         };
         let outcome = match exchange.server.step(token, credentials) {
@@ -196,6 +198,7 @@ impl Authentication {
             }) => match &exchange.previous {
                 Some(previous) if *previous != principal => TokenOutcome::Failed {
                     message: format!("Cannot change principals during re-authentication from {previous}"),
+                    bad_credentials: false,
                 },
                 _ => TokenOutcome::Authenticated {
                     final_token,
@@ -205,6 +208,7 @@ impl Authentication {
             },
             Err(e) => TokenOutcome::Failed {
                 message: e.client_message(),
+                bad_credentials: e.is_bad_credentials(),
             },
         };
         *state = match &outcome {

@@ -1,5 +1,5 @@
-//! Slowing down an address that keeps failing to authenticate: each failed SASL login from
-//! an address within [`FAILURE_MEMORY`] of its previous one doubles the delay before the
+//! Slowing down an address that keeps guessing passwords: each SASL login refused for wrong
+//! credentials from an address within [`FAILURE_MEMORY`] of its previous one doubles the delay before the
 //! failure is answered (and the connection closed), from
 //! `connection.failed.authentication.delay.ms` up to
 //! `laminar.connection.failed.authentication.delay.max.ms`. A password guesser on one address
@@ -61,6 +61,11 @@ impl FailedLogins {
         failures.last_at = now;
         let doublings = (failures.count - 1).min(DOUBLINGS_MAX);
         self.base.saturating_mul(1 << doublings).min(self.max)
+    }
+
+    /// The delay of a failure that was not a guess (a malformed or out-of-turn token).
+    pub fn base_delay(&self) -> Duration {
+        self.base
     }
 
     /// Addresses remembered now.

@@ -7,6 +7,7 @@
 #![recursion_limit = "256"]
 
 pub mod board;
+pub mod connection;
 pub mod controller_port;
 pub mod inproc;
 pub mod live;

@@ -7,13 +7,14 @@
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kafka_protocol::messages::ApiKey;
 
+use crate::connection::{Security, Stream};
 use crate::mutate::Mutator;
 use crate::report::{self, Finding, Outcome, Report};
 use crate::seeds;
@@ -40,6 +41,40 @@ pub struct Options {
     pub broker_pid: Option<u32>,
     /// The broker is a node of a cluster: the APIs only cluster mode serves get frames too.
     pub cluster_mode: bool,
+    /// TLS and a SASL login before the frames, for a SASL_SSL or SSL listener.
+    pub security: Security,
+    /// Create the seeds' topics and fill them first. Off for a SASL listener fuzzed before
+    /// authentication, which refuses those requests.
+    pub prepare: bool,
+}
+
+/// Where the frames go and how each connection there is made.
+struct Target {
+    addr: SocketAddr,
+    bound: Duration,
+    security: Security,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+impl Target {
+    fn of(options: &Options) -> Result<Target> {
+        let addr = options
+            .broker
+            .to_socket_addrs()
+            .with_context(|| format!("resolving {}", options.broker))?
+            .next()
+            .with_context(|| format!("{} resolves to nothing", options.broker))?;
+        Ok(Target {
+            addr,
+            bound: options.hang,
+            security: options.security.clone(),
+            tls: crate::connection::tls_config(&options.security).context("the TLS trust store")?,
+        })
+    }
+
+    fn connect(&self) -> std::io::Result<Stream> {
+        crate::connection::connect(self.addr, self.bound, (&self.security, self.tls.as_ref()))
+    }
 }
 
 /// One frame to send, and where it came from.
@@ -53,12 +88,7 @@ struct Sent {
 
 /// Sends the frames; stops early when the broker dies or stops answering.
 pub fn run(options: &Options) -> Result<Report> {
-    let addr = options
-        .broker
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {}", options.broker))?
-        .next()
-        .with_context(|| format!("{} resolves to nothing", options.broker))?;
+    let target = Target::of(options)?;
     let started = Instant::now();
     let mutator = Mutator::new(seeds_for(options)?);
     let regressions = options
@@ -66,10 +96,12 @@ pub fn run(options: &Options) -> Result<Report> {
         .iter()
         .map(|f| report::read_frame(f))
         .collect::<Result<Vec<_>>>()?;
-    prepare(addr, options.hang)?;
+    if options.prepare {
+        prepare(&target)?;
+    }
     let mut report = Report::default();
     let mut waits = Waits::default();
-    let mut connection: Option<TcpStream> = None;
+    let mut connection: Option<Stream> = None;
     // A dying broker may still accept a connection or two while it prints its backtrace, so a
     // crash is blamed on the frame sent last and the two before it are saved beside it.
     let mut recent: VecDeque<Sent> = VecDeque::with_capacity(SUSPECTS);
@@ -78,7 +110,7 @@ pub fn run(options: &Options) -> Result<Report> {
         let sent = frame(&mutator, options.seed, &regressions, index);
         let slot = report::slot(sent.api, sent.version);
         if connection.is_none() {
-            match connect(addr, options.hang) {
+            match target.connect() {
                 Ok(stream) => connection = Some(stream),
                 Err(e) => {
                     broker_lost(&mut report, options, &recent, &e.to_string())?;
@@ -110,7 +142,7 @@ pub fn run(options: &Options) -> Result<Report> {
         }
         recent.push_back(sent);
         if (index + 1) % options.check_every == 0 || index + 1 == total {
-            if let Err(e) = health_check(addr, options.hang) {
+            if let Err(e) = health_check(&target) {
                 broker_lost(&mut report, options, &recent, &e.to_string())?;
                 break;
             }
@@ -191,15 +223,8 @@ fn record(report: &mut Report, options: &Options, kind: &'static str, sent: &Sen
     Ok(())
 }
 
-fn connect(addr: SocketAddr, bound: Duration) -> std::io::Result<TcpStream> {
-    let stream = TcpStream::connect_timeout(&addr, bound)?;
-    stream.set_nodelay(true)?;
-    stream.set_write_timeout(Some(bound))?;
-    Ok(stream)
-}
-
 /// Sends the frame and a ping; waits for the ping's answer. `None`: a hang.
-fn exchange(stream: &mut TcpStream, frame: &[u8], hang: Duration, allowed: Duration) -> Option<Outcome> {
+fn exchange(stream: &mut Stream, frame: &[u8], hang: Duration, allowed: Duration) -> Option<Outcome> {
     let mut wire = Vec::with_capacity(frame.len() + 64);
     wire.extend_from_slice(&(frame.len() as i32).to_be_bytes());
     wire.extend_from_slice(frame);
@@ -228,7 +253,7 @@ fn exchange(stream: &mut TcpStream, frame: &[u8], hang: Duration, allowed: Durat
 
 /// Sends the frame behind a size prefix that lies, then shuts the write side: whatever the
 /// broker makes of it, it must close the connection within the bound.
-fn connection_after_lying_prefix(stream: &mut TcpStream, frame: &[u8], hang: Duration) -> Option<Outcome> {
+fn connection_after_lying_prefix(stream: &mut Stream, frame: &[u8], hang: Duration) -> Option<Outcome> {
     let len = frame.len() as i64;
     let lies = [
         len + 1,
@@ -242,7 +267,7 @@ fn connection_after_lying_prefix(stream: &mut TcpStream, frame: &[u8], hang: Dur
     let lie = lies[frame.len() % lies.len()] as i32;
     let mut wire = lie.to_be_bytes().to_vec();
     wire.extend_from_slice(frame);
-    if stream.write_all(&wire).is_err() || stream.shutdown(Shutdown::Write).is_err() {
+    if stream.write_all(&wire).is_err() || stream.shutdown_write().is_err() {
         return Some(Outcome::Closed);
     }
     let deadline = Instant::now() + hang;
@@ -265,10 +290,10 @@ fn ping() -> Vec<u8> {
 
 /// Sends the valid frames that create the seeds' topics and fill their partitions (answers
 /// such as "topic exists" are fine: the broker may have served a run before).
-fn prepare(addr: SocketAddr, bound: Duration) -> Result<()> {
-    let mut stream = connect(addr, bound).context("connecting to prepare the topics")?;
+fn prepare(target: &Target) -> Result<()> {
+    let mut stream = target.connect().context("connecting to prepare the topics")?;
     for frame in seeds::preparation()? {
-        if exchange(&mut stream, &frame, bound, Duration::ZERO) != Some(Outcome::Answered) {
+        if exchange(&mut stream, &frame, target.bound, Duration::ZERO) != Some(Outcome::Answered) {
             anyhow::bail!("the broker did not answer a valid preparation request");
         }
     }
@@ -276,8 +301,8 @@ fn prepare(addr: SocketAddr, bound: Duration) -> Result<()> {
 }
 
 /// A fresh connection gets an answer to ApiVersions within the bound.
-fn health_check(addr: SocketAddr, bound: Duration) -> Result<()> {
-    let mut stream = connect(addr, bound).context("connecting")?;
+fn health_check(target: &Target) -> Result<()> {
+    let (mut stream, bound) = (target.connect().context("connecting")?, target.bound);
     stream.write_all(&ping()).context("sending ApiVersions")?;
     match read_frame(&mut stream, Instant::now() + bound) {
         Got::Frame(answer) if answer.get(..4) == Some(&PING_ID.to_be_bytes()[..]) => Ok(()),
@@ -294,7 +319,7 @@ enum Got {
 }
 
 /// Reads one response frame (without its size prefix) before `deadline`.
-fn read_frame(stream: &mut TcpStream, deadline: Instant) -> Got {
+fn read_frame(stream: &mut Stream, deadline: Instant) -> Got {
     let mut prefix = [0u8; 4];
     if let Some(end) = read_exact_by(stream, &mut prefix, deadline) {
         return end;
@@ -308,7 +333,7 @@ fn read_frame(stream: &mut TcpStream, deadline: Instant) -> Got {
 }
 
 /// Fills `buf`; `Some` when the stream closed or the deadline passed first.
-fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Option<Got> {
+fn read_exact_by(stream: &mut Stream, buf: &mut [u8], deadline: Instant) -> Option<Got> {
     let mut filled = 0;
     while filled < buf.len() {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -40,6 +40,8 @@ enum Command {
         #[arg(long)]
         cluster: bool,
         #[command(flatten)]
+        security: SecurityArgs,
+        #[command(flatten)]
         common: Common,
     },
     /// Mutated frames of the controllers' transport to a node's CONTROLLER listener.
@@ -147,6 +149,37 @@ fn controller_port(addr: std::net::SocketAddr, budget: &Budget) -> ExitCode {
     }
 }
 
+/// How `live` reaches a TLS or SASL listener.
+#[derive(clap::Args, Debug)]
+struct SecurityArgs {
+    /// Connect with TLS, trusting the CA certificates of this PEM file (SSL, SASL_SSL).
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Log in with SASL PLAIN as `user:password` before the frames (SASL listeners).
+    #[arg(long)]
+    sasl_plain: Option<String>,
+    /// Skip creating and filling the seeds' topics (a SASL listener fuzzed before
+    /// authentication refuses those requests).
+    #[arg(long)]
+    no_prepare: bool,
+}
+
+impl SecurityArgs {
+    fn security(self) -> anyhow::Result<laminar_fuzz::connection::Security> {
+        let plain_login = self
+            .sasl_plain
+            .map(|login| match login.split_once(':') {
+                Some((user, password)) => Ok((user.to_string(), password.to_string())),
+                None => Err(anyhow::anyhow!("--sasl-plain takes user:password")),
+            })
+            .transpose()?;
+        Ok(laminar_fuzz::connection::Security {
+            tls_ca: self.tls_ca,
+            plain_login,
+        })
+    }
+}
+
 fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
     match command {
         Command::Inproc(common) => {
@@ -165,8 +198,10 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
             check_every,
             broker_pid,
             cluster,
+            security,
             common,
         } => {
+            let prepare = !security.no_prepare;
             let options = live::Options {
                 broker,
                 frames: common.budget.frames,
@@ -177,6 +212,8 @@ fn run(command: Command) -> anyhow::Result<(&'static str, Report)> {
                 check_every: check_every.max(1),
                 broker_pid,
                 cluster_mode: cluster,
+                security: security.security()?,
+                prepare,
             };
             Ok(("live", live::run(&options)?))
         }

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiVersionsRequest;
+use laminar_fuzz::connection::Security;
 use laminar_fuzz::report::{regression_files, Outcome, Report};
 use laminar_fuzz::{controller_port, inproc, live};
+use laminar_tests::certs::TestCertificates;
 use laminar_tests::wire::{create_topic_replicated, partition_view, produce, record_batch, WireConnection};
 use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
 
@@ -17,6 +19,9 @@ const INPROC_FRAMES: u64 = 100_000;
 const LIVE_FRAMES: u64 = 20_000;
 /// Frames to one node of a three-node cluster.
 const CLUSTER_FRAMES: u64 = 10_000;
+/// Frames to a SASL_SSL listener, before and after authentication (a TLS handshake per
+/// refused frame before it).
+const SASL_SSL_FRAMES: u64 = 1_000;
 /// Frames to a controller port (a connection each).
 const CONTROLLER_FRAMES: u64 = 20_000;
 const HANG: Duration = Duration::from_secs(5);
@@ -82,6 +87,8 @@ fn a_live_broker_survives_frames_for_every_api_and_version_and_still_answers() {
         check_every: 500,
         broker_pid: broker.pid(),
         cluster_mode: false,
+        security: Default::default(),
+        prepare: true,
     };
     let report = live::run(&options).expect("the live run completes");
     println!("{}", report.table("live"));
@@ -116,6 +123,8 @@ fn a_cluster_node_survives_frames_for_every_api_and_the_cluster_still_replicates
         check_every: 500,
         broker_pid: cluster.node(1).pid(),
         cluster_mode: true,
+        security: Default::default(),
+        prepare: true,
     };
     let report = live::run(&options).expect("the live run completes");
     println!("{}", report.table("live, a cluster's node"));
@@ -187,4 +196,82 @@ fn a_controller_port_survives_mutated_frames_and_the_quorum_still_decides() {
         &[],
     );
     assert_eq!(code.unwrap(), 0, "CreateTopics after the run");
+}
+
+/// A SASL_SSL listener gets frames for every API before authentication (where it must refuse
+/// all but ApiVersions and the SASL requests, and close) and after a PLAIN login (where every
+/// API is served); the broker neither crashes nor hangs, and still answers afterwards.
+#[test]
+fn a_sasl_ssl_listener_survives_frames_before_and_after_authentication() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = TestCertificates::write(dir.path()).expect("test certificates");
+    let options = BrokerOptions {
+        extra_listeners: vec!["SASL_SSL".to_string()],
+        ..BrokerOptions::default()
+    }
+    .with_override(
+        "ssl.keystore.location",
+        &certs.server_keystore.display().to_string(),
+    )
+    .with_override("sasl.enabled.mechanisms", "PLAIN")
+    .with_override(
+        "listener.name.sasl_ssl.plain.sasl.jaas.config",
+        r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_fuzzer="fuzzer-secret";"#,
+    )
+    .with_override("connection.failed.authentication.delay.ms", "0");
+    let mut broker = Broker::start(options).expect("broker starts");
+    let address = broker.listener_addr("SASL_SSL").expect("the SASL_SSL listener");
+    for (login, prepare) in [(None, false), (Some(("fuzzer", "fuzzer-secret")), true)] {
+        let out = tempfile::tempdir().unwrap();
+        let options = live::Options {
+            broker: address.to_string(),
+            frames: SASL_SSL_FRAMES,
+            seed: 4,
+            hang: HANG,
+            out: out.path().to_path_buf(),
+            regressions: Vec::new(),
+            check_every: 500,
+            broker_pid: broker.pid(),
+            cluster_mode: false,
+            security: Security {
+                tls_ca: Some(certs.ca.clone()),
+                plain_login: login.map(|(user, password)| (user.to_string(), password.to_string())),
+            },
+            prepare,
+        };
+        let report = live::run(&options).expect("the live run completes");
+        println!(
+            "{}",
+            report.table(if login.is_some() {
+                "after login"
+            } else {
+                "before login"
+            })
+        );
+        let findings: Vec<String> = report.findings.iter().map(|f| format!("{f:?}")).collect();
+        assert_eq!(
+            (report.crashes, report.hangs),
+            (0, 0),
+            "findings:\n{}",
+            findings.join("\n")
+        );
+        assert!(report.frames() >= SASL_SSL_FRAMES, "{} frames", report.frames());
+        let (answered, closed) = (
+            report.tally.total(Outcome::Answered),
+            report.tally.total(Outcome::Closed),
+        );
+        match login {
+            // Before authentication nearly everything closes the connection.
+            None => assert!(closed * 2 >= SASL_SSL_FRAMES, "only {closed} closed before login"),
+            Some(_) => assert!(
+                answered * 10 >= SASL_SSL_FRAMES,
+                "only {answered} answered after login"
+            ),
+        }
+        assert!(
+            broker.is_running(),
+            "the broker died; stderr:\n{}",
+            broker.stderr_tail()
+        );
+    }
 }

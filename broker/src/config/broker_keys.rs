@@ -241,7 +241,7 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "How long the answer to a failed authentication, and the close that follows it, is \
          held back: it slows down password guessing."),
     key("laminar.connection.failed.authentication.delay.max.ms", Fixed("10000"), NON_NEGATIVE, &[],
-        "Each failed SASL login from an address within a minute of its previous one doubles \
+        "Each SASL login refused for wrong credentials from an address within a minute of its previous one doubles \
          that address's delay, from connection.failed.authentication.delay.ms up to this."),
     key("laminar.request.receive.timeout.ms", Fixed("30000"), POSITIVE, &[],
         "A request frame must arrive whole within this much time spent waiting for its bytes \

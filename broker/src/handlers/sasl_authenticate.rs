@@ -52,11 +52,14 @@ pub fn handle(
             let lifetime_ms = lifetime.map_or(0, |l| l.as_millis().min(i64::MAX as u128) as i64);
             Step::Answer(response(final_token, lifetime_ms))
         }
-        TokenOutcome::Failed { message } => Step::Failed(
+        TokenOutcome::Failed {
+            message,
+            bad_credentials,
+        } => Step::Failed(
             SaslAuthenticateResponse::default()
                 .with_error_code(ResponseError::SaslAuthenticationFailed.code())
                 .with_error_message(Some(StrBytes::from_string(message))),
-            failure_delay(ctx, authentication),
+            failure_delay(ctx, authentication, bad_credentials),
         ),
     }
 }
@@ -84,7 +87,9 @@ pub fn handle_raw(
     let answer = match take_token(ctx, authentication, token) {
         TokenOutcome::Challenge(challenge) => challenge,
         TokenOutcome::Authenticated { final_token, .. } => final_token,
-        TokenOutcome::Failed { .. } => return Err(failure_delay(ctx, authentication)),
+        TokenOutcome::Failed { bad_credentials, .. } => {
+            return Err(failure_delay(ctx, authentication, bad_credentials))
+        }
     };
     let mut frame = BytesMut::with_capacity(4 + answer.len());
     // A token is bounded by the request frame that carried it, far below i32::MAX.
@@ -99,6 +104,7 @@ fn take_token(ctx: &Rc<BrokerCtx>, authentication: &Authentication, token: &[u8]
     let Some(sasl) = &config.listener_security[authentication.listener.0].sasl else {
         authentication.fail();
         return TokenOutcome::Failed {
+            bad_credentials: false,
             message: "SASL is not enabled on this listener".to_string(),
         };
     };
@@ -126,18 +132,22 @@ fn note(ctx: &Rc<BrokerCtx>, authentication: &Authentication, outcome: &TokenOut
             ctx.state.metrics.count_authentication(true);
             tracing::debug!(peer, %principal, "authenticated");
         }
-        TokenOutcome::Failed { message } => {
+        TokenOutcome::Failed { message, .. } => {
             ctx.state.metrics.count_authentication(false);
             tracing::warn!(peer, reason = %message, "SASL authentication failed");
         }
     }
 }
 
-/// How long this failure's answer is held back: `connection.failed.authentication.delay.ms`,
-/// doubled for each recent failure from the same address (`failed_logins.rs`).
-fn failure_delay(ctx: &BrokerCtx, authentication: &Authentication) -> Duration {
+/// How long this failure's answer is held back: `connection.failed.authentication.delay.ms`;
+/// for wrong credentials doubled for each recent such failure from the same address
+/// (`failed_logins.rs`), which slows a guesser and no one else.
+fn failure_delay(ctx: &BrokerCtx, authentication: &Authentication, bad_credentials: bool) -> Duration {
     let failed_logins = &ctx.state.shared.failed_logins;
-    failed_logins.delay_after_failure(&authentication.peer_host, std::time::Instant::now())
+    match bad_credentials {
+        true => failed_logins.delay_after_failure(&authentication.peer_host, std::time::Instant::now()),
+        false => failed_logins.base_delay(),
+    }
 }
 
 impl From<AuthenticationError> for RequestError {
