@@ -11,6 +11,7 @@ pub mod broker;
 pub mod clock;
 pub mod config;
 mod connection;
+pub mod connection_rate;
 pub mod connection_slots;
 pub mod connections_per_ip;
 mod errors;

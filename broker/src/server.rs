@@ -83,6 +83,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         request_memory: RequestMemory::new(config.queued_max_request_bytes),
         fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
         connections_per_ip: ConnectionsPerIp::new(config.connections_per_ip.clone()),
+        connection_rate: connection_rate(&config),
         failed_logins: crate::failed_logins::FailedLogins::new(
             millis(config.connection_failed_authentication_delay_ms),
             millis(config.connection_failed_authentication_delay_max_ms),
@@ -187,6 +188,20 @@ fn open_authorizer(
         "ACLs on (authorizer.class.name)"
     );
     Ok(Some(authorizer))
+}
+
+/// The connection creation rates; the inter-broker listener is exempt from the broker's.
+fn connection_rate(config: &BrokerConfig) -> crate::connection_rate::ConnectionRate {
+    let inter_broker = config.cluster.as_ref().and_then(|_| {
+        let name = kafka_listener::inter_broker_name(config);
+        let index = config.listeners.iter().position(|l| l.name == name)?;
+        Some(kafka_listener::ListenerId(index))
+    });
+    crate::connection_rate::ConnectionRate::new(
+        config.max_connection_creation_rate,
+        &config.listener_connection_creation_rates,
+        inter_broker,
+    )
 }
 
 /// A non-negative millisecond setting (the registry bounds it) as a duration.
@@ -560,6 +575,20 @@ async fn accept_until_shutdown(ctx: &Rc<BrokerCtx>, listener: &TcpListener, id: 
         };
         match accepted {
             Ok(stream) => {
+                let hold = ctx
+                    .state
+                    .shared
+                    .connection_rate
+                    .hold_for(id, std::time::Instant::now());
+                if !hold.is_zero() {
+                    // Past the creation rate: this connection, and the listen queue behind it,
+                    // wait (KIP-612).
+                    let held = std::pin::pin!(glommio::timer::sleep(hold));
+                    let stop = std::pin::pin!(shutdown.wait());
+                    if let Either::Right(_) = select(held, stop).await {
+                        return;
+                    }
+                }
                 if let Some(admitted) = admit(ctx, stream, id) {
                     let waited = std::pin::pin!(admit_after_room(ctx, admitted));
                     let stop = std::pin::pin!(shutdown.wait());

@@ -37,6 +37,8 @@ pub struct BrokerShared {
     pub authorizer: Option<crate::authorization::Authorizer>,
     /// Connections open per client address (`max.connections.per.ip`).
     pub connections_per_ip: Arc<crate::connections_per_ip::ConnectionsPerIp>,
+    /// `max.connection.creation.rate`, broker-wide and per listener.
+    pub connection_rate: crate::connection_rate::ConnectionRate,
     /// Failed SASL logins per address: their answers are held back longer each time.
     pub failed_logins: crate::failed_logins::FailedLogins,
     /// Partition files' share of descriptors, shared by the shards' file caches.

@@ -262,6 +262,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let (listener_security, peer_links) = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
     let authorizer = authorizer(&v)?;
+    let listener_connection_creation_rates = listener_connection_creation_rates(&v, &listeners)?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
         io_depth: laminar_storage_io_depth,
@@ -290,6 +291,8 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         queued_max_request_bytes: queued_max_request_bytes(&v)?,
         max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
         connections_per_ip: connections_per_ip(&v)?,
+        max_connection_creation_rate: v.narrowed("max.connection.creation.rate")?,
+        listener_connection_creation_rates,
         authorizer,
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
@@ -514,6 +517,33 @@ fn authorizer(v: &Values) -> Result<Option<super::AuthorizerSettings>, ConfigErr
 }
 
 /// `max.connections.per.ip` with its overrides.
+/// Each listener's `listener.name.<name>.max.connection.creation.rate`, unlimited when unset.
+fn listener_connection_creation_rates(v: &Values, listeners: &[Listener]) -> Result<Vec<u32>, ConfigError> {
+    listeners
+        .iter()
+        .map(|listener| {
+            let key = format!(
+                "{}{}.max.connection.creation.rate",
+                listener_security::LISTENER_KEY_PREFIX,
+                listener.name.to_ascii_lowercase()
+            );
+            match v.explicit.get(&key) {
+                None => Ok(i32::MAX as u32),
+                Some(text) => text
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|rate| *rate <= i32::MAX as u32)
+                    .ok_or_else(|| ConfigError::Rejected {
+                        key: key.clone(),
+                        value: text.clone(),
+                        reason: "an int from 0".to_string(),
+                    }),
+            }
+        })
+        .collect()
+}
+
 fn connections_per_ip(v: &Values) -> Result<super::ConnectionsPerIpLimits, ConfigError> {
     super::connection_limits::parse(
         v.narrowed("max.connections.per.ip")?,

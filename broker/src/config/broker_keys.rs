@@ -190,6 +190,10 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Most connections open at once from one IP address, on every listener; one past it is \
          closed as soon as accepted. 0 only with max.connections.per.ip.overrides (which then \
          names the only addresses let in)."),
+    key("max.connection.creation.rate", Fixed("2147483647"), NON_NEGATIVE_I32, &[],
+        "New connections a second the broker serves (KIP-612): past it, and past a listener's \
+         own listener.name.<name>.max.connection.creation.rate, a new connection waits in the \
+         listen queue. The inter-broker listener counts only against its own rate."),
     key("max.connections.per.ip.overrides", Unset, Kind::Text, &[],
         "Per-address exceptions to max.connections.per.ip: comma-separated host:count or \
          ip:count entries (host names are resolved at start; an IPv6 address is split at its \

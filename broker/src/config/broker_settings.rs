@@ -47,6 +47,10 @@ pub struct BrokerConfig {
     pub max_connections: u64,
     /// `max.connections.per.ip` and its per-address exceptions.
     pub connections_per_ip: ConnectionsPerIpLimits,
+    /// `max.connection.creation.rate`, and each listener's own (in the order of `listeners`;
+    /// `i32::MAX` when unset).
+    pub max_connection_creation_rate: u32,
+    pub listener_connection_creation_rates: Vec<u32>,
     /// `authorizer.class.name` and its settings; `None`: ACLs off.
     pub authorizer: Option<AuthorizerSettings>,
     pub connections_max_idle_ms: i64,

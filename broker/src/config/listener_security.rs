@@ -43,6 +43,7 @@ const PER_LISTENER_KEYS: &[&str] = &[
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.principal.mapping.rules",
+    "max.connection.creation.rate",
 ];
 
 /// How one client listener secures its connections. Built once at start, shared read-only.

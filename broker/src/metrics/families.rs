@@ -63,6 +63,7 @@ pub const FETCH_BYTES: &str = "laminar_kafka_fetch_bytes_total";
 pub const CONNECTIONS: &str = "laminar_kafka_connections_active";
 pub const CONNECTIONS_REFUSED: &str = "laminar_kafka_connections_refused_total";
 pub const CONNECTIONS_REFUSED_PER_IP: &str = "laminar_kafka_connections_refused_per_ip_total";
+pub const CONNECTIONS_THROTTLED: &str = "laminar_kafka_connections_throttled_total";
 pub const CONNECTIONS_MOVED: &str = "laminar_kafka_connections_moved_total";
 pub const AUTHENTICATIONS: &str = "laminar_kafka_authentications_total";
 pub const FETCH_SESSIONS: &str = "laminar_kafka_fetch_sessions";
@@ -190,6 +191,13 @@ pub const FAMILIES: &[Family] = &[
         "Client connections closed as soon as accepted because their address held its limit \
          (max.connections.per.ip and its overrides); the first of each minute is logged with \
          the address.",
+    ),
+    family(
+        CONNECTIONS_THROTTLED,
+        Kind::Counter,
+        &[],
+        "Client connections held before they were served because the broker's or their \
+         listener's max.connection.creation.rate was reached.",
     ),
     family(
         DESCRIPTORS_MAX,
@@ -415,6 +423,7 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
             &[],
             snapshot.descriptors.connections_refused_per_ip_total,
         ),
+        CONNECTIONS_THROTTLED => sample(out, name, &[], snapshot.descriptors.connections_throttled_total),
         AUTHENTICATIONS => {
             let sum = |i: usize| snapshot.shards.iter().map(|s| s.authentications[i]).sum::<u64>();
             sample(out, name, &[("result", "success")], sum(0));

@@ -232,6 +232,8 @@ pub struct DescriptorsSnapshot {
     pub connections_refused_total: u64,
     /// Connections closed as soon as accepted, their address being at its limit.
     pub connections_refused_per_ip_total: u64,
+    /// Connections held back by `max.connection.creation.rate`.
+    pub connections_throttled_total: u64,
 }
 
 impl DescriptorsSnapshot {
@@ -244,6 +246,7 @@ impl DescriptorsSnapshot {
             connections_used: slots.open(),
             connections_refused_total: slots.refused_total(),
             connections_refused_per_ip_total: shared.connections_per_ip.refused_total(),
+            connections_throttled_total: shared.connection_rate.throttled_total(),
         }
     }
 }

@@ -209,6 +209,7 @@ fn rendered_page() -> String {
             connections_used: 4,
             connections_refused_total: 3,
             connections_refused_per_ip_total: 4,
+            connections_throttled_total: 5,
         },
         ..BrokerSnapshot::default()
     };
@@ -287,6 +288,7 @@ fn request_and_fetch_counters_add_up_over_shards() {
     );
     assert_eq!(line("laminar_kafka_connections_refused_total"), 3.0);
     assert_eq!(line("laminar_kafka_connections_refused_per_ip_total"), 4.0);
+    assert_eq!(line("laminar_kafka_connections_throttled_total"), 5.0);
     assert_eq!(line("laminar_descriptors_max{share=\"storage\"}"), 9_000.0);
     assert_eq!(line("laminar_descriptors_used{share=\"connections\"}"), 4.0);
     assert_eq!(line("laminar_storage_files{shard=\"1\",state=\"open\"}"), 20.0);
