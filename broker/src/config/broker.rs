@@ -261,7 +261,6 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let (listener_security, peer_links) = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
-    let authorizer = authorizer(&v)?;
     let listener_connection_creation_rates = listener_connection_creation_rates(&v, &listeners)?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
@@ -293,7 +292,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         connections_per_ip: connections_per_ip(&v)?,
         max_connection_creation_rate: v.narrowed("max.connection.creation.rate")?,
         listener_connection_creation_rates,
-        authorizer,
+        authorizer: authorizer(&v)?,
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
         connection_failed_authentication_delay_ms: v.int("connection.failed.authentication.delay.ms")?,
@@ -315,10 +314,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         offsets_topic_num_partitions: v.narrowed("offsets.topic.num.partitions")?,
         group_initial_rebalance_delay_ms: v.narrowed("group.initial.rebalance.delay.ms")?,
         max_broker_partitions: narrow("max.broker.partitions", v.int("max.broker.partitions")?),
-        laminar_request_partitions_max: narrow(
-            "laminar.request.partitions.max",
-            v.int("laminar.request.partitions.max")?,
-        ),
+        laminar_request_partitions_max: v.narrowed("laminar.request.partitions.max")?,
         laminar_cores: laminar_cores(&v)?,
         laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,
         laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
