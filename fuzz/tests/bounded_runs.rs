@@ -33,18 +33,7 @@ fn regressions() -> Vec<PathBuf> {
 /// Neither crashes nor hangs, every advertised (api, version) got frames, and a good share of
 /// them were answered (mutations that reach the handlers, not only the decoder).
 fn assert_clean(report: &Report, frames: u64) {
-    let findings: Vec<String> = report.findings.iter().map(|f| format!("{f:?}")).collect();
-    assert_eq!(
-        (report.crashes, report.hangs),
-        (0, 0),
-        "findings:\n{}",
-        findings.join("\n")
-    );
-    assert!(
-        report.frames() >= frames,
-        "{} frames of {frames}",
-        report.frames()
-    );
+    assert_no_findings(report, frames);
     assert_eq!(
         report.tally.missing(),
         vec![],
@@ -198,6 +187,22 @@ fn a_controller_port_survives_mutated_frames_and_the_quorum_still_decides() {
     assert_eq!(code.unwrap(), 0, "CreateTopics after the run");
 }
 
+/// Neither crashes nor hangs, and every frame was sent.
+fn assert_no_findings(report: &Report, frames: u64) {
+    let findings: Vec<String> = report.findings.iter().map(|f| format!("{f:?}")).collect();
+    assert_eq!(
+        (report.crashes, report.hangs),
+        (0, 0),
+        "findings:\n{}",
+        findings.join("\n")
+    );
+    assert!(
+        report.frames() >= frames,
+        "{} frames of {frames}",
+        report.frames()
+    );
+}
+
 /// A SASL_SSL listener gets frames for every API before authentication (where it must refuse
 /// all but ApiVersions and the SASL requests, and close) and after a PLAIN login (where every
 /// API is served); the broker neither crashes nor hangs, and still answers afterwards.
@@ -248,14 +253,7 @@ fn a_sasl_ssl_listener_survives_frames_before_and_after_authentication() {
                 "before login"
             })
         );
-        let findings: Vec<String> = report.findings.iter().map(|f| format!("{f:?}")).collect();
-        assert_eq!(
-            (report.crashes, report.hangs),
-            (0, 0),
-            "findings:\n{}",
-            findings.join("\n")
-        );
-        assert!(report.frames() >= SASL_SSL_FRAMES, "{} frames", report.frames());
+        assert_no_findings(&report, SASL_SSL_FRAMES);
         let (answered, closed) = (
             report.tally.total(Outcome::Answered),
             report.tally.total(Outcome::Closed),

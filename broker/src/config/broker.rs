@@ -260,7 +260,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
-    let (listener_security, peer_links) = listener_security::for_listeners(&v, &listeners, cluster.as_ref())?;
+    let (listener_security, peer_links) = security_and_links(&v, &listeners, cluster.as_ref())?;
     let listener_connection_creation_rates = listener_connection_creation_rates(&v, &listeners)?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
@@ -513,6 +513,26 @@ fn authorizer(v: &Values) -> Result<Option<super::AuthorizerSettings>, ConfigErr
 }
 
 /// `max.connections.per.ip` with its overrides.
+/// Each client listener's security and, in a cluster, the links brokers make to each other.
+fn security_and_links(
+    v: &Values,
+    listeners: &[Listener],
+    cluster: Option<&cluster_keys::ClusterSettings>,
+) -> Result<
+    (
+        Vec<listener_security::ListenerSecurity>,
+        Option<peer_links::PeerLinks>,
+    ),
+    ConfigError,
+> {
+    let (security, controller) = listener_security::for_listeners(v, listeners, cluster)?;
+    let links = match (cluster, controller) {
+        (Some(cluster), Some(controller)) => Some(peer_links::peer_links(v, cluster, &security, controller)?),
+        _ => None,
+    };
+    Ok((security, links))
+}
+
 /// Each listener's `listener.name.<name>.max.connection.creation.rate`, unlimited when unset.
 fn listener_connection_creation_rates(v: &Values, listeners: &[Listener]) -> Result<Vec<u32>, ConfigError> {
     listeners

@@ -19,7 +19,6 @@ use laminar_security::{Mechanism, PrincipalMappingRules, SecurityProtocol};
 
 use super::super::broker_keys::find_broker_key;
 use super::super::{ConfigError, Listener};
-use super::peer_links::PeerLinks;
 use super::{parse_bool, Values};
 
 /// The prefix of Kafka's per-listener keys: `listener.name.<lower-case name>.<key>`.
@@ -74,12 +73,12 @@ pub fn is_listener_key(key: &str) -> bool {
 }
 
 /// The security of every client listener, in the order of `listeners`, and in a cluster the
-/// links brokers make to each other (`peer_links.rs`).
+/// controller listener's.
 pub(super) fn for_listeners(
     v: &Values<'_>,
     listeners: &[Listener],
     cluster: Option<&super::cluster_keys::ClusterSettings>,
-) -> Result<(Vec<ListenerSecurity>, Option<PeerLinks>), ConfigError> {
+) -> Result<(Vec<ListenerSecurity>, Option<ListenerSecurity>), ConfigError> {
     let map = protocol_map(v)?;
     let security = listeners
         .iter()
@@ -98,8 +97,7 @@ pub(super) fn for_listeners(
         .copied()
         .unwrap_or(SecurityProtocol::Plaintext);
     let controller = security_of(v, controller, protocol)?;
-    let links = super::peer_links::peer_links(v, cluster, &security, controller)?;
-    Ok((security, Some(links)))
+    Ok((security, Some(controller)))
 }
 
 fn security_of(
