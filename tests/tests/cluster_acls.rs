@@ -2,11 +2,16 @@
 //! node, every node enforces them (a user writes the prefix it was granted, on every node, and
 //! is refused elsewhere); taken back through another node, every node refuses again. The
 //! brokers replicate as a super user over a SASL listener of their own, whose replica fetches
-//! need ClusterAction. Three real broker processes, the real `laminar` binary.
+//! need ClusterAction: a user who logs in there without it cannot pass for a follower. Three
+//! real broker processes, the real `laminar` binary.
 
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use bytes::Bytes;
+use kafka_protocol::messages::{BrokerId, SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::protocol::StrBytes;
+use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::{cli, wait_for, BrokerOptions, Cluster};
 
 const NODES: i32 = 3;
@@ -181,4 +186,65 @@ fn granted_everywhere(users: &mut Users) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A Fetch claiming a follower's replica id on the brokers' own listener, from a user who
+/// logged in but lacks ClusterAction, is refused (CLUSTER_AUTHORIZATION_FAILED) and cannot
+/// move the ISR or the high watermark; the replicating broker's principal is taken.
+#[test]
+fn a_follower_fetch_without_cluster_action_is_refused_on_the_brokers_listener() -> Result<()> {
+    let cluster = Cluster::start(NODES as usize, 3000, options())?;
+    let mut users = Users {
+        cluster,
+        dir: tempfile::tempdir()?,
+    };
+    let created = users.run((1, "admin"), &["topic", "create", "replicated", "-r", "3"], "")?;
+    ensure!(created.success, "topic create: {}", created.stderr);
+    let mut row = Vec::new();
+    wait_for(APPLIED_WITHIN, "a leader", || {
+        let described = users.run((1, "admin"), &["topic", "describe", "replicated"], "")?;
+        row = cli::rows_starting(&described.stdout, "0")
+            .first()
+            .map(|r| r.iter().map(|c| c.to_string()).collect())
+            .unwrap_or_default();
+        Ok(row
+            .get(1)
+            .is_some_and(|leader| leader.parse::<i32>().is_ok_and(|l| l > 0)))
+    })?;
+    let leader: i32 = row[1].parse()?;
+    let follower = (1..=NODES).find(|n| *n != leader).context("a follower")?;
+    let forged = wire::fetch_request(("replicated", 0), 0, 0).with_replica_id(BrokerId(follower));
+    let address = users
+        .cluster
+        .node(leader)
+        .listener_addr("REPLICATION")
+        .context("REPLICATION")?;
+    for (user, expected) in [("alice", CLUSTER_AUTHORIZATION_FAILED), ("replicator", 0)] {
+        let mut conn = logged_in(address, user)?;
+        let answer = conn.request(&forged, 11)?;
+        ensure!(
+            answer.error_code == expected,
+            "{user}'s fetch as replica {follower}: error {}",
+            answer.error_code
+        );
+    }
+    Ok(())
+}
+
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+
+/// A Kafka connection to `address` logged in as `user` with SASL PLAIN.
+fn logged_in(address: std::net::SocketAddr, user: &str) -> Result<WireConnection> {
+    let password = USERS.iter().find(|(u, _)| *u == user).context("a known user")?.1;
+    let mut conn = WireConnection::connect(address)?;
+    let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    ensure!(conn.request(&handshake, 1)?.error_code == 0, "PLAIN is enabled");
+    let token = Bytes::from(format!("\0{user}\0{password}").into_bytes());
+    let answer = conn.request(&SaslAuthenticateRequest::default().with_auth_bytes(token), 1)?;
+    ensure!(
+        answer.error_code == 0,
+        "{user} logs in: error {}",
+        answer.error_code
+    );
+    Ok(conn)
 }
