@@ -2,9 +2,13 @@
 //! offset in the whole log survives.
 //!
 //! Rules of one pass ([`Log::compact`]):
-//! - The key → latest offset map covers every segment, the active one included; only closed
-//!   segments whose largest timestamp is at least `min.compaction.lag.ms` old (a prefix of
-//!   the log) are rewritten. The active segment is never touched.
+//! - Only records below the first uncleanable offset (the partition's high watermark, as
+//!   Kafka's cleaner bounds itself) count: a record past it may still be truncated away when
+//!   leadership moves, so it must not be the reason an older, committed record of its key is
+//!   removed. The key → latest offset map covers every record below that bound, in every
+//!   segment, the active one included; only closed segments that end at or below the bound
+//!   and whose largest timestamp is at least `min.compaction.lag.ms` old (a prefix of the
+//!   log) are rewritten. The active segment is never touched.
 //! - A record whose key has a later record anywhere is removed. A tombstone (null value) that
 //!   is the latest for its key is removed once its segment's largest timestamp is more than
 //!   `delete.retention.ms` old, and kept until then.
@@ -101,7 +105,7 @@ impl<S: Storage> Log<S> {
     /// log is compacted. A read error (corrupt closed segment) is returned and changes
     /// nothing; an error while replacing a segment fails the log, but for a lack of space
     /// while writing the copy, which only refuses the pass ([`LogError::Exhausted`]).
-    pub async fn compact(&self, now_ms: i64) -> Result<CompactionOutcome, LogError> {
+    pub async fn compact(&self, now_ms: i64, uncleanable_from: i64) -> Result<CompactionOutcome, LogError> {
         let _writer = self.writer.lock().await;
         self.check_ok()?;
         let config = self.config();
@@ -114,7 +118,9 @@ impl<S: Storage> Log<S> {
         let lag_ms = config.min_compaction_lag_ms;
         let eligible = closed
             .iter()
-            .take_while(|s| now_ms - s.meta().max_timestamp >= lag_ms)
+            .take_while(|s| {
+                now_ms - s.meta().max_timestamp >= lag_ms && s.meta().next_offset <= uncleanable_from
+            })
             .count();
         if eligible == 0 {
             return Ok(outcome);
@@ -122,7 +128,7 @@ impl<S: Storage> Log<S> {
         // Recovery verifies segments from the recorded prefix on and cuts the log at one that
         // ends short of the next: none of them may be compacted (`rolled.rs`).
         self.settle_rolled().await?;
-        let latest = latest_offsets(&segments).await?;
+        let latest = latest_offsets(&segments, uncleanable_from).await?;
         for (i, segment) in closed[..eligible].iter().enumerate() {
             let expire = now_ms - segment.meta().max_timestamp > config.delete_retention_ms;
             let removed = plan(segment, &latest, expire).await?;
@@ -288,7 +294,11 @@ fn readable_records<'a>(
     records::records(bytes, h).map_err(|e| invalid(segment_base, format!("batch {}: {e}", h.base_offset)))
 }
 
-async fn latest_offsets<F: StorageFile>(segments: &[Rc<Segment<F>>]) -> io::Result<LatestOffsets> {
+/// Every key's highest offset below `uncleanable_from`.
+async fn latest_offsets<F: StorageFile>(
+    segments: &[Rc<Segment<F>>],
+    uncleanable_from: i64,
+) -> io::Result<LatestOffsets> {
     let mut latest = LatestOffsets::new();
     for segment in segments {
         let mut batches = WholeBatches::new(segment);
@@ -297,8 +307,8 @@ async fn latest_offsets<F: StorageFile>(segments: &[Rc<Segment<F>>]) -> io::Resu
                 continue;
             }
             for record in readable_records(segment.base_offset, &header, &bytes)? {
-                if let Some(key) = record.key {
-                    let offset = header.base_offset + record.offset_delta as i64;
+                let offset = header.base_offset + record.offset_delta as i64;
+                if let (Some(key), true) = (record.key, offset < uncleanable_from) {
                     latest.insert(key.into(), offset);
                 }
             }

@@ -96,7 +96,7 @@ fn latest_value_per_key_survives_at_its_original_offset() {
         let (end, segments) = (log.log_end_offset(), log.segment_count());
         assert!(segments > 3, "small segments roll");
         let active_before = storage.file_bytes(&segment_path(&dir(), log.active_base_offset(), "log"));
-        let outcome = log.compact(2_000).await.unwrap();
+        let outcome = log.compact(2_000, i64::MAX).await.unwrap();
         assert!(
             outcome.records_removed > 30 && outcome.bytes_after < outcome.bytes_before,
             "{outcome:?}"
@@ -124,7 +124,7 @@ fn latest_value_per_key_survives_at_its_original_offset() {
         let first = batch::validate(&data[0], usize::MAX).unwrap();
         assert!(first.base_offset > 1 && after.iter().any(|r| r.0 == first.base_offset));
         // A second pass finds nothing; a reopened log reads the same.
-        assert_eq!(log.compact(2_000).await.unwrap().records_removed, 0);
+        assert_eq!(log.compact(2_000, i64::MAX).await.unwrap().records_removed, 0);
         log.close().await.unwrap();
         let log = open(&storage).await;
         assert_eq!(read_all(&log).await, after);
@@ -148,7 +148,7 @@ fn a_partly_superseded_batch_is_rewritten_with_its_offsets_and_producer_fields()
             .await
             .unwrap();
         fill(&log, 4, 700).await; // rolls past the first two batches
-        log.compact(1_000).await.unwrap();
+        log.compact(1_000, i64::MAX).await.unwrap();
         let data = log.read(0, 1 << 20, true).await.unwrap();
         let h = batch::validate(&data[0], usize::MAX).unwrap();
         assert_eq!((h.base_offset, h.last_offset_delta, h.record_count), (0, 2, 1));
@@ -171,14 +171,14 @@ fn tombstones_stay_until_delete_retention_then_go() {
         log.append(batch(&[("gone", Some("v"))], 1_000), 1).await.unwrap();
         log.append(batch(&[("gone", None)], 1_000), 1).await.unwrap();
         fill(&log, 4, 1_000).await;
-        log.compact(1_000 + DAY_MS).await.unwrap();
+        log.compact(1_000 + DAY_MS, i64::MAX).await.unwrap();
         let records = read_all(&log).await;
         assert!(
             records.contains(&(1, "gone".into(), None)),
             "tombstone kept within delete.retention.ms"
         );
         assert!(!records.iter().any(|r| r.0 == 0), "its superseded value went");
-        let outcome = log.compact(1_001 + DAY_MS).await.unwrap();
+        let outcome = log.compact(1_001 + DAY_MS, i64::MAX).await.unwrap();
         assert_eq!(outcome.tombstones_removed, 1);
         assert!(!read_all(&log).await.iter().any(|r| r.1 == "gone"));
     });
@@ -194,8 +194,11 @@ fn min_compaction_lag_and_delete_policy_are_respected() {
             min_compaction_lag_ms: 10_000,
             ..config()
         });
-        assert_eq!(log.compact(5_000).await.unwrap(), CompactionOutcome::default());
-        assert!(log.compact(11_000).await.unwrap().records_removed > 0);
+        assert_eq!(
+            log.compact(5_000, i64::MAX).await.unwrap(),
+            CompactionOutcome::default()
+        );
+        assert!(log.compact(11_000, i64::MAX).await.unwrap().records_removed > 0);
         // compact-only: time retention deletes nothing.
         assert_eq!(
             log.apply_retention(1_000 + 30 * DAY_MS)
@@ -210,7 +213,7 @@ fn min_compaction_lag_and_delete_policy_are_respected() {
         });
         fill(&log, 6, 1_000).await;
         assert_eq!(
-            log.compact(50_000).await.unwrap().records_removed,
+            log.compact(50_000, i64::MAX).await.unwrap().records_removed,
             0,
             "delete-only logs are not compacted"
         );
@@ -244,10 +247,52 @@ fn a_reader_holding_the_old_segment_keeps_reading_it_whole() {
         fill(&log, 8, 1_000).await;
         let old = log.segments()[0].clone();
         let old_batches = old.read_batches(0, 1 << 20, true).await.unwrap();
-        log.compact(2_000).await.unwrap();
+        log.compact(2_000, i64::MAX).await.unwrap();
         assert!(!Rc::ptr_eq(&old, &log.segments()[0]), "the segment was replaced");
         let still = old.read_batches(0, 1 << 20, true).await.unwrap();
         assert_eq!(still, old_batches, "the old files are intact behind the reader");
+    });
+}
+
+/// Records past the high watermark may be truncated away when leadership moves: they neither
+/// compact nor make an older, committed record of their key go, so after the truncation every
+/// key still has its committed value.
+#[test]
+fn records_past_the_high_watermark_take_nothing_away_and_a_truncation_to_it_loses_no_key() {
+    block_on(async {
+        let storage = FaultyStorage::new(7);
+        let log = open(&storage).await;
+        fill(&log, 6, 1_000).await;
+        let high_watermark = log.log_end_offset();
+        let committed = replay(&read_all(&log).await);
+        // An uncommitted tail that rewrites every key, over several segments.
+        for round in 0..4 {
+            for key in 0..5 {
+                let (k, v) = (format!("k{key}"), format!("uncommitted-{round}"));
+                log.append(batch(&[(&k, Some(&v))], 1_000), 1_000).await.unwrap();
+            }
+        }
+        assert!(log.segment_count() > 4, "the tail spans segments");
+        let outcome = log.compact(2_000, high_watermark).await.unwrap();
+        assert!(
+            outcome.records_removed > 0,
+            "below the high watermark it compacts: {outcome:?}"
+        );
+        assert_eq!(
+            read_all(&log)
+                .await
+                .iter()
+                .filter(|r| r.0 >= high_watermark)
+                .count(),
+            20,
+            "nothing past the high watermark was removed"
+        );
+        log.truncate_to(high_watermark).await.unwrap();
+        assert_eq!(
+            replay(&read_all(&log).await),
+            committed,
+            "every key keeps its committed value"
+        );
     });
 }
 
@@ -267,7 +312,7 @@ fn randomized_against_a_model() {
                 now += rng.gen_range(0..DAY_MS / 20);
                 match rng.gen_range(0..20) {
                     0 => {
-                        log.compact(now).await.unwrap();
+                        log.compact(now, i64::MAX).await.unwrap();
                     }
                     1 => {
                         log.close().await.unwrap();
@@ -294,7 +339,7 @@ fn randomized_against_a_model() {
                     }
                 }
             }
-            log.compact(now + 2 * DAY_MS).await.unwrap();
+            log.compact(now + 2 * DAY_MS, i64::MAX).await.unwrap();
             let records = read_all(&log).await;
             assert_eq!(replay(&records), model, "seed {seed}");
             for (offset, k, v) in &records {
@@ -338,7 +383,7 @@ fn a_crash_at_any_step_of_the_swap_leaves_old_or_new() {
                 "dir" => storage.fail_dir_op_after(n),
                 _ => storage.fail_sync_after(n),
             }
-            let failed = log.compact(2_000).await.is_err();
+            let failed = log.compact(2_000, i64::MAX).await.is_err();
             storage.crash(CrashMode::LoseUnsynced);
             storage.clear_faults();
             let reopened = open(&storage).await;
@@ -353,7 +398,7 @@ fn a_crash_at_any_step_of_the_swap_leaves_old_or_new() {
             assert_eq!(replay(&records), expected, "{kind} {n}");
             assert_eq!(reopened.log_end_offset(), expected_end, "{kind} {n}");
             // Each segment is wholly old (every round present) or wholly compacted.
-            let again = reopened.compact(2_000).await.unwrap();
+            let again = reopened.compact(2_000, i64::MAX).await.unwrap();
             let finished = read_all(&reopened).await;
             assert_eq!(
                 replay(&finished),
@@ -393,14 +438,14 @@ fn a_pass_without_space_for_its_copy_changes_nothing_and_is_retried() {
         let before = read_all(&log).await;
         for left in [0, 40] {
             storage.set_space_left(Some(left));
-            let refused = log.compact(2_000).await.unwrap_err();
+            let refused = log.compact(2_000, i64::MAX).await.unwrap_err();
             assert!(matches!(refused, LogError::Exhausted(_)), "{refused}");
             let names = storage.list_dir(&dir()).await.unwrap();
             assert!(!names.iter().any(|n| n.ends_with(".cleaned")), "{names:?}");
             assert_eq!(read_all(&log).await, before, "space left {left}");
         }
         storage.set_space_left(None);
-        let outcome = log.compact(2_000).await.unwrap();
+        let outcome = log.compact(2_000, i64::MAX).await.unwrap();
         assert!(
             outcome.segments_rewritten > 0 && outcome.records_removed > 30,
             "{outcome:?}"
@@ -429,7 +474,7 @@ fn a_damaged_batch_offset_in_a_closed_segment_is_reported_and_changes_nothing() 
             bytes[second..second + 8].copy_from_slice(&damaged.to_be_bytes());
             storage.set_file_bytes(&path, bytes.clone());
             let log = open(&storage).await;
-            let error = log.compact(2_000).await.unwrap_err();
+            let error = log.compact(2_000, i64::MAX).await.unwrap_err();
             assert!(error.to_string().contains("out of place"), "{error}");
             assert_eq!(storage.file_bytes(&path).unwrap(), bytes, "offset {damaged}");
             log.close().await.unwrap();

@@ -540,11 +540,12 @@ impl<S: Storage> Partition<S> {
     }
 
     /// One compaction pass when the topic is compacted (`cleanup.policy` has `compact`);
-    /// otherwise nothing. Appends wait while it runs.
+    /// otherwise nothing. Appends wait while it runs. Records at or past the high watermark
+    /// are left out: they may still be truncated away.
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionOutcome, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
-        self.log.compact(now_ms).await
+        self.log.compact(now_ms, self.high_watermark().get()).await
     }
 
     /// Drops from memory the index entries of segments nothing used since the last call (a
