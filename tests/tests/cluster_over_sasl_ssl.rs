@@ -21,6 +21,7 @@ use laminar_tests::{wait_for, BrokerOptions, Cluster};
 const NODES: i32 = 3;
 const PARTITIONS: i32 = 3;
 const SESSION_TIMEOUT_MS: u64 = 3000;
+/// Leaders killed in the CI run; `LAMINAR_SASL_SSL_KILLS` asks for more (a longer run).
 const KILLS: usize = 3;
 const REJOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -77,7 +78,11 @@ fn acknowledged_records_survive_leader_kills_with_replication_and_quorum_over_sa
     wait_for(REJOIN_TIMEOUT, "the first acknowledgements", || {
         Ok(workload.last_acks().len() == PARTITIONS as usize)
     })?;
-    for round in 0..KILLS {
+    let kills = std::env::var("LAMINAR_SASL_SSL_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(KILLS);
+    for round in 0..kills {
         let partition = (round as i32) % PARTITIONS;
         let via = live_node(&mut cluster)?;
         let leader = wire::partition_view(&mut cluster.connect(via)?, &topic, partition)?.leader;
