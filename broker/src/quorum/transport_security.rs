@@ -55,8 +55,8 @@ pub struct ControllerLinkSecurity {
     description: String,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     connector: Option<tokio_rustls::TlsConnector>,
-    /// SASL listeners: the mechanisms accepted and PLAIN's users.
-    sasl: Option<(Vec<Mechanism>, PlainUsers)>,
+    /// SASL listeners: the mechanisms accepted and PLAIN's users (shared by the handshakes).
+    sasl: Option<Arc<(Vec<Mechanism>, PlainUsers)>>,
     login: Option<SaslLogin>,
     /// `connection.failed.authentication.delay.ms`: a refused login is answered this late.
     failure_delay: Duration,
@@ -86,7 +86,7 @@ impl ControllerLinkSecurity {
             sasl: listener
                 .sasl
                 .as_ref()
-                .map(|sasl| (sasl.mechanisms.clone(), sasl.plain_users.clone())),
+                .map(|sasl| Arc::new((sasl.mechanisms.clone(), sasl.plain_users.clone()))),
             login: link.login.clone(),
             failure_delay,
         }))
@@ -97,7 +97,7 @@ impl TransportSecurity for ControllerLinkSecurity {
     fn connect(&self, stream: TcpStream, addr: &str) -> Securing {
         let connector = self.connector.clone();
         let login = self.login.clone();
-        let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host).to_string();
+        let host = host_of(addr).to_string();
         Box::pin(async move {
             let mut stream: SecuredStream = match connector {
                 Some(connector) => {
@@ -123,7 +123,7 @@ impl TransportSecurity for ControllerLinkSecurity {
                 Some(acceptor) => Box::new(acceptor.accept(stream).await?),
                 None => Box::new(stream),
             };
-            if let Some((mechanisms, users)) = &sasl {
+            if let Some((mechanisms, users)) = sasl.as_deref() {
                 if let Err(refused) = check_login(&mut stream, mechanisms, users).await {
                     tokio::time::sleep(failure_delay).await;
                     return Err(refused);
@@ -136,6 +136,14 @@ impl TransportSecurity for ControllerLinkSecurity {
     fn describe(&self) -> String {
         self.description.clone()
     }
+}
+
+/// The host of a voter's `host:port` (`[v6]:port` included), as its certificate names it.
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 async fn read_handshake<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<SaslFrame> {
@@ -259,6 +267,13 @@ mod tests {
         );
         assert!(!refused.to_string().contains("guess"), "{refused}");
         assert_eq!(accepted.unwrap_err().kind(), io::ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn a_voters_host_is_its_address_without_the_port_or_brackets() {
+        assert_eq!(host_of("controller-1.example:9093"), "controller-1.example");
+        assert_eq!(host_of("10.0.0.1:9093"), "10.0.0.1");
+        assert_eq!(host_of("[::1]:9093"), "::1");
     }
 
     #[test]
