@@ -34,11 +34,12 @@ enum AclSource {
     Store(Mutex<AclStore>),
     /// A cluster: the metadata this broker last applied. `built_from` is the metadata's set
     /// `current` was built from; a request that finds another set there rebuilds (under the
-    /// lock, once per change).
+    /// lock, once per change), unless its image is older than the one built from (the
+    /// version under the lock), so a set never goes back to an older one.
     Metadata {
         link: Arc<ClusterLink>,
         built_from: ArcSwap<BTreeSet<AccessControlEntryRecord>>,
-        rebuilding: Mutex<()>,
+        rebuilding: Mutex<u64>,
     },
 }
 
@@ -68,7 +69,7 @@ impl Authorizer {
             source: AclSource::Metadata {
                 link,
                 built_from: ArcSwap::from_pointee(BTreeSet::new()),
-                rebuilding: Mutex::new(()),
+                rebuilding: Mutex::new(0),
             },
         };
         authorizer.acls();
@@ -86,11 +87,12 @@ impl Authorizer {
             let image = link.image();
             let newest = &image.metadata.acls;
             if !Arc::ptr_eq(newest, &built_from.load()) {
-                let _one_at_a_time = rebuilding.lock().unwrap_or_else(|p| p.into_inner());
-                if !Arc::ptr_eq(newest, &built_from.load()) {
+                let mut built_version = rebuilding.lock().unwrap_or_else(|p| p.into_inner());
+                if image.version >= *built_version && !Arc::ptr_eq(newest, &built_from.load()) {
                     let bindings = newest.iter().filter_map(binding_of);
                     self.current.store(Arc::new(set_of(&self.settings, bindings)));
                     built_from.store(newest.clone());
+                    *built_version = image.version;
                 }
             }
         }
