@@ -84,9 +84,11 @@ impl Authorizer {
             rebuilding,
         } = &self.source
         {
-            let image = link.image();
-            let newest = &image.metadata.acls;
-            if !Arc::ptr_eq(newest, &built_from.load()) {
+            // The common case: the set built is the metadata's; nothing shared is written.
+            let changed = link.peek_image(|image| !Arc::ptr_eq(&image.metadata.acls, &built_from.load()));
+            if changed {
+                let image = link.image();
+                let newest = &image.metadata.acls;
                 let mut built_version = rebuilding.lock().unwrap_or_else(|p| p.into_inner());
                 if image.version >= *built_version && !Arc::ptr_eq(newest, &built_from.load()) {
                     let bindings = newest.iter().filter_map(binding_of);

@@ -139,6 +139,12 @@ impl ClusterLink {
         self.image.load_full()
     }
 
+    /// Looks at the metadata as last published without taking a reference to it: for checks
+    /// on every request, which must not make the shards bump one shared counter.
+    pub fn peek_image<R>(&self, look: impl FnOnce(&MetadataImage) -> R) -> R {
+        look(&self.image.load())
+    }
+
     /// Resolves at the next publication of the metadata (listen, then look: none is missed).
     pub fn published(&self) -> event_listener::EventListener {
         self.published.listen()
