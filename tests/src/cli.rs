@@ -59,6 +59,21 @@ pub fn ok_on(brokers: &str, args: &[&str], stdin: &str) -> Result<String> {
     ok(&args, stdin)
 }
 
+/// `laminar user create USER --mechanism SCRAM-SHA-512` through `brokers`, the password on
+/// stdin; it must succeed.
+pub fn create_scram_user(brokers: &str, (user, password): (&str, &str)) -> Result<()> {
+    let args = [
+        "user",
+        "create",
+        user,
+        "--mechanism",
+        "SCRAM-SHA-512",
+        "--iterations",
+        "4096",
+    ];
+    ok_on(brokers, &args, &format!("{password}\n")).map(drop)
+}
+
 /// Runs `laminar ARGS`, which must fail with exactly one line on stderr; returns that line.
 pub fn fails(args: &[&str]) -> Result<String> {
     let outcome = run(args, "")?;

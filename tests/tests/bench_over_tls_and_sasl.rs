@@ -13,21 +13,7 @@ const PASSWORD: &str = "bench-secret";
 /// `laminar user create`, then `laminar user list` shows the user without any secret.
 fn add_scram_user(broker: &Broker, user: &str, password: &str) -> Result<()> {
     let brokers = broker.bootstrap();
-    let created = cli::run(
-        &[
-            "user",
-            "create",
-            user,
-            "--mechanism",
-            "SCRAM-SHA-512",
-            "--iterations",
-            "4096",
-            "--brokers",
-            &brokers,
-        ],
-        &format!("{password}\n"),
-    )?;
-    ensure!(created.success, "user create: {}", created.stderr);
+    cli::create_scram_user(&brokers, (user, password))?;
     let listed = cli::run(&["user", "list", "--brokers", &brokers], "")?;
     ensure!(listed.success, "user list: {}", listed.stderr);
     let line = listed

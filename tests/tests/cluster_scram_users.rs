@@ -37,22 +37,8 @@ fn options() -> BrokerOptions {
     .with_override("min.insync.replicas", "2")
 }
 
-fn create_user(cluster: &mut Cluster, via: i32, (user, password): (&str, &str)) -> Result<()> {
-    let brokers = cluster.node(via).bootstrap();
-    let created = cli::run(
-        &[
-            "user",
-            "create",
-            user,
-            "--mechanism",
-            "SCRAM-SHA-512",
-            "--brokers",
-            &brokers,
-        ],
-        &format!("{password}\n"),
-    )?;
-    ensure!(created.success, "user create {user}: {}", created.stderr);
-    Ok(())
+fn create_user(cluster: &mut Cluster, via: i32, login: (&str, &str)) -> Result<()> {
+    cli::create_scram_user(&cluster.node(via).bootstrap(), login)
 }
 
 /// Whether `user` logs in on node `node`'s CLIENTS listener (the CLI lists topics as that user).
