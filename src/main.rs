@@ -54,6 +54,9 @@ enum Command {
     /// ACLs: who may do what to which topics, groups and the cluster.
     #[command(subcommand)]
     Acl(cli::acl::AclCommand),
+    /// Client quotas: bytes a second, request time and partition mutations per user and client.
+    #[command(subcommand)]
+    Quota(cli::quota::QuotaCommand),
     Tune(cli::host::TuneArgs),
     Iotune(cli::host::IotuneArgs),
     InstallService(cli::host::InstallServiceArgs),
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Command::Cluster(command) => cli::cluster::run(command),
         Command::User(command) => cli::user::run(command),
         Command::Acl(command) => cli::acl::run(command),
+        Command::Quota(command) => cli::quota::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
         Command::InstallService(args) => cli::host::install_service(args, &man_pages()),

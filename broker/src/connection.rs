@@ -276,7 +276,8 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Ca
         // to move handles none: they go with it.
         // A failed authentication's answer is the connection's last (KIP-152).
         let failed = || connection.authentication.has_failed();
-        while moving.is_none() && !failed() && answers.len() < ANSWERS_IN_FLIGHT_MAX {
+        let muted = || connection.muted_until().is_some();
+        while moving.is_none() && !failed() && !muted() && answers.len() < ANSWERS_IN_FLIGHT_MAX {
             match inbound.next_frame() {
                 // Boxed: the handlers' futures are large, and a connection's own future would
                 // otherwise carry room for them while it idles.
@@ -300,9 +301,10 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Ca
             Some(shard) if answers.is_empty() => {
                 return Ended::Moving(shard, inbound.carry(connection.authentication))
             }
-            // The loop above stopped at the bound on answers owed, and they are written: the
-            // requests already received come next. Waiting for the client here would wait for
-            // a request it may never send, since it waits for these answers.
+            // A client past its quota: its answers still go out, its requests wait.
+            _ if moving.is_none() && muted() => {
+                wait_unmuted(&connection, &mut answers, (stream, &mut inbound), ctx).await
+            }
             _ if answers.is_empty() && inbound.reader.frame_ready() => Ok(()),
             _ if answers.is_empty() => {
                 if ctx.state.shared.shutdown.is_triggered() {
@@ -338,6 +340,31 @@ async fn serve_requests(ctx: &Rc<BrokerCtx>, stream: &mut TcpStream, carried: Ca
         if let Err(reason) = waited {
             return closed(reason);
         }
+    }
+}
+
+/// Waits until the connection's mute ends, writing the answers that become ready meanwhile.
+async fn wait_unmuted(
+    connection: &ConnectionState,
+    answers: &mut FuturesOrdered<Answer>,
+    (stream, inbound): (&mut TcpStream, &mut Inbound),
+    ctx: &Rc<BrokerCtx>,
+) -> Result<(), CloseReason> {
+    let until = connection.muted_until().unwrap_or_else(Instant::now);
+    let unmuted = glommio::timer::sleep(until.saturating_duration_since(Instant::now()));
+    let answered = match answers.is_empty() {
+        true => {
+            unmuted.await;
+            None
+        }
+        false => match select(answers.next(), std::pin::pin!(unmuted)).await {
+            Either::Left((answer, _)) => Some(answer),
+            Either::Right(_) => None,
+        },
+    };
+    match answered {
+        Some(answer) => write_answers(answer, answers, (stream, inbound.tls.as_deref_mut()), ctx).await,
+        None => Ok(()),
     }
 }
 

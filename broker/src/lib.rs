@@ -8,6 +8,7 @@ pub mod admin_http;
 pub mod authentication;
 pub mod authorization;
 pub mod broker;
+pub mod client_quotas;
 pub mod clock;
 pub mod config;
 mod connection;

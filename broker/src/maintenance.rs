@@ -1,4 +1,5 @@
 //! Per-shard background work: retention checks and compaction, expiring idle producer ids,
+//! forgetting the quota rates of clients gone quiet,
 //! giving back disk reserved ahead by partitions that went idle and, with
 //! `laminar.fsync=interval:<ms>`, the periodic flush. Each shard looks after only the partitions it owns, those not opened since
 //! the start included (see `open_for_retention`).
@@ -40,6 +41,8 @@ pub async fn run(ctx: Rc<BrokerCtx>) {
         if since_reservations >= IDLE_CHECK_EVERY {
             since_reservations = Duration::ZERO;
             release_idle(&ctx).await;
+            // Rates of clients gone quiet remember nothing: their memory comes back.
+            ctx.state.shared.client_quotas.forget_idle();
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;

@@ -84,11 +84,9 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         fetch_sessions: FetchSessions::new(config.max_incremental_fetch_session_cache_slots as usize),
         connections_per_ip: ConnectionsPerIp::new(config.connections_per_ip.clone()),
         connection_rate: connection_rate(&config),
-        failed_logins: crate::failed_logins::FailedLogins::new(
-            millis(config.connection_failed_authentication_delay_ms),
-            millis(config.connection_failed_authentication_delay_max_ms),
-        ),
+        failed_logins: failed_logins(&config),
         authorizer: open_authorizer(&config.authorizer, &log_dir, cluster.as_ref())?,
+        client_quotas: client_quotas(&config, &log_dir, cluster.as_ref())?,
         config,
         log_dir_locks,
         write_behind_unavailable,
@@ -188,6 +186,27 @@ fn open_authorizer(
         "ACLs on (authorizer.class.name)"
     );
     Ok(Some(authorizer))
+}
+
+/// How failed logins are slowed: `connection.failed.authentication.delay.ms`, doubling to its max.
+fn failed_logins(config: &BrokerConfig) -> crate::failed_logins::FailedLogins {
+    crate::failed_logins::FailedLogins::new(
+        millis(config.connection_failed_authentication_delay_ms),
+        millis(config.connection_failed_authentication_delay_max_ms),
+    )
+}
+
+/// The client quotas: a single node's from its log dir, a cluster's from its metadata.
+fn client_quotas(
+    config: &BrokerConfig,
+    log_dir: &Path,
+    cluster: Option<&Arc<crate::quorum::ClusterLink>>,
+) -> anyhow::Result<crate::client_quotas::ClientQuotaManager> {
+    use crate::client_quotas::ClientQuotaManager;
+    Ok(match cluster {
+        Some(link) => ClientQuotaManager::of_cluster(link.clone(), config.quota_windows),
+        None => ClientQuotaManager::open(log_dir, config.quota_windows)?,
+    })
 }
 
 /// The connection creation rates; the inter-broker listener is exempt from the broker's.

@@ -25,6 +25,7 @@ mod group_member;
 mod groups;
 pub mod partitioner;
 mod produce_frame;
+mod quotas;
 mod replica;
 mod sasl;
 mod security_settings;
@@ -48,6 +49,7 @@ pub use groups::{
 };
 pub use kafka_protocol::records::Compression;
 pub use laminar_security::{Mechanism, SecurityProtocol};
+pub use quotas::QuotaValues;
 pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
 pub use security_settings::{SecuritySettings, SecuritySettingsError};
 pub use topic_changes::ConfigChange;

@@ -11,7 +11,9 @@ pub use laminar_model::TopicPartition;
 use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, PartitionEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{AccessControlEntryRecord, BrokerEndpoint, TopicId, UserScramCredentialRecord};
+use crate::records::{
+    AccessControlEntryRecord, BrokerEndpoint, QuotaEntityPart, TopicId, UserScramCredentialRecord,
+};
 use crate::refusal::Refusal;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +77,32 @@ pub struct AlterPartitionRequest {
     pub new_isr: Vec<NodeId>,
 }
 
+/// One entity of an AlterClientQuotas request (Kafka's `EntryData`): its quotas set or removed.
+///
+/// The values are doubles, as in Kafka, so it is compared by their bits (`Eq` for
+/// [`ControllerRequest`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientQuotaAlteration {
+    /// The parts naming the entity (Kafka's `Entity`), in any order.
+    pub entity: Vec<QuotaEntityPart>,
+    /// Kafka's `Ops`: `(key, Some(value))` sets the quota `key`, `(key, None)` removes it.
+    pub ops: Vec<(String, Option<f64>)>,
+}
+
+impl PartialEq for ClientQuotaAlteration {
+    fn eq(&self, other: &Self) -> bool {
+        let bits = |ops: &[(String, Option<f64>)]| -> Vec<(String, Option<u64>)> {
+            let each = ops
+                .iter()
+                .map(|(key, value)| (key.clone(), value.map(f64::to_bits)));
+            each.collect()
+        };
+        self.entity == other.entity && bits(&self.ops) == bits(&other.ops)
+    }
+}
+
+impl Eq for ClientQuotaAlteration {}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerRequest {
     RegisterBroker {
@@ -128,6 +156,10 @@ pub enum ControllerRequest {
     /// ACLs removed: those of `entries` still held.
     DeleteAcls {
         entries: Vec<AccessControlEntryRecord>,
+    },
+    /// Client quotas set and removed, entity by entity (Kafka's AlterClientQuotas).
+    AlterClientQuotas {
+        entries: Vec<ClientQuotaAlteration>,
     },
 }
 
@@ -186,6 +218,9 @@ pub enum ControllerResponse {
     AclsCreated,
     /// DeleteAcls: the entries removed.
     AclsDeleted(Vec<AccessControlEntryRecord>),
+    /// AlterClientQuotas: one result per entity, in request order (a refused entity wrote
+    /// nothing).
+    ClientQuotas(Vec<Result<(), Refusal>>),
 }
 
 impl ControllerResponse {

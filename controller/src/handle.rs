@@ -226,6 +226,21 @@ impl ControllerHandle {
         }
     }
 
+    /// Sets and removes client quotas, entity by entity: one result per entity, in request
+    /// order; a refused entity changes nothing, the others are written.
+    pub async fn alter_client_quotas(
+        &self,
+        entries: Vec<ClientQuotaAlteration>,
+    ) -> Result<Vec<Result<(), Refusal>>, Refusal> {
+        match self
+            .request(ControllerRequest::AlterClientQuotas { entries })
+            .await
+        {
+            ControllerResponse::ClientQuotas(results) => Ok(results),
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreateTopics { topics })
             .await

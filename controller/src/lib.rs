@@ -31,7 +31,9 @@ pub mod transport;
 pub use config::{ControllerConfig, ControllerError};
 pub use decide::{leaders_to_rebalance, preferred_leader_imbalance};
 pub use handle::{ControllerHandle, QuorumStatus, VoterStatus};
-pub use metadata::{BrokerRegistration, ClusterMetadata, MetadataImage, PartitionState, TopicState};
+pub use metadata::{
+    BrokerRegistration, ClusterMetadata, MetadataImage, PartitionState, QuotaEntity, QuotaValue, TopicState,
+};
 pub use node::ControllerNode;
 pub use records::*;
 pub use refusal::Refusal;

@@ -100,7 +100,59 @@ pub struct ClusterMetadata {
     /// The ACLs. Behind `Arc` so that a broker tells a changed set from the one it built its
     /// authorizer from by pointer. Snapshot format 3.
     pub acls: Arc<BTreeSet<AccessControlEntryRecord>>,
+    /// Client quotas (Kafka's AlterClientQuotas): entity → quota name → value; an entity with
+    /// no quota left is not held. Behind `Arc` so that a broker tells a changed map by
+    /// pointer, as `acls`. Snapshot format 4.
+    pub client_quotas: Arc<BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>>,
 }
+
+/// A client quota's entity: its parts sorted by type, so that the same entity compares equal
+/// whatever order a request named its parts in (Kafka's ClientQuotaEntity is a map).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct QuotaEntity(Vec<QuotaEntityPart>);
+
+impl QuotaEntity {
+    pub fn new(mut parts: Vec<QuotaEntityPart>) -> Self {
+        parts.sort_unstable();
+        QuotaEntity(parts)
+    }
+
+    /// The parts, sorted by type.
+    pub fn parts(&self) -> &[QuotaEntityPart] {
+        &self.0
+    }
+
+    /// The name of the entity's part of type `entity_type`: `None` when it has no such part,
+    /// `Some(None)` when that part is the type's default entity.
+    pub fn name_of(&self, entity_type: &str) -> Option<Option<&str>> {
+        let part = self.0.iter().find(|p| p.entity_type == entity_type)?;
+        Some(part.entity_name.as_deref())
+    }
+}
+
+impl std::fmt::Display for QuotaEntity {
+    /// Kafka's form: `user=alice, client-id=<default>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (at, part) in self.0.iter().enumerate() {
+            let separator = if at == 0 { "" } else { ", " };
+            let name = part.entity_name.as_deref().unwrap_or("<default>");
+            write!(f, "{separator}{}={name}", part.entity_type)?;
+        }
+        Ok(())
+    }
+}
+
+/// A client quota's value: Kafka's double, compared by its bits so that the metadata is `Eq`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct QuotaValue(pub f64);
+
+impl PartialEq for QuotaValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for QuotaValue {}
 
 /// Adding and removing replicas are distinct replicas, never both, and the target (the
 /// replicas not being removed) is not empty.
@@ -164,6 +216,8 @@ pub enum ApplyError {
     UnknownScramCredential { name: String, mechanism: i8 },
     #[error("the ACL {0:?} is not held")]
     UnknownAcl(Box<AccessControlEntryRecord>),
+    #[error("no client quota {key} for {entity}")]
+    UnknownClientQuota { entity: QuotaEntity, key: String },
     /// A whole-state check found a topic whose state disagrees with itself.
     #[error("topic {topic}: {reason}")]
     InconsistentTopic { topic: String, reason: &'static str },
@@ -223,6 +277,7 @@ impl ClusterMetadata {
                 }
                 false => Err(ApplyError::UnknownAcl(Box::new(r.entry.clone()))),
             },
+            MetadataRecord::ClientQuota(r) => self.apply_client_quota(r),
             MetadataRecord::RemoveUserScramCredential(r) => {
                 let key = (r.name.clone(), r.mechanism);
                 match self.scram_credentials.remove(&key) {
@@ -242,6 +297,30 @@ impl ClusterMetadata {
                 Ok(())
             }
         }
+    }
+
+    /// Sets a client quota, or removes it (and its entity with its last quota).
+    fn apply_client_quota(&mut self, r: &ClientQuotaRecord) -> Result<(), ApplyError> {
+        let entity = QuotaEntity::new(r.entity.clone());
+        if !r.remove {
+            let quotas = Arc::make_mut(&mut self.client_quotas);
+            let values = quotas.entry(entity).or_default();
+            values.insert(r.key.clone(), QuotaValue(r.value));
+            return Ok(());
+        }
+        let held = self.client_quotas.get(&entity);
+        if !held.is_some_and(|values| values.contains_key(&r.key)) {
+            let key = r.key.clone();
+            return Err(ApplyError::UnknownClientQuota { entity, key });
+        }
+        let quotas = Arc::make_mut(&mut self.client_quotas);
+        if let Some(values) = quotas.get_mut(&entity) {
+            values.remove(&r.key);
+            if values.is_empty() {
+                quotas.remove(&entity);
+            }
+        }
+        Ok(())
     }
 
     fn apply_register_broker(&mut self, r: &RegisterBrokerRecord, log_index: u64) -> Result<(), ApplyError> {

@@ -214,6 +214,53 @@ pub struct RemoveAccessControlEntryRecord {
     pub entry: AccessControlEntryRecord,
 }
 
+/// Kafka's client quota entity types (`ClientQuotaEntity.USER`, `CLIENT_ID`, `IP`).
+pub const QUOTA_ENTITY_USER: &str = "user";
+pub const QUOTA_ENTITY_CLIENT_ID: &str = "client-id";
+pub const QUOTA_ENTITY_IP: &str = "ip";
+
+/// One part of a client quota's entity (Kafka's ClientQuotaRecord `EntityData`): a type and
+/// the name of that type's entity.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct QuotaEntityPart {
+    /// Kafka's `EntityType`: [`QUOTA_ENTITY_USER`], [`QUOTA_ENTITY_CLIENT_ID`] or
+    /// [`QUOTA_ENTITY_IP`].
+    pub entity_type: String,
+    /// Kafka's `EntityName`: the user's principal name, the client id or the IP address.
+    /// `None` (Kafka's null) is the type's default entity, which `kafka-configs.sh` names
+    /// `<default>`.
+    pub entity_name: Option<String>,
+}
+
+/// One quota of a client entity set or removed (Kafka's ClientQuotaRecord).
+///
+/// `value` is a double, as in Kafka, so the record is compared by the value's bits (`Eq` for
+/// [`MetadataRecord`]): the same bits are the same record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientQuotaRecord {
+    /// Kafka's `Entity`: the parts naming the entity, at most one of each type. The controller
+    /// writes them sorted by type ([`crate::QuotaEntity`]'s order).
+    pub entity: Vec<QuotaEntityPart>,
+    /// Kafka's `Key`: the quota's name (`producer_byte_rate`, `consumer_byte_rate`,
+    /// `request_percentage`, `controller_mutation_rate`, `connection_creation_rate`).
+    pub key: String,
+    /// Kafka's `Value`: the quota; ignored when `remove`.
+    pub value: f64,
+    /// Kafka's `Remove`: the key is removed from the entity rather than set to `value`.
+    pub remove: bool,
+}
+
+impl PartialEq for ClientQuotaRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.entity == other.entity
+            && self.key == other.key
+            && self.value.to_bits() == other.value.to_bits()
+            && self.remove == other.remove
+    }
+}
+
+impl Eq for ClientQuotaRecord {}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataRecord {
     RegisterBroker(RegisterBrokerRecord),
@@ -232,6 +279,7 @@ pub enum MetadataRecord {
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     AccessControlEntry(AccessControlEntryRecord),
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    ClientQuota(ClientQuotaRecord),
 }
 
 /// The application data of one Raft entry: the records of one controller decision, applied in

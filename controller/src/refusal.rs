@@ -107,6 +107,10 @@ pub enum Refusal {
     // ACLs (CreateAcls).
     #[error("{reason}")]
     InvalidAcl { reason: String },
+
+    // Client quotas (AlterClientQuotas): Kafka answers INVALID_REQUEST for every reason.
+    #[error("{reason}")]
+    InvalidQuota { reason: String },
 }
 
 impl Refusal {
@@ -164,7 +168,7 @@ impl Refusal {
             Refusal::UserNamedTwice => ResponseError::DuplicateResource,
             Refusal::ScramCredentialNotFound => ResponseError::ResourceNotFound,
             Refusal::UnacceptableCredential { .. } => ResponseError::UnacceptableCredential,
-            Refusal::InvalidAcl { .. } => ResponseError::InvalidRequest,
+            Refusal::InvalidAcl { .. } | Refusal::InvalidQuota { .. } => ResponseError::InvalidRequest,
         }
     }
 }
@@ -195,7 +199,8 @@ mod tests {
             | Refusal::TopicIdUnusable
             | Refusal::IsrNotOfReplicas
             | Refusal::PartitionNamedTwice
-            | Refusal::InvalidAcl { .. } => 42,
+            | Refusal::InvalidAcl { .. }
+            | Refusal::InvalidQuota { .. } => 42,
             Refusal::FencedLeaderEpoch => 74,
             Refusal::StaleBrokerEpoch => 77,
             Refusal::PreferredLeaderNotAvailable => 80,
@@ -253,6 +258,7 @@ mod tests {
             Refusal::ScramCredentialNotFound,
             Refusal::UnacceptableCredential { reason: reason() },
             Refusal::InvalidAcl { reason: reason() },
+            Refusal::InvalidQuota { reason: reason() },
         ]
     }
 

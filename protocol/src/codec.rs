@@ -65,6 +65,9 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeAcls, 1, 3),
     api(ApiKey::CreateAcls, 1, 3),
     api(ApiKey::DeleteAcls, 1, 3),
+    // Client quotas (KIP-546): v1 is flexible.
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// APIs served only in cluster mode (`process.roles` set), advertised there only: a single

@@ -30,6 +30,9 @@ pub struct PartitionAnswer {
 /// The whole answer: topics in request order, each with its partitions.
 #[derive(Debug, Clone, Default)]
 pub struct FetchAnswer {
+    /// How long the client is held back for a quota it went past (the connection is muted as
+    /// long); 0: not throttled.
+    pub throttle_time_ms: i32,
     /// The request's own error (v7+: a fetch session's), with no topics.
     pub error_code: i16,
     /// The fetch session the answer belongs to (v7+, KIP-227); 0: none.
@@ -44,6 +47,12 @@ impl FetchAnswer {
             error_code,
             ..FetchAnswer::default()
         }
+    }
+
+    /// The bytes of records the answer carries (what a consumer's byte-rate quota counts).
+    pub fn records_len(&self) -> usize {
+        let partitions = self.topics.iter().flat_map(|(_, partitions)| partitions);
+        partitions.map(|p| p.records.len()).sum()
     }
 }
 
@@ -64,7 +73,7 @@ pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i3
     if flexible {
         out.fields.put_u8(0); // response header tag section
     }
-    out.fields.put_i32(0); // throttle_time_ms
+    out.fields.put_i32(answer.throttle_time_ms);
     if version >= 7 {
         out.fields.put_i16(answer.error_code);
         out.fields.put_i32(answer.session_id);
@@ -215,6 +224,7 @@ mod tests {
             records: RecordBytes::default(),
         };
         FetchAnswer {
+            throttle_time_ms: 250,
             error_code: 0,
             session_id: 1_234_567,
             topics: vec![
@@ -256,6 +266,7 @@ mod tests {
             _ => (0, 0),
         };
         let response = FetchResponse::default()
+            .with_throttle_time_ms(answer.throttle_time_ms)
             .with_error_code(error_code)
             .with_session_id(session_id)
             .with_responses(responses);

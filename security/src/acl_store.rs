@@ -26,7 +26,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::acl::{AclBinding, AclError, AclFilter};
@@ -138,41 +138,28 @@ fn encode(acls: &BTreeSet<AclBinding>) -> Vec<u8> {
 }
 
 fn load(path: &Path, file: File) -> Result<BTreeSet<AclBinding>, AclStoreError> {
-    let mut reader = BufReader::new(file);
     let mut acls = BTreeSet::new();
-    let corrupt = |line, reason: &dyn std::fmt::Display| AclStoreError::Corrupt {
-        path: path.to_owned(),
-        line,
-        reason: reason.to_string(),
-    };
-    for line_number in 1.. {
-        let read = line_file::read_line(&mut reader, AclStore::LINE_LEN_MAX).map_err(|source| {
-            AclStoreError::Io {
-                path: path.to_owned(),
-                source,
-            }
-        })?;
-        let Some(line) = read else {
-            if line_number == 1 {
-                return Err(corrupt(1, &"empty file: missing header"));
-            }
-            break;
-        };
-        let line = line.map_err(|reason| corrupt(line_number, &reason))?;
-        if line_number == 1 {
-            if line != HEADER {
-                return Err(corrupt(1, &"unknown header or format version"));
-            }
-            continue;
-        }
+    let parse = |line: &str| parse_record(line).map_err(|e| e.to_string());
+    let keep = |acl| {
         if acls.len() >= AclStore::ACLS_MAX {
-            return Err(corrupt(line_number, &"more ACLs than the store's maximum"));
+            return Err("more ACLs than the store's maximum".to_string());
         }
-        let acl = parse_record(&line).map_err(|reason| corrupt(line_number, &reason))?;
-        if !acls.insert(acl) {
-            return Err(corrupt(line_number, &"an ACL written twice"));
+        match acls.insert(acl) {
+            true => Ok(()),
+            false => Err("an ACL written twice".to_string()),
         }
-    }
+    };
+    line_file::load_records(file, (HEADER, AclStore::LINE_LEN_MAX), parse, keep).map_err(|e| match e {
+        line_file::LoadError::Io(source) => AclStoreError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        line_file::LoadError::Corrupt { line, reason } => AclStoreError::Corrupt {
+            path: path.to_owned(),
+            line,
+            reason,
+        },
+    })?;
     Ok(acls)
 }
 

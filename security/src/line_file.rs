@@ -67,6 +67,48 @@ pub fn read_line(
     Ok(Some(String::from_utf8(line).map_err(|_| "line is not UTF-8")))
 }
 
+/// Why a store's file could not be read: an I/O error, or a line that breaks its format
+/// (`line` counts from 1, the header being line 1).
+#[derive(Debug)]
+pub enum LoadError {
+    Io(io::Error),
+    Corrupt { line: usize, reason: String },
+}
+
+/// Reads a store's file: the header line `header`, then one record a line, each parsed by
+/// `parse` and passed to `keep`, which says why a record cannot be kept (a duplicate, one past
+/// the store's bound). Lines are at most `line_len_max` bytes.
+pub fn load_records<T>(
+    file: File,
+    (header, line_len_max): (&str, usize),
+    parse: impl Fn(&str) -> Result<T, String>,
+    mut keep: impl FnMut(T) -> Result<(), String>,
+) -> Result<(), LoadError> {
+    let mut reader = io::BufReader::new(file);
+    let corrupt = |line, reason: &dyn std::fmt::Display| LoadError::Corrupt {
+        line,
+        reason: reason.to_string(),
+    };
+    for line_number in 1.. {
+        let Some(line) = read_line(&mut reader, line_len_max).map_err(LoadError::Io)? else {
+            if line_number == 1 {
+                return Err(corrupt(1, &"empty file: missing header"));
+            }
+            break;
+        };
+        let line = line.map_err(|reason| corrupt(line_number, &reason))?;
+        if line_number == 1 {
+            if line != header {
+                return Err(corrupt(1, &"unknown header or format version"));
+            }
+            continue;
+        }
+        let record = parse(&line).map_err(|reason| corrupt(line_number, &reason))?;
+        keep(record).map_err(|reason| corrupt(line_number, &reason))?;
+    }
+    Ok(())
+}
+
 /// Replaces `dir/name` with `bytes`: written to `name.tmp`, fsynced, renamed over the file, and
 /// the directory fsynced, so a crash leaves the old file or the new one, never a mix. An error
 /// names the path it happened on.

@@ -10,6 +10,7 @@ pub mod group;
 pub mod host;
 pub mod produce;
 pub mod progress;
+pub mod quota;
 pub mod reassign;
 pub mod topic;
 pub mod user;

@@ -35,6 +35,8 @@ pub struct BrokerShared {
     pub connection_slots: Arc<crate::connection_slots::ConnectionSlots>,
     /// The ACLs (`authorizer.class.name`); `None`: every principal may do everything.
     pub authorizer: Option<crate::authorization::Authorizer>,
+    /// Client quotas and every client's rates against them.
+    pub client_quotas: crate::client_quotas::ClientQuotaManager,
     /// Connections open per client address (`max.connections.per.ip`).
     pub connections_per_ip: Arc<crate::connections_per_ip::ConnectionsPerIp>,
     /// `max.connection.creation.rate`, broker-wide and per listener.

@@ -292,6 +292,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         connections_per_ip: connections_per_ip(&v)?,
         max_connection_creation_rate: v.narrowed("max.connection.creation.rate")?,
         listener_connection_creation_rates,
+        quota_windows: quota_windows(&v)?,
         authorizer: authorizer(&v)?,
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
@@ -531,6 +532,14 @@ fn security_and_links(
         _ => None,
     };
     Ok((security, links))
+}
+
+/// `quota.window.num` windows of `quota.window.size.seconds`.
+fn quota_windows(v: &Values) -> Result<crate::client_quotas::Windows, ConfigError> {
+    Ok(crate::client_quotas::Windows {
+        count: v.narrowed::<u32>("quota.window.num")? as usize,
+        size: std::time::Duration::from_secs(v.narrowed::<u32>("quota.window.size.seconds")?.into()),
+    })
 }
 
 /// Each listener's `listener.name.<name>.max.connection.creation.rate`, unlimited when unset.

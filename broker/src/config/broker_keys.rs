@@ -194,6 +194,11 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "New connections a second the broker serves (KIP-612): past it, and past a listener's \
          own listener.name.<name>.max.connection.creation.rate, a new connection waits in the \
          listen queue. The inter-broker listener counts only against its own rate."),
+    key("quota.window.num", Fixed("11"), POSITIVE_I32, &[],
+        "Windows a client quota's rate is measured over (producer_byte_rate, consumer_byte_rate, \
+         request_percentage); also the burst of controller_mutation_rate."),
+    key("quota.window.size.seconds", Fixed("1"), POSITIVE_I32, &[],
+        "Length of each window of a client quota's rate."),
     key("max.connections.per.ip.overrides", Unset, Kind::Text, &[],
         "Per-address exceptions to max.connections.per.ip: comma-separated host:count or \
          ip:count entries (host names are resolved at start; an IPv6 address is split at its \

@@ -51,6 +51,8 @@ pub struct BrokerConfig {
     /// `i32::MAX` when unset).
     pub max_connection_creation_rate: u32,
     pub listener_connection_creation_rates: Vec<u32>,
+    /// `quota.window.num` and `quota.window.size.seconds`: how client quotas are measured.
+    pub quota_windows: crate::client_quotas::Windows,
     /// `authorizer.class.name` and its settings; `None`: ACLs off.
     pub authorizer: Option<AuthorizerSettings>,
     pub connections_max_idle_ms: i64,

@@ -8,6 +8,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_log_dirs_response::DescribeLogDirsResponse;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
 use laminar_security::Operation;
 
 use crate::authorization::Access;
@@ -97,6 +98,18 @@ fn cluster_refused(access: &Access, request: &RequestKind) -> Option<ResponseKin
         RequestKind::AlterUserScramCredentials(r) if cluster(Operation::Alter) => {
             Some(ResponseKind::AlterUserScramCredentials(scram_refused(r)))
         }
+        RequestKind::DescribeClientQuotas(_) if cluster(Operation::DescribeConfigs) => {
+            Some(ResponseKind::DescribeClientQuotas(
+                DescribeClientQuotasResponse::default()
+                    .with_error_code(cluster_error)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "DescribeConfigs on the cluster is needed",
+                    ))),
+            ))
+        }
+        RequestKind::AlterClientQuotas(r) if cluster(Operation::AlterConfigs) => Some(
+            ResponseKind::AlterClientQuotas(super::alter_client_quotas::refused_whole(r, cluster_error)),
+        ),
         RequestKind::InitProducerId(r) => init_producer_id(access, r),
         _ => None,
     }

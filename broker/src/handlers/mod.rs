@@ -8,7 +8,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use crate::authentication::{Authentication, AuthenticationError};
+use crate::authentication::{Authentication, AuthenticationError, ANONYMOUS};
 use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::handlers::append_order::AppendOrder;
@@ -18,9 +18,12 @@ use crate::metrics::ProducedTraffic;
 use crate::reply::Reply;
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::codec::{self, decode_request_header, HeaderError, RequestFrame};
+use laminar_security::QuotaKey;
+use quota_checks::QuotaClient;
 
 mod acl_checks;
 mod acl_wire;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
@@ -34,6 +37,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -57,6 +61,7 @@ pub mod offset_for_leader_epoch;
 mod partition_answers;
 pub mod placement;
 pub mod produce;
+mod quota_checks;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
@@ -127,6 +132,10 @@ pub struct ConnectionState {
     pub placement: Placement,
     /// Who its client is, and what it may send before it has proved it.
     pub authentication: Authentication,
+    /// Until when the connection reads no request: its client went past a quota (Kafka mutes
+    /// the channel as long as the answer's `throttle_time_ms`). Shared with answers that come
+    /// later (a long-poll fetch's size counts when it is known).
+    pub muted_until: Rc<std::cell::Cell<Option<std::time::Instant>>>,
 }
 
 impl ConnectionState {
@@ -141,7 +150,31 @@ impl ConnectionState {
             order: AppendOrder::default(),
             placement: Placement::new(here, shard_count),
             authentication,
+            muted_until: Rc::default(),
         }
+    }
+
+    /// Until when the connection is muted, if it is now.
+    pub fn muted_until(&self) -> Option<std::time::Instant> {
+        self.muted_until
+            .get()
+            .filter(|until| *until > std::time::Instant::now())
+    }
+
+    /// Mutes the connection for `wait` from now (not shorter than it already is).
+    pub fn throttle(&self, wait: std::time::Duration) {
+        mute(&self.muted_until, wait);
+    }
+}
+
+/// Mutes a connection through its `muted_until` for `wait` from now, unless it is for longer.
+pub fn mute(muted_until: &std::cell::Cell<Option<std::time::Instant>>, wait: std::time::Duration) {
+    if wait.is_zero() {
+        return;
+    }
+    let until = std::time::Instant::now() + wait;
+    if muted_until.get().is_none_or(|now| now < until) {
+        muted_until.set(Some(until));
     }
 }
 
@@ -153,6 +186,7 @@ pub async fn handle(
     if connection.authentication.expects_raw_token() {
         return Ok(raw_sasl_token(ctx, &connection.authentication, &frame));
     }
+    let request_len = frame.len();
     let RequestFrame {
         api_key,
         header,
@@ -182,21 +216,51 @@ pub async fn handle(
         reason: e.to_string(),
     };
     let request = RequestKind::decode(api_key, &mut body, version).map_err(malformed)?;
+    let quota = QuotaClient {
+        principal: connection
+            .authentication
+            .principal()
+            .unwrap_or_else(|| ANONYMOUS.clone()),
+        client_id: header.client_id,
+    };
+    let quotas = &ctx.state.shared.client_quotas;
+    let counted = !quota_checks::is_exempt(api_key);
+    let request_time = QuotaKey::RequestPercentage;
+    // Request time counts once the request is handled; a client already past its share is
+    // throttled now (Kafka throttles the answer after the time that went past it).
+    let throttle = match counted {
+        true => quotas.wait(request_time, quota.client()),
+        false => std::time::Duration::ZERO,
+    };
+    connection.throttle(throttle);
+    let started = std::time::Instant::now();
     let context = RequestContext {
         api_key,
         version,
         correlation_id,
-        client_id: header.client_id,
+        quota: &quota,
+        throttle,
+        request_len,
     };
-    dispatch(ctx, connection, request, context).await
+    let outcome = dispatch(ctx, connection, request, context).await;
+    if counted {
+        let spent = quota_checks::percent_seconds(started.elapsed());
+        quotas.record(request_time, quota.client(), spent);
+    }
+    outcome
 }
 
 /// What a handler may need of a request besides its body.
-struct RequestContext {
+struct RequestContext<'a> {
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
-    client_id: Option<kafka_protocol::protocol::StrBytes>,
+    /// Who the request counts against, for quotas; its client id.
+    quota: &'a QuotaClient,
+    /// How long the client is throttled for already (its request time).
+    throttle: std::time::Duration,
+    /// The request's frame, in bytes (what `producer_byte_rate` counts).
+    request_len: usize,
 }
 
 /// Runs a decoded request's handler.
@@ -204,21 +268,17 @@ async fn dispatch(
     ctx: &Rc<BrokerCtx>,
     connection: &ConnectionState,
     request: RequestKind,
-    context: RequestContext,
+    context: RequestContext<'_>,
 ) -> Result<Outcome, RequestError> {
-    let RequestContext {
-        api_key,
-        version,
-        correlation_id,
-        client_id,
-    } = context;
+    let (api_key, version, correlation_id) = (context.api_key, context.version, context.correlation_id);
     let listener = connection.authentication.listener;
     let access = access_of(ctx, connection);
-    if let Some(refused) = acl_checks::refused(&access, &request, version) {
+    if let Some(mut refused) = acl_checks::refused(&access, &request, version) {
+        quota_checks::set_throttle(&mut refused, context.throttle);
         return respond(api_key, version, correlation_id, &refused);
     }
     match request {
-        RequestKind::Produce(r) => handle_produce(ctx, (connection, &access), r, version, correlation_id),
+        RequestKind::Produce(r) => handle_produce(ctx, (connection, &access), r, &context),
         request @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
             handle_sasl(ctx, &connection.authentication, request, version, correlation_id)
         }
@@ -233,28 +293,57 @@ async fn dispatch(
                 laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id);
             Ok(Outcome::RespondChunks(frame))
         }
-        RequestKind::Fetch(r) => {
-            let answer = fetch::handle(ctx, r, version, (&connection.placement, &access)).await;
-            let ctx = ctx.clone();
-            let encoded = answer.map(move |answer| {
-                ctx.state.metrics.count_fetched(&answer);
-                laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id)
-            });
-            Ok(match encoded {
-                Reply::Now(chunks) => Outcome::RespondChunks(chunks),
-                Reply::Later(chunks) => Outcome::Deferred(Box::pin(async move { Ok(Some(chunks.await)) })),
-            })
-        }
+        RequestKind::Fetch(r) => Ok(handle_fetch(ctx, (connection, &access), r, &context).await),
         request if is_group_api(api_key) => {
             note_coordinator(ctx, &connection.placement, &request);
-            let kind = (api_key, listener);
-            handle_group_api(ctx, (kind, &access), request, version, correlation_id, client_id).await
+            handle_group_api(ctx, (listener, &access), request, &context).await
         }
-        request => {
-            let kind = (api_key, listener);
-            handle_partition_or_admin_api(ctx, (kind, &access), request, version, correlation_id).await
-        }
+        request => handle_partition_or_admin_api(ctx, (listener, &access), request, &context).await,
     }
+}
+
+/// Fetch: answered now or when data comes (a long poll). A consumer's answer counts against
+/// its byte rate once its size is known, and is bounded by it beforehand.
+async fn handle_fetch(
+    ctx: &Rc<BrokerCtx>,
+    (connection, access): (&ConnectionState, &Access),
+    mut request: kafka_protocol::messages::FetchRequest,
+    context: &RequestContext<'_>,
+) -> Outcome {
+    let (version, correlation_id) = (context.version, context.correlation_id);
+    let quotas = &ctx.state.shared.client_quotas;
+    let consumer = request.replica_id.0 < 0;
+    if let Some(bytes_max) = quotas
+        .fetch_bytes_max(context.quota.client())
+        .filter(|_| consumer)
+    {
+        request.max_bytes = request
+            .max_bytes
+            .min(i32::try_from(bytes_max).unwrap_or(i32::MAX));
+    }
+    let answer = fetch::handle(ctx, request, version, (&connection.placement, access)).await;
+    let (ctx, muted_until, throttle) = (ctx.clone(), connection.muted_until.clone(), context.throttle);
+    let (principal, client_id) = (context.quota.principal.clone(), context.quota.client_id.clone());
+    let encoded = answer.map(move |mut answer| {
+        ctx.state.metrics.count_fetched(&answer);
+        if consumer {
+            let quota = QuotaClient { principal, client_id };
+            let bytes = answer.records_len() as f64;
+            let wait =
+                throttle.max(quotas_of(&ctx).record(QuotaKey::ConsumerByteRate, quota.client(), bytes));
+            mute(&muted_until, wait);
+            answer.throttle_time_ms = crate::client_quotas::throttle_ms(wait);
+        }
+        laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id)
+    });
+    match encoded {
+        Reply::Now(chunks) => Outcome::RespondChunks(chunks),
+        Reply::Later(chunks) => Outcome::Deferred(Box::pin(async move { Ok(Some(chunks.await)) })),
+    }
+}
+
+fn quotas_of(ctx: &BrokerCtx) -> &crate::client_quotas::ClientQuotaManager {
+    &ctx.state.shared.client_quotas
 }
 
 /// What this request may do: its connection's principal and host against the ACLs now.
@@ -374,23 +463,25 @@ fn check_served(served: codec::ServedApis, api_key: ApiKey, version: i16) -> Res
 }
 
 /// Produce: answered now (refused), later (once durable as `acks` asks), or never (acks=0).
+/// The request's size counts against the client's byte rate as it arrives.
 fn handle_produce(
     ctx: &Rc<BrokerCtx>,
     (connection, access): (&ConnectionState, &Access),
     request: kafka_protocol::messages::ProduceRequest,
-    version: i16,
-    correlation_id: i32,
+    context: &RequestContext<'_>,
 ) -> Result<Outcome, RequestError> {
+    let (version, correlation_id) = (context.version, context.correlation_id);
     let produced = ProducedTraffic::of(&request);
+    let bytes = context.request_len as f64;
+    let byte_rate_wait = quotas_of(ctx).record(QuotaKey::ProducerByteRate, context.quota.client(), bytes);
+    let wait = context.throttle.max(byte_rate_wait);
+    connection.throttle(wait);
     match produce::handle(ctx, (connection, access), request) {
         produce::Produced::Answer(response) => {
             ctx.state.metrics.count_produced(produced, Some(&response));
-            respond(
-                ApiKey::Produce,
-                version,
-                correlation_id,
-                &ResponseKind::Produce(response),
-            )
+            let mut kind = ResponseKind::Produce(response);
+            quota_checks::set_throttle(&mut kind, wait);
+            respond(ApiKey::Produce, version, correlation_id, &kind)
         }
         produce::Produced::Pending(pending) => {
             let ctx = ctx.clone();
@@ -398,22 +489,49 @@ fn handle_produce(
                 let response = pending.await;
                 ctx.state.metrics.count_produced(produced, response.as_ref());
                 let Some(response) = response else { return Ok(None) };
-                let kind = ResponseKind::Produce(response);
+                let mut kind = ResponseKind::Produce(response);
+                quota_checks::set_throttle(&mut kind, wait);
                 encode(ApiKey::Produce, version, correlation_id, &kind).map(|f| Some(vec![Chunk::Memory(f)]))
             })))
         }
     }
 }
 
+/// KIP-599: a topic-admin request counts the partitions it creates or deletes against the
+/// client's `controller_mutation_rate`. A strict request is refused while the client is past
+/// it (the refusal is the `Err`); an older one is made, and throttled.
+fn mutation_throttle(
+    ctx: &BrokerCtx,
+    request: &RequestKind,
+    context: &RequestContext<'_>,
+) -> Result<std::time::Duration, Box<ResponseKind>> {
+    let Some(partitions) = quota_checks::mutated_partitions(&ctx.state.shared, request) else {
+        return Ok(context.throttle);
+    };
+    let (client, quotas) = (context.quota.client(), quotas_of(ctx));
+    let wait = quotas.mutation_wait(client);
+    if quota_checks::is_strict(context.api_key, context.version) && !wait.is_zero() {
+        if let Some(refused) = quota_checks::mutation_refused(request, wait) {
+            return Err(Box::new(refused));
+        }
+    }
+    quotas.take_mutations(client, partitions);
+    Ok(context.throttle.max(quotas.mutation_wait(client)))
+}
+
 /// Per-partition data APIs other than Produce and Fetch, and the topic and config admin APIs.
 async fn handle_partition_or_admin_api(
     ctx: &Rc<BrokerCtx>,
-    ((api_key, listener), access): ((ApiKey, ListenerId), &Access),
+    (listener, access): (ListenerId, &Access),
     request: RequestKind,
-    version: i16,
-    correlation_id: i32,
+    context: &RequestContext<'_>,
 ) -> Result<Outcome, RequestError> {
-    let response = match request {
+    let (api_key, version, correlation_id) = (context.api_key, context.version, context.correlation_id);
+    let throttle = match mutation_throttle(ctx, &request, context) {
+        Ok(throttle) => throttle,
+        Err(refused) => return respond(api_key, version, correlation_id, &refused),
+    };
+    let mut response = match request {
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, access, r, version).await)
         }
@@ -462,6 +580,17 @@ async fn handle_partition_or_admin_api(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
         }
+        request => security_api(ctx, access, request)
+            .await
+            .ok_or(RequestError::UnsupportedApi { api: api_key })?,
+    };
+    quota_checks::set_throttle(&mut response, throttle);
+    respond(api_key, version, correlation_id, &response)
+}
+
+/// The users, ACL and quota APIs; `None` for another request.
+async fn security_api(ctx: &Rc<BrokerCtx>, access: &Access, request: RequestKind) -> Option<ResponseKind> {
+    Some(match request {
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             alter_user_scram_credentials::handle(&ctx.state.shared, r).await,
         ),
@@ -477,9 +606,14 @@ async fn handle_partition_or_admin_api(
         RequestKind::DeleteAcls(r) => {
             ResponseKind::DeleteAcls(delete_acls::handle(&ctx.state.shared, access, r).await)
         }
-        _ => return Err(RequestError::UnsupportedApi { api: api_key }),
-    };
-    respond(api_key, version, correlation_id, &response)
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(&ctx.state.shared, access, r))
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(alter_client_quotas::handle(&ctx.state.shared, access, r).await)
+        }
+        _ => return None,
+    })
 }
 
 /// Counts a request bound for one group's coordinator toward the connection's placement, as a
@@ -527,13 +661,13 @@ fn is_group_api(api_key: ApiKey) -> bool {
 /// The consumer-group APIs (FindCoordinator, JoinGroup, ..., OffsetDelete).
 async fn handle_group_api(
     ctx: &Rc<BrokerCtx>,
-    ((api_key, listener), access): ((ApiKey, ListenerId), &Access),
+    (listener, access): (ListenerId, &Access),
     request: RequestKind,
-    version: i16,
-    correlation_id: i32,
-    client_id: Option<kafka_protocol::protocol::StrBytes>,
+    context: &RequestContext<'_>,
 ) -> Result<Outcome, RequestError> {
-    let response = match request {
+    let (api_key, version, correlation_id) = (context.api_key, context.version, context.correlation_id);
+    let throttle = context.throttle;
+    let mut response = match request {
         RequestKind::FindCoordinator(mut r) => {
             let denied = acl_checks::take_denied_coordinator_keys(access, &mut r);
             let mut response = find_coordinator::handle(ctx, r, version, listener).await;
@@ -541,12 +675,11 @@ async fn handle_group_api(
             ResponseKind::FindCoordinator(response)
         }
         RequestKind::JoinGroup(r) => {
-            let client_id = client_id.map(|c| c.to_string()).unwrap_or_default();
+            let client_id = context.quota.client_id.as_deref().unwrap_or_default().to_string();
             let answer = join_group::handle(ctx, r, version, client_id).await;
             return respond_in_turn(
-                api_key,
-                version,
-                correlation_id,
+                (api_key, version, correlation_id),
+                throttle,
                 answer.map(ResponseKind::JoinGroup),
             );
         }
@@ -554,7 +687,7 @@ async fn handle_group_api(
             let answer = sync_group::handle(ctx, r, version)
                 .await
                 .map(ResponseKind::SyncGroup);
-            return respond_in_turn(api_key, version, correlation_id, answer);
+            return respond_in_turn((api_key, version, correlation_id), throttle, answer);
         }
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(ctx, r).await),
         RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(leave_group::handle(ctx, r, version).await),
@@ -562,7 +695,7 @@ async fn handle_group_api(
             let answer = offset_commit::handle(ctx, access, r)
                 .await
                 .map(ResponseKind::OffsetCommit);
-            return respond_in_turn(api_key, version, correlation_id, answer);
+            return respond_in_turn((api_key, version, correlation_id), throttle, answer);
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(offset_fetch::handle(ctx, access, r, version).await)
@@ -581,21 +714,26 @@ async fn handle_group_api(
         }
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
+    quota_checks::set_throttle(&mut response, throttle);
     respond(api_key, version, correlation_id, &response)
 }
 
 /// The answer of a request that may be answered late (`crate::reply`): written when ready,
 /// in request order.
 fn respond_in_turn(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
+    (api_key, version, correlation_id): (ApiKey, i16, i32),
+    throttle: std::time::Duration,
     answer: Reply<ResponseKind>,
 ) -> Result<Outcome, RequestError> {
     match answer {
-        Reply::Now(response) => respond(api_key, version, correlation_id, &response),
+        Reply::Now(mut response) => {
+            quota_checks::set_throttle(&mut response, throttle);
+            respond(api_key, version, correlation_id, &response)
+        }
         Reply::Later(response) => Ok(Outcome::Deferred(Box::pin(async move {
-            encode(api_key, version, correlation_id, &response.await).map(|f| Some(vec![Chunk::Memory(f)]))
+            let mut response = response.await;
+            quota_checks::set_throttle(&mut response, throttle);
+            encode(api_key, version, correlation_id, &response).map(|f| Some(vec![Chunk::Memory(f)]))
         }))),
     }
 }

@@ -10,7 +10,8 @@
 //!   the auto leader rebalance;
 //! - [`reassignment`]: AlterPartitionReassignments and its completion;
 //! - [`users`]: AlterUserScramCredentials (SCRAM users);
-//! - [`acls`]: CreateAcls and DeleteAcls.
+//! - [`acls`]: CreateAcls and DeleteAcls;
+//! - [`quotas`]: client quotas (AlterClientQuotas).
 
 use laminar_model::NodeId;
 use std::collections::BTreeSet;
@@ -25,6 +26,7 @@ use crate::refusal::Refusal;
 
 pub mod acls;
 pub mod brokers;
+pub mod quotas;
 pub mod reassignment;
 pub mod topics;
 pub mod users;
@@ -117,6 +119,7 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
         } => users::alter_user_scram_credentials(md, &upsertions, &deletions),
         ControllerRequest::CreateAcls { entries } => acls::create_acls(md, &entries),
         ControllerRequest::DeleteAcls { entries } => acls::delete_acls(md, &entries),
+        ControllerRequest::AlterClientQuotas { entries } => quotas::alter_client_quotas(md, &entries),
     }
 }
 
