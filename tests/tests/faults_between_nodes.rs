@@ -198,7 +198,9 @@ fn run_schedule(seed: u64, kinds: &[FaultKind], rounds: usize, disks: Disks) -> 
     let mut nemesis = Nemesis::new((network, cluster, disks), &topic, PARTITIONS, seed);
     let schedule = nemesis_schedule(seed, kinds, rounds);
     let run = exercise(&mut nemesis, &group, &schedule);
-    if run.is_err() {
+    if let Err(e) = &run {
+        // First, so that a reader of a cut log sees why before the nodes' logs.
+        eprintln!("FAILED: {e:#}");
         for (index, node) in nemesis.cluster.nodes.iter().enumerate() {
             // Kept whole beside the test's own output, every start's: a tail rarely holds the
             // first error, and a restart's log not the fault before it.
@@ -306,13 +308,21 @@ fn inject_all(
     Ok(faults)
 }
 
-/// Waits `hold`, printing every second what each node says of each partition and when each
-/// partition last had an acknowledgement, so that a failure explains itself.
+/// Waits `hold`, printing what each node says of each partition and when each partition last
+/// had an acknowledgement, so that a failure explains itself: every second while some
+/// partition has had none for a second, else every fifth second.
 fn watch_during(nemesis: &mut Nemesis, workload: &Workload, hold: Duration) {
     let started = Instant::now();
     while started.elapsed() < hold {
         std::thread::sleep(Duration::from_secs(1));
         let (last, now) = (workload.last_acks(), Instant::now());
+        let stalled = (0..PARTITIONS).any(|p| {
+            last.get(&p)
+                .is_none_or(|at| now.saturating_duration_since(*at) > Duration::from_secs(1))
+        });
+        if !stalled && started.elapsed().as_secs() % 5 != 0 {
+            continue;
+        }
         let mut line = format!("  {:>4.1?}:", started.elapsed());
         for partition in 0..PARTITIONS {
             let ago = last
