@@ -320,7 +320,7 @@ fn watch_during(nemesis: &mut Nemesis, workload: &Workload, hold: Duration) {
             last.get(&p)
                 .is_none_or(|at| now.saturating_duration_since(*at) > Duration::from_secs(1))
         });
-        if !stalled && started.elapsed().as_secs() % 5 != 0 {
+        if !stalled && !started.elapsed().as_secs().is_multiple_of(5) {
             continue;
         }
         let mut line = format!("  {:>4.1?}:", started.elapsed());
