@@ -74,6 +74,18 @@ impl ConnectionsPerIp {
         None
     }
 
+    /// Counts a connection from `ip` closed for its address's `connection_creation_rate` quota.
+    pub fn refused_for_rate(&self, ip: IpAddr) {
+        let refused_total = self.refused_total.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.refusal_log.due() {
+            tracing::warn!(
+                %ip,
+                refused_total,
+                "refusing new connections from an address past its connection_creation_rate quota"
+            );
+        }
+    }
+
     /// Connections refused for their address's limit since start.
     pub fn refused_total(&self) -> u64 {
         self.refused_total.load(Ordering::Relaxed)

@@ -643,6 +643,10 @@ fn admit(ctx: &Rc<BrokerCtx>, stream: glommio::net::TcpStream, listener: Listene
     let shared = &ctx.state.shared;
     // A connection whose peer is already gone has no address to count: dropped, so closed.
     let ip = stream.peer_addr().ok()?.ip();
+    if !shared.client_quotas.admits_connection_from(ip) {
+        shared.connections_per_ip.refused_for_rate(ip);
+        return None; // past its address's connection_creation_rate (KIP-612): closed at once
+    }
     let from = shared.connections_per_ip.take(ip)?;
     let admitted = Admitted {
         stream,

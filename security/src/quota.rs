@@ -318,6 +318,24 @@ impl ClientQuotas {
         applied
     }
 
+    /// The `connection_creation_rate` of connections from `ip`: its own, else the default ip's.
+    pub fn ip_quota(&self, ip: &str) -> Option<f64> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let key = QuotaKey::ConnectionCreationRate;
+        [EntityName::Named(ip.to_string()), EntityName::Default]
+            .into_iter()
+            .find_map(|name| {
+                let entity = QuotaEntity {
+                    user: None,
+                    client_id: None,
+                    ip: Some(name),
+                };
+                self.entries.get(&entity)?.get(&key).copied()
+            })
+    }
+
     /// The entities DescribeClientQuotas' filter matches, with their quotas.
     pub fn matching<'a>(
         &'a self,

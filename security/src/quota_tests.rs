@@ -141,3 +141,21 @@ fn describe_filters_match_as_kafkas() {
     assert_eq!(count(&[filter("client-id", NameMatch::Any)], true), 1);
     assert_eq!(count(&[], false), 4);
 }
+
+#[test]
+fn an_ip_has_its_own_connection_rate_else_the_default_ips() {
+    let mut quotas = ClientQuotas::default();
+    assert_eq!(quotas.ip_quota("10.0.0.1"), None);
+    quotas.apply(
+        &entity(&[("ip", None)]),
+        QuotaKey::ConnectionCreationRate,
+        Some(5.0),
+    );
+    quotas.apply(
+        &entity(&[("ip", Some("10.0.0.1"))]),
+        QuotaKey::ConnectionCreationRate,
+        Some(2.0),
+    );
+    assert_eq!(quotas.ip_quota("10.0.0.1"), Some(2.0));
+    assert_eq!(quotas.ip_quota("10.0.0.2"), Some(5.0));
+}

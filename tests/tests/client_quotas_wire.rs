@@ -3,7 +3,8 @@
 //! any), and the quotas survive a restart; a client past its `request_percentage` gets its
 //! answers with `throttle_time_ms` and its next request waits that long (the connection is
 //! muted); a client past its `controller_mutation_rate` is refused with
-//! THROTTLING_QUOTA_EXCEEDED by CreateTopics v6, and throttled (not refused) by v5.
+//! THROTTLING_QUOTA_EXCEEDED by CreateTopics v6, and throttled (not refused) by v5; an address
+//! past its `connection_creation_rate` has its new connections closed, another address not.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,8 @@ use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryDat
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, CreateTopicsRequest, DescribeClientQuotasRequest, MetadataRequest, TopicName,
+    AlterClientQuotasRequest, ApiVersionsRequest, CreateTopicsRequest, DescribeClientQuotasRequest,
+    MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::cli;
@@ -225,5 +227,45 @@ fn controller_mutations_past_their_rate_are_refused_by_strict_versions_and_throt
         "CreateTopics v5 is not refused for its quota: error {code}"
     );
     ensure!(throttle_ms > 0, "CreateTopics v5 past the quota is throttled");
+    Ok(())
+}
+
+/// Whether a connection from `source` is served (answered an ApiVersions).
+fn served_from(broker: &Broker, source: &str) -> bool {
+    let Ok(mut conn) = WireConnection::connect_from(source.parse().expect("an address"), broker.addr())
+    else {
+        return false;
+    };
+    conn.request(&ApiVersionsRequest::default(), 0).is_ok()
+}
+
+#[test]
+fn an_address_past_its_connection_creation_rate_has_new_connections_closed() -> Result<()> {
+    let broker = broker()?;
+    let quota = [
+        "quota",
+        "set",
+        "--ip",
+        "127.0.0.2",
+        "--quota",
+        "connection_creation_rate=1",
+    ];
+    cli::ok_on(&broker.bootstrap(), &quota, "")?;
+    // A burst of 3 (1 a second over 3 windows), one more taking it below zero, then closed.
+    let served: Vec<bool> = (0..8).map(|_| served_from(&broker, "127.0.0.2")).collect();
+    let count = served.iter().filter(|s| **s).count();
+    ensure!(
+        (3..=5).contains(&count),
+        "served {count} of 8 quick connections: {served:?}"
+    );
+    ensure!(
+        !served[7],
+        "the last of 8 quick connections was served: {served:?}"
+    );
+    let others = (0..8).filter(|_| served_from(&broker, "127.0.0.3")).count();
+    ensure!(
+        others == 8,
+        "another address had {others} of 8 connections served"
+    );
     Ok(())
 }

@@ -65,6 +65,8 @@ type MetadataQuotas =
 struct Rates {
     sampled: HashMap<(QuotaKey, SensorKey), SampledRate>,
     buckets: HashMap<SensorKey, TokenBucket>,
+    /// New connections per client address (`connection_creation_rate` on `ip` entities).
+    connections: HashMap<std::net::IpAddr, TokenBucket>,
 }
 
 /// Who a request is, for its quotas: its principal's name and its client id.
@@ -176,6 +178,9 @@ impl ClientQuotaManager {
         let windows = self.windows;
         rates.sampled.retain(|_, rate| !rate.is_idle(windows, now));
         rates.buckets.retain(|_, bucket| !bucket.is_idle(windows, now));
+        rates
+            .connections
+            .retain(|_, bucket| !bucket.is_idle(windows, now));
     }
 
     /// The most a fetch of `client` may answer at once: its consumer byte rate for one window
@@ -212,6 +217,30 @@ impl ClientQuotaManager {
             bucket.take(applied.bound, self.windows, now, partitions);
         }
         bucket.wait(applied.bound, self.windows, now)
+    }
+
+    /// Whether a connection just accepted from `ip` is within its address's
+    /// `connection_creation_rate` (counted if it is). One past it is closed at once.
+    pub fn admits_connection_from(&self, ip: std::net::IpAddr) -> bool {
+        let Some(bound) = self.current_quotas().ip_quota(&ip.to_canonical().to_string()) else {
+            return true;
+        };
+        let now = Instant::now();
+        let mut rates = lock(&self.rates);
+        if !rates.connections.contains_key(&ip) && !rates.make_room((self.windows, now)) {
+            return true;
+        }
+        let bucket = rates
+            .connections
+            .entry(ip)
+            .or_insert_with(|| TokenBucket::new(now));
+        if !bucket.wait(bound, self.windows, now).is_zero() {
+            return false;
+        }
+        bucket.take(bound, self.windows, now, 1.0);
+        // A bucket that went below zero admits nothing until it refills; one at zero or above
+        // admitted this connection within the rate.
+        true
     }
 
     /// Applies each entity's checked changes; one result per entity. A single node publishes
@@ -310,12 +339,14 @@ impl Rates {
 
     /// Whether one more rate fits, dropping the idle ones when the table is full.
     fn make_room(&mut self, (windows, now): (Windows, Instant)) -> bool {
-        if self.sampled.len() + self.buckets.len() < RATES_MAX {
+        let len = |rates: &Rates| rates.sampled.len() + rates.buckets.len() + rates.connections.len();
+        if len(self) < RATES_MAX {
             return true;
         }
         self.sampled.retain(|_, rate| !rate.is_idle(windows, now));
         self.buckets.retain(|_, bucket| !bucket.is_idle(windows, now));
-        self.sampled.len() + self.buckets.len() < RATES_MAX
+        self.connections.retain(|_, bucket| !bucket.is_idle(windows, now));
+        len(self) < RATES_MAX
     }
 }
 

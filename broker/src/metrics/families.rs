@@ -189,8 +189,8 @@ pub const FAMILIES: &[Family] = &[
         Kind::Counter,
         &[],
         "Client connections closed as soon as accepted because their address held its limit \
-         (max.connections.per.ip and its overrides); the first of each minute is logged with \
-         the address.",
+         (max.connections.per.ip and its overrides) or went past its connection_creation_rate \
+         quota; the first of each minute is logged with the address.",
     ),
     family(
         CONNECTIONS_THROTTLED,
