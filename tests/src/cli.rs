@@ -147,3 +147,12 @@ pub fn entries_starting_with(dir: &Path, prefix: &str) -> Result<Vec<String>> {
     }
     Ok(found)
 }
+
+/// Sets `quota` (`key=value`) on the entity `entity` names (`--client-id`, `app`, ...) with
+/// `laminar quota set` through `brokers`; returns what it printed.
+pub fn set_quota(brokers: &str, entity: &[&str], quota: &str) -> Result<String> {
+    let mut args = vec!["quota", "set"];
+    args.extend(entity);
+    args.extend(["--quota", quota]);
+    ok_on(brokers, &args, "")
+}

@@ -425,6 +425,24 @@ pub fn create_topic(conn: &mut WireConnection, name: &str, partitions: i32) -> R
     Ok(())
 }
 
+/// Creates a new topic of `partitions` through CreateTopics at `version`: its error code and
+/// the answer's `throttle_time_ms`.
+pub fn create_topic_at(conn: &mut WireConnection, partitions: i32, version: i16) -> Result<(i16, i32)> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(
+            crate::rdkafka_client::unique_topic("created"),
+        )))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1);
+    let request = kafka_protocol::messages::CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![topic]);
+    let response = conn.request(&request, version)?;
+    let code = response.topics.first().context("a topic result")?.error_code;
+    Ok((code, response.throttle_time_ms))
+}
+
 /// Creates `topic` through a Metadata request with auto-creation allowed (Kafka's default).
 pub fn auto_create(conn: &mut WireConnection, topic: &str) -> Result<()> {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;

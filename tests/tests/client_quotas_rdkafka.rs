@@ -116,8 +116,7 @@ fn consume_for(
 
 fn set_quota(broker: &Broker, client_id: &str, quota: &str) -> Result<()> {
     let value = format!("{quota}={}", QUOTA_BYTES_PER_S as u64);
-    let args = ["quota", "set", "--client-id", client_id, "--quota", &value];
-    let shown = cli::ok_on(&broker.bootstrap(), &args, "")?;
+    let shown = cli::set_quota(&broker.bootstrap(), &["--client-id", client_id], &value)?;
     ensure!(
         shown.contains(&format!("client-id={client_id}")) && shown.contains(quota),
         "{shown}"

@@ -8,18 +8,15 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
-    AlterClientQuotasRequest, ApiVersionsRequest, CreateTopicsRequest, DescribeClientQuotasRequest,
-    MetadataRequest, TopicName,
+    AlterClientQuotasRequest, ApiVersionsRequest, DescribeClientQuotasRequest, MetadataRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::cli;
-use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::wire::WireConnection;
+use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::{Broker, BrokerOptions};
 
 /// The client id of every request `WireConnection` sends.
@@ -149,15 +146,11 @@ fn quotas_are_altered_and_described_as_kafkas_and_survive_a_restart() -> Result<
 #[test]
 fn a_client_past_its_request_time_is_throttled_and_its_connection_muted() -> Result<()> {
     let broker = broker()?;
-    let quota = [
-        "quota",
-        "set",
-        "--client-id",
-        WIRE_CLIENT_ID,
-        "--quota",
+    cli::set_quota(
+        &broker.bootstrap(),
+        &["--client-id", WIRE_CLIENT_ID],
         "request_percentage=0.01",
-    ];
-    cli::ok_on(&broker.bootstrap(), &quota, "")?;
+    )?;
     let mut conn = WireConnection::connect(broker.addr())?;
     let metadata = MetadataRequest::default().with_topics(None);
     let mut throttle_ms = 0;
@@ -181,38 +174,21 @@ fn a_client_past_its_request_time_is_throttled_and_its_connection_muted() -> Res
     Ok(())
 }
 
-fn create_topic(conn: &mut WireConnection, partitions: i32, version: i16) -> Result<(i16, i32)> {
-    let topic = CreatableTopic::default()
-        .with_name(TopicName(text(&unique_topic("mutations"))))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![topic]);
-    let response = conn.request(&request, version)?;
-    let code = response.topics.first().context("a topic result")?.error_code;
-    Ok((code, response.throttle_time_ms))
-}
-
 #[test]
 fn controller_mutations_past_their_rate_are_refused_by_strict_versions_and_throttled_by_older_ones(
 ) -> Result<()> {
     let broker = broker()?;
-    let quota = [
-        "quota",
-        "set",
-        "--client-id",
-        WIRE_CLIENT_ID,
-        "--quota",
+    cli::set_quota(
+        &broker.bootstrap(),
+        &["--client-id", WIRE_CLIENT_ID],
         "controller_mutation_rate=1",
-    ];
-    cli::ok_on(&broker.bootstrap(), &quota, "")?;
+    )?;
     let mut conn = WireConnection::connect(broker.addr())?;
     // A burst of 3 (1 a second over 3 windows of 1 s) lets one request of 10 through, which
     // takes the client 7 below: 7 s before the next.
-    let (code, _) = create_topic(&mut conn, 10, 6)?;
+    let (code, _) = wire::create_topic_at(&mut conn, 10, 6)?;
     ensure!(code == 0, "the first CreateTopics: error {code}");
-    let (code, throttle_ms) = create_topic(&mut conn, 1, 6)?;
+    let (code, throttle_ms) = wire::create_topic_at(&mut conn, 1, 6)?;
     ensure!(
         code == THROTTLING_QUOTA_EXCEEDED,
         "the second CreateTopics v6: error {code}"
@@ -221,7 +197,7 @@ fn controller_mutations_past_their_rate_are_refused_by_strict_versions_and_throt
         (1..=8_000).contains(&throttle_ms),
         "throttle_time_ms {throttle_ms}"
     );
-    let (code, throttle_ms) = create_topic(&mut conn, 1, 5)?;
+    let (code, throttle_ms) = wire::create_topic_at(&mut conn, 1, 5)?;
     ensure!(
         code == 0,
         "CreateTopics v5 is not refused for its quota: error {code}"
@@ -242,15 +218,11 @@ fn served_from(broker: &Broker, source: &str) -> bool {
 #[test]
 fn an_address_past_its_connection_creation_rate_has_new_connections_closed() -> Result<()> {
     let broker = broker()?;
-    let quota = [
-        "quota",
-        "set",
-        "--ip",
-        "127.0.0.2",
-        "--quota",
+    cli::set_quota(
+        &broker.bootstrap(),
+        &["--ip", "127.0.0.2"],
         "connection_creation_rate=1",
-    ];
-    cli::ok_on(&broker.bootstrap(), &quota, "")?;
+    )?;
     // A burst of 3 (1 a second over 3 windows), one more taking it below zero, then closed.
     let served: Vec<bool> = (0..8).map(|_| served_from(&broker, "127.0.0.2")).collect();
     let count = served.iter().filter(|s| **s).count();

@@ -6,12 +6,9 @@
 
 use std::time::Duration;
 
-use anyhow::{ensure, Context, Result};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use anyhow::{ensure, Result};
 use laminar_tests::cli;
-use laminar_tests::rdkafka_client::unique_topic;
+use laminar_tests::wire;
 use laminar_tests::{wait_for, Cluster};
 
 const NODES: i32 = 3;
@@ -27,32 +24,19 @@ fn listed(cluster: &mut Cluster, node: i32) -> Result<String> {
 
 /// CreateTopics v6 of one topic of `partitions` on `node`: its error code.
 fn create_topic(cluster: &mut Cluster, node: i32, partitions: i32) -> Result<i16> {
-    let topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(unique_topic(
-            "cluster-mutations",
-        ))))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1);
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![topic]);
-    let response = cluster.connect(node)?.request(&request, 6)?;
-    Ok(response.topics.first().context("a topic result")?.error_code)
+    Ok(wire::create_topic_at(&mut cluster.connect(node)?, partitions, 6)?.0)
 }
 
 #[test]
 fn a_quota_set_through_one_node_is_enforced_by_another_until_removed_through_a_third() -> Result<()> {
     let options = Cluster::node_options().with_override("quota.window.num", "3");
     let mut cluster = Cluster::start(NODES as usize, 3000, options)?;
-    let set = [
-        "quota",
-        "set",
-        "--client-id",
-        WIRE_CLIENT_ID,
-        "--quota",
+    let set_through = cluster.node(1).bootstrap();
+    cli::set_quota(
+        &set_through,
+        &["--client-id", WIRE_CLIENT_ID],
         "controller_mutation_rate=1",
-    ];
-    cli::ok_on(&cluster.node(1).bootstrap(), &set, "")?;
+    )?;
     for node in 1..=NODES {
         wait_for(APPLIED_WITHIN, "the quota is listed", || {
             Ok(listed(&mut cluster, node)?.contains("controller_mutation_rate"))
