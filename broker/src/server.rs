@@ -492,9 +492,13 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addrs: Vec<SocketAddr>, ready: std::sync
     };
     ctx.state.metrics.set_kafka_listener_bound();
     if ctx.id() == 0 {
-        match crate::admin_http::bind(ctx.state.shared.config.laminar_http_listen) {
+        match crate::admin_http::bind(&ctx.state.shared.config) {
             Ok(admin) => {
-                let addr = admin.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                let addr = admin
+                    .listener
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
                 tracing::info!(%addr, "admin HTTP listening (/metrics, /v1/status, /v1/status/ready)");
                 glommio::spawn_local(crate::admin_http::serve(ctx.clone(), admin, started)).detach();
             }

@@ -15,6 +15,7 @@
 
 pub mod acl;
 pub mod acl_store;
+pub mod bearer_tokens;
 pub mod credentials;
 pub mod distinguished_name;
 pub mod jaas;

@@ -33,9 +33,47 @@ pub fn request_with_body(
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connecting to {addr}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(content_type) = content_type {
-        head.push_str(&format!("Content-Type: {content_type}\r\n"));
+    let mut headers = vec![("Host", addr.to_string())];
+    headers.extend(content_type.map(|t| ("Content-Type", t.to_string())));
+    exchange(&mut stream, (method, path), &headers, body)
+}
+
+/// What an HTTPS request presents: the CA it trusts, a client certificate and key, a bearer
+/// token.
+#[derive(Default)]
+pub struct Https<'a> {
+    pub ca: Option<&'a std::path::Path>,
+    pub client: Option<(&'a std::path::Path, &'a std::path::Path)>,
+    pub token: Option<&'a str>,
+}
+
+/// Sends `METHOD path` with `body` over HTTPS, as `https` says, and reads the answer.
+pub fn https_request(
+    addr: SocketAddr,
+    https: &Https<'_>,
+    (method, path): (&str, &str),
+    body: &[u8],
+) -> Result<HttpAnswer> {
+    let ca = https.ca.context("an HTTPS request needs the CA to trust")?;
+    let mut stream = crate::tls_client::connect(addr, ca, https.client)?;
+    let mut headers = vec![("Host", addr.to_string())];
+    headers.extend(https.token.map(|t| ("Authorization", format!("Bearer {t}"))));
+    if !body.is_empty() {
+        headers.push(("Content-Type", "application/json".to_string()));
+    }
+    exchange(&mut stream, (method, path), &headers, body)
+}
+
+/// Writes one request on `stream` and reads the answer until the server closes.
+fn exchange(
+    stream: &mut (impl Read + Write),
+    (method, path): (&str, &str),
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Result<HttpAnswer> {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     if !body.is_empty() {
         head.push_str(&format!("Content-Length: {}\r\n", body.len()));
@@ -44,8 +82,14 @@ pub fn request_with_body(
     stream.write_all(head.as_bytes())?;
     // A server may refuse the head and close before reading a large body: that is an answer.
     let _ = stream.write_all(body);
+    let _ = stream.flush();
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
+    match stream.read_to_end(&mut raw) {
+        Ok(_) => {}
+        // A TLS peer that closes without close_notify still sent a whole answer.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e.into()),
+    }
     let text = String::from_utf8(raw).context("answer is not UTF-8")?;
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
         bail!("no end of head in {text:?}");

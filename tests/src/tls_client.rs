@@ -16,6 +16,42 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use crate::wire::{decode_response, request_frame};
 
+/// A TLS stream to `addr` as `localhost`, trusting the CA in `ca_pem`, with the client
+/// certificate and key of `client` if given; returned once the handshake is done.
+pub fn connect(
+    addr: SocketAddr,
+    ca_pem: &Path,
+    client: Option<(&Path, &Path)>,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_file_iter(ca_pem).context("reading the CA")? {
+        roots.add(certificate?)?;
+    }
+    let provider = laminar_security::tls::crypto_provider();
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
+            builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(key)?)?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let name = ServerName::try_from("localhost")?;
+    let connection = rustls::ClientConnection::new(Arc::new(config), name)?;
+    let socket = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    socket.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut stream = rustls::StreamOwned::new(connection, socket);
+    while stream.conn.is_handshaking() {
+        stream
+            .conn
+            .complete_io(&mut stream.sock)
+            .context("the TLS handshake")?;
+    }
+    Ok(stream)
+}
+
 /// One TLS connection. Owned by one test thread.
 pub struct TlsConnection {
     stream: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
@@ -26,34 +62,8 @@ impl TlsConnection {
     /// Connects to `addr` as `localhost`, trusting the CA in `ca_pem`, with the client
     /// certificate and key of `client` if given; returns once the handshake is done.
     pub fn connect(addr: SocketAddr, ca_pem: &Path, client: Option<(&Path, &Path)>) -> Result<TlsConnection> {
-        let mut roots = rustls::RootCertStore::empty();
-        for certificate in CertificateDer::pem_file_iter(ca_pem).context("reading the CA")? {
-            roots.add(certificate?)?;
-        }
-        let provider = laminar_security::tls::crypto_provider();
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots);
-        let config = match client {
-            Some((cert, key)) => {
-                let chain = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
-                builder.with_client_auth_cert(chain, PrivateKeyDer::from_pem_file(key)?)?
-            }
-            None => builder.with_no_client_auth(),
-        };
-        let name = ServerName::try_from("localhost")?;
-        let connection = rustls::ClientConnection::new(Arc::new(config), name)?;
-        let socket = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        socket.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut stream = rustls::StreamOwned::new(connection, socket);
-        while stream.conn.is_handshaking() {
-            stream
-                .conn
-                .complete_io(&mut stream.sock)
-                .context("the TLS handshake")?;
-        }
         Ok(TlsConnection {
-            stream,
+            stream: connect(addr, ca_pem, client)?,
             next_correlation_id: 1,
         })
     }

@@ -8,7 +8,12 @@
 //! nobody asks (the console's history samples only while it is being looked at, see
 //! [`history`]). The server is bounded: at most [`CONNECTIONS_MAX`] connections at once, 8 KiB
 //! of request head, 64 KiB of body, a read and write timeout, one request per connection.
+//!
+//! With `laminar.http.ssl.keystore.location` it serves HTTPS only; with tokens or certificate
+//! principals configured, requests must say who they are ([`access`]). Every request that may
+//! change state is logged with who made it (target `laminar::audit`).
 
+pub mod access;
 pub mod api;
 pub mod console;
 pub mod history;
@@ -21,8 +26,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
+use laminar_security::Principal;
 
 use crate::broker::BrokerCtx;
 use crate::metrics;
@@ -42,19 +48,40 @@ pub const CONNECTIONS_MAX: usize = 64;
 /// Longest a client may take to send its request head, or to take the response.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Binds the admin listener (on shard 0, before the broker reports ready).
+/// The bound admin listener, and its HTTPS config if it has one.
+pub struct AdminListener {
+    pub listener: TcpListener,
+    tls: Option<futures_rustls::TlsAcceptor>,
+}
+
+/// Binds the admin listener (on shard 0, before the broker reports ready) and reads its
+/// certificates, so that a bad file stops the start.
 ///
 /// Not through glommio's `TcpListener::bind`, which sets SO_REUSEPORT (right for the Kafka
 /// listener every shard binds): here a second process on the same port must fail to start
 /// instead of silently sharing it.
-pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+pub fn bind(config: &crate::config::BrokerConfig) -> Result<AdminListener, String> {
+    let addr: SocketAddr = config.laminar_http_listen;
+    let tls = match &config.admin_http.tls {
+        Some(settings) => {
+            let server = settings
+                .server_config()
+                .map_err(|e| format!("laminar.http.ssl.*: {e}"))?;
+            Some(futures_rustls::TlsAcceptor::from(server))
+        }
+        None => None,
+    };
     let exclusive = std::net::TcpListener::bind(addr)
         .map_err(|e| format!("laminar.http.listen: cannot listen on {addr}: {e}"))?;
-    Ok(laminar_sys::glommio::tcp_listener(exclusive))
+    Ok(AdminListener {
+        listener: laminar_sys::glommio::tcp_listener(exclusive),
+        tls,
+    })
 }
 
 /// Serves admin requests until shutdown.
-pub async fn serve(ctx: Rc<BrokerCtx>, listener: TcpListener, started: Instant) {
+pub async fn serve(ctx: Rc<BrokerCtx>, admin_listener: AdminListener, started: Instant) {
+    let AdminListener { listener, tls } = admin_listener;
     let shutdown = ctx.state.shared.shutdown.clone();
     let admin = Rc::new(AdminState {
         started,
@@ -84,9 +111,9 @@ pub async fn serve(ctx: Rc<BrokerCtx>, listener: TcpListener, started: Instant) 
             continue;
         }
         open.set(open.get() + 1);
-        let (ctx, open, admin) = (ctx.clone(), open.clone(), admin.clone());
+        let (ctx, open, admin, tls) = (ctx.clone(), open.clone(), admin.clone(), tls.clone());
         glommio::spawn_local(async move {
-            if let Err(e) = serve_one(&ctx, stream, &admin).await {
+            if let Err(e) = serve_connection(&ctx, stream, &admin, tls).await {
                 tracing::debug!(error = %e, "admin HTTP connection failed");
             }
             open.set(open.get() - 1);
@@ -95,13 +122,52 @@ pub async fn serve(ctx: Rc<BrokerCtx>, listener: TcpListener, started: Instant) 
     }
 }
 
-async fn serve_one(
+/// A connection's stream, plain or HTTPS: what the server needs besides reading and writing.
+trait AdminStream: AsyncRead + AsyncWrite + Unpin {
+    /// Says the answer is complete while the client may still send (a half close).
+    async fn finish_writing(&mut self) -> std::io::Result<()>;
+}
+
+impl AdminStream for TcpStream {
+    async fn finish_writing(&mut self) -> std::io::Result<()> {
+        Ok(self.shutdown(std::net::Shutdown::Write).await?)
+    }
+}
+
+impl AdminStream for futures_rustls::server::TlsStream<TcpStream> {
+    async fn finish_writing(&mut self) -> std::io::Result<()> {
+        self.get_mut().1.send_close_notify();
+        self.flush().await?;
+        Ok(self.get_mut().0.shutdown(std::net::Shutdown::Write).await?)
+    }
+}
+
+/// Serves one connection: the TLS handshake first on an HTTPS endpoint (bounded by the same
+/// timeouts), then its request.
+async fn serve_connection(
     ctx: &Rc<BrokerCtx>,
-    mut stream: TcpStream,
+    stream: TcpStream,
     admin: &Rc<AdminState>,
+    tls: Option<futures_rustls::TlsAcceptor>,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let Some(acceptor) = tls else {
+        return serve_one(ctx, stream, admin, None).await;
+    };
+    let stream = acceptor.accept(stream).await?;
+    let certificates = stream.get_ref().1.peer_certificates();
+    let rules = laminar_security::PrincipalMappingRules::default();
+    let principal = certificates.and_then(|c| laminar_security::principal_of(Some(c), &rules).ok());
+    serve_one(ctx, stream, admin, principal).await
+}
+
+async fn serve_one(
+    ctx: &Rc<BrokerCtx>,
+    mut stream: impl AdminStream,
+    admin: &Rc<AdminState>,
+    certificate: Option<Principal>,
+) -> std::io::Result<()> {
     let (head, mut received) = read_head(&mut stream).await?;
     let unread_input = matches!(
         head,
@@ -116,7 +182,15 @@ async fn serve_one(
         Ok(None) => return Ok(()),
         Ok(Some(head)) => {
             read_body(&mut stream, &head, &mut received).await?;
-            respond(ctx, &head, &received[head.head_len..], admin).await
+            let security = &ctx.state.shared.config.admin_http;
+            match access::authorize(security, &head, certificate.as_ref()) {
+                Ok(caller) => {
+                    let response = respond(ctx, &head, &received[head.head_len..], admin).await;
+                    audit(&caller, &head, &response);
+                    response
+                }
+                Err(refused) => refused,
+            }
         }
     };
     stream.write_all(&response.encode()).await?;
@@ -124,7 +198,7 @@ async fn serve_one(
         // The client may still be sending what we refused: closing with unread input would
         // reset the connection and could destroy the answer before the client reads it. Say we
         // are done, then read what is left (bounded) until the client closes.
-        stream.shutdown(std::net::Shutdown::Write).await?;
+        stream.finish_writing().await?;
         let mut sink = vec![0u8; 16 * 1024];
         let mut drained = 0;
         while drained < DRAIN_BYTES_MAX {
@@ -135,6 +209,22 @@ async fn serve_one(
         }
     }
     stream.close().await
+}
+
+/// Logs a request that may change state with who made it and how it ended.
+fn audit(caller: &access::Caller, head: &RequestHead, response: &Response) {
+    if head.method == "GET" || head.method == "HEAD" {
+        return;
+    }
+    tracing::info!(
+        target: "laminar::audit",
+        caller = %caller.name,
+        role = caller.role.name(),
+        method = %head.method,
+        path = %head.path,
+        status = response.status,
+        "admin request"
+    );
 }
 
 /// The answer to one well-formed request: a console page, a fixed route, or the JSON API.
@@ -157,7 +247,7 @@ async fn respond(ctx: &Rc<BrokerCtx>, head: &RequestHead, body: &[u8], admin: &R
 /// head's parser) into `received`, which holds the head and what came after it; bytes beyond
 /// the announced length are dropped.
 async fn read_body(
-    stream: &mut TcpStream,
+    stream: &mut impl AdminStream,
     head: &RequestHead,
     received: &mut Vec<u8>,
 ) -> std::io::Result<()> {
@@ -187,7 +277,7 @@ const DRAIN_BYTES_MAX: usize = 1 << 20;
 /// Reads until the head is complete, malformed or too large; `Ok(None)` when the client closed
 /// the connection first. Also returns every byte read (the head and the start of a body).
 async fn read_head(
-    stream: &mut TcpStream,
+    stream: &mut impl AdminStream,
 ) -> std::io::Result<(Result<Option<RequestHead>, HeadError>, Vec<u8>)> {
     let mut buf = vec![0u8; HEAD_BYTES_MAX];
     let mut filled = 0;

@@ -22,6 +22,8 @@ pub struct RequestHead {
     pub content_type: String,
     /// Bytes of the head, its empty line included: the body starts there.
     pub head_len: usize,
+    /// The token of `Authorization: Bearer <token>`, if the request carries one.
+    pub bearer_token: Option<String>,
 }
 
 /// Why a request head cannot be served.
@@ -70,21 +72,30 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> {
         return Err(HeadError::Version(version.to_string()));
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let (content_length, content_type) = body_headers(head)?;
+    let headers = headers(head)?;
     Ok(Some(RequestHead {
         method: method.to_string(),
         path: path.to_string(),
         query: query.to_string(),
-        content_length,
-        content_type,
+        content_length: headers.content_length,
+        content_type: headers.content_type,
         head_len: end,
+        bearer_token: headers.bearer_token,
     }))
 }
 
-/// `Content-Length` (strictly digits, one value) and `Content-Type` of a head.
-fn body_headers(head: &str) -> Result<(usize, String), HeadError> {
+/// The headers the server reads.
+#[derive(Default)]
+struct Headers {
+    content_length: usize,
+    content_type: String,
+    bearer_token: Option<String>,
+}
+
+/// `Content-Length` (strictly digits, one value), `Content-Type` and a bearer token of a head.
+fn headers(head: &str) -> Result<Headers, HeadError> {
     let mut length: Option<usize> = None;
-    let mut content_type = String::new();
+    let mut headers = Headers::default();
     for line in head.split("\r\n").skip(1).filter(|l| !l.is_empty()) {
         let Some((name, value)) = line.split_once(':') else {
             return Err(HeadError::Malformed);
@@ -105,10 +116,16 @@ fn body_headers(head: &str) -> Result<(usize, String), HeadError> {
             return Err(HeadError::Chunked);
         } else if name.eq_ignore_ascii_case("content-type") {
             let media = value.split(';').next().unwrap_or_default();
-            content_type = media.trim().to_ascii_lowercase();
+            headers.content_type = media.trim().to_ascii_lowercase();
+        } else if name.eq_ignore_ascii_case("authorization") {
+            let token = value
+                .split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"));
+            headers.bearer_token = token.map(|(_, token)| token.trim().to_string());
         }
     }
-    Ok((length.unwrap_or(0), content_type))
+    headers.content_length = length.unwrap_or(0);
+    Ok(headers)
 }
 
 fn find_head_end(buf: &[u8]) -> Option<usize> {
@@ -156,6 +173,18 @@ mod tests {
             parse_head(b"GET / HTTP/1.1\r\nno colon\r\n\r\n"),
             Err(HeadError::Malformed)
         );
+    }
+
+    #[test]
+    fn reads_a_bearer_token() {
+        let head = parse_head(b"GET /v1/status HTTP/1.1\r\nAuthorization: Bearer abc.def\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.bearer_token.as_deref(), Some("abc.def"));
+        let basic = parse_head(b"GET / HTTP/1.1\r\nAuthorization: Basic eA==\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(basic.bearer_token, None);
     }
 
     #[test]

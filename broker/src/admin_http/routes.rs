@@ -58,6 +58,7 @@ impl Response {
             200 => "OK",
             201 => "Created",
             400 => "Bad Request",
+            401 => "Unauthorized",
             403 => "Forbidden",
             404 => "Not Found",
             405 => "Method Not Allowed",
@@ -75,6 +76,7 @@ impl Response {
         let allow = match (self.status, self.allow) {
             (405, "") => "Allow: GET\r\n".to_string(),
             (405, methods) => format!("Allow: {methods}\r\n"),
+            (401, _) => "WWW-Authenticate: Bearer realm=\"laminar\"\r\n".to_string(),
             _ => String::new(),
         };
         // nosniff and no framing: the console's pages are only ever shown as themselves.

@@ -261,7 +261,6 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let (listener_security, peer_links) = security_and_links(&v, &listeners, cluster.as_ref())?;
-    let listener_connection_creation_rates = listener_connection_creation_rates(&v, &listeners)?;
     let WriteBehindKeys {
         write_batch_bytes: laminar_storage_write_batch_bytes,
         io_depth: laminar_storage_io_depth,
@@ -271,6 +270,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     Ok(BrokerConfig {
         node_id: NodeId::new(narrow("node.id", node_id)),
         log_dirs: log_dirs(&v)?,
+        listener_connection_creation_rates: listener_connection_creation_rates(&v, &listeners)?,
         listeners,
         advertised_listeners,
         listener_security,
@@ -291,7 +291,6 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         max_connections: u64::try_from(v.int("max.connections")?).unwrap_or(0),
         connections_per_ip: connections_per_ip(&v)?,
         max_connection_creation_rate: v.narrowed("max.connection.creation.rate")?,
-        listener_connection_creation_rates,
         quota_windows: quota_windows(&v)?,
         authorizer: authorizer(&v)?,
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
@@ -319,6 +318,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_cores: laminar_cores(&v)?,
         laminar_fsync: v.parsed("laminar.fsync", FsyncSetting::parse)?,
         laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
+        admin_http: admin_http::admin_http_security(&v)?,
         laminar_log_format: v.parsed("laminar.log.format", LogFormat::parse)?,
         laminar_storage_write_batch_bytes,
         laminar_storage_io_depth,
@@ -585,6 +585,9 @@ fn advertise_default(listener: &Listener) -> Listener {
     }
     advertised
 }
+
+#[path = "admin_http.rs"]
+pub mod admin_http;
 
 #[path = "cluster_keys.rs"]
 pub mod cluster_keys;

@@ -338,6 +338,26 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          interval:<ms>: fdatasync in the background every <ms> milliseconds."),
     key("laminar.http.listen", Fixed("127.0.0.1:9644"), Kind::SocketAddr, &[],
         "Address of the HTTP endpoint (health, metrics, the JSON admin API and the console)."),
+    key("laminar.http.ssl.keystore.location", Unset, Kind::Text, &[],
+        "PEM file with the HTTP endpoint's private key and certificate chain: the endpoint then \
+         serves HTTPS only. Needed when laminar.http.listen is not a loopback address."),
+    key("laminar.http.ssl.truststore.location", Unset, Kind::Text, &[],
+        "PEM file of the certificates that sign HTTP clients' certificates (with \
+         laminar.http.ssl.client.auth)."),
+    key("laminar.http.ssl.client.auth", Fixed("none"), Kind::Choice(&["none", "requested", "required"]), &[],
+        "Whether HTTPS clients present a certificate; its subject DN (User:CN=...) is the \
+         principal laminar.http.authentication.*.principals name."),
+    key("laminar.http.authentication.tokens.file", Unset, Kind::Text, &[],
+        "File of bearer tokens for the HTTP endpoint, one per line: <role> <name> <token>, the \
+         role admin or read-only, the token at least 24 characters. With it (or certificate \
+         principals) every request but the console's pages needs a token or a certificate."),
+    key("laminar.http.authentication.admin.principals", Unset, Kind::Text, &[],
+        "Comma-separated certificate principals (User:CN=ops,O=example) with the admin role."),
+    key("laminar.http.authentication.read.only.principals", Unset, Kind::Text, &[],
+        "Comma-separated certificate principals with the read-only role (GET requests only)."),
+    key("laminar.http.monitoring.open", Fixed("false"), Kind::Bool, &[],
+        "With authentication on the HTTP endpoint, whether /metrics and /v1/status/ready stay \
+         open to every client (for scrapers and load balancers)."),
     key("laminar.log.format", Fixed("text"), Kind::Choice(LogFormat::NAMES), &[],
         "How log lines are written to stderr: text (coloured only on a terminal) or json (one \
          object per line, for log shippers). Levels per module: LAMINAR_LOG, RUST_LOG syntax."),

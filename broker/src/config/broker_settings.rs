@@ -88,6 +88,8 @@ pub struct BrokerConfig {
     pub laminar_cores: usize,
     pub laminar_fsync: FsyncSetting,
     pub laminar_http_listen: SocketAddr,
+    /// The HTTP endpoint's HTTPS and who may call it.
+    pub admin_http: super::broker::admin_http::AdminHttpSecurity,
     /// `laminar.log.format`: text or JSON lines on stderr.
     pub laminar_log_format: LogFormat,
     /// `laminar.storage.write_batch_bytes`, when set.

@@ -30,18 +30,36 @@ function s(tag, attrs) {
   return el;
 }
 
+// The endpoint may ask for a bearer token (401): asked once, kept for this tab only
+// (sessionStorage), sent with every request.
+const TOKEN_KEY = "laminar.token";
+
 async function api(method, path, body) {
-  const init = { method, headers: {} };
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
+  let response = await send(method, path, body);
+  if (response.status === 401) {
+    const token = window.prompt("This Laminar endpoint needs a token (kept for this tab only):");
+    if (token) {
+      sessionStorage.setItem(TOKEN_KEY, token.trim());
+      response = await send(method, path, body);
+    }
   }
-  const response = await fetch(path, init);
   const text = await response.text();
+  if (response.status === 401) sessionStorage.removeItem(TOKEN_KEY);
   let value = null;
   try { value = JSON.parse(text); } catch (e) { value = { error: text }; }
   if (!response.ok) throw new Error((value && value.error) || `${response.status}`);
   return value;
+}
+
+function send(method, path, body) {
+  const init = { method, headers: {} };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) init.headers["Authorization"] = `Bearer ${token}`;
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  return fetch(path, init);
 }
 
 function showError(error) {
