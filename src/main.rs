@@ -54,6 +54,9 @@ enum Command {
     /// ACLs: who may do what to which topics, groups and the cluster.
     #[command(subcommand)]
     Acl(cli::acl::AclCommand),
+    /// Prepare a node's log dirs before its first start (SCRAM users it starts with).
+    #[command(subcommand)]
+    Storage(cli::storage::StorageCommand),
     /// Client quotas: bytes a second, request time and partition mutations per user and client.
     #[command(subcommand)]
     Quota(cli::quota::QuotaCommand),
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
         Command::User(command) => cli::user::run(command),
         Command::Acl(command) => cli::acl::run(command),
         Command::Quota(command) => cli::quota::run(command),
+        Command::Storage(command) => cli::storage::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),
         Command::InstallService(args) => cli::host::install_service(args, &man_pages()),

@@ -78,3 +78,27 @@ pub fn with_scram_users<R>(shared: &BrokerShared, f: impl FnOnce(&dyn ScramUsers
         }
     }
 }
+
+/// The users a new cluster starts with: those `laminar storage format --add-scram` put in this
+/// node's credential store, as the metadata log's records (the first active controller writes
+/// them when it names the cluster; later, the metadata log alone holds the cluster's users).
+pub fn bootstrap_records(log_dir: &std::path::Path) -> anyhow::Result<Vec<UserScramCredentialRecord>> {
+    let store =
+        ScramCredentialStore::open(log_dir).map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;
+    let records = store
+        .describe()
+        .filter_map(|(user, mechanism, _)| Some(record_of(user, store.scram_credential(user, mechanism)?)));
+    Ok(records.collect())
+}
+
+/// `user`'s credential as the metadata log's record.
+pub fn record_of(user: &str, credential: ScramCredential) -> UserScramCredentialRecord {
+    UserScramCredentialRecord {
+        name: user.to_string(),
+        mechanism: credential.mechanism.kafka_type(),
+        salt: credential.salt,
+        stored_key: credential.stored_key,
+        server_key: credential.server_key,
+        iterations: i32::try_from(credential.iterations).unwrap_or(i32::MAX),
+    }
+}

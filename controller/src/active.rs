@@ -226,8 +226,12 @@ impl ActiveController {
         let mut records = decision.records;
         if !records.is_empty() && self.images.borrow().metadata.cluster_id.is_none() {
             // The first entry an active controller of this quorum writes names the cluster.
+            // With it, the users the cluster was formatted with.
             let cluster_id = cluster_id_text(rand::random());
-            records.insert(0, MetadataRecord::ClusterId(ClusterIdRecord { cluster_id }));
+            let users = self.config.bootstrap_records.iter().cloned();
+            let first = std::iter::once(MetadataRecord::ClusterId(ClusterIdRecord { cluster_id }))
+                .chain(users.map(MetadataRecord::UserScramCredential));
+            records.splice(0..0, first);
         }
         match self.write(records).await {
             Written::Applied(log_index) => match &mut response {

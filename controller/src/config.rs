@@ -47,7 +47,14 @@ pub struct ControllerConfig {
     pub leader_imbalance_per_broker_percentage: u32,
     /// How the transport's connections are secured (the controller listener's protocol).
     pub transport_security: Arc<dyn TransportSecurity>,
+    /// SCRAM users a new cluster starts with (`laminar storage format --add-scram`): the first
+    /// active controller of the quorum writes them with the cluster's id, in its first entry.
+    /// At most [`BOOTSTRAP_RECORDS_MAX`].
+    pub bootstrap_records: Vec<crate::records::UserScramCredentialRecord>,
 }
+
+/// The most bootstrap users: they all go into one log entry.
+pub const BOOTSTRAP_RECORDS_MAX: usize = 100;
 
 impl std::fmt::Debug for ControllerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,6 +85,7 @@ impl ControllerConfig {
             election_timeout_min_ms: 1000,
             election_timeout_max_ms: 2000,
             entries_since_snapshot_max: 5000,
+            bootstrap_records: Vec::new(),
             entries_kept_after_snapshot: 500,
             session_timeout_ms: 9000,
             unclean_leader_election_enable: false,

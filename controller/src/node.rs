@@ -29,6 +29,12 @@ impl ControllerNode {
     /// Starts the node on a new thread and returns once its storage is open and its listener
     /// bound.
     pub fn start(config: ControllerConfig) -> Result<Self, ControllerError> {
+        if config.bootstrap_records.len() > crate::config::BOOTSTRAP_RECORDS_MAX {
+            let max = crate::config::BOOTSTRAP_RECORDS_MAX;
+            return Err(ControllerError::Config(format!(
+                "at most {max} bootstrap SCRAM users"
+            )));
+        }
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
         let (shutdown_tx, shutdown_rx) = oneshot::channel();
         let name = format!("controller-{}", config.node_id);

@@ -12,6 +12,7 @@ pub mod produce;
 pub mod progress;
 pub mod quota;
 pub mod reassign;
+pub mod storage;
 pub mod topic;
 pub mod user;
 

@@ -156,3 +156,19 @@ pub fn set_quota(brokers: &str, entity: &[&str], quota: &str) -> Result<String> 
     args.extend(["--quota", quota]);
     ok_on(brokers, &args, "")
 }
+
+/// Whether `user` logs in with SCRAM-SHA-512 on the SASL_PLAINTEXT listener at `address` (the
+/// CLI lists topics as that user, its settings in a properties file under `dir`).
+pub fn logs_in_with_scram(address: &str, dir: &Path, (user, password): (&str, &str)) -> Result<bool> {
+    let config = dir.join(format!("{user}.properties"));
+    std::fs::write(
+        &config,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.username={user}\nsasl.password={password}\n"
+        ),
+    )?;
+    let config = config.display().to_string();
+    let args = ["topic", "list", "--brokers", address, "--command-config", &config];
+    Ok(run(&args, "")?.success)
+}

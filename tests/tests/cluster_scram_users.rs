@@ -42,30 +42,9 @@ fn create_user(cluster: &mut Cluster, via: i32, login: (&str, &str)) -> Result<(
 }
 
 /// Whether `user` logs in on node `node`'s CLIENTS listener (the CLI lists topics as that user).
-fn logs_in(cluster: &mut Cluster, node: i32, dir: &Path, (user, password): (&str, &str)) -> Result<bool> {
-    let config = dir.join(format!("{user}.properties"));
-    std::fs::write(
-        &config,
-        format!("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={user}\nsasl.password={password}\n"),
-    )?;
-    let address = cluster
-        .node(node)
-        .listener_addr("CLIENTS")
-        .context("CLIENTS")?
-        .to_string();
-    let config = config.display().to_string();
-    let listed = cli::run(
-        &[
-            "topic",
-            "list",
-            "--brokers",
-            &address,
-            "--command-config",
-            &config,
-        ],
-        "",
-    )?;
-    Ok(listed.success)
+fn logs_in(cluster: &mut Cluster, node: i32, dir: &Path, login: (&str, &str)) -> Result<bool> {
+    let address = cluster.node(node).listener_addr("CLIENTS").context("CLIENTS")?;
+    cli::logs_in_with_scram(&address.to_string(), dir, login)
 }
 
 #[test]

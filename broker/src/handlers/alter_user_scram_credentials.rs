@@ -16,7 +16,6 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::{
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse};
 use kafka_protocol::protocol::StrBytes;
-use laminar_controller::UserScramCredentialRecord;
 use laminar_security::credentials::ScramCredentialStore;
 use laminar_security::{Mechanism, ScramCredential};
 
@@ -159,14 +158,7 @@ async fn through_the_controller(
                 users.push(user);
             }
             Change::Upsert(user, credential) => {
-                upsertions.push(UserScramCredentialRecord {
-                    name: user.clone(),
-                    mechanism: credential.mechanism.kafka_type(),
-                    salt: credential.salt,
-                    stored_key: credential.stored_key,
-                    server_key: credential.server_key,
-                    iterations: i32::try_from(credential.iterations).unwrap_or(i32::MAX),
-                });
+                upsertions.push(crate::scram_users::record_of(&user, credential));
                 users.push(user);
             }
         }

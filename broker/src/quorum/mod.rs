@@ -99,6 +99,7 @@ impl ClusterLink {
         controller.auto_leader_rebalance_enable = settings.auto_leader_rebalance_enable;
         controller.leader_imbalance_check_interval_ms = settings.leader_imbalance_check_interval_ms;
         controller.leader_imbalance_per_broker_percentage = settings.leader_imbalance_per_broker_percentage;
+        controller.bootstrap_records = crate::scram_users::bootstrap_records(log_dir)?;
         let links = config
             .peer_links
             .as_ref()
