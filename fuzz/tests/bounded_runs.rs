@@ -26,6 +26,13 @@ const SASL_SSL_FRAMES: u64 = 1_000;
 const CONTROLLER_FRAMES: u64 = 20_000;
 const HANG: Duration = Duration::from_secs(5);
 
+/// A fuzzed broker's options: client quotas measured over 2 windows of 1 s, so that a mutated
+/// AlterClientQuotas that happens to hold the fuzzer back mutes its connection for 2 s at most,
+/// well within [`HANG`] (a quota that applies is the broker doing its job, not a hang).
+fn fuzzed(options: BrokerOptions) -> BrokerOptions {
+    options.with_override("quota.window.num", "2")
+}
+
 fn regressions() -> Vec<PathBuf> {
     regression_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/regressions"))
 }
@@ -64,7 +71,7 @@ fn in_process_frames_for_every_api_and_version_neither_crash_nor_hang() {
 
 #[test]
 fn a_live_broker_survives_frames_for_every_api_and_version_and_still_answers() {
-    let mut broker = Broker::start(BrokerOptions::default()).expect("broker starts");
+    let mut broker = Broker::start(fuzzed(BrokerOptions::default())).expect("broker starts");
     let out = tempfile::tempdir().unwrap();
     let options = live::Options {
         broker: broker.addr().to_string(),
@@ -99,7 +106,7 @@ fn a_live_broker_survives_frames_for_every_api_and_version_and_still_answers() {
 /// replicates: an acks=all record on a new topic with three replicas is acknowledged.
 #[test]
 fn a_cluster_node_survives_frames_for_every_api_and_the_cluster_still_replicates() {
-    let options = Cluster::node_options().with_override("min.insync.replicas", "2");
+    let options = fuzzed(Cluster::node_options()).with_override("min.insync.replicas", "2");
     let mut cluster = Cluster::start(3, 3000, options).expect("the cluster starts");
     let out = tempfile::tempdir().unwrap();
     let options = live::Options {
@@ -224,7 +231,7 @@ fn a_sasl_ssl_listener_survives_frames_before_and_after_authentication() {
         r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_fuzzer="fuzzer-secret";"#,
     )
     .with_override("connection.failed.authentication.delay.ms", "0");
-    let mut broker = Broker::start(options).expect("broker starts");
+    let mut broker = Broker::start(fuzzed(options)).expect("broker starts");
     let address = broker.listener_addr("SASL_SSL").expect("the SASL_SSL listener");
     for (login, prepare) in [(None, false), (Some(("fuzzer", "fuzzer-secret")), true)] {
         let out = tempfile::tempdir().unwrap();

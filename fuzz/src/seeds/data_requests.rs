@@ -351,6 +351,32 @@ pub fn create_acls() -> CreateAclsRequest {
     CreateAclsRequest::default().with_creations(vec![creation])
 }
 
+/// One user's quotas.
+pub fn describe_client_quotas() -> DescribeClientQuotasRequest {
+    let component = describe_client_quotas_request::ComponentData::default()
+        .with_entity_type(s("user"))
+        .with_match_type(0)
+        .with_match(Some(s("fuzz")));
+    DescribeClientQuotasRequest::default().with_components(vec![component])
+}
+
+/// A byte rate for a user no fuzzing client is, only validated: a mutation that makes it apply
+/// holds the fuzzer back for at most the windows' span (the fuzzed brokers keep it short).
+pub fn alter_client_quotas() -> AlterClientQuotasRequest {
+    let entity = alter_client_quotas_request::EntityData::default()
+        .with_entity_type(s("user"))
+        .with_entity_name(Some(s("fuzz-nobody")));
+    let op = alter_client_quotas_request::OpData::default()
+        .with_key(s("producer_byte_rate"))
+        .with_value(1_048_576.0);
+    let entry = alter_client_quotas_request::EntryData::default()
+        .with_entity(vec![entity])
+        .with_ops(vec![op]);
+    AlterClientQuotasRequest::default()
+        .with_entries(vec![entry])
+        .with_validate_only(true)
+}
+
 /// Every ACL that would apply to one topic (MATCH).
 pub fn describe_acls() -> DescribeAclsRequest {
     DescribeAclsRequest::default()

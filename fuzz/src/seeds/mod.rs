@@ -197,6 +197,8 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         ApiKey::CreateAcls => RequestKind::CreateAcls(data::create_acls()),
         ApiKey::DescribeAcls => RequestKind::DescribeAcls(data::describe_acls()),
         ApiKey::DeleteAcls => RequestKind::DeleteAcls(data::delete_acls()),
+        ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(data::describe_client_quotas()),
+        ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(data::alter_client_quotas()),
         ApiKey::CreateTopics => RequestKind::CreateTopics(data::create_topics(v, marks)),
         ApiKey::DeleteTopics => RequestKind::DeleteTopics(data::delete_topics(v, marks)),
         ApiKey::DeleteRecords => RequestKind::DeleteRecords(data::delete_records(marks)),
@@ -306,6 +308,7 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         AlterUserScramCredentials => AlterUserScramCredentialsRequest,
         CreateAcls => CreateAclsRequest, DescribeAcls => DescribeAclsRequest,
         DeleteAcls => DeleteAclsRequest,
+        DescribeClientQuotas => DescribeClientQuotasRequest, AlterClientQuotas => AlterClientQuotasRequest,
     ))
 }
 
