@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
+use laminar_client::transport::{Security, Transport};
 
 use super::{print_table, BrokerArgs};
 
@@ -46,6 +47,13 @@ pub struct AdminArgs {
     /// active controller's node, so list them all.
     #[arg(long, env = "LAMINAR_ADMIN", default_value = "127.0.0.1:9644")]
     pub admin: String,
+    /// HTTPS: the PEM file of the CA that signs the admin ports' certificates
+    /// (`laminar.http.ssl.keystore.location`).
+    #[arg(long, env = "LAMINAR_ADMIN_CA")]
+    pub admin_ca: Option<std::path::PathBuf>,
+    /// A bearer token for admin ports that ask for one (`laminar.http.authentication.tokens.file`).
+    #[arg(long, env = "LAMINAR_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
 }
 
 pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
@@ -123,7 +131,7 @@ fn quorum(admin: &AdminArgs) -> anyhow::Result<()> {
     let mut statuses = Vec::new();
     let mut failures = Vec::new();
     for address in admin.admin.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-        match status_of(address) {
+        match status_of(address, admin) {
             Ok(status) => statuses.push(status),
             Err(e) => failures.push(format!("{address}: {e:#}")),
         }
@@ -176,20 +184,39 @@ fn text(value: &serde_json::Value) -> String {
 /// The status page bodies are small; more than this is not one.
 const STATUS_BODY_MAX: u64 = 16 << 20;
 
-/// `GET /v1/status` of one admin port, as JSON (one request per connection, as it serves).
-fn status_of(address: &str) -> anyhow::Result<serde_json::Value> {
+/// `GET /v1/status` of one admin port, as JSON (one request per connection, as it serves),
+/// over HTTPS and with a token when `admin` says so.
+fn status_of(address: &str, admin: &AdminArgs) -> anyhow::Result<serde_json::Value> {
     let addr = address
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {address}"))?
         .next()
         .ok_or_else(|| anyhow!("{address} resolves to nothing"))?;
     let timeout = Duration::from_secs(5);
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
-    stream.set_read_timeout(Some(timeout))?;
-    let head = format!("GET /v1/status HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    let socket = TcpStream::connect_timeout(&addr, timeout)?;
+    socket.set_read_timeout(Some(timeout))?;
+    let mut stream = match &admin.admin_ca {
+        None => Transport::Plain(socket),
+        Some(ca) => {
+            let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            Transport::tls(socket, Security::tls_trusting(ca)?, host)?
+        }
+    };
+    let token = admin
+        .admin_token
+        .as_ref()
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!("GET /v1/status HTTP/1.1\r\nHost: {address}\r\n{token}Connection: close\r\n\r\n");
     stream.write_all(head.as_bytes())?;
+    stream.flush()?;
     let mut answer = Vec::new();
-    stream.take(STATUS_BODY_MAX).read_to_end(&mut answer)?;
+    // A TLS server may close without close_notify once the whole answer is out.
+    match stream.take(STATUS_BODY_MAX).read_to_end(&mut answer) {
+        Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || answer.is_empty() => return Err(e.into()),
+        _ => {}
+    }
     let split = answer
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -113,6 +113,28 @@ fn tokens_and_certificates_decide_who_reads_and_who_changes_state_and_changes_ar
         http::request(addr, "GET", "/v1/status").map_or(true, |a| a.status != 200),
         "plain HTTP was answered by an HTTPS endpoint"
     );
+    the_cli_reads_the_status_over_https_with_a_token(&addr.to_string(), &certs.ca)
+}
+
+/// `laminar cluster quorum` reads `/v1/status` (here a single node's, which it says has no
+/// quorum) over HTTPS with a token, and is refused without one.
+fn the_cli_reads_the_status_over_https_with_a_token(addr: &str, ca: &std::path::Path) -> Result<()> {
+    let ca = ca.display().to_string();
+    let base = ["cluster", "quorum", "--admin", addr, "--admin-ca", &ca];
+    let refused = laminar_tests::cli::run(&base, "")?;
+    ensure!(
+        refused.stderr.contains("401"),
+        "without a token: {}",
+        refused.stderr
+    );
+    let mut with_token = base.to_vec();
+    with_token.extend(["--admin-token", READER_TOKEN]);
+    let read = laminar_tests::cli::run(&with_token, "")?;
+    ensure!(
+        read.stderr.contains("single-node mode"),
+        "with a token: {}",
+        read.stderr
+    );
     Ok(())
 }
 
