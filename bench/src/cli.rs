@@ -414,6 +414,32 @@ pub struct ReplicationArgs {
     /// `key=value` for every broker, after the harness's own.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// How the brokers started replicate: over their PLAINTEXT listener, or over a listener of
+    /// their own with TLS (SSL) or TLS and SASL PLAIN (SASL_SSL), certificates made by the run.
+    #[arg(long, value_enum, default_value = "plaintext")]
+    pub inter_broker_protocol: InterBrokerProtocol,
+}
+
+/// `--inter-broker-protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InterBrokerProtocol {
+    #[value(name = "plaintext")]
+    Plaintext,
+    #[value(name = "ssl")]
+    Ssl,
+    #[value(name = "sasl_ssl")]
+    SaslSsl,
+}
+
+impl InterBrokerProtocol {
+    /// Kafka's name of the security protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterBrokerProtocol::Plaintext => "PLAINTEXT",
+            InterBrokerProtocol::Ssl => "SSL",
+            InterBrokerProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
 }
 
 /// `laminar bench sink`.

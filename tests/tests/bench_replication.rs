@@ -122,3 +122,38 @@ fn bench_replication_runs_against_a_cluster_it_is_given() -> Result<()> {
     assert!(table.contains("CPU: not measured"), "{table}");
     Ok(())
 }
+
+/// The brokers it starts replicate over a SASL_SSL listener of their own (TLS and SASL PLAIN,
+/// certificates made by the run): acks=all at replication factor 3 is acknowledged only if the
+/// followers fetch over it, and every byte acknowledged went to both.
+#[test]
+fn bench_replication_replicates_over_a_sasl_ssl_link_it_sets_up() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let args = [
+        &[
+            "replication",
+            "--inter-broker-protocol",
+            "sasl_ssl",
+            "--skip-consume",
+        ][..],
+        &BRIEF,
+    ]
+    .concat();
+    let (table, report) = bench_json(dir.path(), &args, RUN_LIMIT)?;
+    assert_eq!(
+        report["settings"]["inter_broker_protocol"], "SASL_SSL",
+        "{report:#}"
+    );
+    assert!(table.contains("replicating over"), "{table}");
+    let rounds = report["rounds"].as_array().context("rounds")?;
+    for round in rounds {
+        check_produce_round(round, 3)?;
+    }
+    let replicated = &report["sides"]["rf3"]["cluster"];
+    let (sent, produced) = (
+        number(&replicated["bytes_out"], "bytes out")?,
+        number(&replicated["bytes_in"], "bytes in")?,
+    );
+    assert!(produced > 0.0 && sent >= 2.0 * produced, "{replicated:#}");
+    Ok(())
+}

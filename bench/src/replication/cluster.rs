@@ -30,8 +30,9 @@ impl LocalCluster {
     /// Metadata lists every one of them (registered and unfenced).
     pub fn start(args: &ReplicationArgs, binary: &Path, dir: &Path) -> anyhow::Result<LocalCluster> {
         let count = usize::from(args.brokers);
-        // Picked together, so that no port repeats.
-        let ports = free_loopback_ports(3 * count)?;
+        // Picked together, so that no port repeats: Kafka, HTTP, controller, replication.
+        let ports = free_loopback_ports(4 * count)?;
+        let link = super::link_security::overrides(args.inter_broker_protocol, dir)?;
         let voters: Vec<String> = (0..count)
             .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[2 * count + i]))
             .collect();
@@ -39,9 +40,12 @@ impl LocalCluster {
         for i in 0..count {
             let data_dir = dir.join(format!("node-{}", i + 1));
             std::fs::create_dir(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-            let overrides = node_overrides(args);
-            let node =
+            let overrides = node_overrides(args, link.as_deref());
+            let mut node =
                 BrokerProcess::on_ports(binary, &overrides, (&data_dir, dir), [ports[i], ports[count + i]]);
+            if link.is_some() {
+                node = node.with_listener(super::link_security::LISTENER, ports[3 * count + i]);
+            }
             nodes.push(node.in_quorum(QuorumSeat {
                 node_id: i32::try_from(i + 1).expect("at most 9 brokers"),
                 controller_port: ports[2 * count + i],
@@ -107,8 +111,8 @@ impl LocalCluster {
 
 /// The settings every broker gets after its own seat: one core each by default (three brokers
 /// share this machine's cores as three machines would not), a heartbeat a sixth of the session
-/// timeout, retention checked every second, then the user's.
-fn node_overrides(args: &ReplicationArgs) -> Vec<String> {
+/// timeout, retention checked every second, the replication link's security, then the user's.
+fn node_overrides(args: &ReplicationArgs, link: Option<&[String]>) -> Vec<String> {
     let mut overrides = vec![
         format!("laminar.cores={}", args.cores),
         format!("broker.session.timeout.ms={SESSION_TIMEOUT_MS}"),
@@ -116,6 +120,7 @@ fn node_overrides(args: &ReplicationArgs) -> Vec<String> {
         // Retention (--retention-mib) keeps the disk bounded only if it runs often.
         "log.retention.check.interval.ms=1000".to_owned(),
     ];
+    overrides.extend(link.into_iter().flatten().cloned());
     overrides.extend(args.overrides.iter().cloned());
     overrides
 }

@@ -5,6 +5,7 @@
 //! cost of a fetched MB can be compared between followers and a consumer.
 
 mod cluster;
+mod link_security;
 mod report;
 mod usage;
 
@@ -356,6 +357,7 @@ fn settings(args: &ReplicationArgs, plan: &Plan) -> serde_json::Value {
         "topics": plan.sides.iter().map(|s| &s.topic).collect::<Vec<_>>(),
         "replication_factors": plan.sides.iter().map(|s| s.replication_factor).collect::<Vec<_>>(),
         "overrides": args.overrides, "retention_mib": args.retention_mib,
+        "inter_broker_protocol": args.inter_broker_protocol.name(),
         "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
     })
 }

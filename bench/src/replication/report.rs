@@ -239,7 +239,11 @@ impl ReplicationReport {
             "laminar bench replication: {} (rf{} vs rf1), {} partitions, acks={}, {}-byte records, {} producers, {} rounds x {} s each side ({} CPUs)",
             match s["brokers_started"].as_u64() {
                 Some(0) | None => format!("cluster at {}", s["bootstrap"].as_str().unwrap_or("?")),
-                Some(n) => format!("{n} brokers started here, {} core(s) each", s["cores_per_broker"]),
+                Some(n) => format!(
+                    "{n} brokers started here, {} core(s) each, replicating over {}",
+                    s["cores_per_broker"],
+                    s["inter_broker_protocol"].as_str().unwrap_or("PLAINTEXT")
+                ),
             },
             self.sides[1].replication_factor,
             s["partitions"],

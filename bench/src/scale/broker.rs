@@ -69,6 +69,8 @@ pub struct BrokerProcess {
     port: u16,
     http_port: u16,
     quorum: Option<QuorumSeat>,
+    /// Another listener, `(name, port)`: the replication link's own, say.
+    extra_listener: Option<(String, u16)>,
     child: Option<Child>,
     starts: u32,
 }
@@ -107,9 +109,17 @@ impl BrokerProcess {
             port,
             http_port,
             quorum: None,
+            extra_listener: None,
             child: None,
             starts: 0,
         }
+    }
+
+    /// The same broker with another listener, `name` on `port` (its protocol mapped by the
+    /// overrides).
+    pub fn with_listener(mut self, name: &str, port: u16) -> Self {
+        self.extra_listener = Some((name.to_owned(), port));
+        self
     }
 
     /// The same broker in combined mode, in the seat given of a controller quorum.
@@ -151,6 +161,9 @@ impl BrokerProcess {
         let mut args = vec!["broker".to_owned()];
         let mut listeners = format!("listeners=PLAINTEXT://127.0.0.1:{}", self.port);
         let mut quorum = Vec::new();
+        if let Some((name, port)) = &self.extra_listener {
+            listeners.push_str(&format!(",{name}://127.0.0.1:{port}"));
+        }
         if let Some(seat) = &self.quorum {
             listeners.push_str(&format!(",CONTROLLER://127.0.0.1:{}", seat.controller_port));
             quorum.push("process.roles=broker,controller".to_owned());
