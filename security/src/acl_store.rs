@@ -68,9 +68,9 @@ impl AclStore {
     /// Opens the store in `dir`, loading `acls` if it exists (an absent file is no ACL).
     pub fn open(dir: &Path) -> Result<AclStore, AclStoreError> {
         let path = dir.join(ACL_FILE_NAME);
-        let acls = match File::open(&path) {
-            Ok(file) => load(&path, file)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
+        let acls = match line_file::open_if_exists(&path) {
+            Ok(Some(file)) => load(&path, file)?,
+            Ok(None) => BTreeSet::new(),
             Err(source) => return Err(AclStoreError::Io { path, source }),
         };
         Ok(AclStore {

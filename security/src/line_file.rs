@@ -67,6 +67,15 @@ pub fn read_line(
     Ok(Some(String::from_utf8(line).map_err(|_| "line is not UTF-8")))
 }
 
+/// Opens a store's file; `None` when there is none (a store that holds nothing yet).
+pub fn open_if_exists(path: &Path) -> io::Result<Option<File>> {
+    match File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Why a store's file could not be read: an I/O error, or a line that breaks its format
 /// (`line` counts from 1, the header being line 1).
 #[derive(Debug)]

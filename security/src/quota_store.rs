@@ -59,9 +59,9 @@ impl QuotaStore {
     /// Opens the store in `dir`, loading `client-quotas` if it exists (absent: no quota).
     pub fn open(dir: &Path) -> Result<QuotaStore, QuotaStoreError> {
         let path = dir.join(QUOTA_FILE_NAME);
-        let quotas = match File::open(&path) {
-            Ok(file) => load(&path, file)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => ClientQuotas::default(),
+        let quotas = match line_file::open_if_exists(&path) {
+            Ok(Some(file)) => load(&path, file)?,
+            Ok(None) => ClientQuotas::default(),
             Err(source) => return Err(QuotaStoreError::Io { path, source }),
         };
         Ok(QuotaStore {

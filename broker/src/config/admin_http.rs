@@ -12,6 +12,7 @@ use laminar_security::tls::{ClientAuth, KeyMaterial, TlsServerSettings, TlsVersi
 use laminar_security::{Principal, PrincipalMappingRules};
 
 use super::super::ConfigError;
+use super::listener_security::rejected;
 use super::{parse_bool, Values};
 
 /// The admin endpoint's security, built once at start.
@@ -55,14 +56,13 @@ pub(super) fn admin_http_security(v: &Values<'_>) -> Result<AdminHttpSecurity, C
         monitoring_open: v.parsed("laminar.http.monitoring.open", parse_bool)?,
     };
     if !listen.ip().is_loopback() && (security.tls.is_none() || !security.authenticates()) {
-        return Err(ConfigError::Rejected {
-            key: "laminar.http.listen".into(),
-            value: listen.to_string(),
-            reason: "off a loopback address the HTTP endpoint needs HTTPS \
-                     (laminar.http.ssl.keystore.location) and authentication \
-                     (laminar.http.authentication.tokens.file or certificate principals)"
-                .into(),
-        });
+        return Err(rejected(
+            "laminar.http.listen",
+            &listen.to_string(),
+            "off a loopback address the HTTP endpoint needs HTTPS \
+             (laminar.http.ssl.keystore.location) and authentication \
+             (laminar.http.authentication.tokens.file or certificate principals)",
+        ));
     }
     Ok(security)
 }
@@ -124,14 +124,6 @@ fn split_principals(text: &str) -> Vec<&str> {
         .map(|w| text[w[0]..w[1] - 1].trim())
         .filter(|p| !p.is_empty())
         .collect()
-}
-
-fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Rejected {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
 }
 
 #[cfg(test)]

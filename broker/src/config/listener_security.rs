@@ -333,7 +333,7 @@ pub(super) fn listener_key(listener: &str, key: &str) -> String {
     format!("{LISTENER_KEY_PREFIX}{}.{key}", listener.to_ascii_lowercase())
 }
 
-fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+pub(super) fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Rejected {
         key: key.to_string(),
         value: value.to_string(),
