@@ -194,9 +194,15 @@ impl Broker {
         listeners.join(",")
     }
 
-    /// The admin HTTP address (`laminar.http.listen`): `/metrics`, `/v1/status`.
+    /// The admin HTTP address (`laminar.http.listen`): `/metrics`, `/v1/status`. A test
+    /// network's node binds it on its namespace's own loopback: off loopback the endpoint would
+    /// need HTTPS and tokens, and no test reads a namespaced node's endpoint.
     pub fn http_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.options.host, self.http_port)
+        let host = match self.options.network_namespace {
+            Some(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            None => self.options.host,
+        };
+        SocketAddr::new(host, self.http_port)
     }
 
     /// The `log.dirs` directory, kept across restarts.
