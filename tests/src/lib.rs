@@ -15,6 +15,7 @@ pub mod netns;
 pub mod power_cut;
 pub mod process;
 pub mod rdkafka_client;
+pub mod scram_cluster;
 pub mod tls_client;
 pub mod wire;
 pub mod workload;

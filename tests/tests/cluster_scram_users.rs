@@ -11,31 +11,10 @@ use anyhow::{ensure, Context, Result};
 use laminar_tests::cli;
 use laminar_tests::rdkafka_client::unique_topic;
 use laminar_tests::wire::{self, create_topic_replicated, produce_when_known, record_batch};
-use laminar_tests::{wait_for, BrokerOptions, Cluster};
+use laminar_tests::{wait_for, Cluster};
 
 const NODES: i32 = 3;
 const APPLIED_WITHIN: Duration = Duration::from_secs(20);
-
-fn options() -> BrokerOptions {
-    BrokerOptions {
-        extra_listeners: vec!["REPLICATION".to_string(), "CLIENTS".to_string()],
-        ..Cluster::node_options()
-    }
-    .with_override(
-        "listener.security.protocol.map",
-        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
-    )
-    .with_override("inter.broker.listener.name", "REPLICATION")
-    .with_override("sasl.enabled.mechanisms", "SCRAM-SHA-512")
-    .with_override("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512")
-    .with_override(
-        "listener.name.replication.scram-sha-512.sasl.jaas.config",
-        "org.apache.kafka.common.security.scram.ScramLoginModule required \
-         username=\"replicator\" password=\"replicator-secret\";",
-    )
-    .with_override("replica.lag.time.max.ms", "2000")
-    .with_override("min.insync.replicas", "2")
-}
 
 fn create_user(cluster: &mut Cluster, via: i32, login: (&str, &str)) -> Result<()> {
     cli::create_scram_user(&cluster.node(via).bootstrap(), login)
@@ -50,7 +29,7 @@ fn logs_in(cluster: &mut Cluster, node: i32, dir: &Path, login: (&str, &str)) ->
 #[test]
 fn a_user_made_through_one_node_logs_in_on_every_node_until_deleted_through_another() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut cluster = Cluster::start(NODES as usize, 3000, options())?;
+    let mut cluster = Cluster::start(NODES as usize, 3000, laminar_tests::scram_cluster::node_options())?;
     let alice = ("alice", "alice-secret");
     create_user(&mut cluster, 1, alice)?;
     for node in 1..=NODES {
@@ -91,7 +70,7 @@ fn a_user_made_through_one_node_logs_in_on_every_node_until_deleted_through_anot
 
 #[test]
 fn brokers_replicate_over_sasl_with_a_scram_user_of_the_metadata_log() -> Result<()> {
-    let mut cluster = Cluster::start(NODES as usize, 3000, options())?;
+    let mut cluster = Cluster::start(NODES as usize, 3000, laminar_tests::scram_cluster::node_options())?;
     create_user(&mut cluster, 1, ("replicator", "replicator-secret"))?;
     let topic = unique_topic("scram-replicated");
     let code = create_topic_replicated(&mut cluster.connect(1)?, &topic, (1, 3), &[])?;

@@ -16,7 +16,7 @@ use laminar_tests::wire::{self, create_topic_replicated, produce_when_known, rec
 use laminar_tests::{wait_for, Broker, BrokerOptions, Cluster};
 
 const ADMIN: (&str, &str) = ("admin", "admin-secret");
-const REPLICATOR: (&str, &str) = ("replicator", "replicator-secret");
+use laminar_tests::scram_cluster::REPLICATOR;
 const WITHIN: Duration = Duration::from_secs(20);
 
 fn add_scram((user, password): (&str, &str)) -> String {
@@ -88,27 +88,7 @@ fn a_cluster_formatted_with_its_replication_user_replicates_over_scram_from_the_
         let formatted = format(log_dir, &[], &[ADMIN, REPLICATOR])?;
         ensure!(formatted.success, "format: {}", formatted.stderr);
     }
-    let options = scram_clients(BrokerOptions {
-        extra_listeners: vec!["REPLICATION".to_string()],
-        ..Cluster::node_options()
-    })
-    .with_override(
-        "listener.security.protocol.map",
-        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
-    )
-    .with_override("inter.broker.listener.name", "REPLICATION")
-    .with_override("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512")
-    .with_override(
-        "listener.name.replication.scram-sha-512.sasl.jaas.config",
-        "org.apache.kafka.common.security.scram.ScramLoginModule required \
-         username=\"replicator\" password=\"replicator-secret\";",
-    )
-    .with_override("replica.lag.time.max.ms", "2000")
-    .with_override("min.insync.replicas", "2");
-    let options = BrokerOptions {
-        extra_listeners: vec!["REPLICATION".to_string(), "CLIENTS".to_string()],
-        ..options
-    };
+    let options = laminar_tests::scram_cluster::node_options();
     let mut cluster = Cluster::start_on_log_dirs(3, 3000, options, &log_dirs)?;
     let topic = unique_topic("formatted");
     let code = create_topic_replicated(&mut cluster.connect(1)?, &topic, (1, 3), &[])?;

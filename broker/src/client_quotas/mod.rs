@@ -164,6 +164,11 @@ impl ClientQuotaManager {
         rate::throttle_time(measured, applied.bound, span, self.windows)
     }
 
+    /// Whether any quota is set at all.
+    pub fn any_set(&self) -> bool {
+        !self.current_quotas().is_empty()
+    }
+
     /// The quotas to measure a request against (refreshed from a cluster's metadata).
     fn current_quotas(&self) -> arc_swap::Guard<Arc<ClientQuotas>> {
         self.refresh();

@@ -224,7 +224,8 @@ pub async fn handle(
         client_id: header.client_id,
     };
     let quotas = &ctx.state.shared.client_quotas;
-    let counted = !quota_checks::is_exempt(api_key);
+    // With no quota set (the common case) request time is neither measured nor recorded.
+    let counted = !quota_checks::is_exempt(api_key) && quotas.any_set();
     let request_time = QuotaKey::RequestPercentage;
     // Request time counts once the request is handled; a client already past its share is
     // throttled now (Kafka throttles the answer after the time that went past it).
@@ -233,7 +234,7 @@ pub async fn handle(
         false => std::time::Duration::ZERO,
     };
     connection.throttle(throttle);
-    let started = std::time::Instant::now();
+    let started = counted.then(std::time::Instant::now);
     let context = RequestContext {
         api_key,
         version,
@@ -243,7 +244,7 @@ pub async fn handle(
         request_len,
     };
     let outcome = dispatch(ctx, connection, request, context).await;
-    if counted {
+    if let Some(started) = started {
         let spent = quota_checks::percent_seconds(started.elapsed());
         quotas.record(request_time, quota.client(), spent);
     }

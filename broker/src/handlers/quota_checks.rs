@@ -44,8 +44,12 @@ pub fn percent_seconds(elapsed: Duration) -> f64 {
 /// The partitions a topic-admin request would create or delete (what
 /// `controller_mutation_rate` counts); `None` for other requests.
 pub fn mutated_partitions(shared: &BrokerShared, request: &RequestKind) -> Option<u32> {
-    let table = shared.metadata.current();
-    let count_of = |name: &str| table.topics.get(name).map_or(0, |t| t.partition_count);
+    // The topic table only for the requests that name existing topics: Metadata and the other
+    // requests that come through here take no reference to it.
+    let count_of = |name: &str| {
+        let table = shared.metadata.current();
+        table.topics.get(name).map_or(0, |t| t.partition_count)
+    };
     let partitions: i64 = match request {
         RequestKind::CreateTopics(r) if r.validate_only => 0,
         RequestKind::CreateTopics(r) => r
