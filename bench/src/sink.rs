@@ -26,7 +26,7 @@ use laminar_client::records::batches;
 use laminar_client::{client_versions, write_all_pieces, Compression};
 use laminar_protocol::chunk::Chunk;
 use laminar_protocol::fetch_response::RecordBytes;
-use laminar_protocol::fetch_response::{encode_fetch_frame, FetchAnswer, PartitionAnswer};
+use laminar_protocol::fetch_response::{encode_fetch_frame, FetchAnswer, PartitionAnswer, TopicAnswer};
 use laminar_protocol::frame::FrameReader;
 
 use crate::produce::BatchBuilder;
@@ -315,7 +315,11 @@ fn fetch(request: FetchRequest, canned: &Bytes) -> FetchAnswer {
                     }
                 })
                 .collect();
-            (topic.topic.0.to_string(), partitions)
+            TopicAnswer {
+                name: topic.topic.0.to_string(),
+                id: *topic.topic_id.as_bytes(),
+                partitions,
+            }
         })
         .collect();
     FetchAnswer {

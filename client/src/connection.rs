@@ -289,7 +289,7 @@ impl Connection {
         }
     }
 
-    fn send_at<R: Request>(
+    pub(crate) fn send_at<R: Request>(
         &mut self,
         request: &R,
         version: i16,

@@ -50,7 +50,7 @@ pub use groups::{
 pub use kafka_protocol::records::Compression;
 pub use laminar_security::{Mechanism, SecurityProtocol};
 pub use quotas::QuotaValues;
-pub use replica::{EpochEnd, EpochEndQuery, ReplicaFetchPosition};
+pub use replica::{EpochEnd, EpochEndQuery, Replica, ReplicaFetchPosition, REPLICA_FETCH_VERSION};
 pub use security_settings::{SecuritySettings, SecuritySettingsError};
 pub use topic_changes::ConfigChange;
 pub use transport::{SaslLogin, Security};

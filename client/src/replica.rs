@@ -1,23 +1,37 @@
-//! What a follower broker asks of its leader: Fetch with its replica id (so the leader reads
-//! to its log end and records the follower's progress), and OffsetForLeaderEpoch to find where
-//! its log and the leader's diverge.
+//! What a follower broker asks of its leader: Fetch with its replica id and broker epoch (so the
+//! leader reads to its log end and records the follower's progress), and OffsetForLeaderEpoch
+//! to find where its log and the leader's diverge.
 
-use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::fetch_request::{FetchPartition, ReplicaState};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
-use kafka_protocol::messages::{BrokerId, OffsetForLeaderEpochRequest};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, OffsetForLeaderEpochRequest};
 
-use laminar_model::{LeaderEpoch, NodeId, Offset, TopicPartition};
+use kafka_protocol::protocol::StrBytes;
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, Offset, TopicPartition};
 
 use crate::connection::Connection;
-use crate::data::{by_topic, fetch_request, FetchSpec, FetchedPartition};
-use crate::error::{ClientError, KafkaError};
+use crate::data::{by_topic, fetch_request, fetched_partitions, FetchSpec, FetchedPartition};
+use crate::error::{check_code, ClientError, KafkaError};
+
+/// The Fetch version a follower sends: the first that carries its broker epoch (`ReplicaState`,
+/// KIP-903), which a cluster's leader requires. It names topics by id.
+pub const REPLICA_FETCH_VERSION: i16 = 15;
+
+/// A follower broker as it fetches: its id, and the epoch it registered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replica {
+    pub id: NodeId,
+    pub broker_epoch: BrokerEpoch,
+}
 
 /// One partition a follower fetches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaFetchPosition {
     pub tp: TopicPartition,
+    /// The topic's id, which names it in the request.
+    pub topic_id: [u8; 16],
     /// The follower's log end offset.
     pub offset: Offset,
     /// The leader epoch the follower knows (the leader refuses another).
@@ -44,13 +58,15 @@ pub struct EpochEnd {
 }
 
 impl Connection {
-    /// Fetches as follower `replica_id`; partition errors are reported per partition.
+    /// Fetches as follower `replica` at [`REPLICA_FETCH_VERSION`]; partition errors are
+    /// reported per partition.
     pub fn fetch_as_replica(
         &mut self,
-        replica_id: NodeId,
+        replica: Replica,
         spec: &FetchSpec,
         positions: &[ReplicaFetchPosition],
     ) -> Result<Vec<FetchedPartition>, ClientError> {
+        self.check_replica_fetch_version()?;
         let partitions = positions.iter().map(|position| {
             let partition = FetchPartition::default()
                 .with_partition(position.tp.partition)
@@ -60,9 +76,37 @@ impl Connection {
                 .with_partition_max_bytes(position.partition_max_bytes);
             (&*position.tp.topic, partition)
         });
-        let request = fetch_request(replica_id.get(), spec, partitions);
-        let pending = self.send(&request)?;
-        self.receive_fetch(pending)
+        let state = ReplicaState::default()
+            .with_replica_id(BrokerId(replica.id.get()))
+            .with_replica_epoch(replica.broker_epoch.get());
+        let mut request = fetch_request(-1, spec, partitions).with_replica_state(state);
+        for topic in &mut request.topics {
+            let named = positions.iter().find(|p| *p.tp.topic == *topic.topic.as_str());
+            topic.topic_id = uuid::Uuid::from_bytes(named.map_or([0; 16], |p| p.topic_id));
+        }
+        let pending = self.send_at(&request, REPLICA_FETCH_VERSION, true)?;
+        let mut response: FetchResponse = self.receive(pending)?;
+        check_code(ApiKey::Fetch, response.error_code, None, String::new)?;
+        for topic in &mut response.responses {
+            let id = *topic.topic_id.as_bytes();
+            if let Some(position) = positions.iter().find(|p| p.topic_id == id) {
+                topic.topic.0 = StrBytes::from_string(position.tp.topic.to_string());
+            }
+        }
+        Ok(fetched_partitions(response))
+    }
+
+    fn check_replica_fetch_version(&self) -> Result<(), ClientError> {
+        let broker = self.versions().broker_range(ApiKey::Fetch);
+        if broker.is_some_and(|range| (range.min..=range.max).contains(&REPLICA_FETCH_VERSION)) {
+            return Ok(());
+        }
+        Err(ClientError::UnsupportedApi {
+            api: ApiKey::Fetch,
+            client_min: REPLICA_FETCH_VERSION,
+            client_max: REPLICA_FETCH_VERSION,
+            broker: broker.map_or_else(|| "nothing".to_owned(), |range| range.to_string()),
+        })
     }
 
     /// Asks the leader where each queried epoch ends, as follower `replica_id`.

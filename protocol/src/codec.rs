@@ -18,11 +18,12 @@ const fn api(key: ApiKey, min: i16, max: i16) -> ApiSupport {
 
 /// Versions chosen so that librdkafka, kafka-python and kafkajs all negotiate (docs/ARCHITECTURE.md,
 /// Compatibility). Produce starts at 0 because librdkafka < 2.11.1 turns compression off
-/// otherwise; versions 0-2 are answered with UNSUPPORTED_VERSION. Fetch stops at 12 and Metadata
-/// at 12: later versions address topics by id only.
+/// otherwise; versions 0-2 are answered with UNSUPPORTED_VERSION. Fetch reaches 15: from v13 it
+/// names topics by id, and v15 carries a follower's broker epoch, which a cluster's leader checks
+/// (decision 0038). Metadata stops at 12: later versions describe topics by id only.
 pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::Produce, 0, 11),
-    api(ApiKey::Fetch, 4, 12),
+    api(ApiKey::Fetch, 4, crate::fetch_response::FETCH_VERSION_MAX),
     api(ApiKey::ListOffsets, 1, 6),
     api(ApiKey::Metadata, 0, 12),
     api(ApiKey::SaslHandshake, 0, 1),

@@ -5,8 +5,9 @@
 //! small buffers for the fields, and in between the records as the engine's read left them:
 //! ranges of segment files (sent with sendfile) or batches in memory (`Bytes` shared with the
 //! read). The broker's connection writes the chunks in order. The layout follows
-//! Kafka's FetchResponse v4-v12 (v12 is flexible: compact lengths and empty tag sections); a
-//! test checks it byte for byte against the codec at every served version.
+//! Kafka's FetchResponse v4-v15 (v12 is flexible: compact lengths and empty tag sections; v13
+//! names each topic by its id, KIP-516); a test checks it byte for byte against the codec at
+//! every served version.
 
 use bytes::{BufMut, BytesMut};
 pub use laminar_engine::partition::RecordBytes;
@@ -37,7 +38,15 @@ pub struct FetchAnswer {
     pub error_code: i16,
     /// The fetch session the answer belongs to (v7+, KIP-227); 0: none.
     pub session_id: i32,
-    pub topics: Vec<(String, Vec<PartitionAnswer>)>,
+    pub topics: Vec<TopicAnswer>,
+}
+
+/// One topic's part of the answer. Before v13 it is named by `name`, from v13 by `id`.
+#[derive(Debug, Clone, Default)]
+pub struct TopicAnswer {
+    pub name: String,
+    pub id: [u8; 16],
+    pub partitions: Vec<PartitionAnswer>,
 }
 
 impl FetchAnswer {
@@ -51,19 +60,23 @@ impl FetchAnswer {
 
     /// The bytes of records the answer carries (what a consumer's byte-rate quota counts).
     pub fn records_len(&self) -> usize {
-        let partitions = self.topics.iter().flat_map(|(_, partitions)| partitions);
+        let partitions = self.topics.iter().flat_map(|topic| &topic.partitions);
         partitions.map(|p| p.records.len()).sum()
     }
 }
 
 const FIRST_FLEXIBLE_VERSION: i16 = 12;
+/// The first version that names topics by id.
+const FIRST_TOPIC_ID_VERSION: i16 = 13;
+/// The newest version served: v15 moves the replica id into `ReplicaState` (KIP-903).
+pub const FETCH_VERSION_MAX: i16 = 15;
 /// Kafka's "no preferred read replica".
 const NO_PREFERRED_REPLICA: i32 = -1;
 
 /// Writes the frame (size prefix, response header, body) as chunks to send in order.
 pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i32) -> Vec<Chunk> {
     assert!(
-        (4..=FIRST_FLEXIBLE_VERSION).contains(&version),
+        (4..=FETCH_VERSION_MAX).contains(&version),
         "Fetch v{version} is not served"
     );
     let flexible = version >= FIRST_FLEXIBLE_VERSION;
@@ -79,10 +92,14 @@ pub fn encode_fetch_frame(answer: &FetchAnswer, version: i16, correlation_id: i3
         out.fields.put_i32(answer.session_id);
     }
     put_len(&mut out.fields, answer.topics.len(), flexible);
-    for (topic, partitions) in &answer.topics {
-        put_string(&mut out.fields, topic, flexible);
-        put_len(&mut out.fields, partitions.len(), flexible);
-        for partition in partitions {
+    for topic in &answer.topics {
+        if version >= FIRST_TOPIC_ID_VERSION {
+            out.fields.put_slice(&topic.id);
+        } else {
+            put_string(&mut out.fields, &topic.name, flexible);
+        }
+        put_len(&mut out.fields, topic.partitions.len(), flexible);
+        for partition in &topic.partitions {
             put_partition(&mut out, partition, version, flexible);
         }
         if flexible {
@@ -228,8 +245,16 @@ mod tests {
             error_code: 0,
             session_id: 1_234_567,
             topics: vec![
-                ("orders".into(), vec![ok, failed.clone()]),
-                ("t".into(), vec![failed]),
+                TopicAnswer {
+                    name: "orders".into(),
+                    id: [0x5a; 16],
+                    partitions: vec![ok, failed.clone()],
+                },
+                TopicAnswer {
+                    name: "t".into(),
+                    id: *b"0123456789abcdef",
+                    partitions: vec![failed],
+                },
             ],
         }
     }
@@ -239,8 +264,9 @@ mod tests {
         let responses = answer
             .topics
             .iter()
-            .map(|(topic, partitions)| {
-                let partitions = partitions
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
                     .iter()
                     .map(|p| {
                         let records = records_bytes(&p.records);
@@ -256,7 +282,8 @@ mod tests {
                     })
                     .collect();
                 FetchableTopicResponse::default()
-                    .with_topic(TopicName(topic.clone().into()))
+                    .with_topic(TopicName(topic.name.clone().into()))
+                    .with_topic_id(uuid::Uuid::from_bytes(topic.id))
                     .with_partitions(partitions)
             })
             .collect();
@@ -310,14 +337,14 @@ mod tests {
             len: 17,
         };
         let mut answer = sample(read_committed);
-        answer.topics[0].1[0].records = RecordBytes::File { range, offsets: 0..2 };
+        answer.topics[0].partitions[0].records = RecordBytes::File { range, offsets: 0..2 };
         answer
     }
 
     #[test]
     fn chunks_match_the_codec_at_every_served_version() {
         let dir = tempfile::tempdir().unwrap();
-        for version in 4..=12 {
+        for version in 4..=FETCH_VERSION_MAX {
             for read_committed in [false, true] {
                 for answer in [sample(read_committed), sample_in_file(read_committed, dir.path())] {
                     let chunks = encode_fetch_frame(&answer, version, 77);
@@ -339,7 +366,7 @@ mod tests {
     fn records_are_shared_not_copied() {
         let answer = sample(false);
         let chunks = encode_fetch_frame(&answer, 12, 1);
-        let RecordBytes::Memory(batches) = &answer.topics[0].1[0].records else {
+        let RecordBytes::Memory(batches) = &answer.topics[0].partitions[0].records else {
             unreachable!()
         };
         let stored = &batches[0];

@@ -115,6 +115,13 @@ pub fn get_ok(addr: SocketAddr, path: &str) -> Result<String> {
     Ok(answer.body)
 }
 
+/// The broker epoch a cluster node registered with, from its `/v1/status`.
+pub fn broker_epoch(addr: SocketAddr) -> Result<i64> {
+    let status: serde_json::Value = serde_json::from_str(&get_ok(addr, "/v1/status")?)?;
+    let epoch = status["cluster"]["broker_epoch"].as_i64();
+    epoch.with_context(|| format!("no broker epoch in {status}"))
+}
+
 /// A parsed `/metrics` page: sample (`name{labels}` exactly as written) to value, and the
 /// families named by `# TYPE` lines with their types.
 #[derive(Debug, Clone, Default)]

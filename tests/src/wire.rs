@@ -318,6 +318,22 @@ pub fn fetch_request((topic, partition): (&str, i32), offset: i64, max_wait_ms: 
                 .with_partition_max_bytes(8 << 20)])])
 }
 
+/// A follower's Fetch v15 of one partition (named by its topic's id) from `offset`, as broker
+/// `replica_id` registered with `broker_epoch` (KIP-903's `ReplicaState`).
+pub fn replica_fetch_request(
+    (topic_id, partition): ([u8; 16], i32),
+    offset: i64,
+    (replica_id, broker_epoch): (i32, i64),
+) -> FetchRequest {
+    use kafka_protocol::messages::fetch_request::ReplicaState;
+    let state = ReplicaState::default()
+        .with_replica_id(BrokerId(replica_id))
+        .with_replica_epoch(broker_epoch);
+    let mut request = fetch_request(("", partition), offset, 0).with_replica_state(state);
+    request.topics[0].topic_id = uuid::Uuid::from_bytes(topic_id);
+    request
+}
+
 /// The error code of a consumer's Fetch v11 of `topic`-`partition` from offset 0 naming
 /// `current_leader_epoch` (KIP-320; -1: none).
 pub fn fetch_code_at_leader_epoch(
@@ -466,6 +482,7 @@ pub fn auto_create(conn: &mut WireConnection, topic: &str) -> Result<()> {
 /// One partition as a broker's Metadata v9 tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionView {
+    pub topic_id: [u8; 16],
     pub leader: i32,
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
@@ -473,19 +490,19 @@ pub struct PartitionView {
     pub isr: Vec<i32>,
 }
 
-/// `topic`-`partition` as `conn`'s broker answers Metadata v9.
+/// `topic`-`partition` as `conn`'s broker answers Metadata v10.
 pub fn partition_view(conn: &mut WireConnection, topic: &str, partition: i32) -> Result<PartitionView> {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     let name = TopicName(StrBytes::from_string(topic.to_string()));
     let request = kafka_protocol::messages::MetadataRequest::default()
         .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(name))]));
-    let response = conn.request(&request, 9)?;
-    let found = response
-        .topics
-        .first()
+    let response = conn.request(&request, 10)?;
+    let described = response.topics.first();
+    let found = described
         .and_then(|t| t.partitions.iter().find(|p| p.partition_index == partition))
         .with_context(|| format!("{topic}-{partition} is not in the Metadata answer"))?;
     Ok(PartitionView {
+        topic_id: described.map_or([0; 16], |t| *t.topic_id.as_bytes()),
         leader: found.leader_id.0,
         leader_epoch: found.leader_epoch,
         replicas: found.replica_nodes.iter().map(|b| b.0).collect(),

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
-use kafka_protocol::messages::{BrokerId, SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
+use laminar_tests::http::broker_epoch;
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::{cli, wait_for, BrokerOptions, Cluster};
 
@@ -213,15 +214,17 @@ fn a_follower_fetch_without_cluster_action_is_refused_on_the_brokers_listener() 
     })?;
     let leader: i32 = row[1].parse()?;
     let follower = (1..=NODES).find(|n| *n != leader).context("a follower")?;
-    let forged = wire::fetch_request(("replicated", 0), 0, 0).with_replica_id(BrokerId(follower));
     let address = users
         .cluster
         .node(leader)
         .listener_addr("REPLICATION")
         .context("REPLICATION")?;
+    let topic_id = wire::partition_view(&mut logged_in(address, "replicator")?, "replicated", 0)?.topic_id;
+    let epoch = broker_epoch(users.cluster.node(follower).http_addr())?;
+    let forged = wire::replica_fetch_request((topic_id, 0), 0, (follower, epoch));
     for (user, expected) in [("alice", CLUSTER_AUTHORIZATION_FAILED), ("replicator", 0)] {
         let mut conn = logged_in(address, user)?;
-        let answer = conn.request(&forged, 11)?;
+        let answer = conn.request(&forged, 15)?;
         ensure!(
             answer.error_code == expected,
             "{user}'s fetch as replica {follower}: error {}",

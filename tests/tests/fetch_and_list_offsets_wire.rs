@@ -1,13 +1,15 @@
 //! Fetch and ListOffsets semantics that clients rely on, checked at the byte level: a fetch
 //! answers with every whole batch that fits (and at least one, even if it is larger than the
 //! limit), a fetch inside a batch returns that batch, a fetch past the end is
-//! OFFSET_OUT_OF_RANGE, and ListOffsets by timestamp names the exact record inside a batch.
+//! OFFSET_OUT_OF_RANGE, ListOffsets by timestamp names the exact record inside a batch, and from
+//! v13 a fetch names topics by id (an unknown id answers UNKNOWN_TOPIC_ID).
 
 use anyhow::Result;
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::Broker;
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// A broker and a topic holding five batches of three records: offsets 3b..3b+2 carry
 /// timestamps 1000 + 10b + i.
@@ -41,6 +43,41 @@ fn a_fetch_returns_every_whole_batch_that_fits() -> Result<()> {
         [0, 3, 6, 9, 12],
         "8 MiB fits all five batches of one partition"
     );
+    Ok(())
+}
+
+#[test]
+fn a_fetch_by_topic_id_reads_the_topic_and_an_unknown_id_answers_unknown_topic_id() -> Result<()> {
+    let (_broker, mut conn, topic) = five_batches()?;
+    let topic_id = wire::partition_view(&mut conn, &topic, 0)?.topic_id;
+    let unknown_id = [0xee; 16];
+    let mut request = wire::fetch_request(("", 0), 3, 0);
+    request.topics[0].topic_id = uuid::Uuid::from_bytes(topic_id);
+    let mut unknown = request.topics[0].clone();
+    unknown.topic_id = uuid::Uuid::from_bytes(unknown_id);
+    request.topics.push(unknown);
+    for version in [13, 15] {
+        let answer = conn.request(&request, version)?;
+        let topics: Vec<([u8; 16], i16, i64)> = answer
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (*t.topic_id.as_bytes(), p.error_code, p.high_watermark))
+            })
+            .collect();
+        assert_eq!(
+            topics,
+            [(topic_id, 0, 15), (unknown_id, UNKNOWN_TOPIC_ID, -1)],
+            "v{version}"
+        );
+        let bases: Vec<i64> = wire::batch_infos(&answer.responses[0].partitions[0])?
+            .iter()
+            .map(|b| b.min_offset)
+            .collect();
+        assert_eq!(bases, [3, 6, 9, 12], "v{version}");
+    }
     Ok(())
 }
 

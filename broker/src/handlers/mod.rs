@@ -283,18 +283,21 @@ async fn dispatch(
         request @ (RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_)) => {
             handle_sasl(ctx, &connection.authentication, request, version, correlation_id)
         }
-        RequestKind::Fetch(r)
-            if is_replica_fetch_elsewhere(ctx, &r, listener) || is_unauthorized_replica(&access, &r) =>
-        {
-            // As Kafka answers a follower's fetch without ClusterAction: until ACLs exist, a
-            // fetch as a replica is taken only on the brokers' own listener.
-            let code = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code();
-            let answer = laminar_protocol::fetch_response::FetchAnswer::failed(code);
-            let frame =
-                laminar_protocol::fetch_response::encode_fetch_frame(&answer, version, correlation_id);
-            Ok(Outcome::RespondChunks(frame))
+        RequestKind::Fetch(mut r) => {
+            fetch::replica_checks::take_replica_id(&mut r, version);
+            match fetch::replica_checks::refusal(ctx, &r, version, (listener, &access)) {
+                Some(error) => {
+                    let answer = laminar_protocol::fetch_response::FetchAnswer::failed(error.code());
+                    let frame = laminar_protocol::fetch_response::encode_fetch_frame(
+                        &answer,
+                        version,
+                        correlation_id,
+                    );
+                    Ok(Outcome::RespondChunks(frame))
+                }
+                None => Ok(handle_fetch(ctx, (connection, &access), r, &context).await),
+            }
         }
-        RequestKind::Fetch(r) => Ok(handle_fetch(ctx, (connection, &access), r, &context).await),
         request if is_group_api(api_key) => {
             note_coordinator(ctx, &connection.placement, &request);
             handle_group_api(ctx, (listener, &access), request, &context).await
@@ -357,26 +360,6 @@ fn access_of(ctx: &BrokerCtx, connection: &ConnectionState) -> Access {
             .unwrap_or_else(|| crate::authentication::ANONYMOUS.clone()),
         authentication.peer_host.clone(),
     )
-}
-
-/// A fetch as a replica needs ClusterAction on the cluster (Kafka's check).
-fn is_unauthorized_replica(access: &Access, request: &kafka_protocol::messages::FetchRequest) -> bool {
-    request.replica_id.0 >= 0 && !access.allows_cluster(laminar_security::Operation::ClusterAction)
-}
-
-/// A fetch claiming a replica id that did not come in on `inter.broker.listener.name`: in a
-/// cluster whose clients have listeners of their own, a client must not pass for a follower
-/// (it would move the ISR and the high watermark).
-fn is_replica_fetch_elsewhere(
-    ctx: &BrokerCtx,
-    request: &kafka_protocol::messages::FetchRequest,
-    listener: ListenerId,
-) -> bool {
-    let config = &ctx.state.shared.config;
-    config.cluster.is_some()
-        && request.replica_id.0 >= 0
-        && crate::kafka_listener::name_of(config, listener)
-            != crate::kafka_listener::inter_broker_name(config)
 }
 
 /// SaslHandshake, and SaslAuthenticate: answered now, or after the failure delay (the

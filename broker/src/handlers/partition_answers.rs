@@ -63,7 +63,7 @@ pub fn push_partition<A: TopicAnswer>(topics: &mut Vec<A>, topic: &str, partitio
     }
 }
 
-/// Fetch's own answer shape: `(topic, partitions)`.
+/// `(topic, partitions)` pairs, for answers assembled before they are encoded.
 impl<P> TopicAnswer for (String, Vec<P>) {
     type Partition = P;
     fn topic(&self) -> &str {
@@ -74,6 +74,25 @@ impl<P> TopicAnswer for (String, Vec<P>) {
     }
     fn start(topic: String, first: P) -> Self {
         (topic, vec![first])
+    }
+}
+
+/// Fetch's own answer shape; its topic id is filled in once the answer is whole
+/// (`handlers::fetch::topic_ids`).
+impl TopicAnswer for laminar_protocol::fetch_response::TopicAnswer {
+    type Partition = laminar_protocol::fetch_response::PartitionAnswer;
+    fn topic(&self) -> &str {
+        &self.name
+    }
+    fn partitions_mut(&mut self) -> &mut Vec<Self::Partition> {
+        &mut self.partitions
+    }
+    fn start(name: String, first: Self::Partition) -> Self {
+        laminar_protocol::fetch_response::TopicAnswer {
+            name,
+            id: [0; 16],
+            partitions: vec![first],
+        }
     }
 }
 

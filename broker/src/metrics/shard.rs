@@ -168,9 +168,9 @@ impl ShardMetrics {
     /// Counts the record bytes and records a fetch response carries.
     pub fn count_fetched(&self, answer: &FetchAnswer) {
         let mut topics = self.topics.borrow_mut();
-        for (topic, partitions) in &answer.topics {
+        for topic in &answer.topics {
             let (mut bytes, mut records) = (0u64, 0u64);
-            for partition in partitions {
+            for partition in &topic.partitions {
                 bytes += partition.records.len() as u64;
                 records += match &partition.records {
                     RecordBytes::Memory(batches) => {
@@ -185,7 +185,7 @@ impl ShardMetrics {
                 };
             }
             if bytes > 0 {
-                let traffic = topics.entry(topic.clone()).or_default();
+                let traffic = topics.entry(topic.name.clone()).or_default();
                 traffic.bytes_out += bytes;
                 traffic.records_out += records;
             }

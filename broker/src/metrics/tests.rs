@@ -10,7 +10,7 @@ use super::*;
 use laminar_client::Compression;
 use laminar_engine::io::FileRange;
 use laminar_engine::partition::RecordBytes;
-use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer};
+use laminar_protocol::fetch_response::{FetchAnswer, PartitionAnswer, TopicAnswer};
 use laminar_protocol::records::{encode_batch, plain_record};
 
 fn batch(records: usize) -> Bytes {
@@ -83,9 +83,9 @@ fn fetch_counts_bytes_and_records_per_topic() {
         len: batch(3).len() as u64,
     };
     let response = FetchAnswer {
-        topics: vec![(
-            "t".to_string(),
-            vec![
+        topics: vec![TopicAnswer {
+            name: "t".to_string(),
+            partitions: vec![
                 PartitionAnswer {
                     records: RecordBytes::Memory(vec![
                         two_batches.slice(..batch(4).len()),
@@ -106,7 +106,8 @@ fn fetch_counts_bytes_and_records_per_topic() {
                     ..Default::default()
                 },
             ],
-        )],
+            ..Default::default()
+        }],
         ..FetchAnswer::default()
     };
     metrics.count_fetched(&response);

@@ -10,8 +10,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures::channel::oneshot;
+use kafka_protocol::error::ResponseError;
 use laminar_client::{
-    ClientConfig, ClientError, Connection, EpochEndQuery, FetchSpec, OffsetSpec, ReplicaFetchPosition,
+    ClientConfig, ClientError, Connection, EpochEndQuery, FetchSpec, OffsetSpec, Replica,
+    ReplicaFetchPosition,
 };
 
 use super::follower::{self, EpochAnswer, FetchedPart, LeaderStart, Plan};
@@ -228,6 +230,7 @@ fn fetch(
         .iter()
         .map(|f| ReplicaFetchPosition {
             tp: f.tp.clone(),
+            topic_id: f.topic_id,
             offset: f.offset,
             current_leader_epoch: f.current_leader_epoch,
             log_start_offset: f.log_start_offset,
@@ -240,7 +243,14 @@ fn fetch(
         max_bytes: settings.fetch_response_max_bytes,
     };
     Ok(conn
-        .fetch_as_replica(node_id, &spec, &positions)?
+        .fetch_as_replica(
+            Replica {
+                id: node_id,
+                broker_epoch: plan.broker_epoch,
+            },
+            &spec,
+            &positions,
+        )?
         .into_iter()
         .map(|p| FetchedPart {
             tp: TopicPartition {
@@ -257,10 +267,11 @@ fn fetch(
 
 /// A leader that refuses this broker (its login, its ClusterAction right, its certificate)
 /// is a configuration fault an operator must see; a leader that is down or restarting is
-/// routine while the cluster fails over.
+/// routine while the cluster fails over, and so is one whose metadata has not yet seen this
+/// broker's new registration (STALE_BROKER_EPOCH until it has).
 fn log_failure(address: &str, error: &ClientError) {
     let refused = match error {
-        ClientError::Kafka { .. } => true,
+        ClientError::Kafka { error, .. } => error.code != ResponseError::StaleBrokerEpoch.code(),
         ClientError::Io(e) => e.kind() == std::io::ErrorKind::InvalidData,
         _ => false,
     };

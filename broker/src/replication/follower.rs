@@ -9,7 +9,7 @@
 //! and asks again: its latest epoch falls every round, so the rounds end, and the logs agree
 //! below the cut.
 
-use laminar_model::{LeaderEpoch, NodeId, Offset};
+use laminar_model::{BrokerEpoch, LeaderEpoch, NodeId, Offset};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -56,6 +56,8 @@ pub struct EpochQuery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPoint {
     pub tp: TopicPartition,
+    /// The topic's id: a follower's fetch names topics by id.
+    pub topic_id: [u8; 16],
     pub offset: Offset,
     pub current_leader_epoch: LeaderEpoch,
     pub log_start_offset: Offset,
@@ -83,6 +85,8 @@ pub struct FetchedPart {
 /// What one fetcher asks of its leader next.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// The epoch this broker registered with, which its fetches carry (the leader checks it).
+    pub broker_epoch: BrokerEpoch,
     pub queries: Vec<EpochQuery>,
     pub fetches: Vec<FetchPoint>,
     /// Partitions whose log start at the leader is wanted (ListOffsets earliest).
@@ -108,7 +112,10 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: NodeId) -> Option<Plan> {
     let replication = ctx.state.replication.as_ref()?;
     let now_ms = crate::clock::now_ms();
     let due = replication.followed_from(source, now_ms)?;
-    let mut plan = Plan::default();
+    let mut plan = Plan {
+        broker_epoch: ctx.state.shared.cluster.as_ref()?.broker_epoch(),
+        ..Plan::default()
+    };
     for (tp, state) in due {
         let Ok(partition) = ctx.state.replica_partition(&tp, OpenMode::IfWritten).await else {
             replication.retry_later(&tp, state.leader_epoch, now_ms);
@@ -131,6 +138,15 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: NodeId) -> Option<Plan> {
                 });
             }
             (_, partition) => {
+                let Some(topic_id) = ctx
+                    .state
+                    .shared
+                    .metadata
+                    .with_current(|t| t.get(&tp.topic).map(|t| t.id))
+                else {
+                    replication.retry_later(&tp, state.leader_epoch, now_ms);
+                    continue; // deleted: its follower state goes with the next metadata
+                };
                 // Nothing written here: nothing to truncate.
                 replication.set_phase(&tp, state.leader_epoch, Phase::Fetching);
                 if ctx.state.replication_throttled(ThrottleSide::Follower, &tp)
@@ -143,6 +159,7 @@ pub async fn plan(ctx: &Rc<BrokerCtx>, source: NodeId) -> Option<Plan> {
                     log_start_offset: partition.as_ref().map_or(Offset::ZERO, |p| p.log_start_offset()),
                     current_leader_epoch: state.leader_epoch,
                     tp,
+                    topic_id,
                 });
             }
         }

@@ -16,7 +16,7 @@
 //! would pass the bound are refused before anything is written, and a file that passes it (or
 //! names a topic Kafka would refuse) is refused at load, before its counts drive any loop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -45,11 +45,22 @@ pub struct TopicMetadata {
 #[derive(Debug, Default)]
 pub struct TopicTable {
     pub topics: BTreeMap<String, Arc<TopicMetadata>>,
+    /// The same topics by id: Fetch from v13 names topics by id (KIP-516).
+    by_id: HashMap<[u8; 16], Arc<TopicMetadata>>,
 }
 
 impl TopicTable {
+    pub fn new(topics: BTreeMap<String, Arc<TopicMetadata>>) -> TopicTable {
+        let by_id = topics.values().map(|t| (t.id, t.clone())).collect();
+        TopicTable { topics, by_id }
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<TopicMetadata>> {
         self.topics.get(name)
+    }
+
+    pub fn get_by_id(&self, id: &[u8; 16]) -> Option<&Arc<TopicMetadata>> {
+        self.by_id.get(id)
     }
 
     /// Partitions of every topic together.
@@ -275,7 +286,7 @@ impl MetadataStore {
         let mut topics = self.current.load().topics.clone();
         change(&mut topics)?;
         self.persist(&topics)?;
-        self.current.store(Arc::new(TopicTable { topics }));
+        self.current.store(Arc::new(TopicTable::new(topics)));
         Ok(())
     }
 
@@ -289,7 +300,7 @@ impl MetadataStore {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *follows_controller = true;
-        self.current.store(Arc::new(TopicTable { topics }));
+        self.current.store(Arc::new(TopicTable::new(topics)));
     }
 
     fn persist(&self, topics: &BTreeMap<String, Arc<TopicMetadata>>) -> Result<(), MetadataError> {
@@ -334,7 +345,7 @@ fn load_table(bytes: &[u8], partitions_max: i32) -> Result<TopicTable, String> {
              (max.broker.partitions): raise the limit if this many were meant, else repair the file"
         ));
     }
-    Ok(TopicTable { topics })
+    Ok(TopicTable::new(topics))
 }
 
 /// Kafka's topic name rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -411,6 +422,8 @@ mod tests {
         assert_eq!(topic.id, created.id);
         assert_eq!(topic.partition_count, 5);
         assert_eq!(topic.configs, configs);
+        let by_id = reopened.current().get_by_id(&created.id).cloned();
+        assert_eq!(by_id.map(|t| t.name.clone()).as_deref(), Some("orders"));
     }
 
     #[test]
@@ -438,8 +451,10 @@ mod tests {
             store.create_topic("z", 0, 1, BTreeMap::new()),
             Err(MetadataError::InvalidPartitions { .. })
         ));
+        let a_id = store.current().get("a").unwrap().id;
         store.delete_topic("a").unwrap();
         assert!(store.current().get("a").is_none());
+        assert!(store.current().get_by_id(&a_id).is_none());
     }
 
     #[test]

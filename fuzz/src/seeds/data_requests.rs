@@ -68,7 +68,18 @@ pub fn produce(variant: usize, marks: &Marks) -> ProduceRequest {
         .with_topic_data(topic_data)
 }
 
+/// A topic's id in Fetch v13+ seeds: the name's bytes, padded. No broker holds it, so those seeds
+/// reach the unknown-id path; mutations reach the rest.
+fn seed_topic_id(name: &str) -> uuid::Uuid {
+    let mut id = [0u8; 16];
+    for (byte, name_byte) in id.iter_mut().zip(name.bytes()) {
+        *byte = name_byte;
+    }
+    uuid::Uuid::from_bytes(id)
+}
+
 pub fn fetch(version: i16, marks: &Marks) -> FetchRequest {
+    let by_id = version >= 13;
     let partition = |index: i32| {
         let mut p = fetch_request::FetchPartition::default()
             .with_partition(index)
@@ -88,9 +99,11 @@ pub fn fetch(version: i16, marks: &Marks) -> FetchRequest {
     let topics = TOPICS
         .iter()
         .map(|name| {
-            fetch_request::FetchTopic::default()
-                .with_topic(topic(name))
-                .with_partitions(marks.partitions.iter().map(|&i| partition(i)).collect())
+            let named = match by_id {
+                true => fetch_request::FetchTopic::default().with_topic_id(seed_topic_id(name)),
+                false => fetch_request::FetchTopic::default().with_topic(topic(name)),
+            };
+            named.with_partitions(marks.partitions.iter().map(|&i| partition(i)).collect())
         })
         .collect();
     let mut request = FetchRequest::default()
@@ -101,9 +114,11 @@ pub fn fetch(version: i16, marks: &Marks) -> FetchRequest {
         .with_topics(topics);
     if version >= 7 {
         request.session_epoch = -1;
-        request.forgotten_topics_data = vec![fetch_request::ForgottenTopic::default()
-            .with_topic(topic(DOOMED[0]))
-            .with_partitions(marks.partitions.to_vec())];
+        let forgotten = match by_id {
+            true => fetch_request::ForgottenTopic::default().with_topic_id(seed_topic_id(DOOMED[0])),
+            false => fetch_request::ForgottenTopic::default().with_topic(topic(DOOMED[0])),
+        };
+        request.forgotten_topics_data = vec![forgotten.with_partitions(marks.partitions.to_vec())];
     }
     if version >= 11 {
         request.rack_id = s("rack-1");

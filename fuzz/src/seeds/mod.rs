@@ -179,7 +179,16 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
     Ok(match api {
         ApiKey::Fetch => {
             let replica_id = if variant == 1 { FOLLOWER_REPLICA_ID } else { -1 };
-            RequestKind::Fetch(data::fetch(v, marks).with_replica_id(BrokerId(replica_id)))
+            let request = data::fetch(v, marks);
+            RequestKind::Fetch(match v {
+                // From v15 the follower names itself and its broker epoch in ReplicaState.
+                15.. => request.with_replica_state(
+                    fetch_request::ReplicaState::default()
+                        .with_replica_id(BrokerId(replica_id))
+                        .with_replica_epoch(if variant == 1 { 1 } else { -1 }),
+                ),
+                _ => request.with_replica_id(BrokerId(replica_id)),
+            })
         }
         ApiKey::ListOffsets => RequestKind::ListOffsets(data::list_offsets(v, marks)),
         ApiKey::Metadata => RequestKind::Metadata(data::metadata(v, variant)),

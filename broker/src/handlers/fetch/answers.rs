@@ -10,7 +10,7 @@ use crate::errors::partition_error_code;
 use super::wanted::Reads;
 
 /// Kafka's READ_COMMITTED isolation level.
-const READ_COMMITTED: i8 = 1;
+pub(super) const READ_COMMITTED: i8 = 1;
 
 /// Builds the answer from reads already within the byte limits.
 /// Each partition's answer, in read order.

@@ -10,7 +10,9 @@ mod answers;
 mod long_poll;
 mod partition_read;
 mod read_budget;
+pub mod replica_checks;
 mod session;
+mod topic_ids;
 mod wanted;
 
 use crate::authorization::Access;
@@ -20,7 +22,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::FetchRequest;
-use laminar_protocol::fetch_response::FetchAnswer;
+use laminar_protocol::fetch_response::{FetchAnswer, TopicAnswer};
 
 use crate::broker::{BrokerCtx, TopicPartition};
 use crate::fetch_sessions::{Answered, FetchContext, Opened};
@@ -39,7 +41,7 @@ use wanted::{Reader, Reads, Wanted};
 /// connection handles its next requests.
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
-    request: FetchRequest,
+    mut request: FetchRequest,
     version: i16,
     (placement, access): (&Placement, &Access),
 ) -> Reply<FetchAnswer> {
@@ -52,6 +54,11 @@ pub async fn handle(
     } else {
         broker_max_bytes
     };
+    let unknown_ids = ctx
+        .state
+        .shared
+        .metadata
+        .with_current(|table| topic_ids::name_topics(table, &mut request, version));
     let reader = match request.replica_id.0 {
         id if id >= 0 => Reader::Follower(NodeId::new(id)),
         _ => Reader::Consumer,
@@ -87,6 +94,8 @@ pub async fn handle(
         deadline,
         reader,
         isolation_level: request.isolation_level,
+        unknown_ids,
+        version,
     };
     if fetch.answers_now(&results) {
         return Reply::Now(fetch.answer(results).await);
@@ -104,13 +113,16 @@ struct Fetching {
     deadline: Instant,
     reader: Reader,
     isolation_level: i8,
+    /// The request's topics whose ids are unknown here (v13+), already answered.
+    unknown_ids: Vec<TopicAnswer>,
+    version: i16,
 }
 
 impl Fetching {
     /// Whether `results` answer the fetch: `min_bytes` (at least one byte) read, an error, the
     /// wait over, or the broker stopping.
     fn answers_now(&self, results: &Reads) -> bool {
-        let any_error = results.iter().any(|(_, r)| r.is_err());
+        let any_error = results.iter().any(|(_, r)| r.is_err()) || !self.unknown_ids.is_empty();
         let bytes: usize = results
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok())
@@ -157,6 +169,13 @@ impl Fetching {
             if sent.as_ref().is_none_or(|sent| sent[at]) {
                 push_partition(&mut answer.topics, &tp.topic, partition);
             }
+        }
+        if self.version >= topic_ids::FIRST_TOPIC_ID_VERSION {
+            ctx.state
+                .shared
+                .metadata
+                .with_current(|table| topic_ids::add_ids(table, &mut answer));
+            answer.topics.extend(self.unknown_ids);
         }
         answer
     }
