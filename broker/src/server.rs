@@ -566,7 +566,7 @@ impl ShardTasks {
         }
         let link = ctx.state.shared.cluster.clone();
         if let (Some(link), 0) = (&link, ctx.id()) {
-            let removed = crate::quorum::view::delete_removed_topics(ctx.clone(), link.clone());
+            let removed = crate::quorum::view::apply_topic_changes(ctx.clone(), link.clone());
             stopped_on_drop.push(glommio::spawn_local(removed));
         }
         let replication =

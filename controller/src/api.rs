@@ -161,6 +161,20 @@ pub enum ControllerRequest {
     AlterClientQuotas {
         entries: Vec<ClientQuotaAlteration>,
     },
+    /// Topics' config overrides replaced, each only if it still holds what its broker computed
+    /// the change from (AlterConfigs and IncrementalAlterConfigs of topics).
+    AlterTopicConfigs {
+        changes: Vec<TopicConfigChange>,
+    },
+}
+
+/// One topic's new config overrides, computed (and checked against Kafka's topic configs) by a
+/// broker from the overrides it saw: `expected`. Written only if the topic still holds those.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicConfigChange {
+    pub name: String,
+    pub expected: BTreeMap<String, String>,
+    pub configs: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

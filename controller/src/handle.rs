@@ -241,6 +241,16 @@ impl ControllerHandle {
         }
     }
 
+    /// Replaces topics' config overrides, each only if it still holds its `expected` ones
+    /// (else `Refusal::InvalidUpdateVersion`): one result per topic, in request order.
+    pub async fn alter_topic_configs(
+        &self,
+        changes: Vec<crate::api::TopicConfigChange>,
+    ) -> Result<Vec<TopicResult>, Refusal> {
+        self.topic_results(ControllerRequest::AlterTopicConfigs { changes })
+            .await
+    }
+
     pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreateTopics { topics })
             .await

@@ -111,6 +111,11 @@ pub enum Refusal {
     // Client quotas (AlterClientQuotas): Kafka answers INVALID_REQUEST for every reason.
     #[error("{reason}")]
     InvalidQuota { reason: String },
+
+    // Topic configs (AlterConfigs, IncrementalAlterConfigs). A change computed from overrides
+    // the topic no longer holds is refused with `InvalidUpdateVersion`.
+    #[error("{reason}")]
+    InvalidConfig { reason: String },
 }
 
 impl Refusal {
@@ -169,6 +174,7 @@ impl Refusal {
             Refusal::ScramCredentialNotFound => ResponseError::ResourceNotFound,
             Refusal::UnacceptableCredential { .. } => ResponseError::UnacceptableCredential,
             Refusal::InvalidAcl { .. } | Refusal::InvalidQuota { .. } => ResponseError::InvalidRequest,
+            Refusal::InvalidConfig { .. } => ResponseError::InvalidConfig,
         }
     }
 }
@@ -192,6 +198,7 @@ mod tests {
             | Refusal::PartitionCountNotIncreased { .. } => 37,
             Refusal::Placement(_) | Refusal::ReplicationFactorWouldChange { .. } => 38,
             Refusal::InvalidReplicaAssignment { .. } => 39,
+            Refusal::InvalidConfig { .. } => 40,
             Refusal::NotController { .. } => 41,
             Refusal::NegativeBrokerId
             | Refusal::TopicNamedTwice
@@ -259,6 +266,7 @@ mod tests {
             Refusal::UnacceptableCredential { reason: reason() },
             Refusal::InvalidAcl { reason: reason() },
             Refusal::InvalidQuota { reason: reason() },
+            Refusal::InvalidConfig { reason: reason() },
         ]
     }
 

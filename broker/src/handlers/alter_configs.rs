@@ -1,6 +1,11 @@
 //! AlterConfigs (replace a topic's overrides) and IncrementalAlterConfigs (set, delete, append,
 //! subtract single keys). Changes are validated whole, persisted, then applied live to the
 //! topic's open partitions. Broker configs are static here (read-only).
+//!
+//! In a cluster the overrides live in the metadata log: the change goes to the controller,
+//! which writes it only if the topic still holds the overrides it was computed from
+//! (`laminar_controller::decide::configs`), and every replica applies it from there
+//! (`quorum::view`). The answer waits until this broker's view holds the change.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -16,6 +21,10 @@ use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::handlers::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use crate::handlers::topic_admin::{push_configs, validate_overrides, AdminError};
+use crate::quorum::admin::{wait_for_view, with_retries};
+use crate::quorum::ClusterLink;
+use laminar_controller::api::TopicConfigChange;
+use laminar_controller::{MetadataImage, Refusal};
 use laminar_security::Operation;
 
 const OP_SET: i8 = 0;
@@ -133,7 +142,7 @@ async fn alter(
     resource_type: i8,
     name: &str,
     validate_only: bool,
-    new_overrides: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
+    new_overrides: impl Fn(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
 ) -> Result<(), AdminError> {
     match resource_type {
         RESOURCE_TOPIC => {}
@@ -151,12 +160,15 @@ async fn alter(
         }
     }
     let shared = &ctx.state.shared;
-    let current = shared.metadata.current().get(name).cloned().ok_or_else(|| {
-        AdminError::new(
-            ResponseError::UnknownTopicOrPartition,
-            format!("no topic '{name}'"),
-        )
-    })?;
+    if let Some(link) = &shared.cluster {
+        return alter_in_cluster(link, name, validate_only, new_overrides).await;
+    }
+    let current = shared
+        .metadata
+        .current()
+        .get(name)
+        .cloned()
+        .ok_or_else(|| no_topic(name))?;
     let overrides = new_overrides(&current.configs)?;
     validate_overrides(&overrides)?;
     if validate_only {
@@ -166,6 +178,58 @@ async fn alter(
     push_configs(ctx, &updated).await;
     tracing::info!(topic = name, configs = ?updated.configs, "altered topic configs");
     Ok(())
+}
+
+fn no_topic(name: &str) -> AdminError {
+    AdminError::new(
+        ResponseError::UnknownTopicOrPartition,
+        format!("no topic '{name}'"),
+    )
+}
+
+/// Tries of a change whose topic changed meanwhile (through another broker, or not yet in this
+/// broker's view): each computes the change again from the overrides the view then holds.
+const CLUSTER_TRIES_MAX: usize = 5;
+
+/// Cluster mode: the new overrides, computed from the topic's as the metadata holds them,
+/// written through the controller.
+async fn alter_in_cluster(
+    link: &ClusterLink,
+    name: &str,
+    validate_only: bool,
+    new_overrides: impl Fn(&Overrides) -> Result<Overrides, AdminError>,
+) -> Result<(), AdminError> {
+    let held = |image: &MetadataImage| image.metadata.topic_by_name(name).map(|t| t.configs.clone());
+    for _ in 0..CLUSTER_TRIES_MAX {
+        let current = held(&link.image()).ok_or_else(|| no_topic(name))?;
+        let overrides = new_overrides(&current)?;
+        validate_overrides(&overrides)?;
+        if validate_only || overrides == current {
+            return Ok(());
+        }
+        let change = TopicConfigChange {
+            name: name.to_string(),
+            expected: current.clone(),
+            configs: overrides.clone(),
+        };
+        let answer = with_retries(|| link.handle.alter_topic_configs(vec![change.clone()])).await;
+        match answer.map(|results| results.into_iter().next().map(|r| r.result)) {
+            Ok(Some(Ok(_))) => {
+                wait_for_view(link, |image| held(image).as_ref() == Some(&overrides)).await;
+                tracing::info!(topic = name, configs = ?overrides, "altered topic configs");
+                return Ok(());
+            }
+            Ok(Some(Err(Refusal::InvalidUpdateVersion))) => {
+                wait_for_view(link, |image| held(image).as_ref() != Some(&current)).await;
+            }
+            Ok(None) => return Err(AdminError::new(ResponseError::UnknownServerError, "no answer")),
+            Ok(Some(Err(refusal))) | Err(refusal) => {
+                return Err(AdminError::new(refusal.response_error(), refusal.to_string()))
+            }
+        }
+    }
+    let message = format!("the configs of '{name}' kept changing while this change was made");
+    Err(AdminError::new(ResponseError::InvalidUpdateVersion, message))
 }
 
 fn apply_incremental(

@@ -38,7 +38,7 @@ impl From<MetadataError> for AdminError {
             // shipped); POLICY_VIOLATION is what Kafka answers when its create-topic policy, the
             // means it offers today to bound partitions, refuses a request.
             MetadataError::PartitionLimit { .. } => ResponseError::PolicyViolation,
-            // AlterConfigs of topics does not reach the quorum yet (it has no request for it).
+            // In a cluster every topic change goes through the quorum; a local write is refused.
             MetadataError::FollowsController => ResponseError::InvalidRequest,
             MetadataError::Io { .. } | MetadataError::Invalid { .. } => {
                 tracing::error!(error = %e, "topic metadata write failed");

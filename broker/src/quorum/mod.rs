@@ -28,9 +28,19 @@ use crate::config::{BrokerConfig, ClusterSettings};
 
 /// The controller's directory under the first log dir (KRaft's name for the metadata log).
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
-/// Topics removed from the metadata whose local partitions still wait for shard 0 to delete
-/// them: past this the metadata thread waits (back-pressure), nothing is dropped.
-const REMOVED_TOPICS_QUEUED_MAX: usize = 1024;
+/// Topics removed from the metadata or given new configs whose local partitions still wait for
+/// shard 0 to delete or reconfigure them: past this the metadata thread waits (back-pressure),
+/// nothing is dropped.
+const TOPIC_CHANGES_QUEUED_MAX: usize = 1024;
+
+/// What shard 0 does to a topic's local partitions after a metadata change.
+#[derive(Debug, Clone)]
+pub enum TopicChange {
+    /// The topic is gone: delete its partitions.
+    Removed(Arc<TopicMetadata>),
+    /// Its config overrides changed: apply them to its open partitions.
+    Reconfigured(Arc<TopicMetadata>),
+}
 
 /// What `ClusterLink::status` reports: plain data, copied out when the admin port asks.
 #[derive(Debug, Clone)]
@@ -63,9 +73,9 @@ pub struct ClusterLink {
     producer_ids: Mutex<(i64, i64)>,
     /// The voter this process runs; taken and stopped once the shards have stopped.
     node: Mutex<Option<ControllerNode>>,
-    removed_topics: (
-        async_channel::Sender<Arc<TopicMetadata>>,
-        async_channel::Receiver<Arc<TopicMetadata>>,
+    topic_changes: (
+        async_channel::Sender<TopicChange>,
+        async_channel::Receiver<TopicChange>,
     ),
     /// How followers connect to leaders (the inter-broker listener's TLS and SASL login).
     pub replica_fetch_security: laminar_client::Security,
@@ -130,7 +140,7 @@ impl ClusterLink {
             published: event_listener::Event::new(),
             producer_ids: Mutex::new((0, 0)),
             node: Mutex::new(Some(node)),
-            removed_topics: async_channel::bounded(REMOVED_TOPICS_QUEUED_MAX),
+            topic_changes: async_channel::bounded(TOPIC_CHANGES_QUEUED_MAX),
             replica_fetch_security,
         }))
     }
@@ -192,8 +202,9 @@ impl ClusterLink {
         }
     }
 
-    /// The next topic removed from the metadata (for shard 0, which deletes its partitions).
-    pub async fn next_removed_topic(&self) -> Option<Arc<TopicMetadata>> {
-        self.removed_topics.1.recv().await.ok()
+    /// The next topic removed or reconfigured in the metadata (for shard 0, which deletes or
+    /// reconfigures its partitions).
+    pub async fn next_topic_change(&self) -> Option<TopicChange> {
+        self.topic_changes.1.recv().await.ok()
     }
 }

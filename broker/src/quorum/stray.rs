@@ -1,6 +1,6 @@
 //! Stray replicas: partition directories in this broker's log dir that the quorum's metadata
 //! does not give it, left by a topic deleted, or a replica moved off, while the broker was down
-//! (while it runs, `view::delete_removed_topics` and the replication manager delete them as the
+//! (while it runs, `view::apply_topic_changes` and the replication manager delete them as the
 //! metadata changes). At start-up, before any shard runs, once the metadata holds this start's
 //! registration (so every change before it), each one is set aside (`<name>.<id>-stray`), named
 //! in a warning, for an operator to remove (docs/decisions/0020, "Stray replicas"). A sweep that

@@ -1,7 +1,10 @@
 //! The topic table as a view of the quorum's metadata: a thread waits on the controller's
 //! watch channel and, on every applied change, publishes the image to the [`ClusterLink`] and
 //! the table derived from it to the shards' `MetadataStore` (one writer, as in single-node
-//! mode). Topics that disappear are queued for shard 0, which deletes their local partitions.
+//! mode). Topics that disappear, or whose configs change, are queued for shard 0, which deletes
+//! or reconfigures their local partitions. A config change committed in the metadata log thus
+//! holds on every replica once that replica's broker has applied the entry and shard 0 has
+//! passed the change to the partitions' shards: no timer is involved.
 
 use laminar_model::NodeId;
 use std::collections::BTreeMap;
@@ -10,7 +13,7 @@ use std::sync::Arc;
 use laminar_controller::{ClusterMetadata, MetadataImage};
 use laminar_engine::metadata::{MetadataStore, TopicMetadata};
 
-use super::ClusterLink;
+use super::{ClusterLink, TopicChange};
 use crate::broker::BrokerShared;
 
 /// The shards' topic table for `md`: every topic, its partition count, replication factor
@@ -62,22 +65,36 @@ fn publish(
     store.publish_view(table.clone());
     link.published.notify(usize::MAX);
     for (name, old) in previous {
-        let same_topic = table.get(name).is_some_and(|new| new.id == old.id);
-        if !same_topic && link.removed_topics.0.send_blocking(old.clone()).is_err() {
+        let change = match table.get(name) {
+            Some(new) if new.id == old.id && new.configs == old.configs => continue,
+            Some(new) if new.id == old.id => TopicChange::Reconfigured(new.clone()),
+            _ => TopicChange::Removed(old.clone()),
+        };
+        if link.topic_changes.0.send_blocking(change).is_err() {
             return table;
         }
     }
     table
 }
 
-/// Shard 0's task: deletes the local partitions of every topic removed from the metadata.
-pub async fn delete_removed_topics(ctx: std::rc::Rc<crate::broker::BrokerCtx>, link: Arc<ClusterLink>) {
-    while let Some(topic) = link.next_removed_topic().await {
-        crate::handlers::topic_admin::delete_partitions(&ctx, &topic).await;
-        tracing::info!(
-            topic = topic.name,
-            "deleted the local partitions of a removed topic"
-        );
+/// Shard 0's task: deletes the local partitions of every topic removed from the metadata, and
+/// applies new configs to the open partitions of every topic whose configs changed.
+pub async fn apply_topic_changes(ctx: std::rc::Rc<crate::broker::BrokerCtx>, link: Arc<ClusterLink>) {
+    use crate::handlers::topic_admin::{delete_partitions, push_configs};
+    while let Some(change) = link.next_topic_change().await {
+        match change {
+            TopicChange::Removed(topic) => {
+                delete_partitions(&ctx, &topic).await;
+                tracing::info!(
+                    topic = topic.name,
+                    "deleted the local partitions of a removed topic"
+                );
+            }
+            TopicChange::Reconfigured(topic) => {
+                push_configs(&ctx, &topic).await;
+                tracing::info!(topic = topic.name, configs = ?topic.configs, "applied new topic configs");
+            }
+        }
     }
 }
 

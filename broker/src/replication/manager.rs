@@ -132,7 +132,7 @@ async fn reconcile(ctx: &Rc<BrokerCtx>, image: &MetadataImage) {
 /// Deletes this broker's replica of a partition a reassignment moved off it (its topic still
 /// exists without this broker among its replicas). Only a partition this process had a role
 /// for gets here, so an image not yet caught up at start deletes nothing; deleted topics are
-/// shard 0's (`quorum::view::delete_removed_topics`).
+/// shard 0's (`quorum::view::apply_topic_changes`).
 async fn delete_moved_replica(ctx: &Rc<BrokerCtx>, image: &MetadataImage, topic: &str, partition: i32) {
     let Some(state) = image.metadata.partition_by_name(topic, partition) else {
         return;

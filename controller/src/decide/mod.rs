@@ -11,7 +11,8 @@
 //! - [`reassignment`]: AlterPartitionReassignments and its completion;
 //! - [`users`]: AlterUserScramCredentials (SCRAM users);
 //! - [`acls`]: CreateAcls and DeleteAcls;
-//! - [`quotas`]: client quotas (AlterClientQuotas).
+//! - [`quotas`]: client quotas (AlterClientQuotas);
+//! - [`configs`]: topic configs (AlterConfigs, IncrementalAlterConfigs).
 
 use laminar_model::NodeId;
 use std::collections::BTreeSet;
@@ -26,6 +27,7 @@ use crate::refusal::Refusal;
 
 pub mod acls;
 pub mod brokers;
+pub mod configs;
 pub mod quotas;
 pub mod reassignment;
 pub mod topics;
@@ -120,6 +122,7 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
         ControllerRequest::CreateAcls { entries } => acls::create_acls(md, &entries),
         ControllerRequest::DeleteAcls { entries } => acls::delete_acls(md, &entries),
         ControllerRequest::AlterClientQuotas { entries } => quotas::alter_client_quotas(md, &entries),
+        ControllerRequest::AlterTopicConfigs { changes } => configs::alter_topic_configs(md, &changes),
     }
 }
 

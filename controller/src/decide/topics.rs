@@ -52,6 +52,9 @@ fn create_topic(
     if md.topic_ids_by_name.contains_key(&topic.name) {
         return topic_refused(&topic.name, Refusal::TopicAlreadyExists);
     }
+    if let Err(reason) = super::configs::configs_error(&topic.configs) {
+        return topic_refused(&topic.name, Refusal::InvalidConfig { reason });
+    }
     let topic_seed = seed_for(&topic.name, seed);
     let assignment = if topic.assignments.is_empty() {
         placed(topic, unfenced, topic_seed)
