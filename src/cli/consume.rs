@@ -121,7 +121,7 @@ fn resolve(
 }
 
 struct Consumer {
-    /// The bootstrap connection: group membership and commits.
+    /// The bootstrap connection; with `--group`, the group coordinator's (membership, commits).
     connection: Connection,
     /// Fetches and offsets go to each partition's leader.
     leaders: Leaders,
@@ -155,7 +155,11 @@ pub fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         printed: 0,
     };
     match &args.group {
-        Some(group) => consumer.join(group, start)?,
+        Some(group) => {
+            // Membership, heartbeats and commits go to the group's coordinator.
+            consumer.connection = super::group::coordinator(&mut consumer.connection, &args.brokers, group)?;
+            consumer.join(group, start)?;
+        }
         None => {
             let chosen = if args.partitions.is_empty() {
                 all

@@ -102,13 +102,41 @@ pub fn run(command: GroupCommand) -> anyhow::Result<()> {
     }
 }
 
+/// How long FindCoordinator is asked again while the coordinator is not ready: a cluster's
+/// first group request creates `__consumer_offsets`, and a leader change moves coordinators.
+const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// FindCoordinator, asked again while the answer is COORDINATOR_NOT_AVAILABLE or
+/// COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka's clients take them).
+fn find_coordinator(
+    bootstrap: &mut Connection,
+    group: &str,
+) -> Result<laminar_client::BrokerInfo, laminar_client::ClientError> {
+    const NOT_READY: [i16; 2] = [14, 15];
+    let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
+    loop {
+        match bootstrap.find_coordinator(group) {
+            Err(e)
+                if e.kafka_error().is_some_and(|k| NOT_READY.contains(&k.code))
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// A connection to `group`'s coordinator (the bootstrap connection when it is the same broker).
-fn coordinator(bootstrap: &mut Connection, brokers: &BrokerArgs, group: &str) -> anyhow::Result<Connection> {
+pub(super) fn coordinator(
+    bootstrap: &mut Connection,
+    brokers: &BrokerArgs,
+    group: &str,
+) -> anyhow::Result<Connection> {
     if group.is_empty() {
         bail!("the group name must not be empty");
     }
-    let found = bootstrap
-        .find_coordinator(group)
+    let found = find_coordinator(bootstrap, group)
         .with_context(|| format!("cannot find the coordinator of group {group}"))?;
     let address = format!("{}:{}", found.host, found.port);
     BrokerArgs {

@@ -1,5 +1,6 @@
-//! `laminar cluster info | brokers | quorum` and `topic describe` against a real three-broker
-//! cluster (combined mode on loopback), and `cluster quorum` refusing a single node.
+//! `laminar cluster info | brokers | quorum`, `topic describe`, `produce` and `consume` (with and
+//! without a group) against a real three-broker cluster (combined mode on loopback), and
+//! `cluster quorum` refusing a single node.
 
 use std::time::Duration;
 
@@ -97,8 +98,9 @@ fn cluster_quorum_on_a_single_node_says_it_has_none() -> Result<()> {
 }
 
 #[test]
-fn produce_consume_and_topic_describe_reach_each_partitions_leader() -> Result<()> {
-    let cluster = Cluster::start(3, 3000, Cluster::node_options())?;
+fn produce_consume_and_topic_describe_reach_each_partitions_leader_and_a_group_its_coordinator() -> Result<()>
+{
+    let mut cluster = Cluster::start(3, 3000, Cluster::node_options())?;
     let b = cluster.bootstrap();
     ok_on(&b, &["topic", "create", "spread", "-p", "6", "-r", "3"], "")?;
     ok_on(&b, &["produce", "spread"], "a\nb\nc\nd\ne\nf\ng\nh\n")?;
@@ -127,5 +129,22 @@ fn produce_consume_and_topic_describe_reach_each_partitions_leader() -> Result<(
     let mut values: Vec<&str> = consumed.lines().collect();
     values.sort_unstable();
     assert_eq!(values, ["a", "b", "c", "d", "e", "f", "g", "h"], "{consumed}");
+    group_consumes_through_any_broker(&mut cluster)
+}
+
+/// One group consumed through each broker in turn: two of them are not its coordinator, and the
+/// CLI finds the coordinator. The first reads everything, the others find it committed.
+fn group_consumes_through_any_broker(cluster: &mut Cluster) -> Result<()> {
+    let args = ["consume", "spread", "--group", "g", "--from-beginning", "-e"];
+    for node in 1..=3 {
+        let consumed = ok_on(&cluster.node(node).bootstrap(), &args, "")?;
+        let mut values: Vec<&str> = consumed.lines().collect();
+        values.sort_unstable();
+        let expected: &[&str] = match node {
+            1 => &["a", "b", "c", "d", "e", "f", "g", "h"],
+            _ => &[],
+        };
+        assert_eq!(values, expected, "group consume through node {node}");
+    }
     Ok(())
 }
