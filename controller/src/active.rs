@@ -206,6 +206,13 @@ impl ActiveController {
         if self.raft.ensure_linearizable().await.is_err() {
             return ControllerResponse::not_controller(self.current_leader());
         }
+        if matches!(request, ControllerRequest::DescribeQuorum) {
+            let described = crate::quorum_description::describe(&self.raft.metrics().borrow());
+            return match described {
+                Some(description) => ControllerResponse::Quorum(description),
+                None => ControllerResponse::not_controller(self.current_leader()),
+            };
+        }
         let session_broker = match &request {
             ControllerRequest::RegisterBroker { broker_id, .. }
             | ControllerRequest::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),

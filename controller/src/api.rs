@@ -166,6 +166,9 @@ pub enum ControllerRequest {
     AlterTopicConfigs {
         changes: Vec<TopicConfigChange>,
     },
+    /// The quorum as its leader sees it (DescribeQuorum): answered from Raft's state, not the
+    /// metadata, and writes nothing.
+    DescribeQuorum,
 }
 
 /// One topic's new config overrides, computed (and checked against Kafka's topic configs) by a
@@ -235,6 +238,8 @@ pub enum ControllerResponse {
     /// AlterClientQuotas: one result per entity, in request order (a refused entity wrote
     /// nothing).
     ClientQuotas(Vec<Result<(), Refusal>>),
+    /// DescribeQuorum.
+    Quorum(crate::quorum_description::QuorumDescription),
 }
 
 impl ControllerResponse {

@@ -251,6 +251,14 @@ impl ControllerHandle {
             .await
     }
 
+    /// The quorum as its leader sees it.
+    pub async fn describe_quorum(&self) -> Result<crate::quorum_description::QuorumDescription, Refusal> {
+        match self.request(ControllerRequest::DescribeQuorum).await {
+            ControllerResponse::Quorum(description) => Ok(description),
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     pub async fn create_topics(&self, topics: Vec<CreatableTopic>) -> Result<Vec<TopicResult>, Refusal> {
         self.topic_results(ControllerRequest::CreateTopics { topics })
             .await

@@ -21,6 +21,7 @@ pub mod metadata;
 pub mod network;
 mod node;
 pub mod placement;
+pub mod quorum_description;
 pub mod records;
 mod refusal;
 mod server;

@@ -79,6 +79,9 @@ pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[
     api(ApiKey::ElectLeaders, 0, 2),
     api(ApiKey::AlterPartitionReassignments, 0, 1),
     api(ApiKey::ListPartitionReassignments, 0, 0),
+    // DescribeQuorum (KIP-595): v1 adds voters' fetch times, v2 KIP-853's directory ids and
+    // listeners.
+    api(ApiKey::DescribeQuorum, 0, 1),
 ];
 
 /// Which APIs a broker serves: [`SUPPORTED_APIS`], and [`CLUSTER_MODE_APIS`] in cluster mode.

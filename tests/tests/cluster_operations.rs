@@ -1,6 +1,7 @@
 //! What operators see of a three-broker combined-mode cluster (real processes on loopback):
 //! one cluster id everywhere (wire, rdkafka, meta.properties), ElectLeaders with Kafka's error
-//! codes, the `cluster` section of `/v1/status` and the quorum families of `/metrics`, the
+//! codes, the `cluster` section of `/v1/status`, the quorum families of `/metrics` and
+//! DescribeQuorum, the
 //! auto leader rebalance after a broker comes back, and a single-node data dir migrating into
 //! a fresh quorum as node 1.
 
@@ -11,8 +12,8 @@ use anyhow::{Context, Result};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DescribeClusterRequest, ElectLeadersRequest,
-    ElectLeadersResponse, MetadataRequest, TopicName,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DescribeClusterRequest, DescribeQuorumRequest,
+    ElectLeadersRequest, ElectLeadersResponse, MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::http::{get_ok, MetricsPage};
@@ -187,6 +188,57 @@ fn check_status_and_metrics(cluster: &mut Cluster, partitions_total: u64) -> Res
     }
     assert!(leaders.iter().all(|l| *l == leaders[0]), "{leaders:?}");
     assert_eq!(led, partitions_total);
+    check_describe_quorum(cluster, leaders[0])
+}
+
+/// DescribeQuorum v0 and v1 through every broker (two of them forward it to the quorum's
+/// leader): the leader `/v1/status` names, three voters whose log ends are known and none past
+/// the leader's, a high watermark within them; and UNKNOWN_TOPIC_OR_PARTITION for another
+/// partition than `__cluster_metadata-0`.
+fn check_describe_quorum(cluster: &mut Cluster, leader: i64) -> Result<()> {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    let request = |partition| {
+        DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(name("__cluster_metadata"))
+            .with_partitions(vec![PartitionData::default().with_partition_index(partition)])])
+    };
+    for (node, version) in [(1, 0), (2, 1), (3, 1)] {
+        let mut conn = cluster.connect(node)?;
+        let answer = conn.request(&request(0), version)?;
+        assert_eq!(answer.error_code, 0, "through node {node}");
+        let described = &answer.topics[0].partitions[0];
+        assert_eq!(
+            (described.error_code, i64::from(described.leader_id.0)),
+            (0, leader)
+        );
+        assert!(described.leader_epoch > 0, "{described:?}");
+        let ends: Vec<(i32, i64)> = described
+            .current_voters
+            .iter()
+            .map(|v| (v.replica_id.0, v.log_end_offset))
+            .collect();
+        assert_eq!(
+            ends.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            [1, 2, 3],
+            "{ends:?}"
+        );
+        let leader_end = ends
+            .iter()
+            .find(|(id, _)| i64::from(*id) == leader)
+            .map(|(_, end)| *end);
+        let leader_end = leader_end.context("the leader among the voters")?;
+        assert!(
+            ends.iter().all(|(_, end)| *end > 0 && *end <= leader_end),
+            "{ends:?}"
+        );
+        assert!(
+            described.high_watermark > 0 && described.high_watermark <= leader_end,
+            "{described:?}"
+        );
+        assert!(described.observers.is_empty(), "{described:?}");
+        let elsewhere = conn.request(&request(1), version)?;
+        assert_eq!(elsewhere.topics[0].partitions[0].error_code, 3, "partition 1");
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_log_dirs_response::DescribeLogDirsResponse;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::DescribeQuorumResponse;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use laminar_security::Operation;
@@ -85,6 +86,9 @@ fn cluster_refused(access: &Access, request: &RequestKind) -> Option<ResponseKin
                 AlterPartitionReassignmentsResponse::default().with_error_code(cluster_error),
             ))
         }
+        RequestKind::DescribeQuorum(_) if cluster(Operation::Describe) => Some(ResponseKind::DescribeQuorum(
+            DescribeQuorumResponse::default().with_error_code(cluster_error),
+        )),
         RequestKind::ListPartitionReassignments(_) if cluster(Operation::Describe) => {
             Some(ResponseKind::ListPartitionReassignments(
                 ListPartitionReassignmentsResponse::default().with_error_code(cluster_error),

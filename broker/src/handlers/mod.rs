@@ -42,6 +42,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod fetch;
@@ -552,6 +553,7 @@ async fn handle_partition_or_admin_api(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
         }
+        RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r).await),
         RequestKind::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(alter_partition_reassignments::handle(ctx, r).await)
         }

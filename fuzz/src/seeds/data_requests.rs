@@ -476,6 +476,14 @@ pub fn list_partition_reassignments(marks: &Marks) -> ListPartitionReassignments
         ]))
 }
 
+/// DescribeQuorum of Kafka's metadata partition, `__cluster_metadata-0`.
+pub fn describe_quorum() -> DescribeQuorumRequest {
+    let partition = describe_quorum_request::PartitionData::default().with_partition_index(0);
+    DescribeQuorumRequest::default().with_topics(vec![describe_quorum_request::TopicData::default()
+        .with_topic_name(topic("__cluster_metadata"))
+        .with_partitions(vec![partition])])
+}
+
 /// A preferred (v1+: type 0) election of the first topic's partitions.
 pub fn elect_leaders(version: i16, marks: &Marks) -> ElectLeadersRequest {
     let partitions = elect_leaders_request::TopicPartitions::default()

@@ -230,6 +230,7 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         }
         ApiKey::InitProducerId => RequestKind::InitProducerId(data::init_producer_id(v, variant)),
         ApiKey::ElectLeaders => RequestKind::ElectLeaders(data::elect_leaders(v, marks)),
+        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(data::describe_quorum()),
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(group::find_coordinator(v)),
         ApiKey::JoinGroup => RequestKind::JoinGroup(group::join_group(v, variant, marks)),
         ApiKey::SyncGroup => RequestKind::SyncGroup(group::sync_group(v, marks)),
@@ -318,6 +319,7 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         CreateAcls => CreateAclsRequest, DescribeAcls => DescribeAclsRequest,
         DeleteAcls => DeleteAclsRequest,
         DescribeClientQuotas => DescribeClientQuotasRequest, AlterClientQuotas => AlterClientQuotasRequest,
+        DescribeQuorum => DescribeQuorumRequest,
     ))
 }
 
