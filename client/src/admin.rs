@@ -189,6 +189,21 @@ impl Connection {
         })
     }
 
+    /// Removes broker `broker_id`'s registration (UnregisterBroker, cluster mode): refused while
+    /// it holds replicas.
+    pub fn unregister_broker(&mut self, broker_id: i32) -> Result<(), ClientError> {
+        let request = kafka_protocol::messages::UnregisterBrokerRequest::default()
+            .with_broker_id(kafka_protocol::messages::BrokerId(broker_id));
+        let response = self.request(&request)?;
+        let message = response.error_message.as_ref().map(|m| m.to_string());
+        check_code(
+            ApiKey::UnregisterBroker,
+            response.error_code,
+            message.as_deref(),
+            || format!(" broker {broker_id}"),
+        )
+    }
+
     /// DescribeCluster, with the fenced brokers when the broker serves v2 (KIP-1073).
     pub fn describe_cluster(&mut self) -> Result<ClusterDescription, ClientError> {
         let request = DescribeClusterRequest::default().with_include_fenced_brokers(true);

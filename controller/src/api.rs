@@ -169,6 +169,10 @@ pub enum ControllerRequest {
     /// The quorum as its leader sees it (DescribeQuorum): answered from Raft's state, not the
     /// metadata, and writes nothing.
     DescribeQuorum,
+    /// Removes a broker's registration (UnregisterBroker); refused while it holds replicas.
+    UnregisterBroker {
+        broker_id: NodeId,
+    },
 }
 
 /// One topic's new config overrides, computed (and checked against Kafka's topic configs) by a
@@ -240,6 +244,8 @@ pub enum ControllerResponse {
     ClientQuotas(Vec<Result<(), Refusal>>),
     /// DescribeQuorum.
     Quorum(crate::quorum_description::QuorumDescription),
+    /// UnregisterBroker.
+    BrokerUnregistered(Result<(), Refusal>),
 }
 
 impl ControllerResponse {

@@ -251,6 +251,17 @@ impl ControllerHandle {
             .await
     }
 
+    /// Removes broker `broker_id`'s registration; refused while it holds replicas.
+    pub async fn unregister_broker(&self, broker_id: NodeId) -> Result<(), Refusal> {
+        match self
+            .request(ControllerRequest::UnregisterBroker { broker_id })
+            .await
+        {
+            ControllerResponse::BrokerUnregistered(result) => result,
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     /// The quorum as its leader sees it.
     pub async fn describe_quorum(&self) -> Result<crate::quorum_description::QuorumDescription, Refusal> {
         match self.request(ControllerRequest::DescribeQuorum).await {

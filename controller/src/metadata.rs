@@ -200,6 +200,8 @@ pub enum ApplyError {
     },
     #[error("broker {0} still leads partitions")]
     FencedBrokerLeads(NodeId),
+    #[error("broker {0} still holds replicas")]
+    BrokerHoldsReplicas(NodeId),
     #[error("unknown topic id")]
     UnknownTopic,
     #[error("topic '{0}' (or its id) already exists")]
@@ -278,6 +280,7 @@ impl ClusterMetadata {
                 false => Err(ApplyError::UnknownAcl(Box::new(r.entry.clone()))),
             },
             MetadataRecord::ClientQuota(r) => self.apply_client_quota(r),
+            MetadataRecord::UnregisterBroker(r) => self.apply_unregister_broker(r),
             MetadataRecord::RemoveUserScramCredential(r) => {
                 let key = (r.name.clone(), r.mechanism);
                 match self.scram_credentials.remove(&key) {
@@ -364,6 +367,32 @@ impl ClusterMetadata {
         }
         broker.fenced = fenced;
         Ok(())
+    }
+
+    fn apply_unregister_broker(&mut self, r: &UnregisterBrokerRecord) -> Result<(), ApplyError> {
+        let broker = self
+            .brokers
+            .get(&r.broker_id)
+            .ok_or(ApplyError::UnknownBroker(r.broker_id))?;
+        if broker.broker_epoch != r.broker_epoch {
+            return Err(ApplyError::StaleBrokerEpoch {
+                broker_id: r.broker_id,
+                record_epoch: r.broker_epoch,
+                registered_epoch: broker.broker_epoch,
+            });
+        }
+        if self.replica_count(r.broker_id) > 0 {
+            return Err(ApplyError::BrokerHoldsReplicas(r.broker_id));
+        }
+        self.brokers.remove(&r.broker_id);
+        Ok(())
+    }
+
+    /// How many partitions list `broker_id` among their replicas (a reassignment's added and
+    /// removed ones included).
+    pub fn replica_count(&self, broker_id: NodeId) -> usize {
+        let partitions = self.topics.values().flat_map(|t| t.partitions.values());
+        partitions.filter(|p| p.replicas.contains(&broker_id)).count()
     }
 
     /// Whether `broker_id` leads any partition.

@@ -280,6 +280,15 @@ pub enum MetadataRecord {
     AccessControlEntry(AccessControlEntryRecord),
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
     ClientQuota(ClientQuotaRecord),
+    UnregisterBroker(UnregisterBrokerRecord),
+}
+
+/// A broker removed from the cluster (Kafka's UnregisterBrokerRecord). It holds no replica:
+/// the controller refuses to remove one that does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnregisterBrokerRecord {
+    pub broker_id: NodeId,
+    pub broker_epoch: BrokerEpoch,
 }
 
 /// The application data of one Raft entry: the records of one controller decision, applied in

@@ -116,6 +116,10 @@ pub enum Refusal {
     // the topic no longer holds is refused with `InvalidUpdateVersion`.
     #[error("{reason}")]
     InvalidConfig { reason: String },
+
+    // UnregisterBroker.
+    #[error("broker {broker_id} still holds {count} replicas: move them to other brokers first")]
+    BrokerHoldsReplicas { broker_id: i32, count: usize },
 }
 
 impl Refusal {
@@ -175,6 +179,7 @@ impl Refusal {
             Refusal::UnacceptableCredential { .. } => ResponseError::UnacceptableCredential,
             Refusal::InvalidAcl { .. } | Refusal::InvalidQuota { .. } => ResponseError::InvalidRequest,
             Refusal::InvalidConfig { .. } => ResponseError::InvalidConfig,
+            Refusal::BrokerHoldsReplicas { .. } => ResponseError::InvalidRequest,
         }
     }
 }
@@ -207,7 +212,8 @@ mod tests {
             | Refusal::IsrNotOfReplicas
             | Refusal::PartitionNamedTwice
             | Refusal::InvalidAcl { .. }
-            | Refusal::InvalidQuota { .. } => 42,
+            | Refusal::InvalidQuota { .. }
+            | Refusal::BrokerHoldsReplicas { .. } => 42,
             Refusal::FencedLeaderEpoch => 74,
             Refusal::StaleBrokerEpoch => 77,
             Refusal::PreferredLeaderNotAvailable => 80,
@@ -267,6 +273,10 @@ mod tests {
             Refusal::InvalidAcl { reason: reason() },
             Refusal::InvalidQuota { reason: reason() },
             Refusal::InvalidConfig { reason: reason() },
+            Refusal::BrokerHoldsReplicas {
+                broker_id: 3,
+                count: 2,
+            },
         ]
     }
 

@@ -82,6 +82,7 @@ pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[
     // DescribeQuorum (KIP-595): v1 adds voters' fetch times, v2 KIP-853's directory ids and
     // listeners.
     api(ApiKey::DescribeQuorum, 0, 1),
+    api(ApiKey::UnregisterBroker, 0, 0),
 ];
 
 /// Which APIs a broker serves: [`SUPPORTED_APIS`], and [`CLUSTER_MODE_APIS`] in cluster mode.

@@ -1,6 +1,7 @@
-//! `laminar cluster info | brokers | quorum`: the cluster id, controller and counts; every
-//! registered broker with its endpoint, rack, fenced state and leaderships; the controller
-//! quorum's leader, term and each voter's lag (from the admin HTTP port's `/v1/status`).
+//! `laminar cluster info | brokers | quorum | unregister`: the cluster id, controller and
+//! counts; every registered broker with its endpoint, rack, fenced state and leaderships; the
+//! controller quorum's leader, term and each voter's lag (from the admin HTTP port's
+//! `/v1/status`); removing a broker that left for good (UnregisterBroker).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -38,6 +39,18 @@ pub enum ClusterCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Removes a broker that left for good from the cluster's metadata (Kafka's `kafka-cluster
+    /// unregister`). Refused while it holds replicas: move them first (`laminar topic move`).
+    /// A broker still running registers again.
+    ///
+    /// Example:
+    ///   laminar cluster unregister 4 --brokers 127.0.0.1:9092
+    Unregister {
+        /// The broker's `node.id`.
+        id: i32,
+        #[command(flatten)]
+        brokers: BrokerArgs,
+    },
 }
 
 /// Where the brokers' admin HTTP ports (`laminar.http.listen`) are.
@@ -61,6 +74,11 @@ pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Info { brokers } => info(&brokers),
         ClusterCommand::Brokers { brokers } => brokers_table(&brokers),
         ClusterCommand::Quorum { admin } => quorum(&admin),
+        ClusterCommand::Unregister { id, brokers } => {
+            brokers.connect()?.unregister_broker(id)?;
+            println!("unregistered broker {id}");
+            Ok(())
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `laminar cluster info | brokers | quorum`, `topic describe`, `produce` and `consume` (with and
+//! `laminar cluster info | brokers | quorum | unregister`, `topic describe`, `produce` and `consume` (with and
 //! without a group) against a real three-broker cluster (combined mode on loopback), and
 //! `cluster quorum` refusing a single node.
 
@@ -79,6 +79,34 @@ fn cluster_info_brokers_and_quorum_describe_a_three_node_cluster() -> Result<()>
             "broker 3 not shown fenced: {brokers}"
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+    unregister_broker_3(&mut cluster)
+}
+
+/// `cluster unregister 3` is refused while broker 3 holds replicas, and removes it once it
+/// holds none; an unknown id is BROKER_ID_NOT_REGISTERED.
+fn unregister_broker_3(cluster: &mut Cluster) -> Result<()> {
+    let b = cluster.node(1).bootstrap();
+    let holding = run(&["cluster", "unregister", "3", "--brokers", &b], "")?;
+    assert!(!holding.success, "{}", holding.stdout);
+    assert!(
+        holding.stderr.contains("still holds 6 replicas"),
+        "{}",
+        holding.stderr
+    );
+    let unknown = run(&["cluster", "unregister", "99", "--brokers", &b], "")?;
+    assert!(
+        !unknown.success && unknown.stderr.contains("BrokerIdNotRegistered"),
+        "{}",
+        unknown.stderr
+    );
+    ok_on(&b, &["topic", "delete", "spread"], "")?;
+    let removed = ok_on(&b, &["cluster", "unregister", "3"], "")?;
+    assert!(removed.contains("unregistered broker 3"), "{removed}");
+    for node in [1, 2] {
+        let brokers = ok_on(&cluster.node(node).bootstrap(), &["cluster", "brokers"], "")?;
+        let ids: Vec<String> = rows(&brokers, "").into_iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ids, ["1", "2"], "through node {node}: {brokers}");
     }
     Ok(())
 }

@@ -7,8 +7,8 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_log_dirs_response::DescribeLogDirsResponse;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
-use kafka_protocol::messages::DescribeQuorumResponse;
 use kafka_protocol::messages::*;
+use kafka_protocol::messages::{DescribeQuorumResponse, UnregisterBrokerResponse};
 use kafka_protocol::protocol::StrBytes;
 use laminar_security::Operation;
 
@@ -84,6 +84,11 @@ fn cluster_refused(access: &Access, request: &RequestKind) -> Option<ResponseKin
         RequestKind::AlterPartitionReassignments(_) if cluster(Operation::Alter) => {
             Some(ResponseKind::AlterPartitionReassignments(
                 AlterPartitionReassignmentsResponse::default().with_error_code(cluster_error),
+            ))
+        }
+        RequestKind::UnregisterBroker(_) if cluster(Operation::Alter) => {
+            Some(ResponseKind::UnregisterBroker(
+                UnregisterBrokerResponse::default().with_error_code(cluster_error),
             ))
         }
         RequestKind::DescribeQuorum(_) if cluster(Operation::Describe) => Some(ResponseKind::DescribeQuorum(

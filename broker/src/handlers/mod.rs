@@ -67,6 +67,7 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub(crate) mod topic_admin;
+pub mod unregister_broker;
 
 /// What the connection does after a request.
 pub enum Outcome {
@@ -554,6 +555,9 @@ async fn handle_partition_or_admin_api(
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
         }
         RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r).await),
+        RequestKind::UnregisterBroker(r) => {
+            ResponseKind::UnregisterBroker(unregister_broker::handle(ctx, r).await)
+        }
         RequestKind::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(alter_partition_reassignments::handle(ctx, r).await)
         }

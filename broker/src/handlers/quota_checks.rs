@@ -175,6 +175,7 @@ pub fn set_throttle(response: &mut ResponseKind, wait: Duration) {
         CreatePartitions,
         DescribeCluster,
         ElectLeaders,
+        UnregisterBroker,
         AlterPartitionReassignments,
         ListPartitionReassignments,
         DescribeLogDirs,

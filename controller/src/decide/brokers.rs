@@ -57,6 +57,32 @@ pub(super) fn register_broker(
     }
 }
 
+/// UnregisterBroker: removes a broker that holds no replica (its replicas are moved first, by a
+/// reassignment). A broker still running registers again at its next heartbeat, as in Kafka.
+pub(super) fn unregister_broker(md: &ClusterMetadata, broker_id: NodeId) -> Decision {
+    let Some(broker) = md.brokers.get(&broker_id) else {
+        return Decision::answer(ControllerResponse::BrokerUnregistered(Err(
+            Refusal::BrokerIdNotRegistered,
+        )));
+    };
+    let count = md.replica_count(broker_id);
+    if count > 0 {
+        let refusal = Refusal::BrokerHoldsReplicas {
+            broker_id: broker_id.get(),
+            count,
+        };
+        return Decision::answer(ControllerResponse::BrokerUnregistered(Err(refusal)));
+    }
+    let record = UnregisterBrokerRecord {
+        broker_id,
+        broker_epoch: broker.broker_epoch,
+    };
+    Decision {
+        records: vec![MetadataRecord::UnregisterBroker(record)],
+        response: ControllerResponse::BrokerUnregistered(Ok(())),
+    }
+}
+
 pub(super) fn heartbeat(md: &ClusterMetadata, broker_id: NodeId, broker_epoch: BrokerEpoch) -> Decision {
     if let Err(refusal) = check_broker_epoch(md, broker_id, broker_epoch) {
         return Decision::answer(ControllerResponse::BrokerHeartbeat {
@@ -250,5 +276,93 @@ pub(super) fn allocate_producer_ids(
     Decision {
         records: vec![MetadataRecord::ProducerIds(record)],
         response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use laminar_model::{LeaderEpoch, PartitionEpoch};
+
+    /// Brokers 1 and 2 registered (unfenced), and topic `t` with one partition on broker 1 only.
+    fn two_brokers_one_replica() -> ClusterMetadata {
+        let mut md = ClusterMetadata::default();
+        let mut records: Vec<MetadataRecord> = [1, 2]
+            .map(|id| {
+                MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id: NodeId::new(id),
+                    incarnation_id: [id as u8; 16],
+                    endpoints: Vec::new(),
+                    rack: None,
+                })
+            })
+            .into();
+        records.push(MetadataRecord::Topic(TopicRecord {
+            name: "t".into(),
+            topic_id: [5; 16],
+        }));
+        for (index, record) in records.iter().enumerate() {
+            md.apply(record, index as u64 + 1).unwrap();
+        }
+        for id in [1, 2] {
+            let epoch = md.brokers[&NodeId::new(id)].broker_epoch;
+            let unfence = MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+                broker_id: NodeId::new(id),
+                broker_epoch: epoch,
+            });
+            md.apply(&unfence, 10).unwrap();
+        }
+        let partition = MetadataRecord::Partition(PartitionRecord {
+            topic_id: [5; 16],
+            partition_id: 0,
+            replicas: vec![NodeId::new(1)],
+            isr: vec![NodeId::new(1)],
+            leader: NodeId::new(1),
+            leader_epoch: LeaderEpoch::new(0),
+            partition_epoch: PartitionEpoch::new(0),
+        });
+        md.apply(&partition, 11).unwrap();
+        md
+    }
+
+    fn answer(decision: &Decision) -> Result<(), Refusal> {
+        match &decision.response {
+            ControllerResponse::BrokerUnregistered(result) => result.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_broker_without_replicas_is_unregistered_and_one_with_replicas_is_not() {
+        let mut md = two_brokers_one_replica();
+        let holding = unregister_broker(&md, NodeId::new(1));
+        assert_eq!(
+            answer(&holding),
+            Err(Refusal::BrokerHoldsReplicas {
+                broker_id: 1,
+                count: 1
+            })
+        );
+        assert!(holding.records.is_empty());
+        let unknown = unregister_broker(&md, NodeId::new(9));
+        assert_eq!(answer(&unknown), Err(Refusal::BrokerIdNotRegistered));
+        let empty = unregister_broker(&md, NodeId::new(2));
+        assert_eq!(answer(&empty), Ok(()));
+        for record in &empty.records {
+            md.apply(record, 12).unwrap();
+        }
+        assert!(!md.brokers.contains_key(&NodeId::new(2)));
+        md.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_state_refuses_to_unregister_a_broker_that_holds_replicas() {
+        let mut md = two_brokers_one_replica();
+        let record = MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+            broker_id: NodeId::new(1),
+            broker_epoch: md.brokers[&NodeId::new(1)].broker_epoch,
+        });
+        assert!(md.apply(&record, 12).is_err());
+        assert!(md.brokers.contains_key(&NodeId::new(1)));
     }
 }

@@ -124,6 +124,7 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
         ControllerRequest::AlterClientQuotas { entries } => quotas::alter_client_quotas(md, &entries),
         ControllerRequest::AlterTopicConfigs { changes } => configs::alter_topic_configs(md, &changes),
         // Answered from Raft's state before any decision (`active.rs`): not a metadata change.
+        ControllerRequest::UnregisterBroker { broker_id } => brokers::unregister_broker(md, broker_id),
         ControllerRequest::DescribeQuorum => Decision::answer(ControllerResponse::Refused(
             Refusal::UnexpectedAnswer("DescribeQuorum is not decided on the metadata".into()),
         )),

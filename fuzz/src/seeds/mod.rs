@@ -231,6 +231,10 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         ApiKey::InitProducerId => RequestKind::InitProducerId(data::init_producer_id(v, variant)),
         ApiKey::ElectLeaders => RequestKind::ElectLeaders(data::elect_leaders(v, marks)),
         ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(data::describe_quorum()),
+        // A broker id no node has: the fuzzer must not remove a broker of the cluster it tests.
+        ApiKey::UnregisterBroker => {
+            RequestKind::UnregisterBroker(UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999)))
+        }
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(group::find_coordinator(v)),
         ApiKey::JoinGroup => RequestKind::JoinGroup(group::join_group(v, variant, marks)),
         ApiKey::SyncGroup => RequestKind::SyncGroup(group::sync_group(v, marks)),
@@ -319,7 +323,7 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         CreateAcls => CreateAclsRequest, DescribeAcls => DescribeAclsRequest,
         DeleteAcls => DeleteAclsRequest,
         DescribeClientQuotas => DescribeClientQuotasRequest, AlterClientQuotas => AlterClientQuotasRequest,
-        DescribeQuorum => DescribeQuorumRequest,
+        DescribeQuorum => DescribeQuorumRequest, UnregisterBroker => UnregisterBrokerRequest,
     ))
 }
 
