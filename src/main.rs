@@ -54,7 +54,8 @@ enum Command {
     /// ACLs: who may do what to which topics, groups and the cluster.
     #[command(subcommand)]
     Acl(cli::acl::AclCommand),
-    /// Prepare a node's log dirs before its first start (SCRAM users it starts with).
+    /// Prepare a node's log dirs before its first start (cluster id, SCRAM users), or make a
+    /// cluster id.
     #[command(subcommand)]
     Storage(cli::storage::StorageCommand),
     /// Client quotas: bytes a second, request time and partition mutations per user and client.

@@ -65,14 +65,13 @@ impl RunningBroker {
 /// Starts a broker with `config`. Returns once every shard listens.
 pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
     laminar_sys::memory::keep_freed_memory();
-    // Before anything in a log dir is read or written: another broker may be using it.
-    let log_dir_locks = lock_log_dirs(&config.log_dirs)?;
+    let log_dir_locks = checked_log_dir_locks(&config)?;
     let log_dir = log_dir_locks[0].dir().to_path_buf();
     let metadata = MetadataStore::open(&log_dir, config.max_broker_partitions)?;
     let (cluster, offsets_partitions) = cluster_and_offsets(&metadata, &config, &log_dir)?;
     let producer_ids = ProducerIdAllocator::open(&log_dir)?;
     let (listen_addrs, listener_tls) = (kafka_listener::resolve_addrs(&config)?, listener_tls(&config)?);
-    let (cluster_id, cluster_start) = cluster_identity(&log_dir, &config, cluster.as_deref())?;
+    let (cluster_id, cluster_start) = cluster_identity(&log_dir_locks, &config, cluster.as_deref())?;
     let shard_count = config.laminar_cores.max(1);
     let open_files_limit = open_files::open_files_limit();
     let shares = open_files::descriptor_shares(open_files_limit, config.max_connections, shard_count);
@@ -332,15 +331,19 @@ fn follow_the_quorum(
     link: Arc<crate::quorum::ClusterLink>,
     start: crate::meta_properties::ClusterStart,
 ) -> anyhow::Result<()> {
+    let log_dirs: Vec<std::path::PathBuf> = shared
+        .log_dir_locks
+        .iter()
+        .map(|l| l.dir().to_path_buf())
+        .collect();
+    let node_id = Some(shared.config.node_id.get());
     if start == crate::meta_properties::ClusterStart::First {
         let single_node = shared.metadata.current();
         crate::quorum::migrate::single_node_topics(&link, &single_node);
-        let properties = crate::meta_properties::MetaProperties {
-            cluster_id: Some(shared.cluster_id.clone()),
-            node_id: Some(shared.config.node_id.get()),
-        };
-        crate::meta_properties::write(&shared.log_dir, &properties)?;
+        crate::meta_properties::write_every(&log_dirs, &shared.cluster_id, node_id)?;
     } else {
+        // A log dir added since, or a file from before directory ids, gets its id now.
+        crate::meta_properties::write_every(&log_dirs, &shared.cluster_id, node_id)?;
         // Not at the first start: the single-node topics it migrates are not in the metadata
         // yet, and would all look stray.
         let max_percent = shared
@@ -364,6 +367,15 @@ fn wait_for_shards(ready: &std::sync::mpsc::Receiver<ShardReady>, shard_count: u
             .map_err(|_| "a shard stopped during start-up".to_string())??;
     }
     Ok(())
+}
+
+/// The log dirs, locked, once their `meta.properties` are known to name one cluster and this
+/// node: nothing in them is read or written before (another broker may be using them, or they
+/// may be another cluster's).
+fn checked_log_dir_locks(config: &BrokerConfig) -> anyhow::Result<Vec<LogDirLock>> {
+    let node_id = config.cluster.is_some().then(|| config.node_id.get());
+    crate::meta_properties::check_log_dirs(&config.log_dirs, node_id)?;
+    lock_log_dirs(&config.log_dirs)
 }
 
 /// Creates (durably: a power cut keeps a log dir this start created) and locks every log dir,
@@ -737,14 +749,16 @@ async fn drain_connections(ctx: &Rc<BrokerCtx>) {
 /// mode: the quorum's (written by its first active controller, so the registration this
 /// broker just made carried it at the latest), checked against `meta.properties`.
 fn cluster_identity(
-    log_dir: &std::path::Path,
+    locks: &[LogDirLock],
     config: &BrokerConfig,
     cluster: Option<&crate::quorum::ClusterLink>,
 ) -> anyhow::Result<(String, crate::meta_properties::ClusterStart)> {
     use crate::meta_properties::{check_cluster, single_node_cluster_id, ClusterStart};
+    let log_dirs: Vec<std::path::PathBuf> = locks.iter().map(|l| l.dir().to_path_buf()).collect();
     let Some(link) = cluster else {
-        return Ok((single_node_cluster_id(log_dir)?, ClusterStart::Again));
+        return Ok((single_node_cluster_id(&log_dirs)?, ClusterStart::Again));
     };
+    let log_dir = &log_dirs[0];
     let image = link.handle.metadata();
     let quorum_id = image
         .metadata

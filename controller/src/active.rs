@@ -234,7 +234,8 @@ impl ActiveController {
         if !records.is_empty() && self.images.borrow().metadata.cluster_id.is_none() {
             // The first entry an active controller of this quorum writes names the cluster.
             // With it, the users the cluster was formatted with.
-            let cluster_id = cluster_id_text(rand::random());
+            let formatted = self.config.formatted_cluster_id.clone();
+            let cluster_id = formatted.unwrap_or_else(|| cluster_id_text(rand::random()));
             let users = self.config.bootstrap_records.iter().cloned();
             let first = std::iter::once(MetadataRecord::ClusterId(ClusterIdRecord { cluster_id }))
                 .chain(users.map(MetadataRecord::UserScramCredential));

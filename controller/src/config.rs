@@ -51,6 +51,9 @@ pub struct ControllerConfig {
     /// active controller of the quorum writes them with the cluster's id, in its first entry.
     /// At most [`BOOTSTRAP_RECORDS_MAX`].
     pub bootstrap_records: Vec<crate::records::UserScramCredentialRecord>,
+    /// The cluster id this node's log dirs were formatted with (`laminar storage format
+    /// --cluster-id`): the first active controller names the cluster so. `None`: a random id.
+    pub formatted_cluster_id: Option<String>,
 }
 
 /// The most bootstrap users: they all go into one log entry.
@@ -86,6 +89,7 @@ impl ControllerConfig {
             election_timeout_max_ms: 2000,
             entries_since_snapshot_max: 5000,
             bootstrap_records: Vec::new(),
+            formatted_cluster_id: None,
             entries_kept_after_snapshot: 500,
             session_timeout_ms: 9000,
             unclean_leader_election_enable: false,

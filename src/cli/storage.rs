@@ -1,9 +1,17 @@
-//! `laminar storage format`: prepares a node's first log dir before its first start with the
-//! SCRAM users it starts with, as Kafka's `kafka-storage format --add-scram` does, so that a
-//! broker whose every listener needs SASL can be administered from its first minute. A single
-//! node keeps them in its credential store; in a cluster the first active controller writes
-//! every node's formatted users into the metadata log when it names the cluster, and from then
-//! on the log alone holds the users (`laminar user create` adds more).
+//! `laminar storage format | random-uuid`, as Kafka's `kafka-storage`. `format` prepares a
+//! node's log dirs before its first start:
+//! - `--cluster-id` writes `meta.properties` in every log dir: the cluster id, the node id (in
+//!   cluster mode) and each dir's own directory id. The quorum's first active controller names
+//!   the cluster with the id its node was formatted with, and a node whose log dirs name
+//!   another cluster or node refuses to start (`laminar_broker::meta_properties`).
+//! - `--add-scram` puts the SCRAM users it starts with in its first log dir, so that a broker
+//!   whose every listener needs SASL can be administered from its first minute. A single node
+//!   keeps them in its credential store; in a cluster the first active controller writes every
+//!   node's formatted users into the metadata log when it names the cluster, and from then on
+//!   the log alone holds the users (`laminar user create` adds more).
+//!
+//! Formatting is optional: a node started on empty log dirs formats them itself, with a new
+//! random cluster id (the first active controller's, in a cluster).
 
 use std::path::{Path, PathBuf};
 
@@ -11,39 +19,55 @@ use anyhow::{bail, Context};
 use clap::Subcommand;
 use laminar_broker::config::BrokerConfig;
 use laminar_broker::log_dir_lock::LogDirLock;
+use laminar_broker::meta_properties;
 use laminar_security::credentials::ScramCredentialStore;
 use laminar_security::{Mechanism, ScramCredential};
 
 #[derive(Subcommand, Debug)]
 pub enum StorageCommand {
-    /// Put SCRAM users in a node's first log dir before it first starts.
+    /// Format a node's log dirs before it first starts: the cluster id, the SCRAM users.
     ///
     /// Example:
     ///   laminar storage format --config /etc/laminar/server.properties \
+    ///     --cluster-id MkU3OEVBNTcwNTJENDM2Qg \
     ///     --add-scram 'SCRAM-SHA-512=[name=admin,password=admin-secret]'
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["cluster_id", "add_scram"])))]
     Format {
-        /// The broker's properties file (for log.dirs).
+        /// The broker's properties file (for log.dirs, node.id, process.roles).
         #[arg(long)]
         config: Option<PathBuf>,
         /// `key=value`, as `laminar broker --override`.
         #[arg(long = "override")]
         overrides: Vec<String>,
+        /// The cluster id, in Kafka's form (`laminar storage random-uuid` makes one): every node
+        /// of the cluster is formatted with the same.
+        #[arg(long = "cluster-id", short = 't', allow_hyphen_values = true)]
+        cluster_id: Option<String>,
         /// Kafka's form: `SCRAM-SHA-256=[name=alice,password=alice-secret]`, with an optional
         /// `iterations=8192` (4096 to 16384); a value may be "quoted".
-        #[arg(long = "add-scram", required = true)]
+        #[arg(long = "add-scram")]
         add_scram: Vec<String>,
     },
+    /// Print a new random cluster id, in Kafka's form.
+    RandomUuid,
 }
 
 /// PBKDF2 iterations when `--add-scram` names none (as `laminar user create`).
 const ITERATIONS_DEFAULT: u32 = 8192;
 
 pub fn run(command: StorageCommand) -> anyhow::Result<()> {
-    let StorageCommand::Format {
-        config,
-        overrides,
-        add_scram,
-    } = command;
+    let (config, overrides, cluster_id, add_scram) = match command {
+        StorageCommand::RandomUuid => {
+            println!("{}", meta_properties::random_kafka_uuid()?);
+            return Ok(());
+        }
+        StorageCommand::Format {
+            config,
+            overrides,
+            cluster_id,
+            add_scram,
+        } => (config, overrides, cluster_id, add_scram),
+    };
     let loaded = match &config {
         Some(path) => BrokerConfig::load(path, &overrides),
         None => BrokerConfig::from_properties("", &overrides),
@@ -55,9 +79,18 @@ pub fn run(command: StorageCommand) -> anyhow::Result<()> {
         .map(|text| credential_of(text).with_context(|| format!("--add-scram {text:?}")))
         .collect::<anyhow::Result<_>>()?;
     let log_dir = config.log_dirs.first().context("log.dirs names no directory")?;
-    std::fs::create_dir_all(log_dir).with_context(|| format!("cannot create {}", log_dir.display()))?;
-    // A running broker holds the lock: its users change through `laminar user`.
-    let _lock = LogDirLock::acquire(log_dir)?;
+    // A running broker holds the locks: its users change through `laminar user`.
+    let mut locks = Vec::with_capacity(config.log_dirs.len());
+    for dir in &config.log_dirs {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        locks.push(LogDirLock::acquire(dir)?);
+    }
+    if let Some(cluster_id) = &cluster_id {
+        format_cluster_id(&config, cluster_id)?;
+    }
+    if users.is_empty() {
+        return Ok(());
+    }
     refuse_a_formed_cluster(log_dir)?;
     let mut store =
         ScramCredentialStore::open(log_dir).map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;
@@ -68,6 +101,30 @@ pub fn run(command: StorageCommand) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;
         println!("{user}: {mechanism} credential written in {}", log_dir.display());
     }
+    Ok(())
+}
+
+/// Writes `cluster_id` (and, in cluster mode, the node id) into every log dir's
+/// `meta.properties`. A dir already formatted for another cluster or node is refused, naming
+/// both; one formatted the same stays as it is.
+fn format_cluster_id(config: &BrokerConfig, cluster_id: &str) -> anyhow::Result<()> {
+    if !meta_properties::is_kafka_uuid(cluster_id) {
+        bail!("--cluster-id {cluster_id}: not a Kafka UUID (22 characters; `laminar storage random-uuid` makes one)");
+    }
+    let node_id = config.cluster.is_some().then(|| config.node_id.get());
+    meta_properties::check_log_dirs(&config.log_dirs, node_id)?;
+    for dir in &config.log_dirs {
+        let held = meta_properties::read(dir)?;
+        if let Some(other) = held.cluster_id.filter(|id| id != cluster_id) {
+            bail!(
+                "{} is formatted for cluster {other} already, not {cluster_id}",
+                dir.display()
+            );
+        }
+    }
+    meta_properties::write_every(&config.log_dirs, cluster_id, node_id)?;
+    let count = config.log_dirs.len();
+    println!("formatted {count} log dir(s) for cluster {cluster_id}");
     Ok(())
 }
 

@@ -110,6 +110,9 @@ impl ClusterLink {
         controller.leader_imbalance_check_interval_ms = settings.leader_imbalance_check_interval_ms;
         controller.leader_imbalance_per_broker_percentage = settings.leader_imbalance_per_broker_percentage;
         controller.bootstrap_records = crate::scram_users::bootstrap_records(log_dir)?;
+        // Formatted for a cluster (a node id beside the cluster id): the quorum takes that id.
+        let properties = crate::meta_properties::read(log_dir)?;
+        controller.formatted_cluster_id = properties.cluster_id.filter(|_| properties.node_id.is_some());
         let links = config
             .peer_links
             .as_ref()
