@@ -354,9 +354,19 @@ impl ClusterMetadata {
         if fenced && self.leads_any(broker_id) {
             return Err(ApplyError::FencedBrokerLeads(broker_id));
         }
+        self.check_registered(broker_id, broker_epoch)?;
+        if let Some(broker) = self.brokers.get_mut(&broker_id) {
+            broker.fenced = fenced;
+        }
+        Ok(())
+    }
+
+    /// Whether a record naming broker `broker_id` at `broker_epoch` fits the state: the broker
+    /// is registered, with that epoch.
+    fn check_registered(&self, broker_id: NodeId, broker_epoch: BrokerEpoch) -> Result<(), ApplyError> {
         let broker = self
             .brokers
-            .get_mut(&broker_id)
+            .get(&broker_id)
             .ok_or(ApplyError::UnknownBroker(broker_id))?;
         if broker.broker_epoch != broker_epoch {
             return Err(ApplyError::StaleBrokerEpoch {
@@ -365,22 +375,11 @@ impl ClusterMetadata {
                 registered_epoch: broker.broker_epoch,
             });
         }
-        broker.fenced = fenced;
         Ok(())
     }
 
     fn apply_unregister_broker(&mut self, r: &UnregisterBrokerRecord) -> Result<(), ApplyError> {
-        let broker = self
-            .brokers
-            .get(&r.broker_id)
-            .ok_or(ApplyError::UnknownBroker(r.broker_id))?;
-        if broker.broker_epoch != r.broker_epoch {
-            return Err(ApplyError::StaleBrokerEpoch {
-                broker_id: r.broker_id,
-                record_epoch: r.broker_epoch,
-                registered_epoch: broker.broker_epoch,
-            });
-        }
+        self.check_registered(r.broker_id, r.broker_epoch)?;
         if self.replica_count(r.broker_id) > 0 {
             return Err(ApplyError::BrokerHoldsReplicas(r.broker_id));
         }
@@ -591,17 +590,7 @@ impl ClusterMetadata {
     }
 
     fn apply_producer_ids(&mut self, r: &ProducerIdsRecord) -> Result<(), ApplyError> {
-        let broker = self
-            .brokers
-            .get(&r.broker_id)
-            .ok_or(ApplyError::UnknownBroker(r.broker_id))?;
-        if broker.broker_epoch != r.broker_epoch {
-            return Err(ApplyError::StaleBrokerEpoch {
-                broker_id: r.broker_id,
-                record_epoch: r.broker_epoch,
-                registered_epoch: broker.broker_epoch,
-            });
-        }
+        self.check_registered(r.broker_id, r.broker_epoch)?;
         if r.next_producer_id <= self.next_producer_id {
             return Err(ApplyError::ProducerIdsBackwards);
         }
