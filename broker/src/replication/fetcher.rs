@@ -140,7 +140,13 @@ fn run(calls: &async_channel::Sender<Call>, node_id: NodeId, link: &FetcherLink)
             }
             Err(error) => {
                 log_failure(&address, &error);
-                connection = None;
+                // A Kafka error arrives in a whole answer: the connection is still in step and
+                // is kept (a leader that has not yet applied this broker's new registration
+                // answers STALE_BROKER_EPOCH for a moment). Anything else may have left it
+                // mid-frame.
+                if !matches!(error, ClientError::Kafka { .. }) {
+                    connection = None;
+                }
                 std::thread::sleep(Duration::from_millis(settings.fetch_backoff_ms));
             }
         }
