@@ -23,7 +23,7 @@ pub const BINARY_ENV: &str = "LAMINAR_BIN";
 /// How much of the broker's stderr an error message quotes.
 const STDERR_TAIL_BYTES: u64 = 4096;
 /// First starts tried before a lost race for a probed port is reported.
-const FIRST_START_TRIES: u32 = 3;
+pub(crate) const FIRST_START_TRIES: u32 = 3;
 
 /// How to start a broker. Every field has a default that suits a black-box test.
 #[derive(Clone, Debug)]
@@ -120,7 +120,7 @@ pub struct Broker {
     /// The port of each of `options.extra_listeners`, in order.
     extra_ports: Vec<u16>,
     root: TempDir,
-    child: Option<Child>,
+    pub(crate) child: Option<Child>,
     starts: u32,
     /// True between `pause()` and `resume()` (or the next kill or restart).
     paused: bool,
@@ -419,8 +419,29 @@ impl Broker {
             .with_context(|| format!("command: {} {}", self.binary.display(), args.join(" ")))
     }
 
-    /// Starts the process without waiting for it to serve (see [`Cluster`]).
-    fn spawn(&mut self) -> Result<()> {
+    /// Starts the process without waiting for it to serve (see [`crate::Cluster`]).
+    /// A broker not started yet, on the ports given (`(kafka, http, extra listeners)`), its
+    /// files under `root` ([`crate::Cluster`] starts its nodes together).
+    pub(crate) fn unstarted(
+        options: BrokerOptions,
+        binary: PathBuf,
+        (port, http_port, extra_ports): (u16, u16, Vec<u16>),
+        root: TempDir,
+    ) -> Broker {
+        Broker {
+            options,
+            binary,
+            port,
+            http_port,
+            extra_ports,
+            root,
+            child: None,
+            starts: 0,
+            paused: false,
+        }
+    }
+
+    pub(crate) fn spawn(&mut self) -> Result<()> {
         assert!(self.child.is_none(), "spawn with a broker still running");
         self.starts += 1;
         let log = File::create(self.log_path(self.starts)).context("creating the stderr log")?;
@@ -450,7 +471,7 @@ impl Broker {
         Ok(())
     }
 
-    fn wait_until_serving(&mut self) -> Result<()> {
+    pub(crate) fn wait_until_serving(&mut self) -> Result<()> {
         let started = Instant::now();
         let timeout = self.options.startup_timeout;
         loop {
@@ -487,7 +508,7 @@ impl Drop for Broker {
     }
 }
 
-fn check_runnable(binary: &Path) -> Result<()> {
+pub(crate) fn check_runnable(binary: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = fs::metadata(binary).map_err(|e| {
         anyhow::anyhow!(
@@ -542,7 +563,7 @@ pub fn loopback_ports(count: usize) -> Result<Vec<u16>> {
 
 /// One ApiVersions v0 round trip: request header v1 (api_key 18, version 0, correlation id,
 /// client id), empty body; the response must echo the correlation id and carry error_code 0.
-fn probe_api_versions(addr: SocketAddr) -> Result<()> {
+pub(crate) fn probe_api_versions(addr: SocketAddr) -> Result<()> {
     const CORRELATION_ID: i32 = 0x4c41_4d4e;
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
@@ -595,7 +616,7 @@ fn read_tail(path: &Path) -> std::io::Result<String> {
 }
 
 /// Copies the files and directories under `from` into `to` (which exists).
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     for entry in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let entry = entry?;
         let target = to.join(entry.file_name());
@@ -607,272 +628,6 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Brokers of a [`Cluster`] may only serve once a quorum exists, so all are started first and
-/// then waited for; this is how long each may take to join and be unfenced.
-const CLUSTER_STARTUP_TIMEOUT: Duration = Duration::from_secs(40);
-
-/// Where one node of a [`Cluster`] listens, and the namespace it runs in.
-struct NodePlace {
-    host: IpAddr,
-    network_namespace: Option<String>,
-    port: u16,
-    http_port: u16,
-    controller_port: u16,
-}
-
-impl NodePlace {
-    /// `count` nodes on loopback, each on three ports that were free a moment ago.
-    fn on_loopback(count: usize) -> Result<Vec<NodePlace>> {
-        let ports = loopback_ports(count * 3)?;
-        Ok((0..count)
-            .map(|i| NodePlace {
-                host: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                network_namespace: None,
-                port: ports[i],
-                http_port: ports[count + i],
-                controller_port: ports[2 * count + i],
-            })
-            .collect())
-    }
-
-    fn controller_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.host, self.controller_port)
-    }
-
-    /// Ports for `count` listeners besides PLAINTEXT and CONTROLLER: free loopback ports, or on
-    /// a test network (an address of the node's own) 9094 and up.
-    fn extra_ports(&self, count: usize) -> Result<Vec<u16>> {
-        match self.network_namespace {
-            None => loopback_ports(count),
-            Some(_) => Ok((0..count as u16).map(|i| 9094 + i).collect()),
-        }
-    }
-
-    /// The node's `listeners`: PLAINTEXT, CONTROLLER, then `extra` on `extra_ports`.
-    fn listeners(&self, extra: &[String], extra_ports: &[u16]) -> String {
-        let mut listeners = vec![
-            format!("PLAINTEXT://{}", SocketAddr::new(self.host, self.port)),
-            format!("CONTROLLER://{}", self.controller_addr()),
-        ];
-        for (name, port) in extra.iter().zip(extra_ports) {
-            listeners.push(format!("{name}://{}", SocketAddr::new(self.host, *port)));
-        }
-        listeners.join(",")
-    }
-}
-
-/// Several `laminar broker` processes in combined mode (`process.roles=broker,controller`) on
-/// loopback, each with its own ports and data dir, forming one controller quorum. Owned by the
-/// test thread; every node is killed when it is dropped.
-pub struct Cluster {
-    pub nodes: Vec<Broker>,
-    /// Node id of `nodes[i]` is `i + 1`.
-    pub controller_ports: Vec<u16>,
-}
-
-impl Cluster {
-    /// Starts `count` nodes with `broker.session.timeout.ms=session_timeout_ms` (heartbeats at
-    /// a sixth of it) and waits until every one serves.
-    pub fn start(count: usize, session_timeout_ms: u64, base: BrokerOptions) -> Result<Cluster> {
-        Self::start_seeded(count, session_timeout_ms, base, None)
-    }
-
-    /// As [`Cluster::start`], with node 1's data dir a copy of `node1_data` (a stopped
-    /// broker's, e.g. a single-node one to migrate). Another process may take a probed port
-    /// before a node binds it (a node binds its Kafka listener only once it has joined): a
-    /// first start that lost that race starts again on fresh ports.
-    pub fn start_seeded(
-        count: usize,
-        session_timeout_ms: u64,
-        base: BrokerOptions,
-        node1_data: Option<&Path>,
-    ) -> Result<Cluster> {
-        Self::start_retrying(count, session_timeout_ms, base, node1_data, &[])
-    }
-
-    /// As [`Cluster::start`], with node `i + 1`'s `log.dirs` at `log_dirs[i]` (made by the
-    /// test: a fault-injecting mount, say).
-    pub fn start_on_log_dirs(
-        count: usize,
-        session_timeout_ms: u64,
-        base: BrokerOptions,
-        log_dirs: &[PathBuf],
-    ) -> Result<Cluster> {
-        assert_eq!(log_dirs.len(), count, "one log dir per node");
-        Self::start_retrying(count, session_timeout_ms, base, None, log_dirs)
-    }
-
-    /// Starts a node per node of `network`, each in its namespace on its own address (Kafka
-    /// on 9092, the controller on 9093, HTTP on 8080) with its `log.dirs` at `log_dirs[i]` if
-    /// given (a tmpfs, a fault-injecting mount), and waits until every one serves. The
-    /// calling thread must be on the network ([`crate::netns::Network::enter_clients_host`]).
-    pub fn start_in_network(
-        network: &crate::netns::Network,
-        session_timeout_ms: u64,
-        base: BrokerOptions,
-        log_dirs: &[PathBuf],
-    ) -> Result<Cluster> {
-        let places: Vec<NodePlace> = network
-            .node_ids()
-            .map(|id| {
-                let host = crate::netns::Host::Node(id);
-                NodePlace {
-                    host: IpAddr::V4(host.address()),
-                    network_namespace: Some(network.namespace(host)),
-                    port: 9092,
-                    http_port: 8080,
-                    controller_port: 9093,
-                }
-            })
-            .collect();
-        Self::start_once(&places, session_timeout_ms, base, None, log_dirs)
-    }
-
-    fn start_retrying(
-        count: usize,
-        session_timeout_ms: u64,
-        base: BrokerOptions,
-        node1_data: Option<&Path>,
-        log_dirs: &[PathBuf],
-    ) -> Result<Cluster> {
-        for _ in 1..FIRST_START_TRIES {
-            let places = NodePlace::on_loopback(count)?;
-            match Self::start_once(&places, session_timeout_ms, base.clone(), node1_data, log_dirs) {
-                Err(error) if format!("{error:#}").contains("Address already in use") => {}
-                started => return started,
-            }
-        }
-        let places = NodePlace::on_loopback(count)?;
-        Self::start_once(&places, session_timeout_ms, base, node1_data, log_dirs)
-    }
-
-    fn start_once(
-        places: &[NodePlace],
-        session_timeout_ms: u64,
-        base: BrokerOptions,
-        node1_data: Option<&Path>,
-        log_dirs: &[PathBuf],
-    ) -> Result<Cluster> {
-        let binary = base.binary.clone().unwrap_or_else(default_binary);
-        check_runnable(&binary)?;
-        let voters: Vec<String> = places
-            .iter()
-            .enumerate()
-            .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
-            .collect();
-        let mut nodes = Vec::with_capacity(places.len());
-        for (i, place) in places.iter().enumerate() {
-            let extra_ports = place.extra_ports(base.extra_listeners.len())?;
-            let options = base
-                .clone()
-                .with_override("process.roles", "broker,controller")
-                .with_override("node.id", &(i + 1).to_string())
-                .with_override("controller.quorum.voters", &voters.join(","))
-                .with_override("listeners", &place.listeners(&base.extra_listeners, &extra_ports))
-                .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
-                .with_override(
-                    "broker.heartbeat.interval.ms",
-                    &(session_timeout_ms / 6).max(1).to_string(),
-                );
-            let root = tempfile::Builder::new().prefix("laminar-cluster-").tempdir()?;
-            fs::create_dir(root.path().join("data"))?;
-            if let (0, Some(seed)) = (i, node1_data) {
-                copy_dir(seed, &root.path().join("data"))?;
-            }
-            let mut node = Broker {
-                options: BrokerOptions {
-                    startup_timeout: CLUSTER_STARTUP_TIMEOUT,
-                    log_dir: log_dirs.get(i).cloned(),
-                    host: place.host,
-                    network_namespace: place.network_namespace.clone(),
-                    ..options
-                },
-                binary: binary.clone(),
-                port: place.port,
-                http_port: place.http_port,
-                extra_ports,
-                root,
-                child: None,
-                starts: 0,
-                paused: false,
-            };
-            node.spawn()?;
-            nodes.push(node);
-        }
-        for node in &mut nodes {
-            node.wait_until_serving()?;
-        }
-        let controller_ports = places.iter().map(|place| place.controller_port).collect();
-        Ok(Cluster {
-            nodes,
-            controller_ports,
-        })
-    }
-
-    /// `bootstrap.servers` naming every node.
-    pub fn bootstrap(&self) -> String {
-        let each: Vec<String> = self.nodes.iter().map(Broker::bootstrap).collect();
-        each.join(",")
-    }
-
-    /// Options for a cluster's nodes on this 2-core machine: one core each, so three nodes
-    /// share the cores as three machines' worth of shards would not.
-    pub fn node_options() -> BrokerOptions {
-        BrokerOptions {
-            cores: 1,
-            ..Default::default()
-        }
-    }
-
-    /// A Kafka connection to node `node_id`.
-    pub fn connect(&mut self, node_id: i32) -> Result<crate::wire::WireConnection> {
-        crate::wire::WireConnection::connect(self.node(node_id).addr())
-    }
-
-    /// The node with id `node_id` (1-based).
-    pub fn node(&mut self, node_id: i32) -> &mut Broker {
-        let index = usize::try_from(node_id - 1).expect("node ids start at 1");
-        &mut self.nodes[index]
-    }
-
-    /// Restarts a node on its ports and data dir (it rejoins the quorum and the cluster) and
-    /// waits until it serves. A node still running (or paused) is first stopped with SIGTERM.
-    pub fn restart(&mut self, node_id: i32) -> Result<()> {
-        self.node(node_id).restart()
-    }
-
-    /// SIGKILL to every node, all signalled before any is reaped: every machine crashing at
-    /// once, as far as each node's peers can tell.
-    pub fn kill9_all(&mut self) -> Result<()> {
-        for node in &mut self.nodes {
-            if let Some(child) = node.child.as_mut() {
-                // An already-exited child fails with InvalidInput; kill9() below reaps it.
-                let _ = child.kill();
-            }
-        }
-        for node in &mut self.nodes {
-            node.kill9()?;
-        }
-        Ok(())
-    }
-
-    /// Starts every stopped node again, then waits until each serves: a node serves only once
-    /// a quorum exists, so none is waited for before all were started.
-    pub fn restart_stopped(&mut self) -> Result<()> {
-        let mut started = Vec::new();
-        for (index, node) in self.nodes.iter_mut().enumerate() {
-            if node.child.is_none() {
-                node.spawn()?;
-                started.push(index);
-            }
-        }
-        for index in started {
-            self.nodes[index].wait_until_serving()?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod broker;
 pub mod certs;
 pub mod cli;
+pub mod cluster;
 pub mod disks;
 pub mod history;
 pub mod http;
@@ -20,7 +21,8 @@ pub mod tls_client;
 pub mod wire;
 pub mod workload;
 
-pub use broker::{default_binary, Broker, BrokerOptions, Cluster, BINARY_ENV};
+pub use broker::{default_binary, Broker, BrokerOptions, BINARY_ENV};
+pub use cluster::Cluster;
 
 /// Env switch for the consumer-group and idempotent-producer suites, which need APIs the broker
 /// gains later. Those tests print that they are skipped and return when it is not `1`.
