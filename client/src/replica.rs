@@ -2,6 +2,8 @@
 //! leader reads to its log end and records the follower's progress), and OffsetForLeaderEpoch
 //! to find where its log and the leader's diverge.
 
+use std::collections::HashMap;
+
 use kafka_protocol::messages::fetch_request::{FetchPartition, ReplicaState};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
@@ -80,17 +82,19 @@ impl Connection {
             .with_replica_id(BrokerId(replica.id.get()))
             .with_replica_epoch(replica.broker_epoch.get());
         let mut request = fetch_request(-1, spec, partitions).with_replica_state(state);
+        // One entry per topic, not per partition: a follower fetches thousands of partitions.
+        let ids: HashMap<&str, [u8; 16]> = positions.iter().map(|p| (&*p.tp.topic, p.topic_id)).collect();
         for topic in &mut request.topics {
-            let named = positions.iter().find(|p| *p.tp.topic == *topic.topic.as_str());
-            topic.topic_id = uuid::Uuid::from_bytes(named.map_or([0; 16], |p| p.topic_id));
+            let id = ids.get(topic.topic.as_str()).copied().unwrap_or_default();
+            topic.topic_id = uuid::Uuid::from_bytes(id);
         }
         let pending = self.send_at(&request, REPLICA_FETCH_VERSION, true)?;
         let mut response: FetchResponse = self.receive(pending)?;
         check_code(ApiKey::Fetch, response.error_code, None, String::new)?;
+        let names: HashMap<[u8; 16], &str> = ids.into_iter().map(|(name, id)| (id, name)).collect();
         for topic in &mut response.responses {
-            let id = *topic.topic_id.as_bytes();
-            if let Some(position) = positions.iter().find(|p| p.topic_id == id) {
-                topic.topic.0 = StrBytes::from_string(position.tp.topic.to_string());
+            if let Some(name) = names.get(topic.topic_id.as_bytes()) {
+                topic.topic.0 = StrBytes::from_string((*name).to_string());
             }
         }
         Ok(fetched_partitions(response))

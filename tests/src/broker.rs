@@ -419,7 +419,6 @@ impl Broker {
             .with_context(|| format!("command: {} {}", self.binary.display(), args.join(" ")))
     }
 
-    /// Starts the process without waiting for it to serve (see [`crate::Cluster`]).
     /// A broker not started yet, on the ports given (`(kafka, http, extra listeners)`), its
     /// files under `root` ([`crate::Cluster`] starts its nodes together).
     pub(crate) fn unstarted(
@@ -441,6 +440,7 @@ impl Broker {
         }
     }
 
+    /// Starts the process without waiting for it to serve (see [`crate::Cluster`]).
     pub(crate) fn spawn(&mut self) -> Result<()> {
         assert!(self.child.is_none(), "spawn with a broker still running");
         self.starts += 1;

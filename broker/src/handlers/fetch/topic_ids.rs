@@ -24,27 +24,17 @@ pub(super) fn name_topics(table: &TopicTable, request: &mut FetchRequest, versio
     }
     let read_committed = request.isolation_level == READ_COMMITTED;
     let mut unknown = Vec::new();
-    request
-        .topics
-        .retain_mut(|topic| match name_of(table, &topic.topic_id) {
-            Some(name) => {
-                topic.topic = name;
-                true
-            }
-            None => {
-                unknown.push(unknown_topic(topic, read_committed));
-                false
-            }
-        });
+    let named = |id: &uuid::Uuid, slot: &mut TopicName| name_of(table, id).map(|name| *slot = name).is_some();
+    request.topics.retain_mut(|topic| {
+        let known = named(&topic.topic_id, &mut topic.topic);
+        if !known {
+            unknown.push(unknown_topic(topic, read_committed));
+        }
+        known
+    });
     request
         .forgotten_topics_data
-        .retain_mut(|topic| match name_of(table, &topic.topic_id) {
-            Some(name) => {
-                topic.topic = name;
-                true
-            }
-            None => false,
-        });
+        .retain_mut(|topic| named(&topic.topic_id, &mut topic.topic));
     unknown
 }
 
