@@ -212,6 +212,12 @@ if [ "$built" -eq 1 ]; then
 fi
 
 say "summary after $((SECONDS - started)) s (logs in $LOGS)"
+# Why each failing Rust test failed, here at the end: a failing test's own output can be long,
+# and a log cut in the middle keeps only its head and the run's tail.
+if [ -f "$LOGS/cargo-test.log" ] && grep -q '^test .* FAILED$' "$LOGS/cargo-test.log"; then
+  echo "why the failing Rust tests failed (their first lines of FAILED:, Error: or a panic):"
+  grep -E "^(FAILED: |Error: |thread '.*' panicked)" -A4 "$LOGS/cargo-test.log" | cut -c1-400 | head -80
+fi
 disk_free "at the end"
 for step in "${FAILED_STEPS[@]+"${FAILED_STEPS[@]}"}"; do echo "FAILED: $step"; done
 echo "$PASSED passed, $FAILED failed"

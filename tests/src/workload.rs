@@ -173,6 +173,12 @@ impl Clients {
                 "request.timeout.ms",
                 PRODUCE_REQUEST_TIMEOUT.as_millis().to_string(),
             )
+            // The metadata request that follows a timed-out produce may go to the same frozen
+            // broker (its connection is still up): it waits this long, not the 10 s default.
+            .set(
+                "socket.timeout.ms",
+                PRODUCE_REQUEST_TIMEOUT.as_millis().to_string(),
+            )
             .set("linger.ms", "5")
             .create_with_context(Recorder {
                 history: self.history.clone(),
