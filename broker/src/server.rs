@@ -86,6 +86,7 @@ pub fn start(config: BrokerConfig) -> anyhow::Result<RunningBroker> {
         failed_logins: failed_logins(&config),
         authorizer: open_authorizer(&config.authorizer, &log_dir, cluster.as_ref())?,
         client_quotas: client_quotas(&config, &log_dir, cluster.as_ref())?,
+        effective_config: effective_config(&config, &log_dir, cluster.as_ref())?,
         config,
         log_dir_locks,
         write_behind_unavailable,
@@ -206,6 +207,20 @@ fn client_quotas(
         Some(link) => ClientQuotaManager::of_cluster(link.clone(), config.quota_windows),
         None => ClientQuotaManager::open(log_dir, config.quota_windows)?,
     })
+}
+
+/// The config with the dynamic values over it: a single node's from its log dir, a cluster
+/// node's from the metadata.
+fn effective_config(
+    config: &BrokerConfig,
+    log_dir: &Path,
+    cluster: Option<&Arc<crate::quorum::ClusterLink>>,
+) -> anyhow::Result<crate::dynamic_configs::EffectiveConfig> {
+    use crate::dynamic_configs::EffectiveConfig;
+    match cluster {
+        Some(link) => EffectiveConfig::of_cluster(config, &link.image().metadata),
+        None => EffectiveConfig::open(config, log_dir),
+    }
 }
 
 /// The connection creation rates; the inter-broker listener is exempt from the broker's.

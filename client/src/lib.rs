@@ -52,7 +52,7 @@ pub use laminar_security::{Mechanism, SecurityProtocol};
 pub use quotas::QuotaValues;
 pub use replica::{EpochEnd, EpochEndQuery, Replica, ReplicaFetchPosition, REPLICA_FETCH_VERSION};
 pub use security_settings::{SecuritySettings, SecuritySettingsError};
-pub use topic_changes::ConfigChange;
+pub use topic_changes::{ConfigChange, BROKER_RESOURCE};
 pub use transport::{SaslLogin, Security};
 pub use users::ScramUser;
 pub use versions::{client_versions, ApiVersionTable};

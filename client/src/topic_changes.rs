@@ -1,5 +1,5 @@
 //! Changing existing topics: CreatePartitions (grow the partition count) and
-//! IncrementalAlterConfigs (set or delete topic config overrides).
+//! IncrementalAlterConfigs (set or delete topic config overrides, or dynamic broker configs).
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
@@ -19,6 +19,8 @@ pub enum ConfigChange {
 }
 
 const TOPIC_RESOURCE: i8 = 2;
+/// A broker's dynamic configs: named by its id, or empty for every broker's default.
+pub const BROKER_RESOURCE: i8 = 4;
 const OPERATION_SET: i8 = 0;
 const OPERATION_DELETE: i8 = 1;
 
@@ -53,6 +55,17 @@ impl Connection {
 
     /// Applies `changes` to `topic`'s config overrides; the rest stay as they are.
     pub fn alter_topic_configs(&mut self, topic: &str, changes: &[ConfigChange]) -> Result<(), ClientError> {
+        self.alter_configs(TOPIC_RESOURCE, topic, changes)
+    }
+
+    /// Applies `changes` to the configs of a resource (`resource_type`: 2 topic, 4 broker); the
+    /// rest stay as they are.
+    pub fn alter_configs(
+        &mut self,
+        resource_type: i8,
+        resource_name: &str,
+        changes: &[ConfigChange],
+    ) -> Result<(), ClientError> {
         let configs = changes
             .iter()
             .map(|change| match change {
@@ -67,8 +80,8 @@ impl Connection {
             .collect();
         let request =
             IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-                .with_resource_type(TOPIC_RESOURCE)
-                .with_resource_name(StrBytes::from_string(topic.to_owned()))
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(resource_name.to_owned()))
                 .with_configs(configs)]);
         let response = self.request(&request)?;
         let result = response
@@ -76,13 +89,13 @@ impl Connection {
             .first()
             .ok_or_else(|| ClientError::MissingInResponse {
                 api: ApiKey::IncrementalAlterConfigs,
-                what: topic.to_owned(),
+                what: resource_name.to_owned(),
             })?;
         check_code(
             ApiKey::IncrementalAlterConfigs,
             result.error_code,
             result.error_message.as_deref(),
-            || format!(" {topic}"),
+            || format!(" {resource_name}"),
         )
     }
 }

@@ -173,6 +173,28 @@ pub enum ControllerRequest {
     UnregisterBroker {
         broker_id: NodeId,
     },
+    /// Dynamic broker configs replaced, each only if it still holds what its broker computed the
+    /// change from (AlterConfigs and IncrementalAlterConfigs of brokers).
+    AlterBrokerConfigs {
+        changes: Vec<BrokerConfigChange>,
+    },
+}
+
+/// One broker's dynamic configs (`broker: Some(id)`), or every broker's default (`None`, Kafka's
+/// `--entity-default`), computed and checked by a broker from what it saw (`expected`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerConfigChange {
+    pub broker: Option<NodeId>,
+    pub expected: BTreeMap<String, String>,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl BrokerConfigChange {
+    /// The resource name of the change in the metadata (`ConfigRecord`): the id, or empty for
+    /// the default.
+    pub fn resource_name(&self) -> String {
+        self.broker.map(|id| id.to_string()).unwrap_or_default()
+    }
 }
 
 /// One topic's new config overrides, computed (and checked against Kafka's topic configs) by a
@@ -246,6 +268,8 @@ pub enum ControllerResponse {
     Quorum(crate::quorum_description::QuorumDescription),
     /// UnregisterBroker.
     BrokerUnregistered(Result<(), Refusal>),
+    /// AlterBrokerConfigs: one result per change, in request order.
+    BrokerConfigs(Vec<Result<(), Refusal>>),
 }
 
 impl ControllerResponse {

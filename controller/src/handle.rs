@@ -251,6 +251,21 @@ impl ControllerHandle {
             .await
     }
 
+    /// Replaces dynamic broker configs (per broker or the default), each only if unchanged
+    /// since its `expected`: one result per change.
+    pub async fn alter_broker_configs(
+        &self,
+        changes: Vec<crate::api::BrokerConfigChange>,
+    ) -> Result<Vec<Result<(), Refusal>>, Refusal> {
+        match self
+            .request(ControllerRequest::AlterBrokerConfigs { changes })
+            .await
+        {
+            ControllerResponse::BrokerConfigs(results) => Ok(results),
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     /// Removes broker `broker_id`'s registration; refused while it holds replicas.
     pub async fn unregister_broker(&self, broker_id: NodeId) -> Result<(), Refusal> {
         match self

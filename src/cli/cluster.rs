@@ -1,7 +1,8 @@
-//! `laminar cluster info | brokers | quorum | unregister`: the cluster id, controller and
-//! counts; every registered broker with its endpoint, rack, fenced state and leaderships; the
-//! controller quorum's leader, term and each voter's lag (from the admin HTTP port's
-//! `/v1/status`); removing a broker that left for good (UnregisterBroker).
+//! `laminar cluster info | brokers | quorum | unregister | config`: the cluster id, controller
+//! and counts; every registered broker with its endpoint, rack, fenced state and leaderships;
+//! the controller quorum's leader, term and each voter's lag (from the admin HTTP port's
+//! `/v1/status`); removing a broker that left for good (UnregisterBroker); dynamic broker
+//! configs (`broker_config.rs`).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -51,6 +52,17 @@ pub enum ClusterCommand {
         #[command(flatten)]
         brokers: BrokerArgs,
     },
+    /// Dynamic broker configs (Kafka's `kafka-configs --entity-type brokers`): topic defaults
+    /// such as log.retention.ms and message.max.bytes, and the replication throttle rates, for
+    /// one broker or every broker, changed while they run. Without --set or --delete: every
+    /// value not at its default and where it comes from.
+    ///
+    /// Examples:
+    ///   laminar cluster config --entity-default --set log.retention.ms=86400000
+    ///   laminar cluster config --broker 2 --set follower.replication.throttled.rate=10485760
+    ///   laminar cluster config --broker 2 --delete follower.replication.throttled.rate
+    ///   laminar cluster config --broker 2
+    Config(super::broker_config::ConfigArgs),
 }
 
 /// Where the brokers' admin HTTP ports (`laminar.http.listen`) are.
@@ -79,6 +91,7 @@ pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
             println!("unregistered broker {id}");
             Ok(())
         }
+        ClusterCommand::Config(args) => super::broker_config::run(&args),
     }
 }
 

@@ -3,6 +3,7 @@
 //! says why (unreachable broker, unknown topic, invalid name, the broker's error code).
 
 pub mod acl;
+mod broker_config;
 pub mod cluster;
 pub mod consume;
 pub mod format;

@@ -24,6 +24,16 @@ def controller_binary() -> Path:
     return target / "debug" / "laminar-test-broker"
 
 
+def laminar_cli(*args: str) -> str:
+    """Runs the `laminar` binary (built beside the harness) with `args`; its stdout. Raises
+    `subprocess.CalledProcessError`, carrying stderr, when it fails."""
+    binary = controller_binary().with_name("laminar")
+    done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
+    return done.stdout
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (for a broker's admin listener)."""
     with socket.socket() as s:

@@ -19,7 +19,11 @@ use super::shutdown::ShutdownSignal;
 /// State every shard shares. Shared read-only across shards (the topic table has its own
 /// single-writer discipline).
 pub struct BrokerShared {
+    /// The config as loaded at start (`server.properties`, `--override`).
     pub config: BrokerConfig,
+    /// `config` with the dynamic broker configs over it: what topic defaults and throttles
+    /// follow.
+    pub effective_config: crate::dynamic_configs::EffectiveConfig,
     /// The exclusive lock on every log dir, held for the broker's lifetime.
     pub log_dir_locks: Vec<crate::log_dir_lock::LogDirLock>,
     /// Why write-behind, though configured, does not run (its io_uring could not be created).
@@ -66,7 +70,8 @@ impl BrokerShared {
 
     /// The log settings of one topic: its overrides over the broker's defaults.
     pub fn log_config_for(&self, topic: &TopicMetadata) -> LogConfig {
-        crate::config::engine::log_config(&topic.configs, &self.config)
+        self.effective_config
+            .read(|config| crate::config::engine::log_config(&topic.configs, config))
     }
 
     /// What a partition of `topic` opens with: its log settings and its id (a directory left by
@@ -83,18 +88,20 @@ impl BrokerShared {
     pub(super) fn partition_spec_named(&self, topic: &str) -> PartitionSpec {
         self.metadata.with_current(|table| match table.get(topic) {
             Some(topic) => self.partition_spec(topic),
-            None => crate::config::engine::log_config(&BTreeMap::new(), &self.config).into(),
+            None => (self.effective_config)
+                .read(|config| crate::config::engine::log_config(&BTreeMap::new(), config))
+                .into(),
         })
     }
 
-    /// `min.insync.replicas` of `topic`: its override, else the broker's.
+    /// `min.insync.replicas` of `topic`: its override, else the broker's (dynamic or static).
     pub fn min_insync_replicas(&self, topic: &str) -> i32 {
         let table = self.metadata.current();
         table
             .get(topic)
             .and_then(|t| t.configs.get("min.insync.replicas"))
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(self.config.min_insync_replicas)
+            .unwrap_or_else(|| self.effective_config.read(|config| config.min_insync_replicas))
     }
 
     /// Whether `topic`'s `key` (`leader.replication.throttled.replicas` or

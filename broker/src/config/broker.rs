@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::broker_keys::{find_broker_key, ignored_key_reason, BrokerDefault, BrokerKey, BROKER_KEYS};
 use super::broker_settings::BrokerConfig;
+use super::dynamic::{self, DynamicLayers};
 use super::properties::parse_properties;
 use super::value::{
     parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Kind, Listener,
@@ -100,10 +101,30 @@ impl BrokerConfig {
     /// Panics on an unregistered name: callers pass names from the registries.
     pub fn value_of(&self, name: &str) -> Option<String> {
         let key = find_broker_key(name).unwrap_or_else(|| panic!("{name} is not a registered broker key"));
-        if let Some(value) = self.explicit.get(name) {
+        let dynamic = (self.dynamic.broker.get(name)).or_else(|| self.dynamic.default.get(name));
+        if let Some(value) = dynamic.or_else(|| self.explicit.get(name)) {
             return Some(value.clone());
         }
         self.default_of(key)
+    }
+
+    /// This config with `layers` of dynamic values over its static ones (which stay as loaded):
+    /// the typed fields as if the dynamic values had been in the file. `layers` holds dynamic
+    /// keys with valid values only ([`DynamicLayers::retain_valid`]).
+    pub fn with_dynamic(&self, layers: DynamicLayers) -> Result<BrokerConfig, ConfigError> {
+        let mut merged = self.explicit.clone();
+        merged.extend(layers.merged().map(|(k, v)| (k.clone(), v.clone())));
+        let mut effective = build(merged)?;
+        // What `build` does not derive from keys alone (the iotune profile) stays as it was.
+        effective.write_behind = self.write_behind.clone();
+        effective.explicit = self.explicit.clone();
+        effective.dynamic = layers;
+        Ok(effective)
+    }
+
+    /// The dynamic values this config holds.
+    pub fn dynamic_layers(&self) -> &DynamicLayers {
+        &self.dynamic
     }
 
     /// The iotune profile to read: `laminar.iotune.profile` if set, else `iotune.json` in the
@@ -139,19 +160,15 @@ impl BrokerConfig {
         }
     }
 
-    /// Every registered broker key with its value and source (StaticBroker when the key or one
-    /// of its fallbacks was set, else Default), for DescribeConfigs on the broker resource.
-    /// Static broker configs cannot be altered at run time, so every entry is read-only.
+    /// Every registered broker key with its value and source (its first synonym's: dynamic,
+    /// static or default), for DescribeConfigs on the broker resource. Only dynamic keys
+    /// (`dynamic::is_dynamic`) are writable.
     pub fn describe(&self) -> Vec<ConfigEntry> {
         BROKER_KEYS
             .iter()
             .map(|key| {
                 let mut synonyms = self.broker_synonyms(key.name, key.fallbacks);
-                let source = if synonyms.iter().any(|s| s.source == ConfigSource::StaticBroker) {
-                    ConfigSource::StaticBroker
-                } else {
-                    ConfigSource::Default
-                };
+                let source = synonyms.first().map_or(ConfigSource::Default, |s| s.source);
                 // As Kafka: a secret is listed, marked sensitive, and never shown.
                 let sensitive = matches!(key.kind, Kind::Password);
                 if sensitive {
@@ -161,7 +178,7 @@ impl BrokerConfig {
                     name: key.name.to_string(),
                     value: self.value_of(key.name).filter(|_| !sensitive),
                     source,
-                    read_only: true,
+                    read_only: !dynamic::is_dynamic(key.name),
                     sensitive,
                     synonyms,
                     config_type: key.kind.config_type(),
@@ -171,17 +188,40 @@ impl BrokerConfig {
             .collect()
     }
 
-    /// Synonyms in precedence order: each of `first` and `fallbacks` that was set
-    /// (StaticBroker), then the default that applies when none is (Default).
+    /// The dynamic defaults every broker holds (DescribeConfigs of the broker resource named
+    /// empty, Kafka's `--entity-default`): only those set, as Kafka lists them.
+    pub fn describe_dynamic_defaults(&self) -> Vec<ConfigEntry> {
+        let set = |entry: &ConfigEntry| self.dynamic.default.contains_key(&entry.name);
+        let mut entries: Vec<ConfigEntry> = self.describe().into_iter().filter(set).collect();
+        for entry in &mut entries {
+            entry.value = self.dynamic.default.get(&entry.name).cloned();
+            entry.source = ConfigSource::DynamicDefaultBroker;
+            entry
+                .synonyms
+                .retain(|s| s.source == ConfigSource::DynamicDefaultBroker);
+        }
+        entries
+    }
+
+    /// Synonyms in precedence order: for each of `first` and `fallbacks`, where it was set
+    /// (this broker's dynamic value, the dynamic default, the static config), then the default
+    /// that applies when none is (Default).
     pub(crate) fn broker_synonyms(&self, first: &str, fallbacks: &[&str]) -> Vec<ConfigSynonym> {
         let chain = std::iter::once(first).chain(fallbacks.iter().copied());
+        let layers = [
+            (&self.dynamic.broker, ConfigSource::DynamicBroker),
+            (&self.dynamic.default, ConfigSource::DynamicDefaultBroker),
+            (&self.explicit, ConfigSource::StaticBroker),
+        ];
         let mut synonyms: Vec<ConfigSynonym> = chain
             .clone()
-            .filter_map(|name| {
-                self.explicit.get(name).map(|value| ConfigSynonym {
-                    name: name.to_string(),
-                    value: Some(value.clone()),
-                    source: ConfigSource::StaticBroker,
+            .flat_map(|name| {
+                layers.iter().filter_map(move |(layer, source)| {
+                    layer.get(name).map(|value| ConfigSynonym {
+                        name: name.to_string(),
+                        value: Some(value.clone()),
+                        source: *source,
+                    })
                 })
             })
             .collect();
@@ -261,12 +301,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
     let node_id = node_id(&v)?;
     let (listeners, advertised_listeners, cluster) = listeners_and_quorum(&v, node_id)?;
     let (listener_security, peer_links) = security_and_links(&v, &listeners, cluster.as_ref())?;
-    let WriteBehindKeys {
-        write_batch_bytes: laminar_storage_write_batch_bytes,
-        io_depth: laminar_storage_io_depth,
-        profile: laminar_iotune_profile,
-        choice: write_behind,
-    } = write_behind_keys(&v)?;
+    let write_behind_keys = write_behind_keys(&v)?;
     Ok(BrokerConfig {
         node_id: NodeId::new(narrow("node.id", node_id)),
         log_dirs: log_dirs(&v)?,
@@ -320,12 +355,13 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_http_listen: v.parsed("laminar.http.listen", |s| s.trim().parse().ok())?,
         admin_http: admin_http::admin_http_security(&v)?,
         laminar_log_format: v.parsed("laminar.log.format", LogFormat::parse)?,
-        laminar_storage_write_batch_bytes,
-        laminar_storage_io_depth,
+        laminar_storage_write_batch_bytes: write_behind_keys.write_batch_bytes,
+        laminar_storage_io_depth: write_behind_keys.io_depth,
         laminar_storage_mapped_appends: v.parsed("laminar.storage.mapped_appends", parse_bool)?,
-        laminar_iotune_profile,
-        write_behind,
+        laminar_iotune_profile: write_behind_keys.profile,
+        write_behind: write_behind_keys.choice,
         explicit,
+        dynamic: DynamicLayers::default(),
     })
 }
 

@@ -105,6 +105,8 @@ pub struct BrokerConfig {
     /// The registered keys set by the file or by overrides (validated), for `describe` and for
     /// telling a static value from a default.
     pub(super) explicit: BTreeMap<String, String>,
+    /// Dynamic values over the static ones (`dynamic.rs`); empty as loaded.
+    pub(super) dynamic: super::dynamic::DynamicLayers,
 }
 
 /// The ACL authorizer's settings (`authorizer.class.name` set).

@@ -223,7 +223,10 @@ fn describe_lists_every_key_with_sources() {
         Some("PLAINTEXT://127.0.0.1:9092")
     );
     assert_eq!(get("advertised.listeners").source, ConfigSource::Default);
-    assert!(entries.iter().all(|e| e.read_only && !e.doc.is_empty()));
+    assert!(entries.iter().all(|e| !e.doc.is_empty()));
+    // Writable exactly where dynamic.
+    assert!(entries.iter().all(|e| e.read_only != dynamic::is_dynamic(&e.name)));
+    assert!(!get("log.segment.bytes").read_only && get("num.partitions").read_only);
     // Only secrets are sensitive, and they are never shown.
     let sensitive: Vec<&str> = entries
         .iter()
@@ -320,4 +323,60 @@ fn quorum_misconfigurations_are_refused_with_the_reason() {
         .unwrap_err()
         .to_string()
         .contains("process.roles is unset"));
+}
+
+#[test]
+fn dynamic_values_rank_per_key_over_static_ones_as_kafka_resolves_synonyms() {
+    let loaded = load("log.retention.ms=100\n", &[]).unwrap().config;
+    let map = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    // A dynamic log.retention.hours does not beat a static log.retention.ms (Kafka's order).
+    let layers = DynamicLayers {
+        default: map(&[("log.retention.hours", "1"), ("log.segment.bytes", "4096")]),
+        broker: BTreeMap::new(),
+    };
+    let effective = loaded.with_dynamic(layers.clone()).unwrap();
+    assert_eq!(effective.log_retention_ms, 100);
+    assert_eq!(effective.value_of("log.segment.bytes").as_deref(), Some("4096"));
+    let layers = DynamicLayers {
+        broker: map(&[("log.retention.ms", "7")]),
+        ..layers
+    };
+    let effective = loaded.with_dynamic(layers).unwrap();
+    assert_eq!(effective.log_retention_ms, 7);
+    let sources: Vec<(String, ConfigSource)> = effective
+        .broker_synonyms(
+            "log.retention.ms",
+            &["log.retention.minutes", "log.retention.hours"],
+        )
+        .into_iter()
+        .map(|s| (s.name, s.source))
+        .collect();
+    let expected = [
+        ("log.retention.ms", ConfigSource::DynamicBroker),
+        ("log.retention.ms", ConfigSource::StaticBroker),
+        ("log.retention.hours", ConfigSource::DynamicDefaultBroker),
+        ("log.retention.hours", ConfigSource::Default),
+    ];
+    assert_eq!(sources, expected.map(|(n, s)| (n.to_string(), s)));
+    let entry = effective
+        .describe()
+        .into_iter()
+        .find(|e| e.name == "log.retention.ms")
+        .unwrap();
+    assert_eq!(
+        (entry.source, entry.read_only),
+        (ConfigSource::DynamicBroker, false)
+    );
+    let defaults = effective.describe_dynamic_defaults();
+    let names: Vec<&str> = defaults.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["log.segment.bytes", "log.retention.hours"],
+        "in the registry's order"
+    );
 }

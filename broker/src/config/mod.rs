@@ -10,12 +10,14 @@
 //! Both registries can [`describe`](BrokerConfig::describe) every key with its value and where
 //! the value came from, which is what the DescribeConfigs handler serialises.
 //!
-//! A loaded config is immutable and shared read-only across shards.
+//! A loaded config is immutable and shared read-only across shards; dynamic broker configs
+//! ([`dynamic`]) make a new one beside it.
 
 pub mod broker;
 mod broker_keys;
 mod broker_settings;
 pub mod connection_limits;
+pub mod dynamic;
 pub mod engine;
 pub mod properties;
 pub mod topic;
@@ -86,6 +88,10 @@ impl ConfigError {
 pub enum ConfigSource {
     /// A per-topic override (`DYNAMIC_TOPIC_CONFIG`).
     DynamicTopic = 1,
+    /// Set for this broker while it runs (`DYNAMIC_BROKER_CONFIG`).
+    DynamicBroker = 2,
+    /// Set for every broker while they run, `--entity-default` (`DYNAMIC_DEFAULT_BROKER_CONFIG`).
+    DynamicDefaultBroker = 3,
     /// Set in `server.properties` or by `--override` (`STATIC_BROKER_CONFIG`).
     StaticBroker = 4,
     /// Nobody set it: the built-in default (`DEFAULT_CONFIG`).

@@ -262,7 +262,7 @@ fn replication_factor(
 }
 
 fn describe(configs: &BTreeMap<String, String>, shared: &BrokerShared) -> Vec<CreatableTopicConfigs> {
-    TopicConfig::describe(configs, &shared.config)
+    TopicConfig::describe(configs, &shared.effective_config.current())
         .into_iter()
         .map(|entry| {
             CreatableTopicConfigs::default()

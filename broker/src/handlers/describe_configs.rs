@@ -83,14 +83,21 @@ fn entries(
     let name = resource.resource_name.as_str();
     match resource.resource_type {
         RESOURCE_TOPIC => match shared.metadata.current().get(name) {
-            Some(topic) => Ok(TopicConfig::describe(&topic.configs, &shared.config)),
+            Some(topic) => Ok(TopicConfig::describe(
+                &topic.configs,
+                &shared.effective_config.current(),
+            )),
             None => Err((
                 ResponseError::UnknownTopicOrPartition,
                 format!("no topic '{name}'"),
             )),
         },
-        RESOURCE_BROKER if name.is_empty() || name == shared.node_id().to_string() => {
-            Ok(shared.config.describe())
+        // Kafka's `--entity-default`: the dynamic defaults only.
+        RESOURCE_BROKER if name.is_empty() => {
+            Ok(shared.effective_config.current().describe_dynamic_defaults())
+        }
+        RESOURCE_BROKER if name == shared.node_id().to_string() => {
+            Ok(shared.effective_config.current().describe())
         }
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,

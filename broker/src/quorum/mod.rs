@@ -28,18 +28,21 @@ use crate::config::{BrokerConfig, ClusterSettings};
 
 /// The controller's directory under the first log dir (KRaft's name for the metadata log).
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
-/// Topics removed from the metadata or given new configs whose local partitions still wait for
-/// shard 0 to delete or reconfigure them: past this the metadata thread waits (back-pressure),
+/// Topics removed from the metadata or given new configs (and broker config changes) whose local
+/// partitions still wait for shard 0 to delete or reconfigure them: past this the metadata thread waits (back-pressure),
 /// nothing is dropped.
 const TOPIC_CHANGES_QUEUED_MAX: usize = 1024;
 
-/// What shard 0 does to a topic's local partitions after a metadata change.
+/// What shard 0 does to local partitions after a metadata change.
 #[derive(Debug, Clone)]
-pub enum TopicChange {
+pub enum MetadataChange {
     /// The topic is gone: delete its partitions.
     Removed(Arc<TopicMetadata>),
     /// Its config overrides changed: apply them to its open partitions.
     Reconfigured(Arc<TopicMetadata>),
+    /// This broker's dynamic configs changed (already in its effective config): apply them to
+    /// every open partition and every shard's throttles.
+    BrokerReconfigured,
 }
 
 /// What `ClusterLink::status` reports: plain data, copied out when the admin port asks.
@@ -74,8 +77,8 @@ pub struct ClusterLink {
     /// The voter this process runs; taken and stopped once the shards have stopped.
     node: Mutex<Option<ControllerNode>>,
     topic_changes: (
-        async_channel::Sender<TopicChange>,
-        async_channel::Receiver<TopicChange>,
+        async_channel::Sender<MetadataChange>,
+        async_channel::Receiver<MetadataChange>,
     ),
     /// How followers connect to leaders (the inter-broker listener's TLS and SASL login).
     pub replica_fetch_security: laminar_client::Security,
@@ -207,7 +210,7 @@ impl ClusterLink {
 
     /// The next topic removed or reconfigured in the metadata (for shard 0, which deletes or
     /// reconfigures its partitions).
-    pub async fn next_topic_change(&self) -> Option<TopicChange> {
+    pub async fn next_metadata_change(&self) -> Option<MetadataChange> {
         self.topic_changes.1.recv().await.ok()
     }
 }

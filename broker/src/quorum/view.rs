@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use laminar_controller::{ClusterMetadata, MetadataImage};
-use laminar_engine::metadata::{MetadataStore, TopicMetadata};
+use laminar_engine::metadata::TopicMetadata;
 
-use super::{ClusterLink, TopicChange};
+use super::{ClusterLink, MetadataChange};
 use crate::broker::BrokerShared;
 
 /// The shards' topic table for `md`: every topic, its partition count, replication factor
@@ -42,36 +42,45 @@ pub fn topic_table(md: &ClusterMetadata) -> BTreeMap<String, Arc<TopicMetadata>>
 pub fn start_sync(shared: Arc<BrokerShared>, link: Arc<ClusterLink>) -> anyhow::Result<()> {
     let mut changes = link.handle.subscribe();
     let first = changes.borrow_and_update().clone();
-    let mut previous = publish(&shared.metadata, &link, first, &BTreeMap::new());
+    let mut previous = publish(&shared, &link, first, &BTreeMap::new());
     std::thread::Builder::new()
         .name("laminar-metadata".into())
         .spawn(move || {
             while futures::executor::block_on(changes.changed()).is_ok() {
                 let image = changes.borrow_and_update().clone();
-                previous = publish(&shared.metadata, &link, image, &previous);
+                previous = publish(&shared, &link, image, &previous);
             }
         })?;
     Ok(())
 }
 
 fn publish(
-    store: &MetadataStore,
+    shared: &BrokerShared,
     link: &ClusterLink,
     image: Arc<MetadataImage>,
     previous: &BTreeMap<String, Arc<TopicMetadata>>,
 ) -> BTreeMap<String, Arc<TopicMetadata>> {
     let table = topic_table(&image.metadata);
+    let layers = crate::dynamic_configs::layers_in(&image.metadata, shared.config.node_id);
     link.image.store(image);
-    store.publish_view(table.clone());
+    shared.metadata.publish_view(table.clone());
     link.published.notify(usize::MAX);
-    for (name, old) in previous {
-        let change = match table.get(name) {
-            Some(new) if new.id == old.id && new.configs == old.configs => continue,
-            Some(new) if new.id == old.id => TopicChange::Reconfigured(new.clone()),
-            _ => TopicChange::Removed(old.clone()),
-        };
+    let mut changes: Vec<MetadataChange> = previous
+        .iter()
+        .filter_map(|(name, old)| match table.get(name) {
+            Some(new) if new.id == old.id && new.configs == old.configs => None,
+            Some(new) if new.id == old.id => Some(MetadataChange::Reconfigured(new.clone())),
+            _ => Some(MetadataChange::Removed(old.clone())),
+        })
+        .collect();
+    match shared.effective_config.update(&shared.config, |_| Ok(layers)) {
+        Ok(true) => changes.push(MetadataChange::BrokerReconfigured),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(error = %format!("{error:#}"), "dynamic broker configs not applied"),
+    }
+    for change in changes {
         if link.topic_changes.0.send_blocking(change).is_err() {
-            return table;
+            break;
         }
     }
     table
@@ -81,18 +90,21 @@ fn publish(
 /// applies new configs to the open partitions of every topic whose configs changed.
 pub async fn apply_topic_changes(ctx: std::rc::Rc<crate::broker::BrokerCtx>, link: Arc<ClusterLink>) {
     use crate::handlers::topic_admin::{delete_partitions, push_configs};
-    while let Some(change) = link.next_topic_change().await {
+    while let Some(change) = link.next_metadata_change().await {
         match change {
-            TopicChange::Removed(topic) => {
+            MetadataChange::Removed(topic) => {
                 delete_partitions(&ctx, &topic).await;
                 tracing::info!(
                     topic = topic.name,
                     "deleted the local partitions of a removed topic"
                 );
             }
-            TopicChange::Reconfigured(topic) => {
+            MetadataChange::Reconfigured(topic) => {
                 push_configs(&ctx, &topic).await;
                 tracing::info!(topic = topic.name, configs = ?topic.configs, "applied new topic configs");
+            }
+            MetadataChange::BrokerReconfigured => {
+                crate::handlers::alter_configs::apply_dynamic_configs(&ctx).await;
             }
         }
     }

@@ -26,10 +26,12 @@ impl ThrottleSide {
     }
 }
 
-/// A token bucket of bytes. Owned by one shard; not Send.
+/// A token bucket of bytes. Owned by one shard; not Send. Its rate changes with the dynamic
+/// broker configs (`set_rate`).
 pub struct Throttle {
     /// Bytes per second this shard may move; `None`: unthrottled.
-    rate_bytes_per_s: Option<u64>,
+    rate_bytes_per_s: Cell<Option<u64>>,
+    shard_count: usize,
     /// Bytes that may go now; negative after a large answer (it is paid back before more go).
     available: Cell<f64>,
     refilled_at: Cell<Instant>,
@@ -37,33 +39,43 @@ pub struct Throttle {
 
 impl Throttle {
     /// `rate_bytes_per_s` for the whole broker, of which this shard gets `1 / shard_count`.
-    /// Kafka's "no throttle" is `Long.MAX_VALUE`: anything past 2^53 counts as none.
     pub fn new(rate_bytes_per_s: i64, shard_count: usize) -> Self {
-        let shards = u64::try_from(shard_count.max(1)).unwrap_or(1);
+        let throttle = Throttle {
+            rate_bytes_per_s: Cell::new(None),
+            shard_count: shard_count.max(1),
+            available: Cell::new(0.0),
+            refilled_at: Cell::new(Instant::now()),
+        };
+        throttle.set_rate(rate_bytes_per_s);
+        throttle
+    }
+
+    /// A new broker-wide rate: this shard's share starts with one second's worth.
+    /// Kafka's "no throttle" is `Long.MAX_VALUE`: anything past 2^53 counts as none.
+    pub fn set_rate(&self, rate_bytes_per_s: i64) {
+        let shards = u64::try_from(self.shard_count).unwrap_or(1);
         let rate = u64::try_from(rate_bytes_per_s)
             .ok()
             .filter(|r| *r < 1 << 53)
             .map(|r| (r / shards).max(1));
-        Throttle {
-            rate_bytes_per_s: rate,
-            available: Cell::new(rate.map_or(0.0, |r| r as f64)),
-            refilled_at: Cell::new(Instant::now()),
-        }
+        self.rate_bytes_per_s.set(rate);
+        self.available.set(rate.map_or(0.0, |r| r as f64));
+        self.refilled_at.set(Instant::now());
     }
 
     pub fn is_limited(&self) -> bool {
-        self.rate_bytes_per_s.is_some()
+        self.rate_bytes_per_s.get().is_some()
     }
 
     /// Whether throttled bytes may go now (the budget is not spent).
     pub fn allows(&self, now: Instant) -> bool {
         self.refill(now);
-        self.rate_bytes_per_s.is_none() || self.available.get() > 0.0
+        self.rate_bytes_per_s.get().is_none() || self.available.get() > 0.0
     }
 
     /// Counts `bytes` that went.
     pub fn spend(&self, bytes: usize, now: Instant) {
-        if self.rate_bytes_per_s.is_some() {
+        if self.rate_bytes_per_s.get().is_some() {
             self.refill(now);
             self.available.set(self.available.get() - bytes as f64);
         }
@@ -71,7 +83,7 @@ impl Throttle {
 
     /// Adds what the time since the last refill earned, up to one second's worth (the burst).
     fn refill(&self, now: Instant) {
-        let Some(rate) = self.rate_bytes_per_s else {
+        let Some(rate) = self.rate_bytes_per_s.get() else {
             return;
         };
         let elapsed = now
@@ -117,6 +129,18 @@ mod tests {
             !throttle.allows(idle),
             "a long idle earns one second's burst, no more"
         );
+    }
+
+    #[test]
+    fn a_new_rate_applies_at_once() {
+        let throttle = Throttle::new(i64::MAX, 1);
+        throttle.set_rate(1_000);
+        assert!(throttle.is_limited());
+        throttle.spend(1_500, Instant::now());
+        assert!(!throttle.allows(Instant::now()));
+        throttle.set_rate(i64::MAX);
+        assert!(!throttle.is_limited());
+        assert!(throttle.allows(Instant::now()));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Topic configs through the metadata log (AlterConfigs and IncrementalAlterConfigs of topics),
-//! so that every replica of a topic applies the same overrides. A broker computes a topic's new
+//! Topic and dynamic broker configs through the metadata log (AlterConfigs and
+//! IncrementalAlterConfigs), so that every replica of a topic, and every broker, applies the same
+//! values. A broker computes a topic's new
 //! overrides from those it saw and checks them against Kafka's topic configs (the controller
 //! knows no config keys); the controller writes them only if the topic still holds what the
 //! broker saw, so two changes made at once through different brokers cannot lose one another.
@@ -7,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{ControllerResponse, TopicConfigChange, TopicResult};
+use crate::api::{BrokerConfigChange, ControllerResponse, TopicConfigChange, TopicResult};
 use crate::metadata::ClusterMetadata;
 use crate::records::{ConfigRecord, ConfigResourceType, MetadataRecord};
 use crate::refusal::Refusal;
@@ -52,17 +53,61 @@ fn alter_one(
     let Some(topic) = md.topic_by_name(&change.name) else {
         return topic_refused(&change.name, Refusal::UnknownTopic);
     };
-    if let Err(reason) = configs_error(&change.configs) {
-        return topic_refused(&change.name, Refusal::InvalidConfig { reason });
-    }
-    if topic.configs != change.expected {
-        return topic_refused(&change.name, Refusal::InvalidUpdateVersion);
-    }
-    records.extend(config_records(&change.name, &topic.configs, &change.configs));
+    let resource = (ConfigResourceType::Topic, change.name.as_str());
+    let result = replace_configs(
+        resource,
+        &topic.configs,
+        (&change.expected, &change.configs),
+        records,
+    );
     TopicResult {
         name: change.name.clone(),
-        result: Ok(topic.topic_id),
+        result: result.map(|()| topic.topic_id),
     }
+}
+
+/// Dynamic broker configs, per broker or the default of every broker. The broker id need not be
+/// registered (as Kafka: a broker may be configured before it first starts).
+pub fn alter_broker_configs(md: &ClusterMetadata, changes: &[BrokerConfigChange]) -> Decision {
+    if changes.len() > TOPICS_PER_REQUEST_MAX {
+        let reason = format!("at most {TOPICS_PER_REQUEST_MAX} brokers per request");
+        return Decision::answer(ControllerResponse::Refused(Refusal::InvalidConfig { reason }));
+    }
+    let mut records = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let results = changes
+        .iter()
+        .map(|change| {
+            let name = change.resource_name();
+            if !seen.insert(name.clone()) {
+                let reason = format!("broker '{name}' named twice");
+                return Err(Refusal::InvalidConfig { reason });
+            }
+            let held = md.broker_configs.get(&name).cloned().unwrap_or_default();
+            let resource = (ConfigResourceType::Broker, name.as_str());
+            replace_configs(resource, &held, (&change.expected, &change.configs), &mut records)
+        })
+        .collect();
+    Decision {
+        records,
+        response: ControllerResponse::BrokerConfigs(results),
+    }
+}
+
+/// Writes the records that turn a resource's `held` configs into `new`, if `new` may be its
+/// configs and it still holds `expected`.
+fn replace_configs(
+    resource: (ConfigResourceType, &str),
+    held: &BTreeMap<String, String>,
+    (expected, new): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    records: &mut Vec<MetadataRecord>,
+) -> Result<(), Refusal> {
+    configs_error(new).map_err(|reason| Refusal::InvalidConfig { reason })?;
+    if held != expected {
+        return Err(Refusal::InvalidUpdateVersion);
+    }
+    records.extend(config_records(resource, held, new));
+    Ok(())
 }
 
 /// Why `configs` may not be a topic's overrides, if they may not: too many, a name empty or too
@@ -82,10 +127,10 @@ pub fn configs_error(configs: &BTreeMap<String, String>) -> Result<(), String> {
     Ok(())
 }
 
-/// The records that turn `topic`'s overrides from `old` into `new`: one per key set or changed,
-/// one without a value per key removed.
+/// The records that turn a resource's configs from `old` into `new`: one per key set or
+/// changed, one without a value per key removed.
 fn config_records<'a>(
-    topic: &'a str,
+    (resource_type, resource_name): (ConfigResourceType, &'a str),
     old: &'a BTreeMap<String, String>,
     new: &'a BTreeMap<String, String>,
 ) -> impl Iterator<Item = MetadataRecord> + 'a {
@@ -99,8 +144,8 @@ fn config_records<'a>(
         .map(|name| (name, None));
     set.chain(removed).map(move |(name, value)| {
         MetadataRecord::Config(ConfigRecord {
-            resource_type: ConfigResourceType::Topic,
-            resource_name: topic.to_string(),
+            resource_type,
+            resource_name: resource_name.to_string(),
             name: name.clone(),
             value,
         })
@@ -129,7 +174,8 @@ mod tests {
         md.apply(&topic, 1).unwrap();
         apply(
             &mut md,
-            &config_records("t", &BTreeMap::new(), &map(configs)).collect::<Vec<_>>(),
+            &config_records((ConfigResourceType::Topic, "t"), &BTreeMap::new(), &map(configs))
+                .collect::<Vec<_>>(),
         );
         md
     }
@@ -228,5 +274,51 @@ mod tests {
             );
             assert!(decision.records.is_empty());
         }
+    }
+    fn broker_change(
+        broker: Option<i32>,
+        expected: &[(&str, &str)],
+        configs: &[(&str, &str)],
+    ) -> BrokerConfigChange {
+        BrokerConfigChange {
+            broker: broker.map(laminar_model::NodeId::new),
+            expected: map(expected),
+            configs: map(configs),
+        }
+    }
+
+    #[test]
+    fn broker_configs_are_kept_per_broker_and_as_the_default_and_checked_like_topics() {
+        let mut md = ClusterMetadata::default();
+        let default = broker_change(None, &[], &[("log.retention.ms", "1000")]);
+        let own = broker_change(Some(2), &[], &[("leader.replication.throttled.rate", "10")]);
+        let decision = alter_broker_configs(&md, &[default, own]);
+        assert_eq!(
+            decision.response,
+            ControllerResponse::BrokerConfigs(vec![Ok(()), Ok(())])
+        );
+        apply(&mut md, &decision.records);
+        assert_eq!(md.broker_configs[""], map(&[("log.retention.ms", "1000")]));
+        assert_eq!(
+            md.broker_configs["2"],
+            map(&[("leader.replication.throttled.rate", "10")])
+        );
+
+        let stale = broker_change(None, &[], &[("log.retention.ms", "5")]);
+        let twice = [broker_change(Some(2), &[], &[]), broker_change(Some(2), &[], &[])];
+        let decision = alter_broker_configs(&md, &[stale]);
+        assert_eq!(
+            decision.response,
+            ControllerResponse::BrokerConfigs(vec![Err(Refusal::InvalidUpdateVersion)])
+        );
+        let decision = alter_broker_configs(&md, &twice);
+        assert!(matches!(
+            &decision.response,
+            ControllerResponse::BrokerConfigs(r) if matches!(r[1], Err(Refusal::InvalidConfig { .. }))
+        ));
+        let removed = broker_change(None, &[("log.retention.ms", "1000")], &[]);
+        let decision = alter_broker_configs(&md, &[removed]);
+        apply(&mut md, &decision.records);
+        assert!(md.broker_configs[""].is_empty());
     }
 }

@@ -123,6 +123,7 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
         ControllerRequest::DeleteAcls { entries } => acls::delete_acls(md, &entries),
         ControllerRequest::AlterClientQuotas { entries } => quotas::alter_client_quotas(md, &entries),
         ControllerRequest::AlterTopicConfigs { changes } => configs::alter_topic_configs(md, &changes),
+        ControllerRequest::AlterBrokerConfigs { changes } => configs::alter_broker_configs(md, &changes),
         // Answered from Raft's state before any decision (`active.rs`): not a metadata change.
         ControllerRequest::UnregisterBroker { broker_id } => brokers::unregister_broker(md, broker_id),
         ControllerRequest::DescribeQuorum => Decision::answer(ControllerResponse::Refused(

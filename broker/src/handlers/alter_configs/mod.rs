@@ -1,6 +1,6 @@
 //! AlterConfigs (replace a topic's overrides) and IncrementalAlterConfigs (set, delete, append,
 //! subtract single keys). Changes are validated whole, persisted, then applied live to the
-//! topic's open partitions. Broker configs are static here (read-only).
+//! topic's open partitions. Broker resources: the dynamic broker configs (`broker_resource`).
 //!
 //! In a cluster the overrides live in the metadata log: the change goes to the controller,
 //! which writes it only if the topic still holds the overrides it was computed from
@@ -26,6 +26,9 @@ use crate::quorum::ClusterLink;
 use laminar_controller::api::TopicConfigChange;
 use laminar_controller::{MetadataImage, Refusal};
 use laminar_security::Operation;
+
+mod broker_resource;
+pub use broker_resource::apply_dynamic_configs;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -146,12 +149,7 @@ async fn alter(
 ) -> Result<(), AdminError> {
     match resource_type {
         RESOURCE_TOPIC => {}
-        RESOURCE_BROKER => {
-            return Err(AdminError::new(
-                ResponseError::InvalidRequest,
-                "broker configs are static in Laminar: change server.properties and restart",
-            ))
-        }
+        RESOURCE_BROKER => return broker_resource::alter(ctx, name, validate_only, new_overrides).await,
         other => {
             return Err(AdminError::new(
                 ResponseError::InvalidRequest,
