@@ -156,14 +156,8 @@ fn decode(text: &str) -> anyhow::Result<DynamicLayers> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::dynamic::configs as map;
     use std::collections::BTreeMap;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn the_file_is_java_properties_with_a_prefix_per_layer() {

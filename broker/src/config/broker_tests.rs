@@ -225,7 +225,9 @@ fn describe_lists_every_key_with_sources() {
     assert_eq!(get("advertised.listeners").source, ConfigSource::Default);
     assert!(entries.iter().all(|e| !e.doc.is_empty()));
     // Writable exactly where dynamic.
-    assert!(entries.iter().all(|e| e.read_only != dynamic::is_dynamic(&e.name)));
+    assert!(entries
+        .iter()
+        .all(|e| e.read_only != dynamic::is_dynamic(&e.name)));
     assert!(!get("log.segment.bytes").read_only && get("num.partitions").read_only);
     // Only secrets are sensitive, and they are never shown.
     let sensitive: Vec<&str> = entries

@@ -89,16 +89,19 @@ fn validate_one(name: &str, value: &str) -> Result<(), ConfigError> {
     key.kind.validate(name, value)
 }
 
+/// Configs from `(key, value)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use configs as map;
 
     #[test]
     fn topic_defaults_and_throttle_rates_are_dynamic_the_rest_is_not() {
