@@ -145,9 +145,7 @@ impl ActiveController {
             return;
         }
         let leader_id = self.current_leader();
-        let address = leader_id
-            .and_then(|id| self.members.get(&id))
-            .map(|n| n.addr.clone());
+        let address = leader_id.and_then(|id| self.address_of(id));
         match (leader_id, address) {
             (Some(leader), Some(address)) if !command.forwarded => {
                 let forward = Forward {
@@ -167,6 +165,21 @@ impl ActiveController {
                 let _ = command.reply.send(ControllerResponse::not_controller(leader_id));
             }
         }
+    }
+
+    /// Where node `id`'s controller listener is: as the quorum's membership records it (voters
+    /// and observers, as they change), else as `controller.quorum.voters` says.
+    fn address_of(&self, id: u64) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let recorded = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .cloned();
+        recorded
+            .or_else(|| self.members.get(&id).cloned())
+            .map(|node| node.addr)
     }
 
     /// The auto leader rebalance, on the active controller only (as in Kafka): a preferred
@@ -205,6 +218,9 @@ impl ActiveController {
         // Decide on everything committed so far (a new leader may not have applied it yet).
         if self.raft.ensure_linearizable().await.is_err() {
             return ControllerResponse::not_controller(self.current_leader());
+        }
+        if let ControllerRequest::AddObserver { node_id, address } = request {
+            return crate::observers::add(&self.raft, node_id, address).await;
         }
         if matches!(request, ControllerRequest::DescribeQuorum) {
             let described = crate::quorum_description::describe(&self.raft.metrics().borrow());

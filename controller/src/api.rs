@@ -178,6 +178,13 @@ pub enum ControllerRequest {
     AlterBrokerConfigs {
         changes: Vec<BrokerConfigChange>,
     },
+    /// A broker-only node asks to follow the metadata log as an observer (a Raft learner the
+    /// leader replicates to at `address`, its controller listener). Answered from Raft's
+    /// membership, not decided on the metadata.
+    AddObserver {
+        node_id: NodeId,
+        address: String,
+    },
 }
 
 /// One broker's dynamic configs (`broker: Some(id)`), or every broker's default (`None`, Kafka's
@@ -270,6 +277,8 @@ pub enum ControllerResponse {
     BrokerUnregistered(Result<(), Refusal>),
     /// AlterBrokerConfigs: one result per change, in request order.
     BrokerConfigs(Vec<Result<(), Refusal>>),
+    /// AddObserver, and the quorum's membership changes.
+    QuorumChanged(Result<(), Refusal>),
 }
 
 impl ControllerResponse {

@@ -51,6 +51,10 @@ pub struct ControllerConfig {
     /// active controller of the quorum writes them with the cluster's id, in its first entry.
     /// At most [`BOOTSTRAP_RECORDS_MAX`].
     pub bootstrap_records: Vec<crate::records::UserScramCredentialRecord>,
+    /// `Some(address)`: a broker-only node, which follows the metadata log as an observer (a
+    /// Raft learner) and asks the voters to replicate to it at `address` (its controller
+    /// listener, `host:port`); never among `voters`. `None`: a voter.
+    pub observer_address: Option<String>,
     /// The cluster id this node's log dirs were formatted with (`laminar storage format
     /// --cluster-id`): the first active controller names the cluster so. `None`: a random id.
     pub formatted_cluster_id: Option<String>,
@@ -90,6 +94,7 @@ impl ControllerConfig {
             entries_since_snapshot_max: 5000,
             bootstrap_records: Vec::new(),
             formatted_cluster_id: None,
+            observer_address: None,
             entries_kept_after_snapshot: 500,
             session_timeout_ms: 9000,
             unclean_leader_election_enable: false,
@@ -126,12 +131,16 @@ impl ControllerConfig {
         for (id, addr) in &self.voters {
             members.insert(raft_id(*id)?, BasicNode { addr: addr.clone() });
         }
-        if !members.contains_key(&raft_id(self.node_id)?) {
-            return Err(ControllerError::Config(
+        let voter = members.contains_key(&raft_id(self.node_id)?);
+        match (voter, &self.observer_address) {
+            (false, None) => Err(ControllerError::Config(
                 "node.id is not among controller.quorum.voters".into(),
-            ));
+            )),
+            (true, Some(_)) => Err(ControllerError::Config(
+                "a broker-only node's node.id must not be among controller.quorum.voters".into(),
+            )),
+            _ => Ok(members),
         }
-        Ok(members)
     }
 }
 

@@ -20,6 +20,7 @@ pub mod log_store;
 pub mod metadata;
 pub mod network;
 mod node;
+mod observers;
 pub mod placement;
 pub mod quorum_description;
 pub mod records;

@@ -140,9 +140,10 @@ async fn start_parts(
         .is_initialized()
         .await
         .map_err(|e| ControllerError::Raft(e.to_string()))?;
-    if !is_initialized {
+    if !is_initialized && config.observer_address.is_none() {
         // Every voter bootstraps the same static membership (controller.quorum.voters);
-        // openraft accepts that, and refuses it once a log exists.
+        // openraft accepts that, and refuses it once a log exists. An observer waits to be
+        // added (`observers::join`).
         if let Err(e) = raft.initialize(members.clone()).await {
             tracing::debug!(error = %e, "controller: initialize");
         }
@@ -153,11 +154,14 @@ async fn start_parts(
         commands: commands_tx.clone(),
     };
     let active = ActiveController::new(node_id, config, raft.clone(), images_rx.clone(), members);
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(serve(listener, handler, config.transport_security.clone())),
         tokio::spawn(active.run(commands_rx)),
         tokio::spawn(crate::fault::stop_the_process_if_raft_stops(raft.metrics())),
     ];
+    if let Some(address) = config.observer_address.clone() {
+        tasks.push(tokio::spawn(crate::observers::join(config.clone(), address)));
+    }
     let handle = ControllerHandle::new(node_id, listen_addr, commands_tx, images_rx, raft.metrics());
     Ok((raft, handle, tasks))
 }

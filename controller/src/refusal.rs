@@ -120,6 +120,10 @@ pub enum Refusal {
     // UnregisterBroker.
     #[error("broker {broker_id} still holds {count} replicas: move them to other brokers first")]
     BrokerHoldsReplicas { broker_id: i32, count: usize },
+
+    // The quorum's membership (observers, voters).
+    #[error("{reason}")]
+    QuorumChangeRefused { reason: String },
 }
 
 impl Refusal {
@@ -179,7 +183,9 @@ impl Refusal {
             Refusal::UnacceptableCredential { .. } => ResponseError::UnacceptableCredential,
             Refusal::InvalidAcl { .. } | Refusal::InvalidQuota { .. } => ResponseError::InvalidRequest,
             Refusal::InvalidConfig { .. } => ResponseError::InvalidConfig,
-            Refusal::BrokerHoldsReplicas { .. } => ResponseError::InvalidRequest,
+            Refusal::BrokerHoldsReplicas { .. } | Refusal::QuorumChangeRefused { .. } => {
+                ResponseError::InvalidRequest
+            }
         }
     }
 }
@@ -213,7 +219,8 @@ mod tests {
             | Refusal::PartitionNamedTwice
             | Refusal::InvalidAcl { .. }
             | Refusal::InvalidQuota { .. }
-            | Refusal::BrokerHoldsReplicas { .. } => 42,
+            | Refusal::BrokerHoldsReplicas { .. }
+            | Refusal::QuorumChangeRefused { .. } => 42,
             Refusal::FencedLeaderEpoch => 74,
             Refusal::StaleBrokerEpoch => 77,
             Refusal::PreferredLeaderNotAvailable => 80,
@@ -277,6 +284,7 @@ mod tests {
                 broker_id: 3,
                 count: 2,
             },
+            Refusal::QuorumChangeRefused { reason: reason() },
         ]
     }
 

@@ -1,5 +1,6 @@
 //! [`Cluster`]: several real broker processes forming one cluster (combined mode), on loopback
-//! ports or each in a network namespace of a test network, started together and waited for.
+//! ports or each in a network namespace of a test network, started together and waited for;
+//! broker-only nodes may join it later.
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -73,6 +74,11 @@ pub struct Cluster {
     pub nodes: Vec<Broker>,
     /// Node id of `nodes[i]` is `i + 1`.
     pub controller_ports: Vec<u16>,
+    /// `controller.quorum.voters` of every node.
+    voters: String,
+    session_timeout_ms: u64,
+    /// The options every node starts from.
+    base: BrokerOptions,
 }
 
 impl Cluster {
@@ -165,45 +171,81 @@ impl Cluster {
             .enumerate()
             .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
             .collect();
-        let mut nodes = Vec::with_capacity(places.len());
+        let mut cluster = Cluster {
+            nodes: Vec::with_capacity(places.len()),
+            controller_ports: places.iter().map(|place| place.controller_port).collect(),
+            voters: voters.join(","),
+            session_timeout_ms,
+            base,
+        };
         for (i, place) in places.iter().enumerate() {
-            let extra_ports = place.extra_ports(base.extra_listeners.len())?;
-            let options = base
-                .clone()
-                .with_override("process.roles", "broker,controller")
-                .with_override("node.id", &(i + 1).to_string())
-                .with_override("controller.quorum.voters", &voters.join(","))
-                .with_override("listeners", &place.listeners(&base.extra_listeners, &extra_ports))
-                .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
-                .with_override(
-                    "broker.heartbeat.interval.ms",
-                    &(session_timeout_ms / 6).max(1).to_string(),
-                );
-            let root = tempfile::Builder::new().prefix("laminar-cluster-").tempdir()?;
-            fs::create_dir(root.path().join("data"))?;
-            if let (0, Some(seed)) = (i, node1_data) {
-                copy_dir(seed, &root.path().join("data"))?;
-            }
-            let options = BrokerOptions {
-                startup_timeout: CLUSTER_STARTUP_TIMEOUT,
-                log_dir: log_dirs.get(i).cloned(),
-                host: place.host,
-                network_namespace: place.network_namespace.clone(),
-                ..options
-            };
-            let ports = (place.port, place.http_port, extra_ports);
-            let mut node = Broker::unstarted(options, binary.clone(), ports, root);
-            node.spawn()?;
-            nodes.push(node);
+            let seed = node1_data.filter(|_| i == 0);
+            let node = cluster.spawn_node(
+                place,
+                (i + 1, "broker,controller"),
+                seed,
+                log_dirs.get(i).cloned(),
+            )?;
+            cluster.nodes.push(node);
         }
-        for node in &mut nodes {
+        for node in &mut cluster.nodes {
             node.wait_until_serving()?;
         }
-        let controller_ports = places.iter().map(|place| place.controller_port).collect();
-        Ok(Cluster {
-            nodes,
-            controller_ports,
-        })
+        Ok(cluster)
+    }
+
+    /// Starts node `id` with `process.roles=roles` at `place` (its data dir a copy of `seed` if
+    /// given, its `log.dirs` at `log_dir` if given); does not wait for it.
+    fn spawn_node(
+        &self,
+        place: &NodePlace,
+        (id, roles): (usize, &str),
+        seed: Option<&Path>,
+        log_dir: Option<PathBuf>,
+    ) -> Result<Broker> {
+        let base = &self.base;
+        let binary = base.binary.clone().unwrap_or_else(default_binary);
+        let extra_ports = place.extra_ports(base.extra_listeners.len())?;
+        let session_timeout_ms = self.session_timeout_ms;
+        let options = base
+            .clone()
+            .with_override("process.roles", roles)
+            .with_override("node.id", &id.to_string())
+            .with_override("controller.quorum.voters", &self.voters)
+            .with_override("listeners", &place.listeners(&base.extra_listeners, &extra_ports))
+            .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
+            .with_override(
+                "broker.heartbeat.interval.ms",
+                &(session_timeout_ms / 6).max(1).to_string(),
+            );
+        let root = tempfile::Builder::new().prefix("laminar-cluster-").tempdir()?;
+        fs::create_dir(root.path().join("data"))?;
+        if let Some(seed) = seed {
+            copy_dir(seed, &root.path().join("data"))?;
+        }
+        let options = BrokerOptions {
+            startup_timeout: CLUSTER_STARTUP_TIMEOUT,
+            log_dir,
+            host: place.host,
+            network_namespace: place.network_namespace.clone(),
+            ..options
+        };
+        let ports = (place.port, place.http_port, extra_ports);
+        let mut node = Broker::unstarted(options, binary, ports, root);
+        node.spawn()?;
+        Ok(node)
+    }
+
+    /// Adds a broker-only node (`process.roles=broker`, the next node id) on loopback to the
+    /// running cluster and waits until it serves; returns its node id.
+    pub fn add_broker_only(&mut self) -> Result<i32> {
+        let id = self.nodes.len() + 1;
+        let place = NodePlace::on_loopback(1)?.remove(0);
+        let mut node = self.spawn_node(&place, (id, "broker"), None, None)?;
+        node.wait_until_serving()?;
+        self.nodes.push(node);
+        self.controller_ports.push(place.controller_port);
+        Ok(i32::try_from(id)?)
     }
 
     /// `bootstrap.servers` naming every node.

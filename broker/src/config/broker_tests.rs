@@ -294,6 +294,23 @@ fn combined_mode_takes_the_controller_listener_out_of_the_client_ones() {
 }
 
 #[test]
+fn a_broker_only_node_is_not_a_voter_and_names_its_controller_listeners_host() {
+    let broker_only = ["process.roles=broker", "node.id=4"];
+    let own_listener = "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://10.0.0.4:9093";
+    let c = config(COMBINED, &[broker_only[0], broker_only[1], own_listener]);
+    let cluster = c.cluster.expect("cluster mode");
+    assert_eq!(cluster.roles, crate::config::ProcessRoles::Broker);
+    assert_eq!(cluster.controller_listener.host, "10.0.0.4");
+    let anywhere = "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://0.0.0.0:9093";
+    let message = load(COMBINED, &[broker_only[0], broker_only[1], anywhere])
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("the host the voters reach it at"), "{message}");
+    let voter_id = load(COMBINED, &["process.roles=broker"]).unwrap_err().to_string();
+    assert!(voter_id.contains("a voter's id cannot be its"), "{voter_id}");
+}
+
+#[test]
 fn quorum_misconfigurations_are_refused_with_the_reason() {
     let cases: [(&[&str], &str); 8] = [
         (&["node.id=7"], "not among the voters"),
@@ -330,12 +347,7 @@ fn quorum_misconfigurations_are_refused_with_the_reason() {
 #[test]
 fn dynamic_values_rank_per_key_over_static_ones_as_kafka_resolves_synonyms() {
     let loaded = load("log.retention.ms=100\n", &[]).unwrap().config;
-    let map = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
+    let map = super::dynamic::configs;
     // A dynamic log.retention.hours does not beat a static log.retention.ms (Kafka's order).
     let layers = DynamicLayers {
         default: map(&[("log.retention.hours", "1"), ("log.segment.bytes", "4096")]),

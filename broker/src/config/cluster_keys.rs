@@ -13,6 +13,9 @@ use super::Values;
 pub enum ProcessRoles {
     /// `broker,controller`: a broker and a voter of the quorum in one process.
     Combined,
+    /// `broker`: a broker that follows the metadata log as an observer of the quorum (a Raft
+    /// learner the leader replicates to at this node's controller listener); it never votes.
+    Broker,
 }
 
 /// The cluster settings of a node that is part of a quorum. Built once at start, shared
@@ -116,25 +119,8 @@ pub(super) fn cluster_settings(
             "process.roles is set: list the quorum's voters as id@host:port",
         ));
     }
-    let in_quorum = i32::try_from(node_id).is_ok_and(|id| voters.contains_key(&id));
-    if !in_quorum {
-        return Err(rejected(
-            "controller.quorum.voters",
-            voters_text,
-            format!("node.id {node_id} is a controller but not among the voters"),
-        ));
-    }
-    let Some(controller_listener) = controller_listener else {
-        return Err(rejected(
-            "listeners",
-            v.text("listeners"),
-            format!(
-                "a controller needs a listener named in controller.listener.names ({}), \
-                 e.g. CONTROLLER://host:9093",
-                v.text("controller.listener.names")
-            ),
-        ));
-    };
+    check_voter_or_not(roles, node_id, (&voters, voters_text))?;
+    let controller_listener = node_controller_listener(v, roles, controller_listener)?;
     let (session_timeout_ms, heartbeat_interval_ms) = session_settings(v)?;
     let (enable, check_ms, percentage) = rebalance_settings(v)?;
     Ok(Some(ClusterSettings {
@@ -149,6 +135,58 @@ pub(super) fn cluster_settings(
         leader_imbalance_per_broker_percentage: percentage,
         stray_replicas_max_percent: percent(v, "laminar.stray.replicas.max.percent")?,
     }))
+}
+
+/// A combined node must be among the voters, a broker-only node must not.
+fn check_voter_or_not(
+    roles: ProcessRoles,
+    node_id: i64,
+    (voters, voters_text): (&BTreeMap<i32, String>, &str),
+) -> Result<(), ConfigError> {
+    let in_quorum = i32::try_from(node_id).is_ok_and(|id| voters.contains_key(&id));
+    let reason = match (roles, in_quorum) {
+        (ProcessRoles::Combined, false) => {
+            format!("node.id {node_id} is a controller but not among the voters")
+        }
+        (ProcessRoles::Broker, true) => {
+            format!("node.id {node_id} is a broker-only node: a voter's id cannot be its")
+        }
+        _ => return Ok(()),
+    };
+    Err(rejected("controller.quorum.voters", voters_text, reason))
+}
+
+/// The node's controller listener. A broker-only node binds one too: the voters replicate the
+/// metadata log to it there (decision 0042), so its host must be one they can reach.
+fn node_controller_listener(
+    v: &Values<'_>,
+    roles: ProcessRoles,
+    controller_listener: Option<Listener>,
+) -> Result<Listener, ConfigError> {
+    let Some(controller_listener) = controller_listener else {
+        return Err(rejected(
+            "listeners",
+            v.text("listeners"),
+            format!(
+                "a cluster node needs a listener named in controller.listener.names ({}), \
+                 e.g. CONTROLLER://host:9093",
+                v.text("controller.listener.names")
+            ),
+        ));
+    };
+    let host = &controller_listener.host;
+    let unspecified = host.is_empty()
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+    if roles == ProcessRoles::Broker && unspecified {
+        return Err(rejected(
+            "listeners",
+            v.text("listeners"),
+            "a broker-only node's controller listener needs the host the voters reach it at",
+        ));
+    }
+    Ok(controller_listener)
 }
 
 /// `broker.session.timeout.ms` and `broker.heartbeat.interval.ms`, the interval below the
@@ -235,20 +273,15 @@ fn positive_ms(v: &Values<'_>, name: &str) -> Result<u64, ConfigError> {
     u64::try_from(ms).map_err(|_| rejected(name, &ms.to_string(), "must be positive"))
 }
 
-/// Only the combined mode runs today: a broker-only node would need a controller client (it
-/// reaches the quorum through a local voter's handle), and a controller-only node a start path
-/// without shards. Both are refused with the reason rather than half-working.
+/// `broker,controller` and `broker` run; a controller-only node needs a start path without
+/// shards, and is refused with the reason rather than half-working.
 fn process_roles(text: &str) -> Result<ProcessRoles, ConfigError> {
     let roles: Vec<String> = split_list(text).iter().map(|r| r.to_ascii_lowercase()).collect();
     let broker = roles.iter().any(|r| r == "broker");
     let controller = roles.iter().any(|r| r == "controller");
     match (broker, controller) {
         (true, true) => Ok(ProcessRoles::Combined),
-        (true, false) => Err(rejected(
-            "process.roles",
-            text,
-            "a broker-only node is not supported yet; run broker,controller on the voters",
-        )),
+        (true, false) => Ok(ProcessRoles::Broker),
         _ => Err(rejected(
             "process.roles",
             text,

@@ -85,7 +85,8 @@ pub struct ClusterLink {
 }
 
 impl ClusterLink {
-    /// Starts this node's voter with its metadata under `<log_dir>/__cluster_metadata-0/`.
+    /// Starts this node's voter (or, on a broker-only node, its observer) with its metadata
+    /// under `<log_dir>/__cluster_metadata-0/`.
     pub fn start(
         config: &BrokerConfig,
         settings: &ClusterSettings,
@@ -116,6 +117,15 @@ impl ClusterLink {
         // Formatted for a cluster (a node id beside the cluster id): the quorum takes that id.
         let properties = crate::meta_properties::read(log_dir)?;
         controller.formatted_cluster_id = properties.cluster_id.filter(|_| properties.node_id.is_some());
+        if settings.roles == crate::config::ProcessRoles::Broker {
+            let host = &listener.host;
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.clone()
+            };
+            controller.observer_address = Some(format!("{host}:{}", listener.port));
+        }
         let links = config
             .peer_links
             .as_ref()
