@@ -25,6 +25,7 @@ mod group_member;
 mod groups;
 pub mod partitioner;
 mod produce_frame;
+mod quorum;
 mod quotas;
 mod replica;
 mod sasl;
@@ -49,6 +50,7 @@ pub use groups::{
 };
 pub use kafka_protocol::records::Compression;
 pub use laminar_security::{Mechanism, SecurityProtocol};
+pub use quorum::{QuorumDescription, QuorumMember};
 pub use quotas::QuotaValues;
 pub use replica::{EpochEnd, EpochEndQuery, Replica, ReplicaFetchPosition, REPLICA_FETCH_VERSION};
 pub use security_settings::{SecuritySettings, SecuritySettingsError};

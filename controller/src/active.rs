@@ -219,8 +219,17 @@ impl ActiveController {
         if self.raft.ensure_linearizable().await.is_err() {
             return ControllerResponse::not_controller(self.current_leader());
         }
-        if let ControllerRequest::AddObserver { node_id, address } = request {
-            return crate::observers::add(&self.raft, node_id, address).await;
+        match request {
+            ControllerRequest::AddObserver { node_id, address } => {
+                return crate::observers::add(&self.raft, node_id, address).await
+            }
+            ControllerRequest::AddVoter { node_id } => {
+                return crate::observers::add_voter(&self.raft, node_id).await
+            }
+            ControllerRequest::RemoveVoter { node_id } => {
+                return crate::observers::remove_voter(&self.raft, node_id).await
+            }
+            _ => {}
         }
         if matches!(request, ControllerRequest::DescribeQuorum) {
             let described = crate::quorum_description::describe(&self.raft.metrics().borrow());

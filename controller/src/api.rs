@@ -185,6 +185,14 @@ pub enum ControllerRequest {
         node_id: NodeId,
         address: String,
     },
+    /// Makes an observer that has caught up a voter (AddRaftVoter).
+    AddVoter {
+        node_id: NodeId,
+    },
+    /// Makes a voter an observer (RemoveRaftVoter).
+    RemoveVoter {
+        node_id: NodeId,
+    },
 }
 
 /// One broker's dynamic configs (`broker: Some(id)`), or every broker's default (`None`, Kafka's

@@ -266,6 +266,24 @@ impl ControllerHandle {
         }
     }
 
+    /// Makes observer `node_id` a voter of the quorum (AddRaftVoter).
+    pub async fn add_voter(&self, node_id: NodeId) -> Result<(), Refusal> {
+        self.quorum_change(ControllerRequest::AddVoter { node_id }).await
+    }
+
+    /// Makes voter `node_id` an observer (RemoveRaftVoter).
+    pub async fn remove_voter(&self, node_id: NodeId) -> Result<(), Refusal> {
+        self.quorum_change(ControllerRequest::RemoveVoter { node_id })
+            .await
+    }
+
+    async fn quorum_change(&self, request: ControllerRequest) -> Result<(), Refusal> {
+        match self.request(request).await {
+            ControllerResponse::QuorumChanged(result) => result,
+            other => Err(whole_refusal(other)),
+        }
+    }
+
     /// Removes broker `broker_id`'s registration; refused while it holds replicas.
     pub async fn unregister_broker(&self, broker_id: NodeId) -> Result<(), Refusal> {
         match self

@@ -1,13 +1,17 @@
-//! Observers: broker-only nodes (`process.roles=broker`) follow the metadata log as Raft
-//! learners. They hold the whole log and apply it as voters do, so a broker-only node has the
+//! Observers: nodes outside `controller.quorum.voters` (broker-only nodes, and controllers
+//! waiting to be made voters) follow the metadata log as Raft learners. They hold the whole log and apply it as voters do, so a broker-only node has the
 //! same metadata image, the same forwarding to the active controller and the same snapshots as
 //! a combined one; they never vote and never lead. The leader adds one when it asks
 //! ([`ControllerRequest::AddObserver`]) and then replicates to its controller listener.
 //! Decision 0042 says why learners rather than a metadata fetch.
+//!
+//! The voter set changes here too (KIP-853's AddRaftVoter and RemoveRaftVoter): an observer
+//! that has caught up becomes a voter, and a voter becomes an observer again, through
+//! openraft's joint-consensus membership changes.
 
 use std::time::Duration;
 
-use openraft::{BasicNode, Raft};
+use openraft::{BasicNode, ChangeMembers, Raft};
 
 use crate::api::{ControllerRequest, ControllerResponse};
 use crate::config::{raft_id, ControllerConfig};
@@ -28,39 +32,125 @@ pub(crate) async fn add(
     node_id: laminar_model::NodeId,
     address: String,
 ) -> ControllerResponse {
-    let refused =
-        |reason: String| ControllerResponse::QuorumChanged(Err(Refusal::QuorumChangeRefused { reason }));
     if let Some(reason) = address_error(&address) {
         return refused(reason);
     }
     let Ok(id) = raft_id(node_id.get()) else {
         return refused(format!("node id {node_id} is negative"));
     };
-    {
+    match recorded_address(raft, id) {
+        // A restarted observer, or a voter that was one (it asks again at every start).
+        Some(recorded) if recorded == address => return ControllerResponse::QuorumChanged(Ok(())),
+        Some(recorded) => {
+            return refused(format!(
+                "node {id} is a member of the quorum at {recorded}, not {address}"
+            ))
+        }
+        None => {}
+    }
+    let written = raft.add_learner(id, BasicNode { addr: address }, false).await;
+    changed(written, "observer added", id)
+}
+
+/// Where the quorum's membership says node `id` is, if it is a member.
+fn recorded_address(raft: &Raft<TypeConfig>, id: u64) -> Option<String> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    let membership = metrics.membership_config.membership();
+    membership.get_node(&id).map(|node| node.addr.clone())
+}
+
+/// How far behind the leader an observer may be to become a voter (KIP-853 asks for one caught
+/// up): a few entries in flight.
+pub const VOTER_CATCH_UP_LAG_MAX: u64 = 100;
+
+/// On the leader: makes observer `node_id` a voter (KIP-853's AddRaftVoter), once it has caught
+/// up.
+pub(crate) async fn add_voter(raft: &Raft<TypeConfig>, node_id: laminar_model::NodeId) -> ControllerResponse {
+    let Ok(id) = raft_id(node_id.get()) else {
+        return refused(format!("node id {node_id} is negative"));
+    };
+    let lag = {
         let metrics = raft.metrics();
         let metrics = metrics.borrow();
         let membership = metrics.membership_config.membership();
         if membership.voter_ids().any(|voter| voter == id) {
+            return ControllerResponse::QuorumChanged(Err(Refusal::DuplicateVoter));
+        }
+        if membership.get_node(&id).is_none() {
             return refused(format!(
-                "node {id} is a voter of the quorum, not a broker-only node"
+                "node {id} is not an observer: start it with its controller listener first"
             ));
         }
-        if membership.get_node(&id).is_some_and(|node| node.addr == address) {
-            return ControllerResponse::QuorumChanged(Ok(()));
-        }
+        let matched = metrics
+            .replication
+            .as_ref()
+            .and_then(|r| r.get(&id).copied().flatten());
+        let last = metrics.last_log_index.unwrap_or(0);
+        matched.map_or(u64::MAX, |log_id| last.saturating_sub(log_id.index))
+    };
+    if lag > VOTER_CATCH_UP_LAG_MAX {
+        return refused(format!(
+            "node {id} is {lag} entries behind: wait until it catches up"
+        ));
     }
-    match raft
-        .add_learner(
-            id,
-            BasicNode {
-                addr: address.clone(),
-            },
-            false,
-        )
-        .await
-    {
+    let voters = std::collections::BTreeSet::from([id]);
+    changed(
+        raft.change_membership(ChangeMembers::AddVoterIds(voters), true)
+            .await,
+        "voter added",
+        id,
+    )
+}
+
+/// On the leader: makes voter `node_id` an observer again (KIP-853's RemoveRaftVoter); the last
+/// voter stays.
+pub(crate) async fn remove_voter(
+    raft: &Raft<TypeConfig>,
+    node_id: laminar_model::NodeId,
+) -> ControllerResponse {
+    let Ok(id) = raft_id(node_id.get()) else {
+        return refused(format!("node id {node_id} is negative"));
+    };
+    let voters: Vec<u64> = {
+        let metrics = raft.metrics();
+        let voters = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect();
+        voters
+    };
+    if !voters.contains(&id) {
+        return ControllerResponse::QuorumChanged(Err(Refusal::VoterNotFound));
+    }
+    if voters.len() == 1 {
+        return refused(format!("node {id} is the last voter"));
+    }
+    let removed = std::collections::BTreeSet::from([id]);
+    changed(
+        raft.change_membership(ChangeMembers::RemoveVoters(removed), true)
+            .await,
+        "voter removed",
+        id,
+    )
+}
+
+fn refused(reason: String) -> ControllerResponse {
+    ControllerResponse::QuorumChanged(Err(Refusal::QuorumChangeRefused { reason }))
+}
+
+type MembershipWrite = Result<
+    openraft::raft::ClientWriteResponse<TypeConfig>,
+    openraft::error::RaftError<u64, openraft::error::ClientWriteError<u64, BasicNode>>,
+>;
+
+/// The answer to a membership change openraft made (or refused).
+fn changed(written: MembershipWrite, what: &str, id: u64) -> ControllerResponse {
+    match written {
         Ok(_) => {
-            tracing::info!(node_id = id, %address, "controller: observer added");
+            tracing::info!(node_id = id, "controller: {what}");
             ControllerResponse::QuorumChanged(Ok(()))
         }
         Err(e) => match e.forward_to_leader() {

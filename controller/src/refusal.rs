@@ -124,6 +124,10 @@ pub enum Refusal {
     // The quorum's membership (observers, voters).
     #[error("{reason}")]
     QuorumChangeRefused { reason: String },
+    #[error("the node is a voter already")]
+    DuplicateVoter,
+    #[error("the node is not a voter")]
+    VoterNotFound,
 }
 
 impl Refusal {
@@ -186,6 +190,8 @@ impl Refusal {
             Refusal::BrokerHoldsReplicas { .. } | Refusal::QuorumChangeRefused { .. } => {
                 ResponseError::InvalidRequest
             }
+            Refusal::DuplicateVoter => ResponseError::DuplicateVoter,
+            Refusal::VoterNotFound => ResponseError::VoterNotFound,
         }
     }
 }
@@ -231,6 +237,8 @@ mod tests {
             Refusal::UnknownTopicId => 100,
             Refusal::DuplicateBrokerRegistration => 101,
             Refusal::BrokerIdNotRegistered => 102,
+            Refusal::DuplicateVoter => 126,
+            Refusal::VoterNotFound => 127,
             Refusal::ScramCredentialNotFound => 91,
             Refusal::UserNamedTwice => 92,
             Refusal::UnacceptableCredential { .. } => 93,
@@ -285,6 +293,8 @@ mod tests {
                 count: 2,
             },
             Refusal::QuorumChangeRefused { reason: reason() },
+            Refusal::DuplicateVoter,
+            Refusal::VoterNotFound,
         ]
     }
 

@@ -83,6 +83,9 @@ pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[
     // listeners.
     api(ApiKey::DescribeQuorum, 0, 1),
     api(ApiKey::UnregisterBroker, 0, 0),
+    // KIP-853's dynamic quorum.
+    api(ApiKey::AddRaftVoter, 0, 0),
+    api(ApiKey::RemoveRaftVoter, 0, 0),
 ];
 
 /// Which APIs a broker serves: [`SUPPORTED_APIS`], and [`CLUSTER_MODE_APIS`] in cluster mode.

@@ -1,4 +1,5 @@
-//! `laminar cluster info | brokers | quorum | unregister | config`: the cluster id, controller
+//! `laminar cluster info | brokers | quorum [describe | add-controller | remove-controller] |
+//! unregister | config`: the cluster id, controller
 //! and counts; every registered broker with its endpoint, rack, fenced state and leaderships;
 //! the controller quorum's leader, term and each voter's lag (from the admin HTTP port's
 //! `/v1/status`); removing a broker that left for good (UnregisterBroker); dynamic broker
@@ -32,11 +33,17 @@ pub enum ClusterCommand {
         #[command(flatten)]
         brokers: BrokerArgs,
     },
-    /// The controller quorum: leader, term and each voter's lag (cluster mode).
+    /// The controller quorum (cluster mode). Without a subcommand: leader, term and each
+    /// voter's lag from the admin HTTP ports; `describe`, `add-controller` and
+    /// `remove-controller` go through the Kafka protocol.
     ///
-    /// Example:
+    /// Examples:
     ///   laminar cluster quorum --admin 10.0.0.1:9644,10.0.0.2:9644,10.0.0.3:9644
+    ///   laminar cluster quorum describe --brokers 10.0.0.1:9092
+    ///   laminar cluster quorum add-controller 4 --brokers 10.0.0.1:9092
     Quorum {
+        #[command(subcommand)]
+        action: Option<super::quorum::QuorumAction>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -85,7 +92,10 @@ pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
     match command {
         ClusterCommand::Info { brokers } => info(&brokers),
         ClusterCommand::Brokers { brokers } => brokers_table(&brokers),
-        ClusterCommand::Quorum { admin } => quorum(&admin),
+        ClusterCommand::Quorum { action: None, admin } => quorum(&admin),
+        ClusterCommand::Quorum {
+            action: Some(action), ..
+        } => super::quorum::run(action),
         ClusterCommand::Unregister { id, brokers } => {
             brokers.connect()?.unregister_broker(id)?;
             println!("unregistered broker {id}");

@@ -11,6 +11,7 @@ pub mod group;
 pub mod host;
 pub mod produce;
 pub mod progress;
+mod quorum;
 pub mod quota;
 pub mod reassign;
 pub mod storage;

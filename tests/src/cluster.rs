@@ -239,9 +239,16 @@ impl Cluster {
     /// Adds a broker-only node (`process.roles=broker`, the next node id) on loopback to the
     /// running cluster and waits until it serves; returns its node id.
     pub fn add_broker_only(&mut self) -> Result<i32> {
+        self.add_node("broker")
+    }
+
+    /// Adds a node with `process.roles=roles` and the next node id, outside
+    /// `controller.quorum.voters` (it follows the quorum as an observer), on loopback; waits
+    /// until it serves and returns its node id.
+    pub fn add_node(&mut self, roles: &str) -> Result<i32> {
         let id = self.nodes.len() + 1;
         let place = NodePlace::on_loopback(1)?.remove(0);
-        let mut node = self.spawn_node(&place, (id, "broker"), None, None)?;
+        let mut node = self.spawn_node(&place, (id, roles), None, None)?;
         node.wait_until_serving()?;
         self.nodes.push(node);
         self.controller_ports.push(place.controller_port);

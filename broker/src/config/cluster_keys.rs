@@ -119,8 +119,8 @@ pub(super) fn cluster_settings(
             "process.roles is set: list the quorum's voters as id@host:port",
         ));
     }
-    check_voter_or_not(roles, node_id, (&voters, voters_text))?;
-    let controller_listener = node_controller_listener(v, roles, controller_listener)?;
+    let voter = check_voter_or_not(roles, node_id, (&voters, voters_text))?;
+    let controller_listener = node_controller_listener(v, voter, controller_listener)?;
     let (session_timeout_ms, heartbeat_interval_ms) = session_settings(v)?;
     let (enable, check_ms, percentage) = rebalance_settings(v)?;
     Ok(Some(ClusterSettings {
@@ -137,30 +137,28 @@ pub(super) fn cluster_settings(
     }))
 }
 
-/// A combined node must be among the voters, a broker-only node must not.
+/// A broker-only node must not be among the voters. A combined node outside them starts as an
+/// observer and becomes a voter when it is added (AddRaftVoter, KIP-853). Returns whether the
+/// node is a voter of the static set.
 fn check_voter_or_not(
     roles: ProcessRoles,
     node_id: i64,
     (voters, voters_text): (&BTreeMap<i32, String>, &str),
-) -> Result<(), ConfigError> {
+) -> Result<bool, ConfigError> {
     let in_quorum = i32::try_from(node_id).is_ok_and(|id| voters.contains_key(&id));
-    let reason = match (roles, in_quorum) {
-        (ProcessRoles::Combined, false) => {
-            format!("node.id {node_id} is a controller but not among the voters")
-        }
-        (ProcessRoles::Broker, true) => {
-            format!("node.id {node_id} is a broker-only node: a voter's id cannot be its")
-        }
-        _ => return Ok(()),
-    };
-    Err(rejected("controller.quorum.voters", voters_text, reason))
+    if roles == ProcessRoles::Broker && in_quorum {
+        let reason = format!("node.id {node_id} is a broker-only node: a voter's id cannot be its");
+        return Err(rejected("controller.quorum.voters", voters_text, reason));
+    }
+    Ok(in_quorum)
 }
 
-/// The node's controller listener. A broker-only node binds one too: the voters replicate the
-/// metadata log to it there (decision 0042), so its host must be one they can reach.
+/// The node's controller listener. An observer (a node outside the static voters: broker-only,
+/// or a controller not yet added) binds one too: the voters replicate the metadata log to it
+/// there (decision 0042), so its host must be one they can reach.
 fn node_controller_listener(
     v: &Values<'_>,
-    roles: ProcessRoles,
+    voter: bool,
     controller_listener: Option<Listener>,
 ) -> Result<Listener, ConfigError> {
     let Some(controller_listener) = controller_listener else {
@@ -179,11 +177,12 @@ fn node_controller_listener(
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_unspecified());
-    if roles == ProcessRoles::Broker && unspecified {
+    if !voter && unspecified {
         return Err(rejected(
             "listeners",
             v.text("listeners"),
-            "a broker-only node's controller listener needs the host the voters reach it at",
+            "an observer's controller listener (a node outside controller.quorum.voters) needs \
+             the host the voters reach it at",
         ));
     }
     Ok(controller_listener)

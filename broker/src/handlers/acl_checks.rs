@@ -8,7 +8,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_log_dirs_response::DescribeLogDirsResponse;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::*;
-use kafka_protocol::messages::{DescribeQuorumResponse, UnregisterBrokerResponse};
+use kafka_protocol::messages::{
+    AddRaftVoterResponse, DescribeQuorumResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 use laminar_security::Operation;
 
@@ -91,6 +93,12 @@ fn cluster_refused(access: &Access, request: &RequestKind) -> Option<ResponseKin
                 UnregisterBrokerResponse::default().with_error_code(cluster_error),
             ))
         }
+        RequestKind::AddRaftVoter(_) if cluster(Operation::Alter) => Some(ResponseKind::AddRaftVoter(
+            AddRaftVoterResponse::default().with_error_code(cluster_error),
+        )),
+        RequestKind::RemoveRaftVoter(_) if cluster(Operation::Alter) => Some(ResponseKind::RemoveRaftVoter(
+            RemoveRaftVoterResponse::default().with_error_code(cluster_error),
+        )),
         RequestKind::DescribeQuorum(_) if cluster(Operation::Describe) => Some(ResponseKind::DescribeQuorum(
             DescribeQuorumResponse::default().with_error_code(cluster_error),
         )),

@@ -23,6 +23,7 @@ use quota_checks::QuotaClient;
 
 mod acl_checks;
 mod acl_wire;
+pub mod add_raft_voter;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -63,6 +64,7 @@ mod partition_answers;
 pub mod placement;
 pub mod produce;
 mod quota_checks;
+pub mod remove_raft_voter;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
@@ -557,6 +559,10 @@ async fn handle_partition_or_admin_api(
         RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r).await),
         RequestKind::UnregisterBroker(r) => {
             ResponseKind::UnregisterBroker(unregister_broker::handle(ctx, r).await)
+        }
+        RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(add_raft_voter::handle(ctx, r).await),
+        RequestKind::RemoveRaftVoter(r) => {
+            ResponseKind::RemoveRaftVoter(remove_raft_voter::handle(ctx, r).await)
         }
         RequestKind::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(alter_partition_reassignments::handle(ctx, r).await)

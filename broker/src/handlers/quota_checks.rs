@@ -176,6 +176,8 @@ pub fn set_throttle(response: &mut ResponseKind, wait: Duration) {
         DescribeCluster,
         ElectLeaders,
         UnregisterBroker,
+        AddRaftVoter,
+        RemoveRaftVoter,
         AlterPartitionReassignments,
         ListPartitionReassignments,
         DescribeLogDirs,

@@ -117,7 +117,12 @@ impl ClusterLink {
         // Formatted for a cluster (a node id beside the cluster id): the quorum takes that id.
         let properties = crate::meta_properties::read(log_dir)?;
         controller.formatted_cluster_id = properties.cluster_id.filter(|_| properties.node_id.is_some());
-        if settings.roles == crate::config::ProcessRoles::Broker {
+        let voter = settings.voters.contains_key(&config.node_id.get());
+        if !voter {
+            tracing::info!(
+                node_id = config.node_id.get(),
+                "not among controller.quorum.voters: following the quorum as an observer"
+            );
             let host = &listener.host;
             let host = if host.contains(':') {
                 format!("[{host}]")

@@ -126,11 +126,12 @@ pub fn decide(md: &ClusterMetadata, request: ControllerRequest, ctx: &DecisionCo
         ControllerRequest::AlterBrokerConfigs { changes } => configs::alter_broker_configs(md, &changes),
         // Answered from Raft's state before any decision (`active.rs`): not a metadata change.
         ControllerRequest::UnregisterBroker { broker_id } => brokers::unregister_broker(md, broker_id),
-        ControllerRequest::DescribeQuorum | ControllerRequest::AddObserver { .. } => {
-            Decision::answer(ControllerResponse::Refused(Refusal::UnexpectedAnswer(
-                "quorum requests are not decided on the metadata".into(),
-            )))
-        }
+        ControllerRequest::DescribeQuorum
+        | ControllerRequest::AddObserver { .. }
+        | ControllerRequest::AddVoter { .. }
+        | ControllerRequest::RemoveVoter { .. } => Decision::answer(ControllerResponse::Refused(
+            Refusal::UnexpectedAnswer("quorum requests are not decided on the metadata".into()),
+        )),
     }
 }
 

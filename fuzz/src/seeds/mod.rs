@@ -176,6 +176,9 @@ fn encode_body(api: ApiKey, version: i16, variant: usize, marks: &Marks) -> Resu
 }
 
 fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<RequestKind> {
+    if let Some(request) = quorum_admin(api) {
+        return Ok(request);
+    }
     Ok(match api {
         ApiKey::Fetch => {
             let replica_id = if variant == 1 { FOLLOWER_REPLICA_ID } else { -1 };
@@ -230,11 +233,6 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         }
         ApiKey::InitProducerId => RequestKind::InitProducerId(data::init_producer_id(v, variant)),
         ApiKey::ElectLeaders => RequestKind::ElectLeaders(data::elect_leaders(v, marks)),
-        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(data::describe_quorum()),
-        // A broker id no node has: the fuzzer must not remove a broker of the cluster it tests.
-        ApiKey::UnregisterBroker => {
-            RequestKind::UnregisterBroker(UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999)))
-        }
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(group::find_coordinator(v)),
         ApiKey::JoinGroup => RequestKind::JoinGroup(group::join_group(v, variant, marks)),
         ApiKey::SyncGroup => RequestKind::SyncGroup(group::sync_group(v, marks)),
@@ -247,6 +245,24 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         ApiKey::DeleteGroups => RequestKind::DeleteGroups(group::delete_groups()),
         ApiKey::OffsetDelete => RequestKind::OffsetDelete(group::offset_delete(marks)),
         other => bail!("no seed for {other:?}"),
+    })
+}
+
+/// Seeds of the quorum's admin APIs. Ids no node has: the fuzzer must not remove a broker or
+/// change the quorum of the cluster it tests.
+fn quorum_admin(api: ApiKey) -> Option<RequestKind> {
+    Some(match api {
+        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(data::describe_quorum()),
+        ApiKey::UnregisterBroker => {
+            RequestKind::UnregisterBroker(UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999)))
+        }
+        ApiKey::AddRaftVoter => {
+            RequestKind::AddRaftVoter(AddRaftVoterRequest::default().with_voter_id(9_999))
+        }
+        ApiKey::RemoveRaftVoter => {
+            RequestKind::RemoveRaftVoter(RemoveRaftVoterRequest::default().with_voter_id(9_999))
+        }
+        _ => return None,
     })
 }
 
@@ -324,6 +340,7 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         DeleteAcls => DeleteAclsRequest,
         DescribeClientQuotas => DescribeClientQuotasRequest, AlterClientQuotas => AlterClientQuotasRequest,
         DescribeQuorum => DescribeQuorumRequest, UnregisterBroker => UnregisterBrokerRequest,
+        AddRaftVoter => AddRaftVoterRequest, RemoveRaftVoter => RemoveRaftVoterRequest,
     ))
 }
 
