@@ -23,6 +23,7 @@ mod error;
 mod fetch_session;
 mod group_member;
 mod groups;
+mod leaders;
 pub mod partitioner;
 mod produce_frame;
 mod quorum;

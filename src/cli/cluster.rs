@@ -1,5 +1,5 @@
 //! `laminar cluster info | brokers | quorum [describe | add-controller | remove-controller] |
-//! unregister | config`: the cluster id, controller
+//! unregister | config | rebalance | decommission`: the cluster id, controller
 //! and counts; every registered broker with its endpoint, rack, fenced state and leaderships;
 //! the controller quorum's leader, term and each voter's lag (from the admin HTTP port's
 //! `/v1/status`); removing a broker that left for good (UnregisterBroker); dynamic broker
@@ -70,6 +70,23 @@ pub enum ClusterCommand {
     ///   laminar cluster config --broker 2 --delete follower.replication.throttled.rate
     ///   laminar cluster config --broker 2
     Config(super::broker_config::ConfigArgs),
+    /// Spreads replicas and preferred leaders evenly over the unfenced brokers (rack-aware with
+    /// broker.rack), moving as little data as it can: after a broker joined, say. Shows the plan
+    /// and the bytes it copies; --execute carries it out through AlterPartitionReassignments
+    /// with an optional throttle, shows progress on a terminal and waits until done.
+    ///
+    /// Examples:
+    ///   laminar cluster rebalance --brokers 10.0.0.1:9092
+    ///   laminar cluster rebalance --execute --throttle 50000000 --brokers 10.0.0.1:9092
+    ///   laminar cluster rebalance --cancel --brokers 10.0.0.1:9092
+    Rebalance(super::rebalance::RebalanceArgs),
+    /// Moves every replica off a broker (same plan and machinery as rebalance), waits until it
+    /// holds none, then unregisters it. A broker that is down gets its replicas re-created on
+    /// the others from the in-sync copies.
+    ///
+    /// Example:
+    ///   laminar cluster decommission 4 --throttle 50000000 --brokers 10.0.0.1:9092
+    Decommission(super::rebalance::DecommissionArgs),
 }
 
 /// Where the brokers' admin HTTP ports (`laminar.http.listen`) are.
@@ -102,6 +119,8 @@ pub fn run(command: ClusterCommand) -> anyhow::Result<()> {
             Ok(())
         }
         ClusterCommand::Config(args) => super::broker_config::run(&args),
+        ClusterCommand::Rebalance(args) => super::rebalance::rebalance(&args),
+        ClusterCommand::Decommission(args) => super::rebalance::decommission(&args),
     }
 }
 

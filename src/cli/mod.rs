@@ -14,6 +14,7 @@ pub mod progress;
 mod quorum;
 pub mod quota;
 pub mod reassign;
+pub mod rebalance;
 pub mod storage;
 pub mod topic;
 pub mod user;
