@@ -26,6 +26,9 @@ pub struct PartitionAnswer {
     pub read_committed: bool,
     /// Whole batches, in offset order.
     pub records: RecordBytes,
+    /// KIP-392 (v11+): the replica the consumer should fetch from instead (then `records` is
+    /// empty); `None`: this broker, as before.
+    pub preferred_read_replica: Option<i32>,
 }
 
 /// The whole answer: topics in request order, each with its partitions.
@@ -129,7 +132,7 @@ fn put_partition(out: &mut Chunks, partition: &PartitionAnswer, version: i16, fl
         (false, true) => fields.put_u8(0),
     }
     if version >= 11 {
-        fields.put_i32(NO_PREFERRED_REPLICA);
+        fields.put_i32(partition.preferred_read_replica.unwrap_or(NO_PREFERRED_REPLICA));
     }
     let records_len = partition.records.len();
     if flexible {
@@ -239,6 +242,14 @@ mod tests {
             log_start_offset: -1,
             read_committed,
             records: RecordBytes::default(),
+            preferred_read_replica: None,
+        };
+        let elsewhere = PartitionAnswer {
+            partition: 4,
+            high_watermark: 42,
+            last_stable_offset: 42,
+            preferred_read_replica: Some(2),
+            ..Default::default()
         };
         FetchAnswer {
             throttle_time_ms: 250,
@@ -248,7 +259,7 @@ mod tests {
                 TopicAnswer {
                     name: "orders".into(),
                     id: [0x5a; 16],
-                    partitions: vec![ok, failed.clone()],
+                    partitions: vec![ok, failed.clone(), elsewhere],
                 },
                 TopicAnswer {
                     name: "t".into(),
@@ -277,7 +288,11 @@ mod tests {
                             .with_last_stable_offset(p.last_stable_offset)
                             .with_log_start_offset(p.log_start_offset)
                             .with_aborted_transactions(p.read_committed.then(Vec::new))
-                            .with_preferred_read_replica(BrokerId(-1))
+                            // Before v11 the field does not exist (and is not written).
+                            .with_preferred_read_replica(BrokerId(match version {
+                                11.. => p.preferred_read_replica.unwrap_or(-1),
+                                _ => -1,
+                            }))
                             .with_records(Some(Bytes::from(records)))
                     })
                     .collect();

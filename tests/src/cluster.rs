@@ -79,6 +79,8 @@ pub struct Cluster {
     session_timeout_ms: u64,
     /// The options every node starts from.
     base: BrokerOptions,
+    /// `broker.rack` of node `i + 1`, where given.
+    racks: Vec<String>,
 }
 
 impl Cluster {
@@ -164,6 +166,29 @@ impl Cluster {
         node1_data: Option<&Path>,
         log_dirs: &[PathBuf],
     ) -> Result<Cluster> {
+        Self::start_racked(
+            places,
+            session_timeout_ms,
+            base,
+            (node1_data, log_dirs),
+            Vec::new(),
+        )
+    }
+
+    /// As [`Cluster::start`], node `i + 1` in rack `racks[i]` (`broker.rack`).
+    pub fn start_in_racks(session_timeout_ms: u64, base: BrokerOptions, racks: &[&str]) -> Result<Cluster> {
+        let places = NodePlace::on_loopback(racks.len())?;
+        let racks = racks.iter().map(|r| r.to_string()).collect();
+        Self::start_racked(&places, session_timeout_ms, base, (None, &[]), racks)
+    }
+
+    fn start_racked(
+        places: &[NodePlace],
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+        (node1_data, log_dirs): (Option<&Path>, &[PathBuf]),
+        racks: Vec<String>,
+    ) -> Result<Cluster> {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         check_runnable(&binary)?;
         let voters: Vec<String> = places
@@ -177,6 +202,7 @@ impl Cluster {
             voters: voters.join(","),
             session_timeout_ms,
             base,
+            racks,
         };
         for (i, place) in places.iter().enumerate() {
             let seed = node1_data.filter(|_| i == 0);
@@ -207,8 +233,12 @@ impl Cluster {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         let extra_ports = place.extra_ports(base.extra_listeners.len())?;
         let session_timeout_ms = self.session_timeout_ms;
-        let options = base
-            .clone()
+        let rack = self.racks.get(id - 1).map(|rack| ("broker.rack", rack.as_str()));
+        let options = rack
+            .into_iter()
+            .fold(base.clone(), |options, (key, value)| {
+                options.with_override(key, value)
+            })
             .with_override("process.roles", roles)
             .with_override("node.id", &id.to_string())
             .with_override("controller.quorum.voters", &self.voters)

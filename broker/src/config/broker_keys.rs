@@ -30,6 +30,8 @@ pub struct BrokerKey {
 }
 
 pub const LONG_MAX: &str = "9223372036854775807";
+/// The one `replica.selector.class` served: Kafka's rack-aware selector (KIP-392).
+pub const RACK_AWARE_REPLICA_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
 const I32_MAX: i64 = i32::MAX as i64;
 const POSITIVE: Kind = Kind::Int {
     min: 1,
@@ -112,6 +114,10 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     key("follower.replication.throttled.rate", Fixed(LONG_MAX), POSITIVE, &[],
         "Bytes per second a follower fetches for the replicas topics list in \
          follower.replication.throttled.replicas (cluster mode)."),
+    key("replica.selector.class", Unset, Kind::Choice(&[RACK_AWARE_REPLICA_SELECTOR]), &[],
+        "KIP-392: with Kafka's RackAwareReplicaSelector, a leader points a consumer that sends \
+         client.rack to an in-sync replica in its rack, and followers serve consumers' fetches \
+         (cluster mode). Unset: consumers read from leaders only."),
     key("inter.broker.listener.name", Fixed("PLAINTEXT"), Kind::Text, &[],
         "The listener brokers reach each other on (followers' fetches), with its own security: \
          its ssl.* settings, and on SASL listeners the login of \

@@ -54,6 +54,9 @@ pub struct ReplicationSettings {
     /// `leader.replication.throttled.rate` and `follower.replication.throttled.rate`, bytes/s.
     pub leader_throttled_rate: i64,
     pub follower_throttled_rate: i64,
+    /// `replica.selector.class` is Kafka's rack-aware selector: consumers may read from
+    /// followers in their rack (KIP-392).
+    pub rack_aware_replica_selector: bool,
 }
 
 fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -235,6 +238,7 @@ fn replication_settings(v: &Values<'_>) -> Result<ReplicationSettings, ConfigErr
         inter_broker_listener_name: inter_broker_listener_name(v)?,
         leader_throttled_rate: v.int("leader.replication.throttled.rate")?,
         follower_throttled_rate: v.int("follower.replication.throttled.rate")?,
+        rack_aware_replica_selector: v.set("replica.selector.class").is_some(),
     };
     // Kafka's check: a follower waiting at its leader longer than the lag allows would leave
     // the ISR while idle.

@@ -7,7 +7,7 @@ use laminar_protocol::fetch_response::PartitionAnswer;
 use crate::broker::TopicPartition;
 use crate::errors::partition_error_code;
 
-use super::wanted::Reads;
+use super::wanted::{Reads, Wanted};
 
 /// Kafka's READ_COMMITTED isolation level.
 pub(super) const READ_COMMITTED: i8 = 1;
@@ -16,11 +16,13 @@ pub(super) const READ_COMMITTED: i8 = 1;
 /// Each partition's answer, in read order.
 pub(super) fn partition_answers(
     results: Reads,
+    wanted: &[(TopicPartition, Wanted)],
     isolation_level: i8,
 ) -> Vec<(TopicPartition, PartitionAnswer)> {
     let read_committed = isolation_level == READ_COMMITTED;
     let mut answers = Vec::with_capacity(results.len());
-    for (tp, result) in results {
+    for ((tp, result), (_, want)) in results.into_iter().zip(wanted) {
+        let preferred_read_replica = want.preferred_replica.map(|id| id.get());
         let partition = match result {
             Ok(read) => PartitionAnswer {
                 partition: tp.partition,
@@ -30,6 +32,7 @@ pub(super) fn partition_answers(
                 log_start_offset: read.log_start_offset.get(),
                 read_committed,
                 records: read.data,
+                preferred_read_replica,
             },
             Err(e) => PartitionAnswer {
                 partition: tp.partition,
@@ -39,6 +42,7 @@ pub(super) fn partition_answers(
                 log_start_offset: -1,
                 read_committed,
                 records: RecordBytes::default(),
+                preferred_read_replica: None,
             },
         };
         answers.push((tp, partition));

@@ -11,6 +11,7 @@ mod long_poll;
 mod partition_read;
 mod read_budget;
 pub mod replica_checks;
+mod replica_selection;
 mod session;
 mod topic_ids;
 mod wanted;
@@ -63,6 +64,9 @@ pub async fn handle(
         id if id >= 0 => Reader::Follower(NodeId::new(id)),
         _ => Reader::Consumer,
     };
+    let client_rack = (reader == Reader::Consumer && version >= replica_selection::FIRST_RACK_VERSION)
+        .then_some(request.rack_id.as_str())
+        .filter(|rack| !rack.is_empty());
     let opened = match open_session(ctx, &request, version, reader) {
         Ok(opened) => opened,
         Err(error) => return Reply::Now(FetchAnswer::failed(error.code())),
@@ -79,6 +83,10 @@ pub async fn handle(
                 current_leader_epoch: LeaderEpoch::new(fetch.current_leader_epoch),
                 // A follower's fetch was checked as a whole (ClusterAction).
                 authorized: reader != Reader::Consumer || access.allows_topic(Operation::Read, &tp.topic),
+                preferred_replica: client_rack
+                    .and_then(|rack| replica_selection::preferred_read_replica(&ctx.state.shared, tp, rack)),
+                follower_may_serve: reader == Reader::Consumer
+                    && version >= replica_selection::FIRST_RACK_VERSION,
             };
             (tp.clone(), want)
         })
@@ -123,13 +131,22 @@ impl Fetching {
     /// wait over, or the broker stopping.
     fn answers_now(&self, results: &Reads) -> bool {
         let any_error = results.iter().any(|(_, r)| r.is_err()) || !self.unknown_ids.is_empty();
+        // KIP-392: a consumer sent elsewhere is told at once.
+        let redirected = self
+            .wanted
+            .iter()
+            .any(|(_, want)| want.preferred_replica.is_some());
         let bytes: usize = results
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok())
             .map(|read| read.data.len())
             .sum();
         let shutting_down = self.ctx.state.shared.shutdown.is_triggered();
-        bytes >= self.min_bytes.max(1) || any_error || Instant::now() >= self.deadline || shutting_down
+        bytes >= self.min_bytes.max(1)
+            || any_error
+            || redirected
+            || Instant::now() >= self.deadline
+            || shutting_down
     }
 
     /// Waits for appends and reads again until the results answer the fetch.
@@ -153,7 +170,7 @@ impl Fetching {
     async fn answer(self, results: Reads) -> FetchAnswer {
         let ctx = &self.ctx;
         let results = fit_to_budget(ctx, &self.wanted, results, self.max_bytes).await;
-        let answers = partition_answers(results, self.isolation_level);
+        let answers = partition_answers(results, &self.wanted, self.isolation_level);
         // Sessionless fetches (librdkafka's, kafkajs's, followers') keep nothing per partition.
         let told: Vec<Answered> = match self.opened.context {
             FetchContext::Sessionless => Vec::new(),

@@ -9,7 +9,7 @@ use std::time::Instant;
 use laminar_engine::partition::{Partition, ReadResult, RecordBytes};
 use laminar_model::LeaderEpoch;
 
-use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
+use crate::broker::{BrokerCtx, OpenMode, PartitionAccessError, TopicPartition};
 use crate::replication::throttle::ThrottleSide;
 use crate::replication::FollowerFetch;
 
@@ -24,7 +24,13 @@ pub(super) async fn read_one(
     if !want.authorized {
         return Err(crate::authorization::topic_refusal());
     }
-    let partition = there.state.partition_to_read(tp).await?;
+    let partition = match there.state.partition_to_read(tp).await {
+        // KIP-392: a consumer's fetch on a follower, read up to the follower's high watermark.
+        Err(PartitionAccessError::NotLeader) if want.follower_may_serve => {
+            there.state.replica_partition(tp, OpenMode::IfWritten).await?
+        }
+        opened => opened?,
+    };
     let mut throttled = false;
     match want.reader {
         Reader::Follower(replica_id) => {
@@ -34,8 +40,11 @@ pub(super) async fn read_one(
         Reader::Consumer => check_consumer_epoch(there, tp, want.current_leader_epoch)?,
     }
     let read = match partition {
-        Some(partition) if throttled && !leader_throttle_allows(there) => {
-            // Throttled and over budget: the partition answers without records this time.
+        // Throttled and over budget, or a consumer sent to another replica (KIP-392): the
+        // partition answers without records this time.
+        Some(partition)
+            if want.preferred_replica.is_some() || (throttled && !leader_throttle_allows(there)) =>
+        {
             ReadResult {
                 data: RecordBytes::default(),
                 high_watermark: partition.high_watermark(),

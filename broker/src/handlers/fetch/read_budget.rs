@@ -193,6 +193,8 @@ mod tests {
             reader: Reader::Consumer,
             current_leader_epoch: LeaderEpoch::UNKNOWN,
             authorized: true,
+            preferred_replica: None,
+            follower_may_serve: false,
         }
     }
 

@@ -65,6 +65,7 @@ fn unknown_topic(topic: &FetchTopic, read_committed: bool) -> TopicAnswer {
             log_start_offset: -1,
             read_committed,
             records: Default::default(),
+            preferred_read_replica: None,
         })
         .collect();
     TopicAnswer {

@@ -20,6 +20,11 @@ pub(super) struct Wanted {
     /// Whether the fetcher may read the topic (ACLs): if not, the partition answers
     /// TOPIC_AUTHORIZATION_FAILED and nothing is read.
     pub(super) authorized: bool,
+    /// KIP-392: the replica the consumer should read from instead of this leader; then
+    /// nothing is read, and the answer names it.
+    pub(super) preferred_replica: Option<NodeId>,
+    /// KIP-392: a consumer's fetch (v11+) that this broker may serve as a follower.
+    pub(super) follower_may_serve: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
