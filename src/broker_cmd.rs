@@ -14,22 +14,9 @@ use laminar_tuning::iotune::{IoProfile, IO_PROFILE_VERSION};
 use laminar_tuning::sd_notify::{self, NotifyState};
 
 pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
-    let LoadedBrokerConfig { mut config, warnings } = match &config_path {
-        Some(path) => BrokerConfig::load(path, &overrides),
-        None => BrokerConfig::from_properties("", &overrides),
-    }
-    // Every ConfigError says "config error: ..." itself (main prints it: no logger yet, since
-    // the config says which format the logs take).
-    .map_err(anyhow::Error::new)?;
-    init_logging(config.laminar_log_format);
-    for warning in &warnings {
-        tracing::warn!("{warning}");
-    }
-    if let Some(path) = config.iotune_profile_path() {
-        let recommendation = read_iotune_profile(path)?;
-        config
-            .apply_iotune_profile(&recommendation)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = load_config(config_path, &overrides)?;
+    if config.cluster.as_ref().is_some_and(|c| !c.roles.runs_broker()) {
+        return run_controller_only(&config);
     }
     let shards = config.laminar_cores.max(1);
     let host = laminar_tuning::probe_host_for(shards as u64).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -85,6 +72,55 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
     drop(stopped_tx);
     joined?;
     tracing::info!("laminar broker stopped cleanly");
+    Ok(())
+}
+
+/// The config from the file and overrides, with the iotune profile applied; logging set up as
+/// it says.
+fn load_config(config_path: Option<PathBuf>, overrides: &[String]) -> anyhow::Result<BrokerConfig> {
+    let LoadedBrokerConfig { mut config, warnings } = match &config_path {
+        Some(path) => BrokerConfig::load(path, overrides),
+        None => BrokerConfig::from_properties("", overrides),
+    }
+    // Every ConfigError says "config error: ..." itself (main prints it: no logger yet, since
+    // the config says which format the logs take).
+    .map_err(anyhow::Error::new)?;
+    init_logging(config.laminar_log_format);
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    if let Some(path) = config.iotune_profile_path() {
+        let recommendation = read_iotune_profile(path)?;
+        config
+            .apply_iotune_profile(&recommendation)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(config)
+}
+
+/// `process.roles=controller`: the quorum's node alone, until SIGTERM or SIGINT.
+fn run_controller_only(config: &BrokerConfig) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).context("cannot install signal handlers")?;
+    let controller = laminar_broker::controller_only::RunningController::start(config)
+        .context("cannot start the controller")?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        node_id = config.node_id.get(),
+        controller_addr = %controller.listen_addr(),
+        "laminar controller started (process.roles=controller: no Kafka listeners)"
+    );
+    notify(&[
+        NotifyState::Ready,
+        NotifyState::Status(format!("controller on {}", controller.listen_addr())),
+    ]);
+    if let Some(signal) = signals.forever().next() {
+        tracing::info!(signal, "shutting down the controller");
+    }
+    notify(&[NotifyState::Stopping]);
+    controller.stop();
+    tracing::info!("laminar controller stopped cleanly");
     Ok(())
 }
 

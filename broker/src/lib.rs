@@ -15,6 +15,7 @@ mod connection;
 pub mod connection_rate;
 pub mod connection_slots;
 pub mod connections_per_ip;
+pub mod controller_only;
 pub mod dynamic_configs;
 mod errors;
 pub mod failed_logins;

@@ -387,7 +387,7 @@ fn wait_for_shards(ready: &std::sync::mpsc::Receiver<ShardReady>, shard_count: u
 /// The log dirs, locked, once their `meta.properties` are known to name one cluster and this
 /// node: nothing in them is read or written before (another broker may be using them, or they
 /// may be another cluster's).
-fn checked_log_dir_locks(config: &BrokerConfig) -> anyhow::Result<Vec<LogDirLock>> {
+pub(crate) fn checked_log_dir_locks(config: &BrokerConfig) -> anyhow::Result<Vec<LogDirLock>> {
     let node_id = config.cluster.is_some().then(|| config.node_id.get());
     crate::meta_properties::check_log_dirs(&config.log_dirs, node_id)?;
     lock_log_dirs(&config.log_dirs)

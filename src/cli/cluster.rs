@@ -81,8 +81,8 @@ pub enum ClusterCommand {
     ///   laminar cluster rebalance --cancel --brokers 10.0.0.1:9092
     Rebalance(super::rebalance::RebalanceArgs),
     /// Moves every replica off a broker (same plan and machinery as rebalance), waits until it
-    /// holds none, then unregisters it. A broker that is down gets its replicas re-created on
-    /// the others from the in-sync copies.
+    /// holds none and, if it still runs, until it is stopped; then unregisters it. A broker that
+    /// is down gets its replicas re-created on the others from the in-sync copies.
     ///
     /// Example:
     ///   laminar cluster decommission 4 --throttle 50000000 --brokers 10.0.0.1:9092

@@ -54,6 +54,9 @@ pub struct BrokerOptions {
     /// that `listener.security.protocol.map` in `overrides` maps), each on a port of its own
     /// ([`Broker::listener_addr`]).
     pub extra_listeners: Vec<String>,
+    /// Whether the process serves Kafka clients; a controller-only node does not, and counts
+    /// as started once its controller listener (then its address) accepts connections.
+    pub serves_kafka: bool,
 }
 
 impl Default for BrokerOptions {
@@ -63,6 +66,7 @@ impl Default for BrokerOptions {
             cores: 2,
             overrides: Vec::new(),
             config_file: None,
+            serves_kafka: true,
             startup_timeout: Duration::from_secs(20),
             shutdown_timeout: Duration::from_secs(20),
             open_files_limit: None,
@@ -484,7 +488,13 @@ impl Broker {
                     self.stderr_tail()
                 );
             }
-            let last_problem = match probe_api_versions(self.addr()) {
+            let probed = match self.options.serves_kafka {
+                true => probe_api_versions(self.addr()),
+                false => TcpStream::connect_timeout(&self.addr(), Duration::from_millis(500))
+                    .map(drop)
+                    .map_err(anyhow::Error::from),
+            };
+            let last_problem = match probed {
                 Ok(()) => return Ok(()),
                 Err(e) => format!("{e:#}"),
             };

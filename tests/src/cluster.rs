@@ -231,7 +231,16 @@ impl Cluster {
     ) -> Result<Broker> {
         let base = &self.base;
         let binary = base.binary.clone().unwrap_or_else(default_binary);
-        let extra_ports = place.extra_ports(base.extra_listeners.len())?;
+        // A controller-only node has its controller listener only, and is reached there.
+        let serves_kafka = roles != "controller";
+        let extra_ports = match serves_kafka {
+            true => place.extra_ports(base.extra_listeners.len())?,
+            false => Vec::new(),
+        };
+        let listeners = match serves_kafka {
+            true => place.listeners(&base.extra_listeners, &extra_ports),
+            false => format!("CONTROLLER://{}", place.controller_addr()),
+        };
         let session_timeout_ms = self.session_timeout_ms;
         let rack = self.racks.get(id - 1).map(|rack| ("broker.rack", rack.as_str()));
         let options = rack
@@ -242,7 +251,7 @@ impl Cluster {
             .with_override("process.roles", roles)
             .with_override("node.id", &id.to_string())
             .with_override("controller.quorum.voters", &self.voters)
-            .with_override("listeners", &place.listeners(&base.extra_listeners, &extra_ports))
+            .with_override("listeners", &listeners)
             .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
             .with_override(
                 "broker.heartbeat.interval.ms",
@@ -258,9 +267,15 @@ impl Cluster {
             log_dir,
             host: place.host,
             network_namespace: place.network_namespace.clone(),
+            serves_kafka,
             ..options
         };
-        let ports = (place.port, place.http_port, extra_ports);
+        let port = if serves_kafka {
+            place.port
+        } else {
+            place.controller_port
+        };
+        let ports = (port, place.http_port, extra_ports);
         let mut node = Broker::unstarted(options, binary, ports, root);
         node.spawn()?;
         Ok(node)
@@ -285,10 +300,44 @@ impl Cluster {
         Ok(i32::try_from(id)?)
     }
 
-    /// `bootstrap.servers` naming every node.
+    /// `bootstrap.servers` naming every node that serves Kafka clients.
     pub fn bootstrap(&self) -> String {
-        let each: Vec<String> = self.nodes.iter().map(Broker::bootstrap).collect();
+        let brokers = self.nodes.iter().filter(|node| node.options().serves_kafka);
+        let each: Vec<String> = brokers.map(Broker::bootstrap).collect();
         each.join(",")
+    }
+
+    /// `controllers` controller-only nodes (ids 1 to `controllers`, the voters) and `brokers`
+    /// broker-only nodes (the next ids), on loopback; waits until every one serves.
+    pub fn start_split(
+        controllers: usize,
+        brokers: usize,
+        session_timeout_ms: u64,
+        base: BrokerOptions,
+    ) -> Result<Cluster> {
+        let places = NodePlace::on_loopback(controllers + brokers)?;
+        let voters: Vec<String> = places[..controllers]
+            .iter()
+            .enumerate()
+            .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
+            .collect();
+        let mut cluster = Cluster {
+            nodes: Vec::with_capacity(places.len()),
+            controller_ports: places.iter().map(|place| place.controller_port).collect(),
+            voters: voters.join(","),
+            session_timeout_ms,
+            base,
+            racks: Vec::new(),
+        };
+        for (i, place) in places.iter().enumerate() {
+            let roles = if i < controllers { "controller" } else { "broker" };
+            let node = cluster.spawn_node(place, (i + 1, roles), None, None)?;
+            cluster.nodes.push(node);
+        }
+        for node in &mut cluster.nodes {
+            node.wait_until_serving()?;
+        }
+        Ok(cluster)
     }
 
     /// Options for a cluster's nodes on this 2-core machine: one core each, so three nodes

@@ -406,7 +406,21 @@ fn listeners_and_quorum(v: &Values<'_>, node_id: i64) -> Result<ListenersAndQuor
     let (listeners, controller_listener) = cluster_keys::split_listeners(v)?;
     let advertised_listeners = advertised_listeners(v, &listeners)?;
     let cluster = cluster_keys::cluster_settings(v, node_id, controller_listener)?;
-    Ok((listeners, advertised_listeners, cluster))
+    // A controller-only node serves no clients; every other node serves some.
+    let runs_broker = cluster.as_ref().is_none_or(|c| c.roles.runs_broker());
+    match (runs_broker, listeners.is_empty()) {
+        (true, true) => Err(cluster_keys::rejected(
+            "listeners",
+            v.text("listeners"),
+            "no listener for clients",
+        )),
+        (false, false) => Err(cluster_keys::rejected(
+            "listeners",
+            v.text("listeners"),
+            "a controller-only node (process.roles=controller) has its controller listener only",
+        )),
+        _ => Ok((listeners, advertised_listeners, cluster)),
+    }
 }
 
 /// `advertised.listeners` (by default the client listeners, wildcards made local).

@@ -16,6 +16,16 @@ pub enum ProcessRoles {
     /// `broker`: a broker that follows the metadata log as an observer of the quorum (a Raft
     /// learner the leader replicates to at this node's controller listener); it never votes.
     Broker,
+    /// `controller`: a voter of the quorum (or an observer waiting to be made one) that serves
+    /// no Kafka clients, on its controller listener only.
+    Controller,
+}
+
+impl ProcessRoles {
+    /// Whether the node serves Kafka clients and holds replicas.
+    pub fn runs_broker(self) -> bool {
+        self != ProcessRoles::Controller
+    }
 }
 
 /// The cluster settings of a node that is part of a quorum. Built once at start, shared
@@ -59,7 +69,7 @@ pub struct ReplicationSettings {
     pub rack_aware_replica_selector: bool,
 }
 
-fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+pub(super) fn rejected(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Rejected {
         key: key.to_string(),
         value: value.to_string(),
@@ -77,9 +87,6 @@ pub(super) fn split_listeners(v: &Values<'_>) -> Result<(Vec<Listener>, Option<L
     let all = parse_listener_list("listeners", text, false)?;
     let (controller, clients): (Vec<Listener>, Vec<Listener>) =
         all.into_iter().partition(|l| names.contains(&l.name));
-    if clients.is_empty() {
-        return Err(rejected("listeners", text, "no listener for clients"));
-    }
     if controller.len() > 1 {
         return Err(rejected("listeners", text, "more than one controller listener"));
     }
@@ -276,19 +283,17 @@ fn positive_ms(v: &Values<'_>, name: &str) -> Result<u64, ConfigError> {
     u64::try_from(ms).map_err(|_| rejected(name, &ms.to_string(), "must be positive"))
 }
 
-/// `broker,controller` and `broker` run; a controller-only node needs a start path without
-/// shards, and is refused with the reason rather than half-working.
+/// `broker,controller`, `broker` or `controller`, in any order and case.
 fn process_roles(text: &str) -> Result<ProcessRoles, ConfigError> {
     let roles: Vec<String> = split_list(text).iter().map(|r| r.to_ascii_lowercase()).collect();
     let broker = roles.iter().any(|r| r == "broker");
     let controller = roles.iter().any(|r| r == "controller");
-    match (broker, controller) {
-        (true, true) => Ok(ProcessRoles::Combined),
-        (true, false) => Ok(ProcessRoles::Broker),
-        _ => Err(rejected(
-            "process.roles",
-            text,
-            "a controller-only node is not supported yet; use broker,controller",
-        )),
+    let unknown = roles.iter().find(|r| *r != "broker" && *r != "controller");
+    match (broker, controller, unknown) {
+        (_, _, Some(role)) => Err(rejected("process.roles", text, format!("unknown role {role}"))),
+        (true, true, None) => Ok(ProcessRoles::Combined),
+        (true, false, None) => Ok(ProcessRoles::Broker),
+        (false, true, None) => Ok(ProcessRoles::Controller),
+        (false, false, None) => Err(rejected("process.roles", text, "name broker, controller or both")),
     }
 }

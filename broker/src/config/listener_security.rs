@@ -536,13 +536,23 @@ mod tests {
         ];
         let config = load(&[&SASL_LINKS[..], &mechanisms[..]].concat()).unwrap();
         let links = config.peer_links.expect("a cluster node has links");
-        let replication = links.replication.login.expect("a SASL login");
+        let replication = links
+            .replication
+            .clone()
+            .expect("a broker's link")
+            .login
+            .expect("a SASL login");
         assert_eq!(
             (replication.mechanism, &*replication.user, &*replication.password),
             (Mechanism::Plain, "broker", "b-secret")
         );
         assert_eq!(
-            links.replication.listener.protocol,
+            links
+                .replication
+                .as_ref()
+                .expect("a broker's link")
+                .listener
+                .protocol,
             SecurityProtocol::SaslPlaintext
         );
         let controller = links.controller.login.expect("a SASL login");
@@ -562,7 +572,7 @@ mod tests {
             "sasl.mechanism.controller.protocol=PLAIN",
         ];
         let config = load(&[&SASL_LINKS[..], &scram[..]].concat()).unwrap();
-        let login = config.peer_links.unwrap().replication.login.unwrap();
+        let login = config.peer_links.unwrap().replication.unwrap().login.unwrap();
         assert_eq!(
             (login.mechanism, &*login.password),
             (Mechanism::ScramSha512, "s-secret")
@@ -575,7 +585,7 @@ mod tests {
         ])
         .unwrap();
         let links = plain.peer_links.unwrap();
-        assert!(links.replication.login.is_none() && links.controller.login.is_none());
+        assert!(links.replication.unwrap().login.is_none() && links.controller.login.is_none());
         assert_eq!(links.controller.listener.protocol, SecurityProtocol::Plaintext);
     }
 

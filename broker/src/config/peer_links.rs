@@ -12,7 +12,7 @@ use laminar_client::SaslLogin;
 use laminar_security::{JaasOptions, Mechanism, SecurityProtocol};
 
 use super::super::ConfigError;
-use super::cluster_keys::ClusterSettings;
+use super::cluster_keys::{ClusterSettings, ProcessRoles};
 use super::listener_security::{listener_key, ListenerSecurity};
 use super::Values;
 
@@ -21,8 +21,9 @@ const CONTROLLER_MECHANISM_KEY: &str = "sasl.mechanism.controller.protocol";
 /// The broker-to-broker links of a node in a cluster. Built once at start, shared read-only.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeerLinks {
-    /// Followers to their leaders (the inter-broker listener).
-    pub replication: PeerLink,
+    /// Followers to their leaders (the inter-broker listener); `None` on a controller-only node,
+    /// which holds no replicas.
+    pub replication: Option<PeerLink>,
     /// Voters to each other, and brokers to the active controller (the controller listener).
     pub controller: PeerLink,
 }
@@ -44,16 +45,26 @@ pub(super) fn peer_links(
     client_listeners: &[ListenerSecurity],
     controller: ListenerSecurity,
 ) -> Result<PeerLinks, ConfigError> {
-    let name = &cluster.replication.inter_broker_listener_name;
-    let Some(inter_broker) = client_listeners.iter().find(|l| &l.name == name) else {
-        return Err(rejected(
-            "inter.broker.listener.name",
-            name,
-            "no such listener in listeners",
-        ));
+    let replication = match cluster.roles {
+        ProcessRoles::Controller => None,
+        ProcessRoles::Combined | ProcessRoles::Broker => {
+            let name = &cluster.replication.inter_broker_listener_name;
+            let Some(inter_broker) = client_listeners.iter().find(|l| &l.name == name) else {
+                return Err(rejected(
+                    "inter.broker.listener.name",
+                    name,
+                    "no such listener in listeners",
+                ));
+            };
+            Some(peer_link(
+                v,
+                inter_broker.clone(),
+                "sasl.mechanism.inter.broker.protocol",
+            )?)
+        }
     };
     Ok(PeerLinks {
-        replication: peer_link(v, inter_broker.clone(), "sasl.mechanism.inter.broker.protocol")?,
+        replication,
         controller: peer_link(v, controller, CONTROLLER_MECHANISM_KEY)?,
     })
 }

@@ -84,6 +84,27 @@ pub struct ClusterLink {
     pub replica_fetch_security: laminar_client::Security,
 }
 
+/// Where the voters reach this node's controller listener, if the node is not among the static
+/// voters (a broker-only node, or a controller waiting to be made a voter): it then follows the
+/// quorum as an observer (decision 0042).
+fn observer_address(config: &BrokerConfig, settings: &ClusterSettings) -> Option<String> {
+    if settings.voters.contains_key(&config.node_id.get()) {
+        return None;
+    }
+    tracing::info!(
+        node_id = config.node_id.get(),
+        "not among controller.quorum.voters: following the quorum as an observer"
+    );
+    let listener = &settings.controller_listener;
+    let host = &listener.host;
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.clone()
+    };
+    Some(format!("{host}:{}", listener.port))
+}
+
 impl ClusterLink {
     /// Starts this node's voter (or, on a broker-only node, its observer) with its metadata
     /// under `<log_dir>/__cluster_metadata-0/`.
@@ -117,25 +138,15 @@ impl ClusterLink {
         // Formatted for a cluster (a node id beside the cluster id): the quorum takes that id.
         let properties = crate::meta_properties::read(log_dir)?;
         controller.formatted_cluster_id = properties.cluster_id.filter(|_| properties.node_id.is_some());
-        let voter = settings.voters.contains_key(&config.node_id.get());
-        if !voter {
-            tracing::info!(
-                node_id = config.node_id.get(),
-                "not among controller.quorum.voters: following the quorum as an observer"
-            );
-            let host = &listener.host;
-            let host = if host.contains(':') {
-                format!("[{host}]")
-            } else {
-                host.clone()
-            };
-            controller.observer_address = Some(format!("{host}:{}", listener.port));
-        }
+        controller.observer_address = observer_address(config, settings);
         let links = config
             .peer_links
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("a cluster node without peer links"))?;
-        let replica_fetch_security = crate::peer_security::client_security(&links.replication)?;
+        let replica_fetch_security = match &links.replication {
+            Some(link) => crate::peer_security::client_security(link)?,
+            None => laminar_client::Security::default(),
+        };
         let failure_delay = std::time::Duration::from_millis(
             u64::try_from(config.connection_failed_authentication_delay_ms).unwrap_or(0),
         );
@@ -146,7 +157,7 @@ impl ClusterLink {
             addr = %node.handle().listen_addr(),
             voters = ?settings.voters,
             security = %crate::config::broker::peer_links::describe(&links.controller),
-            replication = %crate::config::broker::peer_links::describe(&links.replication),
+            replication = %links.replication.as_ref().map_or("-".into(), crate::config::broker::peer_links::describe),
             "controller listening"
         );
         Ok(Arc::new(ClusterLink {
@@ -190,10 +201,20 @@ impl ClusterLink {
         self.stopping.load(Ordering::Acquire)
     }
 
-    /// The controller id clients are told: the quorum's leader, else -1.
+    /// The controller id clients are told: the quorum's leader when it is a broker they can
+    /// reach, else this broker (which forwards admin requests to the quorum, as KRaft brokers
+    /// name a broker when the active controller is a controller-only node); -1 with no leader.
     pub fn controller_id(&self) -> i32 {
         let leader = self.handle.quorum_status().leader_id;
-        leader.and_then(|id| i32::try_from(id).ok()).unwrap_or(-1)
+        let Some(leader) = leader.and_then(|id| i32::try_from(id).ok()) else {
+            return -1;
+        };
+        let is_broker = self.peek_image(|image| image.metadata.brokers.contains_key(&NodeId::new(leader)));
+        if is_broker {
+            leader
+        } else {
+            self.node_id.get()
+        }
     }
 
     /// This broker and the quorum as this node sees them, for `/v1/status` and `/metrics`.

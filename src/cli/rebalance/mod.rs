@@ -38,6 +38,10 @@ pub struct DecommissionArgs {
     /// As for `rebalance --throttle`.
     #[arg(long, value_name = "BYTES_PER_SECOND")]
     pub throttle: Option<u64>,
+    /// How long to wait, once it holds nothing, for a running broker to be stopped before it is
+    /// unregistered (a broker still running would register again).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub stop_timeout: u64,
     #[command(flatten)]
     pub brokers: BrokerArgs,
 }
@@ -82,11 +86,47 @@ pub fn decommission(args: &DecommissionArgs) -> anyhow::Result<()> {
             args.id
         );
     }
+    wait_until_stopped(&mut connection, args)?;
     connection
         .unregister_broker(args.id)
         .context("cannot unregister the broker")?;
     println!("broker {} holds no replicas and is unregistered", args.id);
     Ok(())
+}
+
+/// A broker still running would register again: waits (at most `--stop-timeout`) until the
+/// quorum has fenced it, which it does once the broker stops.
+fn wait_until_stopped(connection: &mut Connection, args: &DecommissionArgs) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(args.stop_timeout);
+    let mut told = false;
+    loop {
+        let described = connection
+            .describe_cluster()
+            .context("cannot describe the cluster")?;
+        let running = described
+            .brokers
+            .iter()
+            .any(|b| b.node_id == args.id && !b.fenced);
+        if !running {
+            return Ok(());
+        }
+        if !told {
+            println!(
+                "broker {} holds no replicas: stop it now; it is unregistered once it has stopped",
+                args.id
+            );
+            told = true;
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "broker {} still runs after {} s; stop it, then `laminar cluster unregister {}`",
+                args.id,
+                args.stop_timeout,
+                args.id
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }
 
 fn gather(connection: &mut Connection, brokers: &BrokerArgs) -> anyhow::Result<Inputs> {

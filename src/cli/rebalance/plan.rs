@@ -3,13 +3,18 @@
 //! many partitions as the others, moving as little data as it can. Brokers named as leaving
 //! (decommission) end with none. Pure: the CLI gathers the inputs and carries out the moves.
 //!
-//! Replicas first: while a leaving broker holds a replica, or the fullest broker holds two more
-//! than the emptiest, one replica moves from the first to the second (the smallest partition
-//! that can go, preferring one whose other replicas are on other racks than the destination's).
-//! A move replaces the broker in place in the replica list, so the order (the preferred leader
-//! first) changes only where the broker moved. Then leaders: where a broker is the preferred
-//! leader of more partitions than its share, it swaps places with another replica of the same
-//! partition that leads less; a swap moves no data.
+//! Each topic is balanced on its own, as Kafka's reassignment tool does, so that every topic
+//! spreads over every broker; where several brokers would do, the one holding fewest replicas
+//! over all topics is taken, which keeps the cluster as a whole even too.
+//!
+//! Replicas first: while a leaving broker holds a replica of the topic, or the broker holding
+//! most of its replicas holds two more than the one holding fewest, one replica moves from the
+//! first to the second (the smallest partition that can go, preferring one whose other replicas
+//! are on other racks than the destination's). A move replaces the broker in place in the
+//! replica list, so the order (the preferred leader first) changes only where the broker moved.
+//! Then leaders: where a broker is the preferred leader of more of the topic's partitions than
+//! its share, it swaps places with another replica of the same partition that leads less; a
+//! swap moves no data.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,20 +63,7 @@ pub fn plan(
     partitions: &[Placement],
     leaving: &BTreeSet<i32>,
 ) -> Result<Vec<Move>, PlanError> {
-    let eligible: Vec<&Broker> = brokers.iter().filter(|b| !leaving.contains(&b.id)).collect();
-    if let Some(p) = partitions.iter().find(|p| p.replicas.len() > eligible.len()) {
-        return Err(PlanError::TooFewBrokers {
-            topic: p.topic.clone(),
-            partition: p.partition,
-            replicas: p.replicas.len(),
-            brokers: eligible.len(),
-        });
-    }
-    let racks: BTreeMap<i32, Option<&str>> = brokers.iter().map(|b| (b.id, b.rack.as_deref())).collect();
-    let mut placed: Vec<Vec<i32>> = partitions.iter().map(|p| p.replicas.clone()).collect();
-    let eligible_ids: Vec<i32> = eligible.iter().map(|b| b.id).collect();
-    balance_replicas(&mut placed, partitions, (&eligible_ids, leaving), &racks);
-    balance_leaders(&mut placed, &eligible_ids);
+    let placed = placement(brokers, partitions, leaving, Leaders::Balance)?;
     Ok(partitions
         .iter()
         .zip(placed)
@@ -89,33 +81,80 @@ pub fn plan(
         .collect())
 }
 
-/// Replicas each broker holds in `placed` (eligible brokers with none included).
-fn replica_counts(placed: &[Vec<i32>], eligible: &[i32]) -> BTreeMap<i32, usize> {
+/// Whether the preferred leaders are evened after the replicas (tests compare both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leaders {
+    Balance,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Keep,
+}
+
+/// Every partition's replicas once balanced, in `partitions`' order.
+fn placement(
+    brokers: &[Broker],
+    partitions: &[Placement],
+    leaving: &BTreeSet<i32>,
+    leaders: Leaders,
+) -> Result<Vec<Vec<i32>>, PlanError> {
+    let eligible: Vec<&Broker> = brokers.iter().filter(|b| !leaving.contains(&b.id)).collect();
+    if let Some(p) = partitions.iter().find(|p| p.replicas.len() > eligible.len()) {
+        return Err(PlanError::TooFewBrokers {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            replicas: p.replicas.len(),
+            brokers: eligible.len(),
+        });
+    }
+    let racks: BTreeMap<i32, Option<&str>> = brokers.iter().map(|b| (b.id, b.rack.as_deref())).collect();
+    let mut placed: Vec<Vec<i32>> = partitions.iter().map(|p| p.replicas.clone()).collect();
+    let eligible_ids: Vec<i32> = eligible.iter().map(|b| b.id).collect();
+    let mut topics: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, p) in partitions.iter().enumerate() {
+        topics.entry(p.topic.as_str()).or_default().push(index);
+    }
+    for indexes in topics.values() {
+        let topic = Topic { indexes, partitions };
+        balance_replicas(&mut placed, &topic, (&eligible_ids, leaving), &racks);
+        if leaders == Leaders::Balance {
+            balance_leaders(&mut placed, indexes, &eligible_ids);
+        }
+    }
+    Ok(placed)
+}
+
+/// Replicas each broker holds among `indexes` of `placed` (eligible brokers with none
+/// included).
+fn replica_counts(placed: &[Vec<i32>], indexes: &[usize], eligible: &[i32]) -> BTreeMap<i32, usize> {
     let mut counts: BTreeMap<i32, usize> = eligible.iter().map(|id| (*id, 0)).collect();
-    for broker in placed.iter().flatten() {
+    for broker in indexes.iter().flat_map(|index| &placed[*index]) {
         *counts.entry(*broker).or_default() += 1;
     }
     counts
 }
 
+/// One topic's partitions: their indexes in the plan's lists.
+struct Topic<'a> {
+    indexes: &'a [usize],
+    partitions: &'a [Placement],
+}
+
 fn balance_replicas(
     placed: &mut [Vec<i32>],
-    partitions: &[Placement],
+    topic: &Topic<'_>,
     (eligible, leaving): (&[i32], &BTreeSet<i32>),
     racks: &BTreeMap<i32, Option<&str>>,
 ) {
+    let all: Vec<usize> = (0..placed.len()).collect();
     // Each move takes one replica off a leaving broker or narrows the spread: bounded.
-    let moves_max = placed
-        .iter()
-        .map(Vec::len)
-        .sum::<usize>()
-        .saturating_mul(eligible.len().max(1));
-    for _ in 0..moves_max {
-        let counts = replica_counts(placed, eligible);
+    let replicas: usize = topic.indexes.iter().map(|index| placed[*index].len()).sum();
+    for _ in 0..replicas.saturating_mul(eligible.len().max(1)) {
+        let counts = replica_counts(placed, topic.indexes, eligible);
+        let overall = replica_counts(placed, &all, eligible);
         let on_leaving = counts.iter().find(|(id, n)| leaving.contains(id) && **n > 0);
-        let mut staying: Vec<(usize, i32)> = eligible.iter().map(|id| (counts[id], *id)).collect();
+        let mut staying: Vec<(usize, usize, i32)> =
+            eligible.iter().map(|id| (counts[id], overall[id], *id)).collect();
         staying.sort_unstable();
-        let (Some(&(least, _)), Some(&(most, fullest))) = (staying.first(), staying.last()) else {
+        let (Some(&(least, _, _)), Some(&(most, _, fullest))) = (staying.first(), staying.last()) else {
             return;
         };
         let source = match on_leaving {
@@ -125,10 +164,8 @@ fn balance_replicas(
         };
         let moved = staying
             .iter()
-            .filter(|(n, id)| *id != source && (leaving.contains(&source) || *n + 1 < counts[&source]))
-            .find_map(|(_, dest)| {
-                pick(placed, partitions, (source, *dest), racks).map(|index| (index, *dest))
-            });
+            .filter(|(n, _, id)| *id != source && (leaving.contains(&source) || *n + 1 < counts[&source]))
+            .find_map(|(_, _, dest)| pick(placed, topic, (source, *dest), racks).map(|index| (index, *dest)));
         let Some((index, dest)) = moved else {
             return;
         };
@@ -140,11 +177,11 @@ fn balance_replicas(
     }
 }
 
-/// The partition to move from `source` to `dest`: one `dest` does not hold, preferring one whose
-/// other replicas are on racks other than `dest`'s, then the smallest.
+/// The partition of `topic` to move from `source` to `dest`: one `dest` does not hold,
+/// preferring one whose other replicas are on racks other than `dest`'s, then the smallest.
 fn pick(
     placed: &[Vec<i32>],
-    partitions: &[Placement],
+    topic: &Topic<'_>,
     (source, dest): (i32, i32),
     racks: &BTreeMap<i32, Option<&str>>,
 ) -> Option<usize> {
@@ -156,38 +193,38 @@ fn pick(
                 .into_iter()
                 .any(|b| racks.get(b).copied().flatten() == dest_rack)
     };
-    placed
+    topic
+        .indexes
         .iter()
-        .enumerate()
+        .map(|index| (*index, &placed[*index]))
         .filter(|(_, replicas)| replicas.contains(&source) && !replicas.contains(&dest))
-        .min_by_key(|(index, replicas)| (rack_taken(replicas), partitions[*index].size_bytes, *index))
+        .min_by_key(|(index, replicas)| (rack_taken(replicas), topic.partitions[*index].size_bytes, *index))
         .map(|(index, _)| index)
 }
 
-/// Preferred leaders each eligible broker has in `placed`.
-fn leader_counts(placed: &[Vec<i32>], eligible: &[i32]) -> BTreeMap<i32, usize> {
+/// Preferred leaders each eligible broker has among `indexes` of `placed`.
+fn leader_counts(placed: &[Vec<i32>], indexes: &[usize], eligible: &[i32]) -> BTreeMap<i32, usize> {
     let mut counts: BTreeMap<i32, usize> = eligible.iter().map(|id| (*id, 0)).collect();
-    for first in placed.iter().filter_map(|r| r.first()) {
+    for first in indexes.iter().filter_map(|index| placed[*index].first()) {
         *counts.entry(*first).or_default() += 1;
     }
     counts
 }
 
-fn balance_leaders(placed: &mut [Vec<i32>], eligible: &[i32]) {
-    let swaps_max = placed.len().saturating_mul(eligible.len().max(1));
-    for _ in 0..swaps_max {
-        let counts = leader_counts(placed, eligible);
+fn balance_leaders(placed: &mut [Vec<i32>], indexes: &[usize], eligible: &[i32]) {
+    for _ in 0..indexes.len().saturating_mul(eligible.len().max(1)) {
+        let counts = leader_counts(placed, indexes, eligible);
         // A swap from a broker leading `a` to one leading `b` helps when a > b + 1.
-        let swap = placed.iter().enumerate().find_map(|(index, replicas)| {
-            let leader = *replicas.first()?;
-            let leads = counts[&leader];
+        let swap = indexes.iter().find_map(|index| {
+            let replicas = &placed[*index];
+            let leads = counts[replicas.first()?];
             let (position, _) = replicas
                 .iter()
                 .enumerate()
                 .skip(1)
                 .filter(|(_, b)| counts.get(b).is_some_and(|n| n + 1 < leads))
                 .min_by_key(|(_, b)| counts[b])?;
-            Some((index, position))
+            Some((*index, position))
         });
         let Some((index, position)) = swap else {
             return;

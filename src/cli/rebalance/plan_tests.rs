@@ -27,6 +27,10 @@ fn after(partitions: &[Placement], moves: &[Move]) -> Vec<Vec<i32>> {
     each.collect()
 }
 
+fn all(placed: &[Vec<i32>]) -> Vec<usize> {
+    (0..placed.len()).collect()
+}
+
 fn spread(counts: &BTreeMap<i32, usize>) -> usize {
     let (min, max) = (counts.values().min(), counts.values().max());
     max.zip(min).map_or(0, |(max, min)| max - min)
@@ -37,9 +41,9 @@ fn a_new_empty_broker_gets_its_share_and_leads_some() {
     let partitions = placements(&[&[1, 2], &[2, 3], &[3, 1], &[1, 2], &[2, 3], &[3, 1]]);
     let moves = plan(&brokers(&[1, 2, 3, 4]), &partitions, &BTreeSet::new()).unwrap();
     let placed = after(&partitions, &moves);
-    let counts = replica_counts(&placed, &[1, 2, 3, 4]);
+    let counts = replica_counts(&placed, &all(&placed), &[1, 2, 3, 4]);
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), [3, 3, 3, 3]);
-    assert!(leader_counts(&placed, &[1, 2, 3, 4])[&4] >= 1);
+    assert!(leader_counts(&placed, &all(&placed), &[1, 2, 3, 4])[&4] >= 1);
     // Three replicas copied, 100 bytes each; only partitions that changed are listed.
     assert_eq!(moves.iter().map(|m| m.bytes).sum::<u64>(), 300);
     assert!(moves.iter().all(|m| m.from != m.to));
@@ -91,9 +95,33 @@ fn replicas_go_to_racks_the_partition_is_not_on_yet() {
     }
 }
 
+/// Up to 40 partitions of three topics, all on the first few of `broker_count` brokers, each
+/// with at most `eligible` replicas.
+fn skewed_placements(rng: &mut StdRng, broker_count: i32, eligible: usize) -> Vec<Placement> {
+    let crowded = rng.gen_range(1..=broker_count);
+    (0..rng.gen_range(1..40))
+        .map(|partition| {
+            let factor = rng.gen_range(1..=crowded.min(eligible as i32).max(1));
+            let mut pool: Vec<i32> = (1..=crowded).collect();
+            let mut replicas = Vec::new();
+            while replicas.len() < factor as usize {
+                replicas.push(pool.remove(rng.gen_range(0..pool.len())));
+            }
+            let size_bytes = rng.gen_range(0..1_000);
+            Placement {
+                topic: format!("t{}", partition % 3),
+                partition,
+                replicas,
+                size_bytes,
+            }
+        })
+        .collect()
+}
+
 /// Random clusters, skewed placements and leaving brokers: every plan keeps each partition's
-/// replica count with distinct brokers, empties the leaving brokers, balances replicas to
-/// within one, and never leaves leadership less balanced than the replicas it got.
+/// replica count with distinct brokers, empties the leaving brokers, balances each topic's
+/// replicas to within one per broker, and never leaves a topic's leadership less balanced than
+/// the replicas it got.
 #[test]
 fn random_placements_end_balanced_valid_and_off_the_leaving_brokers() {
     let mut rng = StdRng::seed_from_u64(0x01a4_1a42);
@@ -105,26 +133,22 @@ fn random_placements_end_balanced_valid_and_off_the_leaving_brokers() {
         if eligible.is_empty() {
             continue;
         }
-        let crowded = rng.gen_range(1..=broker_count); // partitions start on the first few
-        let partitions: Vec<Placement> = (0..rng.gen_range(1..40))
-            .map(|partition| {
-                let factor = rng.gen_range(1..=crowded.min(eligible.len() as i32).max(1));
-                let mut pool: Vec<i32> = (1..=crowded).collect();
-                let mut replicas = Vec::new();
-                while replicas.len() < factor as usize {
-                    replicas.push(pool.remove(rng.gen_range(0..pool.len())));
-                }
-                let size_bytes = rng.gen_range(0..1_000);
-                Placement {
-                    topic: format!("t{}", partition % 3),
-                    partition,
-                    replicas,
-                    size_bytes,
-                }
-            })
-            .collect();
+        let partitions = skewed_placements(&mut rng, broker_count, eligible.len());
         let moves = plan(&brokers(&ids), &partitions, &leaving).expect("enough brokers");
         let placed = after(&partitions, &moves);
+        let unbalanced =
+            placement(&brokers(&ids), &partitions, &leaving, Leaders::Keep).expect("enough brokers");
+        assert_eq!(
+            unbalanced
+                .iter()
+                .map(|r| r.iter().collect::<BTreeSet<_>>())
+                .collect::<Vec<_>>(),
+            placed
+                .iter()
+                .map(|r| r.iter().collect::<BTreeSet<_>>())
+                .collect::<Vec<_>>(),
+            "round {round}: evening leaders moves no replica"
+        );
         for (before, now) in partitions.iter().zip(&placed) {
             assert_eq!(before.replicas.len(), now.len(), "round {round}");
             assert_eq!(
@@ -134,15 +158,35 @@ fn random_placements_end_balanced_valid_and_off_the_leaving_brokers() {
             );
             assert!(now.iter().all(|b| !leaving.contains(b)), "round {round}: {now:?}");
         }
-        assert!(spread(&replica_counts(&placed, &eligible)) <= 1, "round {round}");
-        let mut leaders_unbalanced = placed.clone();
-        for (replicas, moved) in leaders_unbalanced.iter_mut().zip(&placed) {
-            replicas.sort_unstable_by_key(|b| moved.iter().position(|m| m == b));
+        let topics: BTreeSet<&str> = partitions.iter().map(|p| p.topic.as_str()).collect();
+        for topic in &topics {
+            let indexes: Vec<usize> = (0..partitions.len())
+                .filter(|i| partitions[*i].topic == *topic)
+                .collect();
+            assert!(
+                spread(&replica_counts(&placed, &indexes, &eligible)) <= 1,
+                "round {round}, {topic}"
+            );
+            let leaders = spread(&leader_counts(&placed, &indexes, &eligible));
+            assert!(
+                leaders <= spread(&leader_counts(&unbalanced, &indexes, &eligible)),
+                "round {round}"
+            );
         }
-        let leaders = spread(&leader_counts(&placed, &eligible));
+        // Each topic is within one replica per broker, and ties go to the emptier brokers.
         assert!(
-            leaders <= spread(&leader_counts(&leaders_unbalanced, &eligible)),
+            spread(&replica_counts(&placed, &all(&placed), &eligible)) <= topics.len(),
             "round {round}"
         );
     }
+}
+
+#[test]
+fn leaders_are_evened_by_reordering_without_moving_data() {
+    let partitions = placements(&[&[1, 2], &[1, 2], &[1, 2], &[1, 2]]);
+    let moves = plan(&brokers(&[1, 2]), &partitions, &BTreeSet::new()).unwrap();
+    let placed = after(&partitions, &moves);
+    let leaders = leader_counts(&placed, &all(&placed), &[1, 2]);
+    assert_eq!(leaders.values().copied().collect::<Vec<_>>(), [2, 2]);
+    assert!(moves.iter().all(|m| m.bytes == 0), "a reorder copies nothing");
 }
