@@ -2,8 +2,9 @@
 //! `replica.selector.class` set to Kafka's RackAwareReplicaSelector: the leader points a
 //! consumer in a follower's rack to that follower (`preferred_read_replica`, no records), and
 //! serves one in its own rack itself; the follower serves consumers' fetches from v11 on (older
-//! ones are NOT_LEADER_OR_FOLLOWER, as Kafka's); and librdkafka with `client.rack` reads every
-//! record through the follower. Three real broker processes.
+//! ones are NOT_LEADER_OR_FOLLOWER, as Kafka's); librdkafka with `client.rack` reads every
+//! record through the follower, and goes on without a gap or a duplicate when that follower is
+//! killed while records keep coming. Three real broker processes.
 
 use std::time::{Duration, Instant};
 
@@ -134,18 +135,76 @@ fn records_fetched(cluster: &mut Cluster, node: i32) -> Result<f64> {
         .unwrap_or(0.0))
 }
 
+/// Records produced while a consumer reads through a follower that is killed halfway.
+const MORE_RECORDS: usize = 200;
+
+#[test]
+fn a_consumer_reading_from_a_follower_loses_nothing_and_reads_nothing_twice_when_it_dies() -> Result<()> {
+    let options = Cluster::node_options()
+        .with_override("replica.selector.class", RACK_AWARE)
+        .with_override("replica.lag.time.max.ms", "3000");
+    let mut cluster = Cluster::start_in_racks(3000, options, &["rack-1", "rack-2", "rack-3"])?;
+    let (leader, follower, mut expected) = topic_with_records(&mut cluster)?;
+    let (bootstrap, client_rack) = (cluster.bootstrap(), rack(follower));
+    let total = RECORDS + MORE_RECORDS;
+    let reading = std::thread::spawn(move || consume_until(&bootstrap, &client_rack, total));
+    let mut at_leader = cluster.connect(leader)?;
+    for batch in 0..MORE_RECORDS / 10 {
+        if batch == MORE_RECORDS / 20 {
+            cluster.node(follower).kill9()?;
+        }
+        let values: Vec<Vec<u8>> = (0..10)
+            .map(|i| format!("more-{batch}-{i}").into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let within = Duration::from_secs(20);
+        let answer = produce_when_known(&mut at_leader, (TOPIC, 0), record_batch(&refs, 2)?, -1, within)?;
+        ensure!(
+            answer.error_code == 0,
+            "produce batch {batch}: {}",
+            answer.error_code
+        );
+        expected.extend(values);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let consumed = reading
+        .join()
+        .map_err(|_| anyhow::anyhow!("the consumer panicked"))??;
+    assert_eq!(consumed.len(), total, "every record, none twice");
+    assert!(consumed == expected, "in order");
+    Ok(())
+}
+
 /// Every record of the partition, read by librdkafka with `client.rack`.
 fn consume_in_rack(bootstrap: &str, client_rack: &str) -> Result<Vec<Vec<u8>>> {
+    consume_until(bootstrap, client_rack, RECORDS)
+}
+
+/// The partition's first `count` records (fewer if they do not come within 60 s), read by
+/// librdkafka with `client.rack`.
+fn consume_until(bootstrap: &str, client_rack: &str, count: usize) -> Result<Vec<Vec<u8>>> {
     let consumer = assigned_consumer(bootstrap, &[("client.rack", client_rack)])?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(TOPIC, 0, Offset::Beginning)?;
     consumer.assign(&assignment)?;
     let mut values = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while values.len() < RECORDS && Instant::now() < deadline {
-        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
-            values.push(message?.payload().unwrap_or_default().to_vec());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut last, mut longest) = (Instant::now(), Duration::ZERO);
+    while values.len() < count && Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(message)) => {
+                values.push(message.payload().unwrap_or_default().to_vec());
+                longest = longest.max(last.elapsed());
+                last = Instant::now();
+            }
+            // librdkafka reports a lost broker connection and goes on by itself.
+            Some(Err(error)) => eprintln!("consumer: {error}"),
+            None => {}
         }
     }
+    eprintln!(
+        "{} records in {client_rack}, at most {longest:.2?} between two",
+        values.len()
+    );
     Ok(values)
 }

@@ -318,14 +318,25 @@ fn a_broker_only_node_is_not_a_voter_and_names_its_controller_listeners_host() {
 
 #[test]
 fn a_controller_only_node_has_its_controller_listener_only() {
-    let only = ["process.roles=controller", "listeners=CONTROLLER://127.0.0.1:9094"];
+    let only = [
+        "process.roles=controller",
+        "listeners=CONTROLLER://127.0.0.1:9094",
+    ];
     let c = config(COMBINED, &only);
     let cluster = c.cluster.as_ref().expect("cluster mode");
     assert_eq!(cluster.roles, crate::config::ProcessRoles::Controller);
     assert!(c.listeners.is_empty() && !cluster.roles.runs_broker());
-    assert!(c.peer_links.expect("links").replication.is_none(), "no replicas, no replication link");
-    let with_clients = load(COMBINED, &["process.roles=controller"]).unwrap_err().to_string();
-    assert!(with_clients.contains("controller listener only"), "{with_clients}");
+    assert!(
+        c.peer_links.expect("links").replication.is_none(),
+        "no replicas, no replication link"
+    );
+    let with_clients = load(COMBINED, &["process.roles=controller"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        with_clients.contains("controller listener only"),
+        "{with_clients}"
+    );
 }
 
 #[test]
