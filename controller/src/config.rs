@@ -51,6 +51,9 @@ pub struct ControllerConfig {
     /// active controller of the quorum writes them with the cluster's id, in its first entry.
     /// At most [`BOOTSTRAP_RECORDS_MAX`].
     pub bootstrap_records: Vec<crate::records::UserScramCredentialRecord>,
+    /// `controller.quorum.bootstrap.servers`: more controller listeners an observer asks to
+    /// be added at, besides the voters'.
+    pub bootstrap_servers: Vec<String>,
     /// `Some(address)`: a broker-only node, which follows the metadata log as an observer (a
     /// Raft learner) and asks the voters to replicate to it at `address` (its controller
     /// listener, `host:port`); never among `voters`. `None`: a voter.
@@ -95,6 +98,7 @@ impl ControllerConfig {
             bootstrap_records: Vec::new(),
             formatted_cluster_id: None,
             observer_address: None,
+            bootstrap_servers: Vec::new(),
             entries_kept_after_snapshot: 500,
             session_timeout_ms: 9000,
             unclean_leader_election_enable: false,

@@ -181,9 +181,11 @@ pub(crate) async fn join(config: ControllerConfig, address: String) {
     let request = RpcRequest::Controller(ControllerRequest::AddObserver { node_id, address });
     let mut leader: Option<u64> = None;
     loop {
-        // The leader named by the last answer first, then every voter.
+        // The leader named by the last answer first, then every voter, then the bootstrap
+        // servers (whose ids are unknown).
         let voters = config.voters.iter().map(|(id, addr)| (raft_id(*id).ok(), addr));
-        let mut order: Vec<(Option<u64>, &String)> = voters.collect();
+        let bootstrap = config.bootstrap_servers.iter().map(|addr| (None, addr));
+        let mut order: Vec<(Option<u64>, &String)> = voters.chain(bootstrap).collect();
         order.sort_by_key(|(id, _)| *id != leader);
         for (_, address) in order {
             let mut client = PeerClient::new(address.clone(), config.transport_security.clone());

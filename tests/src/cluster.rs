@@ -243,14 +243,26 @@ impl Cluster {
         };
         let session_timeout_ms = self.session_timeout_ms;
         let rack = self.racks.get(id - 1).map(|rack| ("broker.rack", rack.as_str()));
-        let options = rack
-            .into_iter()
+        // A broker-only node finds the quorum through its bootstrap servers (KIP-853), as a
+        // Kafka broker may; the others are given the voters.
+        let bootstrap: Vec<&str> = self
+            .voters
+            .split(',')
+            .filter_map(|v| v.split_once('@').map(|(_, a)| a))
+            .collect();
+        let (voters, bootstrap) = match roles {
+            "broker" => (String::new(), bootstrap.join(",")),
+            _ => (self.voters.clone(), String::new()),
+        };
+        let bootstrap =
+            (!bootstrap.is_empty()).then_some(("controller.quorum.bootstrap.servers", bootstrap.as_str()));
+        let options = (rack.into_iter().chain(bootstrap))
             .fold(base.clone(), |options, (key, value)| {
                 options.with_override(key, value)
             })
             .with_override("process.roles", roles)
             .with_override("node.id", &id.to_string())
-            .with_override("controller.quorum.voters", &self.voters)
+            .with_override("controller.quorum.voters", &voters)
             .with_override("listeners", &listeners)
             .with_override("broker.session.timeout.ms", &session_timeout_ms.to_string())
             .with_override(

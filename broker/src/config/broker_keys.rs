@@ -82,6 +82,9 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
     key("process.roles", Unset, Kind::ChoiceList(&["broker", "controller"]), &[],
         "KRaft roles of this node: broker,controller (combined mode, what Laminar runs) with \
          controller.quorum.voters. Unset: the single-node mode, with no quorum."),
+    key("controller.quorum.bootstrap.servers", Unset, Kind::Text, &[],
+        "host:port of controller listeners where a node that is not a voter first finds the \
+         quorum (KIP-853), instead of or beside controller.quorum.voters."),
     key("controller.quorum.voters", Fixed(""), Kind::QuorumVoters, &[],
         "The static controller quorum as id@host:port of each voter's CONTROLLER listener, \
          e.g. 1@h1:9093,2@h2:9093,3@h3:9093. Needs process.roles."),
@@ -405,10 +408,6 @@ fn join(items: &[impl ToString]) -> String {
 /// Kafka keys Laminar recognises and ignores, with the reason given in the warning.
 static IGNORED_KEYS: &[(&str, &str)] = &[
     ("zookeeper.connect", "Laminar has no ZooKeeper"),
-    (
-        "controller.quorum.bootstrap.servers",
-        "the quorum is static: controller.quorum.voters names it",
-    ),
     (
         "num.network.threads",
         "one shard per core does all work; see laminar.cores",

@@ -312,6 +312,29 @@ fn a_broker_only_node_is_not_a_voter_and_names_its_controller_listeners_host() {
     // A combined node outside the voters starts as an observer, to be added later (KIP-853).
     let observer = config(COMBINED, &["node.id=7"]).cluster.expect("cluster mode");
     assert_eq!(observer.roles, crate::config::ProcessRoles::Combined);
+    // KIP-853: a broker may name where to find the quorum instead of its voters.
+    let found = [
+        "controller.quorum.voters=",
+        "controller.quorum.bootstrap.servers=h1:9093, h2:9093",
+    ];
+    let c = config(
+        COMBINED,
+        &[broker_only[0], broker_only[1], own_listener, found[0], found[1]],
+    );
+    assert_eq!(
+        c.cluster.expect("cluster mode").bootstrap_servers,
+        ["h1:9093", "h2:9093"]
+    );
+    let bad = load(
+        COMBINED,
+        &[
+            broker_only[0],
+            own_listener,
+            found[0],
+            "controller.quorum.bootstrap.servers=h1",
+        ],
+    );
+    assert!(bad.unwrap_err().to_string().contains("h1 is not host:port"));
     let voter_id = load(COMBINED, &["process.roles=broker"]).unwrap_err().to_string();
     assert!(voter_id.contains("a voter's id cannot be its"), "{voter_id}");
 }

@@ -35,6 +35,9 @@ pub struct ClusterSettings {
     pub roles: ProcessRoles,
     /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER listener.
     pub voters: BTreeMap<i32, String>,
+    /// `controller.quorum.bootstrap.servers`: more `host:port`s where a node that is not a
+    /// voter asks to follow the quorum.
+    pub bootstrap_servers: Vec<String>,
     /// The listener the controller binds (named in `controller.listener.names`).
     pub controller_listener: Listener,
     pub session_timeout_ms: u64,
@@ -122,11 +125,13 @@ pub(super) fn cluster_settings(
         return Ok(None);
     };
     let roles = process_roles(roles_text)?;
-    if voters.is_empty() {
+    let bootstrap_servers = bootstrap_servers(v)?;
+    if voters.is_empty() && bootstrap_servers.is_empty() {
         return Err(rejected(
             "controller.quorum.voters",
             voters_text,
-            "process.roles is set: list the quorum's voters as id@host:port",
+            "process.roles is set: list the quorum's voters as id@host:port, or where to find \
+             it in controller.quorum.bootstrap.servers",
         ));
     }
     let voter = check_voter_or_not(roles, node_id, (&voters, voters_text))?;
@@ -137,6 +142,7 @@ pub(super) fn cluster_settings(
         replication: replication_settings(v)?,
         roles,
         voters,
+        bootstrap_servers,
         controller_listener,
         session_timeout_ms,
         heartbeat_interval_ms,
@@ -145,6 +151,23 @@ pub(super) fn cluster_settings(
         leader_imbalance_per_broker_percentage: percentage,
         stray_replicas_max_percent: percent(v, "laminar.stray.replicas.max.percent")?,
     }))
+}
+
+/// `controller.quorum.bootstrap.servers` as `host:port`s.
+fn bootstrap_servers(v: &Values<'_>) -> Result<Vec<String>, ConfigError> {
+    let key = "controller.quorum.bootstrap.servers";
+    let Some(text) = v.set(key) else {
+        return Ok(Vec::new());
+    };
+    let servers: Vec<String> = split_list(text).into_iter().map(String::from).collect();
+    let valid = |server: &String| {
+        let parts = server.rsplit_once(':');
+        parts.is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+    };
+    match servers.iter().find(|server| !valid(server)) {
+        Some(bad) => Err(rejected(key, text, format!("{bad} is not host:port"))),
+        None => Ok(servers),
+    }
 }
 
 /// A broker-only node must not be among the voters. A combined node outside them starts as an

@@ -139,6 +139,7 @@ impl ClusterLink {
         let properties = crate::meta_properties::read(log_dir)?;
         controller.formatted_cluster_id = properties.cluster_id.filter(|_| properties.node_id.is_some());
         controller.observer_address = observer_address(config, settings);
+        controller.bootstrap_servers = settings.bootstrap_servers.clone();
         let links = config
             .peer_links
             .as_ref()
