@@ -143,3 +143,63 @@ fn rebalance_spreads_replicas_onto_a_new_broker_and_decommission_takes_them_off_
     every_record_is_there(&mut cluster)?;
     Ok(())
 }
+
+/// Bytes the measured topic holds, over two partitions on one broker.
+const MEASURED_BYTES: usize = 40 << 20;
+
+/// The "moves done in ... s" line of a rebalance's output.
+fn moves_done(said: &str) -> String {
+    let line = said.lines().find(|l| l.starts_with("moves done in"));
+    line.unwrap_or("no moves").to_string()
+}
+
+/// A topic of `MEASURED_BYTES` in two partitions on a one-node cluster; a second broker joins;
+/// `rebalance --execute --throttle 10000000` moves one partition onto it, then `decommission`
+/// of the new broker moves it back unthrottled. Prints the bytes and the time of each: the
+/// documented measurement of decision 0044,
+/// `cargo test -p laminar-tests --test cluster_rebalance -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: a move's time at a throttle against none"]
+fn rebalance_at_a_throttle_figures() -> Result<()> {
+    let mut cluster = Cluster::start(1, SESSION_TIMEOUT_MS, Cluster::node_options())?;
+    let mut first = cluster.connect(1)?;
+    let record = vec![b'x'; 10_000];
+    ensure!(create_topic_replicated(&mut first, "measured", (2, 1), &[])? == 0);
+    for partition in 0..2 {
+        for _ in 0..MEASURED_BYTES / 2 / (100 * record.len()) {
+            let batch = record_batch(&vec![record.as_slice(); 100], 1)?;
+            let answer = produce_when_known(
+                &mut first,
+                ("measured", partition),
+                batch,
+                -1,
+                Duration::from_secs(10),
+            )?;
+            ensure!(answer.error_code == 0, "produce: {}", answer.error_code);
+        }
+    }
+    cluster.add_broker_only()?;
+    let bootstrap = cluster.bootstrap();
+    let throttled = ok_on(
+        &bootstrap,
+        &["cluster", "rebalance", "--execute", "--throttle", "10000000"],
+        "",
+    )?;
+    let bytes = throttled
+        .lines()
+        .find(|l| l.contains("bytes to copy"))
+        .unwrap_or("?");
+    eprintln!("at 10 MB/s: {bytes}; {}", moves_done(&throttled));
+    let args = [
+        "cluster",
+        "decommission",
+        "2",
+        "--stop-timeout",
+        "0",
+        "--brokers",
+        bootstrap.as_str(),
+    ];
+    let back = laminar_tests::cli::run(&args, "")?;
+    eprintln!("unthrottled, back: {}", moves_done(&back.stdout));
+    Ok(())
+}
