@@ -203,3 +203,67 @@ fn rebalance_at_a_throttle_figures() -> Result<()> {
     eprintln!("unthrottled, back: {}", moves_done(&back.stdout));
     Ok(())
 }
+
+/// A rebalance held back by a small throttle is cancelled from another process: its moves stop,
+/// every partition keeps the replicas it had, the running `--execute` returns, and no throttle
+/// is left on the brokers or the topic.
+#[test]
+fn a_throttled_rebalance_is_cancelled_and_leaves_no_throttle_behind() -> Result<()> {
+    let mut cluster = Cluster::start(1, SESSION_TIMEOUT_MS, Cluster::node_options())?;
+    let mut first = cluster.connect(1)?;
+    ensure!(create_topic_replicated(&mut first, "slow", (2, 1), &[])? == 0);
+    let record = vec![b'x'; 10_000];
+    for partition in 0..2 {
+        let batch = record_batch(&vec![record.as_slice(); 100], 1)?;
+        let answer = produce_when_known(
+            &mut first,
+            ("slow", partition),
+            batch,
+            -1,
+            Duration::from_secs(10),
+        )?;
+        ensure!(answer.error_code == 0, "produce: {}", answer.error_code);
+    }
+    cluster.add_broker_only()?;
+    let bootstrap = cluster.bootstrap();
+    let running = {
+        let bootstrap = bootstrap.clone();
+        // 1 MB to copy at 10 kB/s: it would take minutes.
+        std::thread::spawn(move || {
+            ok_on(
+                &bootstrap,
+                &["cluster", "rebalance", "--execute", "--throttle", "10000"],
+                "",
+            )
+        })
+    };
+    wait_for(Duration::from_secs(20), "a move in progress", || {
+        Ok(ok_on(&bootstrap, &["topic", "reassignments"], "")?.contains("slow"))
+    })?;
+    let cancelled = ok_on(&bootstrap, &["cluster", "rebalance", "--cancel"], "")?;
+    assert!(cancelled.contains("1 moves cancelled"), "{cancelled}");
+    running
+        .join()
+        .map_err(|_| anyhow::anyhow!("the rebalance thread panicked"))??;
+    let mut conn = cluster.connect(1)?;
+    for partition in 0..2 {
+        assert_eq!(
+            partition_view(&mut conn, "slow", partition)?.replicas,
+            [1],
+            "{partition} stays"
+        );
+    }
+    for broker in ["1", "2"] {
+        let shown = ok_on(&bootstrap, &["cluster", "config", "--broker", broker], "")?;
+        assert!(!shown.contains("throttled.rate"), "broker {broker}: {shown}");
+    }
+    let described = ok_on(&bootstrap, &["topic", "describe", "slow"], "")?;
+    let mut throttle_lines = described
+        .lines()
+        .filter(|line| line.contains("throttled.replicas"));
+    assert!(
+        throttle_lines.all(|line| line.trim_end().ends_with("default")),
+        "{described}"
+    );
+    Ok(())
+}
