@@ -258,11 +258,15 @@ fn a_throttled_rebalance_is_cancelled_and_leaves_no_throttle_behind() -> Result<
         assert!(!shown.contains("throttled.rate"), "broker {broker}: {shown}");
     }
     let described = ok_on(&bootstrap, &["topic", "describe", "slow"], "")?;
-    let mut throttle_lines = described
+    let throttle_lines: Vec<&str> = described
         .lines()
-        .filter(|line| line.contains("throttled.replicas"));
+        .filter(|line| line.contains("throttled.replicas"))
+        .collect();
+    assert_eq!(throttle_lines.len(), 2, "{described}");
     assert!(
-        throttle_lines.all(|line| line.trim_end().ends_with("default")),
+        throttle_lines
+            .iter()
+            .all(|line| line.trim_end().ends_with("default")),
         "{described}"
     );
     Ok(())
