@@ -191,19 +191,7 @@ impl Cluster {
     ) -> Result<Cluster> {
         let binary = base.binary.clone().unwrap_or_else(default_binary);
         check_runnable(&binary)?;
-        let voters: Vec<String> = places
-            .iter()
-            .enumerate()
-            .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
-            .collect();
-        let mut cluster = Cluster {
-            nodes: Vec::with_capacity(places.len()),
-            controller_ports: places.iter().map(|place| place.controller_port).collect(),
-            voters: voters.join(","),
-            session_timeout_ms,
-            base,
-            racks,
-        };
+        let mut cluster = Cluster::unstarted(places, places.len(), (session_timeout_ms, base), racks);
         for (i, place) in places.iter().enumerate() {
             let seed = node1_data.filter(|_| i == 0);
             let node = cluster.spawn_node(
@@ -218,6 +206,28 @@ impl Cluster {
             node.wait_until_serving()?;
         }
         Ok(cluster)
+    }
+
+    /// A cluster of no node yet at `places`, the first `voters` of them the quorum's voters.
+    fn unstarted(
+        places: &[NodePlace],
+        voters: usize,
+        (session_timeout_ms, base): (u64, BrokerOptions),
+        racks: Vec<String>,
+    ) -> Cluster {
+        let voters: Vec<String> = places[..voters]
+            .iter()
+            .enumerate()
+            .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
+            .collect();
+        Cluster {
+            nodes: Vec::with_capacity(places.len()),
+            controller_ports: places.iter().map(|place| place.controller_port).collect(),
+            voters: voters.join(","),
+            session_timeout_ms,
+            base,
+            racks,
+        }
     }
 
     /// Starts node `id` with `process.roles=roles` at `place` (its data dir a copy of `seed` if
@@ -328,19 +338,7 @@ impl Cluster {
         base: BrokerOptions,
     ) -> Result<Cluster> {
         let places = NodePlace::on_loopback(controllers + brokers)?;
-        let voters: Vec<String> = places[..controllers]
-            .iter()
-            .enumerate()
-            .map(|(i, place)| format!("{}@{}", i + 1, place.controller_addr()))
-            .collect();
-        let mut cluster = Cluster {
-            nodes: Vec::with_capacity(places.len()),
-            controller_ports: places.iter().map(|place| place.controller_port).collect(),
-            voters: voters.join(","),
-            session_timeout_ms,
-            base,
-            racks: Vec::new(),
-        };
+        let mut cluster = Cluster::unstarted(&places, controllers, (session_timeout_ms, base), Vec::new());
         for (i, place) in places.iter().enumerate() {
             let roles = if i < controllers { "controller" } else { "broker" };
             let node = cluster.spawn_node(place, (i + 1, roles), None, None)?;

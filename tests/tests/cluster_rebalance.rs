@@ -144,6 +144,28 @@ fn rebalance_spreads_replicas_onto_a_new_broker_and_decommission_takes_them_off_
     Ok(())
 }
 
+/// Bytes of one batch of [`two_partitions_then_a_second_broker`]: 100 records of 10 kB.
+const MEGABYTE_BATCH: usize = 100 * 10_000;
+
+/// A one-node cluster with `topic` (two partitions, one replica) holding `batches` batches of
+/// a megabyte in each partition, then a second broker joined: half the replicas to move.
+fn two_partitions_then_a_second_broker(topic: &str, batches: usize) -> Result<Cluster> {
+    let mut cluster = Cluster::start(1, SESSION_TIMEOUT_MS, Cluster::node_options())?;
+    let mut first = cluster.connect(1)?;
+    ensure!(create_topic_replicated(&mut first, topic, (2, 1), &[])? == 0);
+    let record = vec![b'x'; MEGABYTE_BATCH / 100];
+    for partition in 0..2 {
+        for _ in 0..batches {
+            let batch = record_batch(&vec![record.as_slice(); 100], 1)?;
+            let answer =
+                produce_when_known(&mut first, (topic, partition), batch, -1, Duration::from_secs(10))?;
+            ensure!(answer.error_code == 0, "produce: {}", answer.error_code);
+        }
+    }
+    cluster.add_broker_only()?;
+    Ok(cluster)
+}
+
 /// Bytes the measured topic holds, over two partitions on one broker.
 const MEASURED_BYTES: usize = 40 << 20;
 
@@ -161,24 +183,8 @@ fn moves_done(said: &str) -> String {
 #[test]
 #[ignore = "a measurement: a move's time at a throttle against none"]
 fn rebalance_at_a_throttle_figures() -> Result<()> {
-    let mut cluster = Cluster::start(1, SESSION_TIMEOUT_MS, Cluster::node_options())?;
-    let mut first = cluster.connect(1)?;
-    let record = vec![b'x'; 10_000];
-    ensure!(create_topic_replicated(&mut first, "measured", (2, 1), &[])? == 0);
-    for partition in 0..2 {
-        for _ in 0..MEASURED_BYTES / 2 / (100 * record.len()) {
-            let batch = record_batch(&vec![record.as_slice(); 100], 1)?;
-            let answer = produce_when_known(
-                &mut first,
-                ("measured", partition),
-                batch,
-                -1,
-                Duration::from_secs(10),
-            )?;
-            ensure!(answer.error_code == 0, "produce: {}", answer.error_code);
-        }
-    }
-    cluster.add_broker_only()?;
+    let batches = MEASURED_BYTES / 2 / MEGABYTE_BATCH;
+    let cluster = two_partitions_then_a_second_broker("measured", batches)?;
     let bootstrap = cluster.bootstrap();
     let throttled = ok_on(
         &bootstrap,
@@ -209,22 +215,7 @@ fn rebalance_at_a_throttle_figures() -> Result<()> {
 /// is left on the brokers or the topic.
 #[test]
 fn a_throttled_rebalance_is_cancelled_and_leaves_no_throttle_behind() -> Result<()> {
-    let mut cluster = Cluster::start(1, SESSION_TIMEOUT_MS, Cluster::node_options())?;
-    let mut first = cluster.connect(1)?;
-    ensure!(create_topic_replicated(&mut first, "slow", (2, 1), &[])? == 0);
-    let record = vec![b'x'; 10_000];
-    for partition in 0..2 {
-        let batch = record_batch(&vec![record.as_slice(); 100], 1)?;
-        let answer = produce_when_known(
-            &mut first,
-            ("slow", partition),
-            batch,
-            -1,
-            Duration::from_secs(10),
-        )?;
-        ensure!(answer.error_code == 0, "produce: {}", answer.error_code);
-    }
-    cluster.add_broker_only()?;
+    let mut cluster = two_partitions_then_a_second_broker("slow", 1)?;
     let bootstrap = cluster.bootstrap();
     let running = {
         let bootstrap = bootstrap.clone();
