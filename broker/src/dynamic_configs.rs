@@ -90,7 +90,7 @@ impl EffectiveConfig {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let current = self.current.load_full();
         let mut layers = change(current.dynamic_layers())?;
-        let dropped = layers.retain_valid();
+        let dropped = crate::config::dynamic::retain_valid(&mut layers);
         if *current.dynamic_layers() == layers {
             return Ok(false);
         }
@@ -119,7 +119,7 @@ pub fn layers_in(md: &laminar_controller::ClusterMetadata, node_id: laminar_mode
 
 /// `static_config` with those of `layers` that are valid (the others logged and dropped).
 fn with_valid(static_config: &BrokerConfig, mut layers: DynamicLayers) -> anyhow::Result<BrokerConfig> {
-    for dropped in layers.retain_valid() {
+    for dropped in crate::config::dynamic::retain_valid(&mut layers) {
         tracing::warn!(error = %dropped, "dynamic broker config ignored");
     }
     Ok(static_config.with_dynamic(layers)?)

@@ -110,7 +110,7 @@ impl BrokerConfig {
 
     /// This config with `layers` of dynamic values over its static ones (which stay as loaded):
     /// the typed fields as if the dynamic values had been in the file. `layers` holds dynamic
-    /// keys with valid values only ([`DynamicLayers::retain_valid`]).
+    /// keys with valid values only ([`dynamic::retain_valid`]).
     pub fn with_dynamic(&self, layers: DynamicLayers) -> Result<BrokerConfig, ConfigError> {
         let mut merged = self.explicit.clone();
         merged.extend(layers.merged().map(|(k, v)| (k.clone(), v.clone())));

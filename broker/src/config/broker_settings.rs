@@ -106,7 +106,7 @@ pub struct BrokerConfig {
     /// telling a static value from a default.
     pub(super) explicit: BTreeMap<String, String>,
     /// Dynamic values over the static ones (`dynamic.rs`); empty as loaded.
-    pub(super) dynamic: super::dynamic::DynamicLayers,
+    pub(super) dynamic: super::dynamic_layers::DynamicLayers,
 }
 
 /// The ACL authorizer's settings (`authorizer.class.name` set).

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use super::broker_keys::find_broker_key;
+pub use super::dynamic_layers::DynamicLayers;
 use super::topic_keys::TOPIC_KEYS;
 use super::ConfigError;
 
@@ -22,40 +23,20 @@ pub const THROTTLE_RATE_KEYS: [&str; 2] = [
     "follower.replication.throttled.rate",
 ];
 
-/// The dynamic values a broker applies: the default of every broker and its own. Plain data,
-/// held inside [`super::BrokerConfig`] (shared read-only; replaced whole when they change).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DynamicLayers {
-    /// `--entity-default`: every broker's.
-    pub default: BTreeMap<String, String>,
-    /// `--entity-name <this node id>`.
-    pub broker: BTreeMap<String, String>,
-}
-
-impl DynamicLayers {
-    /// Both layers merged, this broker's over the default.
-    pub fn merged(&self) -> impl Iterator<Item = (&String, &String)> {
-        self.default
-            .iter()
-            .filter(|(name, _)| !self.broker.contains_key(*name))
-            .chain(&self.broker)
+/// Keeps only the entries of `layers` a broker may apply: dynamic keys with values their kind
+/// accepts. What is dropped is returned, for a warning (another broker wrote it: it is input).
+pub fn retain_valid(layers: &mut DynamicLayers) -> Vec<ConfigError> {
+    let mut dropped = Vec::new();
+    for layer in [&mut layers.default, &mut layers.broker] {
+        layer.retain(|name, value| match validate_one(name, value) {
+            Ok(()) => true,
+            Err(e) => {
+                dropped.push(e);
+                false
+            }
+        });
     }
-
-    /// Keeps only the entries a broker may apply: dynamic keys with values their kind accepts.
-    /// What is dropped is returned, for a warning (another broker wrote it: it is input).
-    pub fn retain_valid(&mut self) -> Vec<ConfigError> {
-        let mut dropped = Vec::new();
-        for layer in [&mut self.default, &mut self.broker] {
-            layer.retain(|name, value| match validate_one(name, value) {
-                Ok(()) => true,
-                Err(e) => {
-                    dropped.push(e);
-                    false
-                }
-            });
-        }
-        dropped
-    }
+    dropped
 }
 
 /// Whether broker key `name` may change at run time.
@@ -144,7 +125,7 @@ mod tests {
             ]),
             broker: map(&[("log.retention.ms", "5"), ("min.insync.replicas", "zero")]),
         };
-        assert_eq!(layers.retain_valid().len(), 2);
+        assert_eq!(retain_valid(&mut layers).len(), 2);
         let merged: BTreeMap<&String, &String> = layers.merged().collect();
         let expected = map(&[("log.retention.ms", "5"), ("log.segment.bytes", "2048")]);
         assert_eq!(merged, expected.iter().collect());

@@ -18,6 +18,7 @@ mod broker_keys;
 mod broker_settings;
 pub mod connection_limits;
 pub mod dynamic;
+mod dynamic_layers;
 pub mod engine;
 pub mod properties;
 pub mod topic;
