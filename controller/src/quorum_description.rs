@@ -20,6 +20,8 @@ pub struct QuorumDescription {
     pub voters: Vec<ReplicaProgress>,
     /// Members that replicate without voting (openraft's learners).
     pub observers: Vec<ReplicaProgress>,
+    /// Every member's controller listener (`host:port`) as the membership records it, by id.
+    pub addresses: Vec<(u64, String)>,
 }
 
 /// How far one member has replicated the metadata log: `None` when the leader has not heard.
@@ -60,6 +62,10 @@ pub fn describe(metrics: &RaftMetrics<u64, BasicNode>) -> Option<QuorumDescripti
         high_watermark: metrics.last_applied.map_or(0, |log_id| log_id.index + 1),
         voters: voters.into_iter().map(progress).collect(),
         observers: observers.into_iter().map(progress).collect(),
+        addresses: membership
+            .nodes()
+            .map(|(id, node)| (*id, node.addr.clone()))
+            .collect(),
     })
 }
 

@@ -81,7 +81,7 @@ pub const CLUSTER_MODE_APIS: &[ApiSupport] = &[
     api(ApiKey::ListPartitionReassignments, 0, 0),
     // DescribeQuorum (KIP-595): v1 adds voters' fetch times, v2 KIP-853's directory ids and
     // listeners.
-    api(ApiKey::DescribeQuorum, 0, 1),
+    api(ApiKey::DescribeQuorum, 0, 2),
     api(ApiKey::UnregisterBroker, 0, 0),
     // KIP-853's dynamic quorum.
     api(ApiKey::AddRaftVoter, 0, 0),

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
-use kafka_protocol::messages::AddRaftVoterRequest;
+use kafka_protocol::messages::{AddRaftVoterRequest, DescribeQuorumRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::cli::{ok_on, run};
 use laminar_tests::wire::create_topic_replicated;
@@ -37,6 +37,27 @@ fn add_voter_code(cluster: &mut Cluster, cluster_id: &str) -> Result<i16> {
         .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_string())))
         .with_voter_id(4);
     Ok(cluster.connect(1)?.request(&request, 0)?.error_code)
+}
+
+/// DescribeQuorum v2's nodes (KIP-853) through node 1: id → controller listener port, each
+/// listener named CONTROLLER.
+fn quorum_nodes(cluster: &mut Cluster) -> Result<Vec<(i32, u16)>> {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let answer = cluster.connect(1)?.request(&request, 2)?;
+    ensure!(answer.error_code == 0, "DescribeQuorum v2: {}", answer.error_code);
+    let mut nodes = Vec::new();
+    for node in &answer.nodes {
+        let [listener] = &node.listeners[..] else {
+            anyhow::bail!("node {:?}: one listener expected", node.node_id);
+        };
+        ensure!(listener.name.as_str() == "CONTROLLER" && listener.host.as_str() == "127.0.0.1");
+        nodes.push((node.node_id.0, listener.port));
+    }
+    nodes.sort_unstable();
+    Ok(nodes)
 }
 
 /// The stderr of `laminar cluster quorum ARGS`, which must fail.

@@ -556,7 +556,9 @@ async fn handle_partition_or_admin_api(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
         }
-        RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r).await),
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r, version).await)
+        }
         RequestKind::UnregisterBroker(r) => {
             ResponseKind::UnregisterBroker(unregister_broker::handle(ctx, r).await)
         }
