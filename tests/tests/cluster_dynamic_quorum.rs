@@ -82,6 +82,12 @@ fn a_controller_added_while_the_cluster_serves_votes_and_a_removed_one_no_longer
         (vec![1, 2, 3], vec![4]),
         "it joins as an observer"
     );
+    let ports: Vec<(i32, u16)> = (1..=4).zip(cluster.controller_ports.clone()).collect();
+    assert_eq!(
+        quorum_nodes(&mut cluster)?,
+        ports,
+        "v2 names every member's listener"
+    );
 
     let asked = Instant::now();
     ok_on(&bootstrap, &["cluster", "quorum", "add-controller", "4"], "")?;

@@ -553,6 +553,31 @@ async fn handle_partition_or_admin_api(
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, listener))
         }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, r).await)
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
+        }
+        request => match cluster_api(ctx, request, version).await {
+            Ok(response) => response,
+            Err(request) => security_api(ctx, access, request)
+                .await
+                .ok_or(RequestError::UnsupportedApi { api: api_key })?,
+        },
+    };
+    quota_checks::set_throttle(&mut response, throttle);
+    respond(api_key, version, correlation_id, &response)
+}
+
+/// The cluster's own admin APIs (leaders, reassignments, brokers, the quorum); the request
+/// back for another.
+async fn cluster_api(
+    ctx: &Rc<BrokerCtx>,
+    request: RequestKind,
+    version: i16,
+) -> Result<ResponseKind, RequestKind> {
+    Ok(match request {
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
         }
@@ -572,18 +597,8 @@ async fn handle_partition_or_admin_api(
         RequestKind::ListPartitionReassignments(r) => {
             ResponseKind::ListPartitionReassignments(list_partition_reassignments::handle(ctx, r))
         }
-        RequestKind::DescribeLogDirs(r) => {
-            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, r).await)
-        }
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(ctx, r).await)
-        }
-        request => security_api(ctx, access, request)
-            .await
-            .ok_or(RequestError::UnsupportedApi { api: api_key })?,
-    };
-    quota_checks::set_throttle(&mut response, throttle);
-    respond(api_key, version, correlation_id, &response)
+        other => return Err(other),
+    })
 }
 
 /// The users, ACL and quota APIs; `None` for another request.
