@@ -115,10 +115,20 @@ fn run_controller_only(config: &BrokerConfig) -> anyhow::Result<()> {
         NotifyState::Ready,
         NotifyState::Status(format!("controller on {}", controller.listen_addr())),
     ]);
+    let (stopped_tx, stopped_rx) = mpsc::channel::<()>();
+    if let Some(interval) = sd_notify::watchdog_interval() {
+        // Pinged while the controller listener accepts connections.
+        let probe = (controller.listen_addr(), false);
+        std::thread::Builder::new()
+            .name("laminar-watchdog".into())
+            .spawn(move || watchdog(probe, interval, stopped_rx))
+            .context("cannot start the watchdog thread")?;
+    }
     if let Some(signal) = signals.forever().next() {
         tracing::info!(signal, "shutting down the controller");
     }
     notify(&[NotifyState::Stopping]);
+    drop(stopped_tx);
     controller.stop();
     tracing::info!("laminar controller stopped cleanly");
     Ok(())
