@@ -78,9 +78,6 @@ fn broker_named(name: &str) -> Result<Option<NodeId>, AdminError> {
     }
 }
 
-/// Tries of a change whose broker configs changed meanwhile (as for topics).
-const CLUSTER_TRIES_MAX: usize = 5;
-
 async fn alter_in_cluster(
     link: &ClusterLink,
     broker: Option<NodeId>,
@@ -92,7 +89,8 @@ async fn alter_in_cluster(
         let configs = image.metadata.broker_configs.get(&resource);
         configs.cloned().unwrap_or_default()
     };
-    for _ in 0..CLUSTER_TRIES_MAX {
+    let deadline = std::time::Instant::now() + super::CLUSTER_RETRY_WITHIN;
+    while std::time::Instant::now() < deadline {
         let current = held(&link.image());
         let configs = checked(&current)?;
         if validate_only || configs == current {

@@ -185,9 +185,11 @@ fn no_topic(name: &str) -> AdminError {
     )
 }
 
-/// Tries of a change whose topic changed meanwhile (through another broker, or not yet in this
-/// broker's view): each computes the change again from the overrides the view then holds.
-const CLUSTER_TRIES_MAX: usize = 5;
+/// How long a change whose resource changed meanwhile (through another broker, or not yet in
+/// this broker's view) is computed again from the configs the view then holds: Kafka's request
+/// timeout. Each try loses only to a change that was written, so two clients changing one
+/// resource at once both get through; a fixed number of tries let one lose every race.
+pub(super) const CLUSTER_RETRY_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Cluster mode: the new overrides, computed from the topic's as the metadata holds them,
 /// written through the controller.
@@ -198,7 +200,8 @@ async fn alter_in_cluster(
     new_overrides: impl Fn(&Overrides) -> Result<Overrides, AdminError>,
 ) -> Result<(), AdminError> {
     let held = |image: &MetadataImage| image.metadata.topic_by_name(name).map(|t| t.configs.clone());
-    for _ in 0..CLUSTER_TRIES_MAX {
+    let deadline = std::time::Instant::now() + CLUSTER_RETRY_WITHIN;
+    while std::time::Instant::now() < deadline {
         let current = held(&link.image()).ok_or_else(|| no_topic(name))?;
         let overrides = new_overrides(&current)?;
         validate_overrides(&overrides)?;
