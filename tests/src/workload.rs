@@ -239,7 +239,17 @@ impl Clients {
         let mut last_commit = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             if let Some(Ok(message)) = member.poll(Duration::from_millis(100)) {
-                next_offsets.insert(message.partition(), message.offset() + 1);
+                let next = message.offset() + 1;
+                let before = next_offsets.insert(message.partition(), next);
+                if let Some(before) = before.filter(|before| *before > next) {
+                    // Its next commit will be lower than its last: said, so that an
+                    // OffsetWentBack can be told from a commit the cluster lost.
+                    eprintln!(
+                        "{} group member went back in p{} to {next} from {before}",
+                        utc_time_of_day(),
+                        message.partition()
+                    );
+                }
             }
             if last_commit.elapsed() >= COMMIT_INTERVAL && !next_offsets.is_empty() {
                 last_commit = Instant::now();
