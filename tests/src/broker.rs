@@ -142,17 +142,7 @@ impl Broker {
         fs::create_dir(root.path().join("data")).context("creating the data directory")?;
         let [port, http_port] = free_loopback_ports()?;
         let extra_ports = loopback_ports(options.extra_listeners.len())?;
-        let mut broker = Broker {
-            options,
-            binary,
-            port,
-            http_port,
-            extra_ports,
-            root,
-            child: None,
-            starts: 0,
-            paused: false,
-        };
+        let mut broker = Broker::unstarted(options, binary, (port, http_port, extra_ports), root);
         // Another process may take a probed port before the broker binds it: a first start
         // that lost that race moves to fresh ports; any other failure is reported.
         for _ in 1..FIRST_START_TRIES {
