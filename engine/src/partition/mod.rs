@@ -8,6 +8,7 @@ pub mod leader_epochs;
 mod producer_snapshot;
 pub mod producer_state;
 pub mod topic_id_file;
+pub mod transactions;
 
 use crate::io::{DirSync, ShardStorage, Storage};
 use crate::local_sync::{LocalEvent, LocalListener, LocalLock};
@@ -23,6 +24,7 @@ use std::rc::Rc;
 use crate::log::batch::{self, BatchHeaders};
 pub use crate::log::{AppendInfo, CompactionOutcome, LogConfig, LogError, RetentionOutcome, TimestampType};
 pub use idle_work::IdleList;
+pub use transactions::{AbortedTxn, TxnResult};
 use idle_work::IdleWork;
 use leader_epochs::{EpochEntry, LeaderEpochs};
 
