@@ -36,6 +36,16 @@ impl<S: Storage> Partition<S> {
         unimplemented!("transaction markers")
     }
 
+    /// Appends batches a coordinator wrote (transactional offset commits into
+    /// `__consumer_offsets`): as [`append`](Self::append), without sequence checks.
+    pub async fn append_from_coordinator(
+        &self,
+        records: bytes::Bytes,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.append(records, now_ms).await
+    }
+
     /// The first offset of the earliest open transaction, or the high watermark if lower.
     pub fn last_stable_offset(&self) -> Offset {
         self.high_watermark()
