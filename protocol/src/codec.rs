@@ -55,6 +55,8 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    // Transactional offsets: v3 adds the member check (KIP-447).
+    api(ApiKey::TxnOffsetCommit, 0, 3),
     // v5 adds two-phase commit (KIP-939), which needs transactions.
     api(ApiKey::InitProducerId, 0, 4),
     // SASL (KIP-152: v0 carries the tokens; v1 adds session_lifetime_ms for KIP-368; v2 is

@@ -4,16 +4,30 @@
 
 use laminar_model::{LeaderEpoch, Offset};
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 use kafka_protocol::error::ResponseError;
+use laminar_engine::partition::TxnResult;
 
 use super::records::{GroupRecord, GroupValue, MemberRecord, OffsetKey, OffsetValue};
 use super::state::{Group, GroupSettings, GroupState};
+use super::transactions::{PendingOffset, PendingTxnOffsets, ReplayedBatch};
 
 /// Committed offsets of one group, by (topic, partition).
 pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;
+
+/// A committed offset and the log position of the batch that wrote it: a value replaces
+/// another only if the log holds it later (see [`super::transactions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CommittedOffset {
+    value: OffsetValue,
+    position: Offset,
+}
+
+/// Committed offsets of one group with their positions, by (topic, partition).
+type PositionedOffsets = BTreeMap<(String, i32), CommittedOffset>;
 
 /// Batches appended to `__consumer_offsets` and not yet applied, by (partition, base offset):
 /// the load of the partition they were appended in, and their records once committed (`None`
@@ -29,13 +43,26 @@ pub struct CommitTicket {
     load: u64,
 }
 
+/// A transactional batch whose offsets are pending while it becomes committed: where it is,
+/// whose it is, and in which load of its partition it was appended. Held by the request that
+/// appended it, on the coordinator shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnBatchTicket {
+    partition: i32,
+    producer_id: i64,
+    base_offset: Offset,
+    load: u64,
+}
+
 /// Owned by one shard; not Send.
 pub struct GroupCoordinator {
     pub settings: GroupSettings,
     /// Partitions of `__consumer_offsets`, fixed at start (a group's home must not move).
     pub offsets_partition_count: i32,
     groups: RefCell<HashMap<String, Group>>,
-    offsets: RefCell<HashMap<String, GroupOffsets>>,
+    offsets: RefCell<HashMap<String, PositionedOffsets>>,
+    /// Offsets written by transactions still open, bounded as [`super::transactions`] says.
+    pending: RefCell<PendingTxnOffsets>,
     /// Set once this shard has replayed its `__consumer_offsets` partitions (single node), or
     /// is ready to load them as it comes to lead them (cluster mode).
     loaded: Cell<bool>,
@@ -91,6 +118,7 @@ impl GroupCoordinator {
             offsets_partition_count,
             groups: RefCell::default(),
             offsets: RefCell::default(),
+            pending: RefCell::default(),
             loaded: Cell::new(false),
             coordinated: RefCell::default(),
             committing: RefCell::default(),
@@ -164,6 +192,7 @@ impl GroupCoordinator {
         let elsewhere = |group_id: &str| super::partition_for(group_id, count) != partition;
         self.groups.borrow_mut().retain(|id, _| elsewhere(id));
         self.offsets.borrow_mut().retain(|id, _| elsewhere(id));
+        self.pending.borrow_mut().unload(partition);
         self.committing.borrow_mut().retain(|(p, _), _| *p != partition);
         self.loads.set(self.loads.get() + 1);
         self.changed.notify(usize::MAX);
@@ -217,7 +246,9 @@ impl GroupCoordinator {
             }
             take_settled_prefix(&mut committing, partition)
         };
-        ready.into_iter().flatten().for_each(|r| self.apply(r));
+        for (base_offset, records) in ready {
+            records.into_iter().for_each(|r| self.apply(r, base_offset));
+        }
     }
 
     /// Runs `work` on the group, creating it (Empty) when `create` and it does not exist.
@@ -308,38 +339,44 @@ impl GroupCoordinator {
         checked.unwrap_or(Err(ResponseError::IllegalGeneration))
     }
 
-    pub fn committed(&self, group_id: &str) -> GroupOffsets {
-        self.offsets.borrow().get(group_id).cloned().unwrap_or_default()
+    /// TxnOffsetCommit's membership check ([`Group::check_txn_member`]). A group that does not
+    /// exist yet is created (Empty): a producer may commit for a group before any member joins.
+    pub fn check_txn_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        let checked = self.with_group(group_id, true, |group| {
+            group.check_txn_member(member_id, instance_id, generation_id)
+        });
+        checked.unwrap_or(Err(ResponseError::CoordinatorNotAvailable))
     }
 
-    /// Applies one record, written now or replayed at start, to the in-memory state.
-    pub fn apply(&self, record: GroupRecord) {
+    pub fn committed(&self, group_id: &str) -> GroupOffsets {
+        let offsets = self.offsets.borrow();
+        let committed = offsets.get(group_id).into_iter().flatten();
+        committed
+            .map(|(slot, c)| (slot.clone(), c.value.clone()))
+            .collect()
+    }
+
+    /// Applies one record of the batch at `position`, written now or replayed at start, to the
+    /// in-memory state.
+    pub fn apply(&self, record: GroupRecord, position: Offset) {
         match record {
-            GroupRecord::Offset(key, value) => {
-                let mut offsets = self.offsets.borrow_mut();
-                let OffsetKey {
-                    group,
-                    topic,
-                    partition,
-                } = key;
-                match value {
-                    Some(value) => {
-                        if !self.group_exists(&group) {
-                            self.groups
-                                .borrow_mut()
-                                .insert(group.clone(), Group::new(group.clone(), self.settings));
-                        }
-                        offsets
-                            .entry(group)
-                            .or_default()
-                            .insert((topic, partition), value);
-                    }
-                    None => {
-                        if let Some(committed) = offsets.get_mut(&group) {
-                            committed.remove(&(topic, partition));
-                        }
+            GroupRecord::Offset(key, Some(value)) => self.put_offset(key, value, position),
+            GroupRecord::Offset(key, None) => {
+                let slot = (key.topic, key.partition);
+                if let Some(committed) = self.offsets.borrow_mut().get_mut(&key.group) {
+                    if committed.get(&slot).is_some_and(|c| c.position <= position) {
+                        committed.remove(&slot);
                     }
                 }
+                self.pending
+                    .borrow_mut()
+                    .drop_deleted(&key.group, Some(&slot), position);
             }
             GroupRecord::Group(group_id, Some(value)) => {
                 let mut groups = self.groups.borrow_mut();
@@ -355,9 +392,138 @@ impl GroupCoordinator {
             }
             GroupRecord::Group(group_id, None) => {
                 self.groups.borrow_mut().remove(&group_id);
-                self.offsets.borrow_mut().remove(&group_id);
+                let mut offsets = self.offsets.borrow_mut();
+                if let Some(committed) = offsets.get_mut(&group_id) {
+                    // A transaction's offset applied before this tombstone but written after it
+                    // stays.
+                    committed.retain(|_, c| c.position > position);
+                    if committed.is_empty() {
+                        offsets.remove(&group_id);
+                    }
+                }
+                self.pending.borrow_mut().drop_deleted(&group_id, None, position);
             }
         }
+    }
+
+    /// Commits `value` for `key` as written at `position`, unless the log holds a later value.
+    fn put_offset(&self, key: OffsetKey, value: OffsetValue, position: Offset) {
+        let OffsetKey {
+            group,
+            topic,
+            partition,
+        } = key;
+        if !self.group_exists(&group) {
+            self.groups
+                .borrow_mut()
+                .insert(group.clone(), Group::new(group.clone(), self.settings));
+        }
+        let mut offsets = self.offsets.borrow_mut();
+        let committed = CommittedOffset { value, position };
+        match offsets.entry(group).or_default().entry((topic, partition)) {
+            Entry::Vacant(slot) => {
+                slot.insert(committed);
+            }
+            Entry::Occupied(mut slot) if slot.get().position <= position => {
+                slot.insert(committed);
+            }
+            Entry::Occupied(_) => {}
+        }
+    }
+
+    /// Applies one batch read by a replay of `partition`, at `position`: a transaction's
+    /// offsets stay pending until its marker is read.
+    pub fn replay(&self, partition: i32, position: Offset, batch: ReplayedBatch) {
+        match batch {
+            ReplayedBatch::Plain(records) => records.into_iter().for_each(|r| self.apply(r, position)),
+            ReplayedBatch::Transactional { producer_id, records } => {
+                for record in records {
+                    match record {
+                        GroupRecord::Offset(key, Some(value)) => {
+                            let offset = PendingOffset { value, position };
+                            self.pending
+                                .borrow_mut()
+                                .insert(partition, producer_id, key, offset);
+                        }
+                        GroupRecord::Offset(key, None) => self.pending.borrow_mut().remove(producer_id, &key),
+                        group => self.apply(group, position),
+                    }
+                }
+            }
+            ReplayedBatch::Marker { producer_id, result } => {
+                self.complete_transaction(partition, producer_id, result)
+            }
+        }
+    }
+
+    /// Whether `producer_id` may keep offsets of `slots` pending in `group` (the bounds of
+    /// [`super::transactions`]).
+    pub fn has_txn_room<'a>(
+        &self,
+        group: &str,
+        producer_id: i64,
+        slots: impl IntoIterator<Item = &'a (String, i32)>,
+    ) -> bool {
+        self.pending.borrow().has_room(group, producer_id, slots)
+    }
+
+    /// `producer_id`'s transactional batch at `base_offset` of `partition` holds `offsets`:
+    /// they are pending from now on, until the producer's marker (or
+    /// [`Self::abandon_txn_batch`] if the batch never becomes committed).
+    pub fn add_txn_batch(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        base_offset: Offset,
+        offsets: Vec<(OffsetKey, OffsetValue)>,
+    ) -> TxnBatchTicket {
+        let mut pending = self.pending.borrow_mut();
+        for (key, value) in offsets {
+            let offset = PendingOffset {
+                value,
+                position: base_offset,
+            };
+            pending.insert(partition, producer_id, key, offset);
+        }
+        TxnBatchTicket {
+            partition,
+            producer_id,
+            base_offset,
+            load: self.loads.get(),
+        }
+    }
+
+    /// The batch of `ticket` will never be committed: its offsets are no longer pending. A
+    /// batch of an earlier load of its partition is already forgotten.
+    pub fn abandon_txn_batch(&self, ticket: TxnBatchTicket) {
+        if ticket.load == self.loads.get() {
+            let TxnBatchTicket {
+                partition,
+                producer_id,
+                base_offset,
+                ..
+            } = ticket;
+            self.pending
+                .borrow_mut()
+                .drop_batch(partition, producer_id, base_offset);
+        }
+    }
+
+    /// `producer_id`'s transaction ended in `partition` with `result`: its pending offsets
+    /// apply (each where its batch lies in the log) or go.
+    pub fn complete_transaction(&self, partition: i32, producer_id: i64, result: TxnResult) {
+        let ended = self.pending.borrow_mut().take(partition, producer_id);
+        if result == TxnResult::Commit {
+            for (key, offset) in ended {
+                self.put_offset(key, offset.value, offset.position);
+            }
+        }
+    }
+
+    /// The (topic, partition) of `group_id` that open transactions wrote offsets of
+    /// (OffsetFetch's UNSTABLE_OFFSET_COMMIT when it asks for stable offsets).
+    pub fn pending_txn_slots(&self, group_id: &str) -> BTreeSet<(String, i32)> {
+        self.pending.borrow().slots(group_id)
     }
 
     pub fn list(&self) -> Vec<ListedGroup> {
@@ -405,7 +571,7 @@ pub fn group_record(group: &Group, now_ms: i64) -> GroupRecord {
 
 /// Takes the settled batches of `partition` from the front of `committing`, up to the first
 /// that still waits.
-fn take_settled_prefix(committing: &mut Committing, partition: i32) -> Vec<Vec<GroupRecord>> {
+fn take_settled_prefix(committing: &mut Committing, partition: i32) -> Vec<(Offset, Vec<GroupRecord>)> {
     let mut ready = Vec::new();
     loop {
         let first = committing
@@ -413,7 +579,10 @@ fn take_settled_prefix(committing: &mut Committing, partition: i32) -> Vec<Vec<G
             .next()
             .map(|(key, (_, records))| (*key, records.is_some()));
         match first {
-            Some((key, true)) => ready.extend(committing.remove(&key).and_then(|(_, records)| records)),
+            Some((key, true)) => {
+                let records = committing.remove(&key).and_then(|(_, records)| records);
+                ready.extend(records.map(|records| (key.1, records)));
+            }
             _ => return ready,
         }
     }

@@ -11,18 +11,24 @@
 //! - [`coordinator`]: one shard's groups and committed offsets.
 //! - [`records`]: the on-disk record formats (Kafka's schemas).
 //! - [`store`]: writing records, replay at start, the timer task.
+//! - [`transactions`]: offsets committed by transactions (TxnOffsetCommit), pending until the
+//!   transaction's marker.
 
 pub mod coordinator;
 pub mod member;
 pub mod records;
 pub mod state;
 pub mod store;
+pub mod transactions;
 
 #[cfg(test)]
 mod state_tests;
 
 #[cfg(test)]
 mod encode_tests;
+
+#[cfg(test)]
+mod transactions_tests;
 
 use std::future::Future;
 use std::rc::Rc;
@@ -38,6 +44,7 @@ use crate::reply::Reply;
 
 pub use coordinator::GroupCoordinator;
 pub use store::{ensure_offsets_topic, load, run_timers};
+pub use transactions::complete_transaction;
 
 /// Kafka's internal topic for committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";

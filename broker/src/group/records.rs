@@ -25,7 +25,11 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 
+use laminar_engine::log::batch::BatchHeader;
+use laminar_engine::partition::TxnResult;
 use laminar_protocol::records::{self as client_records, plain_record};
+
+use super::transactions::ReplayedBatch;
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_KEY_VERSION_LEGACY: i16 = 0;
@@ -228,6 +232,63 @@ pub fn encode_batch(records: &[GroupRecord], now_ms: i64) -> Result<Bytes, Recor
     client_records::encode_batch(&mut out, &encoded, Compression::None)
         .map_err(|e| RecordError::Batch(e.to_string()))?;
     Ok(out.freeze())
+}
+
+/// One uncompressed transactional RecordBatch v2 of `producer` (id, epoch) holding `records`:
+/// a coordinator's write carries no sequence (base sequence -1), as Kafka's does.
+pub fn encode_txn_batch(
+    records: &[GroupRecord],
+    (producer_id, producer_epoch): (i64, i16),
+    now_ms: i64,
+) -> Result<Bytes, RecordError> {
+    let encoded: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, record)| Record {
+            transactional: true,
+            producer_id,
+            producer_epoch,
+            ..plain_record(i as i64, now_ms, Some(record.key()), record.value())
+        })
+        .collect();
+    let mut out = BytesMut::new();
+    client_records::encode_batch(&mut out, &encoded, Compression::None)
+        .map_err(|e| RecordError::Batch(e.to_string()))?;
+    Ok(out.freeze())
+}
+
+/// Control record types (the key's second i16) that end a transaction.
+const CONTROL_TYPE_ABORT: i16 = 0;
+const CONTROL_TYPE_COMMIT: i16 = 1;
+
+/// One stored batch of `__consumer_offsets` as a replay applies it (`header` is its header).
+/// A control batch of another type than a transaction marker holds nothing to apply.
+pub fn decode_replayed(header: &BatchHeader, batch: Bytes) -> Result<ReplayedBatch, RecordError> {
+    let producer_id = header.producer_id;
+    if !header.is_control() {
+        let records = decode_batch(batch)?;
+        return Ok(match header.is_transactional() {
+            true => ReplayedBatch::Transactional { producer_id, records },
+            false => ReplayedBatch::Plain(records),
+        });
+    }
+    let mut batch = batch;
+    let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| RecordError::Batch(e.to_string()))?;
+    let Some(mut key) = set.records.into_iter().next().and_then(|r| r.key) else {
+        return Err(RecordError::NoKey);
+    };
+    let _version = get_i16(&mut key)?;
+    Ok(match get_i16(&mut key)? {
+        CONTROL_TYPE_ABORT => ReplayedBatch::Marker {
+            producer_id,
+            result: TxnResult::Abort,
+        },
+        CONTROL_TYPE_COMMIT => ReplayedBatch::Marker {
+            producer_id,
+            result: TxnResult::Commit,
+        },
+        _ => ReplayedBatch::Plain(Vec::new()),
+    })
 }
 
 /// The group records of one stored batch.

@@ -493,6 +493,33 @@ impl Group {
         Ok(())
     }
 
+    /// TxnOffsetCommit's membership check (v3+, KIP-447): a producer outside the group (no
+    /// member id, generation -1) may commit; a named member must be the group's, a static one
+    /// not replaced, and a generation given must be the group's.
+    pub fn check_txn_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), ResponseError> {
+        if self.state == GroupState::Dead {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        let replaced = instance_id
+            .and_then(|instance_id| self.member_by_instance(instance_id))
+            .is_some_and(|existing| existing.member_id != member_id);
+        if replaced {
+            return Err(ResponseError::FencedInstanceId);
+        }
+        if !member_id.is_empty() && self.member(member_id).is_none() {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        if generation_id >= 0 && generation_id != self.generation_id {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
     /// Marks the group deleted; callers drop it afterwards.
     pub fn mark_dead(&mut self) {
         self.become_state(GroupState::Dead);

@@ -326,3 +326,33 @@ fn group_states_move_only_as_kafka_allows() {
     };
     assert_eq!(sorted(allowed), sorted(expected));
 }
+
+#[test]
+fn txn_commits_check_only_the_member_and_generation_they_name() {
+    let mut g = group(0);
+    assert_eq!(
+        g.check_txn_member("", None, -1),
+        Ok(()),
+        "a producer outside the group"
+    );
+    let static_args = JoinArgs {
+        group_instance_id: Some("instance-1".into()),
+        ..args("", "s-1", &["range"])
+    };
+    ready(g.join(static_args, 0));
+    assert_eq!(g.check_txn_member("", None, -1), Ok(()));
+    assert_eq!(g.check_txn_member("s-1", Some("instance-1"), 1), Ok(()));
+    assert_eq!(g.check_txn_member("", None, 1), Ok(()), "generation alone");
+    assert_eq!(
+        g.check_txn_member("s-1", None, 2),
+        Err(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        g.check_txn_member("gone", None, 1),
+        Err(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        g.check_txn_member("s-0", Some("instance-1"), 1),
+        Err(ResponseError::FencedInstanceId)
+    );
+}

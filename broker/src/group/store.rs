@@ -15,7 +15,7 @@ use laminar_engine::partition::{AppendInfo, LogError, Partition};
 use laminar_engine::shard::shard_of_partition;
 
 use super::coordinator::Coordination;
-use super::records::{decode_batch, encode_batch, GroupRecord};
+use super::records::{decode_replayed, encode_batch, encode_txn_batch, GroupRecord, OffsetKey, OffsetValue};
 use super::OFFSETS_TOPIC;
 use crate::broker::{BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::clock::now_ms;
@@ -106,21 +106,81 @@ pub async fn append_and_apply(
     answer.await.unwrap_or(Err(ResponseError::RequestTimedOut))
 }
 
+/// Appends the offsets a transaction of `producer` (id, epoch) commits as one transactional
+/// batch, calls `appended` once it is in the log, and keeps them pending from then on (until
+/// the producer's marker: [`super::transactions`]). Returns once the batch is committed; one
+/// that never is no longer holds its offsets pending.
+pub async fn append_txn_offsets(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    producer: (i64, i16),
+    offsets: Vec<(OffsetKey, OffsetValue)>,
+    appended: impl FnOnce(),
+) -> Result<(), ResponseError> {
+    let now = now_ms();
+    let records: Vec<GroupRecord> = offsets
+        .iter()
+        .map(|(key, value)| GroupRecord::Offset(key.clone(), Some(value.clone())))
+        .collect();
+    let batch = encode_txn_batch(&records, producer, now).map_err(unencodable);
+    let batch = match batch {
+        Ok(batch) => append_encoded(ctx, partition, batch, true).await,
+        Err(error) => Err(error),
+    };
+    // Pending from the moment the batch is in the log, before the connection's next request.
+    let added = batch.map(|(log, info)| {
+        let groups = &ctx.state.groups;
+        let ticket = groups.add_txn_batch(partition, producer.0, info.base_offset, offsets);
+        (log, info, ticket)
+    });
+    appended();
+    let (log, info, ticket) = added?;
+    // Waited for by a task of its own, as in `append_and_apply`: a dropped request must still
+    // release the offsets of a batch that never becomes committed.
+    let (done, answer) = futures::channel::oneshot::channel();
+    let waiting = ctx.clone();
+    glommio::spawn_local(async move {
+        let committed = wait_committed(&waiting, partition, &log, info.last_offset).await;
+        if committed.is_err() {
+            waiting.state.groups.abandon_txn_batch(ticket);
+        }
+        let _ = done.send(committed);
+    })
+    .detach();
+    answer.await.unwrap_or(Err(ResponseError::RequestTimedOut))
+}
+
+fn unencodable(error: super::records::RecordError) -> ResponseError {
+    tracing::error!(%error, "cannot encode group records");
+    ResponseError::UnknownServerError
+}
+
 /// Appends `records` as one batch, without waiting for it to be durable.
 async fn append_batch(
     ctx: &Rc<BrokerCtx>,
     partition: i32,
     records: &[GroupRecord],
 ) -> Result<(Rc<Partition>, AppendInfo), ResponseError> {
+    let batch = encode_batch(records, now_ms()).map_err(unencodable)?;
+    append_encoded(ctx, partition, batch, false).await
+}
+
+/// Appends an encoded batch (`transactional`: a coordinator's transactional write, which the
+/// partition takes without sequence checks), without waiting for it to be durable.
+async fn append_encoded(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    batch: bytes::Bytes,
+    transactional: bool,
+) -> Result<(Rc<Partition>, AppendInfo), ResponseError> {
     let now = now_ms();
-    let batch = encode_batch(records, now).map_err(|e| {
-        tracing::error!(error = %e, "cannot encode group records");
-        ResponseError::UnknownServerError
-    })?;
     let tp = offsets_partition(partition);
     let appended = async {
         let log = ctx.state.partition(&tp).await?;
-        let info = log.append(batch, now).await?;
+        let info = match transactional {
+            true => log.append_from_coordinator(batch, now).await?,
+            false => log.append(batch, now).await?,
+        };
         Ok::<_, PartitionAccessError>((log, info))
     };
     let (log, info) = appended.await.map_err(|e| refused(partition, e))?;
@@ -160,6 +220,10 @@ fn refused(partition: i32, error: PartitionAccessError) -> ResponseError {
     tracing::error!(partition, %error, "cannot write to {OFFSETS_TOPIC}");
     match error {
         PartitionAccessError::Log(LogError::MessageTooLarge { .. }) => ResponseError::InvalidCommitOffsetSize,
+        // A transactional write of a producer a newer epoch fenced.
+        PartitionAccessError::Log(LogError::InvalidProducerEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch
+        }
         // A full log dir: retriable, Kafka's answer when the offsets topic's append meets a
         // storage error.
         PartitionAccessError::Log(LogError::Exhausted(_)) => ResponseError::NotCoordinator,
@@ -305,17 +369,17 @@ async fn replay_partition(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<usize, 
             break;
         }
         for batch in read.data {
-            let next = BatchHeader::parse(&batch)
-                .map_err(|e| PartitionAccessError::Log(LogError::Batch(e)))?
-                .next_offset();
-            match decode_batch(batch) {
-                Ok(records) => {
-                    applied += records.len();
-                    records.into_iter().for_each(|r| ctx.state.groups.apply(r));
+            let header =
+                BatchHeader::parse(&batch).map_err(|e| PartitionAccessError::Log(LogError::Batch(e)))?;
+            match decode_replayed(&header, batch) {
+                Ok(replayed) => {
+                    applied += replayed.len();
+                    let position = Offset::new(header.base_offset);
+                    ctx.state.groups.replay(partition, position, replayed);
                 }
                 Err(error) => tracing::warn!(partition, %offset, %error, "skipping unreadable group batch"),
             }
-            offset = offset.max(Offset::new(next));
+            offset = offset.max(Offset::new(header.next_offset()));
         }
     }
     Ok(applied)

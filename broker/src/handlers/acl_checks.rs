@@ -58,6 +58,7 @@ fn group_refused(access: &Access, request: &RequestKind, version: i16) -> Option
                 keys, refused,
             )))
         }
+        RequestKind::TxnOffsetCommit(r) => txn_offset_commit(access, r),
         RequestKind::OffsetFetch(r) if version < 8 && group(Operation::Describe, &r.group_id) => {
             let refused = Err(ResponseError::GroupAuthorizationFailed);
             Some(ResponseKind::OffsetFetch(
@@ -186,6 +187,32 @@ fn coordinator_key_refusal(access: &Access, key_type: i8, key: &str) -> Option<R
         ),
     };
     (!access.allows(Operation::Describe, resource, key)).then_some(error)
+}
+
+/// TxnOffsetCommit: Write on the transactional id, then Read on the group; a refusal answers
+/// every partition.
+fn txn_offset_commit(access: &Access, request: &TxnOffsetCommitRequest) -> Option<ResponseKind> {
+    let transactional_id = laminar_security::ResourceType::TransactionalId;
+    let error = if !access.allows(Operation::Write, transactional_id, &request.transactional_id) {
+        ResponseError::TransactionalIdAuthorizationFailed
+    } else if !access.allows_group(Operation::Read, &request.group_id) {
+        ResponseError::GroupAuthorizationFailed
+    } else {
+        return None;
+    };
+    let keys = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.partition_index))
+        })
+        .collect();
+    Some(ResponseKind::TxnOffsetCommit(super::txn_offset_commit::response(
+        keys,
+        Err(error),
+    )))
 }
 
 /// InitProducerId: Write on the transactional id; without one (an idempotent producer),

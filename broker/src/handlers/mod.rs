@@ -69,6 +69,7 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub(crate) mod topic_admin;
+pub mod txn_offset_commit;
 pub mod unregister_broker;
 
 /// What the connection does after a request.
@@ -636,6 +637,7 @@ async fn security_api(ctx: &Rc<BrokerCtx>, access: &Access, request: RequestKind
 fn note_coordinator(ctx: &Rc<BrokerCtx>, placement: &Placement, request: &RequestKind) {
     let group_id = match request {
         RequestKind::OffsetCommit(r) => &r.group_id,
+        RequestKind::TxnOffsetCommit(r) => &r.group_id,
         RequestKind::OffsetFetch(r) => &r.group_id,
         RequestKind::Heartbeat(r) => &r.group_id,
         RequestKind::JoinGroup(r) => &r.group_id,
@@ -663,6 +665,7 @@ fn is_group_api(api_key: ApiKey) -> bool {
             | ApiKey::Heartbeat
             | ApiKey::LeaveGroup
             | ApiKey::OffsetCommit
+            | ApiKey::TxnOffsetCommit
             | ApiKey::OffsetFetch
             | ApiKey::ListGroups
             | ApiKey::DescribeGroups
@@ -708,6 +711,12 @@ async fn handle_group_api(
             let answer = offset_commit::handle(ctx, access, r)
                 .await
                 .map(ResponseKind::OffsetCommit);
+            return respond_in_turn((api_key, version, correlation_id), throttle, answer);
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            let answer = txn_offset_commit::handle(ctx, access, r)
+                .await
+                .map(ResponseKind::TxnOffsetCommit);
             return respond_in_turn((api_key, version, correlation_id), throttle, answer);
         }
         RequestKind::OffsetFetch(r) => {

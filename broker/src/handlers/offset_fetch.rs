@@ -1,6 +1,7 @@
 //! OffsetFetch: a group's committed offsets, from its coordinator shard (v8+ asks for several
 //! groups at once). Null topics means every partition the group committed.
 
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
@@ -23,6 +24,8 @@ use laminar_security::Operation;
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
 /// Per topic, per partition: the committed offset if any.
 type Found = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+/// (topic, partition) with an offset an open transaction wrote, when stable offsets are asked.
+type Unstable = BTreeSet<(String, i32)>;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
@@ -32,10 +35,22 @@ pub async fn handle(
 ) -> OffsetFetchResponse {
     if version < 8 {
         let wanted = wanted(request.topics.as_deref(), |t| (&t.name, &t.partition_indexes));
-        let found = committed_selection(ctx, request.group_id.as_str(), wanted).await;
+        let group_id = request.group_id.as_str();
+        let found = committed_selection(ctx, group_id, wanted, request.require_stable).await;
+        let (found, unstable) = split_unstable(found);
         let mut response = single_group_response(found, version);
         let asked_all = request.topics.is_none();
         let topics = &mut response.topics;
+        mark_unstable(
+            &unstable,
+            topics,
+            |t| (&t.name, &mut t.partitions),
+            |p| p.partition_index,
+            |p| {
+                p.error_code = ResponseError::UnstableOffsetCommit.code();
+                p.committed_offset = -1;
+            },
+        );
         guard_topics(
             access,
             asked_all,
@@ -56,9 +71,21 @@ pub async fn handle(
             continue;
         }
         let wanted = wanted(group.topics.as_deref(), |t| (&t.name, &t.partition_indexes));
-        let found = committed_selection(ctx, group.group_id.as_str(), wanted).await;
+        let group_id = group.group_id.as_str();
+        let found = committed_selection(ctx, group_id, wanted, request.require_stable).await;
+        let (found, unstable) = split_unstable(found);
         let mut answer = group_response(group.group_id.clone(), found);
         let topics = &mut answer.topics;
+        mark_unstable(
+            &unstable,
+            topics,
+            |t| (&t.name, &mut t.partitions),
+            |p| p.partition_index,
+            |p| {
+                p.error_code = ResponseError::UnstableOffsetCommit.code();
+                p.committed_offset = -1;
+            },
+        );
         guard_topics(
             access,
             group.topics.is_none(),
@@ -72,6 +99,40 @@ pub async fn handle(
         groups.push(answer);
     }
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// The answer found and, apart, the partitions to answer as unstable.
+fn split_unstable(
+    found: Result<(Found, Unstable), ResponseError>,
+) -> (Result<Found, ResponseError>, Unstable) {
+    match found {
+        Ok((found, unstable)) => (Ok(found), unstable),
+        Err(error) => (Err(error), Unstable::new()),
+    }
+}
+
+/// OffsetFetch v7+ asking for stable offsets: a partition with an offset an open transaction
+/// wrote is answered UNSTABLE_OFFSET_COMMIT without an offset (`refuse`), and the consumer
+/// asks again (Kafka answers so per partition).
+fn mark_unstable<Topic, Partition>(
+    unstable: &Unstable,
+    topics: &mut [Topic],
+    parts: impl Fn(&mut Topic) -> (&TopicName, &mut Vec<Partition>),
+    index: impl Fn(&Partition) -> i32,
+    refuse: impl Fn(&mut Partition),
+) {
+    if unstable.is_empty() {
+        return;
+    }
+    for topic in topics {
+        let (name, partitions) = parts(topic);
+        let name = name.to_string();
+        for partition in partitions.iter_mut() {
+            if unstable.contains(&(name.clone(), index(partition))) {
+                refuse(partition);
+            }
+        }
+    }
 }
 
 fn refused_topic() -> i16 {
@@ -117,10 +178,13 @@ async fn committed_selection(
     ctx: &Rc<BrokerCtx>,
     group_id: &str,
     wanted: Wanted,
-) -> Result<Found, ResponseError> {
-    let found = committed(ctx, group_id).await.map(|c| select(&c, wanted));
+    require_stable: bool,
+) -> Result<(Found, Unstable), ResponseError> {
+    let found = committed(ctx, group_id, require_stable)
+        .await
+        .map(|(c, unstable)| (select(&c, wanted), unstable));
     // Which coordinator answered what, for the fault tests' forensics (LAMINAR_LOG).
-    tracing::debug!(group_id, answer = ?found.as_ref().map(|f| offsets_found(f)), "OffsetFetch answered");
+    tracing::debug!(group_id, answer = ?found.as_ref().map(|(f, u)| (offsets_found(f), u)), "OffsetFetch answered");
     found
 }
 
@@ -136,10 +200,20 @@ fn offsets_found(found: &Found) -> Vec<(&str, i32, i64)> {
         .collect()
 }
 
-async fn committed(ctx: &Rc<BrokerCtx>, group_id: &str) -> Result<GroupOffsets, ResponseError> {
+/// The group's committed offsets and, if `require_stable`, its partitions with pending ones.
+async fn committed(
+    ctx: &Rc<BrokerCtx>,
+    group_id: &str,
+    require_stable: bool,
+) -> Result<(GroupOffsets, Unstable), ResponseError> {
     let id = group_id.to_string();
     on_coordinator(ctx, group_id, move |there, _| async move {
-        there.state.groups.committed(&id)
+        let groups = &there.state.groups;
+        let unstable = match require_stable {
+            true => groups.pending_txn_slots(&id),
+            false => Unstable::new(),
+        };
+        (groups.committed(&id), unstable)
     })
     .await
 }

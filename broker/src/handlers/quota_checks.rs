@@ -195,6 +195,7 @@ pub fn set_throttle(response: &mut ResponseKind, wait: Duration) {
         Heartbeat,
         LeaveGroup,
         OffsetCommit,
+        TxnOffsetCommit,
         OffsetFetch,
         ListGroups,
         DescribeGroups,

@@ -155,6 +155,39 @@ pub fn offset_commit(version: i16, marks: &Marks) -> OffsetCommitRequest {
     request
 }
 
+/// A transactional producer's offsets for the group, as one outside its generations sends
+/// them (v3: generation -1, no member id).
+pub fn txn_offset_commit(version: i16, marks: &Marks) -> TxnOffsetCommitRequest {
+    let partitions: Vec<_> = marks
+        .partitions
+        .iter()
+        .map(|&index| {
+            let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(index)
+                .with_committed_offset(1)
+                .with_committed_metadata(Some(s("meta")));
+            if version >= 2 {
+                p.committed_leader_epoch = -1;
+            }
+            p
+        })
+        .collect();
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(topic(name))
+                .with_partitions(partitions.clone())
+        })
+        .collect();
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s("fuzz-tx")))
+        .with_group_id(GroupId(s(GROUP)))
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_topics(topics)
+}
+
 pub fn offset_fetch(version: i16, marks: &Marks) -> OffsetFetchRequest {
     if version >= 8 {
         let topics = TOPICS

@@ -1,0 +1,180 @@
+//! TxnOffsetCommit (API 28) against a real single-node broker: the offsets a transactional
+//! producer commits for a group stay pending until its transaction ends, so OffsetFetch asking
+//! for stable offsets (v7+) answers UNSTABLE_OFFSET_COMMIT for them, and without it the last
+//! committed offset. The member (v3, KIP-447), the topics and the producer are checked first.
+//! The transaction's marker comes from the transaction coordinator, not driven here.
+
+use anyhow::{Context, Result};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, GroupId, OffsetFetchRequest, ProducerId, TopicName, TransactionalId,
+    TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use laminar_tests::rdkafka_client::unique_topic;
+use laminar_tests::wire::{self, WireConnection};
+use laminar_tests::Broker;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const ILLEGAL_GENERATION: i16 = 22;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// A TxnOffsetCommit of `offset` for `(topic, partition)` by producer `producer_id` (epoch 0),
+/// as a producer outside the group's generations sends it.
+fn txn_commit(
+    group: &str,
+    producer_id: i64,
+    (topic, partition): (&str, i32),
+    offset: i64,
+) -> TxnOffsetCommitRequest {
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(str_bytes("txn-wire")))
+        .with_group_id(GroupId(str_bytes(group)))
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(0)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(str_bytes(topic)))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)])])
+}
+
+/// The error code of the request's one partition.
+fn commit_code(conn: &mut WireConnection, request: &TxnOffsetCommitRequest, version: i16) -> Result<i16> {
+    let response = conn.request(request, version)?;
+    let partition = response.topics.first().and_then(|t| t.partitions.first());
+    partition
+        .map(|p| p.error_code)
+        .context("TxnOffsetCommit named no partition")
+}
+
+/// OffsetFetch v7 of one partition: (error code, committed offset).
+fn fetch_v7(
+    conn: &mut WireConnection,
+    group: &str,
+    (topic, partition): (&str, i32),
+    stable: bool,
+) -> Result<(i16, i64)> {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(str_bytes(group)))
+        .with_require_stable(stable)
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(str_bytes(topic)))
+            .with_partition_indexes(vec![partition])]));
+    let response = conn.request(&request, 7)?;
+    let found = response.topics.first().and_then(|t| t.partitions.first());
+    found
+        .map(|p| (p.error_code, p.committed_offset))
+        .context("OffsetFetch named no partition")
+}
+
+/// OffsetFetch v8 (groups in a list) of one partition: (error code, committed offset).
+fn fetch_v8(
+    conn: &mut WireConnection,
+    group: &str,
+    (topic, partition): (&str, i32),
+    stable: bool,
+) -> Result<(i16, i64)> {
+    let asked = OffsetFetchRequestGroup::default()
+        .with_group_id(GroupId(str_bytes(group)))
+        .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+            .with_name(TopicName(str_bytes(topic)))
+            .with_partition_indexes(vec![partition])]));
+    let request = OffsetFetchRequest::default()
+        .with_require_stable(stable)
+        .with_groups(vec![asked]);
+    let response = conn.request(&request, 8)?;
+    let found = response
+        .groups
+        .first()
+        .and_then(|g| g.topics.first())
+        .and_then(|t| t.partitions.first());
+    found
+        .map(|p| (p.error_code, p.committed_offset))
+        .context("OffsetFetch named no partition")
+}
+
+#[test]
+fn txn_offset_commit_is_advertised_and_checks_member_topics_and_producer() -> Result<()> {
+    let broker = Broker::start_default()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    let versions = conn.request(&ApiVersionsRequest::default(), 3)?;
+    let advertised = versions
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::TxnOffsetCommit as i16)
+        .map(|k| (k.min_version, k.max_version));
+    assert_eq!(advertised, Some((0, 3)));
+
+    let topic = unique_topic("txn-commit-checks");
+    wire::create_topic(&mut conn, &topic, 1)?;
+    let group = unique_topic("txn-commit-checks-group");
+    let stranger = txn_commit(&group, 1_000, (&topic, 0), 1).with_member_id(str_bytes("nobody"));
+    assert_eq!(commit_code(&mut conn, &stranger, 3)?, UNKNOWN_MEMBER_ID);
+    let old_generation = txn_commit(&group, 1_000, (&topic, 0), 1).with_generation_id(5);
+    assert_eq!(commit_code(&mut conn, &old_generation, 3)?, ILLEGAL_GENERATION);
+    let unknown = txn_commit(&group, 1_000, (&topic, 9), 1);
+    assert_eq!(commit_code(&mut conn, &unknown, 3)?, UNKNOWN_TOPIC_OR_PARTITION);
+    let no_producer = txn_commit(&group, -1, (&topic, 0), 1);
+    assert_eq!(
+        commit_code(&mut conn, &no_producer, 0)?,
+        INVALID_PRODUCER_ID_MAPPING
+    );
+    // Nothing was written: the group has no pending offset and no committed one.
+    assert_eq!(fetch_v7(&mut conn, &group, (&topic, 0), true)?, (0, -1));
+    Ok(())
+}
+
+// The coordinator writes its transactional batch with base sequence -1, as Kafka's does: the
+// partition takes it once `Partition::append_from_coordinator` skips the sequence checks (the
+// engine's transaction work); until then the append is refused.
+#[test]
+#[ignore = "needs append_from_coordinator without sequence checks (engine transactions)"]
+fn pending_txn_offsets_are_unstable_and_the_last_committed_one_is_answered_meanwhile() -> Result<()> {
+    let mut broker = Broker::start_default()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    let topic = unique_topic("txn-commit-pending");
+    wire::create_topic(&mut conn, &topic, 2)?;
+    let group = unique_topic("txn-commit-pending-group");
+    assert_eq!(wire::commit_offset(&mut conn, &group, (&topic, 0), 5)?, 0);
+    assert_eq!(wire::commit_offset(&mut conn, &group, (&topic, 1), 6)?, 0);
+
+    for version in 0..=3 {
+        let commit = txn_commit(&group, 2_000 + i64::from(version), (&topic, 0), 42);
+        assert_eq!(commit_code(&mut conn, &commit, version)?, 0, "v{version}");
+    }
+    assert_eq!(
+        fetch_v7(&mut conn, &group, (&topic, 0), true)?,
+        (UNSTABLE_OFFSET_COMMIT, -1)
+    );
+    assert_eq!(fetch_v7(&mut conn, &group, (&topic, 0), false)?, (0, 5));
+    assert_eq!(
+        fetch_v8(&mut conn, &group, (&topic, 0), true)?,
+        (UNSTABLE_OFFSET_COMMIT, -1)
+    );
+    assert_eq!(fetch_v8(&mut conn, &group, (&topic, 0), false)?, (0, 5));
+    // Only the partition the transaction wrote is unstable.
+    assert_eq!(fetch_v7(&mut conn, &group, (&topic, 1), true)?, (0, 6));
+    assert_eq!(wire::committed_offset(&mut conn, &group, (&topic, 0))?, 5);
+
+    // Still pending after a restart: the replay keeps a transaction without its marker open.
+    broker.restart()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    assert_eq!(
+        fetch_v7(&mut conn, &group, (&topic, 0), true)?,
+        (UNSTABLE_OFFSET_COMMIT, -1)
+    );
+    assert_eq!(fetch_v7(&mut conn, &group, (&topic, 0), false)?, (0, 5));
+    Ok(())
+}
