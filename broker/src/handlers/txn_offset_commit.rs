@@ -192,3 +192,104 @@ pub fn response(
         .collect();
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, RequestKind, ResponseKind, TransactionalId};
+    use laminar_security::{AclBinding, AclSet, PatternType, Permission, Principal, ResourceType};
+
+    use super::*;
+
+    /// Alice's access when the ACLs allow her exactly `allowed` (resource, name, operation).
+    fn access(allowed: &[(ResourceType, &str, Operation)]) -> Access {
+        let bindings = allowed
+            .iter()
+            .map(|&(resource_type, name, operation)| AclBinding {
+                resource_type,
+                resource_name: name.to_string(),
+                pattern_type: PatternType::Literal,
+                principal: Principal::user("alice"),
+                host: "*".into(),
+                operation,
+                permission: Permission::Allow,
+            });
+        let acls = AclSet::new(bindings, Vec::new(), false);
+        Access::new(
+            Some(Arc::new(acls)),
+            Arc::new(Principal::user("alice")),
+            "127.0.0.1".into(),
+        )
+    }
+
+    /// Every partition's error code in the answer the ACLs give, or `None` if they let the
+    /// request through.
+    fn refused_codes(access: &Access) -> Option<Vec<i16>> {
+        let partitions =
+            [0, 1].map(|index| TxnOffsetCommitRequestPartition::default().with_partition_index(index));
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_static_str("tx")))
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(partitions.to_vec())]);
+        let refused = super::super::acl_checks::refused(access, &RequestKind::TxnOffsetCommit(request), 3)?;
+        let ResponseKind::TxnOffsetCommit(response) = refused else {
+            panic!("not a TxnOffsetCommit answer: {refused:?}");
+        };
+        Some(
+            response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn acls_ask_write_on_the_transactional_id_then_read_on_the_group() {
+        let write_id = (ResourceType::TransactionalId, "tx", Operation::Write);
+        let read_group = (ResourceType::Group, "g", Operation::Read);
+        let id_refused = ResponseError::TransactionalIdAuthorizationFailed.code();
+        let group_refused = ResponseError::GroupAuthorizationFailed.code();
+        assert_eq!(refused_codes(&access(&[read_group])), Some(vec![id_refused; 2]));
+        assert_eq!(refused_codes(&access(&[write_id])), Some(vec![group_refused; 2]));
+        assert_eq!(refused_codes(&access(&[write_id, read_group])), None);
+        assert_eq!(refused_codes(&Access::unrestricted()), None);
+    }
+
+    #[test]
+    fn answers_keep_partitions_under_their_topics_and_producer_ids_are_checked() {
+        let keys = vec![("a".to_string(), 0), ("a".to_string(), 1), ("b".to_string(), 0)];
+        let answer = response(
+            keys,
+            Ok(vec![None, Some(ResponseError::UnknownTopicOrPartition), None]),
+        );
+        let got: Vec<(String, Vec<(i32, i16)>)> = answer
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t.partitions.iter().map(|p| (p.partition_index, p.error_code));
+                (t.name.to_string(), partitions.collect())
+            })
+            .collect();
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(
+            got,
+            [
+                ("a".into(), vec![(0, 0), (1, unknown)]),
+                ("b".into(), vec![(0, 0)])
+            ]
+        );
+        assert_eq!(
+            check_producer((-1, 0)),
+            Err(ResponseError::InvalidProducerIdMapping)
+        );
+        assert_eq!(check_producer((1, -1)), Err(ResponseError::InvalidProducerEpoch));
+        assert_eq!(check_producer((0, 0)), Ok(()));
+    }
+}
