@@ -461,6 +461,7 @@ fn shard_state(
         partitions: ShardPartitions::new(shared.log_dir.clone(), Rc::new(storage)),
         connections_active: Default::default(),
         groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions),
+        transactions: Default::default(),
         metrics: Default::default(),
         replication: shared
             .config
@@ -510,6 +511,7 @@ async fn shard_main(ctx: Rc<BrokerCtx>, addrs: Vec<SocketAddr>, ready: std::sync
     // each partition written since its last clean close is recovered when it is first used.
     // The group coordinator's partitions are replayed now.
     crate::group::load(&ctx).await;
+    crate::transactions::store::load_at_start(&ctx);
     let listeners = match bind_listeners(&addrs) {
         Ok(listeners) => listeners,
         Err(e) => {
@@ -581,6 +583,7 @@ impl ShardTasks {
         let mut stopped_on_drop = vec![
             glommio::spawn_local(crate::maintenance::run(ctx.clone())),
             glommio::spawn_local(crate::group::run_timers(ctx.clone())),
+            glommio::spawn_local(crate::transactions::store::run_timers(ctx.clone())),
         ];
         let pressure_ctx = ctx.clone();
         stopped_on_drop.push(glommio::spawn_local(async move {

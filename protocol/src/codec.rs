@@ -57,8 +57,14 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::OffsetDelete, 0, 0),
     // Transactional offsets: v3 adds the member check (KIP-447).
     api(ApiKey::TxnOffsetCommit, 0, 3),
-    // v5 adds two-phase commit (KIP-939), which needs transactions.
+    // v5 adds two-phase commit (KIP-939), not served.
     api(ApiKey::InitProducerId, 0, 4),
+    // Transactions (KIP-98). AddPartitionsToTxn v4+ batches brokers' verification (KIP-890),
+    // and EndTxn v5 the epoch bump at each end (KIP-890 part 2): not served.
+    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    api(ApiKey::AddOffsetsToTxn, 0, 3),
+    api(ApiKey::EndTxn, 0, 3),
+    api(ApiKey::WriteTxnMarkers, 0, 1),
     // SASL (KIP-152: v0 carries the tokens; v1 adds session_lifetime_ms for KIP-368; v2 is
     // flexible) and the SCRAM users' admin API (KIP-554).
     api(ApiKey::SaslAuthenticate, 0, 2),

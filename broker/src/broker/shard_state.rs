@@ -24,6 +24,8 @@ pub struct BrokerShard {
     pub connections_active: Cell<usize>,
     /// The consumer groups this shard coordinates.
     pub groups: crate::group::coordinator::GroupCoordinator,
+    /// The transactional ids this shard coordinates.
+    pub transactions: crate::transactions::TxnCoordinator,
     pub metrics: crate::metrics::shard::ShardMetrics,
     /// Cluster mode: the partitions this shard leads and follows, and its fetchers.
     pub replication: Option<crate::replication::ShardReplication>,

@@ -330,6 +330,14 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Allow an out-of-sync replica to become leader, losing data."),
     key("offsets.topic.num.partitions", Fixed("50"), POSITIVE_I32, &[],
         "Partitions of __consumer_offsets."),
+    key("transaction.state.log.num.partitions", Fixed("50"), POSITIVE_I32, &[],
+        "Partitions of __transaction_state, made when a transactional producer first needs it."),
+    key("transaction.state.log.replication.factor", Fixed("3"), POSITIVE_I32, &[],
+        "Replicas of __transaction_state in a cluster (fewer while fewer brokers are up)."),
+    key("transaction.state.log.min.isr", Fixed("2"), POSITIVE_I32, &[],
+        "min.insync.replicas of __transaction_state (at most its replica count)."),
+    key("transaction.max.timeout.ms", Fixed("900000"), POSITIVE_I32, &[],
+        "Longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT past it)."),
     key("max.broker.partitions", Fixed("200000"), POSITIVE_I32, &[],
         "Most partitions this broker hosts, internal topics included (KIP-578's name). \
          CreateTopics, CreatePartitions and auto-creation that would pass it are refused with \
@@ -462,7 +470,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
         "transactional.id.expiration.ms",
         "transactions are not implemented",
     ),
-    ("transaction.max.timeout.ms", "transactions are not implemented"),
     ("metric.reporters", "metrics are served on laminar.http.listen"),
     ("cluster.id", "not implemented"),
 ];

@@ -80,6 +80,10 @@ pub struct BrokerConfig {
     pub log_flush_interval_messages: i64,
     pub log_flush_interval_ms: i64,
     pub offsets_topic_num_partitions: i32,
+    pub transaction_state_log_num_partitions: i32,
+    pub transaction_state_log_replication_factor: i32,
+    pub transaction_state_log_min_isr: i32,
+    pub transaction_max_timeout_ms: i32,
     /// `max.broker.partitions`: the most partitions the topic table may hold.
     pub max_broker_partitions: i32,
     /// `laminar.request.partitions.max`: the most partitions one admin request may add.

@@ -21,7 +21,51 @@ pub fn refused(access: &Access, request: &RequestKind, version: i16) -> Option<R
     if !access.is_enforced() {
         return None;
     }
-    group_refused(access, request, version).or_else(|| cluster_refused(access, request))
+    group_refused(access, request, version)
+        .or_else(|| cluster_refused(access, request))
+        .or_else(|| transaction_refused(access, request))
+}
+
+/// The transactional producer's APIs: Write on its transactional id; WriteTxnMarkers, which
+/// only brokers send: ClusterAction on the cluster.
+fn transaction_refused(access: &Access, request: &RequestKind) -> Option<ResponseKind> {
+    let id_refused = |id: &TransactionalId| {
+        !access.allows(
+            Operation::Write,
+            laminar_security::ResourceType::TransactionalId,
+            id,
+        )
+    };
+    let id_error = ResponseError::TransactionalIdAuthorizationFailed.code();
+    match request {
+        RequestKind::AddOffsetsToTxn(r) if id_refused(&r.transactional_id) => Some(
+            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(id_error)),
+        ),
+        RequestKind::EndTxn(r) if id_refused(&r.transactional_id) => Some(ResponseKind::EndTxn(
+            EndTxnResponse::default().with_error_code(id_error),
+        )),
+        RequestKind::AddPartitionsToTxn(r) if id_refused(&r.v3_and_below_transactional_id) => {
+            let topics = r.v3_and_below_topics.iter().map(|t| {
+                let partitions = t.partitions.iter().map(|p| {
+                    add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(*p)
+                        .with_partition_error_code(id_error)
+                });
+                add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(partitions.collect())
+            });
+            Some(ResponseKind::AddPartitionsToTxn(
+                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics.collect()),
+            ))
+        }
+        RequestKind::WriteTxnMarkers(r) if !access.allows_cluster(Operation::ClusterAction) => {
+            Some(ResponseKind::WriteTxnMarkers(
+                super::write_txn_markers::refused_whole(r, ResponseError::ClusterAuthorizationFailed),
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// The group APIs: Read on the group to take part in it, Describe to find or read it, Delete

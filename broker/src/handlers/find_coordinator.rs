@@ -131,8 +131,8 @@ async fn cluster_response(
     }
 }
 
-/// The leader of the group's `__consumer_offsets` partition. Transactions do not exist yet, so
-/// a transactional id has no coordinator (as InitProducerId answers).
+/// The leader of the group's `__consumer_offsets` partition, or of the transactional id's
+/// `__transaction_state` partition.
 async fn coordinator(
     ctx: &Rc<BrokerCtx>,
     (link, listener): (&ClusterLink, &str),
@@ -141,7 +141,7 @@ async fn coordinator(
 ) -> Result<AliveBroker, ResponseError> {
     match key_type {
         KEY_TYPE_GROUP => {}
-        KEY_TYPE_TRANSACTION => return Err(ResponseError::CoordinatorNotAvailable),
+        KEY_TYPE_TRANSACTION => return transaction_coordinator(ctx, (link, listener), key).await,
         _ => return Err(ResponseError::InvalidRequest),
     }
     let image = link.image();
@@ -155,6 +155,23 @@ async fn coordinator(
         .get(&partition)
         .ok_or(ResponseError::CoordinatorNotAvailable)?
         .leader;
+    alive_broker(&image.metadata, leader, listener).ok_or(ResponseError::CoordinatorNotAvailable)
+}
+
+async fn transaction_coordinator(
+    ctx: &Rc<BrokerCtx>,
+    (link, listener): (&ClusterLink, &str),
+    key: &str,
+) -> Result<AliveBroker, ResponseError> {
+    crate::transactions::store::ensure_topic(ctx).await?;
+    let count =
+        crate::transactions::store::partition_count(ctx).ok_or(ResponseError::CoordinatorNotAvailable)?;
+    let image = link.image();
+    let partition = partition_for(key, count);
+    let state = image
+        .metadata
+        .partition_by_name(crate::transactions::TRANSACTION_TOPIC, partition);
+    let leader = state.ok_or(ResponseError::CoordinatorNotAvailable)?.leader;
     alive_broker(&image.metadata, leader, listener).ok_or(ResponseError::CoordinatorNotAvailable)
 }
 

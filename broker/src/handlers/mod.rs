@@ -23,6 +23,8 @@ use quota_checks::QuotaClient;
 
 mod acl_checks;
 mod acl_wire;
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod add_raft_voter;
 pub mod alter_client_quotas;
 pub mod alter_configs;
@@ -46,6 +48,7 @@ pub mod describe_log_dirs;
 pub mod describe_quorum;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -71,6 +74,7 @@ pub mod sync_group;
 pub(crate) mod topic_admin;
 pub mod txn_offset_commit;
 pub mod unregister_broker;
+pub mod write_txn_markers;
 
 /// What the connection does after a request.
 pub enum Outcome {
@@ -562,9 +566,12 @@ async fn handle_partition_or_admin_api(
         }
         request => match cluster_api(ctx, request, version).await {
             Ok(response) => response,
-            Err(request) => security_api(ctx, access, request)
-                .await
-                .ok_or(RequestError::UnsupportedApi { api: api_key })?,
+            Err(request) => match transaction_api(ctx, access, request).await {
+                Ok(response) => response,
+                Err(request) => security_api(ctx, access, request)
+                    .await
+                    .ok_or(RequestError::UnsupportedApi { api: api_key })?,
+            },
         },
     };
     quota_checks::set_throttle(&mut response, throttle);
@@ -597,6 +604,28 @@ async fn cluster_api(
         }
         RequestKind::ListPartitionReassignments(r) => {
             ResponseKind::ListPartitionReassignments(list_partition_reassignments::handle(ctx, r))
+        }
+        other => return Err(other),
+    })
+}
+
+/// The transactional producer's APIs and the markers brokers send each other; the request back
+/// for another.
+async fn transaction_api(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: RequestKind,
+) -> Result<ResponseKind, RequestKind> {
+    Ok(match request {
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(ctx, access, r).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(ctx, access, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(ctx, r).await),
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(ctx, r).await)
         }
         other => return Err(other),
     })

@@ -102,7 +102,11 @@ async fn next_plan(ctx: &Rc<BrokerCtx>, source: NodeId) -> Option<(String, Plan)
 }
 
 /// `host:port` of `source`'s inter-broker listener, if it is registered and unfenced.
-fn source_address(ctx: &Rc<BrokerCtx>, source: NodeId, settings: &ReplicationSettings) -> Option<String> {
+pub(crate) fn source_address(
+    ctx: &Rc<BrokerCtx>,
+    source: NodeId,
+    settings: &ReplicationSettings,
+) -> Option<String> {
     let link = ctx.state.shared.cluster.as_ref()?;
     let image = link.image();
     let broker = image.metadata.brokers.get(&source).filter(|b| !b.fenced)?;

@@ -43,6 +43,7 @@ pub async fn run(ctx: Rc<BrokerCtx>, link: Arc<ClusterLink>) {
         if applied.as_ref().is_none_or(|a| !Arc::ptr_eq(a, &image)) {
             reconcile(&ctx, &image).await;
             crate::group::store::follow_leadership(&ctx, &image);
+            crate::transactions::store::follow_leadership(&ctx, &image);
             applied = Some(image);
         }
         check_isr(&ctx);

@@ -1,0 +1,65 @@
+"""A consume-transform-produce loop with exactly-once semantics, run as its own process so tests
+can kill -9 it mid-transaction: reads `input` with read_committed as group `group`, writes each
+record's value, upper-cased, to `output` with the record's offset as key, and commits the input
+offsets in the same transaction. Exits 0 once the group's committed offsets reach `total`.
+
+    python txn_copier.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID TOTAL [ABORT_EVERY]
+
+ABORT_EVERY=N aborts every Nth transaction instead of committing it (its input is read again)."""
+
+import sys
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+def main():
+    bootstrap, source, sink, group, transactional_id, total = sys.argv[1:7]
+    total = int(total)
+    abort_every = int(sys.argv[7]) if len(sys.argv) > 7 else 0
+    common = {"bootstrap.servers": bootstrap, "broker.address.family": "v4"}
+    consumer = Consumer({**common, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    producer = Producer({**common, "transactional.id": transactional_id, "linger.ms": 5,
+                         "transaction.timeout.ms": 10000})
+    producer.init_transactions(30)
+    consumer.subscribe([source])
+    done, transactions = 0, 0
+    while done < total:
+        records = [m for m in consumer.consume(50, 1.0) if m.error() is None]
+        if not records:
+            done = committed(consumer, source)
+            continue
+        producer.begin_transaction()
+        for m in records:
+            producer.produce(sink, key=str(m.offset()).encode(), value=m.value().upper(), partition=m.partition())
+        positions = consumer.position(consumer.assignment())
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+        transactions += 1
+        if abort_every and transactions % abort_every == 0:
+            producer.abort_transaction(30)
+            rewind(consumer, records)
+        else:
+            producer.commit_transaction(30)
+        done = committed(consumer, source)
+    consumer.close()
+
+
+def committed(consumer, source):
+    parts = [TopicPartition(source, p) for p in consumer.list_topics(source, 10).topics[source].partitions]
+    return sum(max(tp.offset, 0) for tp in consumer.committed(parts, 10))
+
+
+def rewind(consumer, records):
+    firsts = {}
+    for m in records:
+        firsts.setdefault(m.partition(), m.offset())
+    for partition, offset in firsts.items():
+        consumer.seek(TopicPartition(records[0].topic(), partition, offset))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KafkaException as error:
+        print(f"copier: {error}", file=sys.stderr)
+        sys.exit(3)
