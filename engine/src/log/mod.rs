@@ -18,6 +18,7 @@ pub mod checksum;
 mod clean_state;
 mod compaction;
 mod config;
+pub mod control;
 pub mod disk_state;
 mod error;
 mod headers;
@@ -33,6 +34,7 @@ pub mod segment;
 mod send;
 mod staged;
 pub mod timeindex;
+pub mod txn_index;
 
 use crate::local_sync::LocalLock;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
@@ -131,6 +133,8 @@ pub struct Log<S: Storage> {
     /// other new logs. Until then a power cut may take the new log whole, which breaks no
     /// promise: nothing in it was durable (decision 0023, partition files made at first write).
     dirs_unsynced: Cell<bool>,
+    /// Which segments have an aborted-transaction index (`txn_index.rs`).
+    txn_indexes: RefCell<txn_index::TxnIndexes>,
 }
 
 impl<S: Storage> Log<S> {
