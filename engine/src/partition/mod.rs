@@ -833,3 +833,5 @@ mod roll_tests;
 mod send_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transaction_tests;
