@@ -36,8 +36,13 @@ pub use transactions::{AbortedTxn, ProducerDescription, TxnResult};
 pub struct ReadResult<D = Vec<Bytes>> {
     pub data: D,
     pub high_watermark: Offset,
+    pub last_stable_offset: Offset,
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
+    /// For a read to the last stable offset ([`ReadEnd::LastStable`]): the aborted
+    /// transactions whose records may be in `data` (see
+    /// [`aborted_transactions`](Partition::aborted_transactions)); `None` for other reads.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 impl<D: Default> ReadResult<D> {
@@ -477,7 +482,8 @@ impl<S: Storage> Partition<S> {
     }
 
     /// As [`read`](Self::read), for a socket: cached batches stay in the file (see `log/send.rs`).
-    /// Up to the high watermark for consumers, the log end for followers (`ReadEnd`).
+    /// Up to the high watermark for consumers (the last stable offset for read_committed ones,
+    /// with the aborted transactions among the data), the log end for followers (`ReadEnd`).
     pub async fn read_for_send(
         &self,
         offset: Offset,
@@ -496,15 +502,29 @@ impl<S: Storage> Partition<S> {
             .log
             .read_for_send(offset.get(), max_bytes, min_one_batch, end_offset.get())
             .await?;
-        Ok(self.read_result(data))
+        let aborted = match (end, data.next_offset()) {
+            (ReadEnd::LastStable, Some(data_end)) => {
+                Some(self.aborted_transactions(offset, Offset::new(data_end)).await?)
+            }
+            (ReadEnd::LastStable, None) => Some(Vec::new()),
+            _ => None,
+        };
+        Ok(ReadResult {
+            aborted_transactions: aborted,
+            ..self.read_result(data)
+        })
     }
 
-    fn read_result<D>(&self, data: D) -> ReadResult<D> {
+    /// What a read answers with `data` (also for reads answered without the log: a throttled
+    /// follower, a consumer sent to another replica).
+    pub fn read_result<D>(&self, data: D) -> ReadResult<D> {
         ReadResult {
             data,
             high_watermark: self.high_watermark(),
+            last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log_start_offset(),
             log_end_offset: self.log_end_offset(),
+            aborted_transactions: None,
         }
     }
 

@@ -637,3 +637,78 @@ fn the_last_stable_offset_and_aborted_list_match_a_model_through_truncations_and
         }
     });
 }
+
+#[test]
+fn a_read_committed_read_lists_the_aborts_among_the_data_it_returns() {
+    block_on(async {
+        let storage = FaultyStorage::new(11);
+        let p = open(&storage).await;
+        p.append(txn_batch(7, 0, 2), 5).await.unwrap(); // 0..=1
+        p.append_txn_marker(7, 0, TxnResult::Abort, 0, 5).await.unwrap(); // 2
+        p.append(txn_batch(8, 0, 1), 5).await.unwrap(); // 3
+        p.append_txn_marker(8, 0, TxnResult::Abort, 0, 5).await.unwrap(); // 4
+        let committed =
+            |from, max_bytes| p.read_for_send(Offset::new(from), max_bytes, true, ReadEnd::LastStable);
+        let first_batch = committed(0, 1).await.unwrap();
+        assert_eq!(first_batch.data.next_offset(), Some(2));
+        assert_eq!(first_batch.aborted_transactions, Some(aborted(&[(7, 0)])));
+        let rest = committed(3, 1 << 20).await.unwrap();
+        assert_eq!(rest.aborted_transactions, Some(aborted(&[(8, 3)])));
+        assert_eq!(rest.last_stable_offset.get(), 5);
+        let at_end = committed(5, 1 << 20).await.unwrap();
+        assert_eq!(at_end.aborted_transactions, Some(vec![]), "no data, none listed");
+        let uncommitted = p.read_for_send(Offset::ZERO, 1 << 20, true, ReadEnd::HighWatermark);
+        assert_eq!(uncommitted.await.unwrap().aborted_transactions, None);
+    });
+}
+
+#[test]
+fn compaction_stops_at_the_last_stable_offset_and_keeps_transactional_batches() {
+    block_on(async {
+        let storage = FaultyStorage::new(12);
+        let config = LogConfig {
+            cleanup_policy_compact: true,
+            cleanup_policy_delete: false,
+            min_compaction_lag_ms: 0,
+            ..small_config()
+        };
+        let p = Partition::open(Rc::new(storage.clone()), dir(), config)
+            .await
+            .unwrap();
+        let keyed = |key: &[u8], attributes, producer| {
+            let b = BatchBuilder::new(1_000).attributes(attributes).producer(
+                producer,
+                0,
+                if producer < 0 { -1 } else { 0 },
+            );
+            Bytes::from(b.record(Some(key), Some(&[b'v'; 100]), 0).build())
+        };
+        p.append(keyed(b"k", 0, -1), 5).await.unwrap(); // 0: the committed value
+        p.append(keyed(b"k", 0x10, 1), 5).await.unwrap(); // 1: aborted below
+        p.append_txn_marker(1, 0, TxnResult::Abort, 0, 5).await.unwrap(); // 2
+        p.append(keyed(b"j", 0x10, 2), 5).await.unwrap(); // 3: open
+        for _ in 0..8 {
+            p.append(keyed(b"j", 0, -1), 5).await.unwrap(); // 4..: roll segments
+        }
+        assert!(p.segment_count() > 2);
+        let outcome = p.compact(1_000_000).await.unwrap();
+        assert_eq!(
+            outcome.records_removed, 0,
+            "everything past the open transaction waits"
+        );
+        p.append_txn_marker(2, 0, TxnResult::Commit, 0, 5).await.unwrap();
+        p.append(keyed(b"j", 0, -1), 5).await.unwrap();
+        let outcome = p.compact(1_000_000).await.unwrap();
+        assert!(outcome.records_removed > 0, "older plain values of j go");
+        let kept: Vec<i64> = super::tests::read_all(&p, 0)
+            .await
+            .iter()
+            .map(|h| h.base_offset)
+            .collect();
+        assert_eq!(
+            &kept[..4],
+            &[0, 1, 2, 3],
+            "k's committed value and every transactional batch stay"
+        );
+    });
+}

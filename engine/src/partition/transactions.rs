@@ -22,6 +22,15 @@ pub struct AbortedTxn {
     pub first_offset: Offset,
 }
 
+impl AbortedTxn {
+    pub fn new(producer_id: i64, first_offset: i64) -> AbortedTxn {
+        AbortedTxn {
+            producer_id,
+            first_offset: Offset::new(first_offset),
+        }
+    }
+}
+
 /// One producer's state as DescribeProducers answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerDescription {
