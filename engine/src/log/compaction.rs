@@ -37,7 +37,9 @@
 //!
 //! [`finish_interrupted`] runs when a log opens: it completes step 4 for every `.log.swap`
 //! (removing that segment's index files first), deletes every `*.cleaned` file and every index
-//! file without its `.log`. A missing index is rebuilt by the open scan, so a crash at any
+//! file without its `.log` (`.txnindex` included: a crash between a segment's removals). A
+//! segment's `.txnindex` outlives its compaction unchanged: markers are kept, and offsets
+//! never move. A missing index is rebuilt by the open scan, so a crash at any
 //! point leaves either the old segment or the new one, never a mix. Readers that took the old
 //! segment before the swap keep reading its open files (unlinked files stay readable).
 //!
@@ -52,6 +54,7 @@ use super::records::{self, RecordView};
 use super::scan::{BatchScanner, Scanned, Verify};
 use super::segment::{
     segment_path, IndexBuilder, Segment, SegmentFiles, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 use super::{Log, LogError};
 use crate::io::{Storage, StorageFile};
@@ -501,7 +504,7 @@ pub async fn finish_interrupted<S: Storage>(storage: &S, dir: &Path, names: &[St
         .collect();
     for name in names {
         let leftover = name.ends_with(&format!(".{CLEANED}"));
-        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
             .iter()
             .any(|s| parse_base(name, s).is_some_and(|base| !logs.contains(&base)));
         if leftover || orphan {

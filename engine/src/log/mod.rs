@@ -1,6 +1,7 @@
 //! The log of one partition: a directory of segments (docs/ARCHITECTURE.md invariant 4).
 //!
-//! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
+//! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment (and `.txnindex` for one
+//! that holds an ABORT marker, see `txn_index.rs`), plus
 //! `log-start-offset` (see `retention.rs`) and `.laminar-log-state` (see `disk_state.rs`).
 //! Compaction's temporary files (`*.cleaned`, `*.log.swap`) are described in `compaction.rs`.
 //!

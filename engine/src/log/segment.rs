@@ -1,5 +1,6 @@
 //! One segment: `<dir>/<20-digit base offset>.log` plus its `.index` and `.timeindex`, each
-//! made when its first entry is written (decision 0023, partition files made at first write).
+//! made when its first entry is written (decision 0023, partition files made at first write),
+//! and its `.txnindex` (`txn_index.rs`, written by the log, not by the segment).
 //!
 //! The `.log` file is a plain concatenation of RecordBatch v2 batches exactly as stored (see
 //! `batch.rs`), offsets increasing and contiguous from the base offset. Index formats are

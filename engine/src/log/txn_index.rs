@@ -143,7 +143,10 @@ impl<S: Storage> Log<S> {
         }
         .await;
         written.map_err(|e| self.fail(e))?;
+        let first_base = self.segment_base_holding(i64::MIN);
         let mut indexes = self.txn_indexes.borrow_mut();
+        // Segments deleted from the front took their files along: forget them.
+        indexes.with_file = indexes.with_file.split_off(&first_base);
         indexes.with_file.insert(base);
         indexes.unsynced.insert(base);
         Ok(())

@@ -712,3 +712,29 @@ fn compaction_stops_at_the_last_stable_offset_and_keeps_transactional_batches() 
         );
     });
 }
+
+#[test]
+fn an_index_file_left_without_its_segment_is_removed_at_open() {
+    block_on(async {
+        let storage = FaultyStorage::new(13);
+        let p = open(&storage).await;
+        p.append(plain_batch(1), 5).await.unwrap();
+        p.close().await.unwrap();
+        // A crash between a deleted segment's removals left its index; a later segment at
+        // that base must not inherit its entries.
+        let entry = AbortedTxnEntry {
+            producer_id: 4,
+            first_offset: 5,
+            last_offset: 6,
+            last_stable_offset: 7,
+        };
+        let orphan = segment_path(&dir(), 5, TXN_INDEX_SUFFIX);
+        storage.set_file_bytes(&orphan, entry.encode().to_vec());
+        let p = open(&storage).await;
+        assert_eq!(storage.file_bytes(&orphan), None);
+        for _ in 0..6 {
+            p.append(plain_batch(1), 5).await.unwrap();
+        }
+        assert_eq!(aborted_between(&p, 0, 7).await, vec![]);
+    });
+}
