@@ -5,7 +5,7 @@ use super::batch::BatchHeader;
 use super::control::{parse_marker, Marker};
 use super::scan::{BatchScanner, Scanned, Verify};
 use super::{Log, LogError};
-use crate::io::{Storage, StorageFile};
+use crate::io::Storage;
 use std::io;
 
 impl<S: Storage> Log<S> {
@@ -42,7 +42,7 @@ impl<S: Storage> Log<S> {
             loop {
                 match scanner.next().await? {
                     Scanned::Batch { header, position } if header.is_control() => {
-                        let bytes = segment.log.read_at(position, header.total_len()).await?;
+                        let bytes = scanner.whole_batch(position, &header).await?;
                         visit(&header, parse_marker(&bytes, &header));
                     }
                     Scanned::Batch { header, .. } => visit(&header, None),

@@ -99,6 +99,8 @@ pub struct TxnIndexes {
     with_file: BTreeSet<i64>,
     /// Base offsets of files appended since they were last synced.
     unsynced: BTreeSet<i64>,
+    /// A file was made since the directory was last synced.
+    made_unsynced: bool,
 }
 
 impl TxnIndexes {
@@ -108,6 +110,7 @@ impl TxnIndexes {
         TxnIndexes {
             with_file,
             unsynced: BTreeSet::new(),
+            made_unsynced: false,
         }
     }
 }
@@ -147,7 +150,7 @@ impl<S: Storage> Log<S> {
         let mut indexes = self.txn_indexes.borrow_mut();
         // Segments deleted from the front took their files along: forget them.
         indexes.with_file = indexes.with_file.split_off(&first_base);
-        indexes.with_file.insert(base);
+        indexes.made_unsynced |= indexes.with_file.insert(base);
         indexes.unsynced.insert(base);
         Ok(())
     }
@@ -231,10 +234,12 @@ impl<S: Storage> Log<S> {
         file.close().await
     }
 
-    /// fdatasyncs the index files appended since their last sync (before a producer snapshot:
-    /// the entries below it are not written again at the next open).
+    /// fdatasyncs the index files appended since their last sync, and the directory when one
+    /// of them is new (before a producer snapshot: the entries below it are not written again
+    /// at the next open).
     pub async fn sync_txn_indexes(&self) -> Result<(), LogError> {
         let unsynced = std::mem::take(&mut self.txn_indexes.borrow_mut().unsynced);
+        let made = std::mem::take(&mut self.txn_indexes.borrow_mut().made_unsynced);
         for base in unsynced {
             let path = segment_path(&self.dir, base, TXN_INDEX_SUFFIX);
             let synced = async {
@@ -247,6 +252,9 @@ impl<S: Storage> Log<S> {
             }
             .await;
             synced.map_err(|e| self.fail(e))?;
+        }
+        if made {
+            self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
         }
         Ok(())
     }
