@@ -91,6 +91,26 @@ fn decode_entries(bytes: &[u8]) -> io::Result<Vec<AbortedTxnEntry>> {
     Ok(entries)
 }
 
+/// How many entries of a file's bytes to keep when cutting its index at `offset`: the
+/// leading entries that decode, follow each other and belong to segment `base` with markers
+/// below `offset`. What follows them is dropped: after a crash that may be torn or garbage
+/// (never synced), or entries the cut removes.
+fn kept_before(bytes: &[u8], base: i64, offset: i64) -> usize {
+    let mut previous = base;
+    let entries = bytes
+        .chunks_exact(ENTRY_LEN)
+        .map(|chunk| AbortedTxnEntry::decode(chunk.try_into().expect("exact chunks")));
+    let kept = entries.take_while(|entry| {
+        let Some(entry) = entry else {
+            return false;
+        };
+        let in_order = (previous..offset).contains(&entry.last_offset);
+        previous = entry.last_offset;
+        in_order
+    });
+    kept.count()
+}
+
 /// Which segments have an index file. Owned with its log by one shard.
 #[derive(Debug, Default)]
 pub struct TxnIndexes {
@@ -212,10 +232,26 @@ impl<S: Storage> Log<S> {
     }
 
     async fn truncate_txn_index(&self, base: i64, offset: i64) -> io::Result<()> {
-        let entries = self.read_txn_index(base).await?;
-        let keep = entries.iter().take_while(|e| e.last_offset < offset).count();
         let path = segment_path(&self.dir, base, TXN_INDEX_SUFFIX);
-        if keep == 0 {
+        let len = match self.storage.open(&path, false).await {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            opened => {
+                let file = opened?;
+                let cut = async {
+                    let bytes = file.read_at(0, file.len() as usize).await?;
+                    let len = (kept_before(&bytes, base, offset) * ENTRY_LEN) as u64;
+                    if len != file.len() && len > 0 {
+                        file.truncate(len).await?;
+                        self.txn_indexes.borrow_mut().unsynced.insert(base);
+                    }
+                    Ok::<_, io::Error>(len)
+                }
+                .await;
+                file.close().await?;
+                cut?
+            }
+        };
+        if len == 0 {
             match self.storage.remove_file(&path).await {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}
@@ -223,15 +259,8 @@ impl<S: Storage> Log<S> {
             let mut indexes = self.txn_indexes.borrow_mut();
             indexes.with_file.remove(&base);
             indexes.unsynced.remove(&base);
-            return Ok(());
         }
-        let file = self.storage.open(&path, false).await?;
-        let len = (keep * ENTRY_LEN) as u64;
-        if file.len() != len {
-            file.truncate(len).await?;
-            self.txn_indexes.borrow_mut().unsynced.insert(base);
-        }
-        file.close().await
+        Ok(())
     }
 
     /// fdatasyncs the index files appended since their last sync, and the directory when one
@@ -283,6 +312,24 @@ mod tests {
         .concat();
         assert_eq!(entry.encode().to_vec(), expected);
         assert_eq!(decode_entries(&expected).unwrap(), vec![entry]);
+    }
+
+    #[test]
+    fn a_cut_keeps_the_sane_entries_below_it_and_drops_garbage() {
+        let entry = |last| AbortedTxnEntry {
+            producer_id: 1,
+            first_offset: 10,
+            last_offset: last,
+            last_stable_offset: last + 1,
+        };
+        let mut bytes = [entry(12).encode(), entry(15).encode(), entry(18).encode()].concat();
+        assert_eq!(kept_before(&bytes, 10, 16), 2);
+        assert_eq!(kept_before(&bytes, 10, 12), 0);
+        assert_eq!(kept_before(&bytes, 13, 100), 0, "a marker below the segment");
+        bytes[2 * ENTRY_LEN] = 0xAB;
+        assert_eq!(kept_before(&bytes, 10, 100), 2, "garbage ends what is kept");
+        let backwards = [entry(15).encode(), entry(12).encode()].concat();
+        assert_eq!(kept_before(&backwards, 10, 100), 1);
     }
 
     #[test]

@@ -606,7 +606,11 @@ async fn disturb_step(
             return open(storage).await;
         }
         _ => {
-            let mode = [CrashMode::LoseUnsynced, CrashMode::TornTail][rng.gen_range(0..2)];
+            let mode = [
+                CrashMode::LoseUnsynced,
+                CrashMode::TornTail,
+                CrashMode::TornTailWithGarbage,
+            ][rng.gen_range(0..3)];
             storage.crash(mode);
             drop(p);
             let p = open(storage).await;
@@ -621,7 +625,7 @@ async fn disturb_step(
 #[test]
 fn the_last_stable_offset_and_aborted_list_match_a_model_through_truncations_and_reopens() {
     block_on(async {
-        for seed in 0..12 {
+        for seed in 0..24 {
             let mut rng = StdRng::seed_from_u64(seed);
             let storage = FaultyStorage::new(100 + seed);
             let mut p = open(&storage).await;
