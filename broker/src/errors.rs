@@ -32,11 +32,13 @@ pub fn partition_error_code(error: &PartitionAccessError) -> i16 {
 fn log_error(error: &LogError) -> ResponseError {
     match error {
         LogError::Batch(batch) if batch.is_corrupt() => ResponseError::CorruptMessage,
+        // Control batches from clients, transactional ones without a producer id included.
         LogError::Batch(_) => ResponseError::InvalidRecord,
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        LogError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         LogError::Closed => ResponseError::NotLeaderOrFollower,
         // Retriable, and logged where it began and ended rather than for every request: a
         // full log dir (the engine), no descriptor to open the partition (its shard).
@@ -46,5 +48,28 @@ fn log_error(error: &LogError) -> ResponseError {
             tracing::error!(error = %other, "storage failure");
             ResponseError::KafkaStorageError
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use laminar_engine::log::BatchError;
+
+    fn code_of(error: LogError) -> i16 {
+        partition_error_code(&PartitionAccessError::Log(error))
+    }
+
+    #[test]
+    fn transaction_refusals_have_kafkas_codes() {
+        assert_eq!(code_of(LogError::InvalidTxnState { producer_id: 7 }), 48);
+        let fenced = LogError::InvalidProducerEpoch {
+            producer_id: 7,
+            epoch: 1,
+            current_epoch: 2,
+        };
+        assert_eq!(code_of(fenced), 47);
+        assert_eq!(code_of(BatchError::ControlFromClient.into()), 87);
+        assert_eq!(code_of(BatchError::TransactionalWithoutProducer.into()), 87);
     }
 }

@@ -255,3 +255,26 @@ fn a_quiet_answer_keeps_the_sessions_order_and_the_next_answered_partition_moves
     let after = sessions.open((id, 3), Vec::new(), &[], false, now).unwrap();
     assert_eq!(indices(&after), vec![1, 2, 0]);
 }
+
+#[test]
+fn an_incremental_fetch_answers_a_partition_whose_last_stable_offset_moved() {
+    let sessions = FetchSessions::new(10);
+    let now = Instant::now();
+    let id = full_fetch(&sessions, &[0, 1], now);
+    let opened = sessions.open((id, 1), Vec::new(), &[], false, now).unwrap();
+    // A transaction committed in partition 1: its last stable offset moved up to the high
+    // watermark, which stayed; no records for this read_committed consumer yet.
+    let mut committed = at(10);
+    committed.state.last_stable_offset = 10;
+    let mut still_open = at(10);
+    still_open.state.last_stable_offset = 4;
+    let (_, sent) = sessions.answered(&opened, &[at(10), still_open], now);
+    assert_eq!(
+        sent,
+        Some(vec![false, true]),
+        "the last stable offset fell behind"
+    );
+    let opened = sessions.open((id, 2), Vec::new(), &[], false, now).unwrap();
+    let (_, sent) = sessions.answered(&opened, &[at(10), committed], now);
+    assert_eq!(sent, Some(vec![false, true]), "and caught up again");
+}

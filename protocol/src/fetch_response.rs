@@ -10,7 +10,7 @@
 //! every served version.
 
 use bytes::{BufMut, BytesMut};
-pub use laminar_engine::partition::RecordBytes;
+pub use laminar_engine::partition::{AbortedTxn, RecordBytes};
 
 use crate::chunk::Chunk;
 
@@ -22,8 +22,9 @@ pub struct PartitionAnswer {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
-    /// READ_COMMITTED answers carry an (empty) aborted-transactions list; others carry null.
-    pub read_committed: bool,
+    /// READ_COMMITTED answers list the aborted transactions whose records may be among
+    /// `records` (possibly none); READ_UNCOMMITTED ones carry null (`None`).
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
     /// Whole batches, in offset order.
     pub records: RecordBytes,
     /// KIP-392 (v11+): the replica the consumer should fetch from instead (then `records` is
@@ -124,13 +125,7 @@ fn put_partition(out: &mut Chunks, partition: &PartitionAnswer, version: i16, fl
     if version >= 5 {
         fields.put_i64(partition.log_start_offset);
     }
-    // aborted_transactions: an empty list for READ_COMMITTED, null otherwise
-    match (partition.read_committed, flexible) {
-        (true, false) => fields.put_i32(0),
-        (true, true) => fields.put_u8(1),
-        (false, false) => fields.put_i32(-1),
-        (false, true) => fields.put_u8(0),
-    }
+    put_aborted_transactions(fields, partition.aborted_transactions.as_deref(), flexible);
     if version >= 11 {
         fields.put_i32(partition.preferred_read_replica.unwrap_or(NO_PREFERRED_REPLICA));
     }
@@ -150,6 +145,26 @@ fn put_partition(out: &mut Chunks, partition: &PartitionAnswer, version: i16, fl
     }
     if flexible {
         out.fields.put_u8(0); // partition tag section
+    }
+}
+
+/// A nullable array of (producer_id int64, first_offset int64), each with an empty tag
+/// section in flexible versions.
+fn put_aborted_transactions(fields: &mut BytesMut, aborted: Option<&[AbortedTxn]>, flexible: bool) {
+    let Some(aborted) = aborted else {
+        match flexible {
+            true => fields.put_u8(0),
+            false => fields.put_i32(-1),
+        }
+        return;
+    };
+    put_len(fields, aborted.len(), flexible);
+    for txn in aborted {
+        fields.put_i64(txn.producer_id);
+        fields.put_i64(txn.first_offset.get());
+        if flexible {
+            fields.put_u8(0); // aborted transaction tag section
+        }
     }
 }
 
@@ -216,18 +231,25 @@ fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, ResponseKind, TopicName};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, ProducerId, ResponseKind, TopicName};
     use laminar_engine::io::FileRange;
     use std::sync::Arc;
+
+    /// The aborted transactions a sample lists: none (null) unless `read_committed`.
+    fn sample_aborted(read_committed: bool) -> Option<Vec<AbortedTxn>> {
+        read_committed.then(|| vec![AbortedTxn::new(1_000, 30), AbortedTxn::new(0x0102_0304_0506, 35)])
+    }
 
     fn sample(read_committed: bool) -> FetchAnswer {
         let ok = PartitionAnswer {
             partition: 3,
             high_watermark: 42,
-            last_stable_offset: 42,
+            last_stable_offset: 30,
             log_start_offset: 7,
-            read_committed,
+            aborted_transactions: sample_aborted(read_committed),
             records: RecordBytes::Memory(vec![
                 Bytes::from_static(b"first batch"),
                 Bytes::from_static(b"second"),
@@ -240,7 +262,7 @@ mod tests {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
-            read_committed,
+            aborted_transactions: read_committed.then(Vec::new),
             records: RecordBytes::default(),
             preferred_read_replica: None,
         };
@@ -287,7 +309,14 @@ mod tests {
                             .with_high_watermark(p.high_watermark)
                             .with_last_stable_offset(p.last_stable_offset)
                             .with_log_start_offset(p.log_start_offset)
-                            .with_aborted_transactions(p.read_committed.then(Vec::new))
+                            .with_aborted_transactions(p.aborted_transactions.as_ref().map(|list| {
+                                let each = list.iter().map(|t| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(t.producer_id))
+                                        .with_first_offset(t.first_offset.get())
+                                });
+                                each.collect()
+                            }))
                             // Before v11 the field does not exist (and is not written).
                             .with_preferred_read_replica(BrokerId(match version {
                                 11.. => p.preferred_read_replica.unwrap_or(-1),
@@ -374,6 +403,62 @@ mod tests {
                 through_codec(&failed, version).to_vec(),
                 "v{version}"
             );
+        }
+    }
+
+    /// One partition answer's bytes (v4 and v12) with two aborted transactions, field by field.
+    #[test]
+    fn golden_aborted_transactions() {
+        let partition = PartitionAnswer {
+            partition: 3,
+            high_watermark: 42,
+            last_stable_offset: 30,
+            log_start_offset: 7,
+            aborted_transactions: sample_aborted(true),
+            ..Default::default()
+        };
+        let fixed: Vec<u8> = [
+            &[0, 0, 0, 3][..],          // partition 3
+            &[0, 0],                    // no error
+            &[0, 0, 0, 0, 0, 0, 0, 42], // high watermark 42
+            &[0, 0, 0, 0, 0, 0, 0, 30], // last stable offset 30
+        ]
+        .concat();
+        let txns = |tag: &[u8]| -> Vec<u8> {
+            [
+                &[0, 0, 0, 0, 0, 0, 0x03, 0xE8][..], // producer id 1000
+                &[0, 0, 0, 0, 0, 0, 0, 30],          // first offset 30
+                tag,
+                &[0, 0, 1, 2, 3, 4, 5, 6],  // producer id 0x010203040506
+                &[0, 0, 0, 0, 0, 0, 0, 35], // first offset 35
+                tag,
+            ]
+            .concat()
+        };
+        #[rustfmt::skip]
+        let v4: Vec<u8> = [
+            &fixed[..],
+            &[0, 0, 0, 2],               // two aborted transactions
+            &txns(&[]),
+            &[0, 0, 0, 0],               // no records
+        ]
+        .concat();
+        #[rustfmt::skip]
+        let v12: Vec<u8> = [
+            &fixed[..],
+            &[0, 0, 0, 0, 0, 0, 0, 7],   // log start offset 7
+            &[3],                        // two aborted transactions (compact: 2 + 1)
+            &txns(&[0]),                 // each with an empty tag section
+            &[0xFF; 4],                  // no preferred read replica
+            &[1],                        // no records (compact: 0 + 1)
+            &[0],                        // partition tag section
+        ]
+        .concat();
+        for (version, expected) in [(4, v4), (12, v12)] {
+            let mut out = Chunks::default();
+            put_partition(&mut out, &partition, version, version >= FIRST_FLEXIBLE_VERSION);
+            out.close_fields();
+            assert_eq!(joined(&out.done), expected, "v{version}");
         }
     }
 

@@ -1,4 +1,5 @@
-//! ListOffsets: earliest, latest, or the first offset at or after a timestamp.
+//! ListOffsets: earliest, latest (for read_committed: the last stable offset), or the first
+//! offset at or after a timestamp.
 
 use crate::authorization::Access;
 use laminar_security::Operation;
@@ -17,6 +18,8 @@ use crate::handlers::partition_answers::{items_by_partition, push_partition};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+/// Kafka's READ_COMMITTED isolation level (v2+).
+const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
@@ -30,7 +33,8 @@ pub async fn handle(
         |p| (p.partition_index, p.timestamp),
     );
     let items = access.refuse_topics(items, Operation::Describe);
-    let results = on_owning_shards(ctx, items, |there, tp, timestamp| async move {
+    let read_committed = version >= 2 && request.isolation_level == READ_COMMITTED;
+    let results = on_owning_shards(ctx, items, move |there, tp, timestamp| async move {
         let timestamp = timestamp?;
         let Some(partition) = there.state.partition_to_read(&tp).await? else {
             // Never written: empty at offset 0, and no record has a timestamp.
@@ -38,7 +42,7 @@ pub async fn handle(
             return Ok(empty.unwrap_or((-1, -1)));
         };
         let found = match timestamp {
-            LATEST => Some((partition.high_watermark().get(), -1)),
+            LATEST => Some((latest_offset(&partition, read_committed).get(), -1)),
             EARLIEST => Some((partition.log_start_offset().get(), -1)),
             timestamp => match partition.offset_for_timestamp(timestamp).await? {
                 Some(batch) => Some(record_at_or_after(&partition, batch, timestamp).await?),
@@ -68,6 +72,15 @@ pub async fn handle(
     response
 }
 
+/// Where a consumer of this isolation reads up to: the last stable offset for read_committed,
+/// the high watermark otherwise.
+fn latest_offset(partition: &Partition, read_committed: bool) -> Offset {
+    match read_committed {
+        true => partition.last_stable_offset(),
+        false => partition.high_watermark(),
+    }
+}
+
 /// The storage engine finds the first batch whose max timestamp reaches `timestamp`; Kafka answers
 /// with the exact record, so that batch is decoded (decompressed if need be) here. Only the one
 /// batch is read, and only for ListOffsets, never on the produce or fetch path.
@@ -95,4 +108,71 @@ async fn record_at_or_after(
         .iter()
         .find(|r| r.offset >= log_start && r.timestamp >= timestamp)
         .map_or(by_batch, |r| (r.offset, r.timestamp)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::{Bytes, BytesMut};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use laminar_engine::io::{FileCache, GlommioStorage, ShardStorage, WriteMode};
+    use laminar_engine::partition::LogConfig;
+
+    /// One record from producer `producer_id` (-1: none), in a transaction or not.
+    fn batch(producer_id: i64, transactional: bool) -> Bytes {
+        let record = Record {
+            transactional,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch: if producer_id < 0 { -1 } else { 0 },
+            timestamp_type: TimestampType::Creation,
+            offset: 0,
+            sequence: if producer_id < 0 { -1 } else { 0 },
+            timestamp: 1_700_000_000_000,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        };
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, &[record], &options).expect("encodes");
+        buf.freeze()
+    }
+
+    #[test]
+    fn latest_for_read_committed_is_the_last_stable_offset() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t-0");
+        let ran = glommio::LocalExecutorBuilder::default().spawn(|| async move {
+            let storage: Rc<ShardStorage> =
+                Rc::new(FileCache::new(GlommioStorage::new(WriteMode::Buffered), None));
+            let partition = Partition::open(storage, path, LogConfig::default())
+                .await
+                .expect("opens");
+            partition.append(batch(-1, false), 0).await.expect("appends");
+            partition.append(batch(9, true), 0).await.expect("appends");
+            partition.append(batch(-1, false), 0).await.expect("appends");
+            assert_eq!(latest_offset(&partition, false).get(), 3, "the high watermark");
+            assert_eq!(
+                latest_offset(&partition, true).get(),
+                1,
+                "before the open transaction"
+            );
+            let abort = laminar_engine::partition::TxnResult::Abort;
+            partition
+                .append_txn_marker(9, 0, abort, 0, 0)
+                .await
+                .expect("marks");
+            assert_eq!(latest_offset(&partition, true).get(), 4);
+            partition.close().await.expect("closes");
+        });
+        ran.expect("executor").join().expect("test");
+    }
 }

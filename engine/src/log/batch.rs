@@ -52,8 +52,10 @@ const RECORD_COUNT_AT: usize = 57;
 
 const CODEC_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_BIT: i16 = 0x08;
-const TRANSACTIONAL_BIT: i16 = 0x10;
-const CONTROL_BIT: i16 = 0x20;
+/// Attributes bit of a batch that belongs to a transaction.
+pub const TRANSACTIONAL_BIT: i16 = 0x10;
+/// Attributes bit of a control batch (a transaction marker).
+pub const CONTROL_BIT: i16 = 0x20;
 
 /// Compression codec named by the attributes. Records stay compressed in the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +101,10 @@ pub enum BatchError {
     BadRecord { at: usize },
     #[error("a compacted topic refuses records without a key")]
     MissingKey,
+    #[error("clients may not produce control batches")]
+    ControlFromClient,
+    #[error("a transactional batch needs a producer id")]
+    TransactionalWithoutProducer,
 }
 
 /// How the protocol layer reports a [`BatchError`].
@@ -122,6 +128,8 @@ impl BatchError {
             | BatchError::BadRecord { .. } => BatchErrorKind::Corrupt,
             BatchError::InvalidRecordCount { .. }
             | BatchError::MissingKey
+            | BatchError::ControlFromClient
+            | BatchError::TransactionalWithoutProducer
             | BatchError::InvalidTimestamp { .. }
             | BatchError::UnknownCompression { .. } => BatchErrorKind::InvalidRecord,
             BatchError::TooLarge { .. } => BatchErrorKind::TooLarge,

@@ -2,8 +2,9 @@
 //! offset in the whole log survives.
 //!
 //! Rules of one pass ([`Log::compact`]):
-//! - Only records below the first uncleanable offset (the partition's high watermark, as
-//!   Kafka's cleaner bounds itself) count: a record past it may still be truncated away when
+//! - Only records below the first uncleanable offset (the partition's last stable offset:
+//!   the high watermark, or the start of the earliest open transaction if lower, as Kafka's
+//!   cleaner bounds itself) count: a record past it may still be truncated away when
 //!   leadership moves, so it must not be the reason an older, committed record of its key is
 //!   removed. The key → latest offset map covers every record below that bound, in every
 //!   segment, the active one included; only closed segments that end at or below the bound
@@ -20,6 +21,8 @@
 //!   first segment is kept, empty, so that the log start offset does not move). Dropping a
 //!   batch cannot regress the producer state: it is snapshotted at every roll, i.e. past
 //!   every closed segment, and rebuilt from the newest snapshot plus the active segment.
+//! - Transactional batches (and markers) are kept whole and their keys are not read: see
+//!   `compactable`, which keeps every committed value (more than Kafka keeps).
 //! - Compressed and control batches are kept whole and their keys are not read (the engine
 //!   does not decompress): a key last written in a compressed batch also keeps its older
 //!   uncompressed records. Records without a key are kept (the append path refuses them on a
@@ -34,7 +37,9 @@
 //!
 //! [`finish_interrupted`] runs when a log opens: it completes step 4 for every `.log.swap`
 //! (removing that segment's index files first), deletes every `*.cleaned` file and every index
-//! file without its `.log`. A missing index is rebuilt by the open scan, so a crash at any
+//! file without its `.log` (`.txnindex` included: a crash between a segment's removals). A
+//! segment's `.txnindex` outlives its compaction unchanged: markers are kept, and offsets
+//! never move. A missing index is rebuilt by the open scan, so a crash at any
 //! point leaves either the old segment or the new one, never a mix. Readers that took the old
 //! segment before the swap keep reading its open files (unlinked files stay readable).
 //!
@@ -49,6 +54,7 @@ use super::records::{self, RecordView};
 use super::scan::{BatchScanner, Scanned, Verify};
 use super::segment::{
     segment_path, IndexBuilder, Segment, SegmentFiles, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 use super::{Log, LogError};
 use crate::io::{Storage, StorageFile};
@@ -286,6 +292,14 @@ impl<'a, F: StorageFile> WholeBatches<'a, F> {
     }
 }
 
+/// Whether compaction reads and filters this batch's keys: uncompressed data outside
+/// transactions. A transactional batch is kept whole and its keys shadow nothing: an aborted
+/// transaction's records must not remove the committed older values of their keys, and
+/// which transactions aborted is not looked up here, so none of them is counted.
+fn compactable(header: &BatchHeader) -> bool {
+    records::readable(header) && !header.is_transactional()
+}
+
 fn readable_records<'a>(
     segment_base: i64,
     h: &BatchHeader,
@@ -303,7 +317,7 @@ async fn latest_offsets<F: StorageFile>(
     for segment in segments {
         let mut batches = WholeBatches::new(segment);
         while let Some((header, bytes)) = batches.next().await? {
-            if !records::readable(&header) {
+            if !compactable(&header) {
                 continue;
             }
             for record in readable_records(segment.base_offset, &header, &bytes)? {
@@ -339,7 +353,7 @@ fn filter_batch(
     expire_tombstones: bool,
     removed: &mut Removed,
 ) -> io::Result<Filtered> {
-    if !records::readable(header) || header.record_count == 0 {
+    if !compactable(header) || header.record_count == 0 {
         return Ok(Filtered::Whole);
     }
     let all = readable_records(segment_base, header, bytes)?;
@@ -490,7 +504,7 @@ pub async fn finish_interrupted<S: Storage>(storage: &S, dir: &Path, names: &[St
         .collect();
     for name in names {
         let leftover = name.ends_with(&format!(".{CLEANED}"));
-        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+        let orphan = [INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX]
             .iter()
             .any(|s| parse_base(name, s).is_some_and(|base| !logs.contains(&base)));
         if leftover || orphan {

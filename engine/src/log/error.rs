@@ -37,6 +37,9 @@ pub enum LogError {
         epoch: i16,
         current_epoch: i16,
     },
+    /// A non-transactional batch of a producer whose transaction is open (INVALID_TXN_STATE).
+    #[error("producer {producer_id} has an open transaction: its batches must be transactional")]
+    InvalidTxnState { producer_id: i64 },
     #[error("no space or no descriptor left for this write; nothing of it was kept (retriable): {0}")]
     Exhausted(std::io::Error),
     #[error("storage error: {0}")]

@@ -2,6 +2,7 @@
 //! state after the last snapshot needs.
 
 use super::batch::BatchHeader;
+use super::control::{parse_marker, Marker};
 use super::scan::{BatchScanner, Scanned, Verify};
 use super::{Log, LogError};
 use crate::io::Storage;
@@ -14,13 +15,14 @@ impl<S: Storage> Log<S> {
     }
 
     /// Calls `visit` with the header of every batch from the one holding `offset` to the log
-    /// end, in order. Only headers are read (61 bytes a batch); CRCs are not checked: the
-    /// batches were validated on append or by recovery. The caller keeps appends and
-    /// truncations out while it runs.
+    /// end, in order, and for a transaction marker what it says. Only headers are read (61
+    /// bytes a batch) but for control batches, read whole (one small record each); CRCs are
+    /// not checked: the batches were validated on append or by recovery. The caller keeps
+    /// appends and truncations out while it runs.
     pub async fn for_each_header_from(
         &self,
         offset: i64,
-        mut visit: impl FnMut(&BatchHeader),
+        mut visit: impl FnMut(&BatchHeader, Option<Marker>),
     ) -> Result<(), LogError> {
         self.check_ok()?;
         for segment in self.segments() {
@@ -39,7 +41,11 @@ impl<S: Storage> Log<S> {
             let mut scanner = BatchScanner::new(&*segment.log, start, meta.size, Verify::HeadersOnly);
             loop {
                 match scanner.next().await? {
-                    Scanned::Batch { header, .. } => visit(&header),
+                    Scanned::Batch { header, position } if header.is_control() => {
+                        let bytes = scanner.whole_batch(position, &header).await?;
+                        visit(&header, parse_marker(&bytes, &header));
+                    }
+                    Scanned::Batch { header, .. } => visit(&header, None),
                     Scanned::End => break,
                     Scanned::Invalid { position, error } => {
                         let at = format!("segment {} position {position}", segment.base_offset);

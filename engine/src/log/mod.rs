@@ -1,6 +1,7 @@
 //! The log of one partition: a directory of segments (docs/ARCHITECTURE.md invariant 4).
 //!
-//! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment, plus
+//! `<dir>/<20-digit base offset>.log|.index|.timeindex` per segment (and `.txnindex` for one
+//! that holds an ABORT marker, see `txn_index.rs`), plus
 //! `log-start-offset` (see `retention.rs`) and `.laminar-log-state` (see `disk_state.rs`).
 //! Compaction's temporary files (`*.cleaned`, `*.log.swap`) are described in `compaction.rs`.
 //!
@@ -18,6 +19,7 @@ pub mod checksum;
 mod clean_state;
 mod compaction;
 mod config;
+pub mod control;
 pub mod disk_state;
 mod error;
 mod headers;
@@ -33,6 +35,7 @@ pub mod segment;
 mod send;
 mod staged;
 pub mod timeindex;
+pub mod txn_index;
 
 use crate::local_sync::LocalLock;
 pub use batch::{BatchError, BatchErrorKind, BatchHeader, Compression, TimestampType};
@@ -131,6 +134,8 @@ pub struct Log<S: Storage> {
     /// other new logs. Until then a power cut may take the new log whole, which breaks no
     /// promise: nothing in it was durable (decision 0023, partition files made at first write).
     dirs_unsynced: Cell<bool>,
+    /// Which segments have an aborted-transaction index (`txn_index.rs`).
+    txn_indexes: RefCell<txn_index::TxnIndexes>,
 }
 
 impl<S: Storage> Log<S> {

@@ -8,7 +8,7 @@ use super::index::{Entry, IndexEntry};
 use super::recovery::{self, OffsetGaps};
 use super::scan::Verify;
 use super::segment::{self, parse_log_name, Segment, SegmentFileMaker, SegmentFiles};
-use super::{compaction, retention, timeindex, Log, LogConfig, LogError, LogState};
+use super::{compaction, retention, timeindex, txn_index, Log, LogConfig, LogError, LogState};
 use crate::io::{Storage, StorageFile};
 use crate::local_sync::LocalLock;
 use laminar_model::LeaderEpoch;
@@ -93,6 +93,7 @@ impl<S: Storage> Log<S> {
             truncations: Cell::new(0),
             deleted: Cell::new(false),
             dirs_unsynced: Cell::new(created),
+            txn_indexes: RefCell::new(txn_index::TxnIndexes::listed(&names)),
         };
         Ok((log, names))
     }

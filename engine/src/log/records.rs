@@ -65,7 +65,7 @@ pub fn check_keyed(batch: &[u8], header: &BatchHeader) -> Result<(), BatchError>
     }
 }
 
-fn parse_record(body: &[u8], start: usize) -> Option<RecordView<'_>> {
+pub(super) fn parse_record(body: &[u8], start: usize) -> Option<RecordView<'_>> {
     let mut cursor = Cursor { buf: body, at: start };
     let length = usize::try_from(cursor.varint()?).ok()?;
     let end = cursor.at.checked_add(length).filter(|&e| e <= body.len())?;

@@ -95,6 +95,18 @@ impl<'a, F: StorageFile> BatchScanner<'a, F> {
         self.buf.slice(from..from + header.total_len())
     }
 
+    /// The whole bytes of the batch [`next`](Self::next) just returned at `position`: from
+    /// the chunk it read when they are in it (a headers-only scan reads 64 KiB at a time),
+    /// else read on their own.
+    pub async fn whole_batch(&self, position: u64, header: &BatchHeader) -> io::Result<Bytes> {
+        let total = header.total_len();
+        let from = position.checked_sub(self.buf_start).map(|from| from as usize);
+        match from {
+            Some(from) if from + total <= self.buf.len() => Ok(self.buf.slice(from..from + total)),
+            _ => self.file.read_at(position, total).await,
+        }
+    }
+
     pub async fn next(&mut self) -> io::Result<Scanned> {
         if self.position >= self.end {
             return Ok(Scanned::End);

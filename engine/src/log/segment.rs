@@ -1,5 +1,6 @@
 //! One segment: `<dir>/<20-digit base offset>.log` plus its `.index` and `.timeindex`, each
-//! made when its first entry is written (decision 0023, partition files made at first write).
+//! made when its first entry is written (decision 0023, partition files made at first write),
+//! and its `.txnindex` (`txn_index.rs`, written by the log, not by the segment).
 //!
 //! The `.log` file is a plain concatenation of RecordBatch v2 batches exactly as stored (see
 //! `batch.rs`), offsets increasing and contiguous from the base offset. Index formats are
@@ -20,6 +21,8 @@ use std::rc::Rc;
 pub const LOG_SUFFIX: &str = "log";
 pub const INDEX_SUFFIX: &str = "index";
 pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+/// The aborted-transaction index (`txn_index.rs`).
+pub const TXN_INDEX_SUFFIX: &str = "txnindex";
 
 pub fn segment_path(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}.{suffix}"))
@@ -645,7 +648,7 @@ impl<F: StorageFile> Segment<F> {
 
 /// Removes the files of the segment at `base_offset` (those that exist).
 pub async fn remove_segment_files<S: Storage>(storage: &S, dir: &Path, base_offset: i64) -> io::Result<()> {
-    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+    for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX] {
         let path = segment_path(dir, base_offset, suffix);
         match storage.remove_file(&path).await {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),

@@ -47,6 +47,18 @@ impl RecordBytes {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The offset after the last batch (`None` when there is none).
+    pub fn next_offset(&self) -> Option<i64> {
+        match self {
+            RecordBytes::Memory(batches) => {
+                let last = batches.last()?;
+                BatchHeader::parse(last).ok().map(|h| h.next_offset())
+            }
+            RecordBytes::File { offsets, .. } if !offsets.is_empty() => Some(offsets.end),
+            RecordBytes::File { .. } => None,
+        }
+    }
 }
 
 impl<F: StorageFile> Segment<F> {

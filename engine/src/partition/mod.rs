@@ -22,11 +22,13 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use crate::log::batch::{self, BatchHeaders};
+use crate::log::control::{parse_marker, Marker};
+use crate::log::txn_index::AbortedTxnEntry;
 pub use crate::log::{AppendInfo, CompactionOutcome, LogConfig, LogError, RetentionOutcome, TimestampType};
 pub use idle_work::IdleList;
-pub use transactions::{AbortedTxn, TxnResult};
 use idle_work::IdleWork;
 use leader_epochs::{EpochEntry, LeaderEpochs};
+pub use transactions::{AbortedTxn, ProducerDescription, TxnResult};
 
 /// What a read returns: `data` is whole batches in offset order, in memory (`Vec<Bytes>`) or,
 /// for [`Partition::read_for_send`], possibly left in the segment file ([`RecordBytes`]).
@@ -34,8 +36,13 @@ use leader_epochs::{EpochEntry, LeaderEpochs};
 pub struct ReadResult<D = Vec<Bytes>> {
     pub data: D,
     pub high_watermark: Offset,
+    pub last_stable_offset: Offset,
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
+    /// For a read to the last stable offset ([`ReadEnd::LastStable`]): the aborted
+    /// transactions whose records may be in `data` (see
+    /// [`aborted_transactions`](Partition::aborted_transactions)); `None` for other reads.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 impl<D: Default> ReadResult<D> {
@@ -53,11 +60,13 @@ impl<D: Default> ReadResult<D> {
     }
 }
 
-/// How far a read may go: consumers see only committed batches (below the high watermark),
-/// followers copy everything the leader has.
+/// How far a read may go: consumers see only committed batches (below the high watermark;
+/// read_committed ones below the last stable offset), followers copy everything the leader has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadEnd {
     HighWatermark,
+    /// read_committed consumers: below the last stable offset (no open transaction's records).
+    LastStable,
     LogEnd,
 }
 
@@ -187,19 +196,43 @@ impl<S: Storage> Partition<S> {
         self.check_open()?;
         let _append = self.append_lock.lock().await;
         let headers = producer_headers(&records);
-        if headers.iter().any(|h| h.producer_id >= 0) {
-            let admission = self.producers.borrow().check(&headers);
-            match admission {
-                Ok(Admission::Append) => {}
-                // Bad bytes are reported as such, not as a sequence problem.
-                refusal => {
-                    batch::BatchIter::new(&records, usize::MAX).try_for_each(|b| b.map(drop))?;
-                    if let Admission::Duplicate(original) = refusal? {
-                        return Ok(self.duplicate_info(&original));
-                    }
+        if let Some(duplicate) = self.admit_client(&records, &headers)? {
+            return Ok(duplicate);
+        }
+        self.append_locked(records, headers, None, now_ms).await
+    }
+
+    /// Checks a client's batches against the producer state (see `producer_state.rs`):
+    /// `Some` answers a retried batch; a refusal of bad bytes is reported as such.
+    fn admit_client(&self, records: &Bytes, headers: &[BatchHeader]) -> Result<Option<AppendInfo>, LogError> {
+        let client_rules = producer_state::check_client_batches(headers);
+        let admission = match client_rules {
+            Ok(()) if headers.iter().all(|h| h.producer_id < 0) => return Ok(None),
+            Ok(()) => self.producers.borrow().check(headers),
+            Err(refused) => Err(refused),
+        };
+        match admission {
+            Ok(Admission::Append) => Ok(None),
+            refusal => {
+                batch::BatchIter::new(records, usize::MAX).try_for_each(|b| b.map(drop))?;
+                match refusal? {
+                    Admission::Duplicate(original) => Ok(Some(self.duplicate_info(&original))),
+                    Admission::Append => unreachable!("matched above"),
                 }
             }
         }
+    }
+
+    /// Appends checked batches as leader (append lock held), records them in the producer
+    /// state, and indexes the transactions an ABORT `marker` ends (`marker`: what the one
+    /// control batch of a marker append says).
+    async fn append_locked(
+        &self,
+        records: Bytes,
+        headers: BatchHeaders,
+        marker: Option<Marker>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         let active_before = self.log.active_base_offset();
         // Recorded before the batches are written: a crash that loses them leaves an entry at
         // the log end, which the next open drops (see `leader_epochs.rs`).
@@ -214,24 +247,46 @@ impl<S: Storage> Partition<S> {
             self.snapshot_producers(info.base_offset).await?;
         }
         let mut next = info.base_offset.get();
-        let mut producers = self.producers.borrow_mut();
+        let mut placed = BatchHeaders::new();
         for mut header in headers {
             header.base_offset = next;
             next = header.next_offset();
-            producers.record(&header, now_ms);
+            placed.push(header);
         }
         let contiguous = next == info.last_offset.next().get();
         assert!(contiguous, "the log assigned contiguous offsets");
-        drop(producers);
+        self.record_appended(placed.iter().map(|h| (h, marker)), now_ms)
+            .await?;
         self.appended.notify_all();
         Ok(info)
+    }
+
+    /// Records appended batches (with what each marker says) in the producer state, and the
+    /// transactions ABORT markers end in the aborted-transaction index.
+    async fn record_appended<'h>(
+        &self,
+        batches: impl Iterator<Item = (&'h BatchHeader, Option<Marker>)>,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let mut aborted: smallvec::SmallVec<[AbortedTxnEntry; 1]> = smallvec::SmallVec::new();
+        {
+            let mut producers = self.producers.borrow_mut();
+            for (header, marker) in batches {
+                aborted.extend(producers.record(header, marker, now_ms));
+            }
+        }
+        for entry in aborted {
+            self.log.append_aborted_txn(entry).await?;
+        }
+        Ok(())
     }
 
     /// Appends a follower's copy of its leader's batches, unchanged (same offsets, leader
     /// epochs, timestamps and bytes): they must start at the log end and follow each other,
     /// and be whole and valid (see `batch::validate_replica_batches`). The producer state
-    /// records them as recovery replays them (no sequence check: the leader made it), and the
-    /// leader epoch cache takes each batch's partition leader epoch.
+    /// records them as recovery replays them (no sequence check: the leader made it), with
+    /// their transaction markers, and the leader epoch cache takes each batch's partition
+    /// leader epoch.
     pub async fn append_as_follower(&self, records: Bytes) -> Result<AppendInfo, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
@@ -253,11 +308,13 @@ impl<S: Storage> Partition<S> {
         if self.log.active_base_offset() != active_before {
             self.snapshot_producers(info.base_offset).await?;
         }
-        let mut producers = self.producers.borrow_mut();
-        for header in &headers {
-            producers.record(header, now_ms);
-        }
-        drop(producers);
+        let mut position = 0;
+        let with_markers = headers.iter().map(|h| {
+            let batch = &records[position..position + h.total_len()];
+            position += h.total_len();
+            (h, h.is_control().then(|| parse_marker(batch, h)).flatten())
+        });
+        self.record_appended(with_markers, now_ms).await?;
         self.appended.notify_all();
         Ok(info)
     }
@@ -337,6 +394,8 @@ impl<S: Storage> Partition<S> {
     /// or descriptor for is skipped: the append it follows has happened and must be answered
     /// as such.
     async fn snapshot_producers(&self, offset: Offset) -> Result<(), LogError> {
+        // The index entries below the snapshot are not written again at the next open.
+        self.log.sync_txn_indexes().await?;
         let table = self.producers.borrow().clone();
         let at = (&table, offset.get());
         let written = producer_snapshot::write(&*self.storage, self.log.dir(), at, DirSync::Now).await;
@@ -417,12 +476,14 @@ impl<S: Storage> Partition<S> {
     pub fn read_end_offset(&self, end: ReadEnd) -> Offset {
         match end {
             ReadEnd::HighWatermark => self.high_watermark(),
+            ReadEnd::LastStable => self.last_stable_offset(),
             ReadEnd::LogEnd => self.log_end_offset(),
         }
     }
 
     /// As [`read`](Self::read), for a socket: cached batches stay in the file (see `log/send.rs`).
-    /// Up to the high watermark for consumers, the log end for followers (`ReadEnd`).
+    /// Up to the high watermark for consumers (the last stable offset for read_committed ones,
+    /// with the aborted transactions among the data), the log end for followers (`ReadEnd`).
     pub async fn read_for_send(
         &self,
         offset: Offset,
@@ -441,15 +502,29 @@ impl<S: Storage> Partition<S> {
             .log
             .read_for_send(offset.get(), max_bytes, min_one_batch, end_offset.get())
             .await?;
-        Ok(self.read_result(data))
+        let aborted = match (end, data.next_offset()) {
+            (ReadEnd::LastStable, Some(data_end)) => {
+                Some(self.aborted_transactions(offset, Offset::new(data_end)).await?)
+            }
+            (ReadEnd::LastStable, None) => Some(Vec::new()),
+            _ => None,
+        };
+        Ok(ReadResult {
+            aborted_transactions: aborted,
+            ..self.read_result(data)
+        })
     }
 
-    fn read_result<D>(&self, data: D) -> ReadResult<D> {
+    /// What a read answers with `data` (also for reads answered without the log: a throttled
+    /// follower, a consumer sent to another replica).
+    pub fn read_result<D>(&self, data: D) -> ReadResult<D> {
         ReadResult {
             data,
             high_watermark: self.high_watermark(),
+            last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log_start_offset(),
             log_end_offset: self.log_end_offset(),
+            aborted_transactions: None,
         }
     }
 
@@ -542,12 +617,13 @@ impl<S: Storage> Partition<S> {
     }
 
     /// One compaction pass when the topic is compacted (`cleanup.policy` has `compact`);
-    /// otherwise nothing. Appends wait while it runs. Records at or past the high watermark
-    /// are left out: they may still be truncated away.
+    /// otherwise nothing. Appends wait while it runs. Records at or past the last stable
+    /// offset are left out: they may still be truncated away, or belong to an open
+    /// transaction.
     pub async fn compact(&self, now_ms: i64) -> Result<CompactionOutcome, LogError> {
         let _idle = self.noting_idle_work();
         self.check_open()?;
-        self.log.compact(now_ms, self.high_watermark().get()).await
+        self.log.compact(now_ms, self.last_stable_offset().get()).await
     }
 
     /// Drops from memory the index entries of segments nothing used since the last call (a
@@ -680,6 +756,7 @@ impl<S: Storage> Partition<S> {
             return Ok(false);
         }
         self.flush().await?;
+        self.log.sync_txn_indexes().await?;
         let table = self.producers.borrow().clone();
         let replay_is_short = self.log.segment_count() == 1 && self.log.size_bytes() < SNAPSHOT_SKIP_BYTES;
         if !(table.is_empty() && replay_is_short) {
@@ -776,3 +853,5 @@ mod roll_tests;
 mod send_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transaction_tests;

@@ -13,11 +13,25 @@
 //! - a newer epoch must start at sequence 0; the same epoch must continue at last sequence + 1,
 //!   where `i32::MAX` is followed by 0: otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
 //! - an unknown producer id is accepted at any sequence, as current Kafka does: its state may
-//!   have expired or been removed with old segments while the producer kept going.
+//!   have expired or been removed with old segments while the producer kept going;
+//! - a known producer with no batch of its current epoch (a marker bumped it) starts at 0.
+//!
+//! Transactions (KIP-98), see `check_client` and `end_txn`:
+//! - a transactional batch opens its producer's transaction at its base offset unless one is
+//!   open; a non-transactional batch of a producer with an open transaction is refused
+//!   (INVALID_TXN_STATE); clients produce no control batches, and no transactional batch
+//!   without a producer id (INVALID_RECORD);
+//! - a marker (control batch) ends the open transaction; one of an older epoch than the
+//!   producer's is fenced, a newer one becomes the producer's epoch (its batches go: the
+//!   next one starts at sequence 0). A marker without an open transaction changes no offset.
+//! - open transactions are also kept ordered by first offset: the earliest bounds the last
+//!   stable offset.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use crate::log::{BatchHeader, LogError};
+use crate::log::control::{Marker, TxnResult};
+use crate::log::txn_index::AbortedTxnEntry;
+use crate::log::{BatchError, BatchHeader, LogError};
 
 /// Batches remembered per producer: Kafka clients keep at most 5 requests in flight.
 pub const BATCHES_KEPT: usize = 5;
@@ -38,18 +52,40 @@ pub struct BatchMetadata {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub epoch: i16,
-    /// Oldest first, all of `epoch`, 1..=[`BATCHES_KEPT`] of them.
+    /// Oldest first, all of `epoch`, at most [`BATCHES_KEPT`]; none after a marker bumped the
+    /// epoch, or when only markers or a coordinator's batches (no sequence) were seen.
     pub batches: VecDeque<BatchMetadata>,
     /// When the producer last appended (ms): what expiration measures idleness from.
     pub last_timestamp_ms: i64,
+    /// The coordinator epoch of the last marker (-1: none seen).
+    pub coordinator_epoch: i32,
+    /// The first offset of the producer's open transaction.
+    pub txn_first_offset: Option<i64>,
 }
 
 impl ProducerEntry {
-    fn last_seq(&self) -> i32 {
-        self.batches
-            .back()
-            .expect("an entry keeps at least one batch")
-            .last_seq
+    fn new(epoch: i16, timestamp_ms: i64) -> ProducerEntry {
+        ProducerEntry {
+            epoch,
+            batches: VecDeque::with_capacity(BATCHES_KEPT),
+            last_timestamp_ms: timestamp_ms,
+            coordinator_epoch: -1,
+            txn_first_offset: None,
+        }
+    }
+
+    /// The last sequence written at the current epoch (`None`: none yet).
+    pub fn last_seq(&self) -> Option<i32> {
+        self.batches.back().map(|b| b.last_seq)
+    }
+
+    /// Takes `epoch` when newer: the old epoch's batches can no longer repeat, and the new
+    /// epoch's sequence starts again.
+    fn bump_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            self.epoch = epoch;
+            self.batches.clear();
+        }
     }
 
     fn find_duplicate(&self, header: &BatchHeader) -> Option<BatchMetadata> {
@@ -77,6 +113,23 @@ pub enum Admission {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStateTable {
     entries: HashMap<i64, ProducerEntry>,
+    /// (first offset, producer id) of every open transaction: the same as the entries'
+    /// `txn_first_offset`, ordered.
+    open_txns: BTreeSet<(i64, i64)>,
+}
+
+/// Refuses what no client may produce: control batches, and transactional batches without a
+/// producer id (INVALID_RECORD).
+pub fn check_client_batches(headers: &[BatchHeader]) -> Result<(), LogError> {
+    for header in headers {
+        if header.is_control() {
+            return Err(BatchError::ControlFromClient.into());
+        }
+        if header.is_transactional() && header.producer_id < 0 {
+            return Err(BatchError::TransactionalWithoutProducer.into());
+        }
+    }
+    Ok(())
 }
 
 /// The sequence of a batch's last record: sequences wrap from `i32::MAX` to 0.
@@ -100,7 +153,7 @@ impl ProducerStateTable {
     /// Kafka does, and the first one found answers the whole request.
     pub fn check(&self, headers: &[BatchHeader]) -> Result<Admission, LogError> {
         // Epoch and last sequence per producer as this request's earlier batches leave them.
-        let mut pending: HashMap<i64, (i16, i32)> = HashMap::new();
+        let mut pending: HashMap<i64, (i16, Option<i32>)> = HashMap::new();
         for header in headers.iter().filter(|h| h.producer_id >= 0) {
             let id = header.producer_id;
             let appended = self.entries.get(&id);
@@ -112,48 +165,137 @@ impl ProducerStateTable {
                 .copied()
                 .or_else(|| appended.map(|e| (e.epoch, e.last_seq())));
             check_sequence(header, current)?;
-            pending.insert(id, (header.producer_epoch, last_sequence(header)));
+            pending.insert(id, (header.producer_epoch, Some(last_sequence(header))));
         }
+        self.check_txn_state(headers)?;
         Ok(Admission::Append)
     }
 
-    /// Records an appended batch (its base offset assigned) at time `timestamp_ms`.
-    pub fn record(&mut self, header: &BatchHeader, timestamp_ms: i64) {
-        if header.producer_id < 0 {
-            return;
+    /// A non-transactional batch of a producer whose transaction is open, or opened by an
+    /// earlier batch of the same request, is refused (INVALID_TXN_STATE).
+    fn check_txn_state(&self, headers: &[BatchHeader]) -> Result<(), LogError> {
+        let mut opening: smallvec::SmallVec<[i64; 2]> = smallvec::SmallVec::new();
+        for header in headers.iter().filter(|h| h.producer_id >= 0) {
+            let id = header.producer_id;
+            if header.is_transactional() {
+                opening.push(id);
+                continue;
+            }
+            let open = opening.contains(&id)
+                || self
+                    .entries
+                    .get(&id)
+                    .is_some_and(|e| e.txn_first_offset.is_some());
+            if open {
+                return Err(LogError::InvalidTxnState { producer_id: id });
+            }
         }
-        let batch = BatchMetadata {
-            first_seq: header.base_sequence,
-            last_seq: last_sequence(header),
-            first_offset: header.base_offset,
-            last_offset: header.last_offset(),
-            max_timestamp: header.max_timestamp,
-        };
+        Ok(())
+    }
+
+    /// Refuses batches (a coordinator's, checked without sequences) or a marker whose epoch is
+    /// older than their producer's.
+    pub fn check_epochs(&self, producers: impl IntoIterator<Item = (i64, i16)>) -> Result<(), LogError> {
+        for (producer_id, epoch) in producers {
+            match self.entries.get(&producer_id) {
+                Some(e) if epoch < e.epoch => {
+                    return Err(LogError::InvalidProducerEpoch {
+                        producer_id,
+                        epoch,
+                        current_epoch: e.epoch,
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Records an appended batch (its base offset assigned) at time `timestamp_ms`, a data
+    /// batch or a marker (`marker`: what a control batch says, `None` for other control
+    /// batches, which change nothing). Returns the transaction an ABORT marker ended, as its
+    /// index entry.
+    pub fn record(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<Marker>,
+        timestamp_ms: i64,
+    ) -> Option<AbortedTxnEntry> {
+        if header.producer_id < 0 {
+            return None;
+        }
+        if header.is_control() {
+            return self.end_txn(header, marker?, timestamp_ms);
+        }
         let entry = self
             .entries
             .entry(header.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: header.producer_epoch,
-                batches: VecDeque::with_capacity(BATCHES_KEPT),
-                last_timestamp_ms: timestamp_ms,
+            .or_insert_with(|| ProducerEntry::new(header.producer_epoch, timestamp_ms));
+        entry.bump_epoch(header.producer_epoch);
+        // A coordinator's batches carry no sequence: nothing to remember for retries.
+        if header.base_sequence >= 0 {
+            if entry.batches.len() == BATCHES_KEPT {
+                entry.batches.pop_front();
+            }
+            entry.batches.push_back(BatchMetadata {
+                first_seq: header.base_sequence,
+                last_seq: last_sequence(header),
+                first_offset: header.base_offset,
+                last_offset: header.last_offset(),
+                max_timestamp: header.max_timestamp,
             });
-        if entry.epoch != header.producer_epoch {
-            // A new epoch starts a new sequence: the old epoch's batches can no longer repeat.
-            entry.epoch = header.producer_epoch;
-            entry.batches.clear();
         }
-        if entry.batches.len() == BATCHES_KEPT {
-            entry.batches.pop_front();
-        }
-        entry.batches.push_back(batch);
         entry.last_timestamp_ms = entry.last_timestamp_ms.max(timestamp_ms);
+        if header.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(header.base_offset);
+            self.open_txns.insert((header.base_offset, header.producer_id));
+        }
+        None
     }
 
-    /// Forgets producers idle for `max_idle_ms` or longer; returns how many.
+    /// Records the marker `header` (checked: its epoch is not older than its producer's).
+    fn end_txn(
+        &mut self,
+        header: &BatchHeader,
+        marker: Marker,
+        timestamp_ms: i64,
+    ) -> Option<AbortedTxnEntry> {
+        let id = header.producer_id;
+        let entry = self
+            .entries
+            .entry(id)
+            .or_insert_with(|| ProducerEntry::new(header.producer_epoch, timestamp_ms));
+        entry.bump_epoch(header.producer_epoch.max(entry.epoch));
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp_ms = entry.last_timestamp_ms.max(timestamp_ms);
+        let first_offset = entry.txn_first_offset.take()?;
+        let removed = self.open_txns.remove(&(first_offset, id));
+        assert!(removed, "an open transaction is listed");
+        if marker.result == TxnResult::Commit {
+            return None;
+        }
+        let marker_offset = header.base_offset;
+        let last_stable_offset = self.first_open_txn().unwrap_or(marker_offset + 1);
+        Some(AbortedTxnEntry {
+            producer_id: id,
+            first_offset,
+            last_offset: marker_offset,
+            last_stable_offset,
+        })
+    }
+
+    /// The first offset of the earliest open transaction.
+    pub fn first_open_txn(&self) -> Option<i64> {
+        self.open_txns.first().map(|(offset, _)| *offset)
+    }
+
+    /// Forgets producers idle for `max_idle_ms` or longer, but those in a transaction (its
+    /// marker must still find it); returns how many.
     pub fn expire(&mut self, now_ms: i64, max_idle_ms: i64) -> usize {
         let before = self.entries.len();
-        self.entries
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp_ms) < max_idle_ms);
+        self.entries.retain(|_, e| {
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_timestamp_ms) < max_idle_ms
+        });
         before - self.entries.len()
     }
 
@@ -161,14 +303,18 @@ impl ProducerStateTable {
         self.entries.get(&producer_id)
     }
 
-    /// Adds a whole entry (when loading a snapshot).
+    /// Adds a whole entry (when loading a snapshot; ids not yet in the table).
     pub fn insert(&mut self, producer_id: i64, entry: ProducerEntry) {
         assert!(producer_id >= 0, "producer ids are non-negative");
         assert!(
-            (1..=BATCHES_KEPT).contains(&entry.batches.len()),
-            "an entry keeps 1..=5 batches"
+            entry.batches.len() <= BATCHES_KEPT,
+            "an entry keeps at most 5 batches"
         );
-        self.entries.insert(producer_id, entry);
+        if let Some(first_offset) = entry.txn_first_offset {
+            self.open_txns.insert((first_offset, producer_id));
+        }
+        let replaced = self.entries.insert(producer_id, entry);
+        assert!(replaced.is_none(), "each producer is inserted once");
     }
 
     /// Every entry, by ascending producer id.
@@ -188,8 +334,8 @@ impl ProducerStateTable {
 }
 
 /// The epoch and sequence rules for one new (non-duplicate) batch; `current` is the producer's
-/// (epoch, last sequence), `None` when the partition does not know it.
-fn check_sequence(header: &BatchHeader, current: Option<(i16, i32)>) -> Result<(), LogError> {
+/// (epoch, last sequence at it), `None` when the partition does not know it.
+fn check_sequence(header: &BatchHeader, current: Option<(i16, Option<i32>)>) -> Result<(), LogError> {
     let out_of_order = |last_sequence| LogError::OutOfOrderSequence {
         producer_id: header.producer_id,
         epoch: header.producer_epoch,
@@ -209,13 +355,12 @@ fn check_sequence(header: &BatchHeader, current: Option<(i16, i32)>) -> Result<(
             current_epoch: epoch,
         });
     }
-    let in_order = if header.producer_epoch > epoch {
-        header.base_sequence == 0
-    } else {
-        follows(last_seq, header.base_sequence)
+    let in_order = match last_seq {
+        Some(last_seq) if header.producer_epoch == epoch => follows(last_seq, header.base_sequence),
+        _ => header.base_sequence == 0,
     };
     if !in_order {
-        return Err(out_of_order(last_seq));
+        return Err(out_of_order(last_seq.unwrap_or(-1)));
     }
     Ok(())
 }
@@ -261,7 +406,7 @@ mod tests {
     fn append(table: &mut ProducerStateTable, header: BatchHeader) -> Result<Admission, LogError> {
         let admission = table.check(&[header])?;
         if admission == Admission::Append {
-            table.record(&header, 5);
+            table.record(&header, None, 5);
         }
         Ok(admission)
     }
@@ -429,8 +574,8 @@ mod tests {
     #[test]
     fn idle_producers_expire() {
         let mut t = ProducerStateTable::default();
-        t.record(&batch(1, 0, 0, 1, 0), 1_000);
-        t.record(&batch(2, 0, 0, 1, 1), 5_000);
+        t.record(&batch(1, 0, 0, 1, 0), None, 1_000);
+        t.record(&batch(2, 0, 0, 1, 1), None, 5_000);
         assert_eq!(t.expire(10_999, 10_000), 0);
         assert_eq!(t.expire(11_000, 10_000), 1);
         assert!(t.get(1).is_none() && t.get(2).is_some());

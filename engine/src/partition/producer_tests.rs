@@ -262,7 +262,7 @@ fn stale_and_damaged_snapshots_are_not_trusted() {
         storage.set_file_bytes(&newest, bytes);
         let mut table = ProducerStateTable::default();
         let planted = BatchHeader::parse(&batch(55, 0, 0, 1)).unwrap();
-        table.record(&planted, 0);
+        table.record(&planted, None, 0);
         let future = producer_snapshot::encode(&table, end + 100);
         storage.set_file_bytes(&snapshot_path(&dir(), end + 100), future.to_vec());
         let p = open(&storage).await;

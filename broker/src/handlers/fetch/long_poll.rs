@@ -15,7 +15,8 @@ use crate::broker::{by_owning_shard, BrokerCtx, TopicPartition};
 use super::wanted::{Reader, Reads, Wanted};
 
 /// For each readable partition, the offset the wait must see the log grow past: what this pass
-/// already read up to (its high watermark, or its log end for a follower), so that a fetch
+/// already read up to (its high watermark, last stable offset for read_committed, or its log
+/// end for a follower), so that a fetch
 /// short of `min_bytes` sleeps until new data arrives instead of re-reading the same bytes.
 pub(super) fn read_up_to(
     wanted: &[(TopicPartition, Wanted)],
@@ -27,6 +28,7 @@ pub(super) fn read_up_to(
         .filter_map(|((tp, want), (_, read))| {
             let read = read.as_ref().ok()?;
             let end = match want.reader {
+                Reader::Consumer if want.read_committed => read.last_stable_offset,
                 Reader::Consumer => read.high_watermark,
                 Reader::Follower(_) => read.log_end_offset,
             };

@@ -31,7 +31,7 @@ use crate::handlers::partition_answers::push_partition;
 use crate::handlers::placement::Placement;
 use crate::reply::Reply;
 
-use answers::partition_answers;
+use answers::{partition_answers, READ_COMMITTED};
 use long_poll::{read_up_to, wait_for_appends};
 use read_budget::{fit_to_budget, read_all};
 use session::{open_session, told_of};
@@ -80,6 +80,7 @@ pub async fn handle(
                 max_bytes: (fetch.partition_max_bytes.max(0) as usize).min(max_bytes),
                 min_one_batch: true,
                 reader,
+                read_committed: request.isolation_level == READ_COMMITTED,
                 current_leader_epoch: LeaderEpoch::new(fetch.current_leader_epoch),
                 // A follower's fetch was checked as a whole (ClusterAction).
                 authorized: reader != Reader::Consumer || access.allows_topic(Operation::Read, &tp.topic),
@@ -153,7 +154,7 @@ impl Fetching {
     async fn long_poll(self, mut results: Reads) -> FetchAnswer {
         let (ctx, wanted) = (&self.ctx, &self.wanted);
         while !self.answers_now(&results) {
-            let read_end = self.reader.read_end();
+            let read_end = self.reader.read_end(self.isolation_level == READ_COMMITTED);
             wait_for_appends(ctx, read_up_to(wanted, &results), read_end, self.deadline).await;
             if Instant::now() >= self.deadline && !ctx.state.shared.shutdown.is_triggered() {
                 // The wait saw nothing grow before the deadline, so the reads before it still

@@ -45,15 +45,10 @@ pub(super) async fn read_one(
         Some(partition)
             if want.preferred_replica.is_some() || (throttled && !leader_throttle_allows(there)) =>
         {
-            ReadResult {
-                data: RecordBytes::default(),
-                high_watermark: partition.high_watermark(),
-                log_start_offset: partition.log_start_offset(),
-                log_end_offset: partition.log_end_offset(),
-            }
+            partition.read_result(RecordBytes::default())
         }
         Some(partition) => {
-            let end = want.reader.read_end();
+            let end = want.reader.read_end(want.read_committed);
             partition
                 .read_for_send(want.offset, want.max_bytes, want.min_one_batch, end)
                 .await?

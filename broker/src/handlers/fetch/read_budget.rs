@@ -191,6 +191,7 @@ mod tests {
             max_bytes,
             min_one_batch: true,
             reader: Reader::Consumer,
+            read_committed: false,
             current_leader_epoch: LeaderEpoch::UNKNOWN,
             authorized: true,
             preferred_replica: None,

@@ -63,7 +63,7 @@ fn unknown_topic(topic: &FetchTopic, read_committed: bool) -> TopicAnswer {
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
-            read_committed,
+            aborted_transactions: read_committed.then(Vec::new),
             records: Default::default(),
             preferred_read_replica: None,
         })

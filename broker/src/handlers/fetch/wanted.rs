@@ -15,6 +15,9 @@ pub(super) struct Wanted {
     pub(super) min_one_batch: bool,
     /// Who reads: a consumer (to the high watermark) or a follower (to the log end).
     pub(super) reader: Reader,
+    /// A consumer's read_committed fetch (isolation level 1): it reads to the last stable
+    /// offset, and learns the aborted transactions among what it reads.
+    pub(super) read_committed: bool,
     /// The leader epoch the fetcher knows (-1: none given).
     pub(super) current_leader_epoch: LeaderEpoch,
     /// Whether the fetcher may read the topic (ACLs): if not, the partition answers
@@ -35,8 +38,11 @@ pub(super) enum Reader {
 }
 
 impl Reader {
-    pub(super) fn read_end(self) -> ReadEnd {
+    /// Where this reader's reads end; `read_committed` matters only for consumers (a
+    /// follower copies the whole log).
+    pub(super) fn read_end(self, read_committed: bool) -> ReadEnd {
         match self {
+            Reader::Consumer if read_committed => ReadEnd::LastStable,
             Reader::Consumer => ReadEnd::HighWatermark,
             Reader::Follower(_) => ReadEnd::LogEnd,
         }
