@@ -2,9 +2,12 @@
 //! producer commits for a group stay pending until its transaction ends, so OffsetFetch asking
 //! for stable offsets (v7+) answers UNSTABLE_OFFSET_COMMIT for them, and without it the last
 //! committed offset. The member (v3, KIP-447), the topics and the producer are checked first.
-//! The transaction's marker comes from the transaction coordinator, not driven here.
+//! Then a whole transaction through the transaction coordinator: its COMMIT marker makes the
+//! offsets committed, an ABORT marker drops them.
 
-use anyhow::{Context, Result};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
@@ -12,8 +15,8 @@ use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, GroupId, OffsetFetchRequest, ProducerId, TopicName, TransactionalId,
-    TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, ApiKey, ApiVersionsRequest, EndTxnRequest, GroupId, InitProducerIdRequest,
+    OffsetFetchRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use laminar_tests::rdkafka_client::unique_topic;
@@ -25,6 +28,11 @@ const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const NOT_COORDINATOR: i16 = 16;
+const CONCURRENT_TRANSACTIONS: i16 = 51;
+/// How long a transaction coordinator's retriable answers, or its markers, may take.
+const SETTLE_WITHIN: Duration = Duration::from_secs(15);
 
 fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -136,11 +144,7 @@ fn txn_offset_commit_is_advertised_and_checks_member_topics_and_producer() -> Re
     Ok(())
 }
 
-// The coordinator writes its transactional batch with base sequence -1, as Kafka's does: the
-// partition takes it once `Partition::append_from_coordinator` skips the sequence checks (the
-// engine's transaction work); until then the append is refused.
 #[test]
-#[ignore = "needs append_from_coordinator without sequence checks (engine transactions)"]
 fn pending_txn_offsets_are_unstable_and_the_last_committed_one_is_answered_meanwhile() -> Result<()> {
     let mut broker = Broker::start_default()?;
     let mut conn = WireConnection::connect(broker.addr())?;
@@ -176,5 +180,107 @@ fn pending_txn_offsets_are_unstable_and_the_last_committed_one_is_answered_meanw
         (UNSTABLE_OFFSET_COMMIT, -1)
     );
     assert_eq!(fetch_v7(&mut conn, &group, (&topic, 0), false)?, (0, 5));
+    Ok(())
+}
+
+/// Asks `ask` again while it answers a retriable error code (a coordinator loading, or an
+/// earlier transaction of the producer still writing its markers); its last code otherwise.
+fn until_settled<T>(mut ask: impl FnMut() -> Result<(i16, T)>) -> Result<(i16, T)> {
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    loop {
+        let (code, answer) = ask()?;
+        let retriable = [
+            COORDINATOR_LOAD_IN_PROGRESS,
+            NOT_COORDINATOR,
+            CONCURRENT_TRANSACTIONS,
+        ];
+        if !retriable.contains(&code) || Instant::now() > deadline {
+            return Ok((code, answer));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One transaction of `transactional_id` that commits `offset` for the group's partition `tp`
+/// (pending meanwhile) and ends with `commit`.
+fn transaction(
+    conn: &mut WireConnection,
+    transactional_id: &str,
+    group: &str,
+    tp: (&str, i32),
+    offset: i64,
+    commit: bool,
+) -> Result<()> {
+    let id = TransactionalId(str_bytes(transactional_id));
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(id.clone()))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let (code, (producer_id, epoch)) = until_settled(|| {
+        let answer = conn.request(&init, 4)?;
+        Ok((answer.error_code, (answer.producer_id, answer.producer_epoch)))
+    })?;
+    assert_eq!(code, 0, "InitProducerId");
+    let add = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(id.clone())
+        .with_producer_id(producer_id)
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(str_bytes(group)));
+    let (code, ()) = until_settled(|| Ok((conn.request(&add, 3)?.error_code, ())))?;
+    assert_eq!(code, 0, "AddOffsetsToTxn");
+    let commit_offsets = txn_commit(group, producer_id.0, tp, offset)
+        .with_transactional_id(id.clone())
+        .with_producer_epoch(epoch);
+    assert_eq!(commit_code(conn, &commit_offsets, 3)?, 0, "TxnOffsetCommit");
+    assert_eq!(fetch_v7(conn, group, tp, true)?.0, UNSTABLE_OFFSET_COMMIT);
+    let end = EndTxnRequest::default()
+        .with_transactional_id(id)
+        .with_producer_id(producer_id)
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let (code, ()) = until_settled(|| Ok((conn.request(&end, 3)?.error_code, ())))?;
+    assert_eq!(code, 0, "EndTxn");
+    Ok(())
+}
+
+/// The stable offset once the transaction's marker has settled the pending one.
+fn stable_offset(conn: &mut WireConnection, group: &str, tp: (&str, i32)) -> Result<i64> {
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    loop {
+        match fetch_v7(conn, group, tp, true)? {
+            (UNSTABLE_OFFSET_COMMIT, _) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            (0, offset) => return Ok(offset),
+            other => bail!("OffsetFetch answered {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_commit_marker_makes_the_offsets_committed_and_an_abort_marker_drops_them() -> Result<()> {
+    let mut broker = Broker::start_default()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    let topic = unique_topic("txn-commit-markers");
+    wire::create_topic(&mut conn, &topic, 1)?;
+    let group = unique_topic("txn-commit-markers-group");
+    let transactional_id = unique_topic("txn-commit-markers-id");
+    assert_eq!(wire::commit_offset(&mut conn, &group, (&topic, 0), 5)?, 0);
+
+    transaction(&mut conn, &transactional_id, &group, (&topic, 0), 42, true)?;
+    assert_eq!(stable_offset(&mut conn, &group, (&topic, 0))?, 42);
+    transaction(&mut conn, &transactional_id, &group, (&topic, 0), 50, false)?;
+    assert_eq!(stable_offset(&mut conn, &group, (&topic, 0))?, 42, "aborted");
+    // A plain commit after the transactions wins over them.
+    assert_eq!(wire::commit_offset(&mut conn, &group, (&topic, 0), 60)?, 0);
+    assert_eq!(stable_offset(&mut conn, &group, (&topic, 0))?, 60);
+
+    // The replay finds the same: markers in the log end the transactions there too.
+    broker.restart()?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    assert_eq!(stable_offset(&mut conn, &group, (&topic, 0))?, 60);
+    transaction(&mut conn, &transactional_id, &group, (&topic, 0), 70, true)?;
+    assert_eq!(stable_offset(&mut conn, &group, (&topic, 0))?, 70);
     Ok(())
 }
