@@ -64,7 +64,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::AddPartitionsToTxn, 0, 3),
     api(ApiKey::AddOffsetsToTxn, 0, 3),
     api(ApiKey::EndTxn, 0, 3),
-    api(ApiKey::WriteTxnMarkers, 0, 1),
+    api(ApiKey::WriteTxnMarkers, 1, 1),
     // SASL (KIP-152: v0 carries the tokens; v1 adds session_lifetime_ms for KIP-368; v2 is
     // flexible) and the SCRAM users' admin API (KIP-554).
     api(ApiKey::SaslAuthenticate, 0, 2),

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 TIMEOUT_S = 30
@@ -43,7 +43,8 @@ def read_all(broker, topic, isolation, expected=None, quiet_s=3.0):
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4",
                          "group.id": f"reader-{uuid.uuid4().hex[:8]}", "isolation.level": isolation,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+    partitions = consumer.list_topics(topic, TIMEOUT_S).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     records, last = [], time.monotonic()
     deadline = time.monotonic() + 60
     while time.monotonic() - last < quiet_s and time.monotonic() < deadline:
@@ -72,6 +73,8 @@ def test_committed_records_are_read_committed_and_aborted_ones_only_read_uncommi
         producer.begin_transaction()
         for i in range(10):
             producer.produce(topic_name, value=f"r{round_}-{i}".encode(), partition=i % 2)
+        # Written before the end: an abort drops what the client has not sent yet.
+        assert producer.flush(TIMEOUT_S) == 0
         (producer.commit_transaction if commit else producer.abort_transaction)(TIMEOUT_S)
     committed = sorted(v for _, _, v in read_all(broker, topic_name, "read_committed"))
     expected = sorted(f"r{r}-{i}".encode() for r in (0, 2) for i in range(10))

@@ -9,7 +9,7 @@ ABORT_EVERY=N aborts every Nth transaction instead of committing it (its input i
 
 import sys
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 def main():
@@ -17,8 +17,11 @@ def main():
     total = int(total)
     abort_every = int(sys.argv[7]) if len(sys.argv) > 7 else 0
     common = {"bootstrap.servers": bootstrap, "broker.address.family": "v4"}
+    # A killed copier's member stays in the group until its session times out, and the group
+    # rebalances only then: short, so the next copier starts soon.
     consumer = Consumer({**common, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     producer = Producer({**common, "transactional.id": transactional_id, "linger.ms": 5,
                          "transaction.timeout.ms": 10000})
     producer.init_transactions(30)
@@ -45,8 +48,15 @@ def main():
 
 
 def committed(consumer, source):
+    """The group's committed offsets summed over `source`'s partitions; 0 while the group
+    coordinator cannot say (the consumer is still joining)."""
     parts = [TopicPartition(source, p) for p in consumer.list_topics(source, 10).topics[source].partitions]
-    return sum(max(tp.offset, 0) for tp in consumer.committed(parts, 10))
+    try:
+        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, 10))
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError._TIMED_OUT:
+            raise
+        return 0
 
 
 def rewind(consumer, records):

@@ -480,7 +480,10 @@ static IGNORED_PREFIXES: &[(&str, &str)] = &[
     ("zookeeper.", "Laminar has no ZooKeeper"),
     ("controller.", "the controller is built in"),
     ("log.cleaner.", "not implemented"),
-    ("transaction.state.log.", "transactions are not implemented"),
+    (
+        "transaction.state.log.",
+        "the other __transaction_state settings are fixed",
+    ),
     ("ssl.", "not implemented"),
     ("sasl.", "not implemented"),
     ("remote.log.", "Laminar has no tiered storage"),

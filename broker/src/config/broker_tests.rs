@@ -160,7 +160,7 @@ fn every_error_names_the_key_and_value() {
 #[test]
 fn ignored_kafka_keys_warn_by_name() {
     let text = "zookeeper.connect=localhost:2181\nnum.io.threads=8\n\
-                log.cleaner.threads=2\ntransaction.state.log.replication.factor=1\n\
+                log.cleaner.threads=2\ntransaction.state.log.segment.bytes=1000\n\
                 offsets.topic.replication.factor=1\nsocket.send.buffer.bytes=102400\n\
                 log.cleaner.delete.retention.ms=1000\nnode.id=4\n";
     let loaded = load(text, &[]).unwrap();
@@ -174,7 +174,7 @@ fn ignored_kafka_keys_warn_by_name() {
             "num.io.threads",
             "offsets.topic.replication.factor",
             "socket.send.buffer.bytes",
-            "transaction.state.log.replication.factor",
+            "transaction.state.log.segment.bytes",
             "zookeeper.connect",
         ]
     );

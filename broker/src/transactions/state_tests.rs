@@ -1,5 +1,3 @@
-use std::collections::BTreeSet;
-
 use super::*;
 
 fn partitions(list: &[(&str, i32)]) -> TxnPartitions {

@@ -421,7 +421,7 @@ pub fn describe_cluster(version: i16) -> DescribeClusterRequest {
     request
 }
 
-/// Variants: no transactional id; a transactional id (transactions are not served).
+/// Variants: no transactional id; a transactional id.
 pub fn init_producer_id(version: i16, variant: usize) -> InitProducerIdRequest {
     let mut request = InitProducerIdRequest::default().with_transaction_timeout_ms(60_000);
     if variant == 1 {

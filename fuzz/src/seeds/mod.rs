@@ -4,6 +4,7 @@
 
 pub mod data_requests;
 pub mod group_requests;
+pub mod transaction_requests;
 
 use std::ops::Range;
 
@@ -17,6 +18,7 @@ use crate::tokens::{self, Kind, Label, Recorder, Token};
 
 use data_requests as data;
 use group_requests as group;
+use transaction_requests as txn;
 
 /// Values a seed is built with. Every seed is built twice, with [`PLAIN`] and [`MARKED`]: the
 /// fields whose values differ between the two are the partition indexes and the waits.
@@ -176,7 +178,7 @@ fn encode_body(api: ApiKey, version: i16, variant: usize, marks: &Marks) -> Resu
 }
 
 fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<RequestKind> {
-    if let Some(request) = quorum_admin(api) {
+    if let Some(request) = quorum_admin(api).or_else(|| txn::seed(api, marks)) {
         return Ok(request);
     }
     Ok(match api {
@@ -332,6 +334,8 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         Heartbeat => HeartbeatRequest, LeaveGroup => LeaveGroupRequest,
         OffsetCommit => OffsetCommitRequest, OffsetFetch => OffsetFetchRequest,
         TxnOffsetCommit => TxnOffsetCommitRequest,
+        AddPartitionsToTxn => AddPartitionsToTxnRequest, AddOffsetsToTxn => AddOffsetsToTxnRequest,
+        EndTxn => EndTxnRequest, WriteTxnMarkers => WriteTxnMarkersRequest,
         ListGroups => ListGroupsRequest, DescribeGroups => DescribeGroupsRequest,
         DeleteGroups => DeleteGroupsRequest, OffsetDelete => OffsetDeleteRequest,
         InitProducerId => InitProducerIdRequest, ElectLeaders => ElectLeadersRequest,

@@ -1,0 +1,72 @@
+//! Seeds of the transactional producer's APIs and of WriteTxnMarkers, for the fuzz topics and
+//! the fuzz group, under one transactional id.
+
+use kafka_protocol::messages::*;
+
+use super::data_requests::{s, topic, TOPICS};
+use super::group_requests::GROUP;
+use super::Marks;
+
+const TRANSACTIONAL_ID: &str = "fuzz-tx";
+
+/// The seed of `api` if it is one of these.
+pub fn seed(api: ApiKey, marks: &Marks) -> Option<RequestKind> {
+    Some(match api {
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(add_partitions_to_txn(marks)),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(add_offsets_to_txn()),
+        ApiKey::EndTxn => RequestKind::EndTxn(end_txn()),
+        ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(write_txn_markers(marks)),
+        _ => return None,
+    })
+}
+
+pub fn add_partitions_to_txn(marks: &Marks) -> AddPartitionsToTxnRequest {
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(topic(name))
+                .with_partitions(marks.partitions.to_vec())
+        })
+        .collect();
+    AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(s(TRANSACTIONAL_ID)))
+        .with_v3_and_below_producer_id(ProducerId(1))
+        .with_v3_and_below_producer_epoch(0)
+        .with_v3_and_below_topics(topics)
+}
+
+pub fn add_offsets_to_txn() -> AddOffsetsToTxnRequest {
+    AddOffsetsToTxnRequest::default()
+        .with_transactional_id(TransactionalId(s(TRANSACTIONAL_ID)))
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_group_id(GroupId(s(GROUP)))
+}
+
+pub fn end_txn() -> EndTxnRequest {
+    EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(s(TRANSACTIONAL_ID)))
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_committed(true)
+}
+
+/// An ABORT marker for producer 1 on the fuzz topics' partitions.
+pub fn write_txn_markers(marks: &Marks) -> WriteTxnMarkersRequest {
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            write_txn_markers_request::WritableTxnMarkerTopic::default()
+                .with_name(topic(name))
+                .with_partition_indexes(marks.partitions.to_vec())
+        })
+        .collect();
+    let marker = write_txn_markers_request::WritableTxnMarker::default()
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_transaction_result(false)
+        .with_topics(topics)
+        .with_coordinator_epoch(0);
+    WriteTxnMarkersRequest::default().with_markers(vec![marker])
+}
