@@ -241,6 +241,18 @@ fn a_marker_of_an_old_epoch_is_fenced_and_a_new_epoch_restarts_sequences() {
         p.append(Bytes::from(at_0.build()), 5).await.unwrap();
         // A marker without an open transaction (a retry) is written and changes nothing.
         p.append_txn_marker(7, 3, TxnResult::Commit, 0, 5).await.unwrap();
+        let stale = p
+            .append_txn_marker(7, 3, TxnResult::Commit, -1, 5)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            stale,
+            LogError::CoordinatorFenced {
+                coordinator_epoch: -1,
+                current: 0,
+                ..
+            }
+        ));
         let retry = p.append_txn_marker(7, 3, TxnResult::Commit, 0, 5).await.unwrap();
         assert_eq!(retry.base_offset.get(), 5);
         assert_eq!(p.last_stable_offset().get(), 6);
