@@ -754,3 +754,58 @@ fn an_index_file_left_without_its_segment_is_removed_at_open() {
         assert_eq!(aborted_between(&p, 0, 7).await, vec![]);
     });
 }
+
+/// Copies to `follower` what `leader` has past the follower's log end.
+async fn catch_up(leader: &Partition<FaultyStorage>, follower: &Partition<FaultyStorage>) {
+    while follower.log_end_offset() < leader.log_end_offset() {
+        let read = leader
+            .read(follower.log_end_offset(), 1 << 20, true)
+            .await
+            .unwrap();
+        follower
+            .append_as_follower(Bytes::from(read.data.concat()))
+            .await
+            .unwrap();
+    }
+}
+
+/// A crash of the machine both replicas share: both reopen; the follower drops what the
+/// leader lost, then catches up again.
+async fn crash_both(
+    storage: &FaultyStorage,
+    model: &mut Model,
+) -> (Partition<FaultyStorage>, Partition<FaultyStorage>) {
+    storage.crash(CrashMode::TornTailWithGarbage);
+    let leader = open(storage).await;
+    let follower = open_at(storage, follower_dir()).await;
+    model.truncate(leader.log_end_offset().get());
+    follower.truncate_to(leader.log_end_offset()).await.unwrap();
+    (leader, follower)
+}
+
+#[test]
+fn a_follower_of_a_random_workload_has_its_leaders_index_bytes_through_crashes() {
+    block_on(async {
+        for seed in 0..6 {
+            let mut rng = StdRng::seed_from_u64(1_000 + seed);
+            let storage = FaultyStorage::new(200 + seed);
+            let mut leader = open(&storage).await;
+            let mut follower = open_at(&storage, follower_dir()).await;
+            let mut model = Model::default();
+            for step in 0..120 {
+                produce_step(&leader, &mut model, &mut rng).await;
+                if rng.gen_range(0..12) == 0 {
+                    drop((leader, follower));
+                    (leader, follower) = crash_both(&storage, &mut model).await;
+                }
+                catch_up(&leader, &follower).await;
+                let (leader_files, follower_files) = (
+                    txn_index_files(&storage, &leader),
+                    txn_index_files(&storage, &follower),
+                );
+                assert_eq!(follower_files, leader_files, "seed {seed} step {step}");
+                check_against(&follower, &model, &mut rng, step).await;
+            }
+        }
+    });
+}
