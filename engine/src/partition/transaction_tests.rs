@@ -395,8 +395,16 @@ fn deleting_segments_deletes_their_index_files() {
         p.append(plain_batch(1), 5).await.unwrap();
         let before = txn_index_files(&storage, &p);
         assert!(!before.is_empty());
+        p.append(txn_batch(1, 4, 1), 5).await.unwrap(); // an open transaction
+        let open_from = p.last_stable_offset();
         p.delete_records_before(p.log_end_offset()).await.unwrap();
         assert!(txn_index_files(&storage, &p).is_empty());
+        assert!(open_from < p.log_start_offset());
+        assert_eq!(
+            p.last_stable_offset(),
+            p.log_start_offset(),
+            "never below the log start"
+        );
         let end = p.log_end_offset().get();
         assert_eq!(aborted_between(&p, second_abort, end).await, vec![]);
     });
