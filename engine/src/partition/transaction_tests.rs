@@ -817,3 +817,24 @@ fn a_follower_of_a_random_workload_has_its_leaders_index_bytes_through_crashes()
         }
     });
 }
+
+#[test]
+fn starting_again_past_the_log_end_forgets_transactions_and_their_index() {
+    block_on(async {
+        let storage = FaultyStorage::new(14);
+        let p = open(&storage).await;
+        interleaved_transactions(&p).await;
+        p.append(txn_batch(2, 4, 1), 5).await.unwrap(); // an open transaction
+        let restart = p.log_end_offset().get() + 100;
+        p.start_again_at(Offset::new(restart)).await.unwrap();
+        assert!(txn_index_files(&storage, &p).is_empty());
+        assert_eq!(p.last_stable_offset().get(), restart);
+        assert_eq!(aborted_between(&p, restart, restart + 10).await, vec![]);
+        p.append(txn_batch(5, 0, 1), 5).await.unwrap();
+        p.append_txn_marker(5, 0, TxnResult::Abort, 0, 5).await.unwrap();
+        assert_eq!(
+            aborted_between(&p, restart, restart + 2).await,
+            aborted(&[(5, restart)])
+        );
+    });
+}
