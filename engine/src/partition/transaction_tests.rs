@@ -838,3 +838,35 @@ fn starting_again_past_the_log_end_forgets_transactions_and_their_index() {
         );
     });
 }
+
+#[test]
+fn an_index_longer_than_a_read_chunk_is_searched_and_cut_whole() {
+    block_on(async {
+        let storage = FaultyStorage::new(15);
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..small_config()
+        };
+        let p = Partition::open(Rc::new(storage.clone()), dir(), config)
+            .await
+            .unwrap();
+        let aborts = 1_100;
+        for i in 0..aborts {
+            p.append(txn_batch(1, i, 1), 5).await.unwrap(); // at 2 * i
+            p.append_txn_marker(1, 0, TxnResult::Abort, 0, 5).await.unwrap();
+        }
+        assert_eq!(p.segment_count(), 1);
+        let all: Vec<(i64, i64)> = (0..aborts as i64).map(|i| (1, 2 * i)).collect();
+        assert_eq!(aborted_between(&p, 0, 2 * aborts as i64).await, aborted(&all));
+        assert_eq!(
+            aborted_between(&p, 2_101, 2_104).await,
+            aborted(&all[1_050..1_052])
+        );
+        p.truncate_to(Offset::new(2_101)).await.unwrap();
+        assert_eq!(
+            aborted_between(&p, 0, 2 * aborts as i64).await,
+            aborted(&all[..1_050])
+        );
+        assert_eq!(txn_index_files(&storage, &p)[0].1.len(), 1_050 * ENTRY_LEN);
+    });
+}
