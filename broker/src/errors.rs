@@ -39,6 +39,7 @@ fn log_error(error: &LogError) -> ResponseError {
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         LogError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        LogError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         LogError::Closed => ResponseError::NotLeaderOrFollower,
         // Retriable, and logged where it began and ended rather than for every request: a
         // full log dir (the engine), no descriptor to open the partition (its shard).
@@ -71,5 +72,11 @@ mod tests {
         assert_eq!(code_of(fenced), 47);
         assert_eq!(code_of(BatchError::ControlFromClient.into()), 87);
         assert_eq!(code_of(BatchError::TransactionalWithoutProducer.into()), 87);
+        let stale = LogError::CoordinatorFenced {
+            producer_id: 7,
+            coordinator_epoch: 1,
+            current: 2,
+        };
+        assert_eq!(code_of(stale), 52);
     }
 }

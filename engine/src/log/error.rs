@@ -37,6 +37,14 @@ pub enum LogError {
         epoch: i16,
         current_epoch: i16,
     },
+    /// A marker from a coordinator older than the one that wrote the producer's last marker
+    /// (TRANSACTION_COORDINATOR_FENCED).
+    #[error("producer {producer_id}: coordinator epoch {coordinator_epoch} is fenced by {current}")]
+    CoordinatorFenced {
+        producer_id: i64,
+        coordinator_epoch: i32,
+        current: i32,
+    },
     /// A non-transactional batch of a producer whose transaction is open (INVALID_TXN_STATE).
     #[error("producer {producer_id} has an open transaction: its batches must be transactional")]
     InvalidTxnState { producer_id: i64 },

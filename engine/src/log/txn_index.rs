@@ -26,8 +26,9 @@
 //! again. A segment's removal removes its file (`segment::remove_segment_files`).
 //!
 //! Memory: no entry is kept in memory; a search reads the files of the segments it covers,
-//! one at a time, and keeps only the matching entries. Only the base offsets of segments that
-//! have a file are kept (one `i64` per segment with an abort).
+//! one at a time and 34 KiB at a time ([`READ_CHUNK`]), and keeps only the matching entries.
+//! Only the base offsets of segments that have a file are kept (one `i64` per segment with an
+//! abort).
 
 use super::segment::{segment_path, TXN_INDEX_SUFFIX};
 use super::{Log, LogError};
@@ -77,38 +78,34 @@ impl AbortedTxnEntry {
     }
 }
 
-/// The entries of a file's bytes, in order. A torn last entry (a crash inside an append) is
-/// left out: the next rebuild writes it again. Anything else unreadable is `InvalidData`.
-fn decode_entries(bytes: &[u8]) -> io::Result<Vec<AbortedTxnEntry>> {
-    let chunks = bytes.chunks_exact(ENTRY_LEN);
-    let mut entries = Vec::with_capacity(chunks.len());
-    for (i, chunk) in chunks.enumerate() {
-        let chunk: &[u8; ENTRY_LEN] = chunk.try_into().expect("exact chunks");
-        let entry = AbortedTxnEntry::decode(chunk)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("bad txnindex entry {i}")))?;
-        entries.push(entry);
-    }
-    Ok(entries)
+/// Bytes of entries read per I/O: a search or a cut holds one such chunk at a time.
+const READ_CHUNK: usize = 1024 * ENTRY_LEN;
+
+/// One entry of a file, whose bytes are damaged if it does not decode (`InvalidData`).
+fn decode_stored(bytes: &[u8; ENTRY_LEN]) -> io::Result<AbortedTxnEntry> {
+    AbortedTxnEntry::decode(bytes)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad txnindex entry"))
 }
 
-/// How many entries of a file's bytes to keep when cutting its index at `offset`: the
-/// leading entries that decode, follow each other and belong to segment `base` with markers
-/// below `offset`. What follows them is dropped: after a crash that may be torn or garbage
-/// (never synced), or entries the cut removes.
-fn kept_before(bytes: &[u8], base: i64, offset: i64) -> usize {
-    let mut previous = base;
-    let entries = bytes
-        .chunks_exact(ENTRY_LEN)
-        .map(|chunk| AbortedTxnEntry::decode(chunk.try_into().expect("exact chunks")));
-    let kept = entries.take_while(|entry| {
-        let Some(entry) = entry else {
+/// What a cut of segment `base`'s index at `offset` keeps: the leading entries that decode,
+/// follow each other and belong to the segment, with markers below `offset`. What follows
+/// them is dropped: after a crash that may be torn or garbage (never synced), or entries
+/// the cut removes.
+struct KeptBefore {
+    previous: i64,
+    offset: i64,
+}
+
+impl KeptBefore {
+    /// Whether the next entry is kept (after the first that is not, none is).
+    fn keeps(&mut self, bytes: &[u8; ENTRY_LEN]) -> bool {
+        let Some(entry) = AbortedTxnEntry::decode(bytes) else {
             return false;
         };
-        let in_order = (previous..offset).contains(&entry.last_offset);
-        previous = entry.last_offset;
+        let in_order = (self.previous..self.offset).contains(&entry.last_offset);
+        self.previous = entry.last_offset;
         in_order
-    });
-    kept.count()
+    }
 }
 
 /// Which segments have an index file. Owned with its log by one shard.
@@ -175,16 +172,41 @@ impl<S: Storage> Log<S> {
         Ok(())
     }
 
-    /// The entries of segment `base`'s file (none when it has none).
-    async fn read_txn_index(&self, base: i64) -> io::Result<Vec<AbortedTxnEntry>> {
+    /// Calls `visit` with each whole entry of segment `base`'s file (none without one), in
+    /// order, until it answers false. Reads [`READ_CHUNK`] bytes at a time; a torn last
+    /// entry (a crash inside an append) is left out.
+    async fn scan_txn_index(
+        &self,
+        base: i64,
+        mut visit: impl FnMut(&[u8; ENTRY_LEN]) -> io::Result<bool>,
+    ) -> io::Result<()> {
         let path = segment_path(&self.dir, base, TXN_INDEX_SUFFIX);
         let file = match self.storage.open(&path, false).await {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             opened => opened?,
         };
-        let bytes = file.read_at(0, file.len() as usize).await;
+        let scanned = async {
+            let end = file.len() - file.len() % ENTRY_LEN as u64;
+            let mut at = 0;
+            while at < end {
+                let chunk = file
+                    .read_at(at, (end - at).min(READ_CHUNK as u64) as usize)
+                    .await?;
+                for bytes in chunk.chunks_exact(ENTRY_LEN) {
+                    if !visit(bytes.try_into().expect("exact chunks"))? {
+                        return Ok(());
+                    }
+                }
+                if chunk.len() < ENTRY_LEN {
+                    break; // the file ended early
+                }
+                at += (chunk.len() - chunk.len() % ENTRY_LEN) as u64;
+            }
+            Ok(())
+        }
+        .await;
         file.close().await?;
-        decode_entries(&bytes?)
+        scanned
     }
 
     /// The aborted transactions with records in `[from, to)`: entries whose marker is at or
@@ -200,14 +222,19 @@ impl<S: Storage> Log<S> {
             .copied()
             .collect();
         let mut found = Vec::new();
+        let mut complete = false;
         for base in bases {
-            for entry in self.read_txn_index(base).await? {
+            self.scan_txn_index(base, |bytes| {
+                let entry = decode_stored(bytes)?;
                 if entry.last_offset >= from && entry.first_offset < to {
                     found.push(entry);
                 }
-                if entry.last_stable_offset > to {
-                    return Ok(found);
-                }
+                complete = entry.last_stable_offset > to;
+                Ok(!complete)
+            })
+            .await?;
+            if complete {
+                break;
             }
         }
         Ok(found)
@@ -233,24 +260,31 @@ impl<S: Storage> Log<S> {
 
     async fn truncate_txn_index(&self, base: i64, offset: i64) -> io::Result<()> {
         let path = segment_path(&self.dir, base, TXN_INDEX_SUFFIX);
-        let len = match self.storage.open(&path, false).await {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-            opened => {
-                let file = opened?;
-                let cut = async {
-                    let bytes = file.read_at(0, file.len() as usize).await?;
-                    let len = (kept_before(&bytes, base, offset) * ENTRY_LEN) as u64;
-                    if len != file.len() && len > 0 {
-                        file.truncate(len).await?;
-                        self.txn_indexes.borrow_mut().unsynced.insert(base);
-                    }
-                    Ok::<_, io::Error>(len)
-                }
-                .await;
-                file.close().await?;
-                cut?
-            }
+        let mut kept = 0;
+        let mut cut = KeptBefore {
+            previous: base,
+            offset,
         };
+        self.scan_txn_index(base, |bytes| {
+            let keeps = cut.keeps(bytes);
+            kept += usize::from(keeps);
+            Ok(keeps)
+        })
+        .await?;
+        let len = (kept * ENTRY_LEN) as u64;
+        if len > 0 {
+            let file = self.storage.open(&path, false).await?;
+            let cut = async {
+                if file.len() != len {
+                    file.truncate(len).await?;
+                    self.txn_indexes.borrow_mut().unsynced.insert(base);
+                }
+                Ok::<_, io::Error>(())
+            }
+            .await;
+            file.close().await?;
+            cut?;
+        }
         if len == 0 {
             match self.storage.remove_file(&path).await {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -311,7 +345,20 @@ mod tests {
         ]
         .concat();
         assert_eq!(entry.encode().to_vec(), expected);
-        assert_eq!(decode_entries(&expected).unwrap(), vec![entry]);
+        let bytes: &[u8; ENTRY_LEN] = expected.as_slice().try_into().unwrap();
+        assert_eq!(decode_stored(bytes).unwrap(), entry);
+    }
+
+    /// How many entries of `bytes` a cut of segment `base`'s index at `offset` keeps.
+    fn kept_before(bytes: &[u8], base: i64, offset: i64) -> usize {
+        let mut cut = KeptBefore {
+            previous: base,
+            offset,
+        };
+        let entries = bytes.chunks_exact(ENTRY_LEN);
+        entries
+            .take_while(|b| cut.keeps((*b).try_into().unwrap()))
+            .count()
     }
 
     #[test]
@@ -333,21 +380,20 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_last_entry_is_left_out_and_a_bad_one_refused() {
+    fn a_bad_entry_is_refused() {
         let entry = |first| AbortedTxnEntry {
             producer_id: 1,
             first_offset: first,
             last_offset: 9,
             last_stable_offset: 10,
         };
-        let mut bytes = [entry(1).encode(), entry(2).encode()].concat();
-        bytes.truncate(ENTRY_LEN + 20);
-        assert_eq!(decode_entries(&bytes).unwrap(), vec![entry(1)]);
+        assert_eq!(decode_stored(&entry(1).encode()).unwrap(), entry(1));
         let mut bad_version = entry(1).encode();
         bad_version[1] = 1;
-        assert!(decode_entries(&bad_version).is_err());
+        assert!(decode_stored(&bad_version).is_err());
+        let past_the_marker = entry(10).encode();
         assert!(
-            decode_entries(&entry(10).encode()).is_err(),
+            decode_stored(&past_the_marker).is_err(),
             "first offset past the marker"
         );
         assert_eq!(parse_txn_index_name("00000000000000000028.txnindex"), Some(28));

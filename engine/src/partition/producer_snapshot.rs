@@ -5,7 +5,9 @@
 //! written when the log rolls (at the new segment's base offset, whose batches below were just
 //! fsynced) and on a clean close (at the log end). Opening loads the newest snapshot not past
 //! the log end (newer ones describe batches a crash took away and are deleted), then replays
-//! the headers of the batches after it. The two newest snapshots are kept.
+//! the headers of the batches after it (and the markers: their transactions end there), and
+//! writes again the aborted-transaction index entries of the ABORT markers it replays (see
+//! `log/txn_index.rs`). The two newest snapshots are kept.
 //!
 //! Format (Laminar's own; integers big endian):
 //!

@@ -16,7 +16,7 @@
 //!   have expired or been removed with old segments while the producer kept going;
 //! - a known producer with no batch of its current epoch (a marker bumped it) starts at 0.
 //!
-//! Transactions (KIP-98), see `check_client` and `end_txn`:
+//! Transactions (KIP-98), see `check_client_batches`, `check_txn_state` and `end_txn`:
 //! - a transactional batch opens its producer's transaction at its base offset unless one is
 //!   open; a non-transactional batch of a producer with an open transaction is refused
 //!   (INVALID_TXN_STATE); clients produce no control batches, and no transactional batch
@@ -79,8 +79,8 @@ impl ProducerEntry {
         self.batches.back().map(|b| b.last_seq)
     }
 
-    /// Takes `epoch` when newer: the old epoch's batches can no longer repeat, and the new
-    /// epoch's sequence starts again.
+    /// Takes `epoch` (a newer one: appends check that first): the old epoch's batches can no
+    /// longer repeat, and the new epoch's sequence starts again.
     fn bump_epoch(&mut self, epoch: i16) {
         if self.epoch != epoch {
             self.epoch = epoch;
@@ -209,6 +209,20 @@ impl ProducerStateTable {
             }
         }
         Ok(())
+    }
+
+    /// Refuses a marker of an epoch older than its producer's, or from a coordinator older than
+    /// the one that wrote the producer's last marker.
+    pub fn check_marker(&self, producer_id: i64, epoch: i16, coordinator_epoch: i32) -> Result<(), LogError> {
+        self.check_epochs([(producer_id, epoch)])?;
+        match self.entries.get(&producer_id) {
+            Some(e) if coordinator_epoch < e.coordinator_epoch => Err(LogError::CoordinatorFenced {
+                producer_id,
+                coordinator_epoch,
+                current: e.coordinator_epoch,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Records an appended batch (its base offset assigned) at time `timestamp_ms`, a data

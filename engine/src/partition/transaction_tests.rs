@@ -241,6 +241,18 @@ fn a_marker_of_an_old_epoch_is_fenced_and_a_new_epoch_restarts_sequences() {
         p.append(Bytes::from(at_0.build()), 5).await.unwrap();
         // A marker without an open transaction (a retry) is written and changes nothing.
         p.append_txn_marker(7, 3, TxnResult::Commit, 0, 5).await.unwrap();
+        let stale = p
+            .append_txn_marker(7, 3, TxnResult::Commit, -1, 5)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            stale,
+            LogError::CoordinatorFenced {
+                coordinator_epoch: -1,
+                current: 0,
+                ..
+            }
+        ));
         let retry = p.append_txn_marker(7, 3, TxnResult::Commit, 0, 5).await.unwrap();
         assert_eq!(retry.base_offset.get(), 5);
         assert_eq!(p.last_stable_offset().get(), 6);
@@ -383,8 +395,16 @@ fn deleting_segments_deletes_their_index_files() {
         p.append(plain_batch(1), 5).await.unwrap();
         let before = txn_index_files(&storage, &p);
         assert!(!before.is_empty());
+        p.append(txn_batch(1, 4, 1), 5).await.unwrap(); // an open transaction
+        let open_from = p.last_stable_offset();
         p.delete_records_before(p.log_end_offset()).await.unwrap();
         assert!(txn_index_files(&storage, &p).is_empty());
+        assert!(open_from < p.log_start_offset());
+        assert_eq!(
+            p.last_stable_offset(),
+            p.log_start_offset(),
+            "never below the log start"
+        );
         let end = p.log_end_offset().get();
         assert_eq!(aborted_between(&p, second_abort, end).await, vec![]);
     });
@@ -740,5 +760,113 @@ fn an_index_file_left_without_its_segment_is_removed_at_open() {
             p.append(plain_batch(1), 5).await.unwrap();
         }
         assert_eq!(aborted_between(&p, 0, 7).await, vec![]);
+    });
+}
+
+/// Copies to `follower` what `leader` has past the follower's log end.
+async fn catch_up(leader: &Partition<FaultyStorage>, follower: &Partition<FaultyStorage>) {
+    while follower.log_end_offset() < leader.log_end_offset() {
+        let read = leader
+            .read(follower.log_end_offset(), 1 << 20, true)
+            .await
+            .unwrap();
+        follower
+            .append_as_follower(Bytes::from(read.data.concat()))
+            .await
+            .unwrap();
+    }
+}
+
+/// A crash of the machine both replicas share: both reopen; the follower drops what the
+/// leader lost, then catches up again.
+async fn crash_both(
+    storage: &FaultyStorage,
+    model: &mut Model,
+) -> (Partition<FaultyStorage>, Partition<FaultyStorage>) {
+    storage.crash(CrashMode::TornTailWithGarbage);
+    let leader = open(storage).await;
+    let follower = open_at(storage, follower_dir()).await;
+    model.truncate(leader.log_end_offset().get());
+    follower.truncate_to(leader.log_end_offset()).await.unwrap();
+    (leader, follower)
+}
+
+#[test]
+fn a_follower_of_a_random_workload_has_its_leaders_index_bytes_through_crashes() {
+    block_on(async {
+        for seed in 0..6 {
+            let mut rng = StdRng::seed_from_u64(1_000 + seed);
+            let storage = FaultyStorage::new(200 + seed);
+            let mut leader = open(&storage).await;
+            let mut follower = open_at(&storage, follower_dir()).await;
+            let mut model = Model::default();
+            for step in 0..120 {
+                produce_step(&leader, &mut model, &mut rng).await;
+                if rng.gen_range(0..12) == 0 {
+                    drop((leader, follower));
+                    (leader, follower) = crash_both(&storage, &mut model).await;
+                }
+                catch_up(&leader, &follower).await;
+                let (leader_files, follower_files) = (
+                    txn_index_files(&storage, &leader),
+                    txn_index_files(&storage, &follower),
+                );
+                assert_eq!(follower_files, leader_files, "seed {seed} step {step}");
+                check_against(&follower, &model, &mut rng, step).await;
+            }
+        }
+    });
+}
+
+#[test]
+fn starting_again_past_the_log_end_forgets_transactions_and_their_index() {
+    block_on(async {
+        let storage = FaultyStorage::new(14);
+        let p = open(&storage).await;
+        interleaved_transactions(&p).await;
+        p.append(txn_batch(2, 4, 1), 5).await.unwrap(); // an open transaction
+        let restart = p.log_end_offset().get() + 100;
+        p.start_again_at(Offset::new(restart)).await.unwrap();
+        assert!(txn_index_files(&storage, &p).is_empty());
+        assert_eq!(p.last_stable_offset().get(), restart);
+        assert_eq!(aborted_between(&p, restart, restart + 10).await, vec![]);
+        p.append(txn_batch(5, 0, 1), 5).await.unwrap();
+        p.append_txn_marker(5, 0, TxnResult::Abort, 0, 5).await.unwrap();
+        assert_eq!(
+            aborted_between(&p, restart, restart + 2).await,
+            aborted(&[(5, restart)])
+        );
+    });
+}
+
+#[test]
+fn an_index_longer_than_a_read_chunk_is_searched_and_cut_whole() {
+    block_on(async {
+        let storage = FaultyStorage::new(15);
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            ..small_config()
+        };
+        let p = Partition::open(Rc::new(storage.clone()), dir(), config)
+            .await
+            .unwrap();
+        let aborts = 1_100;
+        for i in 0..aborts {
+            p.append(txn_batch(1, i, 1), 5).await.unwrap(); // at 2 * i
+            p.append_txn_marker(1, 0, TxnResult::Abort, 0, 5).await.unwrap();
+        }
+        assert_eq!(p.segment_count(), 1);
+        let all: Vec<(i64, i64)> = (0..aborts as i64).map(|i| (1, 2 * i)).collect();
+        assert_eq!(aborted_between(&p, 0, 2 * aborts as i64).await, aborted(&all));
+        assert_eq!(
+            aborted_between(&p, 2_101, 2_104).await,
+            aborted(&all[1_050..1_052])
+        );
+        p.truncate_to(Offset::new(2_101)).await.unwrap();
+        assert_eq!(
+            aborted_between(&p, 0, 2 * aborts as i64).await,
+            aborted(&all[..1_050])
+        );
+        assert_eq!(txn_index_files(&storage, &p)[0].1.len(), 1_050 * ENTRY_LEN);
     });
 }

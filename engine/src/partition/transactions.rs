@@ -48,8 +48,9 @@ pub struct ProducerDescription {
 
 impl<S: Storage> Partition<S> {
     /// Appends a control batch ending `producer_id`'s transaction with `result`, as leader.
-    /// A marker of an epoch older than the producer's is refused (InvalidProducerEpoch); a
-    /// newer one fences the older epochs. Without an open transaction it is still written
+    /// A marker of an epoch older than the producer's is refused (InvalidProducerEpoch), and
+    /// one from an older coordinator than the last marker's (CoordinatorFenced); a newer
+    /// epoch fences the older ones. Without an open transaction it is still written
     /// (a coordinator's retry), and changes no offset.
     pub async fn append_txn_marker(
         &self,
@@ -67,7 +68,7 @@ impl<S: Storage> Partition<S> {
         let _append = self.append_lock.lock().await;
         self.producers
             .borrow()
-            .check_epochs([(producer_id, producer_epoch)])?;
+            .check_marker(producer_id, producer_epoch, coordinator_epoch)?;
         let marker = Marker {
             result,
             coordinator_epoch,
@@ -98,12 +99,13 @@ impl<S: Storage> Partition<S> {
         self.append_locked(records, headers, None, now_ms).await
     }
 
-    /// The first offset of the earliest open transaction, or the high watermark if lower.
-    /// O(log n) in open transactions.
+    /// The first offset of the earliest open transaction, or the high watermark if lower;
+    /// never below the log start (retention or DeleteRecords may have removed the start of
+    /// a transaction still open). O(log n) in open transactions.
     pub fn last_stable_offset(&self) -> Offset {
         let hw = self.high_watermark();
         match self.producers.borrow().first_open_txn() {
-            Some(first) => hw.min(Offset::new(first)),
+            Some(first) => hw.min(Offset::new(first).max(self.log_start_offset())),
             None => hw,
         }
     }

@@ -16,8 +16,8 @@ use super::wanted::{Reader, Reads, Wanted};
 
 /// For each readable partition, the offset the wait must see the log grow past: what this pass
 /// already read up to (its high watermark, last stable offset for read_committed, or its log
-/// end for a follower), so that a fetch
-/// short of `min_bytes` sleeps until new data arrives instead of re-reading the same bytes.
+/// end for a follower), so that a fetch short of `min_bytes` sleeps until new data arrives
+/// instead of re-reading the same bytes.
 pub(super) fn read_up_to(
     wanted: &[(TopicPartition, Wanted)],
     results: &Reads,
@@ -37,7 +37,8 @@ pub(super) fn read_up_to(
         .collect()
 }
 
-/// Returns when any watched partition's high watermark passes its offset, or at the deadline.
+/// Returns when any watched partition's read end (see `read_up_to`) passes its offset, or at
+/// the deadline.
 /// One wait goes to each owning shard with all of that shard's partitions; the waits on other
 /// shards end with this future (`submit_wait_to`): a long poll that returns leaves no waiter
 /// behind, and a waiting one costs no CPU. A caught-up consumer's long poll names every
