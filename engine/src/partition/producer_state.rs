@@ -116,6 +116,13 @@ pub struct ProducerStateTable {
     /// (first offset, producer id) of every open transaction: the same as the entries'
     /// `txn_first_offset`, ordered.
     open_txns: BTreeSet<(i64, i64)>,
+    /// (first offset, marker offset) of transactions whose marker was appended but may not
+    /// be below the high watermark yet: they hold the last stable offset until it is, so
+    /// no read_committed consumer reads a transaction whose end could still be lost with
+    /// the leader. Pruned as the high watermark passes; empty without replication.
+    ended_unreplicated: BTreeSet<(i64, i64)>,
+    /// The same transactions by marker offset, to prune them in order.
+    ended_by_marker: std::collections::BTreeMap<i64, i64>,
 }
 
 /// Refuses what no client may produce: control batches, and transactional batches without a
@@ -285,6 +292,8 @@ impl ProducerStateTable {
         let first_offset = entry.txn_first_offset.take()?;
         let removed = self.open_txns.remove(&(first_offset, id));
         assert!(removed, "an open transaction is listed");
+        self.ended_unreplicated.insert((first_offset, header.base_offset));
+        self.ended_by_marker.insert(header.base_offset, first_offset);
         if marker.result == TxnResult::Commit {
             return None;
         }
@@ -301,6 +310,23 @@ impl ProducerStateTable {
     /// The first offset of the earliest open transaction.
     pub fn first_open_txn(&self) -> Option<i64> {
         self.open_txns.first().map(|(offset, _)| *offset)
+    }
+
+    /// The first offset of the earliest transaction that is open or whose marker is not yet
+    /// below `high_watermark`; forgets the ended ones the high watermark has passed.
+    pub fn first_unstable_txn(&mut self, high_watermark: i64) -> Option<i64> {
+        while let Some(entry) = self.ended_by_marker.first_entry() {
+            if *entry.key() >= high_watermark {
+                break;
+            }
+            let (marker_offset, first_offset) = entry.remove_entry();
+            self.ended_unreplicated.remove(&(first_offset, marker_offset));
+        }
+        let ended = self.ended_unreplicated.first().map(|(first, _)| *first);
+        match (self.first_open_txn(), ended) {
+            (Some(open), Some(ended)) => Some(open.min(ended)),
+            (open, ended) => open.or(ended),
+        }
     }
 
     /// Forgets producers idle for `max_idle_ms` or longer, but those in a transaction (its

@@ -99,12 +99,13 @@ impl<S: Storage> Partition<S> {
         self.append_locked(records, headers, None, now_ms).await
     }
 
-    /// The first offset of the earliest open transaction, or the high watermark if lower;
-    /// never below the log start (retention or DeleteRecords may have removed the start of
+    /// The first offset of the earliest transaction still open or whose marker is not yet
+    /// below the high watermark (Kafka's first unstable offset), or the high watermark if
+    /// lower; never below the log start (retention or DeleteRecords may have removed the start of
     /// a transaction still open). O(log n) in open transactions.
     pub fn last_stable_offset(&self) -> Offset {
         let hw = self.high_watermark();
-        match self.producers.borrow().first_open_txn() {
+        match self.producers.borrow_mut().first_unstable_txn(hw.get()) {
             Some(first) => hw.min(Offset::new(first).max(self.log_start_offset())),
             None => hw,
         }
