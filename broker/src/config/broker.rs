@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::broker_keys::{find_broker_key, ignored_key_reason, BrokerDefault, BrokerKey, BROKER_KEYS};
-use super::broker_settings::BrokerConfig;
+use super::broker_settings::{BrokerConfig, TransactionSettings};
 use super::dynamic::{self, DynamicLayers};
 use super::properties::parse_properties;
 use super::value::{
@@ -296,6 +296,16 @@ impl Values<'_> {
     }
 }
 
+fn transaction_settings(v: &Values<'_>) -> Result<TransactionSettings, ConfigError> {
+    Ok(TransactionSettings {
+        state_log_num_partitions: v.narrowed("transaction.state.log.num.partitions")?,
+        state_log_replication_factor: v.narrowed("transaction.state.log.replication.factor")?,
+        state_log_min_isr: v.narrowed("transaction.state.log.min.isr")?,
+        max_timeout_ms: v.narrowed("transaction.max.timeout.ms")?,
+        id_expiration_ms: v.narrowed("transactional.id.expiration.ms")?,
+    })
+}
+
 fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
@@ -347,10 +357,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         log_flush_interval_messages: v.int("log.flush.interval.messages")?,
         log_flush_interval_ms: v.int("log.flush.interval.ms")?,
         offsets_topic_num_partitions: v.narrowed("offsets.topic.num.partitions")?,
-        transaction_state_log_num_partitions: v.narrowed("transaction.state.log.num.partitions")?,
-        transaction_state_log_replication_factor: v.narrowed("transaction.state.log.replication.factor")?,
-        transaction_state_log_min_isr: v.narrowed("transaction.state.log.min.isr")?,
-        transaction_max_timeout_ms: v.narrowed("transaction.max.timeout.ms")?,
+        transactions: transaction_settings(&v)?,
         group_initial_rebalance_delay_ms: v.narrowed("group.initial.rebalance.delay.ms")?,
         max_broker_partitions: narrow("max.broker.partitions", v.int("max.broker.partitions")?),
         laminar_request_partitions_max: v.narrowed("laminar.request.partitions.max")?,

@@ -336,6 +336,8 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "Replicas of __transaction_state in a cluster (fewer while fewer brokers are up)."),
     key("transaction.state.log.min.isr", Fixed("2"), POSITIVE_I32, &[],
         "min.insync.replicas of __transaction_state (at most its replica count)."),
+    key("transactional.id.expiration.ms", Fixed("604800000"), POSITIVE_I32, &[],
+        "A transactional id with no transaction for this long is forgotten (its record removed)."),
     key("transaction.max.timeout.ms", Fixed("900000"), POSITIVE_I32, &[],
         "Longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT past it)."),
     key("max.broker.partitions", Fixed("200000"), POSITIVE_I32, &[],
@@ -466,10 +468,6 @@ static IGNORED_KEYS: &[(&str, &str)] = &[
     ),
     ("log.roll.jitter.hours", "use log.roll.jitter.ms"),
     ("log.cleaner.enable", "not implemented"),
-    (
-        "transactional.id.expiration.ms",
-        "transactions are not implemented",
-    ),
     ("metric.reporters", "metrics are served on laminar.http.listen"),
     ("cluster.id", "not implemented"),
 ];

@@ -80,10 +80,8 @@ pub struct BrokerConfig {
     pub log_flush_interval_messages: i64,
     pub log_flush_interval_ms: i64,
     pub offsets_topic_num_partitions: i32,
-    pub transaction_state_log_num_partitions: i32,
-    pub transaction_state_log_replication_factor: i32,
-    pub transaction_state_log_min_isr: i32,
-    pub transaction_max_timeout_ms: i32,
+    /// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`).
+    pub transactions: TransactionSettings,
     /// `max.broker.partitions`: the most partitions the topic table may hold.
     pub max_broker_partitions: i32,
     /// `laminar.request.partitions.max`: the most partitions one admin request may add.
@@ -120,4 +118,19 @@ pub struct AuthorizerSettings {
     pub super_users: Vec<laminar_security::Principal>,
     /// `allow.everyone.if.no.acl.found`.
     pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// Kafka's transaction coordinator settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionSettings {
+    /// `transaction.state.log.num.partitions`.
+    pub state_log_num_partitions: i32,
+    /// `transaction.state.log.replication.factor`.
+    pub state_log_replication_factor: i32,
+    /// `transaction.state.log.min.isr`.
+    pub state_log_min_isr: i32,
+    /// `transaction.max.timeout.ms`.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`.
+    pub id_expiration_ms: i32,
 }

@@ -36,6 +36,16 @@ fn defaults_are_kafkas() {
     assert_eq!(c.log_message_timestamp_type, TimestampType::CreateTime);
     assert!(c.log_cleanup_policy.delete && !c.log_cleanup_policy.compact);
     assert_eq!(c.offsets_topic_num_partitions, 50);
+    let t = &c.transactions;
+    let kafka_defaults = (50, 3, 2, 900_000, 604_800_000);
+    let settings = (
+        t.state_log_num_partitions,
+        t.state_log_replication_factor,
+        t.state_log_min_isr,
+        t.max_timeout_ms,
+        t.id_expiration_ms,
+    );
+    assert_eq!(settings, kafka_defaults);
     assert_eq!(c.max_broker_partitions, 200_000);
     assert_eq!(c.laminar_request_partitions_max, 100_000);
     assert_eq!(c.group_initial_rebalance_delay_ms, 3000);

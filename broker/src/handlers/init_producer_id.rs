@@ -62,7 +62,7 @@ async fn init_transactional(
     request: &InitProducerIdRequest,
 ) -> Result<(i64, i16), ResponseError> {
     let timeout_ms = request.transaction_timeout_ms;
-    let timeout_max_ms = ctx.state.shared.config.transaction_max_timeout_ms;
+    let timeout_max_ms = ctx.state.shared.config.transactions.max_timeout_ms;
     if timeout_ms <= 0 || timeout_ms > timeout_max_ms {
         return Err(ResponseError::InvalidTransactionTimeout);
     }

@@ -156,6 +156,11 @@ impl TxnCoordinator {
         }
     }
 
+    /// Forgets `id` (its tombstone is durable).
+    pub fn forget(&self, id: &str) {
+        self.entries.borrow_mut().remove(id);
+    }
+
     /// Ids whose state needs the coordinator's own action: prepared ones to complete (after a
     /// load), ongoing ones past their timeout (`expired(value)`).
     pub fn idle_ids_where(&self, wanted: impl Fn(&TxnValue) -> bool) -> Vec<(String, i32)> {

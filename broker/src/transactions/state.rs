@@ -190,6 +190,16 @@ pub fn complete(prepared: &TxnValue, now_ms: i64) -> TxnValue {
     }
 }
 
+/// Whether an id with no transaction in progress was last used `expiration_ms` ago or more
+/// (Kafka's `transactional.id.expiration.ms`): its record is then removed.
+pub fn is_expired(current: &TxnValue, now_ms: i64, expiration_ms: i32) -> bool {
+    let idle = matches!(
+        current.state,
+        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+    );
+    idle && now_ms.saturating_sub(current.last_update_ms) >= i64::from(expiration_ms)
+}
+
 /// The coordinator aborting a transaction that outlived its timeout: PrepareAbort at a bumped
 /// epoch, so its producer is fenced (Kafka's timeout abort).
 pub fn time_out(current: &TxnValue, now_ms: i64) -> Option<TxnValue> {

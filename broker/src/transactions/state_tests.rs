@@ -156,3 +156,17 @@ fn an_exhausted_epoch_moves_to_a_new_producer_id() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn only_an_id_without_a_transaction_in_progress_expires() {
+    let empty = initialised();
+    assert!(!is_expired(&empty, 10 + 999, 1_000));
+    assert!(is_expired(&empty, 10 + 1_000, 1_000));
+    let ongoing = add_partitions(&empty, &partitions(&[("t", 0)]), 10)
+        .unwrap()
+        .unwrap();
+    assert!(
+        !is_expired(&ongoing, i64::MAX, 1_000),
+        "its timeout aborts it first"
+    );
+}

@@ -74,7 +74,7 @@ pub async fn ensure_topic(ctx: &Rc<BrokerCtx>) -> Result<(), ResponseError> {
         return Ok(());
     }
     let config = &ctx.state.shared.config;
-    let partitions = config.transaction_state_log_num_partitions;
+    let partitions = config.transactions.state_log_num_partitions;
     let Some(link) = &ctx.state.shared.cluster else {
         let created =
             ctx.state
@@ -91,9 +91,9 @@ pub async fn ensure_topic(ctx: &Rc<BrokerCtx>) -> Result<(), ResponseError> {
     };
     let inter_broker = crate::kafka_listener::inter_broker_name(config);
     let alive = crate::quorum::view::alive_brokers(&link.image().metadata, inter_broker).len();
-    let replicas = usize::try_from(config.transaction_state_log_replication_factor).unwrap_or(1);
+    let replicas = usize::try_from(config.transactions.state_log_replication_factor).unwrap_or(1);
     let replicas = alive.clamp(1, replicas.max(1));
-    let min_isr = usize::try_from(config.transaction_state_log_min_isr)
+    let min_isr = usize::try_from(config.transactions.state_log_min_isr)
         .unwrap_or(1)
         .clamp(1, replicas);
     let mut configs = topic_configs();
@@ -299,7 +299,11 @@ pub fn complete_in_background(ctx: &Rc<BrokerCtx>, partition: i32, id: String, p
         let coordinator = &ctx.state.transactions;
         loop {
             match write_record(&ctx, partition, &id, Some(&completed)).await {
-                Ok(()) => return coordinator.release(&id, Some(completed)),
+                Ok(()) => {
+                    let committed = result == TxnResult::Commit;
+                    ctx.state.metrics.count_transaction_completed(committed);
+                    return coordinator.release(&id, Some(completed));
+                }
                 Err(_) if coordinator.ready_epoch(partition) != Some(epoch) => {
                     return coordinator.release(&id, None)
                 }
@@ -311,10 +315,11 @@ pub fn complete_in_background(ctx: &Rc<BrokerCtx>, partition: i32, id: String, p
 }
 
 /// Each second: aborts transactions past their timeout (at a bumped epoch, fencing their
-/// producer) and finishes prepared ones a load found.
+/// producer), finishes prepared ones a load found, and removes expired ids.
 pub async fn run_timers(ctx: Rc<BrokerCtx>) {
     loop {
         glommio::timer::sleep(TIMER_INTERVAL).await;
+        expire_ids(&ctx).await;
         let now = now_ms();
         let coordinator = &ctx.state.transactions;
         let due = coordinator.idle_ids_where(|v| {
@@ -343,6 +348,24 @@ pub async fn run_timers(ctx: Rc<BrokerCtx>) {
                 None => current,
             };
             complete_in_background(&ctx, partition, id, prepared);
+        }
+    }
+}
+
+/// Writes the tombstone of every id past `transactional.id.expiration.ms`, then forgets it.
+async fn expire_ids(ctx: &Rc<BrokerCtx>) {
+    let (now, expiration_ms) = (now_ms(), ctx.state.shared.config.transactions.id_expiration_ms);
+    let coordinator = &ctx.state.transactions;
+    for (id, partition) in coordinator.idle_ids_where(|v| state::is_expired(v, now, expiration_ms)) {
+        if coordinator.ready_epoch(partition).is_none() || !coordinator.claim(&id, partition) {
+            continue;
+        }
+        match write_record(ctx, partition, &id, None).await {
+            Ok(()) => {
+                tracing::info!(transactional_id = %id, "transactional id expired");
+                coordinator.forget(&id);
+            }
+            Err(_) => coordinator.release(&id, None),
         }
     }
 }
