@@ -12,6 +12,7 @@
 //! - [`markers`]: writing COMMIT / ABORT markers to every partition of a transaction.
 
 pub mod coordinator;
+pub mod fencing;
 pub mod markers;
 pub mod records;
 pub mod requests;
