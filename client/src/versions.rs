@@ -9,7 +9,8 @@ use crate::error::ClientError;
 /// The versions this client speaks for an API. Usually the whole range of the `kafka-protocol`
 /// crate, narrowed where this client's helpers depend on a field that changes meaning:
 /// Produce and Fetch from v13 name topics by id only, and the helpers address topics by name;
-/// the group APIs are capped where their request shape changes (see `client::groups`).
+/// the group APIs are capped where their request shape changes (see `client::groups`), and
+/// AddPartitionsToTxn at v3, the last a client sends.
 pub fn client_versions(api: ApiKey) -> VersionRange {
     let crate_range = api.valid_versions();
     let max = match api {
@@ -18,6 +19,8 @@ pub fn client_versions(api: ApiKey) -> VersionRange {
         ApiKey::FindCoordinator => crate_range.max.min(3),
         ApiKey::OffsetFetch => crate_range.max.min(7),
         ApiKey::OffsetCommit => crate_range.max.min(9),
+        // v4 on are brokers' own verification requests (KIP-890); clients send v3 and below.
+        ApiKey::AddPartitionsToTxn => crate_range.max.min(3),
         _ => crate_range.max,
     };
     VersionRange {
@@ -99,6 +102,7 @@ mod tests {
             advertised(ApiKey::Fetch, 0, 17),
             advertised(ApiKey::Metadata, 0, 99),
             advertised(ApiKey::CreateTopics, 0, 1),
+            advertised(ApiKey::AddPartitionsToTxn, 0, 5),
         ]);
         let table = ApiVersionTable::negotiate(&response);
         assert_eq!(table.version(ApiKey::Produce).unwrap(), 11);
@@ -106,6 +110,11 @@ mod tests {
             table.version(ApiKey::Fetch).unwrap(),
             12,
             "capped: v13 drops topic names"
+        );
+        assert_eq!(
+            table.version(ApiKey::AddPartitionsToTxn).unwrap(),
+            3,
+            "capped: v4 on are brokers' requests"
         );
         assert_eq!(
             table.version(ApiKey::Metadata).unwrap(),
