@@ -7,7 +7,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{FetchResponse, ProduceRequest, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use laminar_bench::BatchBuilder;
+use laminar_bench::{BatchBuilder, ProducerFields};
 use laminar_client::records::{batches, for_each_record};
 use laminar_client::{encode_frame, Compression};
 
@@ -25,11 +25,31 @@ fn build_batch(c: &mut Criterion) {
                     .build(
                         (0..RECORDS as u64).map(|i| 1_700_000_000_000_000 + i),
                         compression,
+                        None,
                     )
                     .expect("build")
             })
         });
     }
+    // An idempotent producer's batch: producer fields written in, the CRC taken again.
+    let mut builder = BatchBuilder::new(RECORD_BYTES, RECORDS, 1);
+    let fields = ProducerFields {
+        producer_id: 7,
+        producer_epoch: 0,
+        base_sequence: 0,
+        transactional: true,
+    };
+    group.bench_function("None_with_producer_fields", |b| {
+        b.iter(|| {
+            builder
+                .build(
+                    (0..RECORDS as u64).map(|i| 1_700_000_000_000_000 + i),
+                    Compression::None,
+                    Some(fields),
+                )
+                .expect("build")
+        })
+    });
     group.finish();
 }
 
@@ -38,6 +58,7 @@ fn one_batch() -> Bytes {
         .build(
             (0..RECORDS as u64).map(|i| 1_700_000_000_000_000 + i),
             Compression::None,
+            None,
         )
         .expect("build")
 }

@@ -250,6 +250,89 @@ pub struct ProduceArgs {
     pub num_records: u64,
     #[command(flatten)]
     pub producer: ProducerArgs,
+    #[command(flatten)]
+    pub delivery: DeliveryArgs,
+}
+
+/// Batches in a transaction unless `--transaction-batches` says otherwise.
+const TRANSACTION_BATCHES_DEFAULT: usize = 10;
+/// Kafka's producer allows at most 5 requests in flight with idempotence.
+const IDEMPOTENT_IN_FLIGHT_MAX: usize = 5;
+
+/// How `produce` delivers: plain, idempotent or in transactions.
+#[derive(Debug, Clone, Args)]
+pub struct DeliveryArgs {
+    /// Idempotent producer (needs --acks all): a producer id from InitProducerId, epoch 0, and
+    /// per-partition sequences in every batch.
+    #[arg(long)]
+    pub idempotent: bool,
+    /// Transactional producer (idempotent too): InitProducerId with a transactional id, then
+    /// transactions of --transaction-batches batches each (AddPartitionsToTxn for the
+    /// partitions they go to, the batches, EndTxn to commit once all are acknowledged).
+    /// Transactions committed and the EndTxn round trip are reported.
+    #[arg(long)]
+    pub transactional: bool,
+    /// Batches in each transaction (the last may hold fewer).
+    #[arg(long, default_value_t = TRANSACTION_BATCHES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub transaction_batches: usize,
+    /// Transactional id (default `laminar-bench-<pid>`); with several producers, each adds
+    /// `-<its index>`.
+    #[arg(long)]
+    pub transactional_id: Option<String>,
+}
+
+impl Default for DeliveryArgs {
+    fn default() -> DeliveryArgs {
+        DeliveryArgs {
+            idempotent: false,
+            transactional: false,
+            transaction_batches: TRANSACTION_BATCHES_DEFAULT,
+            transactional_id: None,
+        }
+    }
+}
+
+impl DeliveryArgs {
+    /// Whether batches carry a producer id and sequences.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent || self.transactional
+    }
+
+    /// Refuses what Kafka's producer refuses with idempotence: acks other than all, more than
+    /// 5 requests in flight.
+    pub fn check(&self, producer: &ProducerArgs) -> anyhow::Result<()> {
+        if !self.is_idempotent() {
+            return Ok(());
+        }
+        let kind = if self.transactional {
+            "--transactional"
+        } else {
+            "--idempotent"
+        };
+        if producer.acks != Acks::All {
+            anyhow::bail!("{kind} needs --acks all: Kafka requires acks=all for idempotence");
+        }
+        if producer.max_in_flight > IDEMPOTENT_IN_FLIGHT_MAX {
+            anyhow::bail!("{kind} allows --max-in-flight {IDEMPOTENT_IN_FLIGHT_MAX} at most, as Kafka's producer does with idempotence");
+        }
+        Ok(())
+    }
+
+    /// The transactional id of producer `index` of `producers`, when transactional.
+    pub fn transactional_id_of(&self, index: usize, producers: usize) -> Option<String> {
+        if !self.transactional {
+            return None;
+        }
+        let base = self
+            .transactional_id
+            .clone()
+            .unwrap_or_else(|| format!("laminar-bench-{}", std::process::id()));
+        Some(if producers > 1 {
+            format!("{base}-{index}")
+        } else {
+            base
+        })
+    }
 }
 
 /// `laminar bench consume`.
@@ -602,6 +685,56 @@ mod tests {
         assert_eq!(args.producer.rate(), Some(1000.0));
         assert_eq!(args.producer.records_per_batch(), 2621);
         assert_eq!(args.common.json.as_deref(), Some(std::path::Path::new("o.json")));
+    }
+
+    #[test]
+    fn idempotence_needs_acks_all_and_transactions_are_idempotent() {
+        let produce = |extra: &[&str]| {
+            let args = [&["produce", "--topic", "t", "--num-records", "1"][..], extra].concat();
+            match parse(&args).expect("parses") {
+                BenchCommand::Produce(args) => args,
+                _ => unreachable!("parsed a produce command"),
+            }
+        };
+        let plain = produce(&[]);
+        assert!(!plain.delivery.is_idempotent() && plain.delivery.check(&plain.producer).is_ok());
+        let refused = produce(&["--idempotent"]);
+        let error = refused.delivery.check(&refused.producer).unwrap_err();
+        assert!(error.to_string().contains("needs --acks all"), "{error}");
+        let too_many = produce(&["--transactional", "--acks", "all", "--max-in-flight", "6"]);
+        assert!(too_many.delivery.check(&too_many.producer).is_err());
+        let transactional = produce(&["--transactional", "--acks", "all"]);
+        let delivery = &transactional.delivery;
+        assert!(delivery.is_idempotent() && delivery.check(&transactional.producer).is_ok());
+        assert_eq!(delivery.transaction_batches, 10);
+        let pid = std::process::id();
+        assert_eq!(
+            delivery.transactional_id_of(0, 1),
+            Some(format!("laminar-bench-{pid}"))
+        );
+        let named = produce(&[
+            "--transactional",
+            "--transactional-id",
+            "t",
+            "--transaction-batches",
+            "100",
+        ]);
+        assert_eq!(named.delivery.transaction_batches, 100);
+        assert_eq!(named.delivery.transactional_id_of(2, 3).as_deref(), Some("t-2"));
+        assert_eq!(
+            produce(&["--idempotent"]).delivery.transactional_id_of(0, 1),
+            None
+        );
+        assert!(parse(&[
+            "produce",
+            "--topic",
+            "t",
+            "--num-records",
+            "1",
+            "--transaction-batches",
+            "0"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -225,8 +225,8 @@ mod tests {
     #[test]
     fn counts_from_a_position_inside_a_batch() {
         let mut builder = BatchBuilder::new(10, 5, 1);
-        let first = builder.build(0..5, Compression::None).unwrap().to_vec();
-        let second = builder.build(0..5, Compression::None).unwrap().to_vec();
+        let first = builder.build(0..5, Compression::None, None).unwrap().to_vec();
+        let second = builder.build(0..5, Compression::None, None).unwrap().to_vec();
         let fetched = [patched(first, 100), patched(second, 105)].concat();
         assert_eq!(
             count_from(&fetched, 100).unwrap(),
@@ -242,7 +242,7 @@ mod tests {
     fn end_to_end_latency_from_keys() {
         let mut builder = BatchBuilder::new(10, 3, 1);
         let batch = builder
-            .build([1_000u64, 2_000, 3_000].into_iter(), Compression::Lz4)
+            .build([1_000u64, 2_000, 3_000].into_iter(), Compression::Lz4, None)
             .unwrap();
         let mut recorder = Recorder::new(0, Progress::new());
         record_end_to_end(&batch, 1, 10_000, &mut recorder).unwrap();
@@ -253,7 +253,7 @@ mod tests {
 
         // Keyed records carry more after the timestamp.
         let keyed = builder
-            .build_keyed([(4_000u64, 1u64 << 48)].into_iter(), Compression::None)
+            .build_keyed([(4_000u64, 1u64 << 48)].into_iter(), Compression::None, None)
             .unwrap();
         let mut recorder = Recorder::new(0, Progress::new());
         record_end_to_end(&keyed, 0, 10_000, &mut recorder).unwrap();

@@ -35,12 +35,13 @@ mod scale;
 mod setup;
 pub mod sink;
 mod stats;
+mod transactions;
 
 pub use cli::{
     BenchCommand, CommitsArgs, CompressionArg, ConsumeArgs, E2eArgs, LimitsArgs, ProduceArgs,
     ReplicationArgs, ScaleArgs, SinkArgs,
 };
-pub use produce::{payload, BatchBuilder};
+pub use produce::{payload, BatchBuilder, ProducerFields};
 
 /// Runs a `laminar bench` command.
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {

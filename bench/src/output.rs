@@ -85,7 +85,15 @@ impl RunResult {
             serde_json::to_value(&self.limits).expect("limits serialise"),
         );
         top.insert("settings".into(), self.settings.clone());
+        if let Some(transactions) = &self.transactions {
+            top.insert("transactions".into(), transactions.to_json(self.seconds()));
+        }
         Value::Object(top)
+    }
+
+    /// The run's length: its first section's.
+    fn seconds(&self) -> f64 {
+        self.sections.first().map_or(0.0, |s| s.measurement.seconds)
     }
 
     /// Prints the summary and writes the files asked for.
@@ -128,6 +136,9 @@ impl RunResult {
                 }
             }
         }
+        if let Some(transactions) = &self.transactions {
+            println!("transactions: {}", transactions.summary_line(self.seconds()));
+        }
         if let Some(limits) = &self.limits {
             println!("{}", limits.describe());
         }
@@ -165,6 +176,7 @@ mod tests {
                 measurement,
             }],
             limits: None,
+            transactions: None,
         };
         let value = result.to_json();
         for key in [
@@ -225,6 +237,7 @@ mod tests {
             settings: json!({}),
             sections: vec![section("produce"), section("consume")],
             limits: Some(limits),
+            transactions: None,
         };
         let value = result.to_json();
         // 100 MB in 1 s against 4000 MB/s of loopback and 400 MB/s of synced appends.

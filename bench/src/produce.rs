@@ -6,22 +6,33 @@
 //! (what `e2e` consumers read back); keyed records (`--keyed`) add 8 bytes that make every key
 //! distinct. The value is `record_size` bytes shared by every record (a reference count, not a
 //! copy, until the encoder writes the batch).
+//!
+//! An idempotent producer (`--idempotent`) asks InitProducerId first and its batches carry the
+//! producer id and sequences; a transactional one (`--transactional`) writes in transactions
+//! of `--transaction-batches` batches: AddPartitionsToTxn, the batches, and once all are
+//! acknowledged EndTxn (commit).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
-use kafka_protocol::messages::ProduceResponse;
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
 use laminar_client::{Acks, ClientConfig, Connection, Pending};
 
-pub use crate::batch_builder::{payload, BatchBuilder};
+pub use crate::batch_builder::{payload, BatchBuilder, ProducerFields};
 use crate::cli::ProducerArgs;
 use crate::pacing::{BatchPlan, Clock, Pacer};
 use crate::produce_request::RequestBuilder;
 use crate::stats::Recorder;
+use crate::transactions::{init_producer_id, TransactionCoordinator, TransactionFigures};
 
 /// While pacing, how often to look for acknowledgements between sends.
 const ACK_POLL_US: u64 = 100;
+/// How long the broker may take to acknowledge a produce request.
+const PRODUCE_TIMEOUT_MS: i32 = 30_000;
 
 /// What one producer thread does.
 #[derive(Debug, Clone)]
@@ -42,6 +53,30 @@ pub struct ProducerJob {
     pub start_us: u64,
     /// How to connect (TLS, SASL).
     pub client: ClientConfig,
+    /// Plain, idempotent or transactional.
+    pub delivery: Delivery,
+}
+
+/// How a producer delivers its batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Plain,
+    /// A producer id and sequences in every batch.
+    Idempotent,
+    /// Idempotent, in transactions of `batches` batches under `transactional_id`.
+    Transactional {
+        transactional_id: String,
+        batches: usize,
+    },
+}
+
+/// A transactional producer's coordinator, and its transactions' size.
+struct Transactions {
+    coordinator: TransactionCoordinator,
+    /// Batches in a transaction.
+    batches: usize,
+    /// Whether a transaction is open (partitions added, not yet committed).
+    open: bool,
 }
 
 /// A request sent whose acknowledgement is awaited.
@@ -73,35 +108,65 @@ impl SentRecords {
     }
 }
 
+/// Connects a producer, and asks for its producer id when it has one.
+fn connect_producer<'a>(
+    job: &'a ProducerJob,
+    args: &ProducerArgs,
+    clock: Clock,
+    recorder: &'a mut Recorder,
+) -> anyhow::Result<Producer<'a>> {
+    let mut connection = Connection::connect(&job.leader, &job.client)
+        .with_context(|| format!("producer connecting to {}", job.leader))?;
+    let mut request = RequestBuilder::new(&job.partitions, args, job.index);
+    let mut transactions = None;
+    match &job.delivery {
+        Delivery::Plain => {}
+        Delivery::Idempotent => request = request.with_identity(init_producer_id(&mut connection, None)?),
+        Delivery::Transactional {
+            transactional_id,
+            batches,
+        } => {
+            let coordinator =
+                TransactionCoordinator::connect(&job.leader, &job.client, transactional_id, &job.topic)?;
+            request = request.with_identity(coordinator.identity());
+            transactions = Some(Transactions {
+                coordinator,
+                batches: *batches,
+                open: false,
+            });
+        }
+    }
+    Ok(Producer {
+        connection,
+        in_flight: VecDeque::with_capacity(args.max_in_flight),
+        request,
+        pacer: Pacer::new(job.start_us, job.rate, args.linger_ms * 1000),
+        clock,
+        record_bytes: args.record_size as u64,
+        recorder,
+        transactions,
+    })
+}
+
 /// Runs one producer to completion, or until `stop` is set (another producer failed, or the
-/// caller ends the run).
+/// caller ends the run). Returns a transactional producer's transaction figures.
 pub fn run_producer(
     job: &ProducerJob,
     args: &ProducerArgs,
     clock: Clock,
     recorder: &mut Recorder,
     stop: &AtomicBool,
-) -> anyhow::Result<()> {
-    let connection = Connection::connect(&job.leader, &job.client)
-        .with_context(|| format!("producer connecting to {}", job.leader))?;
-    let pacer = Pacer::new(job.start_us, job.rate, args.linger_ms * 1000);
+) -> anyhow::Result<Option<TransactionFigures>> {
     let mut builder = BatchBuilder::new(
         args.record_size,
         args.records_per_batch(),
         job.start_us ^ job.partitions[0] as u64,
     );
-    let mut producer = Producer {
-        connection,
-        in_flight: VecDeque::with_capacity(args.max_in_flight),
-        request: RequestBuilder::new(&job.partitions, args, job.index),
-        pacer,
-        clock,
-        record_bytes: args.record_size as u64,
-        recorder,
-    };
+    let mut producer = connect_producer(job, args, clock, recorder)?;
     let mut sent = 0u64;
     clock.sleep_until_us(job.start_us);
     while (sent < job.records || producer.request.holds_records()) && !stop.load(Ordering::Relaxed) {
+        producer.open_transaction_if_none()?;
         let built_us = clock.now_us();
         let progress = (sent, job.records - sent);
         let plan = producer
@@ -131,11 +196,15 @@ pub fn run_producer(
                 built_us,
             },
         )?;
+        if producer.request.transaction_room() == Some(0) {
+            producer.commit_transaction()?;
+        }
     }
-    while !producer.in_flight.is_empty() {
-        producer.acknowledge_oldest()?;
+    producer.acknowledge_all()?;
+    if producer.transactions.as_ref().is_some_and(|t| t.open) {
+        producer.commit_transaction()?;
     }
-    Ok(())
+    Ok(producer.transactions.map(|t| t.coordinator.figures))
 }
 
 /// One producer's connection, its requests in flight and what it measures. Owned by one
@@ -149,9 +218,58 @@ struct Producer<'a> {
     clock: Clock,
     record_bytes: u64,
     recorder: &'a mut Recorder,
+    /// Set for a transactional producer.
+    transactions: Option<Transactions>,
 }
 
 impl Producer<'_> {
+    /// A transactional producer with no transaction open begins one: the partitions its next
+    /// batches go to join it, and requests stop at its last batch.
+    fn open_transaction_if_none(&mut self) -> anyhow::Result<()> {
+        let Some(transactions) = self.transactions.as_mut().filter(|t| !t.open) else {
+            return Ok(());
+        };
+        let partitions = self.request.partitions_of_next(transactions.batches);
+        transactions.coordinator.add_partitions(&partitions)?;
+        self.request.open_transaction(transactions.batches);
+        transactions.open = true;
+        Ok(())
+    }
+
+    /// Commits the open transaction once every batch of it is acknowledged.
+    fn commit_transaction(&mut self) -> anyhow::Result<()> {
+        self.acknowledge_all()?;
+        let transactions = self.transactions.as_mut().expect("a transactional producer");
+        transactions.coordinator.commit()?;
+        transactions.open = false;
+        Ok(())
+    }
+
+    fn acknowledge_all(&mut self) -> anyhow::Result<()> {
+        while !self.in_flight.is_empty() {
+            self.acknowledge_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// Sends `batches` of `topic`: a transactional producer's request names its transactional
+    /// id (the protocol crate encodes it, copying the batches), others go out as pieces.
+    fn send_batches(
+        &mut self,
+        topic: &str,
+        batches: Vec<(i32, Bytes)>,
+        acks: Acks,
+    ) -> anyhow::Result<Option<Pending<ProduceResponse>>> {
+        let Some(transactions) = &self.transactions else {
+            return Ok(self
+                .connection
+                .send_produce_batches(topic, batches, acks, PRODUCE_TIMEOUT_MS)?);
+        };
+        let request =
+            transactional_produce_request(transactions.coordinator.transactional_id(), topic, batches, acks);
+        Ok(Some(self.connection.send(&request)?))
+    }
+
     /// Sends the request built (its records `run` when unkeyed), once one of `max_in_flight`
     /// is free; a keyed request left empty while every batch buffer is in flight waits for an
     /// acknowledgement instead.
@@ -169,9 +287,7 @@ impl Producer<'_> {
         }
         let partitions = batches.len();
         let records = timestamps.map_or(run, SentRecords::Stamped);
-        let pending = self
-            .connection
-            .send_produce_batches(&job.topic, batches, args.acks, 30_000)?;
+        let pending = self.send_batches(&job.topic, batches, args.acks)?;
         match pending {
             Some(pending) => self.in_flight.push_back(InFlight {
                 pending,
@@ -225,6 +341,30 @@ impl Producer<'_> {
     }
 }
 
+/// A produce request of a transaction: `batches` of `topic` under `transactional_id`.
+fn transactional_produce_request(
+    transactional_id: &TransactionalId,
+    topic: &str,
+    batches: Vec<(i32, Bytes)>,
+    acks: Acks,
+) -> ProduceRequest {
+    let partitions = batches
+        .into_iter()
+        .map(|(index, records)| {
+            PartitionProduceData::default()
+                .with_index(index)
+                .with_records(Some(records))
+        })
+        .collect();
+    ProduceRequest::default()
+        .with_transactional_id(Some(transactional_id.clone()))
+        .with_acks(acks.wire())
+        .with_timeout_ms(PRODUCE_TIMEOUT_MS)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_data(partitions)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,7 +376,7 @@ mod tests {
         let mut builder = BatchBuilder::new(100, 10, 7);
         for round in 0..3u64 {
             let batch = builder
-                .build((0..10).map(|i| 1_000_000 * round + i), Compression::None)
+                .build((0..10).map(|i| 1_000_000 * round + i), Compression::None, None)
                 .expect("build");
             let view = batches(&batch).next().expect("a batch").expect("valid");
             assert!(view.crc_is_valid());

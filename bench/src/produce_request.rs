@@ -7,12 +7,16 @@
 //!   its key and waits in that partition's batch in the producer's accumulator
 //!   (`accumulator.rs`, bounded by `--buffer-bytes`, Kafka's `buffer.memory`); a request takes
 //!   the oldest batch of each partition in turn, as many as fit.
+//!
+//! An idempotent producer's batches carry its producer id and each partition's next sequence
+//! ([`ProducerIdentity`]); a transactional producer's requests stop at the end of the open
+//! transaction ([`RequestBuilder::open_transaction`]).
 
 use bytes::Bytes;
 use laminar_client::partitioner::partition_for_key;
 
 use crate::accumulator::{Accumulator, Waiting};
-use crate::batch_builder::BatchBuilder;
+use crate::batch_builder::{next_sequence, BatchBuilder, ProducerFields};
 use crate::cli::ProducerArgs;
 use crate::layout::{BATCH_HEADER_BYTES, KEYED_KEY_BYTES, KEY_BYTES, RECORD_FRAMING_BYTES};
 use crate::pacing::{BatchPlan, Pacer};
@@ -32,6 +36,37 @@ struct KeyedSpread {
     scratch: Vec<Waiting>,
 }
 
+/// The producer id and epoch InitProducerId gave an idempotent or transactional producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdentity {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub transactional: bool,
+}
+
+/// An idempotent producer's identity and the next sequence of each of its partitions.
+struct Sequences {
+    identity: ProducerIdentity,
+    /// By partition slot (index in the producer's partitions).
+    next: Vec<i32>,
+}
+
+impl Sequences {
+    /// The fields of the next batch of `records` records to partition `slot`; the partition's
+    /// sequence moves past them.
+    fn fields_for(&mut self, slot: usize, records: usize) -> ProducerFields {
+        let base_sequence = self.next[slot];
+        let records = i32::try_from(records).expect("a batch holds fewer than 2^31 records");
+        self.next[slot] = next_sequence(base_sequence, records);
+        ProducerFields {
+            producer_id: self.identity.producer_id,
+            producer_epoch: self.identity.producer_epoch,
+            base_sequence,
+            transactional: self.identity.transactional,
+        }
+    }
+}
+
 /// The batches of the next produce request. Owned by one producer thread.
 pub struct RequestBuilder<'a> {
     partitions: &'a [i32],
@@ -39,6 +74,10 @@ pub struct RequestBuilder<'a> {
     batches_max: usize,
     batches: Vec<(i32, Bytes)>,
     keyed: Option<KeyedSpread>,
+    /// Set for an idempotent producer.
+    sequences: Option<Sequences>,
+    /// Batches the open transaction still takes (transactional producers only).
+    transaction_room: Option<usize>,
 }
 
 /// The 16-byte key of a keyed record: its intended send time (what `e2e` consumers read
@@ -78,11 +117,56 @@ impl<'a> RequestBuilder<'a> {
             batches_max,
             batches: Vec::with_capacity(batches_max),
             keyed,
+            sequences: None,
+            transaction_room: None,
         }
     }
 
+    /// The builder of an idempotent producer: its batches carry `identity` and sequences.
+    pub fn with_identity(mut self, identity: ProducerIdentity) -> RequestBuilder<'a> {
+        self.sequences = Some(Sequences {
+            identity,
+            next: vec![0; self.partitions.len()],
+        });
+        self
+    }
+
+    /// Requests from now on carry at most `batches` batches in all, until the next call: the
+    /// batches of one transaction.
+    pub fn open_transaction(&mut self, batches: usize) {
+        assert!(batches > 0, "a transaction holds a batch at least");
+        self.transaction_room = Some(batches);
+    }
+
+    /// Batches the open transaction still takes (`None`: not transactional).
+    pub fn transaction_room(&self) -> Option<usize> {
+        self.transaction_room
+    }
+
+    /// The partitions the next `batches` batches may go to: for unkeyed records the next
+    /// partitions in turn, for keyed records every partition.
+    pub fn partitions_of_next(&self, batches: usize) -> Vec<i32> {
+        if self.keyed.is_some() {
+            return self.partitions.to_vec();
+        }
+        let count = batches.min(self.partitions.len());
+        let mut next: Vec<i32> = (0..count)
+            .map(|step| self.partitions[(self.next_partition + step) % self.partitions.len()])
+            .collect();
+        next.sort_unstable();
+        next
+    }
+
+    /// Batches this request may still take.
+    fn room(&self) -> usize {
+        let room = self.batches_max.saturating_sub(self.batches.len());
+        self.transaction_room.map_or(room, |transaction| {
+            room.min(transaction.saturating_sub(self.batches.len()))
+        })
+    }
+
     fn has_room(&self) -> bool {
-        self.batches.len() < self.batches_max
+        self.room() > 0
     }
 
     /// Builds what is ready at `now_us` into this request: records from `sent` on, `left` of
@@ -123,8 +207,13 @@ impl<'a> RequestBuilder<'a> {
             };
             let timestamps =
                 (first..first + batch_count as u64).map(|index| intended_us(pacer, index, now_us));
-            let batch = builder.build(timestamps, args.compression.codec())?;
-            let partition = self.partitions[self.next_partition % self.partitions.len()];
+            let slot = self.next_partition % self.partitions.len();
+            let producer = self
+                .sequences
+                .as_mut()
+                .map(|sequences| sequences.fields_for(slot, batch_count));
+            let batch = builder.build(timestamps, args.compression.codec(), producer)?;
+            let partition = self.partitions[slot];
             self.next_partition += 1;
             self.batches.push((partition, batch));
             count += batch_count as u64;
@@ -173,7 +262,14 @@ impl<'a> RequestBuilder<'a> {
                 }
             }
         }
-        spread.drain_request(self.partitions, &mut self.batches, builder, args)?;
+        let room = self.room();
+        let spread = self.keyed.as_mut().expect("a keyed builder");
+        let drained = Drained {
+            partitions: self.partitions,
+            batches: &mut self.batches,
+            sequences: self.sequences.as_mut(),
+        };
+        spread.drain_request(drained, room, builder, args)?;
         Ok(BatchPlan::Send(appended as usize))
     }
 
@@ -195,6 +291,9 @@ impl<'a> RequestBuilder<'a> {
     /// starts the next request.
     pub fn take(&mut self) -> (Vec<(i32, Bytes)>, Option<Vec<u64>>) {
         let batches = std::mem::replace(&mut self.batches, Vec::with_capacity(self.batches_max));
+        if let Some(room) = self.transaction_room.as_mut() {
+            *room -= batches.len();
+        }
         let timestamps = self
             .keyed
             .as_mut()
@@ -221,19 +320,25 @@ impl KeyedSpread {
     }
 
     /// Moves batches from the accumulator into `batches` while they fit `max_request_bytes`
-    /// (one at least, as Kafka's producer sends a batch larger than a request alone).
+    /// (one at least, as Kafka's producer sends a batch larger than a request alone), `room`
+    /// batches at most.
     fn drain_request(
         &mut self,
-        partitions: &[i32],
-        batches: &mut Vec<(i32, Bytes)>,
+        drained: Drained<'_>,
+        room: usize,
         builder: &mut BatchBuilder,
         args: &ProducerArgs,
     ) -> anyhow::Result<()> {
+        let Drained {
+            partitions,
+            batches,
+            mut sequences,
+        } = drained;
         let record_bytes = args.record_size + KEYED_KEY_BYTES + RECORD_FRAMING_BYTES;
         let (mut request_bytes, mut taken) = (0usize, 0usize);
         let fits = |records: usize| {
             let batch_bytes = records * record_bytes + BATCH_HEADER_BYTES;
-            let fits = taken == 0 || request_bytes + batch_bytes <= args.max_request_bytes;
+            let fits = taken < room && (taken == 0 || request_bytes + batch_bytes <= args.max_request_bytes);
             if fits {
                 (request_bytes, taken) = (request_bytes + batch_bytes, taken + 1);
             }
@@ -251,11 +356,21 @@ impl KeyedSpread {
             scratch.extend(records);
             timestamps.extend(scratch.iter().map(|r| r.timestamp_us));
             let keys = scratch.iter().map(|r| (r.timestamp_us, *key_salt | r.index));
-            let batch = builder.build_keyed(keys, args.compression.codec())?;
+            let producer = sequences
+                .as_mut()
+                .map(|sequences| sequences.fields_for(slot, scratch.len()));
+            let batch = builder.build_keyed(keys, args.compression.codec(), producer)?;
             batches.push((partitions[slot], batch));
             Ok(())
         })
     }
+}
+
+/// Where a keyed request's batches go, and the sequences they take.
+struct Drained<'a> {
+    partitions: &'a [i32],
+    batches: &'a mut Vec<(i32, Bytes)>,
+    sequences: Option<&'a mut Sequences>,
 }
 
 /// When record `index` was meant to be sent: its slot in a paced schedule, else now.
@@ -409,6 +524,87 @@ mod tests {
             .map(|k| index_of(k))
             .min();
         assert_eq!(first, Some(appended as u64), "the blocked record goes first");
+    }
+
+    /// `(partition, producer id, base sequence, records, transactional)` of each batch.
+    fn producer_fields(batches_sent: &[(i32, Bytes)]) -> Vec<(i32, i64, i32, i32, bool)> {
+        batches_sent
+            .iter()
+            .map(|(partition, bytes)| {
+                let mut encoded = bytes.clone();
+                let decoded =
+                    kafka_protocol::records::RecordBatchDecoder::decode(&mut encoded).expect("decodes");
+                let first = &decoded.records[0];
+                let records = decoded.records.len() as i32;
+                (
+                    *partition,
+                    first.producer_id,
+                    first.sequence,
+                    records,
+                    first.transactional,
+                )
+            })
+            .collect()
+    }
+
+    const IDENTITY: ProducerIdentity = ProducerIdentity {
+        producer_id: 9,
+        producer_epoch: 0,
+        transactional: true,
+    };
+
+    #[test]
+    fn each_partitions_sequence_counts_the_records_sent_to_it_before() {
+        let args = producer_args(&["--record-size", "100", "--batch-bytes", "400"]).producer;
+        let partitions = [5, 6];
+        let mut request = RequestBuilder::new(&partitions, &args, 0).with_identity(IDENTITY);
+        let mut builder = BatchBuilder::new(100, 4, 1);
+        let pacer = Pacer::new(0, None, 0);
+        let mut sent = Vec::new();
+        // Two partitions: a request carries two batches at most.
+        for (first, left) in [(0, 10), (8, 2), (10, 3)] {
+            request
+                .fill(&mut builder, &pacer, (first, left), 1, &args)
+                .expect("fill");
+            sent.extend(producer_fields(&request.take().0));
+        }
+        assert_eq!(
+            sent,
+            vec![
+                (5, 9, 0, 4, true),
+                (6, 9, 0, 4, true),
+                (5, 9, 4, 2, true),
+                (6, 9, 4, 3, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_transaction_ends_requests_at_its_last_batch() {
+        let args = producer_args(&["--record-size", "100", "--batch-bytes", "400"]).producer;
+        let partitions = [0, 1, 2, 3];
+        let mut request = RequestBuilder::new(&partitions, &args, 0).with_identity(IDENTITY);
+        assert_eq!(request.transaction_room(), None);
+        assert_eq!(request.partitions_of_next(3), vec![0, 1, 2]);
+        request.open_transaction(3);
+        let mut builder = BatchBuilder::new(100, 4, 1);
+        let pacer = Pacer::new(0, None, 0);
+        let plan = request.fill(&mut builder, &pacer, (0, 100), 1, &args);
+        assert_eq!(plan.expect("fill"), BatchPlan::Send(12), "3 batches of 4, not 4");
+        assert_eq!(request.take().0.len(), 3);
+        assert_eq!(request.transaction_room(), Some(0));
+        assert_eq!(
+            request.partitions_of_next(3),
+            vec![0, 1, 3],
+            "the next transaction starts at partition 3"
+        );
+        let keyed = producer_args(&["--keyed"]).producer;
+        let keyed_request = RequestBuilder::new(&partitions, &keyed, 0);
+        assert_eq!(
+            keyed_request.partitions_of_next(1),
+            partitions,
+            "keyed records go anywhere"
+        );
     }
 
     #[test]

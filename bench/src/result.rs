@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::limits::Limits;
 use crate::stats::Measurement;
+use crate::transactions::TransactionFigures;
 
 /// One measured side of a run (produce, consume or end-to-end).
 pub struct Section {
@@ -30,4 +31,6 @@ pub struct RunResult {
     pub sections: Vec<Section>,
     /// This machine's limits, measured in the same run.
     pub limits: Option<Limits>,
+    /// A transactional producer's transactions.
+    pub transactions: Option<TransactionFigures>,
 }

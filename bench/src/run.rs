@@ -8,17 +8,20 @@ use anyhow::Context;
 use laminar_client::{Connection, OffsetSpec};
 use serde_json::json;
 
-use crate::cli::{CommonArgs, ConsumeArgs, E2eArgs, ProduceArgs, ProducerArgs};
+use crate::cli::{CommonArgs, ConsumeArgs, DeliveryArgs, E2eArgs, ProduceArgs, ProducerArgs};
 use crate::consume::{connect_consumer, run_consumer, ConsumeTarget, ConsumerJob};
 use crate::limits::{measure, Budget, Limits};
 use crate::pacing::Clock;
-use crate::produce::{run_producer, ProducerJob};
+use crate::produce::{run_producer, Delivery, ProducerJob};
 use crate::progress::ProgressLine;
 use crate::result::{RunResult, Section};
 use crate::setup::{prepare_topic, TopicLayout};
 use crate::stats::{Interval, Measurement, Progress, Recorder};
+use crate::transactions::TransactionFigures;
 
 type Finished = (hdrhistogram::Histogram<u64>, Vec<Interval>);
+/// What a producer measured, and its transactions' figures when it had some.
+type ProducerFinished = (Finished, Option<TransactionFigures>);
 
 fn limits_for(common: &CommonArgs) -> anyhow::Result<Option<Limits>> {
     if common.no_limits {
@@ -67,8 +70,21 @@ fn producer_jobs(
             rate: args.rate().map(|rate| rate / producers as f64),
             start_us,
             client: layout.client.clone(),
+            delivery: Delivery::Plain,
         })
         .collect())
+}
+
+/// How producer `index` of `producers` delivers, as `--idempotent` and `--transactional` say.
+fn delivery_of(args: &DeliveryArgs, index: usize, producers: usize) -> Delivery {
+    match args.transactional_id_of(index, producers) {
+        Some(transactional_id) => Delivery::Transactional {
+            transactional_id,
+            batches: args.transaction_batches,
+        },
+        None if args.is_idempotent() => Delivery::Idempotent,
+        None => Delivery::Plain,
+    }
 }
 
 fn consumer_jobs(
@@ -107,7 +123,7 @@ fn spawn_producers(
     clock: Clock,
     progress: &Arc<Progress>,
     stop: Arc<AtomicBool>,
-) -> Vec<std::thread::JoinHandle<anyhow::Result<Finished>>> {
+) -> Vec<std::thread::JoinHandle<anyhow::Result<ProducerFinished>>> {
     jobs.into_iter()
         .map(|job| {
             let (args, progress, stop) = (args.clone(), progress.clone(), stop.clone());
@@ -117,7 +133,7 @@ fn spawn_producers(
                 if outcome.is_err() {
                     stop.store(true, Ordering::Relaxed);
                 }
-                outcome.map(|()| recorder.finish())
+                outcome.map(|transactions| (recorder.finish(), transactions))
             })
         })
         .collect()
@@ -162,10 +178,7 @@ fn spawn_consumers(
     (threads, start_us)
 }
 
-fn join(
-    threads: Vec<std::thread::JoinHandle<anyhow::Result<Finished>>>,
-    what: &str,
-) -> anyhow::Result<Vec<Finished>> {
+fn join<T>(threads: Vec<std::thread::JoinHandle<anyhow::Result<T>>>, what: &str) -> anyhow::Result<Vec<T>> {
     let mut finished = Vec::new();
     let mut first_error = None;
     for thread in threads {
@@ -192,25 +205,32 @@ pub fn produce(args: ProduceArgs) -> anyhow::Result<()> {
 /// Runs `laminar bench produce` and returns what it measured, printing nothing but the
 /// progress line. Setting `stop` ends the run early (the records sent until then count).
 pub fn produce_result(args: &ProduceArgs, stop: &Arc<AtomicBool>) -> anyhow::Result<RunResult> {
+    args.delivery.check(&args.producer)?;
     let limits = limits_for(&args.common)?;
     let layout = prepare_topic(&args.common)?;
     let clock = Clock::new();
     let start_us = clock.now_us() + 20_000;
-    let jobs = producer_jobs(
+    let mut jobs = producer_jobs(
         &layout,
         &args.common.topic,
         (&args.producer, args.num_records),
         start_us,
     )?;
+    let producers = jobs.len();
+    for job in &mut jobs {
+        job.delivery = delivery_of(&args.delivery, job.index, producers);
+    }
     let progress = Progress::new();
     let line = ProgressLine::start("produce", vec![("produce", progress.clone())]);
     let threads = spawn_producers(jobs, &args.producer, clock, &progress, stop.clone());
-    let parts = join(threads, "producer")?;
+    let (parts, transactions) = split_transactions(join(threads, "producer")?);
     let seconds = seconds_since(clock, start_us);
     drop(line);
+    let delivery = json!({"idempotent": args.delivery.is_idempotent(), "transactional": args.delivery.transactional, "transaction_batches": args.delivery.transaction_batches});
     Ok(RunResult {
         kind: "produce",
-        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "producer": producer_settings(&args.producer, args.num_records)}),
+        settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "producer": producer_settings(&args.producer, args.num_records), "delivery": delivery}),
+        transactions,
         sections: vec![Section {
             name: "produce",
             verb: "sent",
@@ -220,6 +240,23 @@ pub fn produce_result(args: &ProduceArgs, stop: &Arc<AtomicBool>) -> anyhow::Res
         }],
         limits,
     })
+}
+
+/// The producers' measurements, and their transactions' figures added up (when they had any).
+fn split_transactions(parts: Vec<ProducerFinished>) -> (Vec<Finished>, Option<TransactionFigures>) {
+    let mut transactions: Option<TransactionFigures> = None;
+    let finished = parts
+        .into_iter()
+        .map(|(finished, figures)| {
+            if let Some(figures) = figures {
+                transactions
+                    .get_or_insert_with(TransactionFigures::new)
+                    .add(&figures);
+            }
+            finished
+        })
+        .collect();
+    (finished, transactions)
 }
 
 /// `laminar bench consume`.
@@ -259,6 +296,7 @@ pub fn consume_result(args: &ConsumeArgs) -> anyhow::Result<RunResult> {
     drop(line);
     Ok(RunResult {
         kind: "consume",
+        transactions: None,
         settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "num_records": args.num_records, "consumers": args.consumers, "fetch_max_bytes": args.fetch_max_bytes}),
         sections: vec![Section {
             name: "consume",
@@ -311,7 +349,8 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
         &produced,
         Arc::new(AtomicBool::new(false)),
     );
-    let producer_parts = join(producers, "producer");
+    let producer_parts =
+        join(producers, "producer").map(|parts| parts.into_iter().map(|(finished, _)| finished).collect());
     if producer_parts.is_err() {
         target.stop.store(true, Ordering::Relaxed);
     }
@@ -321,6 +360,7 @@ pub fn end_to_end(args: E2eArgs) -> anyhow::Result<()> {
     drop(line);
     let result = RunResult {
         kind: "e2e",
+        transactions: None,
         settings: json!({"brokers": args.common.brokers, "topic": args.common.topic, "partitions": layout.leaders.len(), "consumers": args.consumers, "producer": producer_settings(&args.producer, args.num_records)}),
         sections: vec![
             Section {

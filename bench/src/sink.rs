@@ -54,6 +54,7 @@ pub fn start(listen: &str, record_size: usize) -> anyhow::Result<Sink> {
         builder.build(
             (0..(256 * 1024 / record_size.max(1)).clamp(1, 256) as u64).map(|i| i * 1000),
             Compression::None,
+            None,
         )?
     };
     let offsets: Offsets = Arc::default();

@@ -8,7 +8,7 @@ use super::*;
 use crate::cli::{BenchCommand, ProduceArgs};
 use crate::consume::{connect_consumer, run_consumer, ConsumeTarget, ConsumerJob};
 use crate::pacing::Clock;
-use crate::produce::{run_producer, ProducerJob};
+use crate::produce::{run_producer, Delivery, ProducerJob};
 use crate::stats::{Measurement, Progress, Recorder};
 
 fn producer_args(extra: &[&str]) -> ProduceArgs {
@@ -36,6 +36,7 @@ fn produce_into_sink(sink: &Sink, args: &ProduceArgs, topic: &str) -> Measuremen
         records: args.num_records,
         rate: args.producer.rate(),
         start_us: clock.now_us(),
+        delivery: Delivery::Plain,
     };
     let mut recorder = Recorder::new(job.start_us, Progress::new());
     let stop = std::sync::atomic::AtomicBool::new(false);

@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use laminar_client::{ClientConfig, Connection, OffsetSpec};
 use serde_json::json;
 
-use crate::cli::{CommonArgs, ConsumeArgs, ProduceArgs, ReplicationArgs};
+use crate::cli::{CommonArgs, ConsumeArgs, DeliveryArgs, ProduceArgs, ReplicationArgs};
 use crate::run::{consume_result, produce_result};
 use crate::scale::broker::binary;
 use crate::scale::partitions::DiskFloor;
@@ -255,6 +255,7 @@ fn produce_for(
         // The round ends on time, not on a count.
         num_records: u64::MAX,
         producer,
+        delivery: DeliveryArgs::default(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (cancel, cancelled) = mpsc::channel::<()>();

@@ -16,7 +16,7 @@ use super::broker::TopicSpec;
 use super::partitions::{self, connect, DiskFloor};
 use super::probe;
 use super::step::{bounded, Status, Step, StepLog};
-use crate::cli::{CommonArgs, CompressionArg, ConsumeArgs, ProduceArgs, ProducerArgs};
+use crate::cli::{CommonArgs, CompressionArg, ConsumeArgs, DeliveryArgs, ProduceArgs, ProducerArgs};
 use crate::run::{consume_result, produce_result};
 use crate::stats::Measurement;
 
@@ -181,6 +181,7 @@ fn produce_args(plan: &Plan, topic: &str, partitions: u32, producers: usize, key
             keyed: keys == Keys::Keyed,
             buffer_bytes: BUFFER_BYTES,
         },
+        delivery: DeliveryArgs::default(),
     }
 }
 
