@@ -61,6 +61,9 @@ enum Command {
     /// Client quotas: bytes a second, request time and partition mutations per user and client.
     #[command(subcommand)]
     Quota(cli::quota::QuotaCommand),
+    /// Transactions: list and describe them and their producers, abort a hanging one.
+    #[command(subcommand)]
+    Txn(cli::txn::TxnCommand),
     Tune(cli::host::TuneArgs),
     Iotune(cli::host::IotuneArgs),
     InstallService(cli::host::InstallServiceArgs),
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::User(command) => cli::user::run(command),
         Command::Acl(command) => cli::acl::run(command),
         Command::Quota(command) => cli::quota::run(command),
+        Command::Txn(command) => cli::txn::run(command),
         Command::Storage(command) => cli::storage::run(command),
         Command::Tune(args) => cli::host::tune(args),
         Command::Iotune(args) => cli::host::iotune(args),

@@ -95,18 +95,32 @@ pub fn decode_assignment(bytes: &Bytes) -> Result<Vec<(String, Vec<i32>)>, Clien
         .collect())
 }
 
+/// FindCoordinator's key types.
+const GROUP_KEY: i8 = 0;
+pub(crate) const TRANSACTION_KEY: i8 = 1;
+
 impl Connection {
     /// The coordinator broker of consumer group `group`.
     pub fn find_coordinator(&mut self, group: &str) -> Result<BrokerInfo, ClientError> {
+        self.find_coordinator_of(group, GROUP_KEY)
+    }
+
+    /// The coordinator broker of `key`, a group or (`TRANSACTION_KEY`) a transactional id.
+    pub(crate) fn find_coordinator_of(&mut self, key: &str, key_type: i8) -> Result<BrokerInfo, ClientError> {
         let request = FindCoordinatorRequest::default()
-            .with_key(StrBytes::from_string(group.to_owned()))
-            .with_key_type(0);
+            .with_key(StrBytes::from_string(key.to_owned()))
+            .with_key_type(key_type);
         let response = self.request(&request)?;
+        let kind = if key_type == TRANSACTION_KEY {
+            "transactional id"
+        } else {
+            "group"
+        };
         check_code(
             ApiKey::FindCoordinator,
             response.error_code,
             response.error_message.as_deref(),
-            || format!(" group {group}"),
+            || format!(" {kind} {key}"),
         )?;
         Ok(BrokerInfo {
             node_id: response.node_id.0,

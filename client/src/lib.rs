@@ -32,6 +32,7 @@ mod replica;
 mod sasl;
 mod security_settings;
 mod topic_changes;
+mod transactions;
 pub mod transport;
 mod users;
 mod versions;
@@ -56,6 +57,10 @@ pub use quotas::QuotaValues;
 pub use replica::{EpochEnd, EpochEndQuery, Replica, ReplicaFetchPosition, REPLICA_FETCH_VERSION};
 pub use security_settings::{SecuritySettings, SecuritySettingsError};
 pub use topic_changes::{ConfigChange, BROKER_RESOURCE};
+pub use transactions::{
+    HangingTransaction, ListedTransaction, ProducerInfo, TransactionDescription, TransactionFilter,
+    TransactionListing,
+};
 pub use transport::{SaslLogin, Security};
 pub use users::ScramUser;
 pub use versions::{client_versions, ApiVersionTable};

@@ -65,6 +65,12 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::AddOffsetsToTxn, 0, 3),
     api(ApiKey::EndTxn, 0, 3),
     api(ApiKey::WriteTxnMarkers, 1, 1),
+    // Transactions' admin APIs (KIP-664): DescribeProducers and DescribeTransactions have one
+    // version; ListTransactions v1 adds the duration filter (KIP-994), v2 an id pattern, not
+    // served.
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 1),
     // SASL (KIP-152: v0 carries the tokens; v1 adds session_lifetime_ms for KIP-368; v2 is
     // flexible) and the SCRAM users' admin API (KIP-554).
     api(ApiKey::SaslAuthenticate, 0, 2),

@@ -106,16 +106,16 @@ pub fn run(command: GroupCommand) -> anyhow::Result<()> {
 /// first group request creates `__consumer_offsets`, and a leader change moves coordinators.
 const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// FindCoordinator, asked again while the answer is COORDINATOR_NOT_AVAILABLE or
-/// COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka's clients take them).
-fn find_coordinator(
-    bootstrap: &mut Connection,
-    group: &str,
-) -> Result<laminar_client::BrokerInfo, laminar_client::ClientError> {
+/// `ask` (FindCoordinator, or a request to a coordinator), asked again while the answer is
+/// COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka's clients
+/// take them).
+pub(super) fn while_coordinator_not_ready<T>(
+    mut ask: impl FnMut() -> Result<T, laminar_client::ClientError>,
+) -> Result<T, laminar_client::ClientError> {
     const NOT_READY: [i16; 2] = [14, 15];
     let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
     loop {
-        match bootstrap.find_coordinator(group) {
+        match ask() {
             Err(e)
                 if e.kafka_error().is_some_and(|k| NOT_READY.contains(&k.code))
                     && std::time::Instant::now() < deadline =>
@@ -136,7 +136,7 @@ pub(super) fn coordinator(
     if group.is_empty() {
         bail!("the group name must not be empty");
     }
-    let found = find_coordinator(bootstrap, group)
+    let found = while_coordinator_not_ready(|| bootstrap.find_coordinator(group))
         .with_context(|| format!("cannot find the coordinator of group {group}"))?;
     let address = format!("{}:{}", found.host, found.port);
     BrokerArgs {

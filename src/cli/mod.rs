@@ -17,6 +17,7 @@ pub mod reassign;
 pub mod rebalance;
 pub mod storage;
 pub mod topic;
+pub mod txn;
 pub mod user;
 
 use anyhow::{anyhow, bail, Context};
@@ -26,8 +27,14 @@ use laminar_client::{ClientConfig, ClusterMetadata, Connection, TopicMetadata};
 /// Where the brokers are and how to reach them; every client command takes it.
 #[derive(Args, Debug, Clone)]
 pub struct BrokerArgs {
-    /// Comma-separated `host:port` bootstrap brokers.
-    #[arg(long, short = 'X', env = "LAMINAR_BROKERS", default_value = "127.0.0.1:9092")]
+    /// Comma-separated `host:port` bootstrap brokers (also `--bootstrap-server`, Kafka's name).
+    #[arg(
+        long,
+        short = 'X',
+        alias = "bootstrap-server",
+        env = "LAMINAR_BROKERS",
+        default_value = "127.0.0.1:9092"
+    )]
     pub brokers: String,
     /// A client properties file with the security settings, as Kafka's tools take it:
     /// `security.protocol`, `ssl.ca.location` (or a PEM `ssl.truststore.location`),

@@ -45,7 +45,9 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod describe_quorum;
+pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
@@ -58,6 +60,7 @@ pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -609,8 +612,8 @@ async fn cluster_api(
     })
 }
 
-/// The transactional producer's APIs and the markers brokers send each other; the request back
-/// for another.
+/// The transactional producer's APIs, the markers brokers send each other, and the admin APIs
+/// that look at transactions; the request back for another.
 async fn transaction_api(
     ctx: &Rc<BrokerCtx>,
     access: &Access,
@@ -626,6 +629,15 @@ async fn transaction_api(
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(ctx, r).await),
         RequestKind::WriteTxnMarkers(r) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers::handle(ctx, r).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(ctx, access, r).await)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(describe_transactions::handle(ctx, access, r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(list_transactions::handle(ctx, access, r).await)
         }
         other => return Err(other),
     })

@@ -1,11 +1,12 @@
 //! What the per-partition handlers (Produce, Fetch, ListOffsets, DeleteRecords, OffsetCommit,
-//! OffsetDelete, OffsetFetch) share: they turn a request's topics into one work item per
-//! partition, and group the per-partition answers back under their topics in request order.
-//! Used on one shard's task; holds no state.
+//! OffsetDelete, OffsetFetch, DescribeProducers) share: they turn a request's topics into one
+//! work item per partition, and group the per-partition answers back under their topics in
+//! request order. Used on one shard's task; holds no state.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
+use kafka_protocol::messages::describe_producers_response;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -143,6 +144,12 @@ kafka_topic_answer!(
 kafka_topic_answer!(
     OffsetDeleteResponseTopic,
     OffsetDeleteResponsePartition,
+    partitions,
+    with_partitions
+);
+kafka_topic_answer!(
+    describe_producers_response::TopicResponse,
+    describe_producers_response::PartitionResponse,
     partitions,
     with_partitions
 );

@@ -92,6 +92,10 @@ pub const VOTER_LAG: &str = "laminar_controller_voter_lag";
 pub const BROKER_FENCED: &str = "laminar_broker_fenced";
 pub const PARTITIONS_LED: &str = "laminar_partitions_led";
 pub const PARTITIONS_FOLLOWED: &str = "laminar_partitions_followed";
+pub const TRANSACTIONS_ONGOING: &str = "laminar_transactions_ongoing";
+pub const TRANSACTIONS_COMMITTED: &str = "laminar_transactions_committed_total";
+pub const TRANSACTIONS_ABORTED: &str = "laminar_transactions_aborted_total";
+pub const LAST_STABLE_OFFSET_LAG: &str = "laminar_transactions_last_stable_offset_lag";
 
 /// Every family `/metrics` serves, in the order it serves them.
 pub const FAMILIES: &[Family] = &[
@@ -375,6 +379,35 @@ pub const FAMILIES: &[Family] = &[
         "Partitions this broker holds a follower replica of and copies from their leaders \
          (cluster mode).",
     ),
+    family(
+        TRANSACTIONS_ONGOING,
+        Kind::Gauge,
+        &[],
+        "Transactional ids this broker coordinates whose transaction is Ongoing (begun, not yet \
+         ending).",
+    ),
+    family(
+        TRANSACTIONS_COMMITTED,
+        Kind::Counter,
+        &[],
+        "Transactions this broker's coordinator committed: markers written to every partition \
+         and the CompleteCommit state durable.",
+    ),
+    family(
+        TRANSACTIONS_ABORTED,
+        Kind::Counter,
+        &[],
+        "Transactions this broker's coordinator aborted (by the producer, or past their \
+         timeout): markers written and the CompleteAbort state durable.",
+    ),
+    family(
+        LAST_STABLE_OFFSET_LAG,
+        Kind::Gauge,
+        &[],
+        "High watermark minus last stable offset, added up over the partitions open here: \
+         offsets that read_committed consumers wait on while transactions stay open (a hanging \
+         one keeps it growing; `laminar txn list` and `describe-producers` find it).",
+    ),
 ];
 
 /// What the renderer needs besides the shards' snapshot.
@@ -452,6 +485,9 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {
             cluster_samples(out, name, snapshot);
         }
+        TRANSACTIONS_ONGOING | TRANSACTIONS_COMMITTED | TRANSACTIONS_ABORTED | LAST_STABLE_OFFSET_LAG => {
+            transaction_samples(out, name, snapshot);
+        }
         other => unreachable!("family {other} has no renderer"),
     }
 }
@@ -476,6 +512,18 @@ fn cluster_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
         BROKER_FENCED => sample(out, name, &[], u64::from(cluster.fenced)),
         _ => sample(out, name, &[], cluster.partitions_led),
     }
+}
+
+/// The shards' transaction counts, added up: one sample per broker.
+fn transaction_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    let each = snapshot.shards.iter().map(|s| s.transactions);
+    let total: u64 = match name {
+        TRANSACTIONS_ONGOING => each.map(|t| t.ongoing).sum(),
+        TRANSACTIONS_COMMITTED => each.map(|t| t.committed).sum(),
+        TRANSACTIONS_ABORTED => each.map(|t| t.aborted).sum(),
+        _ => each.map(|t| t.last_stable_offset_lag).sum(),
+    };
+    sample(out, name, &[], total);
 }
 
 /// Per Kafka API: requests served, failed, and their latency.

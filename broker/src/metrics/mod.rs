@@ -19,6 +19,7 @@ use laminar_engine::io::{FileCacheStats, WriteBehindStats};
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{on_owning_shards, BrokerCtx, BrokerShard, PartitionAccessError, TopicPartition};
+use crate::transactions::records::TxnState;
 use histogram::HistogramSnapshot;
 pub use shard::{api_key_of, FetchPaths, ProducedTraffic, ShardMetrics, TopicTraffic};
 
@@ -59,6 +60,37 @@ pub struct ShardSnapshot {
     pub files: FileCacheStats,
     /// Cluster mode: partitions this shard leads, follows, and leads with a shrunk ISR.
     pub replicas: crate::replication::ReplicaCounts,
+    pub transactions: TxnCounts,
+}
+
+/// One shard's transactions: those its coordinator holds Ongoing and has completed, and how
+/// far its open partitions' last stable offsets trail their high watermarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxnCounts {
+    pub ongoing: u64,
+    pub committed: u64,
+    pub aborted: u64,
+    /// High watermark minus last stable offset, added up over the open partitions.
+    pub last_stable_offset_lag: u64,
+}
+
+impl TxnCounts {
+    fn of(state: &BrokerShard) -> TxnCounts {
+        let metrics = &state.metrics;
+        let ongoing = state.transactions.snapshot().into_iter();
+        let ongoing = ongoing.filter(|(_, v)| v.state == TxnState::Ongoing).count();
+        let mut last_stable_offset_lag = 0;
+        state.partitions.for_each(|_, _, open| {
+            let lag = open.high_watermark().get() - open.last_stable_offset().get();
+            last_stable_offset_lag += u64::try_from(lag).unwrap_or(0);
+        });
+        TxnCounts {
+            ongoing: ongoing as u64,
+            committed: metrics.transactions_committed.get(),
+            aborted: metrics.transactions_aborted.get(),
+            last_stable_offset_lag,
+        }
+    }
 }
 
 /// An offset a consumer group committed.
@@ -142,6 +174,7 @@ impl ShardSnapshot {
             committed_offsets: committed_offsets(state),
             write_behind: state.partitions.write_behind_stats(),
             files: state.partitions.file_cache_stats(),
+            transactions: TxnCounts::of(state),
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct ShardMetrics {
     /// SASL authentications that ended here, by outcome.
     pub(super) authentications_succeeded: Cell<u64>,
     pub(super) authentications_failed: Cell<u64>,
+    /// Transactions this shard's coordinator completed (their Complete value written), by
+    /// result.
+    pub(super) transactions_committed: Cell<u64>,
+    pub(super) transactions_aborted: Cell<u64>,
 }
 
 /// The API key a request frame names (its first two bytes), read before the full decode so that a
@@ -197,6 +201,15 @@ impl ShardMetrics {
         let counter = match succeeded {
             true => &self.authentications_succeeded,
             false => &self.authentications_failed,
+        };
+        counter.set(counter.get() + 1);
+    }
+
+    /// Counts a transaction this shard's coordinator completed: committed, or aborted.
+    pub fn count_transaction_completed(&self, committed: bool) {
+        let counter = match committed {
+            true => &self.transactions_committed,
+            false => &self.transactions_aborted,
         };
         counter.set(counter.get() + 1);
     }

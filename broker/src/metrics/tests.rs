@@ -147,6 +147,9 @@ fn sample_shard() -> ShardSnapshot {
         ProducedTraffic::of(&produce_request(&[("we\"ird", 0, batch(1))])),
         None,
     );
+    for committed in [true, true, false] {
+        metrics.count_transaction_completed(committed);
+    }
     let requests = request_snapshots(&metrics);
     let topics = metrics.topics.borrow().clone();
     ShardSnapshot {
@@ -194,6 +197,12 @@ fn sample_shard() -> ShardSnapshot {
             led: 4,
             followed: 6,
             under_replicated: 1,
+        },
+        transactions: TxnCounts {
+            ongoing: 1,
+            committed: metrics.transactions_committed.get(),
+            aborted: metrics.transactions_aborted.get(),
+            last_stable_offset_lag: 7,
         },
     }
 }
@@ -322,6 +331,16 @@ fn storage_and_write_behind_figures_are_rendered_per_shard() {
         2.0,
         "1 per shard"
     );
+}
+
+#[test]
+fn transaction_counts_add_up_over_shards_into_one_sample() {
+    let page = rendered_page();
+    let line = |prefix: &str| sample_value(&page, prefix);
+    assert_eq!(line("laminar_transactions_ongoing"), 2.0);
+    assert_eq!(line("laminar_transactions_committed_total"), 4.0);
+    assert_eq!(line("laminar_transactions_aborted_total"), 2.0);
+    assert_eq!(line("laminar_transactions_last_stable_offset_lag"), 14.0);
 }
 
 #[test]

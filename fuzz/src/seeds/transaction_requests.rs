@@ -1,5 +1,5 @@
-//! Seeds of the transactional producer's APIs and of WriteTxnMarkers, for the fuzz topics and
-//! the fuzz group, under one transactional id.
+//! Seeds of the transactional producer's APIs, of WriteTxnMarkers and of the transactions'
+//! admin APIs, for the fuzz topics and the fuzz group, under one transactional id.
 
 use kafka_protocol::messages::*;
 
@@ -16,6 +16,9 @@ pub fn seed(api: ApiKey, marks: &Marks) -> Option<RequestKind> {
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(add_offsets_to_txn()),
         ApiKey::EndTxn => RequestKind::EndTxn(end_txn()),
         ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(write_txn_markers(marks)),
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(describe_producers(marks)),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(describe_transactions()),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(list_transactions()),
         _ => return None,
     })
 }
@@ -69,4 +72,33 @@ pub fn write_txn_markers(marks: &Marks) -> WriteTxnMarkersRequest {
         .with_topics(topics)
         .with_coordinator_epoch(0);
     WriteTxnMarkersRequest::default().with_markers(vec![marker])
+}
+
+/// The producers of the fuzz topics' partitions.
+pub fn describe_producers(marks: &Marks) -> DescribeProducersRequest {
+    let topics = TOPICS
+        .iter()
+        .map(|name| {
+            describe_producers_request::TopicRequest::default()
+                .with_name(topic(name))
+                .with_partition_indexes(marks.partitions.to_vec())
+        })
+        .collect();
+    DescribeProducersRequest::default().with_topics(topics)
+}
+
+/// The fuzz id and one no transaction has.
+pub fn describe_transactions() -> DescribeTransactionsRequest {
+    DescribeTransactionsRequest::default().with_transactional_ids(vec![
+        TransactionalId(s(TRANSACTIONAL_ID)),
+        TransactionalId(s("fuzz-tx-unknown")),
+    ])
+}
+
+/// A known state and an unknown one, and a producer. The duration filter stays at its
+/// default (none), which v0, lacking the field, encodes too.
+pub fn list_transactions() -> ListTransactionsRequest {
+    ListTransactionsRequest::default()
+        .with_state_filters(vec![s("Ongoing"), s("fuzz-state")])
+        .with_producer_id_filters(vec![ProducerId(1)])
 }
