@@ -24,7 +24,7 @@ pub async fn handle(
 ) -> DescribeTransactionsResponse {
     // One answer per id the request names, asked of the coordinators concurrently.
     let answers = request.transactional_ids.into_iter().map(|id| async move {
-        let described = match access.allows(Operation::Describe, ResourceType::TransactionalId, &id) {
+        let described = match may_describe(access, &id) {
             true => describe(ctx, &id).await,
             false => Err(ResponseError::TransactionalIdAuthorizationFailed),
         };
@@ -32,6 +32,16 @@ pub async fn handle(
     });
     let states = futures::future::join_all(answers).await;
     DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+/// Kafka's check for describing or listing a transactional id: Describe on it (which Write
+/// implies).
+pub fn may_describe(access: &Access, transactional_id: &str) -> bool {
+    access.allows(
+        Operation::Describe,
+        ResourceType::TransactionalId,
+        transactional_id,
+    )
 }
 
 /// The value of `id` on its coordinator shard; TRANSACTIONAL_ID_NOT_FOUND when it has none.
@@ -75,6 +85,18 @@ mod tests {
 
     use super::*;
     use crate::transactions::records::{TxnPartitions, TxnState};
+
+    #[test]
+    fn describing_an_id_asks_describe_on_it_which_write_implies() {
+        use crate::handlers::txn_offset_commit::tests::access;
+        let describe = access(&[(ResourceType::TransactionalId, "tx", Operation::Describe)]);
+        assert!(may_describe(&describe, "tx"));
+        assert!(!may_describe(&describe, "tx-other"));
+        let write = access(&[(ResourceType::TransactionalId, "tx", Operation::Write)]);
+        assert!(may_describe(&write, "tx"));
+        let topic_only = access(&[(ResourceType::Topic, "tx", Operation::Describe)]);
+        assert!(!may_describe(&topic_only, "tx"));
+    }
 
     #[test]
     fn an_ongoing_transaction_is_answered_with_its_partitions_by_topic() {

@@ -11,11 +11,11 @@ use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use laminar_security::{Operation, ResourceType};
 
 use crate::authorization::Access;
 use crate::broker::BrokerCtx;
 use crate::clock::now_ms;
+use crate::handlers::describe_transactions::may_describe;
 use crate::transactions::coordinator::Load;
 use crate::transactions::records::{TxnState, TxnValue};
 
@@ -81,7 +81,7 @@ pub async fn handle(
         Ok(listed) => listed,
         Err(error) => return response.with_error_code(error.code()),
     };
-    listed.retain(|(id, _, _)| access.allows(Operation::Describe, ResourceType::TransactionalId, id));
+    listed.retain(|(id, _, _)| may_describe(access, id));
     listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let states = listed.into_iter().map(|(id, producer_id, state)| {
         TransactionState::default()

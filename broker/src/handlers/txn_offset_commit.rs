@@ -194,7 +194,7 @@ pub fn response(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use kafka_protocol::messages::txn_offset_commit_request::{
@@ -206,7 +206,7 @@ mod tests {
     use super::*;
 
     /// Alice's access when the ACLs allow her exactly `allowed` (resource, name, operation).
-    fn access(allowed: &[(ResourceType, &str, Operation)]) -> Access {
+    pub(crate) fn access(allowed: &[(ResourceType, &str, Operation)]) -> Access {
         let bindings = allowed
             .iter()
             .map(|&(resource_type, name, operation)| AclBinding {
