@@ -30,6 +30,7 @@ mod maintenance;
 pub mod meta_properties;
 pub mod metrics;
 pub mod open_files;
+pub mod peer_request;
 pub mod peer_security;
 pub mod quorum;
 pub mod replication;

@@ -226,6 +226,29 @@ impl Connection {
         self.receive(pending)
     }
 
+    /// Sends a request at exactly `version` (which the broker must advertise) and waits for its
+    /// response: for requests whose shape depends on the version beyond what negotiation picks
+    /// (a broker's AddPartitionsToTxn v4 verification).
+    pub fn request_at<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response, ClientError> {
+        assert!(
+            self.in_flight.is_empty(),
+            "request_at() with responses pending would read theirs first"
+        );
+        let api = api_key::<R>();
+        let advertised = self.versions.broker_range(api);
+        if !advertised.is_some_and(|range| range.min <= version && version <= range.max) {
+            let client = crate::versions::client_versions(api);
+            return Err(ClientError::UnsupportedApi {
+                api,
+                client_min: client.min,
+                client_max: client.max,
+                broker: advertised.map_or_else(|| "nothing".to_owned(), |range| range.to_string()),
+            });
+        }
+        let pending = self.send_at(request, version, true)?;
+        self.receive(pending)
+    }
+
     /// Receives the response to `pending`, which must be the oldest request in flight.
     pub fn receive<Response: Decodable + HeaderVersion>(
         &mut self,

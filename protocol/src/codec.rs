@@ -59,9 +59,10 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::TxnOffsetCommit, 0, 3),
     // v5 adds two-phase commit (KIP-939), not served.
     api(ApiKey::InitProducerId, 0, 4),
-    // Transactions (KIP-98). AddPartitionsToTxn v4+ batches brokers' verification (KIP-890),
-    // and EndTxn v5 the epoch bump at each end (KIP-890 part 2): not served.
-    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    // Transactions (KIP-98). AddPartitionsToTxn v4 is brokers' verification of a transactional
+    // produce (KIP-890 part 1; clients stay at v3 and below); v5's TRANSACTION_ABORTABLE and
+    // EndTxn v5's epoch bump at each end (KIP-890 part 2) are not served.
+    api(ApiKey::AddPartitionsToTxn, 0, 4),
     api(ApiKey::AddOffsetsToTxn, 0, 3),
     api(ApiKey::EndTxn, 0, 3),
     api(ApiKey::WriteTxnMarkers, 1, 1),

@@ -32,19 +32,36 @@ def main():
         if not records:
             done = committed(consumer, source)
             continue
-        producer.begin_transaction()
-        for m in records:
-            producer.produce(sink, key=str(m.offset()).encode(), value=m.value().upper(), partition=m.partition())
-        positions = consumer.position(consumer.assignment())
-        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
         transactions += 1
-        if abort_every and transactions % abort_every == 0:
+        abort = bool(abort_every) and transactions % abort_every == 0
+        try:
+            copy(producer, consumer, records, sink, abort)
+        except KafkaException as error:
+            # A broker lost mid-transaction: the transaction can only be aborted, and its
+            # records are read again; anything else ends the copier (its caller restarts it).
+            if not error.args[0].txn_requires_abort():
+                raise
+            print(f"copier: aborting after {error}", file=sys.stderr)
             producer.abort_transaction(30)
+            abort = True
+        if abort:
             rewind(consumer, records)
-        else:
-            producer.commit_transaction(30)
         done = committed(consumer, source)
     consumer.close()
+
+
+def copy(producer, consumer, records, sink, abort):
+    """One transaction: `records` upper-cased into `sink` and the consumer's positions as the
+    group's offsets; committed, or aborted if `abort`."""
+    producer.begin_transaction()
+    for m in records:
+        producer.produce(sink, key=str(m.offset()).encode(), value=m.value().upper(), partition=m.partition())
+    positions = consumer.position(consumer.assignment())
+    producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+    if abort:
+        producer.abort_transaction(30)
+    else:
+        producer.commit_transaction(30)
 
 
 def committed(consumer, source):
@@ -54,7 +71,9 @@ def committed(consumer, source):
     try:
         return sum(max(tp.offset, 0) for tp in consumer.committed(parts, 10))
     except KafkaException as error:
-        if error.args[0].code() != KafkaError._TIMED_OUT:
+        coordinator_moving = (KafkaError._TIMED_OUT, KafkaError.NOT_COORDINATOR,
+                              KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
+        if error.args[0].code() not in coordinator_moving and not error.args[0].retriable():
             raise
         return 0
 

@@ -23,12 +23,12 @@ pub fn refused(access: &Access, request: &RequestKind, version: i16) -> Option<R
     }
     group_refused(access, request, version)
         .or_else(|| cluster_refused(access, request))
-        .or_else(|| transaction_refused(access, request))
+        .or_else(|| transaction_refused(access, request, version))
 }
 
-/// The transactional producer's APIs: Write on its transactional id; WriteTxnMarkers, which
-/// only brokers send: ClusterAction on the cluster.
-fn transaction_refused(access: &Access, request: &RequestKind) -> Option<ResponseKind> {
+/// The transactional producer's APIs: Write on its transactional id; WriteTxnMarkers and
+/// AddPartitionsToTxn v4+, which only brokers send: ClusterAction on the cluster.
+fn transaction_refused(access: &Access, request: &RequestKind, version: i16) -> Option<ResponseKind> {
     let id_refused = |id: &TransactionalId| {
         !access.allows(
             Operation::Write,
@@ -44,6 +44,14 @@ fn transaction_refused(access: &Access, request: &RequestKind) -> Option<Respons
         RequestKind::EndTxn(r) if id_refused(&r.transactional_id) => Some(ResponseKind::EndTxn(
             EndTxnResponse::default().with_error_code(id_error),
         )),
+        RequestKind::AddPartitionsToTxn(_) if version >= 4 => {
+            (!access.allows_cluster(Operation::ClusterAction)).then(|| {
+                ResponseKind::AddPartitionsToTxn(
+                    AddPartitionsToTxnResponse::default()
+                        .with_error_code(ResponseError::ClusterAuthorizationFailed.code()),
+                )
+            })
+        }
         RequestKind::AddPartitionsToTxn(r) if id_refused(&r.v3_and_below_transactional_id) => {
             let topics = r.v3_and_below_topics.iter().map(|t| {
                 let partitions = t.partitions.iter().map(|p| {

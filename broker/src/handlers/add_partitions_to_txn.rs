@@ -1,28 +1,37 @@
-//! AddPartitionsToTxn (v0-3): a transactional producer names the partitions it is about to
-//! write in its transaction, before it writes them. Refused partitions get their error, the
-//! others OPERATION_NOT_ATTEMPTED, and none is added (as in Kafka). Versions 4+ (brokers
-//! verifying a transaction, KIP-890) are not served.
+//! AddPartitionsToTxn: a transactional producer names the partitions it is about to write in
+//! its transaction, before it writes them (v0-3). Refused partitions get their error, the
+//! others OPERATION_NOT_ATTEMPTED, and none is added (as in Kafka). From v4 only brokers send
+//! it, for several transactions at once, to verify (`verify_only`) that a producer added a
+//! partition before they take its first transactional batch there (KIP-890 part 1).
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use laminar_security::Operation;
 
 use crate::authorization::Access;
-use crate::broker::BrokerCtx;
+use crate::broker::{BrokerCtx, TopicPartition};
 use crate::transactions::records::TxnPartitions;
 use crate::transactions::requests;
+use crate::transactions::verification;
+
+/// The first version that batches transactions and may only verify (brokers only).
+const BATCHED_VERSION: i16 = 4;
 
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     access: &Access,
     request: AddPartitionsToTxnRequest,
+    version: i16,
 ) -> AddPartitionsToTxnResponse {
+    if version >= BATCHED_VERSION {
+        return handle_batched(ctx, request).await;
+    }
     let topics = &request.v3_and_below_topics;
     let mut refusals: Vec<(usize, ResponseError)> = Vec::new();
     let table = ctx.state.shared.metadata.current();
@@ -75,4 +84,64 @@ pub async fn handle(
         })
         .collect();
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+}
+
+/// v4+: each transaction verified (`verify_only`) or added, one answer per partition.
+async fn handle_batched(
+    ctx: &Rc<BrokerCtx>,
+    request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let mut results = Vec::with_capacity(request.transactions.len());
+    for transaction in request.transactions {
+        let id = transaction.transactional_id.0.to_string();
+        let producer = (transaction.producer_id.0, transaction.producer_epoch);
+        let mut topic_results = Vec::with_capacity(transaction.topics.len());
+        let added = match transaction.verify_only {
+            true => None,
+            false => {
+                let partitions: TxnPartitions = transaction
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.name.0.to_string(),
+                            t.partitions.iter().copied().collect::<BTreeSet<_>>(),
+                        )
+                    })
+                    .collect();
+                Some(requests::add_partitions(ctx, id.clone(), producer, partitions).await)
+            }
+        };
+        for topic in &transaction.topics {
+            let mut partitions = Vec::with_capacity(topic.partitions.len());
+            for &partition in &topic.partitions {
+                let outcome = match &added {
+                    Some(outcome) => *outcome,
+                    None => {
+                        let tp = TopicPartition {
+                            topic: topic.name.0.as_str().into(),
+                            partition,
+                        };
+                        verification::verify_here(ctx, &id, producer, &tp).await
+                    }
+                };
+                partitions.push(
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(partition)
+                        .with_partition_error_code(outcome.err().map_or(0, |e| e.code())),
+                );
+            }
+            topic_results.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_results_by_partition(partitions),
+            );
+        }
+        results.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(transaction.transactional_id)
+                .with_topic_results(topic_results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
 }

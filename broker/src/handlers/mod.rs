@@ -569,7 +569,7 @@ async fn handle_partition_or_admin_api(
         }
         request => match cluster_api(ctx, request, version).await {
             Ok(response) => response,
-            Err(request) => match transaction_api(ctx, access, request).await {
+            Err(request) => match transaction_api(ctx, access, request, version).await {
                 Ok(response) => response,
                 Err(request) => security_api(ctx, access, request)
                     .await
@@ -578,6 +578,7 @@ async fn handle_partition_or_admin_api(
         },
     };
     quota_checks::set_throttle(&mut response, throttle);
+    crate::transactions::fencing::answer_fencing_as_version_knows(&mut response, version);
     respond(api_key, version, correlation_id, &response)
 }
 
@@ -618,10 +619,11 @@ async fn transaction_api(
     ctx: &Rc<BrokerCtx>,
     access: &Access,
     request: RequestKind,
+    version: i16,
 ) -> Result<ResponseKind, RequestKind> {
     Ok(match request {
         RequestKind::AddPartitionsToTxn(r) => {
-            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(ctx, access, r).await)
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(ctx, access, r, version).await)
         }
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(ctx, access, r).await)

@@ -6,6 +6,7 @@ use laminar_security::Operation;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -13,8 +14,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::Decodable;
-use laminar_engine::log::batch::{BatchError, HEADER_LEN};
-use laminar_engine::partition::{AppendInfo, LogError};
+use laminar_engine::log::batch::{BatchError, BatchHeader, HEADER_LEN};
+use laminar_engine::partition::{AppendInfo, LogError, Partition};
 
 use crate::broker::{on_owning_shards, BrokerCtx, PartitionAccessError, TopicPartition};
 use crate::clock::now_ms;
@@ -22,6 +23,7 @@ use crate::config::FsyncSetting;
 use crate::errors::partition_error_code;
 use crate::handlers::partition_answers::{items_by_partition, push_partition};
 use crate::handlers::{ConnectionState, Outcome, RequestError};
+use crate::transactions::verification;
 
 const ACKS_NONE: i16 = 0;
 const ACKS_LEADER: i16 = 1;
@@ -59,27 +61,33 @@ pub fn handle(
         .order
         .take_place(items.iter().filter(|(_, r)| r.is_ok()).map(|(tp, _)| tp));
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let transactional_id: Option<Arc<str>> =
+        request.transactional_id.as_ref().map(|id| Arc::from(id.as_str()));
     let ctx = ctx.clone();
     Produced::Pending(Box::pin(async move {
         place.wait().await;
         let now_ms = now_ms();
-        let results = on_owning_shards(&ctx, items, move |there, tp, records| async move {
-            let records =
-                records?.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
-                    needed: HEADER_LEN,
-                    available: 0,
-                })))?;
-            let partition = there.state.partition(&tp).await?;
-            let replication = there.state.replication.as_ref();
-            if let (ACKS_ALL, Some(replication)) = (acks, replication) {
-                replication.check_min_isr(&tp, there.state.shared.min_insync_replicas(&tp.topic))?;
+        let results = on_owning_shards(&ctx, items, move |there, tp, records| {
+            let transactional_id = transactional_id.clone();
+            async move {
+                let records =
+                    records?.ok_or(PartitionAccessError::Log(LogError::Batch(BatchError::NeedMore {
+                        needed: HEADER_LEN,
+                        available: 0,
+                    })))?;
+                let partition = there.state.partition(&tp).await?;
+                let replication = there.state.replication.as_ref();
+                if let (ACKS_ALL, Some(replication)) = (acks, replication) {
+                    replication.check_min_isr(&tp, there.state.shared.min_insync_replicas(&tp.topic))?;
+                }
+                check_transaction(&there, transactional_id.as_deref(), (&tp, &partition), &records).await?;
+                let info = partition.append(records, now_ms).await?;
+                crate::maintenance::sync_rolled_segment(&tp, &partition);
+                if let Some(replication) = replication {
+                    replication.leader_appended(&tp, &partition);
+                }
+                Ok(info)
             }
-            let info = partition.append(records, now_ms).await?;
-            crate::maintenance::sync_rolled_segment(&tp, &partition);
-            if let Some(replication) = replication {
-                replication.leader_appended(&tp, &partition);
-            }
-            Ok(info)
         })
         .await;
         drop(place);
@@ -89,6 +97,34 @@ pub fn handle(
             _ => Some(answer(results)),
         }
     }))
+}
+
+/// A transactional batch needs the request's transactional id (INVALID_RECORD without one,
+/// as Kafka), and the first one of a producer's transaction in this partition needs the
+/// coordinator to say the producer added the partition (KIP-890 part 1,
+/// `transactions::verification`).
+async fn check_transaction(
+    ctx: &Rc<BrokerCtx>,
+    transactional_id: Option<&str>,
+    (tp, partition): (&TopicPartition, &Partition),
+    records: &Bytes,
+) -> Result<(), PartitionAccessError> {
+    let Ok(header) = BatchHeader::parse(records) else {
+        return Ok(()); // the append refuses the bytes with their own error
+    };
+    if !header.is_transactional() || header.is_control() {
+        return Ok(());
+    }
+    let Some(transactional_id) = transactional_id else {
+        return Err(PartitionAccessError::Refused(ResponseError::InvalidRecord));
+    };
+    if partition.has_open_txn(header.producer_id) {
+        return Ok(());
+    }
+    let producer = (header.producer_id, header.producer_epoch);
+    verification::verify(ctx, transactional_id, producer, tp)
+        .await
+        .map_err(PartitionAccessError::Refused)
 }
 
 /// A partition's records as the request gave them, or why they are refused before any append.

@@ -173,30 +173,23 @@ fn marker_error(error: PartitionAccessError) -> ResponseError {
     ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
 }
 
-/// Sends `marker` for `tps` to broker `node` with WriteTxnMarkers, from a thread of its own
-/// (the inter-broker client blocks); true for each partition it wrote.
+/// Sends `marker` for `tps` to broker `node` with WriteTxnMarkers; true for each partition it
+/// wrote.
 async fn write_remote(
     ctx: &Rc<BrokerCtx>,
     node: NodeId,
     marker: Marker,
     tps: &[TopicPartition],
 ) -> Vec<bool> {
-    let replication = ctx.state.replication.as_ref().expect("a cluster replicates");
-    let Some(address) = crate::replication::fetcher::source_address(ctx, node, &replication.settings) else {
-        return vec![false; tps.len()];
-    };
     let request = marker_request(marker, tps);
-    let security = replication.fetch_security.clone();
-    let (answer, answered) = futures::channel::oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name("laminar-txn-markers".into())
-        .spawn(move || {
-            let _ = answer.send(send_markers(&address, security, &request));
-        });
-    if spawned.is_err() {
-        return vec![false; tps.len()];
-    }
-    let Ok(Ok(response)) = answered.await else {
+    let Some(response) = crate::peer_request::call(
+        ctx,
+        node,
+        (request, None),
+        MARKER_TIMEOUT + Duration::from_secs(5),
+    )
+    .await
+    else {
         return vec![false; tps.len()];
     };
     tps.iter()
@@ -234,19 +227,4 @@ fn marker_request(marker: Marker, tps: &[TopicPartition]) -> WriteTxnMarkersRequ
         .with_topics(topics)
         .with_coordinator_epoch(marker.coordinator_epoch);
     WriteTxnMarkersRequest::default().with_markers(vec![written])
-}
-
-fn send_markers(
-    address: &str,
-    security: laminar_client::Security,
-    request: &WriteTxnMarkersRequest,
-) -> Result<kafka_protocol::messages::WriteTxnMarkersResponse, laminar_client::ClientError> {
-    let config = laminar_client::ClientConfig {
-        client_id: "laminar-txn-markers".to_owned(),
-        frame_bytes_max: 1 << 20,
-        connect_timeout: Duration::from_secs(5),
-        io_timeout: Some(MARKER_TIMEOUT + Duration::from_secs(5)),
-        security,
-    };
-    laminar_client::Connection::connect(address, &config)?.request(request)
 }

@@ -18,6 +18,7 @@ pub mod records;
 pub mod requests;
 pub mod state;
 pub mod store;
+pub mod verification;
 
 use std::future::Future;
 use std::rc::Rc;

@@ -126,6 +126,15 @@ impl<S: Storage> Partition<S> {
         Ok(listed.collect())
     }
 
+    /// Whether `producer_id` has a transaction open here: its next transactional batch
+    /// continues it, so the coordinator need not be asked again (KIP-890).
+    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.producers
+            .borrow()
+            .get(producer_id)
+            .is_some_and(|entry| entry.txn_first_offset.is_some())
+    }
+
     /// Every producer the partition knows, by ascending id (DescribeProducers).
     pub fn producers(&self) -> Vec<ProducerDescription> {
         let table = self.producers.borrow();

@@ -178,7 +178,7 @@ fn encode_body(api: ApiKey, version: i16, variant: usize, marks: &Marks) -> Resu
 }
 
 fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<RequestKind> {
-    if let Some(request) = quorum_admin(api).or_else(|| txn::seed(api, marks)) {
+    if let Some(request) = quorum_admin(api).or_else(|| txn::seed(api, v, marks)) {
         return Ok(request);
     }
     Ok(match api {

@@ -10,9 +10,9 @@ use super::Marks;
 const TRANSACTIONAL_ID: &str = "fuzz-tx";
 
 /// The seed of `api` if it is one of these.
-pub fn seed(api: ApiKey, marks: &Marks) -> Option<RequestKind> {
+pub fn seed(api: ApiKey, version: i16, marks: &Marks) -> Option<RequestKind> {
     Some(match api {
-        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(add_partitions_to_txn(marks)),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(add_partitions_to_txn(version, marks)),
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(add_offsets_to_txn()),
         ApiKey::EndTxn => RequestKind::EndTxn(end_txn()),
         ApiKey::WriteTxnMarkers => RequestKind::WriteTxnMarkers(write_txn_markers(marks)),
@@ -23,8 +23,9 @@ pub fn seed(api: ApiKey, marks: &Marks) -> Option<RequestKind> {
     })
 }
 
-pub fn add_partitions_to_txn(marks: &Marks) -> AddPartitionsToTxnRequest {
-    let topics = TOPICS
+/// v0-3 as a client adds the fuzz topics; v4 as a broker verifies them.
+pub fn add_partitions_to_txn(version: i16, marks: &Marks) -> AddPartitionsToTxnRequest {
+    let topics: Vec<_> = TOPICS
         .iter()
         .map(|name| {
             add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
@@ -32,6 +33,15 @@ pub fn add_partitions_to_txn(marks: &Marks) -> AddPartitionsToTxnRequest {
                 .with_partitions(marks.partitions.to_vec())
         })
         .collect();
+    if version >= 4 {
+        let transaction = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(s(TRANSACTIONAL_ID)))
+            .with_producer_id(ProducerId(1))
+            .with_producer_epoch(0)
+            .with_verify_only(true)
+            .with_topics(topics);
+        return AddPartitionsToTxnRequest::default().with_transactions(vec![transaction]);
+    }
     AddPartitionsToTxnRequest::default()
         .with_v3_and_below_transactional_id(TransactionalId(s(TRANSACTIONAL_ID)))
         .with_v3_and_below_producer_id(ProducerId(1))
