@@ -77,10 +77,11 @@ pub fn get_string(buf: &mut Bytes) -> Result<String, FieldError> {
     Ok(get_nullable_string(buf)?.unwrap_or_default())
 }
 
-pub fn get_bytes(buf: &mut Bytes) -> Result<Bytes, FieldError> {
+/// `bytes` where a negative length (null) reads as empty.
+pub fn get_nullable_bytes(buf: &mut Bytes) -> Result<Bytes, FieldError> {
     let len = get_i32(buf)?;
     if len < 0 {
-        return Err(FieldError::NegativeLength(len));
+        return Ok(Bytes::new());
     }
     need(buf, len as usize)?;
     Ok(buf.split_to(len as usize))

@@ -22,7 +22,7 @@
 //! A record with a null value is a tombstone: the offset, or the whole group, was deleted.
 //! Replay applies records in log order; the last record for a key wins.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 
 use laminar_engine::log::batch::BatchHeader;
@@ -30,6 +30,10 @@ use laminar_engine::partition::TxnResult;
 use laminar_protocol::records::{self as client_records, plain_record};
 
 use super::transactions::ReplayedBatch;
+use crate::internal_records::{
+    get_i16, get_i32, get_i64, get_nullable_bytes, get_nullable_string, get_string, put_bytes,
+    put_nullable_string, put_string, FieldError,
+};
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_KEY_VERSION_LEGACY: i16 = 0;
@@ -83,10 +87,8 @@ pub enum GroupRecord {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RecordError {
-    #[error("record ends early")]
-    Truncated,
-    #[error("record is not valid UTF-8")]
-    BadString,
+    #[error(transparent)]
+    Field(#[from] FieldError),
     #[error("unknown {what} version {version}")]
     UnknownVersion { what: &'static str, version: i16 },
     #[error("record without a key")]
@@ -207,8 +209,8 @@ fn decode_group_value(mut buf: Bytes) -> Result<GroupValue, RecordError> {
             client_host: get_string(&mut buf)?,
             rebalance_timeout_ms: get_i32(&mut buf)?,
             session_timeout_ms: get_i32(&mut buf)?,
-            subscription: get_bytes(&mut buf)?,
-            assignment: get_bytes(&mut buf)?,
+            subscription: get_nullable_bytes(&mut buf)?,
+            assignment: get_nullable_bytes(&mut buf)?,
         });
     }
     Ok(GroupValue {
@@ -299,70 +301,6 @@ pub fn decode_batch(mut batch: Bytes) -> Result<Vec<GroupRecord>, RecordError> {
         .filter(|r| !r.control)
         .map(|r| GroupRecord::decode(r.key.ok_or(RecordError::NoKey)?, r.value))
         .collect()
-}
-
-fn put_string(out: &mut BytesMut, s: &str) {
-    out.put_i16(s.len() as i16);
-    out.put_slice(s.as_bytes());
-}
-
-fn put_nullable_string(out: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_string(out, s),
-        None => out.put_i16(-1),
-    }
-}
-
-fn put_bytes(out: &mut BytesMut, b: &[u8]) {
-    out.put_i32(b.len() as i32);
-    out.put_slice(b);
-}
-
-fn need(buf: &Bytes, n: usize) -> Result<(), RecordError> {
-    if buf.remaining() < n {
-        return Err(RecordError::Truncated);
-    }
-    Ok(())
-}
-
-fn get_i16(buf: &mut Bytes) -> Result<i16, RecordError> {
-    need(buf, 2)?;
-    Ok(buf.get_i16())
-}
-
-fn get_i32(buf: &mut Bytes) -> Result<i32, RecordError> {
-    need(buf, 4)?;
-    Ok(buf.get_i32())
-}
-
-fn get_i64(buf: &mut Bytes) -> Result<i64, RecordError> {
-    need(buf, 8)?;
-    Ok(buf.get_i64())
-}
-
-fn get_nullable_string(buf: &mut Bytes) -> Result<Option<String>, RecordError> {
-    let len = get_i16(buf)?;
-    if len < 0 {
-        return Ok(None);
-    }
-    need(buf, len as usize)?;
-    let raw = buf.split_to(len as usize);
-    String::from_utf8(raw.to_vec())
-        .map(Some)
-        .map_err(|_| RecordError::BadString)
-}
-
-fn get_string(buf: &mut Bytes) -> Result<String, RecordError> {
-    Ok(get_nullable_string(buf)?.unwrap_or_default())
-}
-
-fn get_bytes(buf: &mut Bytes) -> Result<Bytes, RecordError> {
-    let len = get_i32(buf)?;
-    if len < 0 {
-        return Ok(Bytes::new());
-    }
-    need(buf, len as usize)?;
-    Ok(buf.split_to(len as usize))
 }
 
 #[cfg(test)]
@@ -470,7 +408,7 @@ mod tests {
     fn truncated_and_unknown_records_are_errors() {
         assert_eq!(
             GroupRecord::decode(Bytes::from_static(&[0, 1, 0, 5, b'g']), None),
-            Err(RecordError::Truncated)
+            Err(RecordError::Field(FieldError::Truncated))
         );
         assert!(matches!(
             GroupRecord::decode(Bytes::from_static(&[0, 9]), None),
