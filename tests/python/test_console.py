@@ -1,7 +1,8 @@
 """The console (/ui) in a real browser: headless Chromium driven by Selenium through Debian's
 chromium-driver, against a real broker holding topics, records and a consumer group. Each page is
 loaded and what it shows is checked against the data; a topic is created and deleted through the
-forms (the delete confirmed by typing its name), a group's offsets are reset after a preview.
+forms (the delete confirmed by typing its name), a group's offsets are reset after a preview, and
+transactions left open, committed and aborted by their timeout show in the Transactions view.
 
 Screenshots of the main pages go to $LAMINAR_SCREENSHOTS_DIR (default: a temporary directory);
 `LAMINAR_SCREENSHOTS_DIR=docs/console` refreshes the README's pictures."""
@@ -136,6 +137,7 @@ def test_console_pages_actions_and_screenshots(console_broker, browser, shots):
     check_topics_and_create(driver, broker, shots)
     check_one_topic(driver, broker, shots)
     check_groups_and_reset(driver, broker, shots)
+    check_transactions(driver, broker, shots)
     assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
     check_delete(driver, broker)
 
@@ -202,6 +204,7 @@ def check_one_topic(driver, broker, shots):
     rows = driver.find_elements(By.CSS_SELECTOR, "#partitions tbody tr")
     assert [cells(r)[:4] for r in rows] == [[str(p), "1", "1", "1"] for p in range(3)]
     assert [cells(r)[5] for r in rows] == ["11", "10", "10"]  # high watermarks (partition 0: 10 + 1 raw)
+    assert [cells(r)[6] for r in rows] == ["11", "10", "10"]  # no transaction: all stable
     form = driver.find_element(By.ID, "browse")
     Select(form.find_element(By.NAME, "mode")).select_by_value("offset")
     form.find_element(By.NAME, "at").send_keys("2")
@@ -249,6 +252,56 @@ def check_groups_and_reset(driver, broker, shots):
     wait_for(driver, "#reset-done")
     after = api(broker, "/v1/groups/billing")["offsets"]
     assert after and all(o["committed_offset"] == 0 for o in after if o["topic"] == "orders")
+
+
+def transactional_producer(broker, transactional_id, partition, timeout_ms=60000):
+    """A producer of `transactional_id` with a transaction begun, one record written to
+    `payments` `partition` and acknowledged: still open."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4",
+                         "transactional.id": transactional_id, "transaction.timeout.ms": timeout_ms})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("payments", value=f"from {transactional_id}", partition=partition)
+    assert producer.flush(TIMEOUT_S) == 0
+    return producer
+
+
+def check_transactions(driver, broker, shots):
+    """`audit-committed` committed, `billing-open` left open, `cleanup-stale` left open with a
+    short timeout: highlighted past half of it, then aborted by the coordinator."""
+    client = AdminClient({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4"})
+    client.create_topics([NewTopic("payments", 3, 1)], operation_timeout=TIMEOUT_S)["payments"].result(TIMEOUT_S)
+    committed = transactional_producer(broker, "audit-committed", 0)
+    committed.commit_transaction(TIMEOUT_S)
+    open_one = transactional_producer(broker, "billing-open", 1)
+    stale = transactional_producer(broker, "cleanup-stale", 2, timeout_ms=8000)
+    open_page(driver, broker, "#/transactions")
+    wait_for(driver, 'tr[data-transaction="billing-open"]')
+    [row] = table_rows(driver, 'tr[data-transaction="billing-open"]')
+    txn_id, state, producer_id, epoch, age, timeout, _, partitions = row
+    assert (txn_id, state, timeout, partitions) == ("billing-open", "Ongoing", "1 min", "payments: 1")
+    listed = {t["transactional_id"]: t for t in api(broker, "/v1/transactions")["transactions"]}
+    assert [producer_id, epoch] == [str(listed["billing-open"][k]) for k in ("producer_id", "producer_epoch")]
+    assert age.endswith(" s")
+    assert not driver.find_elements(By.CSS_SELECTOR, 'tr[data-transaction="billing-open"] td.old')
+    # Past 4 s of its 8 s, the stale one's age is highlighted; the open ones come first.
+    wait_for(driver, 'tr[data-transaction="cleanup-stale"] td.old')
+    order = [row[0] for row in table_rows(driver, "#transactions tbody tr")]
+    assert order == ["billing-open", "cleanup-stale", "audit-committed"], order
+    driver.save_screenshot(str(shots / "transactions.png"))
+    wait_for(driver, 'tr[data-transaction="cleanup-stale"]', "CompleteAbort")
+    rows = table_rows(driver, "#transactions tbody tr")
+    assert [(row[0], row[1]) for row in rows] == [
+        ("billing-open", "Ongoing"), ("audit-committed", "CompleteCommit"), ("cleanup-stale", "CompleteAbort")], rows
+    Select(driver.find_element(By.CSS_SELECTOR, "#transaction-filter select")).select_by_value("Ongoing")
+    WebDriverWait(driver, TIMEOUT_S).until(
+        lambda d: d.execute_script("return document.body.dataset.loaded") == "#/transactions/Ongoing")
+    assert [row[0] for row in table_rows(driver, "#transactions tbody tr")] == ["billing-open"]
+    open_page(driver, broker, "#/overview")
+    counts = [text_of(driver, f"#card-txn-{name}") for name in ("ongoing", "committed", "aborted")]
+    assert counts == ["1", "1", "1"], counts
+    assert text_of(driver, "#card-lso-lag") == "1"  # billing-open's record
+    del committed, open_one, stale
 
 
 def check_delete(driver, broker):

@@ -64,7 +64,7 @@ impl TxnFilter {
 }
 
 /// The state Kafka names `name`.
-fn state_named(name: &str) -> Option<TxnState> {
+pub fn state_named(name: &str) -> Option<TxnState> {
     (0..=i8::MAX)
         .map_while(TxnState::from_id)
         .find(|state| state.name() == name)
@@ -81,24 +81,24 @@ pub async fn handle(
         Ok(listed) => listed,
         Err(error) => return response.with_error_code(error.code()),
     };
-    listed.retain(|(id, _, _)| may_describe(access, id));
-    listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let states = listed.into_iter().map(|(id, producer_id, state)| {
+    listed.retain(|(id, _)| may_describe(access, id));
+    let states = listed.into_iter().map(|(id, value)| {
         TransactionState::default()
             .with_transactional_id(TransactionalId(StrBytes::from_string(id)))
-            .with_producer_id(ProducerId(producer_id))
-            .with_transaction_state(StrBytes::from_static_str(state.name()))
+            .with_producer_id(ProducerId(value.producer_id))
+            .with_transaction_state(StrBytes::from_static_str(value.state.name()))
     });
     response.with_transaction_states(states.collect())
 }
 
-/// `(id, producer id, state)` of every transaction matching `filter` on every shard; one entry
-/// per id the shards coordinate at most. COORDINATOR_LOAD_IN_PROGRESS while any shard loads a
-/// `__transaction_state` partition (its ids are not all known yet), as Kafka answers.
-async fn gather(
+/// Every transaction matching `filter` on every shard, by transactional id: one entry per id the
+/// shards coordinate at most. COORDINATOR_LOAD_IN_PROGRESS while any shard loads a
+/// `__transaction_state` partition (its ids are not all known yet), as Kafka answers. Also what
+/// the admin HTTP API's `/v1/transactions` lists.
+pub async fn gather(
     ctx: &Rc<BrokerCtx>,
     filter: &TxnFilter,
-) -> Result<Vec<(String, i64, TxnState)>, ResponseError> {
+) -> Result<Vec<(String, TxnValue)>, ResponseError> {
     let per_shard = (0..ctx.shard_count()).map(|shard| {
         let filter = filter.clone();
         ctx.submit_to(shard, move |there| async move { listed_here(&there, &filter) })
@@ -107,11 +107,12 @@ async fn gather(
     for answer in futures::future::join_all(per_shard).await {
         listed.extend(answer.unwrap_or(Err(ResponseError::CoordinatorNotAvailable))?);
     }
+    listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok(listed)
 }
 
 /// The matching transactions of this shard's coordinator.
-fn listed_here(ctx: &BrokerCtx, filter: &TxnFilter) -> Result<Vec<(String, i64, TxnState)>, ResponseError> {
+fn listed_here(ctx: &BrokerCtx, filter: &TxnFilter) -> Result<Vec<(String, TxnValue)>, ResponseError> {
     let coordinator = &ctx.state.transactions;
     let loading = coordinator
         .loaded_partitions()
@@ -120,11 +121,9 @@ fn listed_here(ctx: &BrokerCtx, filter: &TxnFilter) -> Result<Vec<(String, i64, 
     if loading {
         return Err(ResponseError::CoordinatorLoadInProgress);
     }
-    let matching = coordinator
-        .snapshot()
-        .into_iter()
-        .filter(|(_, v)| filter.matches(v));
-    Ok(matching.map(|(id, v)| (id, v.producer_id, v.state)).collect())
+    let mut matching = coordinator.snapshot();
+    matching.retain(|(_, v)| filter.matches(v));
+    Ok(matching)
 }
 
 #[cfg(test)]

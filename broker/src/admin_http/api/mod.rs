@@ -5,7 +5,8 @@
 //! handler for it (CreateTopics, CreatePartitions, DeleteTopics, OffsetCommit), so an action here
 //! follows exactly the rules, limits and cluster paths of the Kafka API. Reads use the same
 //! handlers where one answers the question (Metadata, DescribeConfigs, ListGroups,
-//! DescribeGroups, OffsetFetch) and the owning shards otherwise (offsets, sizes, records).
+//! DescribeGroups, OffsetFetch, ListTransactions' gathering) and the owning shards otherwise
+//! (offsets, sizes, records).
 //!
 //! Everything from the request is checked before use: paths match a fixed set, query parameters
 //! are a fixed set parsed strictly, bodies are JSON of a fixed shape (`deny_unknown_fields`) of at
@@ -18,6 +19,7 @@ pub mod groups;
 pub mod overview;
 pub mod records;
 pub mod topics;
+pub mod transactions;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -133,6 +135,7 @@ async fn dispatch(ctx: &Rc<BrokerCtx>, head: &RequestHead, body: &[u8], admin: &
         ("POST", ["v1", "groups", id, "reset-offsets"]) => {
             groups::reset_offsets(ctx, &decode(id)?, json_body(head, body)?).await
         }
+        ("GET", ["v1", "transactions"]) => transactions::list(ctx, &query).await,
         (_, path) => match allowed_methods(path) {
             Some(allow) => {
                 let message = format!("{method} is not served on {}", head.path);
@@ -148,7 +151,7 @@ async fn dispatch(ctx: &Rc<BrokerCtx>, head: &RequestHead, body: &[u8], admin: &
 /// The methods an API path serves (for a 405's `Allow`), or `None` for no such path.
 fn allowed_methods(path: &[&str]) -> Option<&'static str> {
     Some(match path {
-        ["v1", "overview" | "history" | "groups"] => "GET",
+        ["v1", "overview" | "history" | "groups" | "transactions"] => "GET",
         ["v1", "topics"] => "GET, POST",
         ["v1", "topics", _] => "GET, DELETE",
         ["v1", "topics", _, "partitions"] => "POST",

@@ -15,7 +15,7 @@ use crate::metrics::histogram::HistogramSnapshot;
 use crate::metrics::{self, api_name, SnapshotDetail};
 
 /// `GET /v1/overview`: brokers, topics and partitions, traffic totals and the latest rates,
-/// request latency per API since start, each log dir's disk, open descriptors.
+/// request latency per API since start, each log dir's disk, open descriptors, transactions.
 pub async fn get(ctx: &Rc<BrokerCtx>, admin: &Rc<AdminState>, query: &Query) -> ApiResult {
     query.only(&[])?;
     history::watched(ctx, admin);
@@ -73,7 +73,19 @@ pub async fn get(ctx: &Rc<BrokerCtx>, admin: &Rc<AdminState>, query: &Query) -> 
         "fdatasync_p99_ms": quantile_ms(&snapshot.fdatasync(), &HistogramSnapshot::default(), 0.99),
         "log_dirs": log_dirs(&shared.config.log_dirs),
         "descriptors": descriptors(&snapshot.descriptors),
+        "transactions": transactions(&snapshot),
     }))
+}
+
+/// The transaction figures `/metrics` exports, added up over the shards.
+fn transactions(snapshot: &metrics::BrokerSnapshot) -> serde_json::Value {
+    let each = || snapshot.shards.iter().map(|s| s.transactions);
+    json!({
+        "ongoing": each().map(|t| t.ongoing).sum::<u64>(),
+        "committed_total": each().map(|t| t.committed).sum::<u64>(),
+        "aborted_total": each().map(|t| t.aborted).sum::<u64>(),
+        "last_stable_offset_lag": each().map(|t| t.last_stable_offset_lag).sum::<u64>(),
+    })
 }
 
 /// Each log dir with its file system's size and free space (statvfs).

@@ -33,6 +33,8 @@ const TOPIC_RESOURCE: i8 = 2;
 pub struct Figures {
     pub log_start_offset: i64,
     pub high_watermark: i64,
+    /// Where a read_committed consumer stops: below the first open transaction's first record.
+    pub last_stable_offset: i64,
     pub log_end_offset: i64,
     pub size_bytes: u64,
 }
@@ -65,6 +67,7 @@ pub async fn figures(
         Ok(open.map(|p| Figures {
             log_start_offset: p.log_start_offset().get(),
             high_watermark: p.high_watermark().get(),
+            last_stable_offset: p.last_stable_offset().get(),
             log_end_offset: p.log_end_offset().get(),
             size_bytes: p.size_bytes(),
         }))
@@ -156,6 +159,7 @@ pub async fn describe(ctx: &Rc<BrokerCtx>, name: &str, query: &Query) -> ApiResu
                 "offline_replicas": p.offline_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
                 "log_start_offset": f.map(|f| f.log_start_offset),
                 "high_watermark": f.map(|f| f.high_watermark),
+                "last_stable_offset": f.map(|f| f.last_stable_offset),
                 "log_end_offset": f.map(|f| f.log_end_offset),
                 "size_bytes": f.map(|f| f.size_bytes),
             })

@@ -184,6 +184,8 @@ async function overviewPage() {
       card("Log size", bytes(o.log_bytes), "card-log-bytes"),
       card("Open descriptors", `${num(d.open)} / ${num(d.limit)}`, "card-descriptors"),
       card("Uptime", `${Math.floor(o.uptime_seconds / 60)} min`, "card-uptime")),
+    h("h2", {}, h("a", { href: "#/transactions" }, "Transactions")),
+    transactionCards(o.transactions),
     h("h2", {}, "Last minutes"),
     h("p", { class: "muted" }, `Sampled every ${history.sample_every_seconds} s while this page is open ` +
       `(at most ${history.samples_max} samples).`),
@@ -195,6 +197,16 @@ async function overviewPage() {
     h("h2", {}, "Brokers"),
     table(["Node", "Kafka listener"], brokers, { id: "brokers" }));
   timer = setTimeout(() => route(), REFRESH_MS);
+}
+
+/** The transaction figures /metrics exports: open now, ended since start, how far consumers of
+ * committed data trail. */
+function transactionCards(t) {
+  return h("div", { class: "cards", id: "transaction-cards" },
+    card("Open", num(t.ongoing), "card-txn-ongoing"),
+    card("Committed", num(t.committed_total), "card-txn-committed"),
+    card("Aborted", num(t.aborted_total), "card-txn-aborted"),
+    card("Last stable offset lag", num(t.last_stable_offset_lag), "card-lso-lag"));
 }
 
 // ---------------------------------------------------------------- topics
@@ -270,7 +282,7 @@ async function topicPage(name) {
     h("td", { class: "num" }, p.partition), h("td", { class: "num" }, p.leader),
     h("td", {}, p.replicas.join(", ")), h("td", {}, p.isr.join(", ")),
     h("td", { class: "num" }, num(p.log_start_offset)), h("td", { class: "num" }, num(p.high_watermark)),
-    h("td", { class: "num" }, bytes(p.size_bytes))));
+    h("td", { class: "num" }, num(p.last_stable_offset)), h("td", { class: "num" }, bytes(p.size_bytes))));
   const configs = t.configs.map((c) => h("tr", {},
     h("td", { class: "mono" }, c.name), h("td", { class: "mono" }, c.value === null ? "–" : c.value), h("td", {}, c.source)));
   const grow = h("form", { class: "inline", id: "add-partitions", onsubmit: async (event) => {
@@ -291,7 +303,8 @@ async function topicPage(name) {
     h("label", {}, "Show as", h("select", { name: "as" }, h("option", { value: "text" }, "text"), h("option", { value: "hex" }, "hex"))),
     h("button", { type: "submit" }, "Show records"));
   setPage(h("h1", {}, `Topic ${name}`),
-    table(["Partition ", "Leader ", "Replicas", "ISR", "Start offset ", "High watermark ", "Size "], rows, { id: "partitions" }),
+    table(["Partition ", "Leader ", "Replicas", "ISR", "Start offset ", "High watermark ", "Last stable offset ", "Size "],
+      rows, { id: "partitions" }),
     grow,
     h("h2", {}, "Records"), browser, h("div", { id: "records" }),
     h("h2", {}, "Configs"), table(["Name", "Value", "Source"], configs, { id: "configs" }));
@@ -413,6 +426,71 @@ async function previewReset(id, execute) {
   } catch (e) { showError(e); }
 }
 
+// ---------------------------------------------------------------- transactions
+
+const TXN_STATES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+  "Dead", "PrepareEpochFence"];
+// The states of a transaction still open: its age counts against its timeout.
+const OPEN_TXN_STATES = new Set(["Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"]);
+
+/** A duration in ms as "4 s", "3 min 20 s", "1 min", "2 h 5 min". */
+function duration(n) {
+  const seconds = Math.max(0, Math.floor(n / 1000));
+  const [big, unit, small, smallUnit] = seconds < 3600
+    ? [Math.floor(seconds / 60), "min", seconds % 60, "s"]
+    : [Math.floor(seconds / 3600), "h", Math.floor(seconds / 60) % 60, "min"];
+  if (!big) return `${small} ${smallUnit}`;
+  return small ? `${big} ${unit} ${small} ${smallUnit}` : `${big} ${unit}`;
+}
+
+/** "orders: 0, 2; payments: 1" from [{topic, partition}]. */
+function partitionList(partitions) {
+  const byTopic = new Map();
+  for (const p of partitions) byTopic.set(p.topic, [...(byTopic.get(p.topic) || []), p.partition]);
+  return [...byTopic].map(([topic, ids]) => `${topic}: ${ids.join(", ")}`).join("; ");
+}
+
+/** Ongoing first, then the other open ones, each oldest first; then the ended ones by id. */
+function transactionOrder(a, b) {
+  const rank = (t) => (t.state === "Ongoing" ? 0 : OPEN_TXN_STATES.has(t.state) ? 1 : 2);
+  return rank(a) - rank(b) || (rank(a) < 2 ? a.start_ms - b.start_ms : 0) ||
+    a.transactional_id.localeCompare(b.transactional_id);
+}
+
+/** Every transactional id this broker coordinates, refreshed; `state` filters (by the API). */
+async function transactionsPage(state) {
+  const query = state ? `?state=${enc(state)}` : "";
+  const { now_ms: now, transactions } = await api("GET", `/v1/transactions${query}`);
+  const rows = transactions.sort(transactionOrder).map((t) => {
+    const open = OPEN_TXN_STATES.has(t.state);
+    const age = now - t.start_ms;
+    // Past half its timeout an open transaction is close to being aborted by the coordinator.
+    const old = open && age > t.timeout_ms / 2;
+    return h("tr", { "data-transaction": t.transactional_id },
+      h("td", { class: "mono" }, t.transactional_id),
+      h("td", {}, h("span", { class: `pill ${t.state}` }, t.state)),
+      h("td", { class: "num" }, t.producer_id),
+      h("td", { class: "num" }, t.producer_epoch),
+      h("td", { class: old ? "num old" : "num", title: old ? "older than half its timeout" : null },
+        open ? duration(age) : "–"),
+      h("td", { class: "num" }, duration(t.timeout_ms)),
+      h("td", { class: "num" }, `${duration(now - t.last_update_ms)} ago`),
+      h("td", {}, partitionList(t.partitions)));
+  });
+  const filter = h("form", { class: "inline", id: "transaction-filter" },
+    h("label", {}, "State", h("select", { name: "state", onchange: (event) => {
+      location.hash = event.target.value ? `#/transactions/${event.target.value}` : "#/transactions";
+    } }, h("option", { value: "" }, "any"),
+    TXN_STATES.map((x) => h("option", { value: x, selected: x === state }, x)))));
+  setPage(h("h1", {}, "Transactions"), filter,
+    table(["Transactional id", "State", "Producer id ", "Epoch ", "Age ", "Timeout ", "Last update ", "Partitions"],
+      rows, { id: "transactions" }),
+    h("p", { class: "muted" }, "The transactional ids this broker coordinates, with their current or last " +
+      "transaction. An open transaction's age is highlighted past half its timeout, after which the " +
+      "coordinator aborts it."));
+  timer = setTimeout(() => route(), REFRESH_MS);
+}
+
 // ---------------------------------------------------------------- routing
 
 async function route() {
@@ -428,6 +506,7 @@ async function route() {
     else if (page === "topic") await topicPage(decodeURIComponent(arg || ""));
     else if (page === "groups") await groupsPage();
     else if (page === "group") await groupPage(decodeURIComponent(arg || ""));
+    else if (page === "transactions") await transactionsPage(decodeURIComponent(arg || ""));
     else await overviewPage();
     document.body.dataset.loaded = hash;
   } catch (e) {
