@@ -18,6 +18,7 @@ pub mod process;
 pub mod rdkafka_client;
 pub mod scram_cluster;
 pub mod tls_client;
+pub mod transactions;
 pub mod wire;
 pub mod workload;
 

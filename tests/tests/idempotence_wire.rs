@@ -1,52 +1,30 @@
 //! The idempotent producer against the real binary.
 //!
 //! Proves: InitProducerId hands out ids that are never reused across restarts (flexible and
-//! non-flexible versions) and refuses transactional ids; a resent, already acknowledged
-//! idempotent batch is answered with its original offset and not stored twice, also after
+//! non-flexible versions) and keeps a transactional id's producer id, bumping its epoch; a
+//! resent, already acknowledged idempotent batch is answered with its original offset and not
+//! stored twice, also after
 //! kill -9 and after a clean restart; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER and an old
 //! epoch INVALID_PRODUCER_EPOCH; librdkafka with `enable.idempotence=true` and 5 requests in
 //! flight writes thousands of records exactly once, in order, across a kill -9 of the broker.
 
 use anyhow::{bail, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{InitProducerIdRequest, MetadataRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::Record;
 use laminar_tests::rdkafka_client::{create_topic, produce_all, producer, sample_records, unique_topic};
+use laminar_tests::transactions::{self, producer_batch};
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::Broker;
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 
 /// A batch of `count` records `v<seq>` from producer `id`/`epoch` starting at sequence `seq`.
 fn idempotent_batch(id: i64, epoch: i16, seq: i32, count: i32) -> Result<Bytes> {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq + i,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("v{}", seq + i))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options)?;
-    Ok(buf.freeze())
+    producer_batch((id, epoch), seq, count, false)
 }
 
 fn init_producer_id(
@@ -111,7 +89,7 @@ fn expect(actual: (i16, i64), expected: (i16, i64), what: &str) -> Result<()> {
 }
 
 #[test]
-fn init_producer_id_hands_out_fresh_ids_and_refuses_transactional_ids() -> Result<()> {
+fn init_producer_id_hands_out_fresh_ids_and_bumps_a_transactional_ids_epoch() -> Result<()> {
     let broker = Broker::start_default()?;
     let mut conn = WireConnection::connect(broker.addr())?;
     let (error, id, epoch) = init_producer_id(&mut conn, 4, None)?;
@@ -119,11 +97,14 @@ fn init_producer_id_hands_out_fresh_ids_and_refuses_transactional_ids() -> Resul
     let (error, second_id, _) = init_producer_id(&mut conn, 1, None)?;
     assert_eq!(error, 0);
     assert_ne!(second_id, id, "every InitProducerId gets a fresh id");
-    let refused = init_producer_id(&mut conn, 4, Some("txn-1"))?;
-    assert_eq!(
-        refused,
-        (COORDINATOR_NOT_AVAILABLE, -1, -1),
-        "transactions do not exist yet"
+    // A transactional id keeps its producer id; each InitProducerId bumps its epoch, which
+    // fences the previous producer of that id.
+    let (first_id, first_epoch) = transactions::init_producer(&mut conn, "txn-1", 60_000)?;
+    let (again_id, again_epoch) = transactions::init_producer(&mut conn, "txn-1", 60_000)?;
+    assert_eq!((again_id, again_epoch), (first_id, first_epoch + 1));
+    assert!(
+        ![id, second_id].contains(&first_id),
+        "ids are never handed out twice"
     );
     Ok(())
 }

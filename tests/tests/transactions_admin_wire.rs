@@ -8,99 +8,29 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::describe_producers_response::ProducerState;
 use kafka_protocol::messages::describe_transactions_response::TransactionState;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, BrokerId, DescribeProducersRequest,
-    DescribeTransactionsRequest, EndTxnRequest, InitProducerIdRequest, ListOffsetsRequest,
-    ListTransactionsRequest, ProducerId, TopicName, TransactionalId,
+    ApiKey, ApiVersionsRequest, BrokerId, DescribeProducersRequest, DescribeTransactionsRequest,
+    ListOffsetsRequest, ListTransactionsRequest, ProducerId, TopicName, TransactionalId,
 };
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use laminar_tests::cli::{fails, ok_on, rows_starting};
 use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::unique_topic;
+use laminar_tests::transactions::{self, str_bytes, until_settled, SETTLE_WITHIN};
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::Broker;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const NOT_COORDINATOR: i16 = 16;
-const CONCURRENT_TRANSACTIONS: i16 = 51;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-/// How long the coordinator's retriable answers, its markers, or a metric may take.
-const SETTLE_WITHIN: Duration = Duration::from_secs(15);
 /// Records the open transaction writes.
 const OPEN_RECORDS: i64 = 3;
 
-fn str_bytes(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
-/// Asks `ask` again while it answers a retriable coordinator code; its last code otherwise.
-fn until_settled<T>(mut ask: impl FnMut() -> Result<(i16, T)>) -> Result<(i16, T)> {
-    let deadline = Instant::now() + SETTLE_WITHIN;
-    let retriable = [
-        COORDINATOR_LOAD_IN_PROGRESS,
-        COORDINATOR_NOT_AVAILABLE,
-        NOT_COORDINATOR,
-        CONCURRENT_TRANSACTIONS,
-    ];
-    loop {
-        let (code, answer) = ask()?;
-        if !retriable.contains(&code) || Instant::now() > deadline {
-            return Ok((code, answer));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// `count` transactional records of producer `(id, epoch)` from sequence `sequence`.
-fn transactional_batch((id, epoch): (i64, i16), sequence: i32, count: i64) -> Result<Bytes> {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            sequence: sequence + i as i32,
-            timestamp: 1_700_000_000_000 + i,
-            key: None,
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options)?;
-    Ok(buf.freeze())
-}
-
-/// InitProducerId for `transactional_id`: its producer id and epoch.
+/// InitProducerId for `transactional_id`, with a timeout the test never reaches.
 fn init_producer(conn: &mut WireConnection, transactional_id: &str) -> Result<(i64, i16)> {
-    let init = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(str_bytes(transactional_id))))
-        .with_transaction_timeout_ms(600_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let (code, producer) = until_settled(|| {
-        let answer = conn.request(&init, 4)?;
-        Ok((answer.error_code, (answer.producer_id.0, answer.producer_epoch)))
-    })?;
-    anyhow::ensure!(code == 0, "InitProducerId answered {code}");
-    Ok(producer)
+    transactions::init_producer(conn, transactional_id, 600_000)
 }
 
 /// Begins a transaction of `transactional_id` on `(topic, partition)` and writes
@@ -112,36 +42,17 @@ fn write_in_transaction(
     (topic, partition): (&str, i32),
     sequence: i32,
 ) -> Result<i64> {
-    let add = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(str_bytes(transactional_id)))
-        .with_v3_and_below_producer_id(ProducerId(producer.0))
-        .with_v3_and_below_producer_epoch(producer.1)
-        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-            .with_name(TopicName(str_bytes(topic)))
-            .with_partitions(vec![partition])]);
-    let (code, ()) = until_settled(|| {
-        let answer = conn.request(&add, 3)?;
-        let codes = answer
-            .results_by_topic_v3_and_below
-            .iter()
-            .flat_map(|t| &t.results_by_partition);
-        Ok((codes.map(|p| p.partition_error_code).max().unwrap_or(-1), ()))
-    })?;
+    let code = transactions::add_partition(conn, transactional_id, producer, (topic, partition))?;
     anyhow::ensure!(code == 0, "AddPartitionsToTxn answered {code}");
-    let batch = transactional_batch(producer, sequence, OPEN_RECORDS)?;
-    let written = wire::produce(conn, topic, partition, batch, -1)?;
+    let batch = transactions::producer_batch(producer, sequence, OPEN_RECORDS as i32, true)?;
+    let written = transactions::produce(conn, Some(transactional_id), (topic, partition), batch)?;
     anyhow::ensure!(written.error_code == 0, "Produce answered {}", written.error_code);
     Ok(written.base_offset)
 }
 
 /// Ends the transaction of `transactional_id` through its coordinator.
 fn end(conn: &mut WireConnection, transactional_id: &str, producer: (i64, i16), commit: bool) -> Result<()> {
-    let end = EndTxnRequest::default()
-        .with_transactional_id(TransactionalId(str_bytes(transactional_id)))
-        .with_producer_id(ProducerId(producer.0))
-        .with_producer_epoch(producer.1)
-        .with_committed(commit);
-    let (code, ()) = until_settled(|| Ok((conn.request(&end, 3)?.error_code, ())))?;
+    let code = transactions::end(conn, transactional_id, producer, commit)?;
     anyhow::ensure!(code == 0, "EndTxn answered {code}");
     Ok(())
 }

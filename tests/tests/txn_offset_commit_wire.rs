@@ -15,11 +15,11 @@ use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, ApiKey, ApiVersionsRequest, EndTxnRequest, GroupId, InitProducerIdRequest,
-    OffsetFetchRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, ApiKey, ApiVersionsRequest, GroupId, OffsetFetchRequest, ProducerId, TopicName,
+    TransactionalId, TxnOffsetCommitRequest,
 };
-use kafka_protocol::protocol::StrBytes;
 use laminar_tests::rdkafka_client::unique_topic;
+use laminar_tests::transactions::{self, str_bytes, until_settled, SETTLE_WITHIN};
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::Broker;
 
@@ -28,15 +28,6 @@ const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
-const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-const NOT_COORDINATOR: i16 = 16;
-const CONCURRENT_TRANSACTIONS: i16 = 51;
-/// How long a transaction coordinator's retriable answers, or its markers, may take.
-const SETTLE_WITHIN: Duration = Duration::from_secs(15);
-
-fn str_bytes(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
 
 /// A TxnOffsetCommit of `offset` for `(topic, partition)` by producer `producer_id` (epoch 0),
 /// as a producer outside the group's generations sends it.
@@ -183,24 +174,6 @@ fn pending_txn_offsets_are_unstable_and_the_last_committed_one_is_answered_meanw
     Ok(())
 }
 
-/// Asks `ask` again while it answers a retriable error code (a coordinator loading, or an
-/// earlier transaction of the producer still writing its markers); its last code otherwise.
-fn until_settled<T>(mut ask: impl FnMut() -> Result<(i16, T)>) -> Result<(i16, T)> {
-    let deadline = Instant::now() + SETTLE_WITHIN;
-    loop {
-        let (code, answer) = ask()?;
-        let retriable = [
-            COORDINATOR_LOAD_IN_PROGRESS,
-            NOT_COORDINATOR,
-            CONCURRENT_TRANSACTIONS,
-        ];
-        if !retriable.contains(&code) || Instant::now() > deadline {
-            return Ok((code, answer));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// One transaction of `transactional_id` that commits `offset` for the group's partition `tp`
 /// (pending meanwhile) and ends with `commit`.
 fn transaction(
@@ -212,16 +185,8 @@ fn transaction(
     commit: bool,
 ) -> Result<()> {
     let id = TransactionalId(str_bytes(transactional_id));
-    let init = InitProducerIdRequest::default()
-        .with_transactional_id(Some(id.clone()))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    let (code, (producer_id, epoch)) = until_settled(|| {
-        let answer = conn.request(&init, 4)?;
-        Ok((answer.error_code, (answer.producer_id, answer.producer_epoch)))
-    })?;
-    assert_eq!(code, 0, "InitProducerId");
+    let (producer_id, epoch) = transactions::init_producer(conn, transactional_id, 60_000)?;
+    let producer_id = ProducerId(producer_id);
     let add = AddOffsetsToTxnRequest::default()
         .with_transactional_id(id.clone())
         .with_producer_id(producer_id)
@@ -234,12 +199,7 @@ fn transaction(
         .with_producer_epoch(epoch);
     assert_eq!(commit_code(conn, &commit_offsets, 3)?, 0, "TxnOffsetCommit");
     assert_eq!(fetch_v7(conn, group, tp, true)?.0, UNSTABLE_OFFSET_COMMIT);
-    let end = EndTxnRequest::default()
-        .with_transactional_id(id)
-        .with_producer_id(producer_id)
-        .with_producer_epoch(epoch)
-        .with_committed(commit);
-    let (code, ()) = until_settled(|| Ok((conn.request(&end, 3)?.error_code, ())))?;
+    let code = transactions::end(conn, transactional_id, (producer_id.0, epoch), commit)?;
     assert_eq!(code, 0, "EndTxn");
     Ok(())
 }
