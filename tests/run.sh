@@ -4,7 +4,7 @@
 # setup or build step that fails counts as one failed test). Exit status 0 only if nothing failed.
 #
 #   ./tests/run.sh                  everything
-#   ./tests/run.sh rust python      only those suites (rust | python | node), after setup and build
+#   ./tests/run.sh rust python      only those suites (rust | python | node | librdkafka), after setup and build
 #
 # Environment: LAMINAR_BIN (broker binary; default target/debug/laminar), LAMINAR_TEST_GROUPS
 # (1, the default here: also run the consumer-group / idempotence suites; 0 skips them),
@@ -170,9 +170,29 @@ run_node() {
   count "node (kafkajs)" "$passed" "$failed"
 }
 
+# librdkafka's own transaction tests (0103, 0129) built from the rdkafka-sys crate's bundled
+# source (build-essential, zlib1g-dev, python3: already set up above) against a three-node
+# cluster; the script bounds its run and says why when it skips (exit 77).
+run_librdkafka() {
+  say "librdkafka test suite: 0103 transactions, 0129 fetch of aborted messages"
+  local log="$LOGS/librdkafka.log"
+  "$TESTS/librdkafka/run.sh" 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  if [ "$status" -eq 77 ]; then
+    echo "librdkafka suite skipped: $(grep -m1 '^SKIPPED' "$log")"
+    return 0
+  fi
+  local summary passed failed
+  summary="$(grep -E '^librdkafka: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1)"
+  passed=$(echo "$summary" | awk '{print $2+0}')
+  failed=$(echo "$summary" | awk '{print $4+0}')
+  if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  count "librdkafka (0103, 0129)" "$passed" "$failed"
+}
+
 # ---------------------------------------------------------------- main
 suites=("$@")
-[ "${#suites[@]}" -eq 0 ] && suites=(rust python node)
+[ "${#suites[@]}" -eq 0 ] && suites=(rust python node librdkafka)
 started=$SECONDS
 # Tests that write data stop when their disk is nearly full (a build of every test takes several
 # GB): the free space at both ends of the run says whether that was why one failed.
@@ -209,6 +229,7 @@ fi
 if [ "$built" -eq 1 ]; then
   if wants python && [ "$python_ready" -eq 1 ]; then run_python; fi
   if wants node && [ "$node_ready" -eq 1 ]; then run_node; fi
+  if wants librdkafka; then run_librdkafka; fi
 fi
 
 say "summary after $((SECONDS - started)) s (logs in $LOGS)"
