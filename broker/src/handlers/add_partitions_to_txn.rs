@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
@@ -96,9 +97,11 @@ async fn handle_batched(
         let id = transaction.transactional_id.0.to_string();
         let producer = (transaction.producer_id.0, transaction.producer_epoch);
         let mut topic_results = Vec::with_capacity(transaction.topics.len());
-        let added = match transaction.verify_only {
-            true => None,
-            false => {
+        let known = all_known(ctx, &transaction.topics);
+        let added = match (transaction.verify_only, known) {
+            (true, _) => None,
+            (false, false) => Some(Err(ResponseError::UnknownTopicOrPartition)),
+            (false, true) => {
                 let partitions: TxnPartitions = transaction
                     .topics
                     .iter()
@@ -144,4 +147,13 @@ async fn handle_batched(
         );
     }
     AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+/// Whether every partition `topics` name exists (they become the partitions markers go to).
+fn all_known(ctx: &BrokerCtx, topics: &[AddPartitionsToTxnTopic]) -> bool {
+    let table = ctx.state.shared.metadata.current();
+    topics.iter().all(|topic| {
+        let count = table.get(topic.name.0.as_str()).map_or(0, |t| t.partition_count);
+        topic.partitions.iter().all(|p| (0..count).contains(p))
+    })
 }

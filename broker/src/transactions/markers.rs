@@ -141,6 +141,12 @@ pub async fn write_on_owner(
     tp: TopicPartition,
     marker: Marker,
 ) -> Result<(), ResponseError> {
+    // Names from another broker's request: only a partition the topic table has is routed.
+    let table = ctx.state.shared.metadata.current();
+    let count = table.get(&tp.topic).map_or(0, |t| t.partition_count);
+    if !(0..count).contains(&tp.partition) {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
     let shard = laminar_engine::shard::shard_of_partition(&tp.topic, tp.partition, ctx.shard_count());
     let done = ctx
         .submit_to(shard, move |there| async move {
