@@ -797,7 +797,9 @@ fn producer_headers(records: &[u8]) -> BatchHeaders {
     let mut rest = records;
     while !rest.is_empty() {
         match BatchHeader::parse(rest) {
-            Ok(h) if h.total_len() <= rest.len() => {
+            // A negative record count is refused by the append's validation; the producer
+            // rules never see it.
+            Ok(h) if h.total_len() <= rest.len() && h.last_offset_delta >= 0 => {
                 rest = &rest[h.total_len()..];
                 headers.push(h);
             }

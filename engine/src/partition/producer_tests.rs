@@ -305,3 +305,17 @@ fn idle_producers_expire_from_the_partition() {
         assert!(p.producer_entry(1).is_none() && p.producer_entry(2).is_some());
     });
 }
+
+#[test]
+fn a_batch_claiming_a_negative_record_span_is_refused_as_bad_bytes_not_by_producer_rules() {
+    block_on(async {
+        let storage = FaultyStorage::new(1);
+        let p = open(&storage).await;
+        p.append(batch(7, 0, 0, 1), 5).await.unwrap();
+        let mut bad = bytes::BytesMut::from(&batch(7, 0, 1, 1)[..]);
+        bad[23..27].copy_from_slice(&(-5i32).to_be_bytes()); // last offset delta
+        let refused = p.append(bad.freeze(), 5).await.unwrap_err();
+        assert!(matches!(refused, LogError::Batch(_)), "{refused:?}");
+        assert_eq!(p.log_end_offset().get(), 1, "nothing written");
+    });
+}
