@@ -215,6 +215,15 @@ pub async fn write_file_atomically<S: Storage>(storage: &S, path: &Path, data: B
     replace_file(storage, path, data, DirSync::Now).await
 }
 
+/// Where [`replace_file`] writes before its rename: `<name>.tmp`, appended rather than
+/// replacing an extension, so files that differ only in theirs (one checkpoint per shard,
+/// `….shard-0`, `….shard-1`, written at the same moment) never share a temporary file.
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
 /// Writes `data` to a new file at `path`: temp file, fdatasync, rename, and a directory fsync
 /// when `dir_sync` says so (until it, a crash leaves the old file or the new one).
 pub async fn replace_file<S: Storage>(
@@ -223,8 +232,7 @@ pub async fn replace_file<S: Storage>(
     data: Bytes,
     dir_sync: DirSync,
 ) -> io::Result<()> {
-    let mut tmp = PathBuf::from(path);
-    tmp.set_extension("tmp");
+    let tmp = temporary_path(path);
     let file = storage.open(&tmp, true).await?;
     file.truncate(0).await?;
     file.write_at(0, &[&data]).await?;
@@ -235,4 +243,21 @@ pub async fn replace_file<S: Storage>(
         return Ok(());
     }
     storage.sync_dir(parent_dir(path)).await
+}
+
+#[cfg(test)]
+mod temporary_path_tests {
+    use super::*;
+
+    #[test]
+    fn files_differing_only_in_extension_get_their_own_temporary_file() {
+        let shard_0 = temporary_path(Path::new("/d/replication-offset-checkpoint.shard-0"));
+        let shard_1 = temporary_path(Path::new("/d/replication-offset-checkpoint.shard-1"));
+        assert_ne!(shard_0, shard_1);
+        assert_eq!(shard_0, Path::new("/d/replication-offset-checkpoint.shard-0.tmp"));
+        assert_eq!(
+            temporary_path(Path::new("/d/topics.json")),
+            Path::new("/d/topics.json.tmp")
+        );
+    }
 }
