@@ -5,6 +5,8 @@
 //! does not know can hold the last stable offset back. AddPartitionsToTxn v4 (`verify_only`)
 //! answers the same question for another broker.
 
+use std::time::{Duration, Instant};
+
 use anyhow::{ensure, Result};
 use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
@@ -12,12 +14,15 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use laminar_tests::rdkafka_client::unique_topic;
-use laminar_tests::transactions::{self, add_partition, end, init_producer, producer_batch, str_bytes};
+use laminar_tests::transactions::{
+    self, add_partition, end, init_producer, producer_batch, str_bytes, SETTLE_WITHIN,
+};
 use laminar_tests::wire::{self, WireConnection};
 use laminar_tests::Broker;
 
 const INVALID_TXN_STATE: i16 = 48;
 const INVALID_RECORD: i16 = 87;
+const NOT_ENOUGH_REPLICAS: i16 = 19;
 
 /// One transactional record of producer `(id, epoch)` at `sequence`.
 fn transactional_batch(producer: (i64, i16), sequence: i32) -> Result<Bytes> {
@@ -75,8 +80,17 @@ fn a_transactional_batch_is_taken_only_for_a_partition_its_producer_added() -> R
     ensure!(produce_code(&mut conn, &topic, transactional_batch(producer, 1)?, Some(&id))? == 0);
     ensure!(end(&mut conn, &id, producer, true)? == 0);
 
-    // A batch of the ended transaction arriving late opens nothing.
-    let late = produce_code(&mut conn, &topic, transactional_batch(producer, 2)?, Some(&id))?;
+    // A batch of the ended transaction arriving late opens nothing: retriable while the
+    // coordinator still writes the markers (NOT_ENOUGH_REPLICAS, as Kafka), refused after.
+    let late_batch = transactional_batch(producer, 2)?;
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    let late = loop {
+        let code = produce_code(&mut conn, &topic, late_batch.clone(), Some(&id))?;
+        if code != NOT_ENOUGH_REPLICAS || Instant::now() > deadline {
+            break code;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     ensure!(late == INVALID_TXN_STATE, "late batch: {late}");
     ensure!(verify_only(&mut conn, &id, producer, &topic)? == INVALID_TXN_STATE);
     Ok(())

@@ -27,16 +27,18 @@ const VERIFY_VERSION: i16 = 4;
 /// How long a leader waits for another broker's answer.
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Whether producer `(id, epoch)` of `transactional_id` has `tp` in its ongoing transaction:
-/// Ok when it has; INVALID_TXN_STATE when it has not (Kafka's answer to such a produce
-/// before KIP-890 part 2); a retriable error when the coordinator cannot say now.
+/// Whether producer `(id, epoch)` of `transactional_id` has `tp` in its ongoing transaction,
+/// answered as a produce answers it (Kafka's mapping): Ok when it has; INVALID_TXN_STATE when
+/// the partition is not in it; INVALID_PRODUCER_EPOCH when the producer was fenced (clients
+/// take that as fatal); INVALID_PRODUCER_ID_MAPPING for an unknown producer; the retriable
+/// NOT_ENOUGH_REPLICAS while the coordinator cannot say.
 pub async fn verify(
     ctx: &Rc<BrokerCtx>,
     transactional_id: &str,
     producer: (i64, i16),
     tp: &TopicPartition,
 ) -> Result<(), ResponseError> {
-    let count = store::partition_count(ctx).ok_or(ResponseError::InvalidTxnState)?;
+    let count = store::partition_count(ctx).ok_or(ResponseError::InvalidProducerIdMapping)?;
     let remote = ctx.state.shared.cluster.as_ref().and_then(|link| {
         let partition = crate::group::partition_for(transactional_id, count);
         let image = link.image();
@@ -46,30 +48,39 @@ pub async fn verify(
             .leader;
         (leader != link.node_id).then_some(leader)
     });
-    match remote {
+    let verified = match remote {
         None => verify_here(ctx, transactional_id, producer, tp).await,
-        Some(node) => {
-            let request = verify_request(transactional_id, producer, tp);
-            let answer =
-                crate::peer_request::call(ctx, node, (request, Some(VERIFY_VERSION)), VERIFY_TIMEOUT).await;
-            let response = answer.ok_or(ResponseError::NotEnoughReplicas)?;
-            let code = response
-                .results_by_transaction
-                .iter()
-                .flat_map(|t| &t.topic_results)
-                .flat_map(|t| &t.results_by_partition)
-                .map(|p| p.partition_error_code)
-                .find(|code| *code != 0)
-                .unwrap_or(response.error_code);
-            match ResponseError::try_from_code(code) {
-                None => Ok(()),
-                Some(error) => Err(retriable_or_refused(error)),
-            }
-        }
+        Some(node) => verify_there(ctx, node, transactional_id, producer, tp).await,
+    };
+    verified.map_err(as_produce_error)
+}
+
+async fn verify_there(
+    ctx: &Rc<BrokerCtx>,
+    node: laminar_model::NodeId,
+    transactional_id: &str,
+    producer: (i64, i16),
+    tp: &TopicPartition,
+) -> Result<(), ResponseError> {
+    let request = verify_request(transactional_id, producer, tp);
+    let answer = crate::peer_request::call(ctx, node, (request, Some(VERIFY_VERSION)), VERIFY_TIMEOUT).await;
+    let response = answer.ok_or(ResponseError::CoordinatorNotAvailable)?;
+    let code = response
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .map(|p| p.partition_error_code)
+        .find(|code| *code != 0)
+        .unwrap_or(response.error_code);
+    match ResponseError::try_from_code(code) {
+        None => Ok(()),
+        Some(error) => Err(error),
     }
 }
 
-/// The check on this broker's coordinator shard.
+/// The check on this broker's coordinator shard, answered as Kafka's coordinator answers a
+/// verification (AddPartitionsToTxn v4 `verify_only`).
 pub async fn verify_here(
     ctx: &Rc<BrokerCtx>,
     transactional_id: &str,
@@ -77,38 +88,50 @@ pub async fn verify_here(
     tp: &TopicPartition,
 ) -> Result<(), ResponseError> {
     let (id, tp) = (transactional_id.to_string(), tp.clone());
-    let checked = on_coordinator(ctx, transactional_id, move |there, _| async move {
+    on_coordinator(ctx, transactional_id, move |there, _| async move {
         let value = there.state.transactions.value(&id);
-        Ok(value.is_some_and(|v| includes(&v, producer, &tp)))
+        coordinator_answer(value.as_ref(), producer, &tp)
     })
-    .await;
-    match checked {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(ResponseError::InvalidTxnState),
-        Err(error) => Err(retriable_or_refused(error)),
+    .await
+}
+
+fn coordinator_answer(
+    value: Option<&TxnValue>,
+    (id, epoch): (i64, i16),
+    tp: &TopicPartition,
+) -> Result<(), ResponseError> {
+    let value = value
+        .filter(|v| v.producer_id == id)
+        .ok_or(ResponseError::InvalidProducerIdMapping)?;
+    if value.producer_epoch != epoch {
+        return Err(ResponseError::ProducerFenced);
     }
+    match value.state {
+        TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+            return Err(ResponseError::ConcurrentTransactions)
+        }
+        TxnState::Ongoing => {}
+        _ => return Err(ResponseError::InvalidTxnState),
+    }
+    let added = value
+        .partitions
+        .get(&*tp.topic)
+        .is_some_and(|partitions| partitions.contains(&tp.partition));
+    added.then_some(()).ok_or(ResponseError::InvalidTxnState)
 }
 
-fn includes(value: &TxnValue, (id, epoch): (i64, i16), tp: &TopicPartition) -> bool {
-    value.producer_id == id
-        && value.producer_epoch == epoch
-        && value.state == TxnState::Ongoing
-        && value
-            .partitions
-            .get(&*tp.topic)
-            .is_some_and(|partitions| partitions.contains(&tp.partition))
-}
-
-/// A coordinator that cannot answer now (moving, loading) makes the produce retriable
-/// (NOT_ENOUGH_REPLICAS, which every client retries), as Kafka does; any other answer
-/// refuses it.
-fn retriable_or_refused(error: ResponseError) -> ResponseError {
+/// A coordinator's verification answer as the produce that waited for it answers (Kafka's
+/// AddPartitionsToTxnManager): a fenced producer hears INVALID_PRODUCER_EPOCH, and a
+/// coordinator that cannot answer now makes the produce retriable (NOT_ENOUGH_REPLICAS).
+fn as_produce_error(error: ResponseError) -> ResponseError {
     match error {
+        ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
         ResponseError::CoordinatorLoadInProgress
         | ResponseError::CoordinatorNotAvailable
         | ResponseError::NotCoordinator
         | ResponseError::ConcurrentTransactions
         | ResponseError::RequestTimedOut => ResponseError::NotEnoughReplicas,
+        ResponseError::InvalidProducerIdMapping | ResponseError::InvalidProducerEpoch => error,
         _ => ResponseError::InvalidTxnState,
     }
 }
@@ -130,4 +153,71 @@ fn verify_request(
         .with_verify_only(true)
         .with_topics(vec![topic]);
     AddPartitionsToTxnRequest::default().with_transactions(vec![transaction])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::transactions::records::TxnPartitions;
+
+    fn ongoing() -> TxnValue {
+        TxnValue {
+            producer_id: 7,
+            producer_epoch: 3,
+            timeout_ms: 60_000,
+            state: TxnState::Ongoing,
+            partitions: TxnPartitions::from([("t".to_string(), BTreeSet::from([1]))]),
+            last_update_ms: 0,
+            start_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_coordinator_answers_as_kafkas_and_a_produce_hears_what_clients_expect() {
+        let tp = |p| TopicPartition {
+            topic: "t".into(),
+            partition: p,
+        };
+        let value = ongoing();
+        let answer = |v: Option<&TxnValue>, producer, p| coordinator_answer(v, producer, &tp(p));
+        assert_eq!(answer(Some(&value), (7, 3), 1), Ok(()));
+        let cases = [
+            (
+                answer(Some(&value), (7, 3), 2),
+                ResponseError::InvalidTxnState,
+                ResponseError::InvalidTxnState,
+            ),
+            (
+                answer(Some(&value), (7, 2), 1),
+                ResponseError::ProducerFenced,
+                ResponseError::InvalidProducerEpoch,
+            ),
+            (
+                answer(Some(&value), (8, 3), 1),
+                ResponseError::InvalidProducerIdMapping,
+                ResponseError::InvalidProducerIdMapping,
+            ),
+            (
+                answer(None, (7, 3), 1),
+                ResponseError::InvalidProducerIdMapping,
+                ResponseError::InvalidProducerIdMapping,
+            ),
+        ];
+        for (got, coordinator, produce) in cases {
+            assert_eq!(got, Err(coordinator));
+            assert_eq!(as_produce_error(coordinator), produce);
+        }
+        let preparing = TxnValue {
+            state: TxnState::PrepareCommit,
+            ..ongoing()
+        };
+        let concurrent = answer(Some(&preparing), (7, 3), 1);
+        assert_eq!(concurrent, Err(ResponseError::ConcurrentTransactions));
+        assert_eq!(
+            as_produce_error(ResponseError::ConcurrentTransactions),
+            ResponseError::NotEnoughReplicas
+        );
+    }
 }
