@@ -11,9 +11,10 @@ use std::time::Instant;
 use kafka_protocol::error::ResponseError;
 use laminar_engine::partition::TxnResult;
 
+use super::records::ReplayedBatch;
 use super::records::{GroupRecord, GroupValue, MemberRecord, OffsetKey, OffsetValue};
 use super::state::{Group, GroupSettings, GroupState};
-use super::transactions::{PendingOffset, PendingTxnOffsets, ReplayedBatch};
+use super::transactions::{PendingOffset, PendingTxnOffsets};
 
 /// Committed offsets of one group, by (topic, partition).
 pub type GroupOffsets = BTreeMap<(String, i32), OffsetValue>;

@@ -29,7 +29,6 @@ use laminar_engine::log::batch::BatchHeader;
 use laminar_engine::partition::TxnResult;
 use laminar_protocol::records::{self as client_records, plain_record};
 
-use super::transactions::ReplayedBatch;
 use crate::internal_records::{
     get_i16, get_i32, get_i64, get_nullable_bytes, get_nullable_string, get_string, put_bytes,
     put_nullable_string, put_string, FieldError,
@@ -301,6 +300,34 @@ pub fn decode_batch(mut batch: Bytes) -> Result<Vec<GroupRecord>, RecordError> {
         .filter(|r| !r.control)
         .map(|r| GroupRecord::decode(r.key.ok_or(RecordError::NoKey)?, r.value))
         .collect()
+}
+
+/// One batch of `__consumer_offsets` as a replay sees it, on the shard that owns the partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayedBatch {
+    /// Records that apply as they are read.
+    Plain(Vec<GroupRecord>),
+    /// Records a transaction of `producer_id` wrote: its offsets stay pending.
+    Transactional {
+        producer_id: i64,
+        records: Vec<GroupRecord>,
+    },
+    /// A control batch ending `producer_id`'s transaction.
+    Marker { producer_id: i64, result: TxnResult },
+}
+
+impl ReplayedBatch {
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        match self {
+            ReplayedBatch::Plain(records) | ReplayedBatch::Transactional { records, .. } => records.len(),
+            ReplayedBatch::Marker { .. } => 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]

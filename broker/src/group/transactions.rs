@@ -19,7 +19,7 @@ use laminar_engine::partition::TxnResult;
 use laminar_engine::shard::shard_of_partition;
 use laminar_model::Offset;
 
-use super::records::{GroupRecord, OffsetKey, OffsetValue};
+use super::records::{OffsetKey, OffsetValue};
 use super::OFFSETS_TOPIC;
 use crate::broker::BrokerCtx;
 
@@ -54,34 +54,6 @@ pub async fn complete_transaction(
     ctx.state
         .groups
         .complete_transaction(offsets_partition, producer_id, result);
-}
-
-/// One batch of `__consumer_offsets` as a replay sees it, on the shard that owns the partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplayedBatch {
-    /// Records that apply as they are read.
-    Plain(Vec<GroupRecord>),
-    /// Records a transaction of `producer_id` wrote: its offsets stay pending.
-    Transactional {
-        producer_id: i64,
-        records: Vec<GroupRecord>,
-    },
-    /// A control batch ending `producer_id`'s transaction.
-    Marker { producer_id: i64, result: TxnResult },
-}
-
-impl ReplayedBatch {
-    /// How many records it holds.
-    pub fn len(&self) -> usize {
-        match self {
-            ReplayedBatch::Plain(records) | ReplayedBatch::Transactional { records, .. } => records.len(),
-            ReplayedBatch::Marker { .. } => 1,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// An offset a transaction wrote, waiting for its marker on its group's coordinator shard.

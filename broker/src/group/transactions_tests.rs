@@ -11,11 +11,12 @@ use laminar_model::Offset;
 use laminar_protocol::records::{self as client_records, plain_record};
 
 use super::coordinator::{CommitTicket, GroupCoordinator};
-use super::records::{decode_replayed, encode_batch, encode_txn_batch, GroupRecord, OffsetKey, OffsetValue};
+use super::records::{
+    decode_replayed, encode_batch, encode_txn_batch, GroupRecord, OffsetKey, OffsetValue, ReplayedBatch,
+};
 use super::state::GroupSettings;
 use super::transactions::{
-    PendingOffset, PendingTxnOffsets, ReplayedBatch, PENDING_OFFSETS_PER_GROUP_MAX,
-    PENDING_OFFSETS_PER_PRODUCER_MAX,
+    PendingOffset, PendingTxnOffsets, PENDING_OFFSETS_PER_GROUP_MAX, PENDING_OFFSETS_PER_PRODUCER_MAX,
 };
 
 const PRODUCER: i64 = 7;
