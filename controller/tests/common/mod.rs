@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use laminar_controller::api::CreatableTopic;
-use laminar_controller::{BrokerEndpoint, ControllerConfig, ControllerHandle, ControllerNode, Refusal};
+use laminar_controller::{
+    BrokerEndpoint, ControllerConfig, ControllerError, ControllerHandle, ControllerNode, Refusal,
+};
 
 /// Fields drop in order: the nodes stop before their directories go (a node still writing into
 /// a removed directory would stop its process, as a failed metadata disk does).
@@ -39,8 +41,23 @@ pub fn test_config(
     config
 }
 
+/// Attempts at starting a cluster: a port found free can be taken by another test before its
+/// node binds it, and then the cluster starts again on other ports.
+const START_ATTEMPTS: usize = 5;
+
 impl Cluster {
     pub fn start(size: i32, tune: impl Fn(&mut ControllerConfig)) -> Cluster {
+        for _ in 1..START_ATTEMPTS {
+            match Cluster::try_start(size, &tune) {
+                Ok(cluster) => return cluster,
+                Err(ControllerError::Io(e)) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+                Err(e) => panic!("cannot start a controller: {e}"),
+            }
+        }
+        Cluster::try_start(size, &tune).expect("a controller cluster starts")
+    }
+
+    fn try_start(size: i32, tune: &impl Fn(&mut ControllerConfig)) -> Result<Cluster, ControllerError> {
         let ports: Vec<u16> = (0..size).map(|_| free_port()).collect();
         let voters: BTreeMap<i32, String> = (1..=size)
             .zip(&ports)
@@ -58,9 +75,9 @@ impl Cluster {
             .collect();
         let nodes = configs
             .iter()
-            .map(|c| Some(ControllerNode::start(c.clone()).unwrap()))
-            .collect();
-        Cluster { dirs, configs, nodes }
+            .map(|c| ControllerNode::start(c.clone()).map(Some))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cluster { dirs, configs, nodes })
     }
 
     pub fn handle(&self, index: usize) -> ControllerHandle {
