@@ -856,4 +856,6 @@ mod send_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod transaction_model_tests;
+#[cfg(test)]
 mod transaction_tests;

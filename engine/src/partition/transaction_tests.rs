@@ -9,19 +9,16 @@ use crate::log::segment::{segment_path, TXN_INDEX_SUFFIX};
 use crate::log::txn_index::{AbortedTxnEntry, ENTRY_LEN};
 use crate::log::BatchError;
 use futures::executor::block_on;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use std::collections::HashMap;
 
-fn dir() -> PathBuf {
+pub(super) fn dir() -> PathBuf {
     PathBuf::from("/data/txn-0")
 }
 
-fn follower_dir() -> PathBuf {
+pub(super) fn follower_dir() -> PathBuf {
     PathBuf::from("/data/txn-follower-0")
 }
 
-fn small_config() -> LogConfig {
+pub(super) fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes: 700,
         index_interval_bytes: 128,
@@ -29,18 +26,18 @@ fn small_config() -> LogConfig {
     }
 }
 
-async fn open(storage: &FaultyStorage) -> Partition<FaultyStorage> {
+pub(super) async fn open(storage: &FaultyStorage) -> Partition<FaultyStorage> {
     open_at(storage, dir()).await
 }
 
-async fn open_at(storage: &FaultyStorage, at: PathBuf) -> Partition<FaultyStorage> {
+pub(super) async fn open_at(storage: &FaultyStorage, at: PathBuf) -> Partition<FaultyStorage> {
     Partition::open(Rc::new(storage.clone()), at, small_config())
         .await
         .unwrap()
 }
 
 /// A transactional batch of `count` records from producer `id` (epoch 0) at sequence `seq`.
-fn txn_batch(id: i64, seq: i32, count: usize) -> Bytes {
+pub(super) fn txn_batch(id: i64, seq: i32, count: usize) -> Bytes {
     let built = BatchBuilder::new(1_000)
         .attributes(0x10)
         .producer(id, 0, seq)
@@ -49,7 +46,7 @@ fn txn_batch(id: i64, seq: i32, count: usize) -> Bytes {
 }
 
 /// An idempotent, non-transactional batch.
-fn idempotent_batch(id: i64, seq: i32, count: usize) -> Bytes {
+pub(super) fn idempotent_batch(id: i64, seq: i32, count: usize) -> Bytes {
     Bytes::from(
         BatchBuilder::new(1_000)
             .producer(id, 0, seq)
@@ -58,11 +55,11 @@ fn idempotent_batch(id: i64, seq: i32, count: usize) -> Bytes {
     )
 }
 
-fn plain_batch(count: usize) -> Bytes {
+pub(super) fn plain_batch(count: usize) -> Bytes {
     Bytes::from(BatchBuilder::new(1_000).records_of(count, 20).build())
 }
 
-fn aborted(list: &[(i64, i64)]) -> Vec<AbortedTxn> {
+pub(super) fn aborted(list: &[(i64, i64)]) -> Vec<AbortedTxn> {
     let entry = |&(producer_id, first)| AbortedTxn {
         producer_id,
         first_offset: Offset::new(first),
@@ -70,14 +67,14 @@ fn aborted(list: &[(i64, i64)]) -> Vec<AbortedTxn> {
     list.iter().map(entry).collect()
 }
 
-async fn aborted_between(p: &Partition<FaultyStorage>, from: i64, to: i64) -> Vec<AbortedTxn> {
+pub(super) async fn aborted_between(p: &Partition<FaultyStorage>, from: i64, to: i64) -> Vec<AbortedTxn> {
     p.aborted_transactions(Offset::new(from), Offset::new(to))
         .await
         .unwrap()
 }
 
 /// The entries of every `.txnindex` file of the partition, by segment.
-fn txn_index_files(storage: &FaultyStorage, p: &Partition<FaultyStorage>) -> Vec<(i64, Vec<u8>)> {
+pub(super) fn txn_index_files(storage: &FaultyStorage, p: &Partition<FaultyStorage>) -> Vec<(i64, Vec<u8>)> {
     let bases = (0..p.log_end_offset().get() + 1).filter_map(|base| {
         let bytes = storage.file_bytes(&segment_path(p.dir(), base, TXN_INDEX_SUFFIX))?;
         Some((base, bytes))
@@ -86,7 +83,8 @@ fn txn_index_files(storage: &FaultyStorage, p: &Partition<FaultyStorage>) -> Vec
 }
 
 #[test]
-fn an_ended_transaction_holds_the_last_stable_offset_until_its_marker_is_below_the_high_watermark() {
+pub(super) fn an_ended_transaction_holds_the_last_stable_offset_until_its_marker_is_below_the_high_watermark()
+{
     block_on(async {
         let storage = FaultyStorage::new(1);
         let p = open(&storage).await;
@@ -101,7 +99,7 @@ fn an_ended_transaction_holds_the_last_stable_offset_until_its_marker_is_below_t
 }
 
 #[test]
-fn an_open_transaction_holds_the_last_stable_offset_until_its_commit() {
+pub(super) fn an_open_transaction_holds_the_last_stable_offset_until_its_commit() {
     block_on(async {
         let storage = FaultyStorage::new(1);
         let p = open(&storage).await;
@@ -148,7 +146,7 @@ fn an_open_transaction_holds_the_last_stable_offset_until_its_commit() {
 }
 
 #[test]
-fn an_abort_is_indexed_in_its_segment_and_listed_for_ranges_it_overlaps() {
+pub(super) fn an_abort_is_indexed_in_its_segment_and_listed_for_ranges_it_overlaps() {
     block_on(async {
         let storage = FaultyStorage::new(2);
         let p = open(&storage).await;
@@ -183,7 +181,7 @@ fn an_abort_is_indexed_in_its_segment_and_listed_for_ranges_it_overlaps() {
 }
 
 #[test]
-fn clients_may_not_produce_markers_or_leave_a_transaction_with_plain_batches() {
+pub(super) fn clients_may_not_produce_markers_or_leave_a_transaction_with_plain_batches() {
     block_on(async {
         let storage = FaultyStorage::new(3);
         let p = open(&storage).await;
@@ -217,7 +215,7 @@ fn clients_may_not_produce_markers_or_leave_a_transaction_with_plain_batches() {
 }
 
 #[test]
-fn a_marker_of_an_old_epoch_is_fenced_and_a_new_epoch_restarts_sequences() {
+pub(super) fn a_marker_of_an_old_epoch_is_fenced_and_a_new_epoch_restarts_sequences() {
     block_on(async {
         let storage = FaultyStorage::new(4);
         let p = open(&storage).await;
@@ -276,7 +274,7 @@ fn a_marker_of_an_old_epoch_is_fenced_and_a_new_epoch_restarts_sequences() {
 }
 
 #[test]
-fn coordinator_batches_skip_sequences_but_open_transactions_and_are_fenced() {
+pub(super) fn coordinator_batches_skip_sequences_but_open_transactions_and_are_fenced() {
     block_on(async {
         let storage = FaultyStorage::new(5);
         let p = open(&storage).await;
@@ -306,7 +304,7 @@ fn coordinator_batches_skip_sequences_but_open_transactions_and_are_fenced() {
 }
 
 #[test]
-fn read_committed_reads_end_at_the_last_stable_offset() {
+pub(super) fn read_committed_reads_end_at_the_last_stable_offset() {
     block_on(async {
         let storage = FaultyStorage::new(6);
         let p = open(&storage).await;
@@ -332,7 +330,7 @@ fn read_committed_reads_end_at_the_last_stable_offset() {
 
 /// Producers 1..=3 each run a transaction of two batches, interleaved, over several segments;
 /// 1 and 3 abort, 2 commits. Returns the offsets of the two aborts' markers.
-async fn interleaved_transactions(p: &Partition<FaultyStorage>) -> (i64, i64) {
+pub(super) async fn interleaved_transactions(p: &Partition<FaultyStorage>) -> (i64, i64) {
     for round in 0..2 {
         for id in 1..=3 {
             p.append(txn_batch(id, round * 2, 2), 5).await.unwrap();
@@ -346,7 +344,7 @@ async fn interleaved_transactions(p: &Partition<FaultyStorage>) -> (i64, i64) {
 }
 
 #[test]
-fn a_follower_writes_the_same_index_bytes_as_its_leader() {
+pub(super) fn a_follower_writes_the_same_index_bytes_as_its_leader() {
     block_on(async {
         let storage = FaultyStorage::new(7);
         let leader = open(&storage).await;
@@ -376,7 +374,7 @@ fn a_follower_writes_the_same_index_bytes_as_its_leader() {
 }
 
 #[test]
-fn truncation_reopens_a_transaction_whose_abort_it_removes() {
+pub(super) fn truncation_reopens_a_transaction_whose_abort_it_removes() {
     block_on(async {
         let storage = FaultyStorage::new(8);
         let p = open(&storage).await;
@@ -402,7 +400,7 @@ fn truncation_reopens_a_transaction_whose_abort_it_removes() {
 }
 
 #[test]
-fn deleting_segments_deletes_their_index_files() {
+pub(super) fn deleting_segments_deletes_their_index_files() {
     block_on(async {
         let storage = FaultyStorage::new(9);
         let p = open(&storage).await;
@@ -426,7 +424,7 @@ fn deleting_segments_deletes_their_index_files() {
 }
 
 #[test]
-fn a_clean_reopen_and_a_crash_keep_the_last_stable_offset_and_the_aborted_list() {
+pub(super) fn a_clean_reopen_and_a_crash_keep_the_last_stable_offset_and_the_aborted_list() {
     block_on(async {
         for mode in [None, Some(CrashMode::LoseUnsynced), Some(CrashMode::TornTail)] {
             let storage = FaultyStorage::new(10);
@@ -449,263 +447,8 @@ fn a_clean_reopen_and_a_crash_keep_the_last_stable_offset_and_the_aborted_list()
     });
 }
 
-/// What a model batch is.
-#[derive(Debug, Clone, Copy)]
-enum ModelKind {
-    Plain,
-    /// A producer's batch, its first sequence; `txn`: transactional.
-    Data {
-        producer: i64,
-        seq: i32,
-        txn: bool,
-    },
-    Marker {
-        producer: i64,
-        abort: bool,
-    },
-}
-
-/// Open transactions (producer → first offset) and aborted ones (producer, first offset,
-/// marker offset) in marker order.
-type Replayed = (HashMap<i64, i64>, Vec<(i64, i64, i64)>);
-
-/// The log as the model sees it, and the high watermark (`None`: single-node, the log end).
-#[derive(Default)]
-struct Model {
-    batches: Vec<(i64, i64, ModelKind)>,
-    hw: Option<i64>,
-}
-
-impl Model {
-    fn end(&self) -> i64 {
-        self.batches.last().map_or(0, |b| b.1)
-    }
-
-    fn push(&mut self, count: i64, kind: ModelKind) {
-        let base = self.end();
-        self.batches.push((base, base + count, kind));
-    }
-
-    /// Replays the batches: the open transactions at the end, and every aborted transaction
-    /// as (producer, first offset, marker offset), in marker order.
-    fn replay(&self) -> Replayed {
-        let (mut open, mut aborted) = (HashMap::new(), Vec::new());
-        for &(base, _, kind) in &self.batches {
-            match kind {
-                ModelKind::Data {
-                    producer, txn: true, ..
-                } => {
-                    open.entry(producer).or_insert(base);
-                }
-                ModelKind::Marker { producer, abort } => {
-                    if let (Some(first), true) = (open.remove(&producer), abort) {
-                        aborted.push((producer, first, base));
-                    }
-                }
-                _ => {}
-            }
-        }
-        (open, aborted)
-    }
-
-    /// The last stable offset counting open transactions only: the highest the partition may
-    /// answer.
-    fn last_stable_offset(&self) -> i64 {
-        let hw = self.hw.unwrap_or(self.end()).min(self.end());
-        let first_open = self.replay().0.into_values().min();
-        first_open.map_or(hw, |first| first.min(hw))
-    }
-
-    /// The last stable offset also held by every ended transaction whose marker is not below
-    /// the high watermark: the lowest the partition may answer (it forgets such markers a
-    /// reopen did not replay, as Kafka's producer state does).
-    fn last_stable_offset_strict(&self) -> i64 {
-        let hw = self.hw.unwrap_or(self.end()).min(self.end());
-        let (mut open, mut first_unstable) = (HashMap::new(), self.last_stable_offset());
-        for &(base, _, kind) in &self.batches {
-            match kind {
-                ModelKind::Data {
-                    producer, txn: true, ..
-                } => {
-                    open.entry(producer).or_insert(base);
-                }
-                ModelKind::Marker { producer, .. } => {
-                    if let Some(first) = open.remove(&producer).filter(|_| base >= hw) {
-                        first_unstable = first_unstable.min(first);
-                    }
-                }
-                _ => {}
-            }
-        }
-        first_unstable
-    }
-
-    fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
-        let (_, all) = self.replay();
-        let overlapping = all.iter().filter(|a| a.2 >= from && a.1 < to);
-        let listed: Vec<_> = overlapping.map(|a| (a.0, a.1)).collect();
-        aborted(&listed)
-    }
-
-    fn has_open_txn(&self, producer: i64) -> bool {
-        self.replay().0.contains_key(&producer)
-    }
-
-    /// The sequence a producer continues at: after its last batch in the log (0 without one;
-    /// a producer the partition does not know may start anywhere).
-    fn next_seq(&self, producer: i64) -> i32 {
-        let last = self
-            .batches
-            .iter()
-            .rev()
-            .find_map(|&(base, next, kind)| match kind {
-                ModelKind::Data { producer: p, seq, .. } if p == producer => Some(seq + (next - base) as i32),
-                _ => None,
-            });
-        last.unwrap_or(0)
-    }
-
-    fn truncate(&mut self, offset: i64) {
-        self.batches.retain(|b| b.1 <= offset);
-        self.hw = self.hw.map(|hw| hw.min(self.end()));
-    }
-}
-
-/// Compares the last stable offset and the aborted transactions of a few random ranges.
-async fn check_against(p: &Partition<FaultyStorage>, model: &Model, rng: &mut StdRng, step: usize) {
-    assert_eq!(p.log_end_offset().get(), model.end(), "step {step}");
-    let answered = p.last_stable_offset().get();
-    let (lowest, highest) = (model.last_stable_offset_strict(), model.last_stable_offset());
-    assert!(
-        (lowest..=highest).contains(&answered),
-        "step {step}: last stable offset {answered} outside {lowest}..={highest}"
-    );
-    for _ in 0..3 {
-        let from = rng.gen_range(0..=model.end());
-        let to = rng.gen_range(from..=model.end() + 1);
-        let listed = aborted_between(p, from, to).await;
-        assert_eq!(
-            listed,
-            model.aborted_between(from, to),
-            "step {step}: [{from}, {to})"
-        );
-    }
-}
-
-/// One random data append or marker, done on both.
-async fn produce_step(p: &Partition<FaultyStorage>, model: &mut Model, rng: &mut StdRng) {
-    let producer = rng.gen_range(1..=3);
-    let count = rng.gen_range(1..=3);
-    match rng.gen_range(0..10) {
-        0..=3 => {
-            let seq = model.next_seq(producer);
-            p.append(txn_batch(producer, seq, count), 5).await.unwrap();
-            model.push(
-                count as i64,
-                ModelKind::Data {
-                    producer,
-                    seq,
-                    txn: true,
-                },
-            );
-        }
-        4 => {
-            let seq = model.next_seq(producer);
-            let appended = p.append(idempotent_batch(producer, seq, count), 5).await;
-            if model.has_open_txn(producer) {
-                assert!(matches!(appended, Err(LogError::InvalidTxnState { .. })));
-            } else {
-                appended.unwrap();
-                model.push(
-                    count as i64,
-                    ModelKind::Data {
-                        producer,
-                        seq,
-                        txn: false,
-                    },
-                );
-            }
-        }
-        5 => {
-            p.append(plain_batch(count), 5).await.unwrap();
-            model.push(count as i64, ModelKind::Plain);
-        }
-        _ => {
-            let abort = rng.gen_bool(0.5);
-            let result = if abort {
-                TxnResult::Abort
-            } else {
-                TxnResult::Commit
-            };
-            p.append_txn_marker(producer, 0, result, 1, 5).await.unwrap();
-            model.push(1, ModelKind::Marker { producer, abort });
-        }
-    }
-}
-
-/// Moves the high watermark, truncates, or reopens (cleanly or after a crash) both.
-async fn disturb_step(
-    storage: &FaultyStorage,
-    p: Partition<FaultyStorage>,
-    model: &mut Model,
-    rng: &mut StdRng,
-) -> Partition<FaultyStorage> {
-    match rng.gen_range(0..5) {
-        0 => {
-            let hw = rng.gen_range(0..=model.end());
-            p.set_high_watermark(Offset::new(hw));
-            model.hw = Some(hw);
-        }
-        1 => {
-            let to = rng.gen_range(0..=model.end());
-            p.truncate_to(Offset::new(to)).await.unwrap();
-            model.truncate(to);
-        }
-        2 => p.flush().await.unwrap(),
-        3 => {
-            p.close().await.unwrap();
-            model.hw = None;
-            return open(storage).await;
-        }
-        _ => {
-            let mode = [
-                CrashMode::LoseUnsynced,
-                CrashMode::TornTail,
-                CrashMode::TornTailWithGarbage,
-            ][rng.gen_range(0..3)];
-            storage.crash(mode);
-            drop(p);
-            let p = open(storage).await;
-            model.truncate(p.log_end_offset().get());
-            model.hw = None;
-            return p;
-        }
-    }
-    p
-}
-
 #[test]
-fn the_last_stable_offset_and_aborted_list_match_a_model_through_truncations_and_reopens() {
-    block_on(async {
-        for seed in 0..24 {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let storage = FaultyStorage::new(100 + seed);
-            let mut p = open(&storage).await;
-            let mut model = Model::default();
-            for step in 0..150 {
-                if rng.gen_range(0..8) == 0 {
-                    p = disturb_step(&storage, p, &mut model, &mut rng).await;
-                } else {
-                    produce_step(&p, &mut model, &mut rng).await;
-                }
-                check_against(&p, &model, &mut rng, step).await;
-            }
-        }
-    });
-}
-
-#[test]
-fn a_read_committed_read_lists_the_aborts_among_the_data_it_returns() {
+pub(super) fn a_read_committed_read_lists_the_aborts_among_the_data_it_returns() {
     block_on(async {
         let storage = FaultyStorage::new(11);
         let p = open(&storage).await;
@@ -729,7 +472,7 @@ fn a_read_committed_read_lists_the_aborts_among_the_data_it_returns() {
 }
 
 #[test]
-fn compaction_stops_at_the_last_stable_offset_and_keeps_transactional_batches() {
+pub(super) fn compaction_stops_at_the_last_stable_offset_and_keeps_transactional_batches() {
     block_on(async {
         let storage = FaultyStorage::new(12);
         let config = LogConfig {
@@ -780,7 +523,7 @@ fn compaction_stops_at_the_last_stable_offset_and_keeps_transactional_batches() 
 }
 
 #[test]
-fn an_index_file_left_without_its_segment_is_removed_at_open() {
+pub(super) fn an_index_file_left_without_its_segment_is_removed_at_open() {
     block_on(async {
         let storage = FaultyStorage::new(13);
         let p = open(&storage).await;
@@ -805,63 +548,8 @@ fn an_index_file_left_without_its_segment_is_removed_at_open() {
     });
 }
 
-/// Copies to `follower` what `leader` has past the follower's log end.
-async fn catch_up(leader: &Partition<FaultyStorage>, follower: &Partition<FaultyStorage>) {
-    while follower.log_end_offset() < leader.log_end_offset() {
-        let read = leader
-            .read(follower.log_end_offset(), 1 << 20, true)
-            .await
-            .unwrap();
-        follower
-            .append_as_follower(Bytes::from(read.data.concat()))
-            .await
-            .unwrap();
-    }
-}
-
-/// A crash of the machine both replicas share: both reopen; the follower drops what the
-/// leader lost, then catches up again.
-async fn crash_both(
-    storage: &FaultyStorage,
-    model: &mut Model,
-) -> (Partition<FaultyStorage>, Partition<FaultyStorage>) {
-    storage.crash(CrashMode::TornTailWithGarbage);
-    let leader = open(storage).await;
-    let follower = open_at(storage, follower_dir()).await;
-    model.truncate(leader.log_end_offset().get());
-    follower.truncate_to(leader.log_end_offset()).await.unwrap();
-    (leader, follower)
-}
-
 #[test]
-fn a_follower_of_a_random_workload_has_its_leaders_index_bytes_through_crashes() {
-    block_on(async {
-        for seed in 0..6 {
-            let mut rng = StdRng::seed_from_u64(1_000 + seed);
-            let storage = FaultyStorage::new(200 + seed);
-            let mut leader = open(&storage).await;
-            let mut follower = open_at(&storage, follower_dir()).await;
-            let mut model = Model::default();
-            for step in 0..120 {
-                produce_step(&leader, &mut model, &mut rng).await;
-                if rng.gen_range(0..12) == 0 {
-                    drop((leader, follower));
-                    (leader, follower) = crash_both(&storage, &mut model).await;
-                }
-                catch_up(&leader, &follower).await;
-                let (leader_files, follower_files) = (
-                    txn_index_files(&storage, &leader),
-                    txn_index_files(&storage, &follower),
-                );
-                assert_eq!(follower_files, leader_files, "seed {seed} step {step}");
-                check_against(&follower, &model, &mut rng, step).await;
-            }
-        }
-    });
-}
-
-#[test]
-fn starting_again_past_the_log_end_forgets_transactions_and_their_index() {
+pub(super) fn starting_again_past_the_log_end_forgets_transactions_and_their_index() {
     block_on(async {
         let storage = FaultyStorage::new(14);
         let p = open(&storage).await;
@@ -882,7 +570,7 @@ fn starting_again_past_the_log_end_forgets_transactions_and_their_index() {
 }
 
 #[test]
-fn an_index_longer_than_a_read_chunk_is_searched_and_cut_whole() {
+pub(super) fn an_index_longer_than_a_read_chunk_is_searched_and_cut_whole() {
     block_on(async {
         let storage = FaultyStorage::new(15);
         let config = LogConfig {
