@@ -460,7 +460,8 @@ fn shard_state(
         shared: shared.clone(),
         partitions: ShardPartitions::new(shared.log_dir.clone(), Rc::new(storage)),
         connections_active: Default::default(),
-        groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions),
+        groups: crate::group::GroupCoordinator::new(group_settings, offsets_partitions)
+            .with_consumer_settings(shared.config.consumer_groups.clone(), shard.1),
         transactions: Default::default(),
         metrics: Default::default(),
         replication: shared

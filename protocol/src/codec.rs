@@ -55,6 +55,10 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    // Consumer groups of KIP-848's protocol; v1 adds regular-expression subscriptions and
+    // member ids the client makes (KIP-1082).
+    api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Transactional offsets: v3 adds the member check (KIP-447).
     api(ApiKey::TxnOffsetCommit, 0, 3),
     // v5 adds two-phase commit (KIP-939), not served.

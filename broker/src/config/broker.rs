@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::broker_keys::{find_broker_key, ignored_key_reason, BrokerDefault, BrokerKey, BROKER_KEYS};
-use super::broker_settings::{BrokerConfig, TransactionSettings};
+use super::broker_settings::{BrokerConfig, ConsumerGroupSettings, TransactionSettings};
 use super::dynamic::{self, DynamicLayers};
 use super::properties::parse_properties;
 use super::value::{
@@ -16,6 +16,7 @@ use super::value::{
 };
 use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
 use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
+use crate::group::consumer::assignor::AssignorKind;
 
 /// A config plus the warnings its loading produced (the caller logs them).
 #[derive(Debug, Clone)]
@@ -296,6 +297,19 @@ impl Values<'_> {
     }
 }
 
+fn consumer_group_settings(v: &Values<'_>) -> Result<ConsumerGroupSettings, ConfigError> {
+    let assignors = v.text("group.consumer.assignors").split(',').map(str::trim);
+    Ok(ConsumerGroupSettings {
+        heartbeat_interval_ms: v.narrowed("group.consumer.heartbeat.interval.ms")?,
+        session_timeout_ms: v.narrowed("group.consumer.session.timeout.ms")?,
+        members_max: v.narrowed("group.consumer.max.size")?,
+        // The key's kind admits only known names.
+        assignors: assignors.filter_map(AssignorKind::from_name).collect(),
+        groups_max: v.narrowed("laminar.group.consumer.groups.max")?,
+        regexes_max: v.narrowed("laminar.group.consumer.regexes.max")?,
+    })
+}
+
 fn transaction_settings(v: &Values<'_>) -> Result<TransactionSettings, ConfigError> {
     Ok(TransactionSettings {
         state_log_num_partitions: v.narrowed("transaction.state.log.num.partitions")?,
@@ -359,6 +373,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         offsets_topic_num_partitions: v.narrowed("offsets.topic.num.partitions")?,
         transactions: transaction_settings(&v)?,
         group_initial_rebalance_delay_ms: v.narrowed("group.initial.rebalance.delay.ms")?,
+        consumer_groups: consumer_group_settings(&v)?,
         max_broker_partitions: narrow("max.broker.partitions", v.int("max.broker.partitions")?),
         laminar_request_partitions_max: v.narrowed("laminar.request.partitions.max")?,
         laminar_cores: laminar_cores(&v)?,

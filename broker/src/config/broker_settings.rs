@@ -2,6 +2,7 @@
 //! and validation are in `broker.rs`; the registry of keys, defaults and docs in
 //! `broker_keys.rs`.
 
+use crate::group::consumer::assignor::AssignorKind;
 use laminar_model::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -87,6 +88,8 @@ pub struct BrokerConfig {
     /// `laminar.request.partitions.max`: the most partitions one admin request may add.
     pub laminar_request_partitions_max: i32,
     pub group_initial_rebalance_delay_ms: i32,
+    /// Consumer groups of KIP-848's protocol (`group.consumer.*`).
+    pub consumer_groups: ConsumerGroupSettings,
     pub laminar_cores: usize,
     pub laminar_fsync: FsyncSetting,
     pub laminar_http_listen: SocketAddr,
@@ -118,6 +121,37 @@ pub struct AuthorizerSettings {
     pub super_users: Vec<laminar_security::Principal>,
     /// `allow.everyone.if.no.acl.found`.
     pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// How consumer groups of KIP-848's protocol run (`group.consumer.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupSettings {
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `group.consumer.max.size`: members per group.
+    pub members_max: usize,
+    /// `group.consumer.assignors`: the first is the default.
+    pub assignors: Vec<AssignorKind>,
+    /// `laminar.group.consumer.groups.max`: groups per broker.
+    pub groups_max: usize,
+    /// `laminar.group.consumer.regexes.max`: distinct regular expressions per group.
+    pub regexes_max: usize,
+}
+
+impl Default for ConsumerGroupSettings {
+    /// The keys' defaults.
+    fn default() -> Self {
+        ConsumerGroupSettings {
+            heartbeat_interval_ms: 5_000,
+            session_timeout_ms: 45_000,
+            members_max: 1_000,
+            assignors: vec![AssignorKind::Uniform, AssignorKind::Range],
+            groups_max: 10_000,
+            regexes_max: 100,
+        }
+    }
 }
 
 /// Kafka's transaction coordinator settings.

@@ -28,7 +28,7 @@ pub mod write_behind;
 
 pub use broker::cluster_keys::{ClusterSettings, ProcessRoles, ReplicationSettings};
 pub use broker::{ConfigWarning, LoadedBrokerConfig};
-pub use broker_settings::{AuthorizerSettings, BrokerConfig};
+pub use broker_settings::{AuthorizerSettings, BrokerConfig, ConsumerGroupSettings};
 pub use connection_limits::ConnectionsPerIpLimits;
 pub use topic::TopicConfig;
 pub use value::{

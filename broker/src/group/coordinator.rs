@@ -11,9 +11,13 @@ use std::time::Instant;
 use kafka_protocol::error::ResponseError;
 use laminar_engine::partition::TxnResult;
 
+use super::consumer::{ConsumerGroup, ConsumerGroupSettings};
 use super::records::ReplayedBatch;
 use super::records::{GroupRecord, GroupValue, MemberRecord, OffsetKey, OffsetValue};
 use super::state::{Group, GroupSettings, GroupState};
+
+#[path = "coordinator_consumer.rs"]
+mod consumer;
 use super::transactions::{PendingOffset, PendingTxnOffsets};
 
 /// Committed offsets of one group, by (topic, partition).
@@ -61,6 +65,13 @@ pub struct GroupCoordinator {
     /// Partitions of `__consumer_offsets`, fixed at start (a group's home must not move).
     pub offsets_partition_count: i32,
     groups: RefCell<HashMap<String, Group>>,
+    /// Consumer groups (KIP-848's protocol), by id: an id names a classic or a consumer group,
+    /// never both. At most `consumer_groups_max` of them.
+    consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
+    /// How consumer groups run (`group.consumer.*`).
+    pub consumer_settings: ConsumerGroupSettings,
+    /// This shard's share of `laminar.group.consumer.groups.max`.
+    consumer_groups_max: usize,
     offsets: RefCell<HashMap<String, PositionedOffsets>>,
     /// Offsets written by transactions still open, bounded as [`super::transactions`] says.
     pending: RefCell<PendingTxnOffsets>,
@@ -108,7 +119,10 @@ pub enum Coordination {
 pub struct ListedGroup {
     pub group_id: String,
     pub protocol_type: String,
-    pub state: GroupState,
+    /// Kafka's name of the group's state (`Stable`, `Empty`, ...).
+    pub state: &'static str,
+    /// `classic` or `consumer` (KIP-848).
+    pub group_type: &'static str,
 }
 
 impl GroupCoordinator {
@@ -118,6 +132,9 @@ impl GroupCoordinator {
             settings,
             offsets_partition_count,
             groups: RefCell::default(),
+            consumer_groups: RefCell::default(),
+            consumer_settings: ConsumerGroupSettings::default(),
+            consumer_groups_max: ConsumerGroupSettings::default().groups_max,
             offsets: RefCell::default(),
             pending: RefCell::default(),
             loaded: Cell::new(false),
@@ -127,6 +144,14 @@ impl GroupCoordinator {
             changed: event_listener::Event::new(),
             clock_origin: Instant::now(),
         }
+    }
+
+    /// Runs consumer groups as `settings` say, this shard coordinating its share (one of
+    /// `shards`) of the broker's groups.
+    pub fn with_consumer_settings(mut self, settings: ConsumerGroupSettings, shards: usize) -> Self {
+        self.consumer_groups_max = settings.groups_max.div_ceil(shards.max(1));
+        self.consumer_settings = settings;
+        self
     }
 
     /// Monotonic milliseconds for group deadlines.
@@ -192,6 +217,7 @@ impl GroupCoordinator {
         let count = self.offsets_partition_count;
         let elsewhere = |group_id: &str| super::partition_for(group_id, count) != partition;
         self.groups.borrow_mut().retain(|id, _| elsewhere(id));
+        self.consumer_groups.borrow_mut().retain(|id, _| elsewhere(id));
         self.offsets.borrow_mut().retain(|id, _| elsewhere(id));
         self.pending.borrow_mut().unload(partition);
         self.committing.borrow_mut().retain(|(p, _), _| *p != partition);
@@ -293,11 +319,14 @@ impl GroupCoordinator {
     }
 
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.groups
+        let classic = self
+            .groups
             .borrow()
             .values()
             .filter_map(Group::next_deadline_ms)
-            .min()
+            .min();
+        let consumer = self.next_consumer_deadline_ms();
+        classic.into_iter().chain(consumer).min()
     }
 
     /// The record that stores `group_id`'s current metadata, if it changed since last asked.
@@ -319,6 +348,9 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation_id: i32,
     ) -> Result<(), ResponseError> {
+        if let Some(checked) = self.check_consumer_commit(group_id, member_id, generation_id) {
+            return checked;
+        }
         let now_ms = self.now_ms();
         let simple = generation_id < 0;
         let checked = self.with_group(group_id, simple, |group| {
@@ -379,7 +411,10 @@ impl GroupCoordinator {
                     .borrow_mut()
                     .drop_deleted(&key.group, Some(&slot), position);
             }
+            GroupRecord::Consumer(record) => self.replay_consumer_record(record),
             GroupRecord::Group(group_id, Some(value)) => {
+                // The group became a classic group again.
+                self.consumer_groups.borrow_mut().remove(&group_id);
                 let mut groups = self.groups.borrow_mut();
                 // Only replay restores from a record; a live group is its own truth.
                 let live = groups.get(&group_id).is_some_and(|g| !g.is_empty());
@@ -414,7 +449,7 @@ impl GroupCoordinator {
             topic,
             partition,
         } = key;
-        if !self.group_exists(&group) {
+        if !self.group_exists(&group) && !self.consumer_groups.borrow().contains_key(&group) {
             self.groups
                 .borrow_mut()
                 .insert(group.clone(), Group::new(group.clone(), self.settings));
@@ -528,15 +563,28 @@ impl GroupCoordinator {
     }
 
     pub fn list(&self) -> Vec<ListedGroup> {
-        self.groups
+        let mut listed: Vec<ListedGroup> = self
+            .groups
             .borrow()
             .values()
             .map(|g| ListedGroup {
                 group_id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state,
+                state: g.state.name(),
+                group_type: "classic",
             })
-            .collect()
+            .collect();
+        listed.extend(
+            self.list_consumer_groups()
+                .into_iter()
+                .map(|(group_id, state)| ListedGroup {
+                    group_id,
+                    protocol_type: "consumer".to_string(),
+                    state,
+                    group_type: "consumer",
+                }),
+        );
+        listed
     }
 }
 

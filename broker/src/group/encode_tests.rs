@@ -190,7 +190,8 @@ fn group_listing_and_deletion_answers_encode_at_every_advertised_version() {
         let groups = vec![ListedGroup {
             group_id: "g".into(),
             protocol_type: "consumer".into(),
-            state: GroupState::Stable,
+            state: GroupState::Stable.name(),
+            group_type: "classic",
         }];
         let response = list_groups::response(groups, &ListGroupsRequest::default(), v);
         assert_eq!(response.groups.len(), 1);

@@ -14,6 +14,7 @@
 //! - [`transactions`]: offsets committed by transactions (TxnOffsetCommit), pending until the
 //!   transaction's marker.
 
+pub mod consumer;
 pub mod coordinator;
 pub mod member;
 pub mod records;

@@ -29,6 +29,7 @@ use laminar_engine::log::batch::BatchHeader;
 use laminar_engine::partition::TxnResult;
 use laminar_protocol::records::{self as client_records, plain_record};
 
+use super::consumer::records::ConsumerGroupRecord;
 use crate::internal_records::{
     get_i16, get_i32, get_i64, get_nullable_bytes, get_nullable_string, get_string, put_bytes,
     put_nullable_string, put_string, FieldError,
@@ -82,6 +83,8 @@ pub struct GroupValue {
 pub enum GroupRecord {
     Offset(OffsetKey, Option<OffsetValue>),
     Group(String, Option<GroupValue>),
+    /// A record of a consumer group (KIP-848), in [`super::consumer::records`]' formats.
+    Consumer(ConsumerGroupRecord),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -100,6 +103,7 @@ impl GroupRecord {
     pub fn key(&self) -> Bytes {
         let mut out = BytesMut::new();
         match self {
+            GroupRecord::Consumer(record) => return record.key(),
             GroupRecord::Offset(key, _) => {
                 out.put_i16(OFFSET_KEY_VERSION);
                 put_string(&mut out, &key.group);
@@ -117,6 +121,7 @@ impl GroupRecord {
     pub fn value(&self) -> Option<Bytes> {
         let mut out = BytesMut::new();
         match self {
+            GroupRecord::Consumer(record) => return record.value(),
             GroupRecord::Offset(_, None) | GroupRecord::Group(_, None) => return None,
             GroupRecord::Offset(_, Some(v)) => {
                 out.put_i16(OFFSET_VALUE_VERSION);
@@ -149,8 +154,12 @@ impl GroupRecord {
     }
 
     pub fn decode(mut key: Bytes, value: Option<Bytes>) -> Result<GroupRecord, RecordError> {
+        let whole_key = key.clone();
         let version = get_i16(&mut key)?;
         match version {
+            version if ConsumerGroupRecord::is_consumer_key_type(version) => {
+                ConsumerGroupRecord::decode(whole_key, value).map(GroupRecord::Consumer)
+            }
             OFFSET_KEY_VERSION | OFFSET_KEY_VERSION_LEGACY => {
                 let offset_key = OffsetKey {
                     group: get_string(&mut key)?,

@@ -76,6 +76,21 @@ pub async fn append(
 }
 
 /// Appends `records` as [`append`] does, calls `appended` once they are in the log, and
+/// returns once they are committed. For records whose state the coordinator already holds
+/// (consumer groups): nothing is applied.
+pub async fn append_then_wait(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    records: &[GroupRecord],
+    appended: impl FnOnce(),
+) -> Result<(), ResponseError> {
+    let batch = append_batch(ctx, partition, records).await;
+    appended();
+    let (log, info) = batch?;
+    wait_committed(ctx, partition, &log, info.last_offset).await
+}
+
+/// Appends `records` as [`append`] does, calls `appended` once they are in the log, and
 /// applies them to the coordinator in log order once committed (`GroupCoordinator::settle`).
 /// Between `appended` and the answer, the request's connection handles its next requests,
 /// and commits that arrive meanwhile share the fdatasync.
@@ -382,6 +397,9 @@ async fn replay_partition(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<usize, 
             offset = offset.max(Offset::new(header.next_offset()));
         }
     }
+    let topics = ctx.state.shared.metadata.current();
+    let groups = &ctx.state.groups;
+    groups.finish_consumer_replay(partition, topics.as_ref(), groups.now_ms());
     Ok(applied)
 }
 
@@ -406,6 +424,14 @@ pub async fn run_timers(ctx: Rc<BrokerCtx>) {
                 changed.await;
                 continue;
             }
+        }
+        for (group_id, records) in coordinator.tick_consumer_groups(coordinator.now_ms()) {
+            let (_, partition) = super::coordinator_of(&ctx, &group_id);
+            let ctx = ctx.clone();
+            glommio::spawn_local(async move {
+                let _ = append(&ctx, partition, &records).await;
+            })
+            .detach();
         }
         for group_id in coordinator.tick_all(coordinator.now_ms()) {
             let (_, partition) = super::coordinator_of(&ctx, &group_id);

@@ -92,6 +92,11 @@ fn group_refused(access: &Access, request: &RequestKind, version: i16) -> Option
         RequestKind::Heartbeat(r) if group(Operation::Read, &r.group_id) => Some(ResponseKind::Heartbeat(
             HeartbeatResponse::default().with_error_code(group_error),
         )),
+        RequestKind::ConsumerGroupHeartbeat(r) if group(Operation::Read, &r.group_id) => {
+            Some(ResponseKind::ConsumerGroupHeartbeat(
+                super::consumer_group_heartbeat::refused(ResponseError::GroupAuthorizationFailed, None),
+            ))
+        }
         RequestKind::LeaveGroup(r) if group(Operation::Read, &r.group_id) => Some(ResponseKind::LeaveGroup(
             LeaveGroupResponse::default().with_error_code(group_error),
         )),

@@ -2,6 +2,7 @@
 
 use std::rc::Rc;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use kafka_protocol::protocol::StrBytes;
@@ -32,12 +33,15 @@ pub async fn handle(
         let id = group_id.to_string();
         let home = id.clone();
         let described = on_coordinator(ctx, &home, move |there, _| async move {
-            there
-                .state
-                .groups
-                .with_group(&id, false, |group| describe(group, version))
+            let groups = &there.state.groups;
+            // A consumer group is described by ConsumerGroupDescribe, as in Kafka.
+            match groups.is_consumer_group(&id) {
+                true => Err(ResponseError::GroupIdNotFound),
+                false => Ok(groups.with_group(&id, false, |group| describe(group, version))),
+            }
         })
-        .await;
+        .await
+        .and_then(|d| d);
         groups.push(match described {
             Ok(Some(described)) => described,
             Ok(None) => dead(group_id, version),

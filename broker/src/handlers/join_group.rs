@@ -54,6 +54,10 @@ pub async fn handle(
         let now = coordinator.now_ms();
         let create = args.member_id.is_empty();
         let member_id = args.member_id.clone();
+        if let Err(error) = coordinator.take_over_consumer(&id) {
+            ordered.finish();
+            return JoinOutcome::failed(error, &member_id);
+        }
         let waiting = coordinator.with_group(&id, create, |group| group.join(args, now));
         ordered.finish();
         store::persist_group(&there, partition, &id).await;

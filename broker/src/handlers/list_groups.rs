@@ -11,9 +11,6 @@ use crate::broker::BrokerCtx;
 use crate::group::coordinator;
 use laminar_security::Operation;
 
-/// Every group Laminar runs is a classic group.
-const GROUP_TYPE: &str = "classic";
-
 pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     access: &Access,
@@ -48,25 +45,27 @@ pub fn response(
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(state))
     };
-    let type_wanted = request.types_filter.is_empty()
-        || request
-            .types_filter
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(GROUP_TYPE));
+    let type_wanted = |group_type: &str| {
+        request.types_filter.is_empty()
+            || request
+                .types_filter
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(group_type))
+    };
     let listed = groups
         .into_iter()
-        .filter(|g| type_wanted && state_wanted(g.state.name()))
+        .filter(|g| type_wanted(g.group_type) && state_wanted(g.state))
         .map(|g| {
             let listed = ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(g.group_id)))
                 .with_protocol_type(StrBytes::from_string(g.protocol_type));
             let listed = if version >= 4 {
-                listed.with_group_state(StrBytes::from_static_str(g.state.name()))
+                listed.with_group_state(StrBytes::from_static_str(g.state))
             } else {
                 listed
             };
             if version >= 5 {
-                listed.with_group_type(StrBytes::from_static_str(GROUP_TYPE))
+                listed.with_group_type(StrBytes::from_static_str(g.group_type))
             } else {
                 listed
             }

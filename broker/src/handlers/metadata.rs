@@ -35,19 +35,55 @@ pub async fn handle(
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
+    let (names, unknown_ids) = requested_names(&ctx.state.shared, access, &request, version);
+    let mut response = by_names(ctx, (access, listener), names, (&request, version)).await;
+    response.topics.extend(unknown_ids.into_iter().map(|id| {
+        MetadataResponseTopic::default()
+            .with_error_code(ResponseError::UnknownTopicId.code())
+            .with_topic_id(id)
+            .with_topic_authorized_operations(OPERATIONS_OMITTED)
+    }));
+    response
+}
+
+/// The topics a request names (`None`: all), with those it names by id (from v10: KIP-516;
+/// consumers of KIP-848's protocol learn their topics by id) resolved, and the ids no topic
+/// has (or the principal may not describe: UNKNOWN_TOPIC_ID, as Kafka answers both).
+fn requested_names(
+    shared: &BrokerShared,
+    access: &Access,
+    request: &MetadataRequest,
+    version: i16,
+) -> (Option<Vec<String>>, Vec<uuid::Uuid>) {
+    let Some(topics) = &request.topics else {
+        return (None, Vec::new());
+    };
+    // v0 has no "all topics" null: an empty list means all.
+    if version == 0 && topics.is_empty() {
+        return (None, Vec::new());
+    }
+    let table = shared.metadata.current();
+    let (mut names, mut unknown) = (Vec::with_capacity(topics.len()), Vec::new());
+    for topic in topics {
+        match (&topic.name, table.get_by_id(topic.topic_id.as_bytes())) {
+            (Some(name), _) => names.push(name.to_string()),
+            (None, Some(found)) if access.allows_topic(Operation::Describe, &found.name) => {
+                names.push(found.name.clone())
+            }
+            (None, _) => unknown.push(topic.topic_id),
+        }
+    }
+    (Some(names), unknown)
+}
+
+async fn by_names(
+    ctx: &Rc<BrokerCtx>,
+    (access, listener): (&Access, ListenerId),
+    names: Option<Vec<String>>,
+    (request, version): (&MetadataRequest, i16),
+) -> MetadataResponse {
     let shared = &ctx.state.shared;
     let node_id = BrokerId(shared.node_id().get());
-    let names: Option<Vec<String>> = match &request.topics {
-        // v0 has no "all topics" null: an empty list means all.
-        Some(topics) if version == 0 && topics.is_empty() => None,
-        Some(topics) => Some(
-            topics
-                .iter()
-                .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-                .collect(),
-        ),
-        None => None,
-    };
     let auto_create =
         shared.config.auto_create_topics_enable && (version < 4 || request.allow_auto_topic_creation);
     if let Some(link) = &shared.cluster {

@@ -32,6 +32,8 @@ pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod append_order;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -683,6 +685,7 @@ fn note_coordinator(ctx: &Rc<BrokerCtx>, placement: &Placement, request: &Reques
         RequestKind::TxnOffsetCommit(r) => &r.group_id,
         RequestKind::OffsetFetch(r) => &r.group_id,
         RequestKind::Heartbeat(r) => &r.group_id,
+        RequestKind::ConsumerGroupHeartbeat(r) => &r.group_id,
         RequestKind::JoinGroup(r) => &r.group_id,
         RequestKind::SyncGroup(r) => &r.group_id,
         RequestKind::LeaveGroup(r) => &r.group_id,
@@ -714,6 +717,8 @@ fn is_group_api(api_key: ApiKey) -> bool {
             | ApiKey::DescribeGroups
             | ApiKey::DeleteGroups
             | ApiKey::OffsetDelete
+            | ApiKey::ConsumerGroupHeartbeat
+            | ApiKey::ConsumerGroupDescribe
     )
 }
 
@@ -777,10 +782,35 @@ async fn handle_group_api(
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(ctx, access, r).await)
         }
+        request @ (RequestKind::ConsumerGroupHeartbeat(_) | RequestKind::ConsumerGroupDescribe(_)) => {
+            return consumer_group_api(ctx, access, request, context).await;
+        }
         _ => return Err(RequestError::UnsupportedApi { api: api_key }),
     };
     quota_checks::set_throttle(&mut response, throttle);
     respond(api_key, version, correlation_id, &response)
+}
+
+/// The consumer group APIs of KIP-848's protocol.
+async fn consumer_group_api(
+    ctx: &Rc<BrokerCtx>,
+    access: &Access,
+    request: RequestKind,
+    context: &RequestContext<'_>,
+) -> Result<Outcome, RequestError> {
+    let (api_key, version, correlation_id) = (context.api_key, context.version, context.correlation_id);
+    let answer = match request {
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            let client_id = context.quota.client_id.as_deref().unwrap_or_default().to_string();
+            let answer = consumer_group_heartbeat::handle(ctx, r, version, client_id).await;
+            answer.map(ResponseKind::ConsumerGroupHeartbeat)
+        }
+        RequestKind::ConsumerGroupDescribe(r) => Reply::Now(ResponseKind::ConsumerGroupDescribe(
+            consumer_group_describe::handle(ctx, access, r).await,
+        )),
+        _ => return Err(RequestError::UnsupportedApi { api: api_key }),
+    };
+    respond_in_turn((api_key, version, correlation_id), context.throttle, answer)
 }
 
 /// The answer of a request that may be answered late (`crate::reply`): written when ready,

@@ -207,5 +207,7 @@ pub fn set_throttle(response: &mut ResponseKind, wait: Duration) {
         DescribeGroups,
         DeleteGroups,
         OffsetDelete,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
     );
 }

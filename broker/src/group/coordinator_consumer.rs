@@ -1,0 +1,174 @@
+//! The consumer groups (KIP-848) one shard coordinates, beside its classic groups.
+
+use kafka_protocol::error::ResponseError;
+
+use super::super::consumer::records::ConsumerGroupRecord;
+use super::super::consumer::subscription::TopicLookup;
+use super::super::consumer::{ConsumerGroup, HeartbeatArgs, HeartbeatOutcome};
+use super::super::records::GroupRecord;
+use super::GroupCoordinator;
+
+impl GroupCoordinator {
+    /// One ConsumerGroupHeartbeat: the answer, and the records to write before giving it.
+    /// An empty classic group (offsets only) becomes a consumer group; one with members
+    /// answers GROUP_ID_NOT_FOUND (moving a live group between protocols is not supported).
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        args: HeartbeatArgs,
+        topics: &dyn TopicLookup,
+        now_ms: i64,
+    ) -> Result<(HeartbeatOutcome, Vec<GroupRecord>), ResponseError> {
+        let joining = args.epoch == 0;
+        self.take_over_classic(group_id)?;
+        let mut groups = self.consumer_groups.borrow_mut();
+        if !groups.contains_key(group_id) {
+            if !joining {
+                return Err(ResponseError::UnknownMemberId);
+            }
+            if groups.len() >= self.consumer_groups_max {
+                return Err(ResponseError::GroupMaxSizeReached);
+            }
+            groups.insert(group_id.to_string(), ConsumerGroup::new(group_id.to_string()));
+        }
+        let group = groups.get_mut(group_id).expect("inserted above");
+        let outcome = group.heartbeat(args, topics, &self.consumer_settings, now_ms);
+        let records: Vec<GroupRecord> = group
+            .take_records()
+            .into_iter()
+            .map(GroupRecord::Consumer)
+            .collect();
+        if outcome.is_err() && group.is_empty() && group.epoch == 0 {
+            groups.remove(group_id);
+        }
+        drop(groups);
+        self.changed.notify(usize::MAX);
+        outcome.map(|outcome| (outcome, records))
+    }
+
+    /// Makes way for a consumer group named `group_id`: an empty classic group of that name
+    /// goes (its committed offsets stay); one with members refuses.
+    fn take_over_classic(&self, group_id: &str) -> Result<(), ResponseError> {
+        let mut classic = self.groups.borrow_mut();
+        match classic.get(group_id) {
+            Some(group) if !group.is_empty() => Err(ResponseError::GroupIdNotFound),
+            Some(_) => {
+                classic.remove(group_id);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Makes way for a classic group named `group_id`: an empty consumer group of that name
+    /// goes; one with members answers INCONSISTENT_GROUP_PROTOCOL.
+    pub fn take_over_consumer(&self, group_id: &str) -> Result<(), ResponseError> {
+        let mut groups = self.consumer_groups.borrow_mut();
+        match groups.get(group_id) {
+            Some(group) if !group.is_empty() => Err(ResponseError::InconsistentGroupProtocol),
+            Some(_) => {
+                groups.remove(group_id);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `group_id` is a consumer group here.
+    pub fn is_consumer_group(&self, group_id: &str) -> bool {
+        self.consumer_groups.borrow().contains_key(group_id)
+    }
+
+    /// Runs `look` on the consumer group, if there is one.
+    pub fn with_consumer_group<R>(
+        &self,
+        group_id: &str,
+        look: impl FnOnce(&mut ConsumerGroup) -> R,
+    ) -> Option<R> {
+        let result = self.consumer_groups.borrow_mut().get_mut(group_id).map(look);
+        self.changed.notify(usize::MAX);
+        result
+    }
+
+    /// OffsetCommit's check for a consumer group: the member exists and commits at its epoch
+    /// (STALE_MEMBER_EPOCH otherwise); a commit without a member only while nobody is in the
+    /// group. `None` if `group_id` is not a consumer group.
+    pub fn check_consumer_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        epoch: i32,
+    ) -> Option<Result<(), ResponseError>> {
+        let groups = self.consumer_groups.borrow();
+        let group = groups.get(group_id)?;
+        if epoch < 0 && member_id.is_empty() {
+            return Some(match group.is_empty() {
+                true => Ok(()),
+                false => Err(ResponseError::UnknownMemberId),
+            });
+        }
+        Some(match group.members.get(member_id) {
+            None => Err(ResponseError::UnknownMemberId),
+            Some(member) if member.assignment.epoch != epoch => Err(ResponseError::StaleMemberEpoch),
+            Some(_) => Ok(()),
+        })
+    }
+
+    /// Removes members whose session or revocation time ran out; returns each changed group's
+    /// records to write.
+    pub fn tick_consumer_groups(&self, now_ms: i64) -> Vec<(String, Vec<GroupRecord>)> {
+        let mut changed = Vec::new();
+        for (id, group) in self.consumer_groups.borrow_mut().iter_mut() {
+            if group.next_deadline_ms().is_some_and(|t| t <= now_ms) && group.expire(now_ms) {
+                let records = group
+                    .take_records()
+                    .into_iter()
+                    .map(GroupRecord::Consumer)
+                    .collect();
+                changed.push((id.clone(), records));
+            }
+        }
+        changed
+    }
+
+    pub(super) fn next_consumer_deadline_ms(&self) -> Option<i64> {
+        let groups = self.consumer_groups.borrow();
+        groups.values().filter_map(ConsumerGroup::next_deadline_ms).min()
+    }
+
+    /// A replayed consumer group record; the group becomes a consumer group (a classic group
+    /// of its name, which only an empty one can be, goes).
+    pub(super) fn replay_consumer_record(&self, record: ConsumerGroupRecord) {
+        let group_id = record.group().to_string();
+        let mut groups = self.consumer_groups.borrow_mut();
+        if let ConsumerGroupRecord::Metadata { epoch: None, .. } = record {
+            // The group was deleted.
+            groups.remove(&group_id);
+            return;
+        }
+        if !groups.contains_key(&group_id) {
+            self.groups.borrow_mut().remove(&group_id);
+            groups.insert(group_id.clone(), ConsumerGroup::new(group_id.clone()));
+        }
+        groups.get_mut(&group_id).expect("inserted above").replay(record);
+    }
+
+    /// After `partition` was replayed: its consumer groups' members start their sessions now.
+    pub fn finish_consumer_replay(&self, partition: i32, topics: &dyn TopicLookup, now_ms: i64) {
+        let count = self.offsets_partition_count;
+        let mut groups = self.consumer_groups.borrow_mut();
+        for (id, group) in groups.iter_mut() {
+            if super::super::partition_for(id, count) == partition {
+                group.finish_replay(topics, &self.consumer_settings, now_ms);
+            }
+        }
+        drop(groups);
+        self.changed.notify(usize::MAX);
+    }
+
+    /// The consumer groups' summaries for ListGroups: (id, state name).
+    pub fn list_consumer_groups(&self) -> Vec<(String, &'static str)> {
+        let groups = self.consumer_groups.borrow();
+        groups.values().map(|g| (g.id.clone(), g.state_name())).collect()
+    }
+}
