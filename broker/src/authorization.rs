@@ -247,6 +247,11 @@ impl Access {
         acls.authorize(&self.principal, &self.host, action)
     }
 
+    /// The client's address, as Kafka reports it (`/127.0.0.1`-style without the slash).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     pub fn allows_topic(&self, operation: Operation, topic: &str) -> bool {
         self.allows(operation, ResourceType::Topic, topic)
     }

@@ -1,19 +1,21 @@
-//! Consumer-group administration: FindCoordinator, ListGroups, DescribeGroups, DeleteGroups,
-//! OffsetFetch and OffsetCommit. Group requests go to the group's coordinator:
-//! [`Connection::find_coordinator`] says which broker that is.
+//! Consumer-group administration: FindCoordinator, ListGroups, DescribeGroups,
+//! ConsumerGroupDescribe (KIP-848's groups), DeleteGroups, OffsetFetch and OffsetCommit. Group
+//! requests go to the group's coordinator: [`Connection::find_coordinator`] says which broker
+//! that is.
 //!
 //! Versions are capped in [`super::versions::client_versions`] where later ones change the
 //! request's shape (FindCoordinator v4 batches keys, OffsetFetch v8 batches groups, OffsetCommit
 //! v10 names topics by id), so the fields set here always exist on the wire.
 
 use bytes::Bytes;
+use kafka_protocol::messages::consumer_group_describe_response::Assignment;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, TopicName,
+    ApiKey, ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
+    GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -29,6 +31,9 @@ pub struct ListedGroup {
     pub protocol_type: String,
     /// Empty when the broker's ListGroups version predates states (< v4).
     pub state: String,
+    /// "classic" or "consumer" (KIP-848's protocol); empty when the broker's ListGroups version
+    /// predates types (< v5).
+    pub group_type: String,
 }
 
 /// A member of a described group.
@@ -50,6 +55,36 @@ pub struct GroupDescription {
     /// The assignment strategy chosen (e.g. "range").
     pub protocol: String,
     pub members: Vec<GroupMember>,
+}
+
+/// A member of a consumer group of KIP-848's protocol, as ConsumerGroupDescribe describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    /// The partitions it owns now, by topic name.
+    pub assignment: Vec<(String, Vec<i32>)>,
+    /// The partitions the group's assignor wants it to own.
+    pub target_assignment: Vec<(String, Vec<i32>)>,
+}
+
+/// What ConsumerGroupDescribe says about one consumer group of KIP-848's protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupDescription {
+    pub group_id: String,
+    /// Empty, Assigning, Reconciling or Stable.
+    pub state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    /// The server-side assignor (e.g. "uniform").
+    pub assignor_name: String,
+    pub members: Vec<ConsumerGroupMember>,
 }
 
 /// A committed offset of one partition (`offset` -1: none committed).
@@ -93,6 +128,15 @@ pub fn decode_assignment(bytes: &Bytes) -> Result<Vec<(String, Vec<i32>)>, Clien
         .into_iter()
         .map(|tp| (tp.topic.0.to_string(), tp.partitions))
         .collect())
+}
+
+/// A ConsumerGroupDescribe assignment as `(topic name, partitions)`.
+fn named_partitions(assignment: &Assignment) -> Vec<(String, Vec<i32>)> {
+    assignment
+        .topic_partitions
+        .iter()
+        .map(|t| (t.topic_name.0.to_string(), t.partitions.clone()))
+        .collect()
 }
 
 /// FindCoordinator's key types.
@@ -140,6 +184,7 @@ impl Connection {
                 group_id: g.group_id.0.to_string(),
                 protocol_type: g.protocol_type.to_string(),
                 state: g.group_state.to_string(),
+                group_type: g.group_type.to_string(),
             })
             .collect())
     }
@@ -182,6 +227,51 @@ impl Connection {
             state: described.group_state.to_string(),
             protocol_type: described.protocol_type.to_string(),
             protocol: described.protocol_data.to_string(),
+            members,
+        })
+    }
+
+    /// Describes consumer group `group` of KIP-848's protocol (ConsumerGroupDescribe); a group
+    /// that is not one (unknown, or classic) is GROUP_ID_NOT_FOUND.
+    pub fn describe_consumer_group(&mut self, group: &str) -> Result<ConsumerGroupDescription, ClientError> {
+        let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(group)]);
+        let response = self.request(&request)?;
+        let described = response
+            .groups
+            .first()
+            .ok_or_else(|| ClientError::MissingInResponse {
+                api: ApiKey::ConsumerGroupDescribe,
+                what: group.to_owned(),
+            })?;
+        check_code(
+            ApiKey::ConsumerGroupDescribe,
+            described.error_code,
+            described.error_message.as_deref(),
+            || format!(" group {group}"),
+        )?;
+        let text = |s: &Option<StrBytes>| s.as_ref().map(ToString::to_string);
+        let members = described
+            .members
+            .iter()
+            .map(|m| ConsumerGroupMember {
+                member_id: m.member_id.to_string(),
+                instance_id: text(&m.instance_id),
+                rack_id: text(&m.rack_id),
+                member_epoch: m.member_epoch,
+                client_id: m.client_id.to_string(),
+                client_host: m.client_host.to_string(),
+                subscribed_topic_names: m.subscribed_topic_names.iter().map(|t| t.0.to_string()).collect(),
+                subscribed_topic_regex: text(&m.subscribed_topic_regex),
+                assignment: named_partitions(&m.assignment),
+                target_assignment: named_partitions(&m.target_assignment),
+            })
+            .collect();
+        Ok(ConsumerGroupDescription {
+            group_id: described.group_id.0.to_string(),
+            state: described.group_state.to_string(),
+            group_epoch: described.group_epoch,
+            assignment_epoch: described.assignment_epoch,
+            assignor_name: described.assignor_name.to_string(),
             members,
         })
     }

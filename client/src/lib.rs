@@ -47,8 +47,8 @@ pub use error::{ClientError, KafkaError};
 pub use fetch_session::FetchSession;
 pub use group_member::{range_assign, GroupMembership, RANGE_ASSIGNOR};
 pub use groups::{
-    check_offset_commit, decode_assignment, offset_commit_request, CommittedOffset, GroupDescription,
-    GroupMember, ListedGroup,
+    check_offset_commit, decode_assignment, offset_commit_request, CommittedOffset, ConsumerGroupDescription,
+    ConsumerGroupMember, GroupDescription, GroupMember, ListedGroup,
 };
 pub use kafka_protocol::records::Compression;
 pub use laminar_security::{Mechanism, SecurityProtocol};

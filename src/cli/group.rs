@@ -18,7 +18,9 @@ pub enum GroupCommand {
         #[command(flatten)]
         brokers: BrokerArgs,
     },
-    /// Members, assignments, committed offsets and lag per partition of a group.
+    /// Members, assignments, committed offsets and lag per partition of a group (of either
+    /// protocol: a KIP-848 consumer group also shows its epochs, assignor and each member's
+    /// target assignment).
     ///
     /// Example:
     ///   laminar group describe billing
@@ -81,9 +83,16 @@ pub fn run(command: GroupCommand) -> anyhow::Result<()> {
             let groups = brokers.connect()?.list_groups().context("cannot list groups")?;
             let rows: Vec<Vec<String>> = groups
                 .into_iter()
-                .map(|g| vec![g.group_id, g.state, g.protocol_type])
+                .map(|g| {
+                    let group_type = if g.group_type.is_empty() {
+                        "-".to_string()
+                    } else {
+                        g.group_type
+                    };
+                    vec![g.group_id, g.state, g.protocol_type, group_type]
+                })
                 .collect();
-            print_table(&["GROUP", "STATE", "PROTOCOL-TYPE"], &rows);
+            print_table(&["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"], &rows);
             Ok(())
         }
         GroupCommand::Describe { group, brokers } => describe(&group, &brokers),
@@ -148,50 +157,168 @@ pub(super) fn coordinator(
     .with_context(|| format!("cannot reach the coordinator {address} of group {group}"))
 }
 
+/// Kafka's GROUP_ID_NOT_FOUND: what DescribeGroups answers for a consumer group of KIP-848's
+/// protocol (ConsumerGroupDescribe describes those).
+const GROUP_ID_NOT_FOUND: i16 = 69;
+
 fn describe(group: &str, brokers: &BrokerArgs) -> anyhow::Result<()> {
     let mut bootstrap = brokers.connect()?;
     let mut connection = coordinator(&mut bootstrap, brokers, group)?;
-    let description = connection
-        .describe_group(group)
-        .with_context(|| format!("cannot describe group {group}"))?;
-    let committed = connection
-        .offset_fetch(group, None)
-        .with_context(|| format!("cannot read the offsets of {group}"))?;
+    let description = match connection.describe_group(group) {
+        Err(e) if e.kafka_error().is_some_and(|k| k.code == GROUP_ID_NOT_FOUND) => {
+            return describe_consumer_group(group, (&mut connection, &brokers.client_config()?));
+        }
+        described => described.with_context(|| format!("cannot describe group {group}"))?,
+    };
+    let committed = committed_offsets(&mut connection, group)?;
     if description.state == "Dead" && committed.is_empty() {
         bail!("unknown group {group}");
     }
-    println!("GROUP");
-    println!("name:     {group}");
-    println!("state:    {}", description.state);
-    println!("protocol: {} {}", description.protocol_type, description.protocol);
-    println!("members:  {}", description.members.len());
+    print_header(&[
+        ("name", group.to_string()),
+        ("state", description.state.clone()),
+        (
+            "protocol",
+            format!("{} {}", description.protocol_type, description.protocol),
+        ),
+        ("members", description.members.len().to_string()),
+    ]);
+    let owners: Vec<Owner> = description
+        .members
+        .iter()
+        .map(|m| (owner_label(&m.member_id, &m.client_host), m.assignment.as_slice()))
+        .collect();
+    print_offsets((&mut connection, &brokers.client_config()?), &committed, &owners)
+}
+
+/// `group describe` of a consumer group of KIP-848's protocol: its epochs and assignor, each
+/// member's current and target assignment, then its committed offsets and lag.
+fn describe_consumer_group(
+    group: &str,
+    (connection, config): (&mut Connection, &laminar_client::ClientConfig),
+) -> anyhow::Result<()> {
+    let description = connection
+        .describe_consumer_group(group)
+        .with_context(|| format!("cannot describe consumer group {group}"))?;
+    let committed = committed_offsets(connection, group)?;
+    print_header(&[
+        ("name", group.to_string()),
+        ("state", description.state.clone()),
+        (
+            "protocol",
+            format!("consumer (KIP-848), assignor {}", description.assignor_name),
+        ),
+        (
+            "epochs",
+            format!(
+                "group {}, assignment {}",
+                description.group_epoch, description.assignment_epoch
+            ),
+        ),
+        ("members", description.members.len().to_string()),
+    ]);
+    let or_dash = |text: &str| {
+        if text.is_empty() {
+            "-".to_string()
+        } else {
+            text.to_string()
+        }
+    };
+    let rows: Vec<Vec<String>> = description
+        .members
+        .iter()
+        .map(|m| {
+            vec![
+                m.member_id.clone(),
+                or_dash(m.instance_id.as_deref().unwrap_or_default()),
+                m.member_epoch.to_string(),
+                or_dash(&m.client_id),
+                or_dash(&m.client_host),
+                or_dash(&partitions_text(&m.assignment)),
+                or_dash(&partitions_text(&m.target_assignment)),
+            ]
+        })
+        .collect();
+    println!("MEMBERS");
+    print_table(
+        &[
+            "MEMBER", "INSTANCE", "EPOCH", "CLIENT", "HOST", "ASSIGNED", "TARGET",
+        ],
+        &rows,
+    );
     println!();
+    let owners: Vec<Owner> = description
+        .members
+        .iter()
+        .map(|m| (owner_label(&m.member_id, &m.client_host), m.assignment.as_slice()))
+        .collect();
+    print_offsets((connection, config), &committed, &owners)
+}
+
+/// The GROUP block of `group describe`: `name:     billing`, one field a line, then a blank line.
+fn print_header(fields: &[(&str, String)]) {
+    println!("GROUP");
+    for (name, value) in fields {
+        println!("{:<10}{value}", format!("{name}:"));
+    }
+    println!();
+}
+
+/// Partitions by topic as `orders:0,1 payments:3`.
+fn partitions_text(assignment: &[(String, Vec<i32>)]) -> String {
+    let topics: Vec<String> = assignment
+        .iter()
+        .map(|(topic, partitions)| {
+            let list: Vec<String> = partitions.iter().map(i32::to_string).collect();
+            format!("{topic}:{}", list.join(","))
+        })
+        .collect();
+    topics.join(" ")
+}
+
+/// A member as the offsets table names it, and the partitions it owns.
+type Owner<'a> = (String, &'a [(String, Vec<i32>)]);
+
+/// "member-id host" (the host when known).
+fn owner_label(member_id: &str, client_host: &str) -> String {
+    format!("{member_id} {client_host}").trim_end().to_string()
+}
+
+fn committed_offsets(connection: &mut Connection, group: &str) -> anyhow::Result<Vec<CommittedOffset>> {
+    connection
+        .offset_fetch(group, None)
+        .with_context(|| format!("cannot read the offsets of {group}"))
+}
+
+/// The table of `committed` offsets with each partition's log end offset, lag and owner.
+fn print_offsets(
+    (connection, config): (&mut Connection, &laminar_client::ClientConfig),
+    committed: &[CommittedOffset],
+    owners: &[Owner],
+) -> anyhow::Result<()> {
     let owner = |topic: &str, partition: i32| {
-        description
-            .members
+        owners
             .iter()
-            .find(|m| {
-                m.assignment
+            .find(|(_, assignment)| {
+                assignment
                     .iter()
                     .any(|(t, ps)| t == topic && ps.contains(&partition))
             })
-            .map_or_else(
-                || "-".to_string(),
-                |m| {
-                    format!("{} {}", m.member_id, m.client_host)
-                        .trim_end()
-                        .to_string()
-                },
-            )
+            .map_or_else(|| "-".to_string(), |(label, _)| label.clone())
     };
     let mut rows = Vec::new();
     let mut topics: Vec<&str> = committed.iter().map(|c| c.topic.as_str()).collect();
     topics.dedup();
     for topic in topics {
         let mine: Vec<&CommittedOffset> = committed.iter().filter(|c| c.topic == topic).collect();
-        let asks: Vec<(i32, OffsetSpec)> = mine.iter().map(|c| (c.partition, OffsetSpec::Latest)).collect();
-        let ends = connection.list_offsets(topic, &asks)?;
-        for (c, (_, end)) in mine.iter().zip(ends) {
+        // Asked of each partition's leader: in a cluster the coordinator leads only some.
+        let (metadata, found) = super::topic_metadata(connection, topic)?;
+        let ends: std::collections::BTreeMap<i32, i64> =
+            super::topic::partition_offsets((&metadata, config), &found, OffsetSpec::Latest)
+                .into_iter()
+                .collect();
+        for c in mine {
+            let end = ends.get(&c.partition).copied().unwrap_or(-1);
             let (current, lag) = if c.offset < 0 {
                 ("-".to_string(), "-".to_string())
             } else {

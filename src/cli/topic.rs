@@ -309,7 +309,7 @@ fn describe(name: &str, log_dirs: bool, brokers: &BrokerArgs) -> anyhow::Result<
 /// `(partition, offset)` of every partition of `topic` for `spec`, in the topic's partition
 /// order, each asked of its leader (only a leader answers ListOffsets); -1 where the leader
 /// could not answer.
-fn partition_offsets(
+pub(super) fn partition_offsets(
     (metadata, config): (&laminar_client::ClusterMetadata, &laminar_client::ClientConfig),
     topic: &TopicMetadata,
     spec: OffsetSpec,

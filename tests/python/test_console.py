@@ -229,8 +229,8 @@ def check_one_topic(driver, broker, shots):
 def check_groups_and_reset(driver, broker, shots):
     open_page(driver, broker, "#/groups")
     row = wait_for(driver, 'tr[data-group="billing"]')
-    group, state, protocol, committed, lag = cells(row)
-    assert (group, state, protocol) == ("billing", "Empty", "consumer")
+    group, group_type, state, protocol, committed, lag = cells(row)
+    assert (group, group_type, state, protocol) == ("billing", "classic", "Empty", "consumer")
     described = api(broker, "/v1/groups/billing")["offsets"]
     assert int(committed) == len(described) >= 1
     assert int(lag) == sum(o["lag"] for o in described)

@@ -109,7 +109,7 @@ fn a_group_consume_commits_its_offsets_shown_as_lag_and_the_next_resumes_there()
     let listed = ok_on(&b, &["group", "list"], "")?;
     assert_eq!(
         rows_starting(&listed, "billing"),
-        vec![vec!["billing", "Empty", "consumer"]]
+        vec![vec!["billing", "Empty", "consumer", "classic"]]
     );
     let described = ok_on(&b, &["group", "describe", "billing"], "")?;
     assert!(described.contains("state:    Empty"), "{described}");

@@ -348,9 +348,6 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation_id: i32,
     ) -> Result<(), ResponseError> {
-        if let Some(checked) = self.check_consumer_commit(group_id, member_id, generation_id) {
-            return checked;
-        }
         let now_ms = self.now_ms();
         let simple = generation_id < 0;
         let checked = self.with_group(group_id, simple, |group| {

@@ -90,14 +90,16 @@ impl GroupCoordinator {
         result
     }
 
-    /// OffsetCommit's check for a consumer group: the member exists and commits at its epoch
-    /// (STALE_MEMBER_EPOCH otherwise); a commit without a member only while nobody is in the
-    /// group. `None` if `group_id` is not a consumer group.
+    /// OffsetCommit's check for a consumer group: the member exists and commits at its epoch,
+    /// or at its previous one for partitions it still holds (a commit sent just before the
+    /// heartbeat that moved it on; STALE_MEMBER_EPOCH otherwise); a commit without a member only
+    /// while nobody is in the group. `None` if `group_id` is not a consumer group.
     pub fn check_consumer_commit(
         &self,
         group_id: &str,
-        member_id: &str,
-        epoch: i32,
+        (member_id, epoch): (&str, i32),
+        committed: &[(String, i32)],
+        topics: &dyn TopicLookup,
     ) -> Option<Result<(), ResponseError>> {
         let groups = self.consumer_groups.borrow();
         let group = groups.get(group_id)?;
@@ -107,10 +109,23 @@ impl GroupCoordinator {
                 false => Err(ResponseError::UnknownMemberId),
             });
         }
-        Some(match group.members.get(member_id) {
-            None => Err(ResponseError::UnknownMemberId),
-            Some(member) if member.assignment.epoch != epoch => Err(ResponseError::StaleMemberEpoch),
-            Some(_) => Ok(()),
+        let Some(member) = group.members.get(member_id) else {
+            return Some(Err(ResponseError::UnknownMemberId));
+        };
+        let assignment = &member.assignment;
+        if epoch == assignment.epoch {
+            return Some(Ok(()));
+        }
+        let holds_all = committed
+            .iter()
+            .all(|(topic, partition)| match topics.by_name(topic) {
+                Some((id, _)) => group.owner_of(id, *partition) == Some(member_id),
+                None => true,
+            });
+        let previous = epoch < assignment.epoch && epoch >= assignment.previous_epoch;
+        Some(match previous && holds_all {
+            true => Ok(()),
+            false => Err(ResponseError::StaleMemberEpoch),
         })
     }
 

@@ -24,10 +24,10 @@ pub async fn handle(
     ctx: &Rc<BrokerCtx>,
     request: ConsumerGroupHeartbeatRequest,
     version: i16,
-    client_id: String,
+    client: (String, String),
 ) -> Reply<ConsumerGroupHeartbeatResponse> {
     let group_id = request.group_id.to_string();
-    let args = match heartbeat_args(request, version, client_id) {
+    let args = match heartbeat_args(request, version, client) {
         Ok(args) => args,
         Err((error, why)) => return Reply::Now(refused(error, Some(why))),
     };
@@ -60,7 +60,7 @@ pub async fn handle(
 fn heartbeat_args(
     request: ConsumerGroupHeartbeatRequest,
     version: i16,
-    client_id: String,
+    (client_id, client_host): (String, String),
 ) -> Result<HeartbeatArgs, (ResponseError, &'static str)> {
     let invalid = |why| Err((ResponseError::InvalidRequest, why));
     let epoch = request.member_epoch;
@@ -123,7 +123,7 @@ fn heartbeat_args(
         server_assignor: request.server_assignor.map(|a| a.to_string()),
         owned,
         client_id,
-        client_host: String::new(),
+        client_host,
     })
 }
 

@@ -802,7 +802,8 @@ async fn consumer_group_api(
     let answer = match request {
         RequestKind::ConsumerGroupHeartbeat(r) => {
             let client_id = context.quota.client_id.as_deref().unwrap_or_default().to_string();
-            let answer = consumer_group_heartbeat::handle(ctx, r, version, client_id).await;
+            let client = (client_id, format!("/{}", access.host()));
+            let answer = consumer_group_heartbeat::handle(ctx, r, version, client).await;
             answer.map(ResponseKind::ConsumerGroupHeartbeat)
         }
         RequestKind::ConsumerGroupDescribe(r) => Reply::Now(ResponseKind::ConsumerGroupDescribe(

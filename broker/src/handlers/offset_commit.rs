@@ -42,10 +42,16 @@ pub async fn handle(
     let id = group_id.clone();
     let keys: Vec<(String, i32)> = commits.iter().map(|c| (c.0.clone(), c.1)).collect();
     let asked: Vec<(i32, i64)> = commits.iter().map(|c| (c.1, c.2)).collect();
+    let slots = keys.clone();
     let done = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
-        coordinator.check_commit(&id, &member_id, instance_id.as_deref(), generation_id)?;
         let topics = there.state.shared.metadata.current();
+        let consumer_check =
+            coordinator.check_consumer_commit(&id, (&member_id, generation_id), &slots, topics.as_ref());
+        match consumer_check {
+            Some(checked) => checked?,
+            None => coordinator.check_commit(&id, &member_id, instance_id.as_deref(), generation_id)?,
+        }
         let now = now_ms();
         let mut results = Vec::with_capacity(commits.len());
         let mut records = Vec::new();

@@ -252,3 +252,66 @@ pub fn offset_delete(marks: &Marks) -> OffsetDeleteRequest {
             .with_name(topic(TOPICS[0]))
             .with_partitions(partitions)])
 }
+
+/// A member of a KIP-848 consumer group: joining (variant 0, epoch 0, subscribing by name, or
+/// from v1 by expression), heartbeating at an epoch it does not have (1), or leaving (2).
+pub fn consumer_group_heartbeat(
+    version: i16,
+    variant: usize,
+    marks: &Marks,
+) -> ConsumerGroupHeartbeatRequest {
+    let owned = consumer_group_heartbeat_request::TopicPartitions::default()
+        .with_topic_id(uuid::Uuid::from_u128(0x5a5a))
+        .with_partitions(marks.partitions.to_vec());
+    let request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_member_id(s(MEMBER))
+        .with_rebalance_timeout_ms(marks.wait_ms)
+        .with_server_assignor(Some(s("uniform")))
+        .with_rack_id(Some(s("fuzz-rack")));
+    match variant {
+        0 => {
+            let names = TOPICS.iter().map(|t| topic(t)).collect();
+            let request = request
+                .with_member_epoch(0)
+                .with_topic_partitions(Some(Vec::new()));
+            match version {
+                0 => request.with_subscribed_topic_names(Some(names)),
+                _ => request.with_subscribed_topic_regex(Some(s("fuzz.*"))),
+            }
+        }
+        1 => request
+            .with_member_epoch(marks.wait_ms)
+            .with_topic_partitions(Some(vec![owned])),
+        _ => request.with_member_epoch(-1),
+    }
+}
+
+pub fn consumer_group_describe() -> ConsumerGroupDescribeRequest {
+    ConsumerGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId(s(GROUP)), GroupId(s("fuzz-unknown"))])
+        .with_include_authorized_operations(true)
+}
+
+/// The seed of a consumer-group API, `None` for another API.
+pub fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Option<RequestKind> {
+    Some(match api {
+        ApiKey::FindCoordinator => RequestKind::FindCoordinator(find_coordinator(v)),
+        ApiKey::JoinGroup => RequestKind::JoinGroup(join_group(v, variant, marks)),
+        ApiKey::SyncGroup => RequestKind::SyncGroup(sync_group(v, marks)),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(heartbeat()),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(leave_group(v)),
+        ApiKey::OffsetCommit => RequestKind::OffsetCommit(offset_commit(v, marks)),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(txn_offset_commit(v, marks)),
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(offset_fetch(v, marks)),
+        ApiKey::ListGroups => RequestKind::ListGroups(list_groups(v)),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(describe_groups()),
+        ApiKey::DeleteGroups => RequestKind::DeleteGroups(delete_groups()),
+        ApiKey::OffsetDelete => RequestKind::OffsetDelete(offset_delete(marks)),
+        ApiKey::ConsumerGroupHeartbeat => {
+            RequestKind::ConsumerGroupHeartbeat(consumer_group_heartbeat(v, variant, marks))
+        }
+        ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(consumer_group_describe()),
+        _ => return None,
+    })
+}

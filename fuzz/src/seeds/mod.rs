@@ -65,7 +65,7 @@ const FOLLOWER_REPLICA_ID: i32 = 2;
 /// Variants built per (api, version).
 fn variants(api: ApiKey) -> usize {
     match api {
-        ApiKey::Produce | ApiKey::JoinGroup => 3,
+        ApiKey::Produce | ApiKey::JoinGroup | ApiKey::ConsumerGroupHeartbeat => 3,
         // Fetch: a consumer's, and a follower's (`FOLLOWER_REPLICA_ID`).
         ApiKey::Metadata | ApiKey::InitProducerId | ApiKey::Fetch => 2,
         _ => 1,
@@ -235,19 +235,10 @@ fn request(api: ApiKey, v: i16, variant: usize, marks: &Marks) -> Result<Request
         }
         ApiKey::InitProducerId => RequestKind::InitProducerId(data::init_producer_id(v, variant)),
         ApiKey::ElectLeaders => RequestKind::ElectLeaders(data::elect_leaders(v, marks)),
-        ApiKey::FindCoordinator => RequestKind::FindCoordinator(group::find_coordinator(v)),
-        ApiKey::JoinGroup => RequestKind::JoinGroup(group::join_group(v, variant, marks)),
-        ApiKey::SyncGroup => RequestKind::SyncGroup(group::sync_group(v, marks)),
-        ApiKey::Heartbeat => RequestKind::Heartbeat(group::heartbeat()),
-        ApiKey::LeaveGroup => RequestKind::LeaveGroup(group::leave_group(v)),
-        ApiKey::OffsetCommit => RequestKind::OffsetCommit(group::offset_commit(v, marks)),
-        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(group::txn_offset_commit(v, marks)),
-        ApiKey::OffsetFetch => RequestKind::OffsetFetch(group::offset_fetch(v, marks)),
-        ApiKey::ListGroups => RequestKind::ListGroups(group::list_groups(v)),
-        ApiKey::DescribeGroups => RequestKind::DescribeGroups(group::describe_groups()),
-        ApiKey::DeleteGroups => RequestKind::DeleteGroups(group::delete_groups()),
-        ApiKey::OffsetDelete => RequestKind::OffsetDelete(group::offset_delete(marks)),
-        other => bail!("no seed for {other:?}"),
+        other => {
+            return group::request(other, v, variant, marks)
+                .ok_or_else(|| anyhow::anyhow!("no seed for {other:?}"))
+        }
     })
 }
 
@@ -341,6 +332,8 @@ pub fn decode_recorded(api: ApiKey, buf: &mut Recorder, version: i16) -> Result<
         ListTransactions => ListTransactionsRequest,
         ListGroups => ListGroupsRequest, DescribeGroups => DescribeGroupsRequest,
         DeleteGroups => DeleteGroupsRequest, OffsetDelete => OffsetDeleteRequest,
+        ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
+        ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
         InitProducerId => InitProducerIdRequest, ElectLeaders => ElectLeadersRequest,
         SaslAuthenticate => SaslAuthenticateRequest,
         DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,

@@ -1,17 +1,20 @@
-//! `/v1/groups`: consumer groups with their members, assignments, committed offsets and lag, and
-//! offset resets with a preview, through the broker's ListGroups, DescribeGroups, OffsetFetch and
-//! OffsetCommit handlers.
+//! `/v1/groups`: consumer groups (classic, and KIP-848's) with their members, assignments,
+//! committed offsets and lag, and offset resets with a preview, through the broker's ListGroups,
+//! DescribeGroups, ConsumerGroupDescribe, OffsetFetch and OffsetCommit handlers.
 
 use crate::authorization::Access;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    ConsumerGroupDescribeRequest, DescribeGroupsRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde::Deserialize;
@@ -20,17 +23,18 @@ use serde_json::json;
 use super::topics::{figures, Opening};
 use super::{ok, ApiError, ApiResult, Query};
 use crate::broker::{on_owning_shards, BrokerCtx, TopicPartition};
-use crate::handlers::{describe_groups, list_groups, offset_commit, offset_fetch};
+use crate::handlers::{consumer_group_describe, describe_groups, list_groups, offset_commit, offset_fetch};
 use crate::metrics;
 
 fn group_id(id: &str) -> GroupId {
     GroupId(StrBytes::from_string(id.to_string()))
 }
 
-/// `GET /v1/groups`: every group with its state and its total lag over committed partitions.
+/// `GET /v1/groups`: every group with its type ("classic" or "consumer"), its state and its
+/// total lag over committed partitions.
 pub async fn list(ctx: &Rc<BrokerCtx>, query: &Query) -> ApiResult {
     query.only(&[])?;
-    let listed = list_groups::handle(ctx, &Access::unrestricted(), ListGroupsRequest::default(), 4).await;
+    let listed = list_groups::handle(ctx, &Access::unrestricted(), ListGroupsRequest::default(), 5).await;
     if listed.error_code != 0 {
         return Err(ApiError::kafka(listed.error_code, None));
     }
@@ -48,6 +52,7 @@ pub async fn list(ctx: &Rc<BrokerCtx>, query: &Query) -> ApiResult {
             let (lag_sum, partitions) = lag.get(g.group_id.as_str()).copied().unwrap_or_default();
             json!({
                 "group": g.group_id.as_str(),
+                "type": g.group_type.as_str(),
                 "state": g.group_state.as_str(),
                 "protocol_type": g.protocol_type.as_str(),
                 "lag": lag_sum,
@@ -59,7 +64,8 @@ pub async fn list(ctx: &Rc<BrokerCtx>, query: &Query) -> ApiResult {
 }
 
 /// `GET /v1/groups/{id}`: state, members with their assignments, and per committed partition
-/// the committed offset, the high watermark and the lag.
+/// the committed offset, the high watermark and the lag. A consumer group of KIP-848's protocol
+/// (which DescribeGroups answers GROUP_ID_NOT_FOUND) is described by [`describe_consumer`].
 pub async fn describe(ctx: &Rc<BrokerCtx>, id: &str, query: &Query) -> ApiResult {
     query.only(&[])?;
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(id)]);
@@ -68,6 +74,9 @@ pub async fn describe(ctx: &Rc<BrokerCtx>, id: &str, query: &Query) -> ApiResult
         .groups
         .first()
         .ok_or_else(|| ApiError::new(500, "DescribeGroups answered nothing"))?;
+    if group.error_code == ResponseError::GroupIdNotFound.code() {
+        return describe_consumer(ctx, id).await;
+    }
     if group.error_code != 0 {
         return Err(ApiError::kafka(group.error_code, group.error_message.as_deref()));
     }
@@ -102,12 +111,87 @@ pub async fn describe(ctx: &Rc<BrokerCtx>, id: &str, query: &Query) -> ApiResult
     }
     ok(&json!({
         "group": id,
+        "type": "classic",
         "state": group.group_state.as_str(),
         "protocol_type": group.protocol_type.as_str(),
         "protocol": group.protocol_data.as_str(),
         "members": members,
         "offsets": offsets,
     }))
+}
+
+/// `GET /v1/groups/{id}` of a consumer group of KIP-848's protocol: its epochs, assignor and
+/// members (with their current and target assignments, from ConsumerGroupDescribe), and its
+/// committed offsets with their lag and owner.
+async fn describe_consumer(ctx: &Rc<BrokerCtx>, id: &str) -> ApiResult {
+    let group = consumer_group(ctx, id).await?;
+    let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
+    for m in &group.members {
+        for t in &m.assignment.topic_partitions {
+            for partition in &t.partitions {
+                owner.insert((t.topic_name.to_string(), *partition), m.member_id.to_string());
+            }
+        }
+    }
+    let members: Vec<serde_json::Value> = group
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "member_id": m.member_id.as_str(),
+                "instance_id": m.instance_id.as_deref(),
+                "rack_id": m.rack_id.as_deref(),
+                "member_epoch": m.member_epoch,
+                "client_id": m.client_id.as_str(),
+                "client_host": m.client_host.as_str(),
+                "subscribed_topic_names": m.subscribed_topic_names.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                "subscribed_topic_regex": m.subscribed_topic_regex.as_deref(),
+                "assignment": assignment_json(&m.assignment),
+                "target_assignment": assignment_json(&m.target_assignment),
+            })
+        })
+        .collect();
+    let offsets = committed_with_lag(ctx, id, &owner).await?;
+    ok(&json!({
+        "group": id,
+        "type": "consumer",
+        "state": group.group_state.as_str(),
+        "protocol_type": "consumer",
+        "protocol": group.assignor_name.as_str(),
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "assignor": group.assignor_name.as_str(),
+        "members": members,
+        "offsets": offsets,
+    }))
+}
+
+/// Consumer group `id` of KIP-848's protocol as ConsumerGroupDescribe describes it (404 when
+/// there is none).
+async fn consumer_group(ctx: &Rc<BrokerCtx>, id: &str) -> Result<DescribedGroup, ApiError> {
+    let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(id)]);
+    let described = consumer_group_describe::handle(ctx, &Access::unrestricted(), request).await;
+    let group = described
+        .groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(500, "ConsumerGroupDescribe answered nothing"))?;
+    match group.error_code {
+        0 => Ok(group),
+        code if code == ResponseError::GroupIdNotFound.code() => {
+            Err(ApiError::new(404, format!("no group {id}")))
+        }
+        code => Err(ApiError::kafka(code, group.error_message.as_deref())),
+    }
+}
+
+/// A ConsumerGroupDescribe assignment as the API shows assignments: `[{topic, partitions}]`.
+fn assignment_json(assignment: &Assignment) -> Vec<serde_json::Value> {
+    assignment
+        .topic_partitions
+        .iter()
+        .map(|t| json!({ "topic": t.topic_name.as_str(), "partitions": t.partitions }))
+        .collect()
 }
 
 /// Committed offsets of group `id` (OffsetFetch), each with the partition's high watermark,
@@ -303,17 +387,25 @@ async fn target_offsets(
 async fn refuse_while_members(ctx: &Rc<BrokerCtx>, id: &str) -> Result<(), ApiError> {
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(id)]);
     let described = describe_groups::handle(ctx, &Access::unrestricted(), request, 5).await;
-    match described.groups.first() {
-        Some(group) if !group.members.is_empty() => Err(ApiError::new(
-            409,
-            format!(
-                "group {id} has {} member(s) ({}): stop its consumers before resetting its offsets",
-                group.members.len(),
-                group.group_state.as_str()
-            ),
-        )),
-        _ => Ok(()),
+    let (members, state) = match described.groups.first() {
+        Some(group) if group.error_code == ResponseError::GroupIdNotFound.code() => {
+            match consumer_group(ctx, id).await {
+                Ok(group) => (group.members.len(), group.group_state.to_string()),
+                Err(_) => (0, String::new()),
+            }
+        }
+        Some(group) => (group.members.len(), group.group_state.to_string()),
+        None => (0, String::new()),
+    };
+    if members == 0 {
+        return Ok(());
     }
+    Err(ApiError::new(
+        409,
+        format!(
+            "group {id} has {members} member(s) ({state}): stop its consumers before resetting its offsets"
+        ),
+    ))
 }
 
 async fn commit(ctx: &Rc<BrokerCtx>, id: &str, topic: &str, offsets: &[(i32, i64)]) -> Result<(), ApiError> {

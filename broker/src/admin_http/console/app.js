@@ -342,12 +342,13 @@ async function groupsPage() {
   const { groups } = await api("GET", "/v1/groups");
   const rows = groups.map((g) => h("tr", { "data-group": g.group },
     h("td", {}, h("a", { href: `#/group/${enc(g.group)}` }, g.group)),
+    h("td", {}, g.type || "classic"),
     h("td", {}, h("span", { class: `pill ${g.state}` }, g.state)),
     h("td", {}, g.protocol_type),
     h("td", { class: "num" }, num(g.partitions_committed)),
     h("td", { class: "num" }, num(g.lag))));
   setPage(h("h1", {}, "Consumer groups"),
-    table(["Group", "State", "Protocol", "Partitions committed ", "Lag "], rows, { id: "groups" }));
+    table(["Group", "Type", "State", "Protocol", "Partitions committed ", "Lag "], rows, { id: "groups" }));
 }
 
 const lagHistory = new Map(); // "topic/partition" -> recent lags, while this page is open
@@ -377,9 +378,7 @@ async function groupData(id) {
   document.getElementById("group-state").replaceChildren(h("span", { class: `pill ${g.state}` }, g.state));
   const form = document.getElementById("reset-offsets");
   if (!form.topic.value && g.offsets.length) form.topic.value = g.offsets[0].topic;
-  const members = g.members.map((m) => h("tr", {},
-    h("td", { class: "mono" }, m.member_id), h("td", {}, m.client_id), h("td", {}, m.client_host),
-    h("td", {}, m.assignment.map((a) => `${a.topic}: ${a.partitions.join(", ")}`).join("; "))));
+  const members = groupMembers(g);
   const now = Date.now();
   for (const o of g.offsets) {
     const key = `${o.topic}/${o.partition}`;
@@ -402,11 +401,35 @@ async function groupData(id) {
   const first = shownLags[0];
   const lagTimes = first ? lagHistory.get(`${first.topic}/${first.partition}`).map((p) => p[0]) : [];
   document.getElementById("group-data").replaceChildren(
-    h("h2", {}, "Members"), table(["Member", "Client", "Host", "Assignment"], members, { id: "members" }),
+    ...members,
     h("h2", {}, "Committed offsets and lag"),
     table(["Topic", "Partition ", "Committed ", "High watermark ", "Lag ", "Member"], offsets, { id: "offsets" }),
     h("div", { class: "charts" }, chart("Lag while this page is open", lagTimes, lagSeries, (v) => v.toFixed(0))));
   timer = setTimeout(() => groupData(id).catch(showError), REFRESH_MS * 2);
+}
+
+/** Topics and partitions as "orders: 0, 1; payments: 3". */
+const partitionsText = (assignment) => assignment.map((a) => `${a.topic}: ${a.partitions.join(", ")}`).join("; ");
+
+/** The group page's members: a classic group's with their assignment; a consumer group's
+ * (KIP-848) after its epochs and assignor, each with its epoch and current and target assignment. */
+function groupMembers(g) {
+  if (g.type !== "consumer") {
+    const rows = g.members.map((m) => h("tr", {},
+      h("td", { class: "mono" }, m.member_id), h("td", {}, m.client_id), h("td", {}, m.client_host),
+      h("td", {}, partitionsText(m.assignment))));
+    return [h("h2", {}, "Members"), table(["Member", "Client", "Host", "Assignment"], rows, { id: "members" })];
+  }
+  const rows = g.members.map((m) => h("tr", {},
+    h("td", { class: "mono" }, m.member_id), h("td", {}, m.instance_id || "–"),
+    h("td", { class: "num" }, m.member_epoch), h("td", {}, m.client_id), h("td", {}, m.client_host || "–"),
+    h("td", {}, partitionsText(m.assignment)), h("td", {}, partitionsText(m.target_assignment))));
+  return [
+    h("p", { id: "group-epochs" }, `Consumer protocol (KIP-848), assignor ${g.assignor}; ` +
+      `group epoch ${g.group_epoch}, assignment epoch ${g.assignment_epoch}.`),
+    h("h2", {}, "Members"),
+    table(["Member", "Instance", "Epoch ", "Client", "Host", "Assigned", "Target"], rows, { id: "members" }),
+  ];
 }
 
 async function previewReset(id, execute) {
