@@ -4,7 +4,8 @@ while records flow, and every record is consumed once; the classic protocol runs
 schedule in the same test, and both print how long members that keep partitions stop consuming
 during rebalances; a killed member is removed after its session timeout; a regular expression
 picks up a topic created later; a static member that comes back keeps its partitions; a group
-survives its broker's restart at its epoch."""
+survives its broker's restart at its epoch; a classic group moves to the new protocol member by
+member (a rolling upgrade) while records flow."""
 
 import signal
 import statistics
@@ -168,3 +169,40 @@ def test_a_group_survives_its_brokers_restart_at_its_epoch(own_broker, topic_nam
     assert partitions == [[0, 1]], "the member's assignment came back from the log"
     wait_for(lambda: len(member.owned()) == 2 and not member.errors, 30, "the member goes on")
     member.stop()
+
+
+def assigned_once(members, partitions):
+    """Every partition owned by exactly one of `members`."""
+    owned = [p for m in members for p in m.owned()]
+    return len(owned) == partitions and len(set(owned)) == partitions
+
+
+def test_a_classic_group_moves_to_the_new_protocol_member_by_member_while_records_flow(broker, topic_name):
+    """A rolling upgrade: a classic group of two members; a member of the new protocol joins
+    (the group becomes a consumer group, its classic members staying), then each classic member
+    restarts with group.protocol=consumer. At every step every partition has one owner, and in
+    the end every record was consumed once."""
+    create_topic(broker, topic_name, partitions=6)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    producer = PacedProducer(broker.bootstrap, topic_name, 200)
+    classic = [Member(broker.bootstrap, group, [topic_name], f"classic{i}", **CLASSIC) for i in range(2)]
+    wait_for(lambda: assigned_once(classic, 6), 60, "the classic members share the partitions")
+    members = list(classic)
+    members.append(Member(broker.bootstrap, group, [topic_name], "new0", **CONSUMER))
+    wait_for(lambda: all(m.owned() for m in members) and assigned_once(members, 6), 60,
+             "a mixed group: two classic members and one of the new protocol")
+    assert describe(broker, group).type.name == "CONSUMER"
+    for i, old in enumerate(classic):
+        old.stop()
+        members.remove(old)
+        members.append(Member(broker.bootstrap, group, [topic_name], f"new{i + 1}", **CONSUMER))
+        wait_for(lambda: all(m.owned() for m in members) and assigned_once(members, 6), 60,
+                 f"classic member {i} replaced by one of the new protocol")
+    producer.stop()
+    everyone = classic + members
+    wait_for(lambda: len(set(consumed_values(everyone))) >= producer.sent, 60, "every record consumed")
+    for m in members:
+        m.stop()
+    repeated = check_once(everyone, producer)
+    print(f"\nmigration: {producer.sent} records, {repeated} consumed twice")
+    assert repeated == 0

@@ -2,6 +2,7 @@
 
 use kafka_protocol::error::ResponseError;
 
+use super::super::consumer::classic::{ClassicJoin, ClassicJoined};
 use super::super::consumer::records::ConsumerGroupRecord;
 use super::super::consumer::subscription::TopicLookup;
 use super::super::consumer::{ConsumerGroup, HeartbeatArgs, HeartbeatOutcome};
@@ -20,7 +21,7 @@ impl GroupCoordinator {
         now_ms: i64,
     ) -> Result<(HeartbeatOutcome, Vec<GroupRecord>), ResponseError> {
         let joining = args.epoch == 0;
-        self.take_over_classic(group_id)?;
+        self.take_over_classic(group_id, topics, now_ms)?;
         let mut groups = self.consumer_groups.borrow_mut();
         if !groups.contains_key(group_id) {
             if !joining {
@@ -47,17 +48,107 @@ impl GroupCoordinator {
     }
 
     /// Makes way for a consumer group named `group_id`: an empty classic group of that name
-    /// goes (its committed offsets stay); one with members refuses.
-    fn take_over_classic(&self, group_id: &str) -> Result<(), ResponseError> {
+    /// goes (its committed offsets stay); a Stable one of consumers becomes a consumer group, its
+    /// members staying members of the classic protocol ([`ConsumerGroup::from_classic`]).
+    fn take_over_classic(
+        &self,
+        group_id: &str,
+        topics: &dyn TopicLookup,
+        now_ms: i64,
+    ) -> Result<(), ResponseError> {
         let mut classic = self.groups.borrow_mut();
-        match classic.get(group_id) {
-            Some(group) if !group.is_empty() => Err(ResponseError::GroupIdNotFound),
-            Some(_) => {
-                classic.remove(group_id);
-                Ok(())
-            }
-            None => Ok(()),
+        let Some(group) = classic.get(group_id) else {
+            return Ok(());
+        };
+        if !group.is_empty() {
+            let converted = ConsumerGroup::from_classic(group, topics, now_ms)?;
+            tracing::info!(
+                group = group_id,
+                epoch = converted.epoch,
+                "classic group becomes a consumer group"
+            );
+            self.consumer_groups
+                .borrow_mut()
+                .insert(group_id.to_string(), converted);
         }
+        classic.remove(group_id);
+        Ok(())
+    }
+
+    /// A classic member's JoinGroup in a consumer group with members; `None` when there is
+    /// none (the classic group's own path serves it).
+    pub fn classic_join_consumer_group(
+        &self,
+        group_id: &str,
+        join: ClassicJoin,
+        topics: &dyn TopicLookup,
+        now_ms: i64,
+    ) -> Option<Result<(ClassicJoined, Vec<GroupRecord>), ResponseError>> {
+        let mut groups = self.consumer_groups.borrow_mut();
+        let group = groups.get_mut(group_id).filter(|g| !g.is_empty())?;
+        let joined = group.classic_join(join, topics, &self.consumer_settings, now_ms);
+        let records = group
+            .take_records()
+            .into_iter()
+            .map(GroupRecord::Consumer)
+            .collect();
+        drop(groups);
+        self.changed.notify(usize::MAX);
+        Some(joined.map(|joined| (joined, records)))
+    }
+
+    /// A classic member's SyncGroup in a consumer group; `None` when `group_id` is not one.
+    pub fn classic_sync_consumer_group(
+        &self,
+        group_id: &str,
+        (member_id, generation_id): (&str, i32),
+        topics: &dyn TopicLookup,
+    ) -> Option<Result<bytes::Bytes, ResponseError>> {
+        let groups = self.consumer_groups.borrow();
+        Some(
+            groups
+                .get(group_id)?
+                .classic_sync(member_id, generation_id, topics),
+        )
+    }
+
+    /// A classic member's Heartbeat in a consumer group; `None` when `group_id` is not one.
+    pub fn classic_heartbeat_consumer_group(
+        &self,
+        group_id: &str,
+        (member_id, generation_id): (&str, i32),
+        now_ms: i64,
+    ) -> Option<Result<(), ResponseError>> {
+        let mut groups = self.consumer_groups.borrow_mut();
+        let beat = groups
+            .get_mut(group_id)?
+            .classic_heartbeat(member_id, generation_id, now_ms);
+        drop(groups);
+        self.changed.notify(usize::MAX);
+        Some(beat)
+    }
+
+    /// A classic member's LeaveGroup in a consumer group: the records to write, or
+    /// UNKNOWN_MEMBER_ID; `None` when `group_id` is not one.
+    pub fn classic_leave_consumer_group(
+        &self,
+        group_id: &str,
+        member_id: &str,
+    ) -> Option<Result<Vec<GroupRecord>, ResponseError>> {
+        let mut groups = self.consumer_groups.borrow_mut();
+        let group = groups.get_mut(group_id)?;
+        if !group.members.contains_key(member_id) {
+            return Some(Err(ResponseError::UnknownMemberId));
+        }
+        group.remove_member(member_id);
+        let records = group
+            .take_records()
+            .into_iter()
+            .map(GroupRecord::Consumer)
+            .collect();
+        drop(groups);
+        self.changed.notify(usize::MAX);
+        Some(Ok(records))
     }
 
     /// Makes way for a classic group named `group_id`: an empty consumer group of that name

@@ -17,6 +17,10 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: HeartbeatRequest) -> Heartbeat
     let beat = on_coordinator(ctx, &group_id, move |there, _| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
+        let member = (request.member_id.as_str(), request.generation_id);
+        if let Some(beat) = coordinator.classic_heartbeat_consumer_group(&id, member, now) {
+            return beat;
+        }
         coordinator
             .with_group(&id, false, |group| {
                 group.heartbeat(

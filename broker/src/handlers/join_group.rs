@@ -9,8 +9,10 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
+use crate::group::consumer::classic::{ClassicJoin, ClassicJoined};
 use crate::group::member::{JoinArgs, JoinOutcome};
-use crate::group::{on_coordinator_in_turn, store};
+use crate::group::records::GroupRecord;
+use crate::group::{on_coordinator_in_turn, store, OrderedPart};
 use crate::reply::Reply;
 
 pub async fn handle(
@@ -54,6 +56,12 @@ pub async fn handle(
         let now = coordinator.now_ms();
         let create = args.member_id.is_empty();
         let member_id = args.member_id.clone();
+        let topics = there.state.shared.metadata.current();
+        if let Some(joined) =
+            coordinator.classic_join_consumer_group(&id, classic_join(&args), topics.as_ref(), now)
+        {
+            return in_consumer_group(&there, partition, joined, (args, ordered)).await;
+        }
         if let Err(error) = coordinator.take_over_consumer(&id) {
             ordered.finish();
             return JoinOutcome::failed(error, &member_id);
@@ -74,6 +82,57 @@ pub async fn handle(
         let outcome = joined.unwrap_or_else(|error| JoinOutcome::failed(error, &member_id));
         response(outcome, version)
     })
+}
+
+/// A classic member's JoinGroup as a consumer group takes it (crate::group::consumer::classic).
+fn classic_join(args: &JoinArgs) -> ClassicJoin {
+    let member_id = match args.member_id.is_empty() {
+        true => args.fresh_member_id.clone(),
+        false => args.member_id.clone(),
+    };
+    ClassicJoin {
+        member_id,
+        instance_id: args.group_instance_id.clone(),
+        client_id: args.client_id.clone(),
+        client_host: args.client_host.clone(),
+        session_timeout_ms: args.session_timeout_ms,
+        rebalance_timeout_ms: args.rebalance_timeout_ms,
+        protocols: args.protocols.clone(),
+    }
+}
+
+/// Answers a classic member of a consumer group once its records are durable: it is no leader
+/// (the group's assignor assigns), and SyncGroup hands it its partitions.
+async fn in_consumer_group(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    joined: Result<(ClassicJoined, Vec<GroupRecord>), ResponseError>,
+    (args, mut ordered): (JoinArgs, OrderedPart),
+) -> JoinOutcome {
+    let member_id = classic_join(&args).member_id;
+    let joined = match joined {
+        Ok(_) if args.protocol_type != "consumer" => Err(ResponseError::InconsistentGroupProtocol),
+        joined => joined,
+    };
+    let (joined, records) = match joined {
+        Ok(joined) => joined,
+        Err(error) => {
+            ordered.finish();
+            return JoinOutcome::failed(error, &member_id);
+        }
+    };
+    if let Err(error) = store::append_then_wait(ctx, partition, &records, || ordered.finish()).await {
+        return JoinOutcome::failed(error, &member_id);
+    }
+    JoinOutcome {
+        error: None,
+        generation_id: joined.generation_id,
+        protocol_type: Some(args.protocol_type),
+        protocol_name: Some(joined.protocol_name),
+        leader_id: String::new(),
+        member_id,
+        members: Vec::new(),
+    }
 }
 
 /// The wire answer for `outcome` at `version`: fields a version lacks stay at their defaults.

@@ -37,6 +37,9 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: LeaveGroupRequest, version: i1
     let left = on_coordinator(ctx, &group_id, move |there, partition| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
+        if coordinator.is_consumer_group(&id) {
+            return leave_consumer_group(&there, partition, &id, leavers).await;
+        }
         let results: Vec<(Leaver, Option<ResponseError>)> = leavers
             .into_iter()
             .map(|leaver| {
@@ -53,6 +56,25 @@ pub async fn handle(ctx: &Rc<BrokerCtx>, request: LeaveGroupRequest, version: i1
     })
     .await;
     response(left, version)
+}
+
+/// Classic members leaving a consumer group (one moving between protocols).
+async fn leave_consumer_group(
+    ctx: &Rc<BrokerCtx>,
+    partition: i32,
+    group_id: &str,
+    leavers: Vec<Leaver>,
+) -> Vec<(Leaver, Option<ResponseError>)> {
+    let mut results = Vec::with_capacity(leavers.len());
+    for leaver in leavers {
+        let left = ctx.state.groups.classic_leave_consumer_group(group_id, &leaver.0);
+        let result = match left.unwrap_or(Err(ResponseError::UnknownMemberId)) {
+            Ok(records) => store::append(ctx, partition, &records).await,
+            Err(error) => Err(error),
+        };
+        results.push((leaver, result.err()));
+    }
+    results
 }
 
 pub fn response(

@@ -27,6 +27,20 @@ pub async fn handle(
     let synced = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
         let now = coordinator.now_ms();
+        let topics = there.state.shared.metadata.current();
+        let member = (request.member_id.as_str(), request.generation_id);
+        if let Some(synced) = coordinator.classic_sync_consumer_group(&id, member, topics.as_ref()) {
+            ordered.finish();
+            return match synced {
+                Ok(assignment) => SyncOutcome {
+                    error: None,
+                    protocol_type: request.protocol_type.map(|p| p.to_string()),
+                    protocol_name: request.protocol_name.map(|p| p.to_string()),
+                    assignment,
+                },
+                Err(error) => SyncOutcome::failed(error),
+            };
+        }
         let assignments = request
             .assignments
             .iter()

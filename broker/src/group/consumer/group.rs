@@ -55,9 +55,9 @@ pub struct ConsumerGroup {
     owners: HashMap<(Uuid, i32), String>,
     regexes: BTreeMap<String, ResolvedRegex>,
     /// Digest of the subscribed topics at the last target assignment.
-    topics_fingerprint: Option<u64>,
+    pub(in crate::group::consumer) topics_fingerprint: Option<u64>,
     /// Records to write since the last [`Self::take_records`].
-    records: Vec<ConsumerGroupRecord>,
+    pub(in crate::group::consumer) records: Vec<ConsumerGroupRecord>,
 }
 
 impl ConsumerGroup {
@@ -113,7 +113,8 @@ impl ConsumerGroup {
             return self.leave(&args);
         }
         let (member_id, joined) = self.find_or_join(&args, settings, now_ms)?;
-        if !joined {
+        // Epoch 0 is a member (re)joining owning nothing; any other must be the member's.
+        if args.epoch != 0 {
             self.check_epoch(&member_id, args.epoch, args.owned.as_ref())?;
         }
         let mut bump = joined;
@@ -141,7 +142,7 @@ impl ConsumerGroup {
         })
     }
 
-    fn member_mut(&mut self, member_id: &str) -> &mut ConsumerMember {
+    pub(in crate::group::consumer) fn member_mut(&mut self, member_id: &str) -> &mut ConsumerMember {
         let member = self.members.get_mut(member_id);
         member.expect("the heartbeat's member is in its group")
     }

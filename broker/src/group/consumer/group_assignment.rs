@@ -64,7 +64,7 @@ impl ConsumerGroup {
             .unwrap_or(default)
     }
 
-    pub(super) fn set_target(&mut self, member_id: &str, partitions: TopicPartitions) {
+    pub(in crate::group::consumer) fn set_target(&mut self, member_id: &str, partitions: TopicPartitions) {
         self.records.push(ConsumerGroupRecord::TargetAssignmentMember {
             group: self.id.clone(),
             member_id: member_id.to_string(),

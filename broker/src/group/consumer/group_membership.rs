@@ -78,7 +78,7 @@ impl ConsumerGroup {
     }
 
     /// Adds `member` with its partitions held, and records it.
-    pub(super) fn put_member(&mut self, member: ConsumerMember) {
+    pub(in crate::group::consumer) fn put_member(&mut self, member: ConsumerMember) {
         let owned: Vec<_> = member.assignment.owned().collect();
         self.hold(&member.id, owned);
         self.records.extend([
@@ -177,7 +177,7 @@ impl ConsumerGroup {
     }
 
     /// The member's subscription in topic ids now; returns whether it changed.
-    pub(super) fn resolve_subscription(
+    pub(in crate::group::consumer) fn resolve_subscription(
         &mut self,
         member_id: &str,
         topics: &dyn TopicLookup,
@@ -223,7 +223,7 @@ impl ConsumerGroup {
     }
 
     /// Digest of the topics any member subscribes to.
-    pub(super) fn subscribed_fingerprint(&self, topics: &dyn TopicLookup) -> u64 {
+    pub(in crate::group::consumer) fn subscribed_fingerprint(&self, topics: &dyn TopicLookup) -> u64 {
         let ids: BTreeSet<_> = self
             .members
             .values()

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use bytes::Bytes;
 use uuid::Uuid;
 
 use super::reconcile::MemberAssignment;
@@ -43,6 +44,18 @@ pub struct ConsumerMember {
     pub revocation_deadline_ms: Option<i64>,
     /// Its subscription in topic ids, as last resolved.
     pub subscribed: BTreeSet<Uuid>,
+    /// Set for a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat) in a group
+    /// moving between protocols ([`super::classic`]).
+    pub classic: Option<ClassicMember>,
+}
+
+/// What a classic member said in its JoinGroup. Not written to the log: after a restart the
+/// member's next JoinGroup says it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMember {
+    /// Protocol names with their metadata, in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    pub session_timeout_ms: i32,
 }
 
 impl ConsumerMember {
@@ -54,6 +67,7 @@ impl ConsumerMember {
             session_deadline_ms: now_ms,
             revocation_deadline_ms: None,
             subscribed: BTreeSet::new(),
+            classic: None,
         }
     }
 

@@ -13,6 +13,7 @@
 //! - [`subscription`]: topic names and regular expressions resolved against the topics.
 
 pub mod assignor;
+pub mod classic;
 pub mod group;
 pub mod member;
 pub mod reconcile;
