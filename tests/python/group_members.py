@@ -135,13 +135,15 @@ def consumed_positions(members):
     return [(r[0], r[1]) for m in members for r in m.records]
 
 
-def wait_for(condition, timeout_s, what):
+def wait_for(condition, timeout_s, what, members=()):
+    """Waits until `condition()`; on timeout, fails saying what each of `members` owns."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    owned = {m.name: sorted(m.owned()) for m in members}
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; owned: {owned}")
 
 
 def longest_pause(member, start, end):

@@ -190,14 +190,14 @@ def test_a_classic_group_moves_to_the_new_protocol_member_by_member_while_record
     members = list(classic)
     members.append(Member(broker.bootstrap, group, [topic_name], "new0", **CONSUMER))
     wait_for(lambda: all(m.owned() for m in members) and assigned_once(members, 6), 60,
-             "a mixed group: two classic members and one of the new protocol")
+             "a mixed group: two classic members and one of the new protocol", members)
     assert describe(broker, group).type.name == "CONSUMER"
     for i, old in enumerate(classic):
         old.stop()
         members.remove(old)
         members.append(Member(broker.bootstrap, group, [topic_name], f"new{i + 1}", **CONSUMER))
         wait_for(lambda: all(m.owned() for m in members) and assigned_once(members, 6), 60,
-                 f"classic member {i} replaced by one of the new protocol")
+                 f"classic member {i} replaced by one of the new protocol", members)
     producer.stop()
     everyone = classic + members
     wait_for(lambda: len(set(consumed_values(everyone))) >= producer.sent, 60, "every record consumed")
@@ -206,3 +206,22 @@ def test_a_classic_group_moves_to_the_new_protocol_member_by_member_while_record
     repeated = check_once(everyone, producer)
     print(f"\nmigration: {producer.sent} records, {repeated} consumed twice")
     assert repeated == 0
+
+
+def test_a_mixed_group_becomes_classic_again_when_its_last_new_member_leaves(broker, topic_name):
+    """Kafka's downgrade: a member of the new protocol joins a classic group and leaves; the
+    group is a classic group again, its two classic members sharing every partition."""
+    create_topic(broker, topic_name, partitions=4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    classic = [Member(broker.bootstrap, group, [topic_name], f"classic{i}", **CLASSIC) for i in range(2)]
+    wait_for(lambda: assigned_once(classic, 4), 60, "the classic members share the partitions")
+    new = Member(broker.bootstrap, group, [topic_name], "new", **CONSUMER)
+    wait_for(lambda: new.owned() and assigned_once(classic + [new], 4), 60, "a mixed group", classic + [new])
+    assert describe(broker, group).type.name == "CONSUMER"
+    new.stop()
+    wait_for(lambda: describe(broker, group).type.name == "CLASSIC", 30, "a classic group again")
+    wait_for(lambda: assigned_once(classic, 4) and all(m.owned() for m in classic), 60,
+             "the classic members share the partitions again")
+    for m in classic:
+        m.stop()
+    assert not [e for m in classic + [new] for e in m.errors]

@@ -7,12 +7,13 @@ use super::super::consumer::records::ConsumerGroupRecord;
 use super::super::consumer::subscription::TopicLookup;
 use super::super::consumer::{ConsumerGroup, HeartbeatArgs, HeartbeatOutcome};
 use super::super::records::GroupRecord;
+use super::super::state::Group;
 use super::GroupCoordinator;
 
 impl GroupCoordinator {
     /// One ConsumerGroupHeartbeat: the answer, and the records to write before giving it.
-    /// An empty classic group (offsets only) becomes a consumer group; one with members
-    /// answers GROUP_ID_NOT_FOUND (moving a live group between protocols is not supported).
+    /// A classic group of that name becomes a consumer group (`take_over_classic`); one left
+    /// with classic members only becomes a classic group again (`downgrade_if_classic_only`).
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -21,6 +22,7 @@ impl GroupCoordinator {
         now_ms: i64,
     ) -> Result<(HeartbeatOutcome, Vec<GroupRecord>), ResponseError> {
         let joining = args.epoch == 0;
+        let leaving = args.epoch < 0;
         self.take_over_classic(group_id, topics, now_ms)?;
         let mut groups = self.consumer_groups.borrow_mut();
         if !groups.contains_key(group_id) {
@@ -34,7 +36,7 @@ impl GroupCoordinator {
         }
         let group = groups.get_mut(group_id).expect("inserted above");
         let outcome = group.heartbeat(args, topics, &self.consumer_settings, now_ms);
-        let records: Vec<GroupRecord> = group
+        let mut records: Vec<GroupRecord> = group
             .take_records()
             .into_iter()
             .map(GroupRecord::Consumer)
@@ -43,6 +45,9 @@ impl GroupCoordinator {
             groups.remove(group_id);
         }
         drop(groups);
+        if leaving {
+            records.extend(self.downgrade_if_classic_only(group_id, topics, now_ms));
+        }
         self.changed.notify(usize::MAX);
         outcome.map(|outcome| (outcome, records))
     }
@@ -134,6 +139,7 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         member_id: &str,
+        (topics, now_ms): (&dyn TopicLookup, i64),
     ) -> Option<Result<Vec<GroupRecord>, ResponseError>> {
         let mut groups = self.consumer_groups.borrow_mut();
         let group = groups.get_mut(group_id)?;
@@ -141,14 +147,45 @@ impl GroupCoordinator {
             return Some(Err(ResponseError::UnknownMemberId));
         }
         group.remove_member(member_id);
-        let records = group
+        let mut records: Vec<GroupRecord> = group
             .take_records()
             .into_iter()
             .map(GroupRecord::Consumer)
             .collect();
         drop(groups);
+        records.extend(self.downgrade_if_classic_only(group_id, topics, now_ms));
         self.changed.notify(usize::MAX);
         Some(Ok(records))
+    }
+
+    /// A consumer group whose members are all of the classic protocol becomes a classic group
+    /// again (Kafka's downgrade when the last member of the new protocol leaves), which starts a
+    /// rebalance; returns the records that say so (the consumer group's tombstones, the classic
+    /// group's metadata).
+    fn downgrade_if_classic_only(
+        &self,
+        group_id: &str,
+        topics: &dyn TopicLookup,
+        now_ms: i64,
+    ) -> Vec<GroupRecord> {
+        let mut groups = self.consumer_groups.borrow_mut();
+        let Some(group) = groups.get_mut(group_id).filter(|g| g.only_classic_members()) else {
+            return Vec::new();
+        };
+        let epoch = group.epoch;
+        let members = group.into_classic_members(topics, now_ms);
+        let mut records: Vec<GroupRecord> = group
+            .take_records()
+            .into_iter()
+            .map(GroupRecord::Consumer)
+            .collect();
+        groups.remove(group_id);
+        drop(groups);
+        tracing::info!(group = group_id, epoch, "consumer group becomes a classic group");
+        let classic = Group::downgraded(group_id.to_string(), self.settings, epoch, members, now_ms);
+        records.push(super::group_record(&classic, crate::clock::now_ms()));
+        self.groups.borrow_mut().insert(group_id.to_string(), classic);
+        records
     }
 
     /// Makes way for a classic group named `group_id`: an empty consumer group of that name
@@ -222,17 +259,24 @@ impl GroupCoordinator {
 
     /// Removes members whose session or revocation time ran out; returns each changed group's
     /// records to write.
-    pub fn tick_consumer_groups(&self, now_ms: i64) -> Vec<(String, Vec<GroupRecord>)> {
+    pub fn tick_consumer_groups(
+        &self,
+        topics: &dyn TopicLookup,
+        now_ms: i64,
+    ) -> Vec<(String, Vec<GroupRecord>)> {
         let mut changed = Vec::new();
         for (id, group) in self.consumer_groups.borrow_mut().iter_mut() {
             if group.next_deadline_ms().is_some_and(|t| t <= now_ms) && group.expire(now_ms) {
-                let records = group
+                let records: Vec<GroupRecord> = group
                     .take_records()
                     .into_iter()
                     .map(GroupRecord::Consumer)
                     .collect();
                 changed.push((id.clone(), records));
             }
+        }
+        for (id, records) in &mut changed {
+            records.extend(self.downgrade_if_classic_only(id, topics, now_ms));
         }
         changed
     }

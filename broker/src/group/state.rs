@@ -129,6 +129,32 @@ impl Group {
         group
     }
 
+    /// The classic group a consumer group of classic members only becomes (the last member of
+    /// the new protocol left): its members keep their assignments at `generation_id` until the
+    /// rebalance that starts now, which each joins at its next Heartbeat.
+    pub fn downgraded(
+        id: String,
+        settings: GroupSettings,
+        generation_id: i32,
+        members: Vec<Member>,
+        now_ms: i64,
+    ) -> Self {
+        assert!(
+            !members.is_empty(),
+            "a group moves back to the classic protocol with members"
+        );
+        let mut group = Group::new(id, settings);
+        group.generation_id = generation_id;
+        group.protocol_type = Some(members[0].protocol_type.clone());
+        group.leader_id = Some(members[0].member_id.clone());
+        group.members = members;
+        group.protocol_name = group.select_protocol();
+        group.state = GroupState::Stable;
+        group.persist_wanted = true;
+        group.prepare_rebalance(now_ms);
+        group
+    }
+
     pub fn member(&self, member_id: &str) -> Option<&Member> {
         self.members.iter().find(|m| m.member_id == member_id)
     }

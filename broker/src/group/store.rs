@@ -425,7 +425,8 @@ pub async fn run_timers(ctx: Rc<BrokerCtx>) {
                 continue;
             }
         }
-        for (group_id, records) in coordinator.tick_consumer_groups(coordinator.now_ms()) {
+        let topics = ctx.state.shared.metadata.current();
+        for (group_id, records) in coordinator.tick_consumer_groups(topics.as_ref(), coordinator.now_ms()) {
             let (_, partition) = super::coordinator_of(&ctx, &group_id);
             let ctx = ctx.clone();
             glommio::spawn_local(async move {

@@ -121,7 +121,13 @@ async fn in_consumer_group(
             return JoinOutcome::failed(error, &member_id);
         }
     };
-    if let Err(error) = store::append_then_wait(ctx, partition, &records, || ordered.finish()).await {
+    let written = if records.is_empty() {
+        ordered.finish();
+        Ok(())
+    } else {
+        store::append_then_wait(ctx, partition, &records, || ordered.finish()).await
+    };
+    if let Err(error) = written {
         return JoinOutcome::failed(error, &member_id);
     }
     JoinOutcome {

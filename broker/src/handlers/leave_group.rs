@@ -67,7 +67,10 @@ async fn leave_consumer_group(
 ) -> Vec<(Leaver, Option<ResponseError>)> {
     let mut results = Vec::with_capacity(leavers.len());
     for leaver in leavers {
-        let left = ctx.state.groups.classic_leave_consumer_group(group_id, &leaver.0);
+        let groups = &ctx.state.groups;
+        let topics = ctx.state.shared.metadata.current();
+        let left =
+            groups.classic_leave_consumer_group(group_id, &leaver.0, (topics.as_ref(), groups.now_ms()));
         let result = match left.unwrap_or(Err(ResponseError::UnknownMemberId)) {
             Ok(records) => store::append(ctx, partition, &records).await,
             Err(error) => Err(error),

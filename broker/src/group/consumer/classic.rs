@@ -15,9 +15,11 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::member::{ClassicMember, ConsumerMember, HeartbeatArgs};
 use super::reconcile::MemberAssignment;
+use super::records::ConsumerGroupRecord;
 use super::records::{MemberMetadata, MemberState, TopicPartitions};
 use super::subscription::TopicLookup;
 use super::{ConsumerGroup, ConsumerGroupSettings};
+use crate::group::member::{JoinArgs, Member};
 use crate::group::state::{Group, GroupState};
 
 /// The protocol type of classic groups of consumers: the only ones that can change protocol.
@@ -109,8 +111,9 @@ pub fn encode_assignment(partitions: &TopicPartitions, topics: &dyn TopicLookup)
 
 impl ConsumerGroup {
     /// The consumer group a Stable classic group of consumers becomes: its members keep their
-    /// partitions, at the generation's epoch. GROUP_ID_NOT_FOUND for another kind of group,
-    /// REBALANCE_IN_PROGRESS while it rebalances.
+    /// partitions, at the generation's epoch. GROUP_ID_NOT_FOUND for another kind of group;
+    /// while it rebalances, COORDINATOR_LOAD_IN_PROGRESS, which clients retry (the members
+    /// waiting in the rebalance would otherwise be told to join again).
     pub fn from_classic(
         classic: &Group,
         topics: &dyn TopicLookup,
@@ -119,8 +122,12 @@ impl ConsumerGroup {
         if classic.protocol_type.as_deref() != Some(CONSUMER_PROTOCOL_TYPE) {
             return Err(ResponseError::GroupIdNotFound);
         }
-        if classic.state != GroupState::Stable {
-            return Err(ResponseError::RebalanceInProgress);
+        match classic.state {
+            GroupState::Stable => {}
+            GroupState::PreparingRebalance | GroupState::CompletingRebalance => {
+                return Err(ResponseError::CoordinatorLoadInProgress)
+            }
+            GroupState::Empty | GroupState::Dead => return Err(ResponseError::GroupIdNotFound),
         }
         let protocol = classic.protocol_name.clone().unwrap_or_default();
         let generation = classic.generation_id;
@@ -147,16 +154,14 @@ impl ConsumerGroup {
             group.set_target(&m.member_id, assigned);
             group.put_member(member);
         }
-        group.records.push(super::records::ConsumerGroupRecord::Metadata {
+        group.records.push(ConsumerGroupRecord::Metadata {
             group: group.id.clone(),
             epoch: Some(group.epoch),
         });
-        group
-            .records
-            .push(super::records::ConsumerGroupRecord::TargetAssignmentMetadata {
-                group: group.id.clone(),
-                assignment_epoch: Some(group.assignment_epoch),
-            });
+        group.records.push(ConsumerGroupRecord::TargetAssignmentMetadata {
+            group: group.id.clone(),
+            assignment_epoch: Some(group.assignment_epoch),
+        });
         for id in group.members.keys().cloned().collect::<Vec<_>>() {
             group.resolve_subscription(&id, topics, now_ms);
         }
@@ -255,6 +260,57 @@ impl ConsumerGroup {
             false => Err(ResponseError::IllegalGeneration),
         }
     }
+}
+
+impl ConsumerGroup {
+    /// Whether every member left is one of the classic protocol (the last member of the new
+    /// protocol left): Kafka then turns the group back into a classic group.
+    pub fn only_classic_members(&self) -> bool {
+        !self.members.is_empty() && self.members.values().all(|m| m.classic.is_some())
+    }
+
+    /// The classic members this group hands to the classic group it becomes, each with its
+    /// partitions as a consumer protocol assignment; the group's records are tombstoned.
+    pub fn into_classic_members(&mut self, topics: &dyn TopicLookup, now_ms: i64) -> Vec<Member> {
+        let ids: Vec<String> = self.members.keys().cloned().collect();
+        for id in &ids {
+            self.remove_member_records(id);
+        }
+        let group = self.id.clone();
+        self.records.extend([
+            ConsumerGroupRecord::TargetAssignmentMetadata {
+                group: group.clone(),
+                assignment_epoch: None,
+            },
+            ConsumerGroupRecord::Metadata { group, epoch: None },
+        ]);
+        let members = std::mem::take(&mut self.members);
+        members
+            .into_values()
+            .filter_map(|m| classic_member(m, topics, now_ms))
+            .collect()
+    }
+}
+
+/// A consumer group's classic member as a member of a classic group.
+fn classic_member(member: ConsumerMember, topics: &dyn TopicLookup, now_ms: i64) -> Option<Member> {
+    let classic = member.classic?;
+    let args = JoinArgs {
+        member_id: member.id.clone(),
+        group_instance_id: member.metadata.instance_id.clone(),
+        client_id: member.metadata.client_id.clone(),
+        client_host: member.metadata.client_host.clone(),
+        session_timeout_ms: classic.session_timeout_ms,
+        rebalance_timeout_ms: member.metadata.rebalance_timeout_ms,
+        protocol_type: CONSUMER_PROTOCOL_TYPE.to_string(),
+        protocols: classic.protocols,
+        require_known_member_id: false,
+        fresh_member_id: String::new(),
+    };
+    let mut classic_member = Member::new(member.id, &args, now_ms);
+    classic_member.assignment = encode_assignment(&member.assignment.assigned, topics);
+    classic_member.synced = true;
+    Some(classic_member)
 }
 
 /// A classic member's metadata in a consumer group, from its JoinGroup's subscription.

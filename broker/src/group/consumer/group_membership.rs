@@ -56,7 +56,7 @@ impl ConsumerGroup {
     }
 
     /// Tombstones for a member's records.
-    pub(super) fn remove_member_records(&mut self, member_id: &str) {
+    pub(in crate::group::consumer) fn remove_member_records(&mut self, member_id: &str) {
         let (group, member_id) = (self.id.clone(), member_id.to_string());
         self.records.extend([
             ConsumerGroupRecord::CurrentAssignment {
