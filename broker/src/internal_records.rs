@@ -17,6 +17,19 @@ pub enum FieldError {
     NegativeLength(i32),
 }
 
+/// Why stored bytes are not a record of an internal topic.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RecordError {
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    #[error("unknown {what} version {version}")]
+    UnknownVersion { what: &'static str, version: i16 },
+    #[error("record without a key")]
+    NoKey,
+    #[error("bad record batch: {0}")]
+    Batch(String),
+}
+
 pub fn put_string(out: &mut BytesMut, s: &str) {
     out.put_i16(s.len() as i16);
     out.put_slice(s.as_bytes());

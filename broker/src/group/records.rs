@@ -30,9 +30,10 @@ use laminar_engine::partition::TxnResult;
 use laminar_protocol::records::{self as client_records, plain_record};
 
 use super::consumer::records::ConsumerGroupRecord;
+pub use crate::internal_records::RecordError;
 use crate::internal_records::{
     get_i16, get_i32, get_i64, get_nullable_bytes, get_nullable_string, get_string, put_bytes,
-    put_nullable_string, put_string, FieldError,
+    put_nullable_string, put_string,
 };
 
 const OFFSET_KEY_VERSION: i16 = 1;
@@ -85,18 +86,6 @@ pub enum GroupRecord {
     Group(String, Option<GroupValue>),
     /// A record of a consumer group (KIP-848), in [`super::consumer::records`]' formats.
     Consumer(ConsumerGroupRecord),
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RecordError {
-    #[error(transparent)]
-    Field(#[from] FieldError),
-    #[error("unknown {what} version {version}")]
-    UnknownVersion { what: &'static str, version: i16 },
-    #[error("record without a key")]
-    NoKey,
-    #[error("bad record batch: {0}")]
-    Batch(String),
 }
 
 impl GroupRecord {
@@ -444,7 +433,7 @@ mod tests {
     fn truncated_and_unknown_records_are_errors() {
         assert_eq!(
             GroupRecord::decode(Bytes::from_static(&[0, 1, 0, 5, b'g']), None),
-            Err(RecordError::Field(FieldError::Truncated))
+            Err(RecordError::Field(crate::internal_records::FieldError::Truncated))
         );
         assert!(matches!(
             GroupRecord::decode(Bytes::from_static(&[0, 9]), None),

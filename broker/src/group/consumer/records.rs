@@ -52,7 +52,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use crate::group::records::RecordError;
+use crate::internal_records::RecordError;
 use crate::internal_records::{
     get_compact_array_count, get_compact_nullable_string, get_compact_string, get_i16, get_i32, get_i64,
     get_i8, get_string, get_uuid, put_compact_array_len, put_compact_nullable_string, put_compact_string,
