@@ -397,9 +397,9 @@ async fn replay_partition(ctx: &Rc<BrokerCtx>, partition: i32) -> Result<usize, 
             offset = offset.max(Offset::new(header.next_offset()));
         }
     }
-    let topics = ctx.state.shared.metadata.current();
+    let topics = super::consumer::subscription::BrokerTopics::of(&ctx.state.shared);
     let groups = &ctx.state.groups;
-    groups.finish_consumer_replay(partition, topics.as_ref(), groups.now_ms());
+    groups.finish_consumer_replay(partition, &topics, groups.now_ms());
     Ok(applied)
 }
 
@@ -425,8 +425,8 @@ pub async fn run_timers(ctx: Rc<BrokerCtx>) {
                 continue;
             }
         }
-        let topics = ctx.state.shared.metadata.current();
-        for (group_id, records) in coordinator.tick_consumer_groups(topics.as_ref(), coordinator.now_ms()) {
+        let topics = super::consumer::subscription::BrokerTopics::of(&ctx.state.shared);
+        for (group_id, records) in coordinator.tick_consumer_groups(&topics, coordinator.now_ms()) {
             let (_, partition) = super::coordinator_of(&ctx, &group_id);
             let ctx = ctx.clone();
             glommio::spawn_local(async move {

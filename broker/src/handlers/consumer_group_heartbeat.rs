@@ -11,6 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
 use crate::group::consumer::member::{LEAVE_EPOCH, STATIC_LEAVE_EPOCH};
+use crate::group::consumer::subscription::BrokerTopics;
 use crate::group::consumer::{records, HeartbeatArgs, HeartbeatOutcome};
 use crate::group::{on_coordinator_in_turn, store};
 use crate::reply::Reply;
@@ -34,8 +35,8 @@ pub async fn handle(
     let id = group_id.clone();
     let answer = on_coordinator_in_turn(ctx, &group_id, move |there, partition, mut ordered| async move {
         let coordinator = &there.state.groups;
-        let topics = there.state.shared.metadata.current();
-        let beat = coordinator.consumer_heartbeat(&id, args, topics.as_ref(), coordinator.now_ms());
+        let topics = BrokerTopics::of(&there.state.shared);
+        let beat = coordinator.consumer_heartbeat(&id, args, &topics, coordinator.now_ms());
         let (outcome, records) = match beat {
             Ok(beat) => beat,
             Err(error) => {

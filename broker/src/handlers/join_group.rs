@@ -10,6 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::BrokerCtx;
 use crate::group::consumer::classic::{ClassicJoin, ClassicJoined};
+use crate::group::consumer::subscription::BrokerTopics;
 use crate::group::member::{JoinArgs, JoinOutcome};
 use crate::group::records::GroupRecord;
 use crate::group::{on_coordinator_in_turn, store, OrderedPart};
@@ -56,9 +57,8 @@ pub async fn handle(
         let now = coordinator.now_ms();
         let create = args.member_id.is_empty();
         let member_id = args.member_id.clone();
-        let topics = there.state.shared.metadata.current();
-        if let Some(joined) =
-            coordinator.classic_join_consumer_group(&id, classic_join(&args), topics.as_ref(), now)
+        let topics = BrokerTopics::of(&there.state.shared);
+        if let Some(joined) = coordinator.classic_join_consumer_group(&id, classic_join(&args), &topics, now)
         {
             return in_consumer_group(&there, partition, joined, (args, ordered)).await;
         }

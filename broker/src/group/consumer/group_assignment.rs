@@ -30,7 +30,7 @@ impl ConsumerGroup {
             .values()
             .flat_map(|m| m.subscribed.iter().copied())
             .collect();
-        let described = subscription::assignor_topics(&ids, topics);
+        let described = subscription::assignor_topics(&ids, topics, self.racks_wanted());
         let targets = assignor::assign(self.assignor(settings), &members, &described);
         for (member_id, partitions) in targets {
             if self.target.get(&member_id) != Some(&partitions) {

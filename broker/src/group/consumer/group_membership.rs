@@ -229,7 +229,12 @@ impl ConsumerGroup {
             .values()
             .flat_map(|m| m.subscribed.iter().copied())
             .collect();
-        subscription::fingerprint(&ids, topics)
+        subscription::fingerprint(&ids, topics, self.racks_wanted())
+    }
+
+    /// Whether the assignment looks at racks: some member named its rack.
+    pub(in crate::group::consumer) fn racks_wanted(&self) -> bool {
+        self.members.values().any(|m| m.metadata.rack_id.is_some())
     }
 
     /// Removes the members whose session ended, or that did not revoke in time. Returns

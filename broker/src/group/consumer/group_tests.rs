@@ -406,3 +406,30 @@ fn randomised_members_never_share_a_partition_and_settle_on_the_target() {
         settle(&mut group, &list, &mut clients, now);
     }
 }
+
+#[test]
+fn members_that_name_their_rack_get_the_partitions_replicated_there() {
+    let mut list = topics(&[("orders", 4)]);
+    let rack = |r: &str| BTreeSet::from([r.to_string()]);
+    list.racks.insert(
+        Uuid::from_u128(1),
+        vec![rack("r1"), rack("r2"), rack("r1"), rack("r2")],
+    );
+    let mut group = ConsumerGroup::new("g".into());
+    let mut clients = BTreeMap::new();
+    for (id, r) in [("a", "r2"), ("b", "r1")] {
+        let args = HeartbeatArgs {
+            rack_id: Some(r.to_string()),
+            ..join_args(id, &["orders"], None)
+        };
+        group.heartbeat(args, &list, &settings(), 0).expect("joins");
+        clients.insert(id.to_string(), Client::default());
+    }
+    settle(&mut group, &list, &mut clients, 0);
+    let owned = |id: &str| {
+        partitions_of(&clients[id].owned)
+            .map(|(_, p)| p)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!((owned("a"), owned("b")), (vec![1, 3], vec![0, 2]));
+}

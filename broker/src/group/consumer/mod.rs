@@ -21,6 +21,8 @@ pub mod records;
 pub mod subscription;
 
 #[cfg(test)]
+mod classic_tests;
+#[cfg(test)]
 mod group_tests;
 
 pub use group::{ConsumerGroup, ConsumerGroupSettings, HeartbeatOutcome};

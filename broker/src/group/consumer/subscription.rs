@@ -63,34 +63,87 @@ pub fn ids_of<'a>(names: impl IntoIterator<Item = &'a String>, topics: &dyn Topi
         .collect()
 }
 
-/// The assignor's view of `ids`, with the partition racks where known.
-pub fn assignor_topics(ids: &BTreeSet<Uuid>, topics: &dyn TopicLookup) -> BTreeMap<Uuid, AssignorTopic> {
-    ids.iter()
-        .filter_map(|id| {
-            let (name, partition_count) = topics.by_id(*id)?;
-            let partition_racks = topics.partition_racks(*id);
-            Some((
-                *id,
-                AssignorTopic {
-                    name,
-                    partition_count,
-                    partition_racks,
-                },
-            ))
-        })
-        .collect()
+/// The assignor's view of `ids` (`with_racks`: with the racks of their partitions' replicas,
+/// which only members that name their rack use).
+pub fn assignor_topics(
+    ids: &BTreeSet<Uuid>,
+    topics: &dyn TopicLookup,
+    with_racks: bool,
+) -> BTreeMap<Uuid, AssignorTopic> {
+    let described = |id: &Uuid| {
+        let (name, partition_count) = topics.by_id(*id)?;
+        let partition_racks = match with_racks {
+            true => topics.partition_racks(*id),
+            false => Vec::new(),
+        };
+        let topic = AssignorTopic {
+            name,
+            partition_count,
+            partition_racks,
+        };
+        Some((*id, topic))
+    };
+    ids.iter().filter_map(described).collect()
 }
 
-/// A digest of what the assignment of `ids` depends on (ids, partition counts, racks): when
-/// it changes, the group needs a new target assignment.
-pub fn fingerprint(ids: &BTreeSet<Uuid>, topics: &dyn TopicLookup) -> u64 {
+/// A digest of what the assignment of `ids` depends on (ids, partition counts, and with
+/// `with_racks` the replicas' racks): when it changes, the group needs a new target assignment.
+pub fn fingerprint(ids: &BTreeSet<Uuid>, topics: &dyn TopicLookup, with_racks: bool) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for id in ids {
         id.hash(&mut hasher);
         topics.by_id(*id).map(|(_, count)| count).hash(&mut hasher);
-        topics.partition_racks(*id).hash(&mut hasher);
+        if with_racks {
+            topics.partition_racks(*id).hash(&mut hasher);
+        }
     }
     hasher.finish()
+}
+
+/// The broker's topics as consumer groups see them: the topic table, and in a cluster the
+/// metadata image, for the racks of each partition's replicas.
+pub struct BrokerTopics {
+    pub table: std::sync::Arc<laminar_engine::metadata::TopicTable>,
+    pub image: Option<std::sync::Arc<laminar_controller::MetadataImage>>,
+}
+
+impl BrokerTopics {
+    pub fn of(shared: &crate::broker::BrokerShared) -> Self {
+        BrokerTopics {
+            table: shared.metadata.current(),
+            image: shared.cluster.as_ref().map(|link| link.image()),
+        }
+    }
+}
+
+impl TopicLookup for BrokerTopics {
+    fn by_name(&self, name: &str) -> Option<(Uuid, i32)> {
+        self.table.by_name(name)
+    }
+
+    fn by_id(&self, id: Uuid) -> Option<(String, i32)> {
+        self.table.by_id(id)
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.table.names()
+    }
+
+    fn partition_racks(&self, id: Uuid) -> Vec<BTreeSet<String>> {
+        let Some(image) = &self.image else {
+            return Vec::new();
+        };
+        let md = &image.metadata;
+        let Some(topic) = md.topics.get(id.as_bytes()) else {
+            return Vec::new();
+        };
+        let rack_of = |node| md.brokers.get(node).and_then(|b| b.rack.clone());
+        let racks = topic
+            .partitions
+            .values()
+            .map(|p| p.replicas.iter().filter_map(rack_of).collect());
+        racks.collect()
+    }
 }
 
 /// The broker's topics. Partition racks are not known to a single node's table.
@@ -119,6 +172,8 @@ impl TopicLookup for laminar_engine::metadata::TopicTable {
 pub struct TopicList {
     /// Name → (id, partition count).
     pub topics: BTreeMap<String, (Uuid, i32)>,
+    /// The racks of each partition's replicas, where set.
+    pub racks: BTreeMap<Uuid, Vec<BTreeSet<String>>>,
 }
 
 impl TopicLookup for TopicList {
@@ -135,8 +190,8 @@ impl TopicLookup for TopicList {
         self.topics.keys().cloned().collect()
     }
 
-    fn partition_racks(&self, _id: Uuid) -> Vec<BTreeSet<String>> {
-        Vec::new()
+    fn partition_racks(&self, id: Uuid) -> Vec<BTreeSet<String>> {
+        self.racks.get(&id).cloned().unwrap_or_default()
     }
 }
 
