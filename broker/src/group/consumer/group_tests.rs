@@ -433,3 +433,38 @@ fn members_that_name_their_rack_get_the_partitions_replicated_there() {
     };
     assert_eq!((owned("a"), owned("b")), (vec![1, 3], vec![0, 2]));
 }
+
+#[test]
+fn a_member_that_does_not_revoke_within_its_rebalance_timeout_is_removed() {
+    let list = topics(&[("orders", 4)]);
+    let mut group = ConsumerGroup::new("g".into());
+    let mut clients = BTreeMap::new();
+    group
+        .heartbeat(join_args("a", &["orders"], None), &list, &settings(), 0)
+        .expect("joins");
+    clients.insert("a".to_string(), Client::default());
+    settle(&mut group, &list, &mut clients, 0);
+    group
+        .heartbeat(join_args("b", &["orders"], None), &list, &settings(), 1_000)
+        .expect("joins");
+    clients.insert("b".to_string(), Client::default());
+    let slow = clients.get_mut("a").expect("a");
+    slow.slow = true;
+    beat(&mut group, &list, "a", slow, 1_000).expect("told to revoke");
+    assert_eq!(
+        group.members["a"].assignment.state,
+        MemberState::UnrevokedPartitions
+    );
+    // It keeps heartbeating, so its session never ends; it still holds what it must give up.
+    for now in [30_000, 60_000] {
+        for (id, client) in clients.iter_mut() {
+            beat(&mut group, &list, id, client, now).expect("beats");
+        }
+        assert!(!group.expire(now));
+    }
+    assert!(group.expire(61_000), "60 s of rebalance timeout passed");
+    assert!(!group.members.contains_key("a"));
+    clients.remove("a");
+    settle(&mut group, &list, &mut clients, 61_000);
+    assert_eq!(partitions_of(&clients["b"].owned).count(), 4);
+}
