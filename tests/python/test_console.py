@@ -1,8 +1,9 @@
 """The console (/ui) in a real browser: headless Chromium driven by Selenium through Debian's
 chromium-driver, against a real broker holding topics, records and a consumer group. Each page is
 loaded and what it shows is checked against the data; a topic is created and deleted through the
-forms (the delete confirmed by typing its name), a group's offsets are reset after a preview, and
-transactions left open, committed and aborted by their timeout show in the Transactions view.
+forms (the delete confirmed by typing its name), a group's offsets are reset after a preview, a
+consumer group of KIP-848's protocol shows its epochs and members, and transactions left open,
+committed and aborted by their timeout show in the Transactions view.
 
 Screenshots of the main pages go to $LAMINAR_SCREENSHOTS_DIR (default: a temporary directory);
 `LAMINAR_SCREENSHOTS_DIR=docs/console` refreshes the README's pictures."""
@@ -19,6 +20,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import group_members
+from group_members import Member
 from laminar_broker import REPO_ROOT, BrokerProcess, free_port
 
 TIMEOUT_S = 15
@@ -137,6 +140,7 @@ def test_console_pages_actions_and_screenshots(console_broker, browser, shots):
     check_topics_and_create(driver, broker, shots)
     check_one_topic(driver, broker, shots)
     check_groups_and_reset(driver, broker, shots)
+    check_consumer_group(driver, broker, shots)
     check_transactions(driver, broker, shots)
     assert not driver.find_element(By.ID, "error").is_displayed(), driver.find_element(By.ID, "error").text
     check_delete(driver, broker)
@@ -252,6 +256,30 @@ def check_groups_and_reset(driver, broker, shots):
     wait_for(driver, "#reset-done")
     after = api(broker, "/v1/groups/billing")["offsets"]
     assert after and all(o["committed_offset"] == 0 for o in after if o["topic"] == "orders")
+
+
+def check_consumer_group(driver, broker, shots):
+    """A member of KIP-848's protocol in group `fulfilment`: listed as a consumer group, and its
+    page shows the assignor, the epochs and the member with its assigned and target partitions."""
+    member = Member(broker.bootstrap, "fulfilment", ["orders"], "console", **{"group.protocol": "consumer"})
+    try:
+        group_members.wait_for(lambda: len(member.owned()) == 3, TIMEOUT_S * 2, "the member's partitions")
+        open_page(driver, broker, "#/groups")
+        row = wait_for(driver, 'tr[data-group="fulfilment"]')
+        group, group_type, state, protocol = cells(row)[:4]
+        assert (group, group_type, state, protocol) == ("fulfilment", "consumer", "Stable", "consumer")
+        open_page(driver, broker, "#/group/fulfilment")
+        wait_for(driver, "#members tbody tr")
+        [row] = table_rows(driver, "#members tbody tr")
+        member_id, _, epoch, _, host, assigned, target = row
+        assert int(epoch) >= 1 and host == "/127.0.0.1"
+        assert assigned == target and "orders" in assigned, row
+        described = api(broker, "/v1/groups/fulfilment")
+        assert [m["member_id"] for m in described["members"]] == [member_id]
+        assert "assignor uniform" in text_of(driver, "#group-epochs")
+        driver.save_screenshot(str(shots / "consumer-group.png"))
+    finally:
+        member.stop()
 
 
 def transactional_producer(broker, transactional_id, partition, timeout_ms=60000):
