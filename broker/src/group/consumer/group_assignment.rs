@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::super::assignor::{self, AssignorKind, AssignorMember};
 use super::super::member::ConsumerMember;
-use super::super::reconcile::{self, partitions_of};
+use super::super::reconcile;
 use super::super::records::{ConsumerGroupRecord, MemberState, TopicPartitions};
 use super::super::subscription::{self, TopicLookup};
 use super::{ConsumerGroup, ConsumerGroupSettings};
@@ -207,21 +207,5 @@ impl ConsumerGroup {
                 (*id, name, set.iter().copied().collect())
             })
             .collect()
-    }
-
-    /// Every partition held, with its holder (for invariant checks in tests).
-    pub fn holdings(&self) -> Vec<((Uuid, i32), String)> {
-        let mut all: Vec<_> = self
-            .members
-            .values()
-            .flat_map(|m| {
-                partitions_of(&m.assignment.assigned)
-                    .chain(partitions_of(&m.assignment.pending_revocation))
-                    .map(|s| (s, m.id.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        all.sort();
-        all
     }
 }
