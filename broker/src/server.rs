@@ -10,9 +10,7 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use glommio::net::TcpListener;
 use laminar_engine::io::writeback::WriteBehindRing;
-use laminar_engine::io::{
-    DescriptorBudget, FileCache, GlommioStorage, ReserveBudget, WriteBehind, WriteMode,
-};
+use laminar_engine::io::{DescriptorBudget, FileCache, GlommioStorage, ReserveBudget, WriteBehind};
 use laminar_engine::metadata::{MetadataStore, ProducerIdAllocator};
 use laminar_engine::shard::partitions::ShardPartitions;
 use laminar_engine::shard::runtime::ShardRuntimeConfig;
@@ -448,7 +446,7 @@ fn shard_state(
     // The shard's files take their descriptors from its account on the shared budget, through
     // the cache that closes idle ones when it runs short.
     let shard_descriptors = budgets.descriptors.shard();
-    let storage = shard_storage(shared.write_behind())
+    let storage = shard_storage(shared)
         .with_mapped_appends(shared.config.laminar_storage_mapped_appends)
         .with_descriptor_budget(shard_descriptors.clone())
         .with_reserve_budget(budgets.reservations.clone());
@@ -495,12 +493,21 @@ fn probe_write_behind(settings: WriteBehind) -> Option<String> {
     Some(error.to_string())
 }
 
-/// The shard's storage; without write-behind if its ring cannot be created after all.
-fn shard_storage(write_behind: WriteBehind) -> GlommioStorage {
-    GlommioStorage::with_write_behind(WriteMode::Buffered, write_behind).unwrap_or_else(|error| {
+/// The shard's storage; without write-behind or pre-writes if their rings cannot be created.
+fn shard_storage(shared: &BrokerShared) -> GlommioStorage {
+    let mode = shared.config.laminar_storage_write_mode;
+    let storage = GlommioStorage::with_write_behind(mode, shared.write_behind()).unwrap_or_else(|error| {
         tracing::warn!(%error, "write-behind unavailable on this shard; running without it");
-        GlommioStorage::new(WriteMode::Buffered)
-    })
+        GlommioStorage::new(mode)
+    });
+    let prewrite = shared.config.laminar_storage_prewrite;
+    match storage.clone().with_prewrite(prewrite) {
+        Ok(storage) => storage,
+        Err(error) => {
+            tracing::warn!(%error, "pre-written segments unavailable on this shard; blocks are reserved with fallocate");
+            storage
+        }
+    }
 }
 
 async fn shard_main(ctx: Rc<BrokerCtx>, addrs: Vec<SocketAddr>, ready: std::sync::mpsc::Sender<ShardReady>) {

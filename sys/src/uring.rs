@@ -33,6 +33,69 @@ pub fn push_sync_file_range(
     unsafe { ring.submission().push(&entry) }
 }
 
+/// Bytes of zeros one [`push_write_zeros`] writes at most.
+pub const ZEROS_BYTES: usize = 1 << 20;
+
+/// Zeros, aligned for O_DIRECT, that write ops read from: static, so they outlive every op.
+#[repr(C, align(4096))]
+struct Zeros([u8; ZEROS_BYTES]);
+static ZEROS: Zeros = Zeros([0; ZEROS_BYTES]);
+
+/// How an op queued by hand relates to the next one queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chain {
+    /// The next op starts only once this one succeeded (`IOSQE_IO_LINK`); a failure or a short
+    /// transfer cancels the rest of the chain (their completions say `-ECANCELED`).
+    LinkNext,
+    /// The last op of a chain, or a lone op.
+    End,
+}
+
+fn chained(entry: io_uring::squeue::Entry, chain: Chain) -> io_uring::squeue::Entry {
+    match chain {
+        Chain::LinkNext => entry.flags(io_uring::squeue::Flags::IO_LINK),
+        Chain::End => entry,
+    }
+}
+
+/// Queues (does not submit) a write of `len` zero bytes (at most [`ZEROS_BYTES`]) at `offset`
+/// of the open file `fd`, tagged `user_data`. The bytes come from a static, aligned buffer, so
+/// `fd` may be an O_DIRECT descriptor when `offset` and `len` are multiples of its block size.
+/// The caller keeps `fd` open until the op's completion is reaped. `Err` when the submission
+/// queue is full.
+pub fn push_write_zeros(
+    ring: &mut IoUring,
+    fd: RawFd,
+    (offset, len): (u64, u32),
+    chain: Chain,
+    user_data: u64,
+) -> Result<(), PushError> {
+    assert!(
+        len as usize <= ZEROS_BYTES,
+        "a zero write of {len} bytes, past the buffer"
+    );
+    let entry = opcode::Write::new(types::Fd(fd), ZEROS.0.as_ptr(), len)
+        .offset(offset)
+        .build()
+        .user_data(user_data);
+    // SAFETY: the entry's buffer is `ZEROS`, a static the kernel only reads, valid for the
+    // whole life of the process, so it outlives the op whatever becomes of the ring; `len` is
+    // within it (asserted above).
+    unsafe { ring.submission().push(&chained(entry, chain)) }
+}
+
+/// Queues (does not submit) an fdatasync of the open file `fd` (`IORING_OP_FSYNC` with
+/// `IORING_FSYNC_DATASYNC`), tagged `user_data`; as [`push_write_zeros`] for the rest.
+pub fn push_fdatasync(ring: &mut IoUring, fd: RawFd, chain: Chain, user_data: u64) -> Result<(), PushError> {
+    let entry = opcode::Fsync::new(types::Fd(fd))
+        .flags(types::FsyncFlags::DATASYNC)
+        .build()
+        .user_data(user_data);
+    // SAFETY: an fsync entry refers to no memory of ours (a descriptor number and flags), so
+    // the kernel never touches our memory for it.
+    unsafe { ring.submission().push(&chained(entry, chain)) }
+}
+
 /// Which way a block operation moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -160,6 +223,41 @@ mod tests {
     use super::*;
     use crate::memory::DIRECT_IO_ALIGN;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn chained_zero_writes_and_fdatasync_complete_in_order_and_write_zeros() {
+        let file = tempfile::tempfile().unwrap();
+        std::fs::write(format!("/proc/self/fd/{}", file.as_raw_fd()), [7u8; 10]).unwrap();
+        let mut ring = IoUring::new(8).unwrap();
+        let fd = file.as_raw_fd();
+        push_write_zeros(&mut ring, fd, (4096, ZEROS_BYTES as u32), Chain::LinkNext, 1).unwrap();
+        push_write_zeros(
+            &mut ring,
+            fd,
+            (4096 + ZEROS_BYTES as u64, 4096),
+            Chain::LinkNext,
+            2,
+        )
+        .unwrap();
+        push_fdatasync(&mut ring, fd, Chain::End, 3).unwrap();
+        ring.submit_and_wait(3).unwrap();
+        let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        assert_eq!(done, vec![(1, ZEROS_BYTES as i32), (2, 4096), (3, 0)]);
+        let back = std::fs::read(format!("/proc/self/fd/{fd}")).unwrap();
+        assert_eq!(back.len(), 8192 + ZEROS_BYTES, "the writes extended the file");
+        assert_eq!(&back[..10], &[7u8; 10], "bytes before the zeros kept");
+        assert!(back[10..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_failed_link_cancels_the_rest_of_its_chain() {
+        let mut ring = IoUring::new(4).unwrap();
+        push_write_zeros(&mut ring, -1, (0, 4096), Chain::LinkNext, 1).unwrap();
+        push_fdatasync(&mut ring, -1, Chain::End, 2).unwrap();
+        ring.submit_and_wait(2).unwrap();
+        let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        assert_eq!(done, vec![(1, -libc::EBADF), (2, -libc::ECANCELED)]);
+    }
 
     #[test]
     fn blocks_queued_on_the_ring_are_written_at_their_offsets() {

@@ -1,6 +1,7 @@
 //! [`BrokerConfig`]: `server.properties` plus `--override key=value`, validated against the
 //! registry in [`super::broker_keys`], into typed fields.
 
+use laminar_engine::io::WriteMode;
 use laminar_model::NodeId;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -384,6 +385,8 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_storage_write_batch_bytes: write_behind_keys.write_batch_bytes,
         laminar_storage_io_depth: write_behind_keys.io_depth,
         laminar_storage_mapped_appends: v.parsed("laminar.storage.mapped_appends", parse_bool)?,
+        laminar_storage_prewrite: v.parsed("laminar.storage.prewrite", parse_bool)?,
+        laminar_storage_write_mode: v.parsed("laminar.storage.write_mode", WriteMode::parse)?,
         laminar_iotune_profile: write_behind_keys.profile,
         write_behind: write_behind_keys.choice,
         explicit,

@@ -410,6 +410,15 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          file's end instead of written with pwritev each (docs/decisions/0018): the kernel is \
          entered once per page instead of once per batch. Durability is the same. false: every \
          append is a pwritev."),
+    key("laminar.storage.prewrite", Fixed("false"), Kind::Bool, &[],
+        "true: the blocks ahead of a segment's appends are written (zeros) and synced in the \
+         background before the appends reach them, so that the fdatasync after an append commits \
+         only data. On the disks measured so far it costs more than it saves (the zeros double \
+         the bytes written; docs/decisions/0048). false: blocks are reserved with fallocate."),
+    key("laminar.storage.write_mode", Fixed("buffered"), Kind::Choice(laminar_engine::io::WriteMode::NAMES), &[],
+        "How segment data is written: buffered (through the page cache, which then serves reads \
+         of recent data) or direct (O_DIRECT from the shard's own aligned buffers; reads of \
+         recent data go to the disk). docs/decisions/0048 has the measurements."),
     key("laminar.iotune.profile", Unset, Kind::Path, &[],
         "An iotune.json written by `laminar iotune`, whose recommendations set the write-behind \
          keys left unset. Default: iotune.json in the first log dir, when that file exists."),

@@ -103,6 +103,11 @@ pub struct BrokerConfig {
     pub laminar_storage_io_depth: Option<u32>,
     /// `laminar.storage.mapped_appends`: small appends through a mapping of the file's end.
     pub laminar_storage_mapped_appends: bool,
+    /// `laminar.storage.prewrite`: the blocks ahead of a segment's appends are written before
+    /// the appends reach them.
+    pub laminar_storage_prewrite: bool,
+    /// `laminar.storage.write_mode`: segment writes through the page cache or O_DIRECT.
+    pub laminar_storage_write_mode: laminar_engine::io::WriteMode,
     /// `laminar.iotune.profile`, when set (see [`BrokerConfig::iotune_profile_path`]).
     pub laminar_iotune_profile: Option<PathBuf>,
     /// Write-behind as the keys and, once applied, the iotune profile say.

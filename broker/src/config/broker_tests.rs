@@ -73,6 +73,27 @@ fn file_values_and_overrides_on_top() {
     );
     assert_eq!(c.laminar_fsync, FsyncSetting::IntervalMs(50));
     assert!(!config("", &["laminar.storage.mapped_appends=false"]).laminar_storage_mapped_appends);
+    let storage = config(
+        "",
+        &[
+            "laminar.storage.prewrite=true",
+            "laminar.storage.write_mode=direct",
+        ],
+    );
+    assert!(storage.laminar_storage_prewrite);
+    assert_eq!(
+        storage.laminar_storage_write_mode,
+        laminar_engine::io::WriteMode::Direct
+    );
+    let defaults = config("", &[]);
+    assert!(
+        !defaults.laminar_storage_prewrite,
+        "pre-writes measured slower: off by default"
+    );
+    assert_eq!(
+        defaults.laminar_storage_write_mode,
+        laminar_engine::io::WriteMode::Buffered
+    );
     let c = config("log.dirs=/d1, /d2,", &[]);
     assert_eq!(c.log_dirs, vec![PathBuf::from("/d1"), PathBuf::from("/d2")]);
     // log.dir applies only when log.dirs is unset.

@@ -6,6 +6,7 @@
 
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
 use super::mapped_appends::{MappedEnd, ShardMappedAppends};
+use super::prewrite::{FilePrewrite, PrewriteRing, PrewriteStats};
 use super::reservations::ReserveBudget;
 use super::writeback::{FileWriteBehind, WriteBehind, WriteBehindRing, WriteBehindStats};
 use super::{FileId, LentFile, Storage, StorageFile};
@@ -34,6 +35,17 @@ pub enum WriteMode {
 }
 
 impl WriteMode {
+    /// The names `laminar.storage.write_mode` takes.
+    pub const NAMES: &'static [&'static str] = &["buffered", "direct"];
+
+    pub fn parse(name: &str) -> Option<WriteMode> {
+        match name.trim() {
+            "buffered" => Some(WriteMode::Buffered),
+            "direct" => Some(WriteMode::Direct),
+            _ => None,
+        }
+    }
+
     /// Descriptors one open file holds.
     fn descriptors_per_file(self) -> u64 {
         match self {
@@ -116,6 +128,9 @@ pub struct GlommioStorage {
     /// Small appends to segment `.log` files go through a mapping (buffered mode; see
     /// [`super::mapped_appends`]); `None`: every append is a `pwritev`.
     mapped_appends: Option<Rc<ShardMappedAppends>>,
+    /// The blocks ahead of segment `.log` files' appends are pre-written (see
+    /// [`super::prewrite`]); `None`: reserved with `fallocate`, as other files' are.
+    prewrite: Option<Rc<PrewriteRing>>,
 }
 
 impl GlommioStorage {
@@ -129,7 +144,24 @@ impl GlommioStorage {
             descriptors: None,
             reservations: None,
             mapped_appends: (mode == WriteMode::Buffered).then(Rc::default),
+            prewrite: None,
         }
+    }
+
+    /// Turns pre-written segment files on or off (off by default). Fails when the shard's
+    /// pre-write ring cannot be created.
+    pub fn with_prewrite(mut self, on: bool) -> io::Result<Self> {
+        self.prewrite = if on {
+            Some(PrewriteRing::new(self.mode == WriteMode::Direct)?)
+        } else {
+            None
+        };
+        Ok(self)
+    }
+
+    /// This shard's pre-write counters; `None` when pre-writing is off.
+    pub fn prewrite_stats(&self) -> Option<PrewriteStats> {
+        self.prewrite.as_ref().map(|ring| ring.stats())
     }
 
     /// Turns mapped appends on (the default in buffered mode) or off: then every append is a
@@ -216,6 +248,10 @@ pub struct GlommioFile {
     /// mapped end. While mapped, the file's length may lie past `len` (see
     /// [`super::mapped_appends`]): every length change and the close cut it back first.
     mapped: Option<(Rc<ShardMappedAppends>, RefCell<MappedEnd>)>,
+    /// Segment `.log` files, when the storage pre-writes: the blocks ahead of the appends. The
+    /// file's length may then lie past `len`, as with a mapping; the two never meet in one
+    /// file (a mapped file reserves with `fallocate`; a pre-written one is not mapped).
+    prewrite: FilePrewrite,
 }
 
 fn closed() -> io::Error {
@@ -322,6 +358,9 @@ impl GlommioFile {
     /// Writes a small append through the file's mapped end; `None` when it is `pwritev`'s.
     fn write_mapped(&self, fd: std::os::fd::RawFd, pos: u64, parts: &[&[u8]]) -> Option<u64> {
         let (shard, end) = self.mapped.as_ref()?;
+        if self.prewrite.is_past(self.len.get()) {
+            return None;
+        }
         let file = (fd, self.id.device, self.len.get());
         end.borrow_mut().write(shard, file, pos, parts)
     }
@@ -383,6 +422,13 @@ impl StorageFile for GlommioFile {
 
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
         self.writeback.check()?;
+        if self.prewrite.is_on() {
+            let end = pos + parts.iter().map(|p| p.len() as u64).sum::<u64>();
+            // Whole blocks: an O_DIRECT write rewrites the blocks it touches.
+            self.prewrite
+                .wait_clear(pos & !4095, end.next_multiple_of(4096))
+                .await;
+        }
         let buffered = match &*self.handle.borrow() {
             None => return Err(closed()),
             Some(handle) => matches!(handle, Handle::Buffered(_)),
@@ -414,8 +460,14 @@ impl StorageFile for GlommioFile {
         match self.handle()? {
             Handle::Buffered(f) => self.sync_slots.run(once_per_wake(f.fdatasync())).await??,
             Handle::Direct(f, _) => {
-                // O_DIRECT writes whole blocks: cut the zero padding off before syncing.
-                once_per_wake(f.truncate(self.len.get())).await?;
+                // O_DIRECT writes whole blocks: cut the zero padding off before syncing, unless
+                // it lies in pre-written blocks (the length then stays, and the sync commits
+                // no metadata).
+                let len = self.len.get();
+                if self.prewrite.prewritten_to() < f.align_up(len) {
+                    self.prewrite.settle_and_forget(len).await;
+                    once_per_wake(f.truncate(len)).await?;
+                }
                 self.sync_slots.run(once_per_wake(f.fdatasync())).await??
             }
         }
@@ -424,6 +476,7 @@ impl StorageFile for GlommioFile {
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
         self.unmap_end(); // the truncate below sets the length anyway
+        self.prewrite.settle_and_forget(len).await;
         match self.handle()? {
             Handle::Buffered(f) => once_per_wake(f.truncate(len)).await?,
             Handle::Direct(f, r) => {
@@ -447,11 +500,26 @@ impl StorageFile for GlommioFile {
         Ok(())
     }
 
-    /// Reserves what the budget grants of `[max(length, reserved end), end)`.
+    /// Reserves what the budget grants of `[max(length, reserved end), end)`: pre-written for
+    /// a segment `.log` file when the storage pre-writes (one region in flight per file: a
+    /// call meanwhile reserves nothing, the next one goes on from there), else with
+    /// `fallocate` (buffered files only: O_DIRECT ones write whole blocks of their own).
     fn reserve(&self, end: u64) {
-        let Ok(Handle::Buffered(f)) = self.handle() else {
-            return; // O_DIRECT writes whole blocks of their own
+        let Ok(handle) = self.handle() else {
+            return;
         };
+        let (fd, buffered) = match &handle {
+            Handle::Buffered(f) => (f.as_raw_fd(), true),
+            Handle::Direct(f, _) => (f.as_raw_fd(), false),
+        };
+        let mapped = self
+            .mapped
+            .as_ref()
+            .is_some_and(|(_, end)| end.borrow().is_mapped());
+        let prewrite = self.prewrite.is_on() && !mapped;
+        if (!prewrite && !buffered) || (prewrite && self.prewrite.is_past(end)) {
+            return;
+        }
         self.settle_reservation();
         let from = self.len.get().max(self.reserved_to.get());
         if end <= from {
@@ -464,9 +532,21 @@ impl StorageFile for GlommioFile {
         if granted == 0 {
             return; // the log dir's budget is spent: appends allocate as they go
         }
-        match laminar_sys::files::reserve_blocks(f.as_raw_fd(), from, granted) {
-            Ok(()) => {
-                self.reserved_to.set(from + granted);
+        let reserved = if prewrite {
+            self.prewrite.request(fd, from, from + granted)
+        } else {
+            None
+        };
+        let reserved = match reserved {
+            Some(reserved_to) => Ok(reserved_to),
+            None if buffered => {
+                laminar_sys::files::reserve_blocks(fd, from, granted).map(|()| from + granted)
+            }
+            None => Err(io::Error::other("no pre-write slot")),
+        };
+        match reserved {
+            Ok(reserved_to) => {
+                self.reserved_to.set(reserved_to);
                 if self.reservations.is_some() {
                     self.reserve_held.set(self.reserve_held.get() + granted);
                 }
@@ -540,6 +620,7 @@ impl StorageFile for GlommioFile {
         };
         self.writeback.closed();
         let past_data = self.unmap_end();
+        self.prewrite.settle_and_forget(self.len.get()).await;
         // Given back once the descriptors are closed below (when this returns), so that no
         // other open takes them while they are still open; one still used by an operation in
         // flight closes as soon as that operation ends.
@@ -668,8 +749,12 @@ impl Storage for GlommioStorage {
             mapped: self
                 .mapped_appends
                 .clone()
-                .filter(|_| takes_mapped_appends(path))
+                .filter(|_| is_segment_data(path))
                 .map(|shard| (shard, RefCell::default())),
+            prewrite: match &self.prewrite {
+                Some(ring) if is_segment_data(path) => FilePrewrite::new(ring.clone()),
+                _ => FilePrewrite::off(),
+            },
         };
         if let Handle::Direct(f, r) = handle {
             let tail_start = f.align_down(len);
@@ -713,9 +798,10 @@ impl Storage for GlommioStorage {
     }
 }
 
-/// Segment data files (`<base offset>.log`) take their small appends through a mapping; index
-/// files, whose entries are written many at a time, and every other file do not.
-fn takes_mapped_appends(path: &Path) -> bool {
+/// Segment data files (`<base offset>.log`) take their small appends through a mapping and are
+/// pre-written ahead of their appends; index files, whose entries are written many at a time,
+/// and every other file are not.
+fn is_segment_data(path: &Path) -> bool {
     path.extension().is_some_and(|extension| extension == "log")
 }
 

@@ -321,6 +321,11 @@ impl MappedEnd {
         }
     }
 
+    /// Whether a window is mapped (the file's length may lie past its data).
+    pub fn is_mapped(&self) -> bool {
+        self.window.is_some()
+    }
+
     /// Drops the window, before the file's length changes or the file closes; returns whether
     /// the file's length was set past `data_len` (its owner must then cut it back).
     pub fn unmap(&mut self, data_len: u64) -> bool {

@@ -14,6 +14,7 @@ mod file_cache;
 mod glommio_storage;
 pub mod mapped_appends;
 mod path_index;
+pub mod prewrite;
 mod reservations;
 mod retired_dirs;
 pub mod writeback;

@@ -99,8 +99,8 @@ pub const RATE_WINDOW_MS: i64 = 1000;
 /// ([`Segment::release_reservation_if_idle`]).
 pub const RESERVE_IDLE_MS: i64 = 10_000;
 
-/// How far past an append the `.log` file's disk blocks are reserved when an append outruns
-/// the reservation (`StorageFile::reserve`), for a segment `segment_size` bytes long that took
+/// How far past an append the `.log` file's disk blocks are reserved once appends use half of
+/// what was reserved (`StorageFile::reserve`), for a segment `segment_size` bytes long that took
 /// `rate` bytes in the last second. ext4 then maps each new page of an append to a reserved
 /// block instead of making a delayed-allocation reservation per 4 KiB block (decision 0008).
 /// Nothing below [`RESERVE_FROM_BYTES`]; then the segment's length or a second of appends,
@@ -380,7 +380,9 @@ impl<F: StorageFile> Segment<F> {
         rate.record(now_ms, position - meta.size);
         self.rate.set(rate);
         let ahead = reserve_ahead_bytes(position, rate.bytes_per_window());
-        if ahead > 0 && position > self.reserved_to.get() {
+        // Asked again once half of it is used: pre-written blocks (`io::prewrite`) take time
+        // to write, and appends reaching blocks still being written wait for them.
+        if ahead > 0 && position + ahead / 2 > self.reserved_to.get() {
             self.reserved_to.set(position + ahead);
             self.log.reserve(self.reserved_to.get());
         }
