@@ -2,8 +2,9 @@
 # Broker write-path settings side by side, alternated in one run (docs/decisions/0048). Each run:
 # a fresh broker on an empty data dir under DATA_PARENT, `laminar bench produce` of RECORDS 1 KiB
 # records to 4 partitions with the harness's defaults, at ACKS; prints MB/s, the produce latency
-# p50/p99, the broker's CPU seconds per GB produced and the bytes the broker process wrote
-# (/proc/PID/io write_bytes: what reached the block layer, pre-writes included).
+# p50/p99, the broker's CPU seconds per GB produced and the bytes written to DATA_PARENT's device
+# meanwhile (its sectors written, from a `sync` before the produce to one after: the whole
+# device, so run on a quiet machine; a process's own write_bytes counts some writes twice).
 #
 #   bench/scripts/write-path-alternated.sh BINARY ROUNDS ACKS "LABEL=OVERRIDES" ...
 #
@@ -21,6 +22,8 @@ parent=${DATA_PARENT:-/work}
 pace=()
 [ -n "${THROUGHPUT:-}" ] && pace=(--throughput "$THROUGHPUT")
 port=19300
+device=$(basename "$(findmnt -n -o SOURCE --target "$parent")")
+sectors() { awk '{print $7}' "/sys/block/$device/stat"; }
 for round in $(seq 1 "$rounds"); do
   for setting in "$@"; do
     label=${setting%%=*}
@@ -34,12 +37,14 @@ for round in $(seq 1 "$rounds"); do
     "$binary" topic create t --partitions 4 --brokers 127.0.0.1:$port >/dev/null
     sleep 0.5
     cpu_before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-    written_before=$(awk '/^write_bytes/ {print $2}' "/proc/$pid/io")
+    sync
+    sectors_before=$(sectors)
     "$binary" bench produce --brokers 127.0.0.1:$port --topic t --record-size 1024 \
       --num-records "$records" --partitions 4 --acks "$acks" "${pace[@]}" --no-limits \
       --json "$data/produce.json" >/dev/null 2>&1
     cpu=$(awk -v b="$cpu_before" '{printf "%.2f", ($14 + $15 - b) / 100}' "/proc/$pid/stat")
-    written=$(awk -v b="$written_before" '/^write_bytes/ {printf "%.0f", ($2 - b) / 1048576}' "/proc/$pid/io")
+    sync
+    written=$(( ($(sectors) - sectors_before) * 512 / 1048576 ))
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     python3 - "$data/produce.json" "$round" "$label" "$acks" "$cpu" "$written" <<'PY'
