@@ -85,6 +85,9 @@ pub const WRITEBACK_FAILED: &str = "laminar_storage_writeback_ranges_failed_tota
 pub const WRITEBACK_DEFERRED: &str = "laminar_storage_writeback_ranges_deferred_total";
 pub const WRITEBACK_BYTES: &str = "laminar_storage_writeback_bytes_total";
 pub const WRITEBACK_IN_FLIGHT: &str = "laminar_storage_writeback_in_flight";
+pub const PREWRITE_BYTES: &str = "laminar_storage_prewrite_bytes_total";
+pub const PREWRITE_FAILED: &str = "laminar_storage_prewrite_chains_failed_total";
+pub const PREWRITE_WAITS: &str = "laminar_storage_prewrite_waits_total";
 pub const QUORUM_LEADER: &str = "laminar_controller_quorum_leader";
 pub const QUORUM_TERM: &str = "laminar_controller_quorum_term";
 pub const QUORUM_APPLIED: &str = "laminar_controller_last_applied_index";
@@ -334,6 +337,26 @@ pub const FAMILIES: &[Family] = &[
         "Write-behind ranges in flight (submitted, completion not yet reaped), per shard.",
     ),
     family(
+        PREWRITE_BYTES,
+        Kind::Counter,
+        &["shard"],
+        "Bytes of segment blocks pre-written (zeros, synced) ahead of appends, per shard \
+         (laminar.storage.prewrite). No sample while pre-writing is off.",
+    ),
+    family(
+        PREWRITE_FAILED,
+        Kind::Counter,
+        &["shard"],
+        "Pre-writes that failed (a full disk, an I/O error): the appends then allocate their \
+         blocks as they go, and report errors of their own.",
+    ),
+    family(
+        PREWRITE_WAITS,
+        Kind::Counter,
+        &["shard"],
+        "Times an append, truncate or close waited for a pre-write of the blocks it touches.",
+    ),
+    family(
         QUORUM_LEADER,
         Kind::Gauge,
         &[],
@@ -482,6 +505,7 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         }
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
+        PREWRITE_BYTES | PREWRITE_FAILED | PREWRITE_WAITS => prewrite_samples(out, name, snapshot),
         QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {
             cluster_samples(out, name, snapshot);
         }
@@ -647,6 +671,21 @@ fn writeback_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
             WRITEBACK_DEFERRED => stats.ranges_deferred,
             WRITEBACK_BYTES => stats.bytes_written_back,
             _ => stats.in_flight,
+        };
+        sample(out, name, &[("shard", &shard.shard.to_string())], value);
+    }
+}
+
+/// Per shard with pre-writing on: its counters.
+fn prewrite_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    for shard in &snapshot.shards {
+        let Some(stats) = &shard.prewrite else {
+            continue;
+        };
+        let value = match name {
+            PREWRITE_BYTES => stats.bytes_prewritten,
+            PREWRITE_FAILED => stats.chains_failed,
+            _ => stats.waits,
         };
         sample(out, name, &[("shard", &shard.shard.to_string())], value);
     }

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::ApiKey;
 
-use laminar_engine::io::{FileCacheStats, WriteBehindStats};
+use laminar_engine::io::{FileCacheStats, PrewriteStats, WriteBehindStats};
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{on_owning_shards, BrokerCtx, BrokerShard, PartitionAccessError, TopicPartition};
@@ -56,6 +56,8 @@ pub struct ShardSnapshot {
     pub committed_offsets: Vec<GroupOffset>,
     /// This shard's write-behind counters; `None` when write-behind is off.
     pub write_behind: Option<WriteBehindStats>,
+    /// This shard's pre-write counters; `None` when pre-writing is off.
+    pub prewrite: Option<PrewriteStats>,
     /// This shard's file cache: files held, parked, parks, reopens, refusals.
     pub files: FileCacheStats,
     /// Cluster mode: partitions this shard leads, follows, and leads with a shrunk ISR.
@@ -173,6 +175,7 @@ impl ShardSnapshot {
             kafka_listener_bound: metrics.kafka_listener_bound.get(),
             committed_offsets: committed_offsets(state),
             write_behind: state.partitions.write_behind_stats(),
+            prewrite: state.partitions.prewrite_stats(),
             files: state.partitions.file_cache_stats(),
             transactions: TxnCounts::of(state),
         }

@@ -135,6 +135,28 @@ fn request_snapshots(metrics: &ShardMetrics) -> BTreeMap<i16, RequestSnapshot> {
         .collect()
 }
 
+fn sample_write_behind() -> WriteBehindStats {
+    WriteBehindStats {
+        ranges_submitted: 5,
+        ranges_completed: 4,
+        bytes_written_back: 4 << 20,
+        ranges_deferred: 2,
+        in_flight: 1,
+        ..WriteBehindStats::default()
+    }
+}
+
+fn sample_prewrite() -> laminar_engine::io::PrewriteStats {
+    laminar_engine::io::PrewriteStats {
+        chains_submitted: 3,
+        chains_completed: 2,
+        chains_failed: 1,
+        bytes_prewritten: 16 << 20,
+        waits: 5,
+        ..Default::default()
+    }
+}
+
 fn sample_shard() -> ShardSnapshot {
     let metrics = ShardMetrics::default();
     metrics.observe_request(Some(0), Duration::from_micros(300), true);
@@ -178,14 +200,8 @@ fn sample_shard() -> ShardSnapshot {
         }],
         kafka_listener_bound: true,
         committed_offsets: Vec::new(),
-        write_behind: Some(WriteBehindStats {
-            ranges_submitted: 5,
-            ranges_completed: 4,
-            bytes_written_back: 4 << 20,
-            ranges_deferred: 2,
-            in_flight: 1,
-            ..WriteBehindStats::default()
-        }),
+        write_behind: Some(sample_write_behind()),
+        prewrite: Some(sample_prewrite()),
         files: FileCacheStats {
             files: 30,
             parked: 10,
@@ -325,6 +341,10 @@ fn storage_and_write_behind_figures_are_rendered_per_shard() {
     assert_eq!(writeback("ranges_deferred_total"), 2.0);
     assert_eq!(writeback("bytes_total"), 4194304.0);
     assert_eq!(writeback("in_flight"), 1.0);
+    let prewrite = |family: &str| line(&format!("laminar_storage_prewrite_{family}{{shard=\"1\"}}"));
+    assert_eq!(prewrite("bytes_total"), 16.0 * 1048576.0);
+    assert_eq!(prewrite("chains_failed_total"), 1.0);
+    assert_eq!(prewrite("waits_total"), 5.0);
     assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
     assert_eq!(
         line("laminar_kafka_under_replicated_partitions"),

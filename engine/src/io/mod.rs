@@ -29,6 +29,7 @@ pub use durable_dirs::{create_dir_all_durably, replace_file_durably};
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};
 pub use file_cache::{CachedFile, FileCache, FileCacheStats};
 pub use glommio_storage::{GlommioFile, GlommioStorage, WriteMode, DIR_SYNCS_IN_FLIGHT_MAX};
+pub use prewrite::PrewriteStats;
 pub use reservations::ReserveBudget;
 pub use retired_dirs::{
     is_retired_name, remove_dir_durably, remove_retired_dirs, set_aside_blocking, set_aside_durably,

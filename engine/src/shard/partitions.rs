@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::io::{FileCacheStats, ShardStorage, Storage, WriteBehindStats};
+use crate::io::{FileCacheStats, PrewriteStats, ShardStorage, Storage, WriteBehindStats};
 use crate::log::segment::parse_log_name;
 use crate::partition::topic_id_file::{self, RecordedTopic};
 use crate::partition::{IdleList, LogConfig, LogError, Partition, SyncObserver};
@@ -220,6 +220,11 @@ impl ShardPartitions {
     /// This shard's write-behind counters; `None` when write-behind is off.
     pub fn write_behind_stats(&self) -> Option<WriteBehindStats> {
         self.storage.inner().write_behind_stats()
+    }
+
+    /// This shard's pre-write counters; `None` when pre-writing is off.
+    pub fn prewrite_stats(&self) -> Option<PrewriteStats> {
+        self.storage.inner().prewrite_stats()
     }
 
     /// This shard's open and parked files (see `io::FileCache`).
