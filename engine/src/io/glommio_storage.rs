@@ -308,7 +308,9 @@ impl GlommioFile {
         let aligned_end = file.align_up(end);
         let mut buf = file.alloc_dma_buffer((aligned_end - start) as usize);
         let bytes = buf.as_bytes_mut();
-        bytes.fill(0);
+        // Only what no copy below covers is zeroed: the head's unread part and the padding
+        // after `end` (zeroing the whole buffer was a second pass over every appended byte).
+        bytes[(end - start) as usize..].fill(0);
         let len = self.len.get();
         // The head block before `pos` must keep its old bytes.
         if pos > start {
@@ -319,6 +321,7 @@ impl GlommioFile {
                 let old = once_per_wake(reader.read_at(start, align as usize)).await?;
                 let n = head.min(old.len());
                 bytes[..n].copy_from_slice(&old[..n]);
+                bytes[n..head].fill(0);
             }
         }
         // Overwriting inside the file: the block after `end` must keep its old bytes too.
