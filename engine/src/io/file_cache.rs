@@ -685,6 +685,12 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         file.truncate(len).await
     }
 
+    async fn reuse_blocks(&self) -> io::Result<()> {
+        let (file, _in_use) = self.acquire().await?;
+        self.writes.set(self.writes.get() + 1);
+        file.reuse_blocks().await
+    }
+
     fn reserve(&self, end: u64) {
         if let Some(file) = self.open_handle() {
             file.reserve(end);
@@ -749,6 +755,10 @@ impl<S: Storage> StorageFile for CachedFile<S> {
 
 impl<S: Storage> Storage for FileCache<S> {
     type File = CachedFile<S>;
+
+    fn recycles_segments(&self) -> bool {
+        self.shared.inner.recycles_segments()
+    }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         self.shared.inner.create_dir_all(path).await

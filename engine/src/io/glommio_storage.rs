@@ -499,6 +499,23 @@ impl StorageFile for GlommioFile {
         Ok(())
     }
 
+    /// O_DIRECT: the length goes to 0 and the blocks stay, old bytes and all; appends overwrite
+    /// them whole blocks at a time (the last one padded with zeros), reads stop at the length,
+    /// and a close cuts what lies past it. After a crash, recovery stops at the first byte
+    /// that does not continue the segment: zeros, or an old batch, whose offsets lie below
+    /// the segment's base.
+    async fn reuse_blocks(&self) -> io::Result<()> {
+        if !matches!(self.handle()?, Handle::Direct(..)) {
+            return self.truncate(0).await;
+        }
+        self.prewrite.settle_and_forget(0).await;
+        self.len.set(0);
+        self.tail_block.borrow_mut().clear();
+        self.reserved_to.set(0);
+        self.settle_reservation();
+        Ok(())
+    }
+
     /// Reserves what the budget grants of `[max(length, reserved end), end)`: pre-written for
     /// a segment `.log` file when the storage pre-writes (one region in flight per file: a
     /// call meanwhile reserves nothing, the next one goes on from there), else with
@@ -683,6 +700,13 @@ fn open_plain(path: &Path, create: bool) -> io::Result<(BufferedFile, FileStat)>
 
 impl Storage for GlommioStorage {
     type File = GlommioFile;
+
+    /// O_DIRECT appends into written blocks inside the file's size are plain overwrites, which
+    /// the kernel issues without blocking and whose sync writes no metadata; buffered appends
+    /// into blocks not in the page cache would read each partial page first (decision 0048).
+    fn recycles_segments(&self) -> bool {
+        self.mode == WriteMode::Direct
+    }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         std::fs::create_dir_all(path)

@@ -156,6 +156,12 @@ pub trait StorageFile {
         self.len() == 0
     }
     async fn close(&self) -> io::Result<()>;
+    /// Empties the file for appends from its start. Storage that overwrites written blocks
+    /// cheaply (O_DIRECT: a recycled segment file, decision 0048) keeps its blocks and its
+    /// length, the old bytes past the new data never read; by default, a truncate to 0.
+    async fn reuse_blocks(&self) -> io::Result<()> {
+        self.truncate(0).await
+    }
     /// Gives the file's descriptor back until its next use, where the storage opens files
     /// again by itself (the shard's file cache parks it, if idle); a hint other storage
     /// ignores. For files a shard will not need soon, so that the descriptors go to those it
@@ -179,6 +185,12 @@ pub trait Storage: 'static {
     /// The length of the file at `path` as the file system has it, without opening it (no
     /// descriptor taken): sizes of partitions that are not open.
     async fn file_len(&self, path: &Path) -> io::Result<u64>;
+    /// Whether the segment files retention removes are worth keeping to take a new segment's
+    /// appends ([`StorageFile::reuse_blocks`]): their blocks are written, so appends overwriting
+    /// them change no metadata a sync must write. False by default.
+    fn recycles_segments(&self) -> bool {
+        false
+    }
     /// Makes creations, renames and removals in `path` durable. The directory's descriptor is
     /// the storage's own, bounded by it, and not taken from a descriptor budget.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;

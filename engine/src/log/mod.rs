@@ -28,6 +28,7 @@ pub mod index;
 mod open;
 pub mod records;
 mod recovery;
+pub mod recycle;
 mod retention;
 mod rolled;
 mod scan;
@@ -798,6 +799,7 @@ impl<S: Storage> Log<S> {
             for segment in self.segments() {
                 segment.close().await?;
             }
+            self.files.remove_spare().await?;
             if dirty {
                 // Said of nothing here: the owner checkpoints first when it knows.
                 self.mark_clean(false).await?;

@@ -42,6 +42,7 @@ impl<S: Storage> Log<S> {
         };
         let interval = config.index_interval_bytes;
         let files = SegmentFileMaker::new(storage.clone(), dir.clone());
+        files.adopt_spare(&names).await?;
         let (segments, record) = Self::open_segments(&files, &dir, (&bases, interval), on_disk).await?;
         let clean = record.state == DiskState::Clean;
         let mut segments: Vec<_> = segments.into_iter().map(Rc::new).collect();
@@ -118,8 +119,8 @@ impl<S: Storage> Log<S> {
     /// that may hold unsynced bytes are verified and fdatasync'd (what recovery kept counts as
     /// durable from then on): the active one, from its synced prefix when the record has one
     /// for it, and those from the prefix's segment on (`rolled.rs`). When one of those before
-    /// the active one was cut by the crash, or ends short of the next, the segments after it
-    /// are removed and it becomes the active one.
+    /// the active one ends short of the next (the crash took batches of it), the segments
+    /// after it are removed and it becomes the active one.
     async fn open_segments(
         files: &Rc<SegmentFileMaker<S>>,
         dir: &Path,
@@ -154,13 +155,16 @@ impl<S: Storage> Log<S> {
                 record,
                 (suspect, next_base.is_none()),
             );
-            let (segment, cut) = opened.await?;
+            let (segment, _cut) = opened.await?;
             if suspect {
                 segment.log.fdatasync().await?;
             }
+            // Whether it lost batches: it ends short of the next segment. Bytes cut past a
+            // segment that reaches the next one held no batch of it (the zero padding of an
+            // O_DIRECT block, a mapped window's length, a recycled file's old bytes).
             let short = next_base.is_some_and(|next| segment.meta().next_offset != next);
             segments.push(segment);
-            if suspect && (cut > 0 || short) {
+            if suspect && short {
                 let lost = &bases[i + 1..];
                 tracing::warn!(dir = %dir.display(), base_offset = base, later_segments = lost.len(),
                     "a segment that rolled lost its unsynced tail in the crash: the segments after it are removed");

@@ -92,6 +92,7 @@ impl<S: Storage> Log<S> {
             excess -= meta.size as i64;
             count += 1;
         }
+        drop(segments); // the removed segments' only holder is then the log (`recycle.rs`)
         self.delete_front_segments(count).await
     }
 
@@ -113,13 +114,14 @@ impl<S: Storage> Log<S> {
             log_start_offset: Offset::new(self.log_start_offset()),
             ..Default::default()
         };
-        for segment in &removed {
+        for segment in removed {
             outcome.bytes_deleted += segment.meta().size;
-            let removal = segment.remove_files(&*self.storage, &self.dir).await;
+            let base_offset = segment.base_offset;
+            let removal = self.files.remove_or_recycle(segment).await;
             removal.map_err(|e| self.fail(e))?;
-            tracing::info!(base_offset = segment.base_offset, dir = %self.dir.display(), "segment deleted");
+            tracing::info!(base_offset, dir = %self.dir.display(), "segment deleted");
         }
-        if !removed.is_empty() {
+        if outcome.segments_deleted > 0 {
             self.storage.sync_dir(&self.dir).await.map_err(|e| self.fail(e))?;
         }
         Ok(outcome)

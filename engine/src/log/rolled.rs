@@ -15,8 +15,9 @@
 //! - The promise on disk follows (`disk_state.rs`, format 3): every segment before the prefix's
 //!   segment is synced; once the rolled one is, the state records a prefix at the start of the
 //!   active segment. Recovery verifies every segment from the prefix's segment on (without a
-//!   prefix, the active one and the one before it), and when one of them was cut by the crash
-//!   the segments after it go (their offsets would follow a hole), as Kafka's recovery does.
+//!   prefix, the active one and the one before it), and when one of them lost batches in the
+//!   crash (it ends short of the next one) the segments after it go (their offsets would
+//!   follow a hole), as Kafka's recovery does.
 //! - Compaction records that prefix before it rewrites anything, so a segment recovery may
 //!   verify was never compacted: its end is the next segment's base, or something was lost.
 

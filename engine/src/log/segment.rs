@@ -226,13 +226,19 @@ impl<F> Clone for SegmentFiles<F> {
 /// Opens and makes the files of one log's segments: its storage and directory. One per log
 /// (owned by the log's shard), shared by its segments' index files that are not made yet.
 pub struct SegmentFileMaker<S> {
-    storage: Rc<S>,
-    dir: PathBuf,
+    pub(super) storage: Rc<S>,
+    pub(super) dir: PathBuf,
+    /// A segment file retention removed is kept for the next segment (`recycle.rs`).
+    pub(super) spare: Cell<bool>,
 }
 
 impl<S: Storage> SegmentFileMaker<S> {
     pub fn new(storage: Rc<S>, dir: PathBuf) -> Rc<Self> {
-        Rc::new(SegmentFileMaker { storage, dir })
+        Rc::new(SegmentFileMaker {
+            storage,
+            dir,
+            spare: Cell::new(false),
+        })
     }
 
     pub fn storage(&self) -> &S {
@@ -254,7 +260,10 @@ impl<S: Storage> SegmentFileMaker<S> {
     /// NotFound per new partition would each count against the descriptor budget's soft limit
     /// and park other files for nothing (docs/decisions/0023, partition files made at first write).
     pub async fn create(self: &Rc<Self>, base_offset: i64) -> io::Result<SegmentFiles<S::File>> {
-        let log = self.open_log(base_offset).await?;
+        let log = match self.reuse_spare(base_offset).await? {
+            Some(log) => log,
+            None => self.open_log(base_offset).await?,
+        };
         Ok(SegmentFiles {
             log,
             index: self.not_made(base_offset, INDEX_SUFFIX),

@@ -848,6 +848,8 @@ mod full_disk_tests;
 #[cfg(test)]
 mod producer_tests;
 #[cfg(test)]
+mod recycle_tests;
+#[cfg(test)]
 mod replication_tests;
 #[cfg(test)]
 mod roll_tests;
