@@ -13,6 +13,7 @@ mod faulty;
 mod file_cache;
 mod glommio_storage;
 pub mod mapped_appends;
+mod own_ring;
 mod path_index;
 pub mod prewrite;
 mod reservations;

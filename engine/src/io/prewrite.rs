@@ -130,24 +130,12 @@ impl PrewriteRing {
     }
 
     fn update(&self, change: impl FnOnce(&mut PrewriteStats)) {
-        let mut stats = self.stats.get();
-        change(&mut stats);
-        self.stats.set(stats);
+        super::own_ring::update(&self.stats, change);
     }
 
-    /// Takes every available completion, without waiting; resubmits what an interrupted
-    /// `io_uring_enter` left queued.
+    /// Takes every available completion, without waiting.
     fn reap(&self) {
-        let mut ring = self.ring.borrow_mut();
-        if !ring.submission().is_empty() {
-            let _ = ring.submit(); // still failing: retried on the next reap
-        }
-        if ring.completion().is_empty() {
-            return;
-        }
-        let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        drop(ring);
-        for (slot, result) in done {
+        for (slot, result) in super::own_ring::take_completions(&self.ring) {
             self.complete_op(slot as usize, result);
         }
     }

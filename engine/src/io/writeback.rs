@@ -213,24 +213,13 @@ impl WriteBehindRing {
     }
 
     fn update(&self, change: impl FnOnce(&mut WriteBehindStats)) {
-        let mut stats = self.stats.get();
-        change(&mut stats);
-        self.stats.set(stats);
+        super::own_ring::update(&self.stats, change);
     }
 
     /// Takes every available completion, without waiting, and resubmits what an interrupted
     /// `io_uring_enter` left in the submission queue.
     fn reap(&self) {
-        let mut ring = self.ring.borrow_mut();
-        if !ring.submission().is_empty() {
-            // Still failing: the ops stay counted in flight and are retried on the next reap.
-            let _ = ring.submit();
-        }
-        if ring.completion().is_empty() {
-            return;
-        }
-        let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        drop(ring);
+        let done = super::own_ring::take_completions(&self.ring);
         for (slot, result) in done {
             let taken = self.slots.borrow_mut()[slot as usize].take();
             let op = taken.expect("a completion names a slot in flight");

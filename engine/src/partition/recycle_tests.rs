@@ -2,7 +2,7 @@
 //! the storage writes O_DIRECT, the next segment overwrites it, and no crash ever brings one of
 //! its old batches back.
 
-use super::tests::read_all;
+use super::tests::{in_each_write_mode, read_all};
 use super::*;
 use crate::io::{GlommioStorage, WriteMode};
 use crate::log::batch::testing::BatchBuilder;
@@ -63,68 +63,60 @@ async fn assert_contiguous<S: Storage>(p: &Partition<S>, end: i64) {
 
 #[test]
 fn retention_keeps_a_segment_file_for_the_next_segment_and_a_crash_never_brings_its_batches_back() {
-    for mode in [WriteMode::Buffered, WriteMode::Direct] {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("t-0");
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                let storage = Rc::new(GlommioStorage::new(mode));
-                let p = Partition::open(storage.clone(), path.clone(), config())
-                    .await
-                    .unwrap();
-                fill_to(&p, 5).await;
-                let outcome = p.apply_retention(NOW).await.unwrap();
-                assert!(outcome.segments_deleted >= 1, "{outcome:?}");
-                let recycles = mode == WriteMode::Direct;
-                assert_eq!(
-                    spare_exists(&path),
-                    recycles,
-                    "{mode:?}: a spare only with O_DIRECT"
-                );
-
-                // The next roll takes the spare: its old bytes lie past the new segment's data.
-                let segments = p.segment_count();
-                let end = fill_to(&p, segments + 1).await;
-                assert!(!spare_exists(&path), "{mode:?}: the roll took the spare");
-                let on_disk = active_log_len(&path);
-                let one_batch = batch().len() as u64;
-                if recycles {
-                    assert!(
-                        on_disk > 8 * one_batch,
-                        "{mode:?}: {on_disk} bytes: the old file's length"
-                    );
-                } else {
-                    assert!(on_disk <= 2 * one_batch, "{mode:?}: {on_disk} bytes: a new file");
-                }
-                assert_contiguous(&p, end).await;
-
-                // A crash: nothing closes; the old batches past the data are still in the file.
-                drop(p);
-                let p = Partition::open(storage.clone(), path.clone(), config())
-                    .await
-                    .unwrap();
-                assert_contiguous(&p, end).await;
-                assert!(
-                    active_log_len(&path) <= 2 * one_batch,
-                    "{mode:?}: recovery cut the old bytes"
-                );
-                p.append(batch(), NOW).await.unwrap();
-                assert_contiguous(&p, end + 4).await;
-
-                // Retention again, then a clean close: the spare goes with the close.
-                fill_to(&p, p.segment_count() + 3).await;
-                p.apply_retention(NOW).await.unwrap();
-                assert_eq!(spare_exists(&path), recycles);
-                let end = p.log_end_offset().get();
-                p.close().await.unwrap();
-                assert!(!spare_exists(&path), "{mode:?}: a closed log keeps no spare");
-                let p = Partition::open(storage, path, config()).await.unwrap();
-                assert_contiguous(&p, end).await;
-            })
-            .unwrap()
-            .join()
+    in_each_write_mode(|mode, path| async move {
+        let storage = Rc::new(GlommioStorage::new(mode));
+        let p = Partition::open(storage.clone(), path.clone(), config())
+            .await
             .unwrap();
-    }
+        fill_to(&p, 5).await;
+        let outcome = p.apply_retention(NOW).await.unwrap();
+        assert!(outcome.segments_deleted >= 1, "{outcome:?}");
+        let recycles = mode == WriteMode::Direct;
+        assert_eq!(
+            spare_exists(&path),
+            recycles,
+            "{mode:?}: a spare only with O_DIRECT"
+        );
+
+        // The next roll takes the spare: its old bytes lie past the new segment's data.
+        let segments = p.segment_count();
+        let end = fill_to(&p, segments + 1).await;
+        assert!(!spare_exists(&path), "{mode:?}: the roll took the spare");
+        let on_disk = active_log_len(&path);
+        let one_batch = batch().len() as u64;
+        if recycles {
+            assert!(
+                on_disk > 8 * one_batch,
+                "{mode:?}: {on_disk} bytes: the old file's length"
+            );
+        } else {
+            assert!(on_disk <= 2 * one_batch, "{mode:?}: {on_disk} bytes: a new file");
+        }
+        assert_contiguous(&p, end).await;
+
+        // A crash: nothing closes; the old batches past the data are still in the file.
+        drop(p);
+        let p = Partition::open(storage.clone(), path.clone(), config())
+            .await
+            .unwrap();
+        assert_contiguous(&p, end).await;
+        assert!(
+            active_log_len(&path) <= 2 * one_batch,
+            "{mode:?}: recovery cut the old bytes"
+        );
+        p.append(batch(), NOW).await.unwrap();
+        assert_contiguous(&p, end + 4).await;
+
+        // Retention again, then a clean close: the spare goes with the close.
+        fill_to(&p, p.segment_count() + 3).await;
+        p.apply_retention(NOW).await.unwrap();
+        assert_eq!(spare_exists(&path), recycles);
+        let end = p.log_end_offset().get();
+        p.close().await.unwrap();
+        assert!(!spare_exists(&path), "{mode:?}: a closed log keeps no spare");
+        let p = Partition::open(storage, path, config()).await.unwrap();
+        assert_contiguous(&p, end).await;
+    });
 }
 
 /// A batch of `records` records at `base_offset`, CRC valid (the base offset lies outside what
@@ -137,39 +129,30 @@ fn batch_at(base_offset: i64, records: usize) -> Vec<u8> {
 
 #[test]
 fn an_old_batch_with_a_valid_crc_after_the_data_is_refused_by_its_offset() {
-    for mode in [WriteMode::Buffered, WriteMode::Direct] {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("t-0");
+    in_each_write_mode(|mode, path| async move {
         std::fs::create_dir_all(&path).unwrap();
         // A recycled file after a crash: the new segment's batches at 100..110, then what the
-        // file held before: whole, valid batches of older offsets, one of them 110 batches
-        // back, the others older still.
+        // file held before, whole batches with valid CRCs at offsets 0..30.
         let mut file = batch_at(100, 6);
         file.extend(batch_at(106, 4));
         for old in [0, 10, 20] {
             file.extend(batch_at(old, 10));
         }
         std::fs::write(path.join("00000000000000000100.log"), &file).unwrap();
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                let storage = Rc::new(GlommioStorage::new(mode));
-                let p = Partition::open(storage, path.clone(), config()).await.unwrap();
-                assert_eq!(
-                    p.log_end_offset().get(),
-                    110,
-                    "{mode:?}: the old batches are not records"
-                );
-                assert_eq!(p.log_start_offset().get(), 100);
-                assert_contiguous(&p, 110).await;
-                let kept = (batch_at(100, 6).len() + batch_at(106, 4).len()) as u64;
-                assert_eq!(
-                    active_log_len(&path),
-                    kept,
-                    "{mode:?}: the file is cut after the data"
-                );
-            })
-            .unwrap()
-            .join()
-            .unwrap();
-    }
+        let storage = Rc::new(GlommioStorage::new(mode));
+        let p = Partition::open(storage, path.clone(), config()).await.unwrap();
+        assert_eq!(
+            p.log_end_offset().get(),
+            110,
+            "{mode:?}: the old batches are not records"
+        );
+        assert_eq!(p.log_start_offset().get(), 100);
+        assert_contiguous(&p, 110).await;
+        let kept = (batch_at(100, 6).len() + batch_at(106, 4).len()) as u64;
+        assert_eq!(
+            active_log_len(&path),
+            kept,
+            "{mode:?}: the file is cut after the data"
+        );
+    });
 }

@@ -275,6 +275,26 @@ fn tmp_path_big(path: &std::path::Path) -> std::path::PathBuf {
     path.with_file_name("big-0")
 }
 
+/// Runs `test` on a glommio executor once per write mode (buffered, then O_DIRECT), each time
+/// with the path of a partition directory in a fresh temporary directory (made by the test
+/// when it wants one).
+pub(super) fn in_each_write_mode<F, Fut>(test: F)
+where
+    F: Fn(crate::io::WriteMode, PathBuf) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    for mode in [crate::io::WriteMode::Buffered, crate::io::WriteMode::Direct] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t-0");
+        let test = test.clone();
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || test(mode, path))
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}
+
 #[test]
 fn glommio_storage_round_trip() {
     use crate::io::{GlommioStorage, WriteMode};
@@ -851,69 +871,61 @@ fn log_files_len(dir: &std::path::Path) -> u64 {
 
 #[test]
 fn prewritten_segments_lie_past_their_data_until_closed_and_a_crash_leaves_only_zeros_to_cut() {
-    use crate::io::{GlommioStorage, WriteMode};
-    for mode in [WriteMode::Buffered, WriteMode::Direct] {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("t-0");
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                let storage = Rc::new(GlommioStorage::new(mode).with_prewrite(true).unwrap());
-                let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
-                    .await
-                    .unwrap();
-                let now = 1_700_000_000_000;
-                let batches = append_mib(&p, 3, now).await;
-                p.wait_durable(Offset::new(batches * 64 - 1)).await.unwrap();
-                let stats = storage.prewrite_stats().expect("pre-writing is on");
-                assert!(stats.chains_submitted >= 1, "{mode:?}: {stats:?}");
-                // Let the chains in flight finish, as appends keep going.
-                for _ in 0..200 {
-                    let stats = storage.prewrite_stats().unwrap();
-                    if stats.chains_completed == stats.chains_submitted {
-                        break;
-                    }
-                    glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
-                }
-                let stats = storage.prewrite_stats().unwrap();
-                assert_eq!(stats.chains_failed, 0, "{mode:?}: {stats:?}");
-                assert!(stats.bytes_prewritten > 0, "{mode:?}: {stats:?}");
-                let size = p.size_bytes();
-                let on_disk = log_files_len(&path);
-                assert!(
-                    on_disk > size,
-                    "{mode:?}: the file lies past its data ({on_disk} for {size})"
-                );
-                let bytes = std::fs::read(path.join("00000000000000000000.log")).unwrap();
-                assert!(
-                    bytes[size as usize..].iter().all(|&b| b == 0),
-                    "zeros past the data"
-                );
-
-                // A crash: the partition is dropped without a close, the file still long.
-                drop(p);
-                let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
-                    .await
-                    .unwrap();
-                assert_eq!(
-                    p.log_end_offset().get(),
-                    batches * 64,
-                    "{mode:?}: every record back"
-                );
-                assert_eq!(p.size_bytes(), size);
-                p.append(batch(3, now), now).await.unwrap();
-                assert_eq!(
-                    read_all(&p, 0).await.last().unwrap().next_offset(),
-                    batches * 64 + 3
-                );
-                p.close().await.unwrap();
-                assert_eq!(
-                    log_files_len(&path),
-                    size + batch(3, now).len() as u64,
-                    "{mode:?}: a close cuts the file back to its data"
-                );
-            })
-            .unwrap()
-            .join()
+    use crate::io::GlommioStorage;
+    in_each_write_mode(|mode, path| async move {
+        let storage = Rc::new(GlommioStorage::new(mode).with_prewrite(true).unwrap());
+        let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
+            .await
             .unwrap();
-    }
+        let now = 1_700_000_000_000;
+        let batches = append_mib(&p, 3, now).await;
+        p.wait_durable(Offset::new(batches * 64 - 1)).await.unwrap();
+        let stats = storage.prewrite_stats().expect("pre-writing is on");
+        assert!(stats.chains_submitted >= 1, "{mode:?}: {stats:?}");
+        // Let the chains in flight finish, as appends keep going.
+        for _ in 0..200 {
+            let stats = storage.prewrite_stats().unwrap();
+            if stats.chains_completed == stats.chains_submitted {
+                break;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let stats = storage.prewrite_stats().unwrap();
+        assert_eq!(stats.chains_failed, 0, "{mode:?}: {stats:?}");
+        assert!(stats.bytes_prewritten > 0, "{mode:?}: {stats:?}");
+        let size = p.size_bytes();
+        let on_disk = log_files_len(&path);
+        assert!(
+            on_disk > size,
+            "{mode:?}: the file lies past its data ({on_disk} for {size})"
+        );
+        let bytes = std::fs::read(path.join("00000000000000000000.log")).unwrap();
+        assert!(
+            bytes[size as usize..].iter().all(|&b| b == 0),
+            "zeros past the data"
+        );
+
+        // A crash: the partition is dropped without a close, the file still long.
+        drop(p);
+        let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            p.log_end_offset().get(),
+            batches * 64,
+            "{mode:?}: every record back"
+        );
+        assert_eq!(p.size_bytes(), size);
+        p.append(batch(3, now), now).await.unwrap();
+        assert_eq!(
+            read_all(&p, 0).await.last().unwrap().next_offset(),
+            batches * 64 + 3
+        );
+        p.close().await.unwrap();
+        assert_eq!(
+            log_files_len(&path),
+            size + batch(3, now).len() as u64,
+            "{mode:?}: a close cuts the file back to its data"
+        );
+    });
 }
