@@ -848,8 +848,6 @@ mod full_disk_tests;
 #[cfg(test)]
 mod producer_tests;
 #[cfg(test)]
-mod recycle_tests;
-#[cfg(test)]
 mod replication_tests;
 #[cfg(test)]
 mod roll_tests;
@@ -861,3 +859,5 @@ mod tests;
 mod transaction_model_tests;
 #[cfg(test)]
 mod transaction_tests;
+#[cfg(test)]
+mod write_path_tests;

@@ -349,7 +349,7 @@ fn log_files_allocated(dir: &std::path::Path) -> u64 {
 
 /// Appends 64 KiB batches (16 per MiB) at `now_ms` until `mib` MiB more were appended, all in
 /// one burst: a high write rate. Returns how many batches.
-async fn append_mib<S: Storage>(p: &Partition<S>, mib: u64, now_ms: i64) -> i64 {
+pub(super) async fn append_mib<S: Storage>(p: &Partition<S>, mib: u64, now_ms: i64) -> i64 {
     let target = p.size_bytes() + (mib << 20);
     let mut batches = 0;
     while p.size_bytes() < target {
@@ -858,74 +858,5 @@ fn a_new_partition_creates_its_state_file_at_its_first_checkpoint_not_its_first_
         let p = open(&storage, LogConfig::default()).await;
         assert!(p.log.is_clean(), "closed clean");
         assert_eq!(p.log_end_offset().get(), 3);
-    });
-}
-
-/// The `.log` files under `dir`: their lengths, summed.
-fn log_files_len(dir: &std::path::Path) -> u64 {
-    let logs = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
-    logs.filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .map(|p| std::fs::metadata(p).unwrap().len())
-        .sum()
-}
-
-#[test]
-fn prewritten_segments_lie_past_their_data_until_closed_and_a_crash_leaves_only_zeros_to_cut() {
-    use crate::io::GlommioStorage;
-    in_each_write_mode(|mode, path| async move {
-        let storage = Rc::new(GlommioStorage::new(mode).with_prewrite(true).unwrap());
-        let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
-            .await
-            .unwrap();
-        let now = 1_700_000_000_000;
-        let batches = append_mib(&p, 3, now).await;
-        p.wait_durable(Offset::new(batches * 64 - 1)).await.unwrap();
-        let stats = storage.prewrite_stats().expect("pre-writing is on");
-        assert!(stats.chains_submitted >= 1, "{mode:?}: {stats:?}");
-        // Let the chains in flight finish, as appends keep going.
-        for _ in 0..200 {
-            let stats = storage.prewrite_stats().unwrap();
-            if stats.chains_completed == stats.chains_submitted {
-                break;
-            }
-            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        let stats = storage.prewrite_stats().unwrap();
-        assert_eq!(stats.chains_failed, 0, "{mode:?}: {stats:?}");
-        assert!(stats.bytes_prewritten > 0, "{mode:?}: {stats:?}");
-        let size = p.size_bytes();
-        let on_disk = log_files_len(&path);
-        assert!(
-            on_disk > size,
-            "{mode:?}: the file lies past its data ({on_disk} for {size})"
-        );
-        let bytes = std::fs::read(path.join("00000000000000000000.log")).unwrap();
-        assert!(
-            bytes[size as usize..].iter().all(|&b| b == 0),
-            "zeros past the data"
-        );
-
-        // A crash: the partition is dropped without a close, the file still long.
-        drop(p);
-        let p = Partition::open(storage.clone(), path.clone(), LogConfig::default())
-            .await
-            .unwrap();
-        assert_eq!(
-            p.log_end_offset().get(),
-            batches * 64,
-            "{mode:?}: every record back"
-        );
-        assert_eq!(p.size_bytes(), size);
-        p.append(batch(3, now), now).await.unwrap();
-        assert_eq!(
-            read_all(&p, 0).await.last().unwrap().next_offset(),
-            batches * 64 + 3
-        );
-        p.close().await.unwrap();
-        assert_eq!(
-            log_files_len(&path),
-            size + batch(3, now).len() as u64,
-            "{mode:?}: a close cuts the file back to its data"
-        );
     });
 }
