@@ -10,7 +10,8 @@
 #
 # e.g. bench/scripts/write-path-alternated.sh target/release/laminar 5 all \
 #        "fallocate=laminar.storage.prewrite=false" "prewrite=laminar.storage.prewrite=true"
-# OVERRIDES is a space-separated list of key=value. THROUGHPUT (records/s, default unpaced) paces
+# OVERRIDES is a space-separated list of key=value; `binary=PATH` among them runs that build of
+# the broker for the setting instead (two builds side by side). THROUGHPUT (records/s, default unpaced) paces
 # the produce; RECORDS defaults to 1000000; DATA_PARENT to /work (the disk measured).
 set -eu
 binary=$1
@@ -28,9 +29,15 @@ for round in $(seq 1 "$rounds"); do
   for setting in "$@"; do
     label=${setting%%=*}
     overrides=()
-    for kv in ${setting#*=}; do overrides+=(--override "$kv"); done
+    broker=$binary
+    for kv in ${setting#*=}; do
+      case $kv in
+        binary=*) broker=${kv#binary=} ;;
+        *) overrides+=(--override "$kv") ;;
+      esac
+    done
     data=$(mktemp -d "$parent/write-path.XXXX")
-    "$binary" broker --override log.dirs="$data/log" --override listeners=PLAINTEXT://127.0.0.1:$port \
+    "$broker" broker --override log.dirs="$data/log" --override listeners=PLAINTEXT://127.0.0.1:$port \
       --override laminar.http.listen=127.0.0.1:$((port + 1)) "${overrides[@]}" >"$data/broker.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 50); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done

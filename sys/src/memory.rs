@@ -47,6 +47,13 @@ impl AlignedBuffer {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The bytes, to read.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points to `len` initialised bytes owned by `self`, and the `&self`
+        // borrow keeps every `&mut` access out while this one lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
     /// The start of the bytes, for the kernel to read or write (`crate::uring`).
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()

@@ -218,11 +218,166 @@ impl Drop for BlockRing {
     }
 }
 
+/// A finished write of a [`WriteRing`]: its tag, the kernel's result (bytes written, or a
+/// negated errno), and the buffer, the caller's again.
+#[derive(Debug)]
+pub struct WriteDone {
+    pub tag: u64,
+    pub result: i32,
+    pub buffer: AlignedBuffer,
+}
+
+/// An io_uring for writes from aligned buffers it holds while the kernel uses them: a write
+/// queued takes its buffer, and its completion gives it back, so no buffer is touched or freed
+/// while the kernel may read it (a ring dropped with writes in flight leaks their buffers
+/// rather than free them). At most `slots` writes in flight. Owned by one thread.
+pub struct WriteRing {
+    ring: IoUring,
+    /// Per slot: the tag and buffer of the write in flight there.
+    slots: Vec<Option<(u64, AlignedBuffer)>>,
+    free: Vec<usize>,
+}
+
+impl WriteRing {
+    /// A ring with room for `slots` writes in flight (at least one).
+    pub fn new(slots: usize) -> io::Result<WriteRing> {
+        let slots = slots.max(1);
+        let entries = u32::try_from(slots.next_power_of_two()).expect("a queue depth that fits u32");
+        Ok(WriteRing {
+            ring: IoUring::new(entries)?,
+            slots: (0..slots).map(|_| None).collect(),
+            free: (0..slots).rev().collect(),
+        })
+    }
+
+    /// Writes queued or in flight.
+    pub fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether another write can be queued now.
+    pub fn has_room(&self) -> bool {
+        !self.free.is_empty()
+    }
+
+    /// Queues (does not submit) a write of the first `len` bytes of `buffer` at `offset` of
+    /// `fd`, tagged `tag`; the caller keeps `fd` open until its completion is taken. Gives the
+    /// buffer back when every slot is taken.
+    pub fn queue(
+        &mut self,
+        fd: RawFd,
+        offset: u64,
+        (mut buffer, len): (AlignedBuffer, usize),
+        tag: u64,
+    ) -> Result<(), AlignedBuffer> {
+        assert!(
+            len > 0 && len <= buffer.len(),
+            "a write of {len} bytes from a buffer of {}",
+            buffer.len()
+        );
+        let Some(slot) = self.free.pop() else {
+            return Err(buffer);
+        };
+        let len32 = u32::try_from(len).expect("a write fits u32");
+        let entry = opcode::Write::new(types::Fd(fd), buffer.as_mut_ptr(), len32)
+            .offset(offset)
+            .build()
+            .user_data(slot as u64);
+        // SAFETY: the entry reads `len` bytes (within the buffer, asserted above) from
+        // `buffer`'s heap allocation, which is moved into `slots[slot]` below and stays there,
+        // unmoved in memory (only the owning handle moves) and unfreed, until this slot's
+        // completion is taken in `take_completions`, or forever if the ring is dropped first.
+        let pushed = unsafe { self.ring.submission().push(&entry) };
+        if pushed.is_err() {
+            // The queue has an entry per slot, so it is never full while a slot is free.
+            self.free.push(slot);
+            return Err(buffer);
+        }
+        self.slots[slot] = Some((tag, buffer));
+        Ok(())
+    }
+
+    /// Submits what was queued, without waiting. An interrupted submit leaves the writes queued
+    /// for the next call.
+    pub fn submit(&mut self) -> io::Result<()> {
+        match self.ring.submit() {
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Every write completed so far, without waiting (what is still queued is submitted
+    /// first), their slots free again.
+    pub fn take_completions(&mut self) -> Vec<WriteDone> {
+        if !self.ring.submission().is_empty() {
+            let _ = self.submit();
+        }
+        let finished: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        let mut done = Vec::with_capacity(finished.len());
+        for (slot, result) in finished {
+            let slot = slot as usize;
+            let (tag, buffer) = self.slots[slot]
+                .take()
+                .expect("a completion for a write in flight");
+            self.free.push(slot);
+            done.push(WriteDone { tag, result, buffer });
+        }
+        done
+    }
+}
+
+impl Drop for WriteRing {
+    fn drop(&mut self) {
+        if self.in_flight() > 0 {
+            // The kernel may still read these buffers: never free them.
+            std::mem::forget(std::mem::take(&mut self.slots));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::memory::DIRECT_IO_ALIGN;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_write_ring_writes_its_buffers_and_gives_them_back() {
+        let file = tempfile::tempfile().unwrap();
+        let mut ring = WriteRing::new(2).unwrap();
+        for (at, byte) in [(0u64, 1u8), (4096, 2), (8192, 3)] {
+            let mut buffer = AlignedBuffer::new(DIRECT_IO_ALIGN);
+            buffer.as_mut_slice().fill(byte);
+            let mut queued = ring.queue(file.as_raw_fd(), at, (buffer, DIRECT_IO_ALIGN), at);
+            while let Err(back) = queued {
+                assert_eq!(ring.in_flight(), 2, "only a full ring gives a buffer back");
+                let mut done = Vec::new();
+                while done.is_empty() {
+                    done = ring.take_completions();
+                }
+                queued = ring.queue(file.as_raw_fd(), at, (back, DIRECT_IO_ALIGN), at);
+            }
+            ring.submit().unwrap();
+        }
+        let mut tags = Vec::new();
+        while ring.in_flight() > 0 {
+            for done in ring.take_completions() {
+                assert_eq!(done.result, DIRECT_IO_ALIGN as i32);
+                assert_eq!(done.buffer.len(), DIRECT_IO_ALIGN);
+                tags.push(done.tag);
+            }
+        }
+        assert!(tags.contains(&8192));
+        let written = std::fs::read(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        assert_eq!(written.len(), 3 * DIRECT_IO_ALIGN);
+        for (block, byte) in written.chunks(DIRECT_IO_ALIGN).zip([1u8, 2, 3]) {
+            assert!(block.iter().all(|b| *b == byte));
+        }
+    }
 
     #[test]
     fn chained_zero_writes_and_fdatasync_complete_in_order_and_write_zeros() {

@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use super::histogram::HistogramSnapshot;
-use super::{api_name, BrokerSnapshot, DescriptorsSnapshot, SnapshotDetail};
+use super::{api_name, BrokerSnapshot, DescriptorsSnapshot, ShardSnapshot, SnapshotDetail};
 
 /// A family's Prometheus type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +88,9 @@ pub const WRITEBACK_IN_FLIGHT: &str = "laminar_storage_writeback_in_flight";
 pub const PREWRITE_BYTES: &str = "laminar_storage_prewrite_bytes_total";
 pub const PREWRITE_FAILED: &str = "laminar_storage_prewrite_chains_failed_total";
 pub const PREWRITE_WAITS: &str = "laminar_storage_prewrite_waits_total";
+pub const DIRECT_WRITES: &str = "laminar_storage_direct_writes_total";
+pub const DIRECT_BYTES: &str = "laminar_storage_direct_bytes_total";
+pub const DIRECT_WAITS: &str = "laminar_storage_direct_waits_total";
 pub const QUORUM_LEADER: &str = "laminar_controller_quorum_leader";
 pub const QUORUM_TERM: &str = "laminar_controller_quorum_term";
 pub const QUORUM_APPLIED: &str = "laminar_controller_last_applied_index";
@@ -357,6 +360,27 @@ pub const FAMILIES: &[Family] = &[
         "Times an append, truncate or close waited for a pre-write of the blocks it touches.",
     ),
     family(
+        DIRECT_WRITES,
+        Kind::Counter,
+        &["shard"],
+        "O_DIRECT writes of segment appends issued on the shard's ring, per shard \
+         (laminar.storage.write_mode=direct). No sample before the shard opens a segment in \
+         that mode.",
+    ),
+    family(
+        DIRECT_BYTES,
+        Kind::Counter,
+        &["shard"],
+        "Bytes those O_DIRECT writes carried, the partial blocks rewritten and the zero padding \
+         included.",
+    ),
+    family(
+        DIRECT_WAITS,
+        Kind::Counter,
+        &["shard"],
+        "Times a sync, a read, a truncate or a close waited for O_DIRECT appends to be written.",
+    ),
+    family(
         QUORUM_LEADER,
         Kind::Gauge,
         &[],
@@ -506,6 +530,7 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
         PREWRITE_BYTES | PREWRITE_FAILED | PREWRITE_WAITS => prewrite_samples(out, name, snapshot),
+        DIRECT_WRITES | DIRECT_BYTES | DIRECT_WAITS => direct_samples(out, name, snapshot),
         QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {
             cluster_samples(out, name, snapshot);
         }
@@ -658,37 +683,57 @@ fn group_lag_totals(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
     }
 }
 
+/// One sample per shard for which `value` has one.
+fn per_shard_samples(
+    out: &mut String,
+    name: &str,
+    snapshot: &BrokerSnapshot,
+    value: impl Fn(&ShardSnapshot) -> Option<u64>,
+) {
+    for shard in &snapshot.shards {
+        if let Some(value) = value(shard) {
+            sample(out, name, &[("shard", &shard.shard.to_string())], value);
+        }
+    }
+}
+
 /// Per shard with write-behind on: its counters.
 fn writeback_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
-    for shard in &snapshot.shards {
-        let Some(stats) = &shard.write_behind else {
-            continue;
-        };
-        let value = match name {
+    per_shard_samples(out, name, snapshot, |shard| {
+        let stats = shard.write_behind.as_ref()?;
+        Some(match name {
             WRITEBACK_SUBMITTED => stats.ranges_submitted,
             WRITEBACK_COMPLETED => stats.ranges_completed,
             WRITEBACK_FAILED => stats.ranges_failed,
             WRITEBACK_DEFERRED => stats.ranges_deferred,
             WRITEBACK_BYTES => stats.bytes_written_back,
             _ => stats.in_flight,
-        };
-        sample(out, name, &[("shard", &shard.shard.to_string())], value);
-    }
+        })
+    });
 }
 
 /// Per shard with pre-writing on: its counters.
 fn prewrite_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
-    for shard in &snapshot.shards {
-        let Some(stats) = &shard.prewrite else {
-            continue;
-        };
-        let value = match name {
+    per_shard_samples(out, name, snapshot, |shard| {
+        let stats = shard.prewrite.as_ref()?;
+        Some(match name {
             PREWRITE_BYTES => stats.bytes_prewritten,
             PREWRITE_FAILED => stats.chains_failed,
             _ => stats.waits,
-        };
-        sample(out, name, &[("shard", &shard.shard.to_string())], value);
-    }
+        })
+    });
+}
+
+/// Per shard writing O_DIRECT appends on its ring: its counters.
+fn direct_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
+    per_shard_samples(out, name, snapshot, |shard| {
+        let stats = shard.direct_appends.as_ref()?;
+        Some(match name {
+            DIRECT_WRITES => stats.writes,
+            DIRECT_BYTES => stats.bytes_written,
+            _ => stats.waits,
+        })
+    });
 }
 
 fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {

@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::ApiKey;
 
-use laminar_engine::io::{FileCacheStats, PrewriteStats, WriteBehindStats};
+use laminar_engine::io::{DirectAppendStats, FileCacheStats, PrewriteStats, WriteBehindStats};
 use laminar_engine::shard::shard_of_partition;
 
 use crate::broker::{on_owning_shards, BrokerCtx, BrokerShard, PartitionAccessError, TopicPartition};
@@ -58,6 +58,8 @@ pub struct ShardSnapshot {
     pub write_behind: Option<WriteBehindStats>,
     /// This shard's pre-write counters; `None` when pre-writing is off.
     pub prewrite: Option<PrewriteStats>,
+    /// This shard's O_DIRECT append counters; `None` before it opens a segment in that mode.
+    pub direct_appends: Option<DirectAppendStats>,
     /// This shard's file cache: files held, parked, parks, reopens, refusals.
     pub files: FileCacheStats,
     /// Cluster mode: partitions this shard leads, follows, and leads with a shrunk ISR.
@@ -176,6 +178,7 @@ impl ShardSnapshot {
             committed_offsets: committed_offsets(state),
             write_behind: state.partitions.write_behind_stats(),
             prewrite: state.partitions.prewrite_stats(),
+            direct_appends: state.partitions.direct_append_stats(),
             files: state.partitions.file_cache_stats(),
             transactions: TxnCounts::of(state),
         }

@@ -202,6 +202,11 @@ fn sample_shard() -> ShardSnapshot {
         committed_offsets: Vec::new(),
         write_behind: Some(sample_write_behind()),
         prewrite: Some(sample_prewrite()),
+        direct_appends: Some(laminar_engine::io::DirectAppendStats {
+            writes: 7,
+            bytes_written: 3 << 20,
+            waits: 2,
+        }),
         files: FileCacheStats {
             files: 30,
             parked: 10,
@@ -345,6 +350,10 @@ fn storage_and_write_behind_figures_are_rendered_per_shard() {
     assert_eq!(prewrite("bytes_total"), 16.0 * 1048576.0);
     assert_eq!(prewrite("chains_failed_total"), 1.0);
     assert_eq!(prewrite("waits_total"), 5.0);
+    let direct = |family: &str| line(&format!("laminar_storage_direct_{family}{{shard=\"1\"}}"));
+    assert_eq!(direct("writes_total"), 7.0);
+    assert_eq!(direct("bytes_total"), 3.0 * 1048576.0);
+    assert_eq!(direct("waits_total"), 2.0);
     assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
     assert_eq!(
         line("laminar_kafka_under_replicated_partitions"),

@@ -5,6 +5,7 @@
 //! blocking `std::fs` calls; directory fsync goes through glommio.
 
 use super::descriptors::{DescriptorSlots, ShardDescriptors};
+use super::direct_appends::{DirectAppendStats, DirectRing, FileAppends};
 use super::mapped_appends::{MappedEnd, ShardMappedAppends};
 use super::prewrite::{FilePrewrite, PrewriteRing, PrewriteStats};
 use super::reservations::ReserveBudget;
@@ -14,6 +15,7 @@ use crate::task_wakers::once_per_wake;
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaFile, OpenOptions};
 use laminar_sys::files::FileStat;
+use laminar_sys::memory::DIRECT_IO_ALIGN;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
@@ -131,6 +133,9 @@ pub struct GlommioStorage {
     /// The blocks ahead of segment `.log` files' appends are pre-written (see
     /// [`super::prewrite`]); `None`: reserved with `fallocate`, as other files' are.
     prewrite: Option<Rc<PrewriteRing>>,
+    /// O_DIRECT mode: the ring segment `.log` files' appends are written on (see
+    /// [`super::direct_appends`]), made at the first open of one.
+    direct_ring: Rc<RefCell<Option<Rc<DirectRing>>>>,
 }
 
 impl GlommioStorage {
@@ -145,7 +150,24 @@ impl GlommioStorage {
             reservations: None,
             mapped_appends: (mode == WriteMode::Buffered).then(Rc::default),
             prewrite: None,
+            direct_ring: Rc::default(),
         }
+    }
+
+    /// This shard's O_DIRECT append counters; `None` before the first segment file opened in
+    /// that mode.
+    pub fn direct_append_stats(&self) -> Option<DirectAppendStats> {
+        self.direct_ring.borrow().as_ref().map(|ring| ring.stats())
+    }
+
+    fn direct_ring(&self) -> io::Result<Rc<DirectRing>> {
+        let mut ring = self.direct_ring.borrow_mut();
+        if let Some(ring) = &*ring {
+            return Ok(ring.clone());
+        }
+        let made = DirectRing::new()?;
+        *ring = Some(made.clone());
+        Ok(made)
     }
 
     /// Turns pre-written segment files on or off (off by default). Fails when the shard's
@@ -231,8 +253,11 @@ pub struct GlommioFile {
     buffered_fd: std::os::fd::RawFd,
     id: FileId,
     len: Cell<u64>,
-    /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`.
+    /// Direct mode: bytes of the block holding the end of file, `[align_down(len), len)`
+    /// (segment `.log` files: `appends` has them; this is filled from it for an overwrite).
     tail_block: RefCell<Vec<u8>>,
+    /// Direct mode, segment `.log` files: their appends, staged and written on the shard's ring.
+    appends: Option<Rc<FileAppends>>,
     writeback: FileWriteBehind,
     /// The descriptor this file holds, when the storage has a budget; given back at close, or
     /// when the file is dropped. (Duplicates lent to sends hold their own.)
@@ -342,7 +367,8 @@ impl GlommioFile {
         }
         let new_len = len.max(end);
         let tail_start = file.align_down(new_len);
-        if tail_start >= start {
+        // Only a write reaching the last block changes the bytes kept of it.
+        if tail_start >= start && new_len <= aligned_end {
             let from = (tail_start - start) as usize;
             let upto = (new_len - start) as usize;
             *self.tail_block.borrow_mut() = bytes[from..upto].to_vec();
@@ -358,6 +384,40 @@ impl GlommioFile {
 }
 
 impl GlommioFile {
+    /// Direct mode: waits until every byte appended is written (nothing for other files).
+    async fn drain_appends(&self) -> io::Result<()> {
+        match &self.appends {
+            Some(appends) => appends.drain().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Direct mode: an append to a segment `.log` file is staged and written on the shard's
+    /// ring; any other write of one waits for those first and is written as other files'.
+    async fn write_direct_file(
+        &self,
+        file: &DmaFile,
+        reader: &BufferedFile,
+        pos: u64,
+        parts: &[&[u8]],
+    ) -> io::Result<()> {
+        let Some(appends) = &self.appends else {
+            return self.write_direct(file, reader, pos, parts).await;
+        };
+        if pos == self.len.get() {
+            appends.append(pos, parts).await?;
+            self.len.set(appends.end());
+            return Ok(());
+        }
+        // Rare (appends go at the end): the tails each path keeps are read from the disk.
+        appends.drain().await?;
+        *self.tail_block.borrow_mut() = read_tail(reader, self.len.get(), file.alignment()).await?;
+        self.write_direct(file, reader, pos, parts).await?;
+        let len = self.len.get();
+        appends.reset(len, &read_tail(reader, len, DIRECT_IO_ALIGN as u64).await?);
+        Ok(())
+    }
+
     /// Writes a small append through the file's mapped end; `None` when it is `pwritev`'s.
     fn write_mapped(&self, fd: std::os::fd::RawFd, pos: u64, parts: &[&[u8]]) -> Option<u64> {
         let (shard, end) = self.mapped.as_ref()?;
@@ -418,7 +478,12 @@ impl StorageFile for GlommioFile {
                 Some(cached) => cached,
                 None => Bytes::copy_from_slice(&once_per_wake(f.read_at(pos, len)).await?),
             },
-            Handle::Direct(_, r) => Bytes::copy_from_slice(&once_per_wake(r.read_at(pos, len)).await?),
+            Handle::Direct(_, r) => {
+                if let Some(appends) = &self.appends {
+                    appends.drain_to(pos + len as u64).await?;
+                }
+                Bytes::copy_from_slice(&once_per_wake(r.read_at(pos, len)).await?)
+            }
         };
         Ok(out)
     }
@@ -453,7 +518,7 @@ impl StorageFile for GlommioFile {
             return Ok(());
         }
         match self.handle()? {
-            Handle::Direct(f, r) => self.write_direct(&f, &r, pos, parts).await,
+            Handle::Direct(f, r) => self.write_direct_file(&f, &r, pos, parts).await,
             Handle::Buffered(_) => unreachable!("buffered writes return above"),
         }
     }
@@ -467,6 +532,7 @@ impl StorageFile for GlommioFile {
                 // block, which a close cuts off, and recovery after a crash cuts as any torn
                 // tail. Cutting it before each sync cost a metadata change per sync, and
                 // (measured) doubled the bytes the disk wrote.
+                self.drain_appends().await?;
                 self.sync_slots.run(once_per_wake(f.fdatasync())).await??
             }
         }
@@ -479,16 +545,12 @@ impl StorageFile for GlommioFile {
         match self.handle()? {
             Handle::Buffered(f) => once_per_wake(f.truncate(len)).await?,
             Handle::Direct(f, r) => {
+                self.drain_appends().await?;
                 once_per_wake(f.truncate(len)).await?;
-                let tail_start = f.align_down(len);
-                let tail = if len > tail_start {
-                    once_per_wake(r.read_at(tail_start, (len - tail_start) as usize))
-                        .await?
-                        .to_vec()
-                } else {
-                    Vec::new()
-                };
-                *self.tail_block.borrow_mut() = tail;
+                *self.tail_block.borrow_mut() = read_tail(&r, len, f.alignment()).await?;
+                if let Some(appends) = &self.appends {
+                    appends.reset(len, &read_tail(&r, len, DIRECT_IO_ALIGN as u64).await?);
+                }
             }
         }
         self.len.set(len);
@@ -509,6 +571,10 @@ impl StorageFile for GlommioFile {
             return self.truncate(0).await;
         }
         self.prewrite.settle_and_forget(0).await;
+        self.drain_appends().await?;
+        if let Some(appends) = &self.appends {
+            appends.reset(0, &[]);
+        }
         self.len.set(0);
         self.tail_block.borrow_mut().clear();
         self.reserved_to.set(0);
@@ -583,6 +649,12 @@ impl StorageFile for GlommioFile {
     /// A duplicate descriptor for one send, lent by the budget (none when it has none to lend:
     /// the bytes then go through memory). The file may close while a send holds it.
     fn sendable(&self) -> io::Result<Option<LentFile>> {
+        if self.appends.is_some() {
+            // Another thread's read through the page cache could meet a block while an
+            // O_DIRECT write of it is in flight, and leave a stale copy of it cached: every
+            // read of these files goes through `read_at`, which waits for such writes.
+            return Ok(None);
+        }
         let fd = self.read_fd()?;
         let slot = match self.descriptors.borrow().as_ref() {
             Some(slots) => match slots.budget().lend() {
@@ -599,6 +671,9 @@ impl StorageFile for GlommioFile {
     }
 
     fn is_cached(&self, pos: u64, len: u64) -> io::Result<bool> {
+        if self.appends.is_some() {
+            return Ok(false); // sent from memory (see `sendable`)
+        }
         let fd = self.read_fd()?;
         // Every page counts: reclaim takes pages here and there (DAMON's proactive reclaim took
         // the last few pages of one segment in ten, 5–20 s after they were written), and a
@@ -619,6 +694,9 @@ impl StorageFile for GlommioFile {
     }
 
     fn uncached_runs(&self, pos: u64, len: u64, runs_max: usize) -> io::Result<Option<Vec<Range<u64>>>> {
+        if self.appends.is_some() {
+            return Ok(None); // sent from memory (see `sendable`)
+        }
         laminar_sys::page_cache::uncached_runs(self.read_fd()?, pos, len, runs_max)
     }
 
@@ -631,6 +709,9 @@ impl StorageFile for GlommioFile {
     }
 
     async fn close(&self) -> io::Result<()> {
+        if self.handle.borrow().is_some() {
+            self.drain_appends().await?;
+        }
         let Some(handle) = self.handle.borrow_mut().take() else {
             return Ok(());
         };
@@ -750,6 +831,17 @@ impl Storage for GlommioStorage {
             }
         };
         let len = stat.len;
+        let tail = match &handle {
+            Handle::Direct(f, r) => read_tail(r, len, f.alignment()).await?,
+            Handle::Buffered(_) => Vec::new(),
+        };
+        let appends = match &handle {
+            Handle::Direct(f, r) if is_segment_data(path) => {
+                let tail = read_tail(r, len, DIRECT_IO_ALIGN as u64).await?;
+                Some(FileAppends::new(self.direct_ring()?, f.as_raw_fd(), len, &tail))
+            }
+            _ => None,
+        };
         let buffered_fd = match &handle {
             Handle::Buffered(f) => f.as_raw_fd(),
             Handle::Direct(..) => -1,
@@ -762,7 +854,8 @@ impl Storage for GlommioStorage {
                 inode: stat.inode,
             },
             len: Cell::new(len),
-            tail_block: RefCell::new(Vec::new()),
+            tail_block: RefCell::new(tail),
+            appends,
             writeback,
             descriptors: RefCell::new(descriptors),
             reserved_to: Cell::new(0),
@@ -779,15 +872,6 @@ impl Storage for GlommioStorage {
                 _ => FilePrewrite::off(),
             },
         };
-        if let Handle::Direct(f, r) = handle {
-            let tail_start = f.align_down(len);
-            if len > tail_start {
-                *file.tail_block.borrow_mut() =
-                    once_per_wake(r.read_at(tail_start, (len - tail_start) as usize))
-                        .await?
-                        .to_vec();
-            }
-        }
         Ok(Rc::new(file))
     }
 
@@ -819,6 +903,17 @@ impl Storage for GlommioStorage {
         };
         self.dir_sync_slots.run(sync).await?
     }
+}
+
+/// The bytes of the `align`-sized block holding the end of a file of `len` bytes,
+/// `[align_down(len), len)`.
+async fn read_tail(reader: &BufferedFile, len: u64, align: u64) -> io::Result<Vec<u8>> {
+    let tail_start = len - len % align;
+    if len == tail_start {
+        return Ok(Vec::new());
+    }
+    let tail = once_per_wake(reader.read_at(tail_start, (len - tail_start) as usize)).await?;
+    Ok(tail.to_vec())
 }
 
 /// Segment data files (`<base offset>.log`) take their small appends through a mapping and are

@@ -6,6 +6,7 @@
 
 mod descriptors;
 mod dir_syncs;
+pub mod direct_appends;
 mod durable_dirs;
 // Fault injection for tests: never in a production build.
 #[cfg(any(test, feature = "testing"))]
@@ -25,6 +26,7 @@ pub use descriptors::{
     LEND_SHARE_DIVISOR,
 };
 pub use dir_syncs::SharedDirSyncs;
+pub use direct_appends::DirectAppendStats;
 pub use durable_dirs::{create_dir_all_durably, replace_file_durably};
 #[cfg(any(test, feature = "testing"))]
 pub use faulty::{CrashMode, FaultyStorage, MemHandle};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::io::{FileCacheStats, PrewriteStats, ShardStorage, Storage, WriteBehindStats};
+use crate::io::{DirectAppendStats, FileCacheStats, PrewriteStats, ShardStorage, Storage, WriteBehindStats};
 use crate::log::segment::parse_log_name;
 use crate::partition::topic_id_file::{self, RecordedTopic};
 use crate::partition::{IdleList, LogConfig, LogError, Partition, SyncObserver};
@@ -225,6 +225,11 @@ impl ShardPartitions {
     /// This shard's pre-write counters; `None` when pre-writing is off.
     pub fn prewrite_stats(&self) -> Option<PrewriteStats> {
         self.storage.inner().prewrite_stats()
+    }
+
+    /// This shard's O_DIRECT append counters; `None` before it opens a segment in that mode.
+    pub fn direct_append_stats(&self) -> Option<DirectAppendStats> {
+        self.storage.inner().direct_append_stats()
     }
 
     /// This shard's open and parked files (see `io::FileCache`).

@@ -1,0 +1,391 @@
+//! O_DIRECT appends to segment `.log` files from the shard's own aligned buffers, written on the
+//! shard's own io_uring (docs/decisions/0049). Owned by one shard; not Send.
+//!
+//! Why: glommio's `DmaFile` write allocates a buffer per append and the partition waits for
+//! each write before its next append, so one write per partition was ever in flight and every
+//! append paid the disk's latency (decision 0048). Here an append is a copy into the file's
+//! staging buffer, and the write goes to the kernel without the partition waiting for it; the
+//! partition waits only where it must: a sync, a read of bytes not yet written, a truncate, a
+//! close.
+//!
+//! How it works:
+//! - A file's staging buffer holds its bytes from the start of the block holding the first byte
+//!   not yet written (`dirty_from`) to its end. A write covers the staged bytes from that block
+//!   up to the end rounded up to a block, the partial last block padded with zeros; the
+//!   staging buffer keeps that last block's bytes, and the next write rewrites the block whole.
+//! - Two writes of one file never cover the same block at once: the kernel may complete them
+//!   in any order, and an older, shorter copy of a block landing last would lose bytes. So a
+//!   file's next write waits (staged, the partition not waiting) until no write in flight
+//!   reaches its first block; appends meanwhile gather and go as one larger write.
+//! - Completions are taken by peeking the ring (no system call): by a task the shard runs while
+//!   writes are in flight, and by anything waiting for a file. A completion dispatches what its
+//!   file staged meanwhile.
+//! - A failed or short write fails the file: every later call returns the error, and the log
+//!   fails its directory as for any write error.
+//! - Bounds: [`WRITES_IN_FLIGHT_MAX`] writes per shard, one staging buffer of
+//!   [`STAGING_BYTES`] per file (an append larger than what is left of it is copied in parts,
+//!   each waiting for room), and at most [`POOLED_BUFFERS_MAX`] free buffers kept per shard.
+//!
+//! What a crash leaves: what was staged and not written is lost, as unsynced data is; acks=all
+//! answers only after the sync, which writes everything staged first.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+use laminar_sys::memory::{AlignedBuffer, DIRECT_IO_ALIGN};
+use laminar_sys::uring::WriteRing;
+
+/// Writes one shard has in flight at most; a file whose write finds none free stays staged
+/// until one completes.
+pub const WRITES_IN_FLIGHT_MAX: usize = 64;
+/// Bytes of one file's staging buffer, and so the most one write carries.
+pub const STAGING_BYTES: usize = 1 << 20;
+/// Free staging buffers a shard keeps for the next writes.
+pub const POOLED_BUFFERS_MAX: usize = 16;
+/// How long a wait for writes sleeps between looks at the ring.
+const WAIT_POLL: Duration = Duration::from_micros(50);
+
+const ALIGN: u64 = DIRECT_IO_ALIGN as u64;
+
+/// One shard's counters. Plain data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectAppendStats {
+    pub writes: u64,
+    pub bytes_written: u64,
+    /// Times a sync, read, truncate or close waited for writes.
+    pub waits: u64,
+}
+
+/// A write in flight: the file it writes, where it starts and where it ends (a block
+/// boundary).
+struct InFlight {
+    file: Rc<FileAppends>,
+    start: u64,
+    end: u64,
+}
+
+/// One shard's ring for O_DIRECT appends and the writes it has in flight. Owned by one shard;
+/// not Send.
+pub struct DirectRing {
+    ring: RefCell<WriteRing>,
+    /// By tag.
+    in_flight: RefCell<HashMap<u64, InFlight>>,
+    next_tag: Cell<u64>,
+    pool: RefCell<Vec<AlignedBuffer>>,
+    /// Whether the task taking completions runs.
+    reaping: Cell<bool>,
+    stats: Cell<DirectAppendStats>,
+}
+
+impl std::fmt::Debug for DirectRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectRing")
+            .field("stats", &self.stats.get())
+            .finish()
+    }
+}
+
+impl DirectRing {
+    /// Fails when io_uring cannot be set up.
+    pub fn new() -> io::Result<Rc<DirectRing>> {
+        Ok(Rc::new(DirectRing {
+            ring: RefCell::new(WriteRing::new(WRITES_IN_FLIGHT_MAX)?),
+            in_flight: RefCell::new(HashMap::with_capacity(WRITES_IN_FLIGHT_MAX)),
+            next_tag: Cell::new(0),
+            pool: RefCell::new(Vec::new()),
+            reaping: Cell::new(false),
+            stats: Cell::new(DirectAppendStats::default()),
+        }))
+    }
+
+    pub fn stats(&self) -> DirectAppendStats {
+        self.stats.get()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut DirectAppendStats)) {
+        super::own_ring::update(&self.stats, change);
+    }
+
+    fn buffer(&self) -> AlignedBuffer {
+        self.pool
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| AlignedBuffer::new(STAGING_BYTES))
+    }
+
+    /// Keeps a free buffer for the next write, up to the pool's bound.
+    fn give_back(&self, buffer: AlignedBuffer) {
+        let mut pool = self.pool.borrow_mut();
+        if pool.len() < POOLED_BUFFERS_MAX {
+            pool.push(buffer);
+        }
+    }
+
+    /// Takes every completion there is, without waiting, and dispatches what each completed
+    /// file staged meanwhile.
+    fn reap(&self) {
+        let done = self.ring.borrow_mut().take_completions();
+        for write in done {
+            let finished = self.in_flight.borrow_mut().remove(&write.tag);
+            let finished = finished.expect("a completion of a write in flight");
+            finished.file.completed(&finished, write.result);
+            self.give_back(write.buffer);
+            finished.file.dispatch();
+        }
+    }
+
+    /// Queues and submits a write of `buffer`'s first `len` bytes for `file`.
+    fn submit(&self, file: &Rc<FileAppends>, buffer: AlignedBuffer, (start, len): (u64, usize)) {
+        let tag = self.next_tag.get();
+        self.next_tag.set(tag + 1);
+        let mut ring = self.ring.borrow_mut();
+        let queued = ring.queue(file.fd, start, (buffer, len), tag);
+        assert!(queued.is_ok(), "a write is queued only where the ring has room");
+        if let Err(error) = ring.submit() {
+            // Queued still: the next look at the ring submits it again.
+            tracing::debug!(%error, "io_uring submit failed; retried at the next reap");
+        }
+        drop(ring);
+        let end = start + len as u64;
+        let write = InFlight {
+            file: file.clone(),
+            start,
+            end,
+        };
+        self.in_flight.borrow_mut().insert(tag, write);
+        self.update(|s| {
+            s.writes += 1;
+            s.bytes_written += len as u64;
+        });
+    }
+
+    /// Starts the task that takes completions while writes are in flight, unless it runs.
+    fn keep_reaping(self: &Rc<Self>) {
+        if self.reaping.replace(true) {
+            return;
+        }
+        let ring = self.clone();
+        glommio::spawn_local(async move {
+            loop {
+                ring.reap();
+                if ring.in_flight.borrow().is_empty() {
+                    break;
+                }
+                glommio::timer::sleep(WAIT_POLL).await;
+            }
+            ring.reaping.set(false);
+        })
+        .detach();
+    }
+}
+
+/// A file's staged bytes and its writes in flight.
+struct Staged {
+    /// The file offset of `buffer[0]`: a block boundary.
+    from: u64,
+    buffer: Option<AlignedBuffer>,
+    /// Bytes of `buffer` holding the file's bytes: the file ends at `from + filled`.
+    filled: usize,
+    /// The first byte not yet handed to a write; in the block at `from`.
+    dirty_from: u64,
+    /// `(start, end)` of this file's writes in flight, in the order submitted.
+    in_flight: VecDeque<(u64, u64)>,
+    failed: Option<i32>,
+}
+
+impl Staged {
+    fn end(&self) -> u64 {
+        self.from + self.filled as u64
+    }
+}
+
+/// One `.log` file's O_DIRECT appends. Owned by one shard; not Send.
+pub struct FileAppends {
+    ring: Rc<DirectRing>,
+    /// The file's O_DIRECT descriptor; its owner keeps it open until [`FileAppends::drain`]
+    /// returned (the kernel holds the file of a write in flight anyway).
+    fd: RawFd,
+    staged: RefCell<Staged>,
+}
+
+impl FileAppends {
+    /// For a file of `len` bytes whose last partial block holds `tail` (`len % 4096` bytes).
+    pub fn new(ring: Rc<DirectRing>, fd: RawFd, len: u64, tail: &[u8]) -> Rc<FileAppends> {
+        let file = Rc::new(FileAppends {
+            ring,
+            fd,
+            staged: RefCell::new(Staged {
+                from: 0,
+                buffer: None,
+                filled: 0,
+                dirty_from: 0,
+                in_flight: VecDeque::new(),
+                failed: None,
+            }),
+        });
+        file.reset(len, tail);
+        file
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match self.staged.borrow().failed {
+            Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+            None => Ok(()),
+        }
+    }
+
+    fn is_written_below(&self, end: u64) -> bool {
+        let staged = self.staged.borrow();
+        staged.dirty_from >= end && staged.in_flight.iter().all(|w| w.0 >= end)
+    }
+
+    /// The file's end, staged bytes included.
+    pub fn end(&self) -> u64 {
+        self.staged.borrow().end()
+    }
+
+    /// Appends `parts` at the file's end (`pos`); returns once they are staged (or, past what
+    /// staging holds, once the first parts are written).
+    pub async fn append(self: &Rc<Self>, pos: u64, parts: &[&[u8]]) -> io::Result<()> {
+        self.check()?;
+        assert_eq!(pos, self.end(), "direct appends go at the end of the file");
+        for part in parts {
+            let mut rest = *part;
+            while !rest.is_empty() {
+                let copied = self.copy_in(rest);
+                rest = &rest[copied..];
+                if !rest.is_empty() {
+                    self.wait_for_room().await?;
+                }
+            }
+        }
+        self.dispatch();
+        Ok(())
+    }
+
+    /// Copies what fits of `bytes` into the staging buffer; returns how much.
+    fn copy_in(&self, bytes: &[u8]) -> usize {
+        let mut staged = self.staged.borrow_mut();
+        let filled = staged.filled;
+        let buffer = staged.buffer.get_or_insert_with(|| self.ring.buffer());
+        let n = bytes.len().min(buffer.len() - filled);
+        buffer.as_mut_slice()[filled..filled + n].copy_from_slice(&bytes[..n]);
+        staged.filled += n;
+        n
+    }
+
+    /// Waits until the staging buffer has room past its last block.
+    async fn wait_for_room(self: &Rc<Self>) -> io::Result<()> {
+        loop {
+            self.ring.reap();
+            self.check()?;
+            self.dispatch();
+            if self.staged.borrow().filled < STAGING_BYTES {
+                return Ok(());
+            }
+            self.ring.update(|s| s.waits += 1);
+            glommio::timer::sleep(WAIT_POLL).await;
+        }
+    }
+
+    /// Hands the staged bytes not yet written to the ring, unless a write in flight reaches
+    /// their first block or the ring is full (then a completion dispatches them).
+    fn dispatch(self: &Rc<Self>) {
+        let mut staged = self.staged.borrow_mut();
+        let end = staged.end();
+        if staged.dirty_from == end || staged.failed.is_some() {
+            return;
+        }
+        let from = staged.from;
+        let overlaps = staged.in_flight.iter().any(|w| w.1 > from);
+        if overlaps || !self.ring.ring.borrow().has_room() {
+            self.ring.keep_reaping();
+            return;
+        }
+        let filled = staged.filled;
+        let aligned = filled.next_multiple_of(DIRECT_IO_ALIGN);
+        let tail_at = filled - filled % DIRECT_IO_ALIGN;
+        let mut next = self.ring.buffer();
+        let mut buffer = staged.buffer.take().expect("staged bytes have a buffer");
+        let bytes = buffer.as_mut_slice();
+        bytes[filled..aligned].fill(0);
+        next.as_mut_slice()[..filled - tail_at].copy_from_slice(&bytes[tail_at..filled]);
+        staged.in_flight.push_back((from, from + aligned as u64));
+        staged.from = from + tail_at as u64;
+        staged.filled = filled - tail_at;
+        staged.buffer = Some(next);
+        staged.dirty_from = end;
+        drop(staged);
+        self.ring.submit(self, buffer, (from, aligned));
+        self.ring.keep_reaping();
+    }
+
+    fn completed(&self, write: &InFlight, result: i32) {
+        let mut staged = self.staged.borrow_mut();
+        let at = staged
+            .in_flight
+            .iter()
+            .position(|w| *w == (write.start, write.end));
+        staged
+            .in_flight
+            .remove(at.expect("a completed write was in flight"));
+        let len = write.end - write.start;
+        if result < 0 {
+            staged.failed.get_or_insert(-result);
+        } else if result as u64 != len {
+            staged.failed.get_or_insert(libc::EIO); // a short O_DIRECT write: the disk is full
+        }
+    }
+
+    /// Waits until every byte below `end` is written and no write in flight starts below it
+    /// (a buffered read of a block while an O_DIRECT write of it is in flight could leave a
+    /// stale copy of the block in the page cache); fails if a write failed.
+    pub async fn drain_to(self: &Rc<Self>, end: u64) -> io::Result<()> {
+        let mut waited = false;
+        loop {
+            self.ring.reap();
+            self.check()?;
+            self.dispatch();
+            if self.is_written_below(end.min(self.end())) {
+                return Ok(());
+            }
+            if !waited {
+                self.ring.update(|s| s.waits += 1);
+                waited = true;
+            }
+            glommio::timer::sleep(WAIT_POLL).await;
+        }
+    }
+
+    /// [`FileAppends::drain_to`] the end.
+    pub async fn drain(self: &Rc<Self>) -> io::Result<()> {
+        self.drain_to(self.end()).await
+    }
+
+    /// Starts again from a file of `len` bytes whose last partial block holds `tail`, after
+    /// the file changed by other means (a truncate, an overwrite); nothing may be in flight.
+    pub fn reset(&self, len: u64, tail: &[u8]) {
+        let mut staged = self.staged.borrow_mut();
+        assert!(staged.in_flight.is_empty(), "reset with writes in flight");
+        assert_eq!(
+            tail.len() as u64,
+            len % ALIGN,
+            "the tail is the last partial block of {len}"
+        );
+        staged.from = len - len % ALIGN;
+        staged.filled = tail.len();
+        staged.dirty_from = len;
+        if tail.is_empty() {
+            if let Some(buffer) = staged.buffer.take() {
+                self.ring.give_back(buffer);
+            }
+            return;
+        }
+        let buffer = staged.buffer.get_or_insert_with(|| self.ring.buffer());
+        buffer.as_mut_slice()[..tail.len()].copy_from_slice(tail);
+    }
+}
