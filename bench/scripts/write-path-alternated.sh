@@ -12,7 +12,8 @@
 #        "fallocate=laminar.storage.prewrite=false" "prewrite=laminar.storage.prewrite=true"
 # OVERRIDES is a space-separated list of key=value; `binary=PATH` among them runs that build of
 # the broker for the setting instead (two builds side by side). THROUGHPUT (records/s, default unpaced) paces
-# the produce; RECORDS defaults to 1000000; DATA_PARENT to /work (the disk measured).
+# the produce; RECORDS defaults to 1000000; DATA_PARENT to /work (the disk measured). CONSUME=1
+# then consumes the records from the start and prints that consume's MB/s and broker CPU per GB.
 set -eu
 binary=$1
 rounds=$2
@@ -52,6 +53,18 @@ for round in $(seq 1 "$rounds"); do
     cpu=$(awk -v b="$cpu_before" '{printf "%.2f", ($14 + $15 - b) / 100}' "/proc/$pid/stat")
     sync
     written=$(( ($(sectors) - sectors_before) * 512 / 1048576 ))
+    if [ -n "${CONSUME:-}" ]; then
+      cpu_before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+      "$binary" bench consume --brokers 127.0.0.1:$port --topic t --num-records "$records" --no-limits \
+        --json "$data/consume.json" >/dev/null 2>&1
+      consume_cpu=$(awk -v b="$cpu_before" '{printf "%.2f", ($14 + $15 - b) / 100}' "/proc/$pid/stat")
+      python3 - "$data/consume.json" "$round" "$label" "$consume_cpu" <<'PY'
+import json, sys
+path, round_, label, cpu = sys.argv[1:]
+r = json.load(open(path))
+print(f"round {round_} {label:>12} consume: {r['mb_per_sec']:8.1f} MB/s  broker CPU {float(cpu):.2f} s ({float(cpu) / (r['bytes'] / 1e9):.2f} s/GB)")
+PY
+    fi
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     python3 - "$data/produce.json" "$round" "$label" "$acks" "$cpu" "$written" <<'PY'

@@ -500,6 +500,8 @@ fn shard_storage(shared: &BrokerShared) -> GlommioStorage {
         tracing::warn!(%error, "write-behind unavailable on this shard; running without it");
         GlommioStorage::new(mode)
     });
+    let shards = shared.config.laminar_cores.max(1) as u64;
+    let storage = storage.with_recent_writes(shared.config.laminar_cache_bytes / shards);
     let prewrite = shared.config.laminar_storage_prewrite;
     match storage.clone().with_prewrite(prewrite) {
         Ok(storage) => storage,

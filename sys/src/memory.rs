@@ -118,6 +118,12 @@ pub fn page_bytes() -> u64 {
     })
 }
 
+/// The machine's physical memory in bytes (0 when the system cannot tell).
+pub fn physical_memory_bytes() -> u64 {
+    let pages = u64::try_from(crate::sysconf(libc::_SC_PHYS_PAGES)).unwrap_or(0);
+    pages.saturating_mul(page_bytes())
+}
+
 /// Largest allocation glibc's malloc serves from its heaps instead of a mapping of its own: 32 MiB,
 /// glibc's own upper bound for the threshold it otherwise adjusts at run time.
 const MALLOC_MMAP_THRESHOLD_BYTES: i32 = 32 << 20;

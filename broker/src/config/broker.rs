@@ -321,6 +321,8 @@ fn transaction_settings(v: &Values<'_>) -> Result<TransactionSettings, ConfigErr
     })
 }
 
+const AUTHENTICATION_DELAY_MAX_MS: &str = "laminar.connection.failed.authentication.delay.max.ms";
+
 fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
     let v = Values { explicit: &explicit };
     let node_id = node_id(&v)?;
@@ -356,8 +358,7 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         connections_max_idle_ms: v.int("connections.max.idle.ms")?,
         connections_max_reauth_ms: v.int("connections.max.reauth.ms")?,
         connection_failed_authentication_delay_ms: v.int("connection.failed.authentication.delay.ms")?,
-        connection_failed_authentication_delay_max_ms: v
-            .int("laminar.connection.failed.authentication.delay.max.ms")?,
+        connection_failed_authentication_delay_max_ms: v.int(AUTHENTICATION_DELAY_MAX_MS)?,
         laminar_request_receive_timeout_ms: v.int("laminar.request.receive.timeout.ms")?,
         compression_type: v.parsed("compression.type", CompressionType::parse)?,
         log_segment_bytes: narrow("log.segment.bytes", v.int("log.segment.bytes")?),
@@ -387,10 +388,19 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_storage_mapped_appends: v.parsed("laminar.storage.mapped_appends", parse_bool)?,
         laminar_storage_prewrite: v.parsed("laminar.storage.prewrite", parse_bool)?,
         laminar_storage_write_mode: v.parsed("laminar.storage.write_mode", WriteMode::parse)?,
+        laminar_cache_bytes: laminar_cache_bytes(&v)?,
         laminar_iotune_profile: write_behind_keys.profile,
         write_behind: write_behind_keys.choice,
         explicit,
         dynamic: DynamicLayers::default(),
+    })
+}
+
+/// `laminar.cache.bytes`, by default an eighth of the machine's memory.
+fn laminar_cache_bytes(v: &Values<'_>) -> Result<u64, ConfigError> {
+    Ok(match v.set_int("laminar.cache.bytes")? {
+        Some(bytes) => narrow("laminar.cache.bytes", bytes),
+        None => laminar_sys::memory::physical_memory_bytes() / 8,
     })
 }
 

@@ -419,6 +419,13 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
         "How segment data is written: buffered (through the page cache, which then serves reads \
          of recent data) or direct (O_DIRECT from the shard's own aligned buffers; reads of \
          recent data go to the disk). docs/decisions/0048 has the measurements."),
+    key("laminar.cache.bytes", Derived(|c| c.laminar_cache_bytes.to_string()),
+        Kind::Int { min: 0, max: i64::MAX }, &[],
+        "With laminar.storage.write_mode=direct: bytes of recently written segment data the \
+         broker keeps in memory, shared evenly by its shards, so that consumers and followers \
+         reading recent data do not go to the disk (O_DIRECT writes leave nothing in the page \
+         cache). 0: none. Default: an eighth of the machine's memory. Unused in buffered mode, \
+         where the page cache serves those reads."),
     key("laminar.iotune.profile", Unset, Kind::Path, &[],
         "An iotune.json written by `laminar iotune`, whose recommendations set the write-behind \
          keys left unset. Default: iotune.json in the first log dir, when that file exists."),

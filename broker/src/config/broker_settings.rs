@@ -108,6 +108,8 @@ pub struct BrokerConfig {
     pub laminar_storage_prewrite: bool,
     /// `laminar.storage.write_mode`: segment writes through the page cache or O_DIRECT.
     pub laminar_storage_write_mode: laminar_engine::io::WriteMode,
+    /// `laminar.cache.bytes`: recent writes kept for reads in O_DIRECT mode, for the broker.
+    pub laminar_cache_bytes: u64,
     /// `laminar.iotune.profile`, when set (see [`BrokerConfig::iotune_profile_path`]).
     pub laminar_iotune_profile: Option<PathBuf>,
     /// Write-behind as the keys and, once applied, the iotune profile say.

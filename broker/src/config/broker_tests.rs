@@ -94,6 +94,14 @@ fn file_values_and_overrides_on_top() {
         defaults.laminar_storage_write_mode,
         laminar_engine::io::WriteMode::Buffered
     );
+    let memory = laminar_sys::memory::physical_memory_bytes();
+    assert!(memory > 0);
+    assert_eq!(
+        defaults.laminar_cache_bytes,
+        memory / 8,
+        "an eighth of the memory"
+    );
+    assert_eq!(config("", &["laminar.cache.bytes=0"]).laminar_cache_bytes, 0);
     let c = config("log.dirs=/d1, /d2,", &[]);
     assert_eq!(c.log_dirs, vec![PathBuf::from("/d1"), PathBuf::from("/d2")]);
     // log.dir applies only when log.dirs is unset.

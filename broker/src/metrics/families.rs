@@ -91,6 +91,9 @@ pub const PREWRITE_WAITS: &str = "laminar_storage_prewrite_waits_total";
 pub const DIRECT_WRITES: &str = "laminar_storage_direct_writes_total";
 pub const DIRECT_BYTES: &str = "laminar_storage_direct_bytes_total";
 pub const DIRECT_WAITS: &str = "laminar_storage_direct_waits_total";
+pub const CACHE_HITS: &str = "laminar_cache_hits_total";
+pub const CACHE_MISSES: &str = "laminar_cache_misses_total";
+pub const CACHE_BYTES: &str = "laminar_cache_bytes";
 pub const QUORUM_LEADER: &str = "laminar_controller_quorum_leader";
 pub const QUORUM_TERM: &str = "laminar_controller_quorum_term";
 pub const QUORUM_APPLIED: &str = "laminar_controller_last_applied_index";
@@ -381,6 +384,26 @@ pub const FAMILIES: &[Family] = &[
         "Times a sync, a read, a truncate or a close waited for O_DIRECT appends to be written.",
     ),
     family(
+        CACHE_HITS,
+        Kind::Counter,
+        &["shard"],
+        "Reads of O_DIRECT segment files served from the shard's recent writes \
+         (laminar.cache.bytes), per shard.",
+    ),
+    family(
+        CACHE_MISSES,
+        Kind::Counter,
+        &["shard"],
+        "Reads of O_DIRECT segment files the recent writes did not hold: they went to the disk.",
+    ),
+    family(
+        CACHE_BYTES,
+        Kind::Gauge,
+        &["shard"],
+        "Bytes of recent writes the shard holds for reads (at most its share of \
+         laminar.cache.bytes).",
+    ),
+    family(
         QUORUM_LEADER,
         Kind::Gauge,
         &[],
@@ -530,7 +553,9 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
         PREWRITE_BYTES | PREWRITE_FAILED | PREWRITE_WAITS => prewrite_samples(out, name, snapshot),
-        DIRECT_WRITES | DIRECT_BYTES | DIRECT_WAITS => direct_samples(out, name, snapshot),
+        DIRECT_WRITES | DIRECT_BYTES | DIRECT_WAITS | CACHE_HITS | CACHE_MISSES | CACHE_BYTES => {
+            direct_samples(out, name, snapshot);
+        }
         QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {
             cluster_samples(out, name, snapshot);
         }
@@ -731,7 +756,10 @@ fn direct_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
         Some(match name {
             DIRECT_WRITES => stats.writes,
             DIRECT_BYTES => stats.bytes_written,
-            _ => stats.waits,
+            DIRECT_WAITS => stats.waits,
+            CACHE_HITS => stats.cache_hits,
+            CACHE_MISSES => stats.cache_misses,
+            _ => stats.cache_bytes,
         })
     });
 }

@@ -157,6 +157,17 @@ fn sample_prewrite() -> laminar_engine::io::PrewriteStats {
     }
 }
 
+fn sample_direct_appends() -> laminar_engine::io::DirectAppendStats {
+    laminar_engine::io::DirectAppendStats {
+        writes: 7,
+        bytes_written: 3 << 20,
+        waits: 2,
+        cache_hits: 9,
+        cache_misses: 4,
+        cache_bytes: 5 << 20,
+    }
+}
+
 fn sample_shard() -> ShardSnapshot {
     let metrics = ShardMetrics::default();
     metrics.observe_request(Some(0), Duration::from_micros(300), true);
@@ -202,11 +213,7 @@ fn sample_shard() -> ShardSnapshot {
         committed_offsets: Vec::new(),
         write_behind: Some(sample_write_behind()),
         prewrite: Some(sample_prewrite()),
-        direct_appends: Some(laminar_engine::io::DirectAppendStats {
-            writes: 7,
-            bytes_written: 3 << 20,
-            waits: 2,
-        }),
+        direct_appends: Some(sample_direct_appends()),
         files: FileCacheStats {
             files: 30,
             parked: 10,
@@ -354,6 +361,10 @@ fn storage_and_write_behind_figures_are_rendered_per_shard() {
     assert_eq!(direct("writes_total"), 7.0);
     assert_eq!(direct("bytes_total"), 3.0 * 1048576.0);
     assert_eq!(direct("waits_total"), 2.0);
+    let cache = |family: &str| line(&format!("laminar_cache_{family}{{shard=\"1\"}}"));
+    assert_eq!(cache("hits_total"), 9.0);
+    assert_eq!(cache("misses_total"), 4.0);
+    assert_eq!(cache("bytes"), 5.0 * 1048576.0);
     assert_eq!(line("laminar_storage_durability_wait_seconds_count"), 2.0);
     assert_eq!(
         line("laminar_kafka_under_replicated_partitions"),

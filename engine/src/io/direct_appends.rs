@@ -36,8 +36,12 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use laminar_sys::memory::{AlignedBuffer, DIRECT_IO_ALIGN};
 use laminar_sys::uring::WriteRing;
+
+use super::recent_writes::RecentWrites;
+use super::FileId;
 
 /// Writes one shard has in flight at most; a file whose write finds none free stays staged
 /// until one completes.
@@ -58,14 +62,21 @@ pub struct DirectAppendStats {
     pub bytes_written: u64,
     /// Times a sync, read, truncate or close waited for writes.
     pub waits: u64,
+    /// Reads served from the shard's recent writes, and reads that went to the disk.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    /// Bytes the recent writes hold now.
+    pub cache_bytes: u64,
 }
 
 /// A write in flight: the file it writes, where it starts and where it ends (a block
-/// boundary).
+/// boundary), and the bytes it writes for the first time, `[new_from, data_end)`.
 struct InFlight {
     file: Rc<FileAppends>,
     start: u64,
     end: u64,
+    new_from: u64,
+    data_end: u64,
 }
 
 /// One shard's ring for O_DIRECT appends and the writes it has in flight. Owned by one shard;
@@ -79,6 +90,8 @@ pub struct DirectRing {
     /// Whether the task taking completions runs.
     reaping: Cell<bool>,
     stats: Cell<DirectAppendStats>,
+    /// What completed writes carried, for reads of recent data.
+    recent: RecentWrites,
 }
 
 impl std::fmt::Debug for DirectRing {
@@ -90,8 +103,9 @@ impl std::fmt::Debug for DirectRing {
 }
 
 impl DirectRing {
-    /// Fails when io_uring cannot be set up.
-    pub fn new() -> io::Result<Rc<DirectRing>> {
+    /// Keeps up to `cache_bytes` of what it wrote for reads. Fails when io_uring cannot be set
+    /// up.
+    pub fn new(cache_bytes: u64) -> io::Result<Rc<DirectRing>> {
         Ok(Rc::new(DirectRing {
             ring: RefCell::new(WriteRing::new(WRITES_IN_FLIGHT_MAX)?),
             in_flight: RefCell::new(HashMap::with_capacity(WRITES_IN_FLIGHT_MAX)),
@@ -99,11 +113,15 @@ impl DirectRing {
             pool: RefCell::new(Vec::new()),
             reaping: Cell::new(false),
             stats: Cell::new(DirectAppendStats::default()),
+            recent: RecentWrites::new(cache_bytes),
         }))
     }
 
     pub fn stats(&self) -> DirectAppendStats {
-        self.stats.get()
+        DirectAppendStats {
+            cache_bytes: self.recent.bytes(),
+            ..self.stats.get()
+        }
     }
 
     fn update(&self, change: impl FnOnce(&mut DirectAppendStats)) {
@@ -132,14 +150,25 @@ impl DirectRing {
         for write in done {
             let finished = self.in_flight.borrow_mut().remove(&write.tag);
             let finished = finished.expect("a completion of a write in flight");
-            finished.file.completed(&finished, write.result);
+            if finished.file.completed(&finished, write.result) && self.recent.is_on() {
+                let from = (finished.new_from - finished.start) as usize;
+                let upto = (finished.data_end - finished.start) as usize;
+                let chunk = Bytes::copy_from_slice(&write.buffer.as_slice()[from..upto]);
+                self.recent.insert(finished.file.id, finished.new_from, chunk);
+            }
             self.give_back(write.buffer);
             finished.file.dispatch();
         }
     }
 
     /// Queues and submits a write of `buffer`'s first `len` bytes for `file`.
-    fn submit(&self, file: &Rc<FileAppends>, buffer: AlignedBuffer, (start, len): (u64, usize)) {
+    fn submit(
+        &self,
+        file: &Rc<FileAppends>,
+        buffer: AlignedBuffer,
+        (start, len): (u64, usize),
+        (new_from, data_end): (u64, u64),
+    ) {
         let tag = self.next_tag.get();
         self.next_tag.set(tag + 1);
         let mut ring = self.ring.borrow_mut();
@@ -155,6 +184,8 @@ impl DirectRing {
             file: file.clone(),
             start,
             end,
+            new_from,
+            data_end,
         };
         self.in_flight.borrow_mut().insert(tag, write);
         self.update(|s| {
@@ -206,6 +237,7 @@ impl Staged {
 /// One `.log` file's O_DIRECT appends. Owned by one shard; not Send.
 pub struct FileAppends {
     ring: Rc<DirectRing>,
+    id: FileId,
     /// The file's O_DIRECT descriptor; its owner keeps it open until [`FileAppends::drain`]
     /// returned (the kernel holds the file of a write in flight anyway).
     fd: RawFd,
@@ -214,9 +246,10 @@ pub struct FileAppends {
 
 impl FileAppends {
     /// For a file of `len` bytes whose last partial block holds `tail` (`len % 4096` bytes).
-    pub fn new(ring: Rc<DirectRing>, fd: RawFd, len: u64, tail: &[u8]) -> Rc<FileAppends> {
+    pub fn new(ring: Rc<DirectRing>, (fd, id): (RawFd, FileId), len: u64, tail: &[u8]) -> Rc<FileAppends> {
         let file = Rc::new(FileAppends {
             ring,
+            id,
             fd,
             staged: RefCell::new(Staged {
                 from: 0,
@@ -314,17 +347,19 @@ impl FileAppends {
         let bytes = buffer.as_mut_slice();
         bytes[filled..aligned].fill(0);
         next.as_mut_slice()[..filled - tail_at].copy_from_slice(&bytes[tail_at..filled]);
+        let new_from = staged.dirty_from;
         staged.in_flight.push_back((from, from + aligned as u64));
         staged.from = from + tail_at as u64;
         staged.filled = filled - tail_at;
         staged.buffer = Some(next);
         staged.dirty_from = end;
         drop(staged);
-        self.ring.submit(self, buffer, (from, aligned));
+        self.ring.submit(self, buffer, (from, aligned), (new_from, end));
         self.ring.keep_reaping();
     }
 
-    fn completed(&self, write: &InFlight, result: i32) {
+    /// Whether the write succeeded.
+    fn completed(&self, write: &InFlight, result: i32) -> bool {
         let mut staged = self.staged.borrow_mut();
         let at = staged
             .in_flight
@@ -339,6 +374,22 @@ impl FileAppends {
         } else if result as u64 != len {
             staged.failed.get_or_insert(libc::EIO); // a short O_DIRECT write: the disk is full
         }
+        staged.failed.is_none()
+    }
+
+    /// `[pos, pos + len)` from the shard's recent writes, if they hold all of it.
+    pub fn cached(&self, pos: u64, len: usize) -> Option<Bytes> {
+        let read = self.ring.recent.read(self.id, pos, len);
+        self.ring.update(|s| match read {
+            Some(_) => s.cache_hits += 1,
+            None => s.cache_misses += 1,
+        });
+        read
+    }
+
+    /// The file is cut to `len`: the recent writes drop what lay past it.
+    pub fn cut_cached(&self, len: u64) {
+        self.ring.recent.cut(self.id, len);
     }
 
     /// Waits until every byte below `end` is written and no write in flight starts below it
@@ -387,5 +438,12 @@ impl FileAppends {
         }
         let buffer = staged.buffer.get_or_insert_with(|| self.ring.buffer());
         buffer.as_mut_slice()[..tail.len()].copy_from_slice(tail);
+    }
+}
+
+impl Drop for FileAppends {
+    /// Another file may take this one's inode once it is gone: nothing of it stays cached.
+    fn drop(&mut self) {
+        self.ring.recent.forget(self.id);
     }
 }

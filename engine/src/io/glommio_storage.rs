@@ -136,6 +136,9 @@ pub struct GlommioStorage {
     /// O_DIRECT mode: the ring segment `.log` files' appends are written on (see
     /// [`super::direct_appends`]), made at the first open of one.
     direct_ring: Rc<RefCell<Option<Rc<DirectRing>>>>,
+    /// O_DIRECT mode: bytes of recent writes the shard keeps for reads (see
+    /// [`super::recent_writes`]).
+    recent_writes_bytes: u64,
 }
 
 impl GlommioStorage {
@@ -151,7 +154,15 @@ impl GlommioStorage {
             mapped_appends: (mode == WriteMode::Buffered).then(Rc::default),
             prewrite: None,
             direct_ring: Rc::default(),
+            recent_writes_bytes: 0,
         }
+    }
+
+    /// O_DIRECT mode: the shard keeps up to `bytes` of what it wrote for reads of recent data
+    /// (none by default). Set before the first file opens.
+    pub fn with_recent_writes(mut self, bytes: u64) -> Self {
+        self.recent_writes_bytes = bytes;
+        self
     }
 
     /// This shard's O_DIRECT append counters; `None` before the first segment file opened in
@@ -165,7 +176,7 @@ impl GlommioStorage {
         if let Some(ring) = &*ring {
             return Ok(ring.clone());
         }
-        let made = DirectRing::new()?;
+        let made = DirectRing::new(self.recent_writes_bytes)?;
         *ring = Some(made.clone());
         Ok(made)
     }
@@ -413,6 +424,7 @@ impl GlommioFile {
         appends.drain().await?;
         *self.tail_block.borrow_mut() = read_tail(reader, self.len.get(), file.alignment()).await?;
         self.write_direct(file, reader, pos, parts).await?;
+        appends.cut_cached(pos);
         let len = self.len.get();
         appends.reset(len, &read_tail(reader, len, DIRECT_IO_ALIGN as u64).await?);
         Ok(())
@@ -480,6 +492,9 @@ impl StorageFile for GlommioFile {
             },
             Handle::Direct(_, r) => {
                 if let Some(appends) = &self.appends {
+                    if let Some(cached) = appends.cached(pos, len) {
+                        return Ok(cached);
+                    }
                     appends.drain_to(pos + len as u64).await?;
                 }
                 Bytes::copy_from_slice(&once_per_wake(r.read_at(pos, len)).await?)
@@ -550,6 +565,7 @@ impl StorageFile for GlommioFile {
                 *self.tail_block.borrow_mut() = read_tail(&r, len, f.alignment()).await?;
                 if let Some(appends) = &self.appends {
                     appends.reset(len, &read_tail(&r, len, DIRECT_IO_ALIGN as u64).await?);
+                    appends.cut_cached(len);
                 }
             }
         }
@@ -574,6 +590,7 @@ impl StorageFile for GlommioFile {
         self.drain_appends().await?;
         if let Some(appends) = &self.appends {
             appends.reset(0, &[]);
+            appends.cut_cached(0);
         }
         self.len.set(0);
         self.tail_block.borrow_mut().clear();
@@ -712,6 +729,9 @@ impl StorageFile for GlommioFile {
         if self.handle.borrow().is_some() {
             self.drain_appends().await?;
         }
+        if let Some(appends) = &self.appends {
+            appends.cut_cached(0);
+        }
         let Some(handle) = self.handle.borrow_mut().take() else {
             return Ok(());
         };
@@ -838,7 +858,8 @@ impl Storage for GlommioStorage {
         let appends = match &handle {
             Handle::Direct(f, r) if is_segment_data(path) => {
                 let tail = read_tail(r, len, DIRECT_IO_ALIGN as u64).await?;
-                Some(FileAppends::new(self.direct_ring()?, f.as_raw_fd(), len, &tail))
+                let file = (f.as_raw_fd(), FileId::of(&stat));
+                Some(FileAppends::new(self.direct_ring()?, file, len, &tail))
             }
             _ => None,
         };
@@ -849,10 +870,7 @@ impl Storage for GlommioStorage {
         let file = GlommioFile {
             handle: RefCell::new(Some(handle.clone())),
             buffered_fd,
-            id: FileId {
-                device: stat.device,
-                inode: stat.inode,
-            },
+            id: FileId::of(&stat),
             len: Cell::new(len),
             tail_block: RefCell::new(tail),
             appends,

@@ -170,7 +170,8 @@ fn direct_appends_read_back_truncate_and_reopen_with_every_byte() {
 /// O_DIRECT appends against a model (a `Vec` of the file's bytes), in random operations: appends
 /// of 1 byte to 1.5 MiB in one to three parts (past a staging buffer, so copied in parts),
 /// reads anywhere (while writes are in flight), truncates, syncs, an occasional overwrite, and
-/// a close and reopen; the file always reads as the model, and holds exactly it once closed.
+/// a close and reopen, with and without recent writes kept for reads; the file always reads as
+/// the model, and holds exactly it once closed.
 #[test]
 fn direct_appends_match_a_model_under_random_operations() {
     use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -179,7 +180,9 @@ fn direct_appends_match_a_model_under_random_operations() {
             let mut rng = StdRng::seed_from_u64(seed);
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("00000000000000000000.log");
-            let storage = GlommioStorage::new(WriteMode::Direct);
+            // Odd seeds keep recent writes for reads, in a cache small enough to evict.
+            let cache_bytes = (seed % 2) * (4 << 20);
+            let storage = GlommioStorage::new(WriteMode::Direct).with_recent_writes(cache_bytes);
             let mut file = storage.open(&path, true).await.unwrap();
             let mut model: Vec<u8> = Vec::new();
             for step in 0..300 {
@@ -226,6 +229,9 @@ fn direct_appends_match_a_model_under_random_operations() {
                 }
                 assert_eq!(file.len(), model.len() as u64, "seed {seed} step {step}");
             }
+            let stats = storage.direct_append_stats().unwrap();
+            assert_eq!(stats.cache_hits > 0, cache_bytes > 0, "seed {seed}: {stats:?}");
+            assert!(stats.cache_bytes <= cache_bytes);
             file.close().await.unwrap();
             assert!(
                 std::fs::read(&path).unwrap() == model,

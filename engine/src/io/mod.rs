@@ -17,6 +17,7 @@ pub mod mapped_appends;
 mod own_ring;
 mod path_index;
 pub mod prewrite;
+pub mod recent_writes;
 mod reservations;
 mod retired_dirs;
 pub mod writeback;
@@ -55,6 +56,15 @@ pub type ShardStorage = FileCache<GlommioStorage>;
 pub struct FileId {
     pub device: u64,
     pub inode: u64,
+}
+
+impl FileId {
+    pub fn of(stat: &laminar_sys::files::FileStat) -> FileId {
+        FileId {
+            device: stat.device,
+            inode: stat.inode,
+        }
+    }
 }
 
 use bytes::Bytes;
