@@ -1,14 +1,15 @@
 //! Durability is what acks says: every record acknowledged with acks=all survives SIGKILL of the
 //! broker and a restart on the same data directory, at the same offsets, byte for byte; the log
 //! keeps growing from where it stopped; topic metadata (partitions, configs, deletions) survives
-//! too; SIGTERM is a clean shutdown (exit status 0).
+//! too; SIGTERM is a clean shutdown (exit status 0). The first and the many-rolls cases run
+//! with O_DIRECT appends too.
 
 use anyhow::{Context, Result};
 use laminar_tests::rdkafka_client::{
     admin_client, admin_options, assert_records_match, assigned_consumer, consume, create_topic, produce_all,
     producer, sample_records, unique_topic, watermarks, TestRecord, OP_TIMEOUT,
 };
-use laminar_tests::Broker;
+use laminar_tests::{Broker, BrokerOptions};
 use rdkafka::admin::ResourceSpecifier;
 use rdkafka::Offset;
 
@@ -24,9 +25,23 @@ fn read_back(broker: &Broker, topic: &str, partition: i32, expected: &[TestRecor
     Ok(())
 }
 
+/// O_DIRECT appends on the shards' rings (`laminar.storage.write_mode=direct`).
+fn direct() -> BrokerOptions {
+    BrokerOptions::default().with_override("laminar.storage.write_mode", "direct")
+}
+
 #[tokio::test]
 async fn acks_all_records_survive_kill9_and_the_log_continues() -> Result<()> {
-    let mut broker = Broker::start_default()?;
+    survive_kill9_and_continue(BrokerOptions::default()).await
+}
+
+#[tokio::test]
+async fn acks_all_records_written_o_direct_survive_kill9_and_the_log_continues() -> Result<()> {
+    survive_kill9_and_continue(direct()).await
+}
+
+async fn survive_kill9_and_continue(options: BrokerOptions) -> Result<()> {
+    let mut broker = Broker::start(options)?;
     let topic = unique_topic("kill9");
     create_topic(&broker.bootstrap(), &topic, 2, &[]).await?;
     let records = sample_records(1500);
@@ -79,7 +94,16 @@ async fn repeated_kill9_cycles_lose_nothing() -> Result<()> {
 /// record of all of them (a segment wrongly judged short would take the later ones with it).
 #[tokio::test]
 async fn records_across_many_rolls_survive_kill9_while_rolled_segments_sync_behind() -> Result<()> {
-    let mut broker = Broker::start_default()?;
+    many_rolls_survive_kill9(BrokerOptions::default()).await
+}
+
+#[tokio::test]
+async fn records_written_o_direct_across_many_rolls_survive_kill9() -> Result<()> {
+    many_rolls_survive_kill9(direct()).await
+}
+
+async fn many_rolls_survive_kill9(options: BrokerOptions) -> Result<()> {
+    let mut broker = Broker::start(options)?;
     let topic = unique_topic("kill9-rolls");
     create_topic(&broker.bootstrap(), &topic, 1, &[("segment.bytes", "1024")]).await?;
     let records = sample_records(600);

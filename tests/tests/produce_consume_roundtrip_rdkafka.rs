@@ -2,6 +2,7 @@
 //! assign()-based consumer reads every one back, byte for byte, at the offsets the broker acked.
 
 use anyhow::Result;
+use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::rdkafka_client::{
     assert_records_match, assigned_consumer, consume, create_topic, produce_all, producer, sample_records,
     unique_topic, watermarks,
@@ -107,6 +108,43 @@ async fn auto_create_disabled_refuses_unknown_topics() -> Result<()> {
         described.error(),
         Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART),
         "metadata for {topic} must say UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    Ok(())
+}
+
+/// With O_DIRECT appends (`laminar.storage.write_mode=direct`), a consumer reading at the tail
+/// while a producer appends gets every record byte for byte at its offset: its fetches meet
+/// appends still staged or being written (they wait for the write, or are served from the
+/// shard's recent writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_at_the_tail_of_o_direct_appends_reads_every_record() -> Result<()> {
+    let options =
+        laminar_tests::BrokerOptions::default().with_override("laminar.storage.write_mode", "direct");
+    let broker = Broker::start(options)?;
+    let topic = unique_topic("direct-tail");
+    create_topic(&broker.bootstrap(), &topic, 1, &[]).await?;
+    let records = sample_records(3000);
+    let consumer = assigned_consumer(&broker.bootstrap(), &[])?;
+    let (bootstrap, sent, produced_topic) = (broker.bootstrap(), records.clone(), topic.clone());
+    let produce = tokio::spawn(async move {
+        let producer = producer(&bootstrap, &[("linger.ms", "0")])?;
+        for chunk in sent.chunks(100) {
+            produce_all(&producer, &produced_topic, 0, chunk).await?;
+        }
+        anyhow::Ok(())
+    });
+    let consumed =
+        tokio::task::spawn_blocking(move || consume(&consumer, &topic, 0, Offset::Beginning, 3000)).await??;
+    produce.await??;
+    assert_records_match(&records, &consumed, 0);
+    let metrics = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    assert!(
+        metrics.sum("laminar_storage_direct_writes_total") > 0.0,
+        "written O_DIRECT"
+    );
+    assert!(
+        metrics.sum("laminar_cache_hits_total") > 0.0,
+        "fetches served from recent writes"
     );
     Ok(())
 }
