@@ -40,6 +40,24 @@ async fn acks_all_records_written_o_direct_survive_kill9_and_the_log_continues()
     survive_kill9_and_continue(direct()).await
 }
 
+/// acks=1 answers once the batches are in the kernel's hands, as written to the page cache
+/// would be: with O_DIRECT appends (staged in the shard's memory first) a kill of the broker
+/// loses none of them either.
+#[tokio::test]
+async fn acks_1_records_written_o_direct_survive_kill9() -> Result<()> {
+    let mut broker = Broker::start(direct())?;
+    let topic = unique_topic("kill9-acks1");
+    create_topic(&broker.bootstrap(), &topic, 1, &[]).await?;
+    let records = sample_records(2000);
+    let leader_only = producer(&broker.bootstrap(), &[("acks", "1"), ("linger.ms", "2")])?;
+    for chunk in records.chunks(500) {
+        produce_all(&leader_only, &topic, 0, chunk).await?;
+    }
+    broker.kill9()?;
+    broker.restart()?;
+    read_back(&broker, &topic, 0, &records)
+}
+
 async fn survive_kill9_and_continue(options: BrokerOptions) -> Result<()> {
     let mut broker = Broker::start(options)?;
     let topic = unique_topic("kill9");

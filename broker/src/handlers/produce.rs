@@ -94,7 +94,7 @@ pub fn handle(
         match acks {
             ACKS_NONE => None,
             ACKS_ALL => Some(answer(wait_acks_all(&ctx, results, timeout).await)),
-            _ => Some(answer(results)),
+            _ => Some(answer(wait_acks_leader(&ctx, results).await)),
         }
     }))
 }
@@ -158,6 +158,25 @@ fn refuse_partitions_named_twice(
 
 type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessError>)>;
 
+/// acks=1: every appended partition waits until its batches are in the kernel's hands, as
+/// written to the page cache would be (only O_DIRECT appends, staged in the shard's memory,
+/// make this wait), so a kill of the broker loses no acknowledged record.
+async fn wait_acks_leader(ctx: &Rc<BrokerCtx>, results: AppendResults) -> AppendResults {
+    if ctx.state.shared.config.laminar_storage_write_mode != laminar_engine::io::WriteMode::Direct {
+        return results;
+    }
+    let waits = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(tp, _)| (tp.clone(), ()));
+    let written = on_owning_shards(ctx, waits.collect(), move |there, tp, ()| async move {
+        there.state.partition(&tp).await?.wait_written().await?;
+        Ok(())
+    })
+    .await;
+    merge_failures(results, written)
+}
+
 /// acks=all: every appended partition waits for the fdatasync that covers its last offset
 /// (group commit, with `laminar.fsync=always`), then in a cluster for its high watermark to
 /// pass it (every in-sync replica has it), at most the request's `timeout_ms`.
@@ -181,7 +200,15 @@ async fn wait_acks_all(ctx: &Rc<BrokerCtx>, results: AppendResults, timeout: Dur
         Ok(())
     })
     .await;
-    let mut failures: Vec<_> = synced
+    merge_failures(results, synced)
+}
+
+/// `results`, each partition whose wait failed answering that failure instead.
+fn merge_failures(
+    results: AppendResults,
+    waited: Vec<(TopicPartition, Result<(), PartitionAccessError>)>,
+) -> AppendResults {
+    let mut failures: Vec<_> = waited
         .into_iter()
         .filter_map(|(tp, r)| r.err().map(|e| (tp, e)))
         .collect();

@@ -697,6 +697,14 @@ impl<S: Storage> StorageFile for CachedFile<S> {
         }
     }
 
+    /// A parked file was closed, which waited for its writes.
+    async fn wait_written(&self) -> io::Result<()> {
+        match self.open_handle() {
+            Some(file) => file.wait_written().await,
+            None => Ok(()),
+        }
+    }
+
     fn reserved_bytes(&self) -> u64 {
         self.open_handle().map_or(0, |file| file.reserved_bytes())
     }

@@ -554,6 +554,10 @@ impl StorageFile for GlommioFile {
         Ok(())
     }
 
+    async fn wait_written(&self) -> io::Result<()> {
+        self.drain_appends().await
+    }
+
     async fn truncate(&self, len: u64) -> io::Result<()> {
         self.unmap_end(); // the truncate below sets the length anyway
         self.prewrite.settle_and_forget(len).await;

@@ -125,6 +125,13 @@ pub trait StorageFile {
     /// only its patched header prefix coming from elsewhere, in one system call.
     async fn write_at(&self, pos: u64, parts: &[&[u8]]) -> io::Result<()>;
     async fn fdatasync(&self) -> io::Result<()>;
+    /// Waits until every byte written so far is in the kernel's hands, so that a kill of the
+    /// process no longer loses it (a power cut still may, until an fdatasync). Storage that
+    /// stages writes in the process's memory (O_DIRECT appends) waits for them; by default
+    /// nothing to wait for.
+    async fn wait_written(&self) -> io::Result<()> {
+        Ok(())
+    }
     async fn truncate(&self, len: u64) -> io::Result<()>;
     /// Reserves disk blocks up to `end` without changing the file's length, so that appends up
     /// to there find their blocks allocated; a `truncate` to the length gives back what is left

@@ -704,6 +704,15 @@ impl<S: Storage> Log<S> {
         Ok(None)
     }
 
+    /// Waits until every batch appended so far is in the kernel's hands (see
+    /// [`StorageFile::wait_written`]): the active segment's, and the one that rolled if it
+    /// waits for its sync (whose sync writes everything first).
+    pub async fn wait_written(&self) -> Result<(), LogError> {
+        self.check_ok()?;
+        self.sync_rolled().await?;
+        self.active().log.wait_written().await.map_err(|e| self.fail(e))
+    }
+
     /// fdatasyncs the active segment, and the one that rolled if it waits for its sync;
     /// returns the log end offset they cover.
     pub async fn sync(&self) -> Result<i64, LogError> {

@@ -430,6 +430,14 @@ impl<S: Storage> Partition<S> {
         self.producers.borrow().get(producer_id).cloned()
     }
 
+    /// acks=1: returns once every batch appended so far is in the kernel's hands (a kill of
+    /// the process no longer loses it), which only storage staging its writes in memory (O_DIRECT
+    /// appends) makes wait. Several waits share the writes.
+    pub async fn wait_written(&self) -> Result<(), LogError> {
+        self.check_open()?;
+        self.log.wait_written().await
+    }
+
     /// Group commit: returns once every batch up to `offset` is fdatasync'd. One fdatasync
     /// covers everything appended before it started; waiters that queue meanwhile share the
     /// next one. A failed fdatasync fails the partition for good.
