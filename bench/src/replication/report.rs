@@ -424,6 +424,7 @@ impl ReplicationReport {
             ));
         }
         lines.push(self.fdatasync_line());
+        lines.push(self.disk_written_line());
         let cost = self.fetch_cost();
         let per_mb = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{:.2} ms", v * 1e3));
         lines.push(format!(
@@ -455,6 +456,37 @@ impl ReplicationReport {
             })
             .collect();
         format!("  fdatasyncs, all brokers: {}", each.join(" | "))
+    }
+}
+
+impl ReplicationReport {
+    /// The bytes each broker wrote to its disk in each kind of round, per byte produced: with
+    /// every broker on one disk, what a disk per broker would each have to take.
+    fn disk_written_line(&self) -> String {
+        let each: Vec<String> = self
+            .kinds()
+            .into_iter()
+            .map(|kind| {
+                let totals = self.totals(kind);
+                let produced = totals.cluster().bytes_in.max(1.0);
+                let brokers: Vec<String> = totals
+                    .brokers
+                    .iter()
+                    .map(|u| {
+                        format!(
+                            "{:.1} MB ({:.2}x)",
+                            u.disk_bytes_written / 1e6,
+                            u.disk_bytes_written / produced
+                        )
+                    })
+                    .collect();
+                format!("{} {}", self.label(kind), brokers.join(", "))
+            })
+            .collect();
+        format!(
+            "  bytes each broker wrote to its disk (x the bytes produced): {}",
+            each.join(" | ")
+        )
     }
 }
 

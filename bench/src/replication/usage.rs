@@ -1,7 +1,7 @@
 //! What a round cost each broker the harness started: CPU time from `/proc` (the process, and
 //! its threads by role), and the bytes its `/metrics` counted in and out and how fetched bytes
-//! reached the sockets. Read before and after each round; the round's figures are the
-//! differences.
+//! reached the sockets, and the bytes it wrote to its disk. Read before and after each round;
+//! the round's figures are the differences.
 
 use std::net::SocketAddr;
 
@@ -45,6 +45,10 @@ pub struct Usage {
     pub fdatasyncs: f64,
     /// ...and the seconds they took.
     pub fdatasync_seconds: f64,
+    /// Bytes the process sent to its disk (`write_bytes` of `/proc/PID/io`: for buffered
+    /// writes, the pages it dirtied), so that a replicated round on one shared disk can be read
+    /// for machines with a disk per broker.
+    pub disk_bytes_written: f64,
 }
 
 impl Usage {
@@ -53,6 +57,7 @@ impl Usage {
         // The process's time and its threads' are read back to back, the /metrics scrape
         // (which costs the broker a little) after both.
         let cpu_seconds = cpu_seconds(pid)?;
+        let disk_bytes_written = disk_bytes_written(pid)?;
         let (mut shard, mut fetcher) = (0.0, 0.0);
         for (name, seconds) in thread_cpu_seconds(pid)? {
             if name.starts_with(SHARD_THREAD_PREFIX) {
@@ -74,6 +79,7 @@ impl Usage {
             memory_bytes: sum(FETCH_BYTES, ("path", "memory"))?,
             fdatasyncs: sum_samples(&metrics, &format!("{FDATASYNC}_count"), None)?,
             fdatasync_seconds: sum_samples(&metrics, &format!("{FDATASYNC}_sum"), None)?,
+            disk_bytes_written,
         })
     }
 
@@ -99,6 +105,7 @@ impl Usage {
             memory_bytes: f(self.memory_bytes, other.memory_bytes),
             fdatasyncs: f(self.fdatasyncs, other.fdatasyncs),
             fdatasync_seconds: f(self.fdatasync_seconds, other.fdatasync_seconds),
+            disk_bytes_written: f(self.disk_bytes_written, other.disk_bytes_written),
         }
     }
 
@@ -115,6 +122,7 @@ impl Usage {
             "bytes_out": self.bytes_out, "sendfile_bytes": self.sendfile_bytes,
             "copied_bytes": self.copied_bytes, "memory_bytes": self.memory_bytes,
             "fdatasyncs": self.fdatasyncs, "fdatasync_seconds": self.fdatasync_seconds,
+            "disk_bytes_written": self.disk_bytes_written,
         })
     }
 }
@@ -210,9 +218,31 @@ fn sum_samples(text: &str, name: &str, label: Option<(&str, &str)>) -> anyhow::R
     Ok(sum)
 }
 
+/// `write_bytes` of `/proc/PID/io`: what the process sent (or, buffered, dirtied) for its disk.
+fn disk_bytes_written(pid: u32) -> anyhow::Result<f64> {
+    let path = format!("/proc/{pid}/io");
+    let io = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let line = io.lines().find_map(|line| line.strip_prefix("write_bytes:"));
+    let bytes = line.with_context(|| format!("no write_bytes in {path}"))?;
+    bytes
+        .trim()
+        .parse::<f64>()
+        .with_context(|| format!("write_bytes of {path}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_written_counts_in_the_bytes_the_process_wrote_to_its_disk() {
+        // Beside the build, on a disk (a tmpfs would count nothing).
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let before = disk_bytes_written(std::process::id()).unwrap();
+        std::fs::write(dir.path().join("written"), vec![7u8; 1 << 20]).unwrap();
+        let after = disk_bytes_written(std::process::id()).unwrap();
+        assert!(after - before >= (1 << 20) as f64, "{before} then {after}");
+    }
 
     #[test]
     fn counters_are_summed_over_the_label_asked() {
