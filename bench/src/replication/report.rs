@@ -468,18 +468,15 @@ impl ReplicationReport {
             .into_iter()
             .map(|kind| {
                 let totals = self.totals(kind);
-                let produced = totals.cluster().bytes_in.max(1.0);
-                let brokers: Vec<String> = totals
-                    .brokers
-                    .iter()
-                    .map(|u| {
-                        format!(
-                            "{:.1} MB ({:.2}x)",
-                            u.disk_bytes_written / 1e6,
-                            u.disk_bytes_written / produced
-                        )
-                    })
-                    .collect();
+                let produced = totals.cluster().bytes_in;
+                let written = |u: &Usage| {
+                    let mb = u.disk_bytes_written / 1e6;
+                    match produced > 0.0 {
+                        true => format!("{mb:.1} MB ({:.2}x)", u.disk_bytes_written / produced),
+                        false => format!("{mb:.1} MB"),
+                    }
+                };
+                let brokers: Vec<String> = totals.brokers.iter().map(written).collect();
                 format!("{} {}", self.label(kind), brokers.join(", "))
             })
             .collect();
