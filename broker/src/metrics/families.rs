@@ -91,6 +91,7 @@ pub const PREWRITE_WAITS: &str = "laminar_storage_prewrite_waits_total";
 pub const DIRECT_WRITES: &str = "laminar_storage_direct_writes_total";
 pub const DIRECT_BYTES: &str = "laminar_storage_direct_bytes_total";
 pub const DIRECT_WAITS: &str = "laminar_storage_direct_waits_total";
+pub const DIRECT_BUFFERS: &str = "laminar_storage_direct_buffers";
 pub const CACHE_HITS: &str = "laminar_cache_hits_total";
 pub const CACHE_MISSES: &str = "laminar_cache_misses_total";
 pub const CACHE_BYTES: &str = "laminar_cache_bytes";
@@ -384,6 +385,13 @@ pub const FAMILIES: &[Family] = &[
         "Times a sync, a read, a truncate or a close waited for O_DIRECT appends to be written.",
     ),
     family(
+        DIRECT_BUFFERS,
+        Kind::Gauge,
+        &["shard"],
+        "O_DIRECT staging buffers (1 MiB each) the shard has out, staging appends or held by \
+         writes in flight; at most 128.",
+    ),
+    family(
         CACHE_HITS,
         Kind::Counter,
         &["shard"],
@@ -553,7 +561,8 @@ fn samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot, context: &Re
         WRITEBACK_SUBMITTED | WRITEBACK_COMPLETED | WRITEBACK_FAILED | WRITEBACK_DEFERRED
         | WRITEBACK_BYTES | WRITEBACK_IN_FLIGHT => writeback_samples(out, name, snapshot),
         PREWRITE_BYTES | PREWRITE_FAILED | PREWRITE_WAITS => prewrite_samples(out, name, snapshot),
-        DIRECT_WRITES | DIRECT_BYTES | DIRECT_WAITS | CACHE_HITS | CACHE_MISSES | CACHE_BYTES => {
+        DIRECT_WRITES | DIRECT_BYTES | DIRECT_WAITS | DIRECT_BUFFERS | CACHE_HITS | CACHE_MISSES
+        | CACHE_BYTES => {
             direct_samples(out, name, snapshot);
         }
         QUORUM_LEADER | QUORUM_TERM | QUORUM_APPLIED | VOTER_LAG | BROKER_FENCED | PARTITIONS_LED => {
@@ -757,6 +766,7 @@ fn direct_samples(out: &mut String, name: &str, snapshot: &BrokerSnapshot) {
             DIRECT_WRITES => stats.writes,
             DIRECT_BYTES => stats.bytes_written,
             DIRECT_WAITS => stats.waits,
+            DIRECT_BUFFERS => stats.buffers_out,
             CACHE_HITS => stats.cache_hits,
             CACHE_MISSES => stats.cache_misses,
             _ => stats.cache_bytes,

@@ -165,6 +165,7 @@ fn sample_direct_appends() -> laminar_engine::io::DirectAppendStats {
         cache_hits: 9,
         cache_misses: 4,
         cache_bytes: 5 << 20,
+        buffers_out: 3,
     }
 }
 
@@ -361,6 +362,7 @@ fn storage_and_write_behind_figures_are_rendered_per_shard() {
     assert_eq!(direct("writes_total"), 7.0);
     assert_eq!(direct("bytes_total"), 3.0 * 1048576.0);
     assert_eq!(direct("waits_total"), 2.0);
+    assert_eq!(direct("buffers"), 3.0);
     let cache = |family: &str| line(&format!("laminar_cache_{family}{{shard=\"1\"}}"));
     assert_eq!(cache("hits_total"), 9.0);
     assert_eq!(cache("misses_total"), 4.0);

@@ -22,9 +22,11 @@
 //!   file staged meanwhile.
 //! - A failed or short write fails the file: every later call returns the error, and the log
 //!   fails its directory as for any write error.
-//! - Bounds: [`WRITES_IN_FLIGHT_MAX`] writes per shard, one staging buffer of
-//!   [`STAGING_BYTES`] per file (an append larger than what is left of it is copied in parts,
-//!   each waiting for room), and at most [`POOLED_BUFFERS_MAX`] free buffers kept per shard.
+//! - Bounds: [`WRITES_IN_FLIGHT_MAX`] writes per shard; staging buffers of [`STAGING_BYTES`],
+//!   at most [`BUFFERS_OUT_MAX`] out per shard, staging or in flight (an append that finds none,
+//!   or more than what is left of its file's, is copied in parts, each waiting for room); at
+//!   most [`POOLED_BUFFERS_MAX`] free ones kept. A file whose bytes are all handed to writes
+//!   holds no buffer, only its partial last block (under 4 KiB).
 //!
 //! What a crash leaves: what was staged and not written is lost, as unsynced data is; acks=all
 //! answers only after the sync, which writes everything staged first.
@@ -50,6 +52,9 @@ pub const WRITES_IN_FLIGHT_MAX: usize = 64;
 pub const STAGING_BYTES: usize = 1 << 20;
 /// Free staging buffers a shard keeps for the next writes.
 pub const POOLED_BUFFERS_MAX: usize = 16;
+/// Staging buffers a shard has out at once, staging or in flight: its appends' memory is at
+/// most this many times [`STAGING_BYTES`]. An append that finds none waits for one.
+pub const BUFFERS_OUT_MAX: usize = 2 * WRITES_IN_FLIGHT_MAX;
 /// How long a wait for writes sleeps between looks at the ring.
 const WAIT_POLL: Duration = Duration::from_micros(50);
 
@@ -67,6 +72,8 @@ pub struct DirectAppendStats {
     pub cache_misses: u64,
     /// Bytes the recent writes hold now.
     pub cache_bytes: u64,
+    /// Staging buffers out now, staging or in flight (at most [`BUFFERS_OUT_MAX`]).
+    pub buffers_out: u64,
 }
 
 /// A write in flight: the file it writes, where it starts and where it ends (a block
@@ -87,6 +94,8 @@ pub struct DirectRing {
     in_flight: RefCell<HashMap<u64, InFlight>>,
     next_tag: Cell<u64>,
     pool: RefCell<Vec<AlignedBuffer>>,
+    /// Buffers out of the pool: staging, or held by a write in flight.
+    buffers_out: Cell<usize>,
     /// Whether the task taking completions runs.
     reaping: Cell<bool>,
     stats: Cell<DirectAppendStats>,
@@ -111,6 +120,7 @@ impl DirectRing {
             in_flight: RefCell::new(HashMap::with_capacity(WRITES_IN_FLIGHT_MAX)),
             next_tag: Cell::new(0),
             pool: RefCell::new(Vec::new()),
+            buffers_out: Cell::new(0),
             reaping: Cell::new(false),
             stats: Cell::new(DirectAppendStats::default()),
             recent: RecentWrites::new(cache_bytes),
@@ -120,6 +130,7 @@ impl DirectRing {
     pub fn stats(&self) -> DirectAppendStats {
         DirectAppendStats {
             cache_bytes: self.recent.bytes(),
+            buffers_out: self.buffers_out.get() as u64,
             ..self.stats.get()
         }
     }
@@ -128,15 +139,23 @@ impl DirectRing {
         super::own_ring::update(&self.stats, change);
     }
 
-    fn buffer(&self) -> AlignedBuffer {
-        self.pool
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| AlignedBuffer::new(STAGING_BYTES))
+    /// A staging buffer, unless [`BUFFERS_OUT_MAX`] are out.
+    fn take_buffer(&self) -> Option<AlignedBuffer> {
+        if self.buffers_out.get() >= BUFFERS_OUT_MAX {
+            return None;
+        }
+        self.buffers_out.set(self.buffers_out.get() + 1);
+        let pooled = self.pool.borrow_mut().pop();
+        Some(pooled.unwrap_or_else(|| AlignedBuffer::new(STAGING_BYTES)))
     }
 
-    /// Keeps a free buffer for the next write, up to the pool's bound.
+    fn can_take_buffer(&self) -> bool {
+        self.buffers_out.get() < BUFFERS_OUT_MAX
+    }
+
+    /// A buffer back: kept for the next write, up to the pool's bound, or freed.
     fn give_back(&self, buffer: AlignedBuffer) {
+        self.buffers_out.set(self.buffers_out.get() - 1);
         let mut pool = self.pool.borrow_mut();
         if pool.len() < POOLED_BUFFERS_MAX {
             pool.push(buffer);
@@ -216,10 +235,13 @@ impl DirectRing {
 
 /// A file's staged bytes and its writes in flight.
 struct Staged {
-    /// The file offset of `buffer[0]`: a block boundary.
+    /// The file offset of the staged bytes: a block boundary.
     from: u64,
+    /// The staged bytes while appends are staged; `None` when all are handed to writes, the
+    /// partial last block's bytes then in `tail` (an idle file holds no staging buffer).
     buffer: Option<AlignedBuffer>,
-    /// Bytes of `buffer` holding the file's bytes: the file ends at `from + filled`.
+    tail: Vec<u8>,
+    /// Bytes staged from `from`: the file ends at `from + filled`.
     filled: usize,
     /// The first byte not yet handed to a write; in the block at `from`.
     dirty_from: u64,
@@ -254,6 +276,7 @@ impl FileAppends {
             staged: RefCell::new(Staged {
                 from: 0,
                 buffer: None,
+                tail: Vec::new(),
                 filled: 0,
                 dirty_from: 0,
                 in_flight: VecDeque::new(),
@@ -300,24 +323,43 @@ impl FileAppends {
         Ok(())
     }
 
-    /// Copies what fits of `bytes` into the staging buffer; returns how much.
+    /// Copies what fits of `bytes` into the staging buffer (taking one, with the partial last
+    /// block's bytes, if the file has none); returns how much.
     fn copy_in(&self, bytes: &[u8]) -> usize {
         let mut staged = self.staged.borrow_mut();
+        let staged = &mut *staged;
+        if staged.buffer.is_none() {
+            let Some(mut buffer) = self.ring.take_buffer() else {
+                return 0;
+            };
+            buffer.as_mut_slice()[..staged.tail.len()].copy_from_slice(&staged.tail);
+            staged.tail.clear();
+            staged.buffer = Some(buffer);
+        }
         let filled = staged.filled;
-        let buffer = staged.buffer.get_or_insert_with(|| self.ring.buffer());
+        let buffer = staged.buffer.as_mut().expect("taken above");
         let n = bytes.len().min(buffer.len() - filled);
         buffer.as_mut_slice()[filled..filled + n].copy_from_slice(&bytes[..n]);
         staged.filled += n;
         n
     }
 
-    /// Waits until the staging buffer has room past its last block.
+    /// Whether an append can copy something in now.
+    fn has_room(&self) -> bool {
+        let staged = self.staged.borrow();
+        match staged.buffer {
+            Some(_) => staged.filled < STAGING_BYTES,
+            None => self.ring.can_take_buffer(),
+        }
+    }
+
+    /// Waits until the staging buffer has room past its last block, or the shard a buffer.
     async fn wait_for_room(self: &Rc<Self>) -> io::Result<()> {
         loop {
             self.ring.reap();
             self.check()?;
             self.dispatch();
-            if self.staged.borrow().filled < STAGING_BYTES {
+            if self.has_room() {
                 return Ok(());
             }
             self.ring.update(|s| s.waits += 1);
@@ -342,16 +384,15 @@ impl FileAppends {
         let filled = staged.filled;
         let aligned = filled.next_multiple_of(DIRECT_IO_ALIGN);
         let tail_at = filled - filled % DIRECT_IO_ALIGN;
-        let mut next = self.ring.buffer();
         let mut buffer = staged.buffer.take().expect("staged bytes have a buffer");
         let bytes = buffer.as_mut_slice();
         bytes[filled..aligned].fill(0);
-        next.as_mut_slice()[..filled - tail_at].copy_from_slice(&bytes[tail_at..filled]);
+        staged.tail.clear();
+        staged.tail.extend_from_slice(&bytes[tail_at..filled]);
         let new_from = staged.dirty_from;
         staged.in_flight.push_back((from, from + aligned as u64));
         staged.from = from + tail_at as u64;
         staged.filled = filled - tail_at;
-        staged.buffer = Some(next);
         staged.dirty_from = end;
         drop(staged);
         self.ring.submit(self, buffer, (from, aligned), (new_from, end));
@@ -430,20 +471,41 @@ impl FileAppends {
         staged.from = len - len % ALIGN;
         staged.filled = tail.len();
         staged.dirty_from = len;
-        if tail.is_empty() {
-            if let Some(buffer) = staged.buffer.take() {
-                self.ring.give_back(buffer);
-            }
-            return;
+        staged.tail = tail.to_vec();
+        if let Some(buffer) = staged.buffer.take() {
+            self.ring.give_back(buffer);
         }
-        let buffer = staged.buffer.get_or_insert_with(|| self.ring.buffer());
-        buffer.as_mut_slice()[..tail.len()].copy_from_slice(tail);
     }
 }
 
 impl Drop for FileAppends {
-    /// Another file may take this one's inode once it is gone: nothing of it stays cached.
+    /// Its staging buffer goes back to the shard (what it staged is lost, as unsynced data
+    /// is), and another file may take its inode once it is gone: nothing of it stays cached.
     fn drop(&mut self) {
+        if let Some(buffer) = self.staged.get_mut().buffer.take() {
+            self.ring.give_back(buffer);
+        }
         self.ring.recent.forget(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_hands_out_at_most_its_bound_of_staging_buffers() {
+        let ring = DirectRing::new(0).unwrap();
+        let taken: Vec<_> = (0..BUFFERS_OUT_MAX)
+            .map(|_| ring.take_buffer().unwrap())
+            .collect();
+        assert!(ring.take_buffer().is_none(), "past the bound");
+        assert!(!ring.can_take_buffer());
+        for buffer in taken {
+            ring.give_back(buffer);
+        }
+        assert_eq!(ring.stats().buffers_out, 0);
+        assert_eq!(ring.pool.borrow().len(), POOLED_BUFFERS_MAX, "the rest freed");
+        assert!(ring.take_buffer().is_some());
     }
 }
