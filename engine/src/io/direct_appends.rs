@@ -19,7 +19,7 @@
 //!   reaches its first block; appends meanwhile gather and go as one larger write.
 //! - Completions are taken by peeking the ring (no system call): by a task the shard runs while
 //!   writes are in flight, and by anything waiting for a file. A completion dispatches what its
-//!   file staged meanwhile.
+//!   file staged meanwhile, and hands the slot it frees to the files waiting for one, in order.
 //! - A failed or short write fails the file: every later call returns the error, and the log
 //!   fails its directory as for any write error.
 //! - Bounds: [`WRITES_IN_FLIGHT_MAX`] writes per shard; staging buffers of [`STAGING_BYTES`],
@@ -35,7 +35,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -96,6 +96,9 @@ pub struct DirectRing {
     pool: RefCell<Vec<AlignedBuffer>>,
     /// Buffers out of the pool: staging, or held by a write in flight.
     buffers_out: Cell<usize>,
+    /// Files whose staged bytes found every write slot taken, in the order they came (each
+    /// once): a completion hands them the slot it frees.
+    waiting_for_slot: RefCell<VecDeque<Weak<FileAppends>>>,
     /// Whether the task taking completions runs.
     reaping: Cell<bool>,
     stats: Cell<DirectAppendStats>,
@@ -121,6 +124,7 @@ impl DirectRing {
             next_tag: Cell::new(0),
             pool: RefCell::new(Vec::new()),
             buffers_out: Cell::new(0),
+            waiting_for_slot: RefCell::new(VecDeque::new()),
             reaping: Cell::new(false),
             stats: Cell::new(DirectAppendStats::default()),
             recent: RecentWrites::new(cache_bytes),
@@ -178,6 +182,20 @@ impl DirectRing {
             self.give_back(write.buffer);
             finished.file.dispatch();
         }
+        self.dispatch_waiting();
+    }
+
+    /// Hands free write slots to the files waiting for one, first come first served.
+    fn dispatch_waiting(&self) {
+        while self.ring.borrow().has_room() {
+            let Some(file) = self.waiting_for_slot.borrow_mut().pop_front() else {
+                return;
+            };
+            if let Some(file) = file.upgrade() {
+                file.staged.borrow_mut().waiting_for_slot = false;
+                file.dispatch();
+            }
+        }
     }
 
     /// Queues and submits a write of `buffer`'s first `len` bytes for `file`.
@@ -222,7 +240,7 @@ impl DirectRing {
         glommio::spawn_local(async move {
             loop {
                 ring.reap();
-                if ring.in_flight.borrow().is_empty() {
+                if ring.in_flight.borrow().is_empty() && ring.waiting_for_slot.borrow().is_empty() {
                     break;
                 }
                 glommio::timer::sleep(WAIT_POLL).await;
@@ -247,6 +265,8 @@ struct Staged {
     dirty_from: u64,
     /// `(start, end)` of this file's writes in flight, in the order submitted.
     in_flight: VecDeque<(u64, u64)>,
+    /// In the shard's queue of files waiting for a write slot.
+    waiting_for_slot: bool,
     failed: Option<i32>,
 }
 
@@ -280,6 +300,7 @@ impl FileAppends {
                 filled: 0,
                 dirty_from: 0,
                 in_flight: VecDeque::new(),
+                waiting_for_slot: false,
                 failed: None,
             }),
         });
@@ -376,8 +397,17 @@ impl FileAppends {
             return;
         }
         let from = staged.from;
-        let overlaps = staged.in_flight.iter().any(|w| w.1 > from);
-        if overlaps || !self.ring.ring.borrow().has_room() {
+        if staged.in_flight.iter().any(|w| w.1 > from) {
+            self.ring.keep_reaping(); // its completion dispatches these
+            return;
+        }
+        if !self.ring.ring.borrow().has_room() {
+            if !std::mem::replace(&mut staged.waiting_for_slot, true) {
+                self.ring
+                    .waiting_for_slot
+                    .borrow_mut()
+                    .push_back(Rc::downgrade(self));
+            }
             self.ring.keep_reaping();
             return;
         }
