@@ -47,6 +47,7 @@ fn check_produce_round(round: &Value, brokers: usize) -> Result<()> {
             "bytes_in",
             "bytes_out",
             "sendfile_bytes",
+            "disk_bytes_written",
         ] {
             assert!(number(&broker[figure], figure)? >= 0.0, "{broker:#}");
         }
@@ -78,6 +79,9 @@ fn bench_replication_acknowledges_records_on_both_topics_of_a_cluster_it_starts(
         number(&replicated["bytes_in"], "bytes in")?,
     );
     assert!(produced > 0.0 && sent >= 2.0 * produced, "{replicated:#}");
+    // Each of the three replicas wrote every byte to its disk (a temporary directory on disk).
+    let written = number(&replicated["disk_bytes_written"], "disk bytes written")?;
+    assert!(written >= 2.0 * produced, "{replicated:#}");
     for ratio in ["mb_per_sec", "records_per_sec", "latency_p50", "latency_p99"] {
         assert!(number(&report["ratios"][ratio], ratio)? > 0.0, "{report:#}");
     }
@@ -91,6 +95,7 @@ fn bench_replication_acknowledges_records_on_both_topics_of_a_cluster_it_starts(
         "broker 3:",
         "sendfile",
         "fdatasyncs",
+        "bytes each broker wrote to its disk",
     ] {
         assert!(table.contains(printed), "{printed} not printed:\n{table}");
     }
