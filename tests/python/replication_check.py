@@ -13,6 +13,7 @@ test_replication.py (CI) and kill_loop.py (the long run by hand), so both judge 
 """
 
 import random
+import struct
 import threading
 import time
 import uuid
@@ -259,6 +260,7 @@ class Verdict:
     # (its "implicit ack", after a lost answer): those are judged by partition alone.
     acked_without_offset: int = 0
     duplicated: list = field(default_factory=list)  # (seq, times)
+    copies: dict = field(default_factory=dict)  # seq -> [(partition, offset)] of a duplicated record
     reordered: list = field(default_factory=list)  # (partition, offset, previous seq, seq)
     corrupt: list = field(default_factory=list)  # (partition, offset, key) not as written
     unacknowledged_in_log: int = 0  # produced, never acknowledged (failed or unknown), present
@@ -290,6 +292,7 @@ def check(acked, log, partitions):
     verdict = Verdict()
     found = {}  # seq -> (partition, offset) of its first copy
     copies = Counter()
+    places = defaultdict(list)  # seq -> [(partition, offset)] of every copy
     for p in range(partitions):
         previous = -1
         for offset, key, value in log.get(p, []):
@@ -305,11 +308,13 @@ def check(acked, log, partitions):
             if seq % partitions != p or value != record_value(seq, p):
                 verdict.corrupt.append((p, offset, key))
             copies[seq] += 1
+            places[seq].append((p, offset))
             found.setdefault(seq, (p, offset))
             if seq <= previous:
                 verdict.reordered.append((p, offset, previous, seq))
             previous = max(previous, seq)
     verdict.duplicated = sorted((seq, n) for seq, n in copies.items() if n > 1)
+    verdict.copies = {seq: places[seq] for seq, _ in verdict.duplicated}
     acknowledged = set()
     for p, deliveries in acked.items():
         for offset, seq in deliveries:
@@ -330,6 +335,48 @@ def segment_files(data_dir, topic, partition):
     """{file name: bytes} of the partition's `*.log` segments in `data_dir` (empty if none)."""
     directory = Path(data_dir) / f"{topic}-{partition}"
     return {f.name: f.read_bytes() for f in sorted(directory.glob("*.log"))}
+
+
+# A v2 record batch's header up to its record count (Kafka's format, big endian): base offset,
+# batch length, partition leader epoch, magic, CRC, attributes, last offset delta, base and max
+# timestamps, producer id, producer epoch, base sequence, record count.
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+LOG_OVERHEAD = 12  # base offset and batch length: the length counts the bytes after them
+
+
+def batch_headers(data_dir, topic, partition):
+    """[(base offset, last offset, leader epoch, producer id, producer epoch, base sequence)] of
+    every batch in the partition's segments in `data_dir`, in file order; stops at the first
+    header that does not parse (a torn tail)."""
+    headers = []
+    for data in segment_files(data_dir, topic, partition).values():
+        position = 0
+        while position + BATCH_HEADER.size <= len(data):
+            (base, length, leader_epoch, _magic, _crc, _attributes, last_delta, _base_ts, _max_ts,
+             producer_id, producer_epoch, base_sequence, _count) = BATCH_HEADER.unpack_from(data, position)
+            if length <= 0:
+                break
+            headers.append((base, base + last_delta, leader_epoch, producer_id, producer_epoch, base_sequence))
+            position += LOG_OVERHEAD + length
+    return headers
+
+
+def describe_duplicate_batches(data_dir, topic, copies):
+    """The batches holding each copy of the duplicated records (`Verdict.copies`), as stored:
+    which leader epoch wrote each copy, and with which producer epoch and sequence."""
+    lines = []
+    by_partition = defaultdict(list)
+    for seq, places in copies.items():
+        for p, offset in places:
+            by_partition[p].append((offset, seq))
+    for p, wanted in sorted(by_partition.items()):
+        headers = batch_headers(data_dir, topic, p)
+        for offset, seq in sorted(wanted):
+            holding = [h for h in headers if h[0] <= offset <= h[1]]
+            for base, last, leader_epoch, pid, producer_epoch, base_sequence in holding:
+                lines.append(f"record {seq} at {p}/{offset}: batch {base}..{last} leader epoch {leader_epoch} "
+                             f"producer {pid} epoch {producer_epoch} base sequence {base_sequence}")
+    return lines
 
 
 def describe_difference(reference, other):
@@ -407,6 +454,7 @@ class LoopResult:
     timings: dict = field(default_factory=dict)
     frozen_leaders_replaced: int = 0  # "stop" mode: frozen leaders another node led for by SIGCONT
     controller_victims: int = 0  # failures of the active controller (also leading a partition)
+    duplicate_batches: list = field(default_factory=list)  # describe_duplicate_batches, when any
 
     def ok(self):
         return (self.verdict is not None and self.verdict.ok() and self.identical and not self.fatal
@@ -432,6 +480,8 @@ class LoopResult:
             lines.append(f"  not quiet at the end: {self.quiet}")
         if self.unread:
             lines.append(f"  not read back: {self.unread}")
+        for line in self.duplicate_batches[:20]:
+            lines.append(f"  duplicate: {line}")
         for p, node, how in self.differences[:12]:
             lines.append(f"  replica differs: partition {p} node {node}: {how}")
         for name, values in self.timings.items():
@@ -557,6 +607,8 @@ def run_kill_loop(cluster, topic, options, say=print):
         result.unread = str(failure)
     dirs = {node: cluster.data_dir(node) for node in nodes}
     result.identical, result.differences, _ = wait_replicas_identical(dirs, topic, options.partitions)
+    if result.verdict and result.verdict.copies:
+        result.duplicate_batches = describe_duplicate_batches(dirs[min(dirs)], topic, result.verdict.copies)
     result.seconds = time.monotonic() - started
     return result
 
