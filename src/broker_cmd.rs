@@ -10,7 +10,9 @@ use anyhow::Context;
 use laminar_broker::config::write_behind::PROFILE_KEY;
 use laminar_broker::config::{BrokerConfig, LoadedBrokerConfig, LogFormat, ProfileRecommendation};
 use laminar_client::{ClientConfig, Connection};
+use laminar_engine::io::WriteMode;
 use laminar_tuning::iotune::{IoProfile, IO_PROFILE_VERSION};
+use laminar_tuning::iotune_appends::AppendMode;
 use laminar_tuning::sd_notify::{self, NotifyState};
 
 pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
@@ -40,6 +42,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Resu
         data_dirs = %data_dirs.join(","),
         kernel = %host.kernel_release,
         write_behind = %shared.write_behind_summary(),
+        write_mode = %shared.config.write_mode,
         "laminar broker started"
     );
     notify(&[
@@ -153,6 +156,10 @@ fn read_iotune_profile(path: PathBuf) -> anyhow::Result<ProfileRecommendation> {
         path,
         write_batch_bytes: profile.recommended_write_batch_bytes as u64,
         io_depth: profile.recommended_io_depth as u64,
+        write_mode: profile.recommended_write_mode.map(|mode| match mode {
+            AppendMode::Buffered => WriteMode::Buffered,
+            AppendMode::Direct => WriteMode::Direct,
+        }),
     })
 }
 

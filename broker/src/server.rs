@@ -495,7 +495,7 @@ fn probe_write_behind(settings: WriteBehind) -> Option<String> {
 
 /// The shard's storage; without write-behind or pre-writes if their rings cannot be created.
 fn shard_storage(shared: &BrokerShared) -> GlommioStorage {
-    let mode = shared.config.laminar_storage_write_mode;
+    let mode = shared.config.write_mode.mode;
     let storage = GlommioStorage::with_write_behind(mode, shared.write_behind()).unwrap_or_else(|error| {
         tracing::warn!(%error, "write-behind unavailable on this shard; running without it");
         GlommioStorage::new(mode)

@@ -1,7 +1,8 @@
 //! A broker sized by an iotune profile (`laminar.iotune.profile`, or `iotune.json` in its log
 //! dir): the startup line and `/v1/status` report the profile's values and where they came
-//! from, appends are written behind (`laminar_storage_writeback_*` on `/metrics`), and a
-//! malformed profile stops the start with a message naming the file.
+//! from, appends are written behind (`laminar_storage_writeback_*` on `/metrics`), the
+//! profile's write mode is taken unless `laminar.storage.write_mode` is set, and a malformed
+//! profile stops the start with a message naming the file.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -11,8 +12,8 @@ use laminar_tests::http::{get_ok, MetricsPage};
 use laminar_tests::wire::{auto_create, produce, record_batch, WireConnection};
 use laminar_tests::{Broker, BrokerOptions};
 
-/// An `iotune.json` as `laminar iotune` writes it (format version 1, every field), with the
-/// recommendation `write_batch_bytes` / `io_depth`.
+/// An `iotune.json` as `laminar iotune` wrote it before it measured appends (format version
+/// 1), with the recommendation `write_batch_bytes` / `io_depth`.
 fn write_profile(path: &Path, write_batch_bytes: u64, io_depth: u64) -> Result<()> {
     let text = format!(
         r#"{{
@@ -138,5 +139,89 @@ fn a_malformed_profile_fails_the_start_naming_the_file() -> Result<()> {
     };
     let named = format!("iotune profile {}: recommended_io_depth 64", profile.display());
     ensure!(error.contains(&named), "error lacks {named:?}:\n{error}");
+    Ok(())
+}
+
+#[test]
+fn the_write_mode_iotune_measured_is_taken_unless_the_key_is_set() -> Result<()> {
+    let mut broker = Broker::start(BrokerOptions::default())?;
+    broker.stderr_tail_with("write_mode=buffered (default)", Duration::from_secs(10))?;
+    let profile = broker.data_dir().join("iotune.json");
+    let iotune = std::process::Command::new(laminar_tests::default_binary())
+        .args(["iotune", "--duration", "2", "--dir"])
+        .arg(broker.data_dir())
+        .output()?;
+    let printed = String::from_utf8_lossy(&iotune.stdout);
+    ensure!(
+        iotune.status.success(),
+        "laminar iotune: {printed}{}",
+        String::from_utf8_lossy(&iotune.stderr)
+    );
+    let measured: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&profile)?)?;
+    let chosen = measured["recommended_write_mode"]
+        .as_str()
+        .unwrap_or("none")
+        .to_string();
+    ensure!(
+        ["buffered", "direct"].contains(&chosen.as_str()),
+        "iotune recommended {chosen}:\n{measured}"
+    );
+    ensure!(
+        printed.contains(&format!("recommended write mode {chosen}")),
+        "{printed}"
+    );
+    let cases = measured["append_cases"].as_array().map_or(0, Vec::len);
+    ensure!(cases >= 1, "no append case measured:\n{measured}");
+
+    broker.restart()?;
+    broker.stderr_tail_with(
+        &format!("write_mode={chosen} (profile {})", profile.display()),
+        Duration::from_secs(10),
+    )?;
+    Ok(())
+}
+
+#[test]
+fn a_profile_recommending_direct_writes_segments_with_o_direct() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let profile = dir.path().join("iotune.json");
+    write_profile(&profile, 131072, 8)?;
+    let text = std::fs::read_to_string(&profile)?;
+    let recommending = text.replacen(
+        "\"version\": 1,",
+        "\"version\": 1,\n  \"recommended_write_mode\": \"direct\",",
+        1,
+    );
+    std::fs::write(&profile, recommending)?;
+    let path = profile.display().to_string();
+    let broker = Broker::start(BrokerOptions::default().with_override("laminar.iotune.profile", &path))?;
+    broker.stderr_tail_with(
+        &format!("write_mode=direct (profile {path})"),
+        Duration::from_secs(10),
+    )?;
+    let mut conn = WireConnection::connect(broker.addr())?;
+    auto_create(&mut conn, "direct")?;
+    let value = vec![b'd'; 1024];
+    let values: Vec<&[u8]> = (0..64).map(|_| value.as_slice()).collect();
+    let answer = produce(
+        &mut conn,
+        "direct",
+        0,
+        record_batch(&values, 1_700_000_000_000)?,
+        1,
+    )?;
+    ensure!(answer.error_code == 0, "produce: {answer:?}");
+    let page = MetricsPage::parse(&get_ok(broker.http_addr(), "/metrics")?)?;
+    let written = page.sum("laminar_storage_direct_bytes_total");
+    ensure!(
+        written >= 64.0 * 1024.0,
+        "the batch was not written O_DIRECT: {written} bytes"
+    );
+
+    let options = BrokerOptions::default()
+        .with_override("laminar.iotune.profile", &path)
+        .with_override("laminar.storage.write_mode", "buffered");
+    let keyed = Broker::start(options)?;
+    keyed.stderr_tail_with("write_mode=buffered (config)", Duration::from_secs(10))?;
     Ok(())
 }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::blockdev::block_devices_of;
 use crate::hostfs::HostFs;
+use crate::iotune_appends::{recommend_write_mode, run_append_cases, AppendCase, AppendMode};
 
 pub const BLOCK_SIZES: [usize; 3] = [4096, 128 * 1024, 1024 * 1024];
 pub const QUEUE_DEPTHS: [usize; 2] = [1, 8];
@@ -83,6 +84,14 @@ pub struct IoProfile {
     pub recommended_write_batch_bytes: usize,
     /// Queue depth of the best write case.
     pub recommended_io_depth: usize,
+    /// Appends that grow a file, each group followed by an fdatasync, through the page cache
+    /// and (where the filesystem takes it) O_DIRECT (`iotune_appends.rs`). Absent from
+    /// profiles written before they were measured.
+    #[serde(default)]
+    pub append_cases: Vec<AppendCase>,
+    /// The `laminar.storage.write_mode` those cases favour; `None` in older profiles.
+    #[serde(default)]
+    pub recommended_write_mode: Option<AppendMode>,
 }
 
 impl IoProfile {
@@ -127,6 +136,18 @@ impl IoProfile {
             self.recommended_write_batch_bytes / 1024,
             self.recommended_io_depth
         ));
+        for c in &self.append_cases {
+            out.push_str(&format!(
+                "appends of {} KiB, fdatasync every {}, {}: {:.1} MB/s\n",
+                c.append_bytes / 1024,
+                c.appends_per_sync,
+                c.mode.write_mode_name(),
+                c.mb_per_s
+            ));
+        }
+        if let Some(mode) = self.recommended_write_mode {
+            out.push_str(&format!("recommended write mode {}\n", mode.write_mode_name()));
+        }
         out
     }
 }
@@ -160,7 +181,8 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
     let (file, direct_io) = open_scratch(&data_path)?;
 
     let started = Instant::now();
-    let phases = (BLOCK_SIZES.len() * QUEUE_DEPTHS.len() * 2 + 2) as u32;
+    // The bandwidth cases, two slices of fsync probe and two of append cases.
+    let phases = (BLOCK_SIZES.len() * QUEUE_DEPTHS.len() * 2 + 4) as u32;
     let slice = options.duration / phases;
     // Reads of never-written blocks would not touch the disk: fill the file first.
     run_case(
@@ -185,6 +207,7 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
     }
     let mut latencies_us = fsync_latencies_us(&fsync_path, slice * 2)?;
     latencies_us.sort_by(f64::total_cmp);
+    let append_cases = run_append_cases(&fsync_path, slice, direct_io)?;
     let (batch, depth) = recommend(&cases);
     let device = block_devices_of(&HostFs::real(), &options.data_dir)
         .ok()
@@ -202,6 +225,8 @@ pub fn run_iotune(options: &IoTuneOptions) -> anyhow::Result<IoProfile> {
         fdatasync_latency_us_p99: percentile(&latencies_us, 0.99),
         recommended_write_batch_bytes: batch,
         recommended_io_depth: depth,
+        recommended_write_mode: Some(recommend_write_mode(&append_cases)),
+        append_cases,
     })
 }
 
@@ -298,7 +323,7 @@ fn run_case(
 }
 
 /// Non-repeating bytes (xorshift), so that no layer can compress or deduplicate the writes.
-fn fill_pattern(buf: &mut [u8], seed: u64) {
+pub(crate) fn fill_pattern(buf: &mut [u8], seed: u64) {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in buf.chunks_mut(8) {
         x ^= x << 13;
@@ -411,6 +436,9 @@ mod tests {
         assert!(profile.fdatasync_latency_us_p50 > 0.0);
         assert!(BLOCK_SIZES.contains(&profile.recommended_write_batch_bytes));
         assert!(QUEUE_DEPTHS.contains(&profile.recommended_io_depth));
+        assert_eq!(profile.append_cases.len(), if profile.direct_io { 2 } else { 1 });
+        let recommended = crate::iotune_appends::recommend_write_mode(&profile.append_cases);
+        assert_eq!(profile.recommended_write_mode, Some(recommended));
         assert!(profile.duration_ms < 5_000, "bounded: {} ms", profile.duration_ms);
         let leftovers: Vec<_> = std::fs::read_dir(&options.data_dir).unwrap().collect();
         assert!(leftovers.is_empty(), "scratch files removed");
@@ -423,6 +451,14 @@ mod tests {
             profile.recommended_write_batch_bytes
         );
         assert_eq!(back.device, profile.device);
+        let modes_and_bytes = |p: &IoProfile| {
+            p.append_cases
+                .iter()
+                .map(|c| (c.mode, c.bytes))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(modes_and_bytes(&back), modes_and_bytes(&profile));
+        assert_eq!(back.recommended_write_mode, profile.recommended_write_mode);
         let relative = (back.cases[0].mb_per_s - profile.cases[0].mb_per_s).abs();
         assert!(
             relative <= 1e-9 * profile.cases[0].mb_per_s,

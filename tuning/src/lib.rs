@@ -4,7 +4,8 @@
 //! - [`check`]: [`TuneCheck`], what every host check reports.
 //! - [`tune`]: `laminar tune` — kernel settings for a broker: [`check_all`], [`apply`],
 //!   [`render_table`], [`render_json`].
-//! - [`iotune`]: `laminar iotune` — measures the data disk and writes `iotune.json`.
+//! - [`iotune`]: `laminar iotune` — measures the data disk and writes `iotune.json`;
+//!   [`iotune_appends`], its append cases, choose the write mode.
 //! - [`sd_notify`]: readiness, watchdog and status messages to systemd.
 //!
 //! Everything here runs on one thread, outside the shards; nothing is shared.
@@ -16,6 +17,7 @@ pub mod blockdev;
 pub mod check;
 pub mod hostfs;
 pub mod iotune;
+pub mod iotune_appends;
 mod irq;
 pub mod probe;
 mod reclaim;

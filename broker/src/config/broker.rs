@@ -15,7 +15,9 @@ use super::value::{
     parse_bool, parse_listeners, parse_paths, CleanupPolicy, CompressionType, FsyncSetting, Kind, Listener,
     LogFormat, TimestampType,
 };
-use super::write_behind::{self, ProfileRecommendation, WriteBehindChoice, PROFILE_FILE_NAME};
+use super::write_behind::{
+    self, ProfileRecommendation, SettingSource, WriteBehindChoice, WriteModeChoice, PROFILE_FILE_NAME,
+};
 use super::{ConfigEntry, ConfigError, ConfigSource, ConfigSynonym};
 use crate::group::consumer::assignor::AssignorKind;
 
@@ -119,6 +121,7 @@ impl BrokerConfig {
         let mut effective = build(merged)?;
         // What `build` does not derive from keys alone (the iotune profile) stays as it was.
         effective.write_behind = self.write_behind.clone();
+        effective.write_mode = self.write_mode.clone();
         effective.explicit = self.explicit.clone();
         effective.dynamic = layers;
         Ok(effective)
@@ -139,13 +142,20 @@ impl BrokerConfig {
         default.is_file().then_some(default)
     }
 
-    /// Applies an iotune profile's recommendation to the write-behind keys left unset.
+    /// Applies an iotune profile's recommendation to the write-behind keys and the write mode
+    /// left unset.
     pub fn apply_iotune_profile(&mut self, profile: &ProfileRecommendation) -> Result<(), ConfigError> {
         self.write_behind = write_behind::choose(
             self.laminar_storage_write_batch_bytes,
             self.laminar_storage_io_depth,
             Some(profile),
         )?;
+        if let (SettingSource::Default, Some(mode)) = (&self.write_mode.source, profile.write_mode) {
+            self.write_mode = WriteModeChoice {
+                mode,
+                source: SettingSource::Profile(profile.path.clone()),
+            };
+        }
         Ok(())
     }
 
@@ -387,12 +397,25 @@ fn build(explicit: BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError
         laminar_storage_io_depth: write_behind_keys.io_depth,
         laminar_storage_mapped_appends: v.parsed("laminar.storage.mapped_appends", parse_bool)?,
         laminar_storage_prewrite: v.parsed("laminar.storage.prewrite", parse_bool)?,
-        laminar_storage_write_mode: v.parsed("laminar.storage.write_mode", WriteMode::parse)?,
+        write_mode: write_mode(&v)?,
         laminar_cache_bytes: laminar_cache_bytes(&v)?,
         laminar_iotune_profile: write_behind_keys.profile,
         write_behind: write_behind_keys.choice,
         explicit,
         dynamic: DynamicLayers::default(),
+    })
+}
+
+/// `laminar.storage.write_mode` when set, else the default (until an iotune profile decides).
+fn write_mode(v: &Values<'_>) -> Result<WriteModeChoice, ConfigError> {
+    const KEY: &str = "laminar.storage.write_mode";
+    let Some(text) = v.set(KEY) else {
+        return Ok(WriteModeChoice::default());
+    };
+    let mode = WriteMode::parse(text).ok_or_else(|| registered(KEY).kind.invalid(KEY, text))?;
+    Ok(WriteModeChoice {
+        mode,
+        source: SettingSource::Config,
     })
 }
 

@@ -415,10 +415,13 @@ pub static BROKER_KEYS: &[BrokerKey] = &[
          background before the appends reach them, so that the fdatasync after an append commits \
          only data. On the disks measured so far it costs more than it saves (the zeros double \
          the bytes written; docs/decisions/0048). false: blocks are reserved with fallocate."),
-    key("laminar.storage.write_mode", Fixed("buffered"), Kind::Choice(laminar_engine::io::WriteMode::NAMES), &[],
+    key("laminar.storage.write_mode", Derived(|c| c.write_mode.mode.name().to_string()),
+        Kind::Choice(laminar_engine::io::WriteMode::NAMES), &[],
         "How segment data is written: buffered (through the page cache, which then serves reads \
-         of recent data) or direct (O_DIRECT from the shard's own aligned buffers; reads of \
-         recent data go to the disk). docs/decisions/0048 has the measurements."),
+         of recent data) or direct (O_DIRECT from the shard's own aligned buffers through its \
+         io_uring; laminar.cache.bytes keeps recent data for reads). Unset: what the iotune \
+         profile recommends (laminar.iotune.profile), else buffered. docs/decisions/0049 and \
+         0050 have the measurements."),
     key("laminar.cache.bytes", Derived(|c| c.laminar_cache_bytes.to_string()),
         Kind::Int { min: 0, max: i64::MAX }, &[],
         "With laminar.storage.write_mode=direct: bytes of recently written segment data the \

@@ -106,8 +106,9 @@ pub struct BrokerConfig {
     /// `laminar.storage.prewrite`: the blocks ahead of a segment's appends are written before
     /// the appends reach them.
     pub laminar_storage_prewrite: bool,
-    /// `laminar.storage.write_mode`: segment writes through the page cache or O_DIRECT.
-    pub laminar_storage_write_mode: laminar_engine::io::WriteMode,
+    /// `laminar.storage.write_mode`: segment writes through the page cache or O_DIRECT; set,
+    /// else as the iotune profile recommends once applied, else buffered.
+    pub write_mode: super::write_behind::WriteModeChoice,
     /// `laminar.cache.bytes`: recent writes kept for reads in O_DIRECT mode, for the broker.
     pub laminar_cache_bytes: u64,
     /// `laminar.iotune.profile`, when set (see [`BrokerConfig::iotune_profile_path`]).

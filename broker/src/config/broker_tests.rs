@@ -81,19 +81,13 @@ fn file_values_and_overrides_on_top() {
         ],
     );
     assert!(storage.laminar_storage_prewrite);
-    assert_eq!(
-        storage.laminar_storage_write_mode,
-        laminar_engine::io::WriteMode::Direct
-    );
+    assert_eq!(storage.write_mode.mode, laminar_engine::io::WriteMode::Direct);
     let defaults = config("", &[]);
     assert!(
         !defaults.laminar_storage_prewrite,
         "pre-writes measured slower: off by default"
     );
-    assert_eq!(
-        defaults.laminar_storage_write_mode,
-        laminar_engine::io::WriteMode::Buffered
-    );
+    assert_eq!(defaults.write_mode.mode, laminar_engine::io::WriteMode::Buffered);
     let memory = laminar_sys::memory::physical_memory_bytes();
     assert!(memory > 0);
     assert_eq!(

@@ -1,16 +1,17 @@
 //! Write-behind settings (`laminar.storage.write_batch_bytes`, `laminar.storage.io_depth`) and
-//! where each comes from: a key set in the config wins, then the iotune profile
+//! the write mode (`laminar.storage.write_mode`), and where each comes from: a key set in the
+//! config wins, then the iotune profile
 //! (`laminar.iotune.profile`, or `<first log dir>/iotune.json` when present), then the default
-//! (write-behind off).
+//! (write-behind off, buffered writes).
 //!
 //! The profile file's format belongs to `laminar iotune` (laminar-tuning, which this crate must
-//! not depend on): the binary reads it and hands over the two numbers as a
+//! not depend on): the binary reads it and hands over what it recommends as a
 //! [`ProfileRecommendation`].
 
 use std::fmt;
 use std::path::PathBuf;
 
-use laminar_engine::io::WriteBehind;
+use laminar_engine::io::{WriteBehind, WriteMode};
 
 use super::ConfigError;
 
@@ -25,14 +26,30 @@ pub const IO_DEPTH_DEFAULT: u32 = 4;
 /// point).
 pub const WRITE_BATCH_BYTES_MAX: u64 = 1 << 30;
 
-/// Where a write-behind setting came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a write-behind setting or the write mode came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum SettingSource {
     /// Set in `server.properties` or by `--override`.
     Config,
     /// Recommended by the iotune profile at this path.
     Profile(PathBuf),
+    #[default]
     Default,
+}
+
+/// `laminar.storage.write_mode` in force and where it came from. Shared read-only across shards
+/// (part of the broker config).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteModeChoice {
+    pub mode: WriteMode,
+    pub source: SettingSource,
+}
+
+impl fmt::Display for WriteModeChoice {
+    /// `direct (profile /data/iotune.json)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.mode.name(), self.source)
+    }
 }
 
 impl fmt::Display for SettingSource {
@@ -51,6 +68,8 @@ pub struct ProfileRecommendation {
     pub path: PathBuf,
     pub write_batch_bytes: u64,
     pub io_depth: u64,
+    /// `None` from a profile written before iotune measured appends.
+    pub write_mode: Option<WriteMode>,
 }
 
 /// The write-behind settings in force and where each came from. Shared read-only across shards
@@ -160,6 +179,7 @@ mod tests {
 
     fn profile(write_batch_bytes: u64, io_depth: u64) -> ProfileRecommendation {
         ProfileRecommendation {
+            write_mode: None,
             path: PathBuf::from("/d/iotune.json"),
             write_batch_bytes,
             io_depth,
@@ -206,6 +226,34 @@ mod tests {
             only_batch.write_behind.to_string(),
             "write_batch_bytes=65536 (config), io_depth=4 (default)"
         );
+    }
+
+    #[test]
+    fn the_profile_chooses_the_write_mode_unless_the_key_is_set() {
+        const KEY: &str = "laminar.storage.write_mode";
+        let direct = ProfileRecommendation {
+            write_mode: Some(WriteMode::Direct),
+            ..profile(131072, 8)
+        };
+        let mut plain = config(&[]).unwrap();
+        assert_eq!(plain.write_mode.to_string(), "buffered (default)");
+        plain.apply_iotune_profile(&profile(131072, 8)).unwrap();
+        assert_eq!(
+            plain.write_mode.to_string(),
+            "buffered (default)",
+            "an older profile says nothing"
+        );
+        plain.apply_iotune_profile(&direct).unwrap();
+        assert_eq!(plain.write_mode.mode, WriteMode::Direct);
+        assert_eq!(plain.write_mode.to_string(), "direct (profile /d/iotune.json)");
+        assert_eq!(plain.value_of(KEY).as_deref(), Some("direct"));
+        let dynamic = plain.with_dynamic(Default::default()).unwrap();
+        assert_eq!(dynamic.write_mode.to_string(), "direct (profile /d/iotune.json)");
+
+        let mut key_wins = config(&["laminar.storage.write_mode=buffered"]).unwrap();
+        key_wins.apply_iotune_profile(&direct).unwrap();
+        assert_eq!(key_wins.write_mode.to_string(), "buffered (config)");
+        assert!(config(&["laminar.storage.write_mode=mmap"]).is_err());
     }
 
     #[test]

@@ -162,7 +162,7 @@ type AppendResults = Vec<(TopicPartition, Result<AppendInfo, PartitionAccessErro
 /// written to the page cache would be (only O_DIRECT appends, staged in the shard's memory,
 /// make this wait), so a kill of the broker loses no acknowledged record.
 async fn wait_acks_leader(ctx: &Rc<BrokerCtx>, results: AppendResults) -> AppendResults {
-    if ctx.state.shared.config.laminar_storage_write_mode != laminar_engine::io::WriteMode::Direct {
+    if ctx.state.shared.config.write_mode.mode != laminar_engine::io::WriteMode::Direct {
         return results;
     }
     let waits = results

@@ -40,6 +40,14 @@ impl WriteMode {
     /// The names `laminar.storage.write_mode` takes.
     pub const NAMES: &'static [&'static str] = &["buffered", "direct"];
 
+    /// The `laminar.storage.write_mode` value naming this mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Buffered => "buffered",
+            WriteMode::Direct => "direct",
+        }
+    }
+
     pub fn parse(name: &str) -> Option<WriteMode> {
         match name.trim() {
             "buffered" => Some(WriteMode::Buffered),
