@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::blockdev::block_devices_of;
 use crate::hostfs::HostFs;
 use crate::iotune_appends::{recommend_write_mode, run_append_cases, AppendCase, AppendMode};
+use crate::write_pattern::fill_pattern;
 
 pub const BLOCK_SIZES: [usize; 3] = [4096, 128 * 1024, 1024 * 1024];
 pub const QUEUE_DEPTHS: [usize; 2] = [1, 8];
@@ -320,17 +321,6 @@ fn run_case(
         mb_per_s: done_bytes as f64 / seconds / 1e6,
         iops: ops as f64 / seconds,
     })
-}
-
-/// Non-repeating bytes (xorshift), so that no layer can compress or deduplicate the writes.
-pub(crate) fn fill_pattern(buf: &mut [u8], seed: u64) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for chunk in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-    }
 }
 
 /// Appends 4 KiB and times the fdatasync that follows, until `budget` is spent (at least 10

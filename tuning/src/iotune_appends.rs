@@ -130,7 +130,7 @@ fn append_case(path: &Path, mode: AppendMode, budget: Duration) -> anyhow::Resul
 /// An [`APPEND_BYTES`] buffer of non-repeating bytes.
 fn patterned(seed: u64) -> AlignedBuffer {
     let mut buffer = AlignedBuffer::new(APPEND_BYTES);
-    super::iotune::fill_pattern(buffer.as_mut_slice(), seed);
+    crate::write_pattern::fill_pattern(buffer.as_mut_slice(), seed);
     buffer
 }
 

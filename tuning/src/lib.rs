@@ -24,6 +24,7 @@ mod reclaim;
 pub mod sd_notify;
 pub mod systemd_units;
 pub mod tune;
+mod write_pattern;
 
 pub use check::TuneCheck;
 pub use probe::{probe_host, probe_host_for, HostError, HostReport};
